@@ -1,0 +1,180 @@
+"""`audit`: the leakage of a mechanism on a dependence model under one notion, with a verdict."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ddpbayes.engines import AdversaryLeakage, Witness, select_engine
+from ddpbayes.engines.base import _num
+from ddpbayes.errors import InputError
+from ddpbayes.mechanisms import Mechanism, make_mechanism
+from ddpbayes.model import DependenceModel
+from ddpbayes.notions import adversaries, aggregate, check_notion, dp_leakage, lattice_summary
+from ddpbayes.problem import Problem
+from ddpbayes.queries import Query, parse_query
+
+RELATIVE_TOLERANCE = 1e-9  # exact leakage within this of the claim passes (floating-point rounding)
+
+
+@dataclass
+class AuditResult:
+    notion: str
+    leakage: float
+    per_target: list[float | None]
+    witness: Witness | None
+    engine: str
+    verdict: str | None
+    claim: float | None
+    seconds: float
+    ci: tuple[float, float] | None = None
+    reason: str | None = None
+    lattice: list[AdversaryLeakage] | None = None
+    dependence_sets: list[list[int]] | None = None
+    mechanism: dict = field(default_factory=dict)
+    query: str = ""
+    tuples: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        out = {
+            "notion": self.notion,
+            "leakage": _leak(self.leakage),
+            "per_target": [None if v is None else _leak(v) for v in self.per_target],
+            "witness": None if self.witness is None else self.witness.to_json(),
+            "engine": self.engine,
+            "verdict": self.verdict,
+            "claim": self.claim,
+            "ci": None if self.ci is None else [_num(v) for v in self.ci],
+            "seconds": round(self.seconds, 4),
+            "reason": self.reason,
+            "query": self.query,
+            "mechanism": self.mechanism,
+            "tuples": self.tuples,
+            "notes": self.notes,
+        }
+        if self.dependence_sets is not None:
+            out["dependence_sets"] = self.dependence_sets
+        if self.lattice is not None:
+            out["lattice"] = [
+                {"target": r.adversary.target, "known": sorted(r.adversary.known), "leakage": _leak(r.value)}
+                for r in self.lattice
+            ]
+            out["lattice_summary"] = lattice_summary(self.lattice)
+        return out
+
+
+def audit(
+    model: DependenceModel,
+    query: str | Query,
+    mechanism: str | Mechanism,
+    notion: str,
+    *,
+    scale: float | None = None,
+    epsilon: float | None = None,
+    claim: float | None = None,
+    targets: Sequence[int] | None = None,
+    known: Sequence[int] | None = None,
+    engine: str = "auto",
+    lattice: bool = False,
+    seed: int | None = None,
+    max_states: int | None = None,
+) -> AuditResult:
+    """Leakage of `mechanism` releasing `query` on `model` under `notion` (DESIGN §1).
+
+    `mechanism` is a Mechanism, or its kind with `scale` or `epsilon` (classic DP's scale:
+    global sensitivity / epsilon). `targets` restricts the targets; `known` fixes the
+    adversary's knowledge for pdp; `lattice` keeps every pdp adversary in the result.
+    """
+    start = time.perf_counter()
+    check_notion(notion)
+    query = parse_query(query) if isinstance(query, str) else query
+    query.check(model.domains)
+    if isinstance(mechanism, str):
+        mechanism = make_mechanism(mechanism, query, model.domains, scale=scale, epsilon=epsilon)
+    else:
+        mechanism.check(query, model.domains)
+    targets = _targets(targets, model.n)
+    known = _known(known, targets, model.n, notion)
+    if lattice and notion != "pdp":
+        raise InputError("--lattice lists the pdp adversaries: use it with --notion pdp")
+    if claim is not None and (not isinstance(claim, (int, float)) or math.isnan(claim) or claim < 0):
+        raise InputError(f"the claim must be a non-negative number, got {claim}")
+    options = {"seed": seed}
+    if max_states is not None:
+        if max_states < 1:
+            raise InputError(f"--max-states must be positive, got {max_states}")
+        options["max_states"] = max_states
+    problem = Problem(model, query, mechanism, options=options)
+
+    dep_sets = None
+    if notion == "dp":
+        engine_name, results = "analytic", dp_leakage(problem, targets)
+    else:
+        chosen = select_engine(problem, engine)
+        if notion == "ddp":
+            dep_sets = chosen.dependence_sets(problem)
+        advs = adversaries(notion, model.n, targets, known, dep_sets)
+        engine_name, results = chosen.name, chosen.leakage(problem.with_adversaries(advs))
+
+    worst, per_target = aggregate(results, model.n)
+    verdict = None
+    if claim is not None:
+        verdict = "pass" if worst.value <= claim * (1 + RELATIVE_TOLERANCE) + 1e-12 else "fail"
+    return AuditResult(
+        notion=notion,
+        leakage=worst.value,
+        per_target=per_target,
+        witness=worst.witness,
+        engine=engine_name,
+        verdict=verdict,
+        claim=claim,
+        seconds=time.perf_counter() - start,
+        ci=worst.ci,
+        reason=worst.reason,
+        lattice=results if lattice else None,
+        dependence_sets=None if dep_sets is None else [sorted(s) for s in dep_sets],
+        mechanism=mechanism.describe(),
+        query=query.name,
+        tuples=model.names,
+        notes=_notes(model),
+    )
+
+
+def _leak(v: float) -> float | str:
+    """A leakage for JSON: a float, or the string "inf" when unbounded."""
+    return float(v) if math.isfinite(v) else "inf"
+
+
+def _targets(targets: Sequence[int] | None, n: int) -> list[int]:
+    if targets is None:
+        return list(range(n))
+    targets = sorted(set(targets))
+    bad = [t for t in targets if not 0 <= t < n]
+    if bad or not targets:
+        raise InputError(f"target {bad[0] if bad else '(none)'} is out of range: the model has tuples 0..{n - 1}")
+    return targets
+
+
+def _known(known: Sequence[int] | None, targets: list[int], n: int, notion: str) -> list[int] | None:
+    if known is None:
+        return None
+    if notion != "pdp":
+        raise InputError(f"--known fixes the adversary of pdp; {notion} fixes its own (use --notion pdp)")
+    known = sorted(set(known))
+    bad = [k for k in known if not 0 <= k < n]
+    if bad:
+        raise InputError(f"known tuple {bad[0]} is out of range: the model has tuples 0..{n - 1}")
+    clash = [k for k in known if k in targets]
+    if clash:
+        raise InputError(f"known tuple {clash[0]} is also a target: the adversary cannot know its own target")
+    return known
+
+
+def _notes(model: DependenceModel) -> list[str]:
+    masses = [table.mass for key, table in model.cache.items() if key[0] == "joint_table"]
+    if masses and min(masses) < 1 - 1e-9:
+        return [f"the enumerated domains cover {min(masses):.6g} of the prior mass: leakage is for the model conditioned on them"]
+    return []

@@ -1,0 +1,48 @@
+"""`ddpbayes audit`: the leakage of one mechanism under one notion."""
+
+from __future__ import annotations
+
+import json
+
+from ddpbayes.audit import AuditResult, audit
+from ddpbayes.cli.args import add_mechanism, add_model, add_output, index_list
+from ddpbayes.cli.text import audit_text
+from ddpbayes.engines import ENGINES
+from ddpbayes.model.loading import load_model, parse_params
+from ddpbayes.notions import NOTIONS
+
+
+def register(sub) -> None:
+    p = sub.add_parser("audit", help="leakage of a mechanism on a dependence model, with a verdict")
+    add_model(p)
+    add_mechanism(p)
+    p.add_argument("--notion", required=True, choices=NOTIONS)
+    p.add_argument("--target", type=index_list, default=None, help="target tuple(s), e.g. 0 or 0,2")
+    p.add_argument("--known", type=index_list, default=None, help="pdp: indices the adversary knows ('' for none)")
+    p.add_argument("--lattice", action="store_true", help="pdp: list every (target, known set)")
+    p.add_argument("--claim", type=float, default=None, help="claimed epsilon to check")
+    p.add_argument("--engine", choices=("auto", *ENGINES), default="auto")
+    p.add_argument("--max-states", type=int, default=None, help="refuse a joint state space larger than this")
+    add_output(p)
+    p.set_defaults(run=run)
+
+
+def run(args) -> int:
+    model = load_model(args.model, parse_params(args.param))
+    result: AuditResult = audit(
+        model,
+        args.query,
+        args.mechanism,
+        args.notion,
+        scale=args.scale,
+        epsilon=args.epsilon,
+        claim=args.claim,
+        targets=args.target,
+        known=args.known,
+        engine=args.engine,
+        lattice=args.lattice,
+        seed=args.seed,
+        max_states=args.max_states,
+    )
+    print(json.dumps(result.to_json(), indent=2) if args.format == "json" else audit_text(result))
+    return 1 if result.verdict == "fail" else 0

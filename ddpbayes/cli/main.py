@@ -1,0 +1,54 @@
+"""`ddpbayes` entry point: parse arguments, run a command, map errors to exit codes.
+
+Exit codes: 0 ran (and passed, or no claim), 1 ran and the claim fails, 2 bad input,
+3 an internal error (a bug: rerun with --debug for the traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+
+from ddpbayes.errors import InputError
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, exit 2, as for every bad input
+        raise InputError(f"{self.prog}: {message}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from ddpbayes.cli import audit_cmd
+
+    parser = _Parser(prog="ddpbayes", description="Verify privacy mechanisms on dependent data (DDP, PDP, IDP).")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    audit_cmd.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    try:
+        args = build_parser().parse_args(argv)
+        return args.run(args)
+    except InputError as exc:
+        if debug:
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # a bug, not bad input: one line unless --debug
+        if debug:
+            raise
+        print(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)", file=sys.stderr)
+        return 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())

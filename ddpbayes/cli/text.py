@@ -1,0 +1,53 @@
+"""Short readable tables for the terminal."""
+
+from __future__ import annotations
+
+import math
+
+from ddpbayes.audit import AuditResult
+
+
+def fmt(v: float | None) -> str:
+    if v is None:
+        return "-"
+    if math.isinf(v):
+        return "+inf" if v > 0 else "-inf"
+    return f"{v:.6g}"
+
+
+def audit_text(r: AuditResult) -> str:
+    mech = ", ".join(f"{k}={v}" for k, v in r.mechanism.items() if k in ("kind", "scale", "epsilon"))
+    lines = [
+        f"notion     {r.notion}",
+        f"query      {r.query}    mechanism  {mech}",
+        f"leakage    {fmt(r.leakage)}" + (f"    95% CI [{fmt(r.ci[0])}, {fmt(r.ci[1])}]" if r.ci else ""),
+    ]
+    if r.claim is not None:
+        lines.append(f"claim      {fmt(r.claim)}    verdict  {r.verdict.upper()}")
+    if r.reason:
+        lines.append(f"reason     {r.reason}")
+    lines.append(f"engine     {r.engine}    time  {r.seconds:.2f} s")
+    if r.witness is not None:
+        w = r.witness
+        known = "{" + ", ".join(r.tuples[k] for k in sorted(w.adversary.known)) + "}"
+        if w.known_values:
+            known += " = (" + ", ".join(fmt(v) for _, v in sorted(w.known_values.items())) + ")"
+        y = "-" if w.y is None else ", ".join(fmt(v) for v in w.y)
+        lines.append(f"witness    target {r.tuples[w.adversary.target]}, knows {known}, t={fmt(w.t)} vs t'={fmt(w.t_prime)}, y={y}")
+    lines.append("")
+    width = max(len(n) for n in r.tuples)
+    lines.append(f"{'tuple'.ljust(width)}  leakage")
+    for name, v in zip(r.tuples, r.per_target):
+        lines.append(f"{name.ljust(width)}  {fmt(v)}")
+    if r.dependence_sets is not None:
+        lines.append("")
+        lines.append("dependence sets: " + "; ".join(
+            f"{r.tuples[i]}: {{{', '.join(r.tuples[j] for j in s)}}}" for i, s in enumerate(r.dependence_sets)))
+    if r.lattice is not None:
+        lines.append("")
+        lines.append(f"{'target'.ljust(width)}  known set  leakage")
+        for a in sorted(r.lattice, key=lambda a: (a.adversary.target, len(a.adversary.known), sorted(a.adversary.known))):
+            ks = "{" + ",".join(str(k) for k in sorted(a.adversary.known)) + "}"
+            lines.append(f"{r.tuples[a.adversary.target].ljust(width)}  {ks:<9}  {fmt(a.value)}")
+    lines.extend(f"note: {n}" for n in r.notes)
+    return "\n".join(lines)

@@ -1,0 +1,31 @@
+"""Engines behind one interface (`Engine.leakage(problem)`), chosen automatically or by name."""
+
+from __future__ import annotations
+
+from ddpbayes.engines.base import AdversaryLeakage, Engine, Witness
+from ddpbayes.engines.exact import ExactEngine
+from ddpbayes.errors import InputError
+from ddpbayes.problem import Problem
+
+ENGINES: dict[str, Engine] = {e.name: e for e in (ExactEngine(),)}
+
+
+def select_engine(problem: Problem, name: str = "auto") -> Engine:
+    """The named engine, or with `auto` the first in ENGINES that can solve `problem`."""
+    if name != "auto":
+        if name not in ENGINES:
+            raise InputError(f"unknown engine '{name}' (use auto, {', '.join(ENGINES)})")
+        reason = ENGINES[name].supports(problem)
+        if reason:
+            raise InputError(f"the {name} engine cannot solve this problem: {reason}")
+        return ENGINES[name]
+    reasons = []
+    for engine in ENGINES.values():
+        reason = engine.supports(problem)
+        if reason is None:
+            return engine
+        reasons.append(f"{engine.name}: {reason}")
+    raise InputError("no engine can solve this problem (" + "; ".join(reasons) + ")")
+
+
+__all__ = ["ENGINES", "AdversaryLeakage", "Engine", "Witness", "select_engine"]

@@ -1,0 +1,154 @@
+"""Exact engine for finite discrete models (DESIGN §2.1).
+
+For an adversary A(i, K), group the enumerated joint by (x_K, X_i = t, query output) to get
+the weights of the mixture L(y | t, x_K) = Σ_r W[x_K, t, r] p_M(y | q_r) / P(t, x_K). The
+mechanism names the finite set of outputs on which sup_y of the log-ratio is attained (every
+breakpoint and both limits for Laplace/geometric, coordinate-wise for a vector; every output
+for randomized response), so the supremum is a maximum over a finite grid, taken in log space.
+Output coordinates fixed by x_K scale L equally for every t and are dropped.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+from scipy.special import logsumexp
+
+from ddpbayes.engines.base import AdversaryLeakage, Engine, Witness
+from ddpbayes.engines.joint import DEFAULT_MAX_STATES, JointTable, joint_table, unsupported_reason
+from ddpbayes.errors import InputError
+from ddpbayes.problem import Adversary, Problem
+
+_CHUNK = 1 << 22  # elements of the (groups, t, rows, outputs) array evaluated at once
+
+
+class ExactEngine(Engine):
+    name = "exact"
+
+    def supports(self, problem: Problem) -> str | None:
+        return unsupported_reason(problem.model)
+
+    def leakage(self, problem: Problem) -> list[AdversaryLeakage]:
+        table = self._table(problem.model, problem.options)
+        outputs = _Outputs(problem, table)
+        return [_adversary_leakage(adv, table, outputs, problem.options) for adv in problem.adversaries]
+
+    def dependence_sets(self, problem: Problem) -> list[frozenset[int]]:
+        model = problem.model
+        table = self._table(model, problem.options)
+        p = np.exp(table.logp)
+        sets = []
+        for i in range(model.n):
+            dep = set()
+            for j in range(model.n):
+                if j == i:
+                    continue
+                ni, nj = len(table.values[i]), len(table.values[j])
+                joint = np.bincount(table.codes[:, i] * nj + table.codes[:, j], p, ni * nj).reshape(ni, nj)
+                marg = joint.sum(axis=1)
+                cond = joint[marg > 0] / marg[marg > 0, None]
+                if np.abs(cond - cond[0]).max() > 1e-10:
+                    dep.add(j)
+            sets.append(frozenset(dep))
+        return sets
+
+    @staticmethod
+    def _table(model: DependenceModel, options: dict) -> JointTable:
+        return joint_table(model, options.get("max_states", DEFAULT_MAX_STATES))
+
+
+class _Outputs:
+    """Query outputs of every state and each coordinate's kernel on its sup-attaining grid."""
+
+    def __init__(self, problem: Problem, table: JointTable):
+        q = problem.query.values(table.x)
+        self.levels, self.level_of, self.grid, self.log_kernel = [], [], [], []
+        for c in range(q.shape[1]):
+            levels, inverse = np.unique(q[:, c], return_inverse=True)
+            grid, logk = problem.mechanism.log_kernel(levels)
+            self.levels.append(levels)
+            self.level_of.append(inverse)
+            self.grid.append(grid)
+            self.log_kernel.append(logk)
+
+    @property
+    def coordinates(self) -> int:
+        return len(self.levels)
+
+
+def _dense_ids(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    uniq, inverse = np.unique(keys, return_inverse=True)
+    return uniq, inverse.reshape(-1)
+
+
+def _adversary_leakage(adv: Adversary, table: JointTable, out: _Outputs, options: dict) -> AdversaryLeakage:
+    known = sorted(adv.known)
+    radix = [len(table.values[k]) for k in known]
+    group_key = np.zeros(len(table.logp), dtype=np.int64)
+    for k, r in zip(known, radix):
+        group_key = group_key * r + table.codes[:, k]
+    _, group = _dense_ids(group_key)
+    n_groups = int(group.max()) + 1
+
+    active = [c for c in range(out.coordinates) if np.unique(group * len(out.levels[c]) + out.level_of[c]).size > n_groups]
+    row_key = np.zeros(len(table.logp), dtype=np.int64)
+    for c in active:
+        row_key = row_key * len(out.levels[c]) + out.level_of[c]
+    _, row = _dense_ids(row_key)
+    n_rows = int(row.max()) + 1
+    row_levels = np.zeros((n_rows, len(active)), dtype=np.int64)
+    for a, c in enumerate(active):
+        row_levels[row, a] = out.level_of[c]
+
+    grid_points = list(itertools.product(*[range(len(out.grid[c])) for c in active]))
+    limit = options.get("max_states", DEFAULT_MAX_STATES)
+    if n_rows * len(grid_points) > limit:
+        raise InputError(
+            f"the output grid for {adv} has {n_rows * len(grid_points):,} cells, over the limit of {limit:,} "
+            "(raise --max-states)"
+        )
+    log_k = np.zeros((n_rows, len(grid_points)))
+    for a, c in enumerate(active):
+        g_idx = np.asarray([gp[a] for gp in grid_points], dtype=np.int64)
+        log_k += out.log_kernel[c][g_idx][:, row_levels[:, a]].T
+
+    n_t = len(table.values[adv.target])
+    t_code = table.codes[:, adv.target]
+    log_w = np.full((n_groups, n_t, n_rows), -np.inf)
+    cell = (group * n_t + t_code) * n_rows + row
+    order = np.argsort(cell, kind="stable")
+    cells, starts = np.unique(cell[order], return_index=True)
+    log_w.reshape(-1)[cells] = np.logaddexp.reduceat(table.logp[order], starts)
+    log_pt = logsumexp(log_w, axis=2)  # log P(t, x_K)
+
+    best = (-1.0, 0, 0, 0, 0)  # value, group, grid point, t, t'
+    per_chunk = max(1, _CHUNK // max(1, n_t * n_rows * len(grid_points)))
+    for g0 in range(0, n_groups, per_chunk):
+        sl = slice(g0, min(n_groups, g0 + per_chunk))
+        possible = log_pt[sl] > -np.inf  # (g, t)
+        with np.errstate(invalid="ignore"):
+            log_l = logsumexp(log_w[sl][:, :, :, None] + log_k[None, None], axis=2) - log_pt[sl][:, :, None]
+        hi = np.where(possible[:, :, None], log_l, -np.inf)
+        lo = np.where(possible[:, :, None], log_l, np.inf)
+        ratio = hi.max(axis=1) - lo.min(axis=1)  # (g, grid)
+        ratio[possible.sum(axis=1) < 2] = 0.0
+        g, p = np.unravel_index(np.argmax(ratio), ratio.shape)
+        if ratio[g, p] > best[0]:
+            best = (float(ratio[g, p]), g0 + g, p, int(hi[g, :, p].argmax()), int(lo[g, :, p].argmin()))
+    value, g, p, t, t_prime = best
+    return AdversaryLeakage(adv, max(value, 0.0), _witness(adv, table, out, group, g, active, grid_points[p], t, t_prime))
+
+
+def _witness(adv, table, out, group, g, active, grid_point, t, t_prime) -> Witness:
+    member = int(np.flatnonzero(group == g)[0])
+    known_values = {k: float(table.x[member, k]) for k in sorted(adv.known)}
+    y = []
+    for c in range(out.coordinates):
+        if c in active:
+            y.append(float(out.grid[c][grid_point[active.index(c)]]))
+        else:  # fixed by x_K: every output of this coordinate gives the same ratio
+            y.append(float(out.levels[c][out.level_of[c][member]]))
+    values = table.values[adv.target]
+    return Witness(adv, known_values, float(values[t]), float(values[t_prime]), tuple(y))
+

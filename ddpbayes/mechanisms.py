@@ -1,0 +1,158 @@
+"""Noise mechanisms p_M(y | q(x)) and what each needs to take the supremum over outputs y.
+
+Like an OpenDP measurement, each states its input (a query's output), its noise and the
+classic guarantee it gives; `log_kernel` hands the engines the finite set of outputs on
+which the supremum of DESIGN §2.1 is attained.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ddpbayes.errors import InputError
+from ddpbayes.model.domains import Domain, Finite
+from ddpbayes.queries import Identity, Query
+
+
+class Mechanism(ABC):
+    kind: str
+
+    @abstractmethod
+    def log_kernel(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For one output coordinate whose query takes the distinct values `q` (m,), return the
+        outputs y (G,) on which the sup over y is attained (±inf for limits) and log p(y | q)
+        of shape (G, m), up to an additive constant per y (it cancels in likelihood ratios)."""
+
+    @abstractmethod
+    def dp_leakage(self, sensitivity: float) -> float:
+        """Classic (model-free) DP leakage for a tuple whose change moves the query by `sensitivity` in L1."""
+
+    def check(self, query: Query, domains: Sequence[Domain]) -> None:
+        """Raise InputError if this mechanism cannot release this query."""
+
+    @abstractmethod
+    def describe(self) -> dict: ...
+
+
+@dataclass(frozen=True)
+class Laplace(Mechanism):
+    """y = q(x) + Lap(b) on every output coordinate independently."""
+
+    scale: float
+    kind: str = "laplace"
+
+    def __post_init__(self):
+        _positive(self.scale, "scale")
+
+    def log_kernel(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        # Between consecutive q_k the log-ratio is monotone in y (004 Lemma 1), so the sup is at
+        # y = q_k or y -> ±inf, where p(y|q) ∝ e^{±q/b} once the common factor e^{∓y/b} is dropped.
+        q = np.asarray(q, dtype=float)
+        finite = -np.abs(q[:, None] - q[None, :]) / self.scale
+        plus = (q - q.max())[None, :] / self.scale
+        minus = (q.min() - q)[None, :] / self.scale
+        grid = np.concatenate([q, [math.inf, -math.inf]])
+        return grid, np.concatenate([finite, plus, minus])
+
+    def dp_leakage(self, sensitivity: float) -> float:
+        return sensitivity / self.scale if sensitivity > 0 else 0.0
+
+    def describe(self) -> dict:
+        return {"kind": self.kind, "scale": self.scale, "noise": f"Laplace(0, {self.scale:g}) on every output coordinate"}
+
+
+@dataclass(frozen=True)
+class Geometric(Laplace):
+    """Two-sided geometric noise on an integer query: P(y | q) ∝ α^{|y - q|}, α = e^{-1/b}.
+
+    Its outputs are integers; as every breakpoint q_k is an integer, the sup over integer y is
+    attained at the same points as for Laplace(b), so the kernel is the same."""
+
+    kind: str = "geometric"
+
+    def check(self, query: Query, domains: Sequence[Domain]) -> None:
+        w = query.weights(len(domains))
+        integral = all(isinstance(d, Finite) and all(float(v).is_integer() for v in d.values) for d in domains)
+        if w is None or not integral or not np.all(np.equal(np.mod(w, 1), 0)):
+            raise InputError("the geometric mechanism needs an integer query: integer weights on integer-valued tuples")
+
+    def describe(self) -> dict:
+        alpha = math.exp(-1 / self.scale)
+        return {"kind": self.kind, "scale": self.scale, "noise": f"two-sided geometric, alpha = {alpha:.6g}"}
+
+
+@dataclass(frozen=True)
+class RandomizedResponse(Mechanism):
+    """Each binary tuple is reported truthfully with probability e^ε / (1 + e^ε), else flipped."""
+
+    epsilon: float
+    kind: str = "randomized_response"
+
+    def __post_init__(self):
+        _positive(self.epsilon, "epsilon")
+
+    @property
+    def keep(self) -> float:
+        return 1.0 / (1.0 + math.exp(-self.epsilon))
+
+    def log_kernel(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        grid = np.array([0.0, 1.0])
+        q = np.asarray(q, dtype=float)
+        same = grid[:, None] == q[None, :]
+        return grid, np.where(same, math.log(self.keep), math.log1p(-self.keep))
+
+    def dp_leakage(self, sensitivity: float) -> float:
+        return self.epsilon if sensitivity > 0 else 0.0
+
+    def check(self, query: Query, domains: Sequence[Domain]) -> None:
+        if not isinstance(query, Identity):
+            raise InputError("randomized response perturbs the tuples themselves: use --query identity")
+        for k, d in enumerate(domains):
+            if not (isinstance(d, Finite) and set(d.values) <= {0.0, 1.0}):
+                raise InputError(f"randomized response needs 0/1 tuples, but tuple {k} has domain {d}")
+
+    def describe(self) -> dict:
+        return {"kind": self.kind, "epsilon": self.epsilon, "noise": f"keep each bit with probability {self.keep:.6g}"}
+
+
+MECHANISMS = ("laplace", "geometric", "randomized_response")
+
+
+def make_mechanism(
+    kind: str, query: Query, domains: Sequence[Domain], scale: float | None = None, epsilon: float | None = None
+) -> Mechanism:
+    """Build a mechanism from `scale`, or from `epsilon` as classic DP would set it
+    (Laplace/geometric scale = global L1 sensitivity / epsilon)."""
+    kind = {"rr": "randomized_response", "randomized-response": "randomized_response"}.get(kind, kind)
+    if kind not in MECHANISMS:
+        raise InputError(f"unknown mechanism '{kind}' (use {', '.join(MECHANISMS)})")
+    if (scale is None) == (epsilon is None):
+        raise InputError("give exactly one of scale and epsilon")
+    if epsilon is not None:
+        _positive(epsilon, "epsilon")
+    if scale is not None:
+        _positive(scale, "scale")
+    if kind == "randomized_response":
+        if epsilon is None:
+            raise InputError("randomized response is set by --epsilon (the per-bit DP level), not --scale")
+        mech: Mechanism = RandomizedResponse(epsilon)
+    else:
+        if scale is None:
+            gs = query.global_sensitivity(domains)
+            if not math.isfinite(gs) or gs == 0:
+                why = "unbounded" if not math.isfinite(gs) else "zero"
+                raise InputError(f"--epsilon cannot set the scale: the query's global sensitivity is {why}; give --scale")
+            scale = gs / epsilon
+        mech = Laplace(scale) if kind == "laplace" else Geometric(scale)
+    mech.check(query, domains)
+    return mech
+
+
+def _positive(value: float, what: str) -> None:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value <= 0:
+        raise InputError(f"{what} must be a positive finite number, got {value}")

@@ -1,0 +1,130 @@
+"""The model contract (DESIGN §4): a PyMC model plus which of its variables are the tuples."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+
+import pymc as pm
+
+from ddpbayes.errors import InputError
+from ddpbayes.model.domains import Domain, Finite, Interval
+from ddpbayes.model.supports import is_discrete, support
+
+
+@dataclass(frozen=True)
+class TupleSlot:
+    """Tuple k of the database: random variable `rv`, or element `index` of a vector one."""
+
+    name: str
+    rv: object
+    index: int | None
+
+
+class DependenceModel:
+    """Tuples X_0..X_{n-1} whose joint law is a PyMC model; other free variables are latent.
+
+    `tuples` is a list of scalar random-variable names, or the name of one vector random
+    variable whose elements are the tuples. `domains` is one `Domain` for every tuple, or a
+    mapping from variable name to `Domain`; discrete supports are inferred otherwise.
+    """
+
+    def __init__(
+        self,
+        model: pm.Model,
+        tuples: str | Sequence[str],
+        domains: Domain | Mapping[str, Domain] | None = None,
+    ):
+        if not isinstance(model, pm.Model):
+            raise InputError(f"DependenceModel needs a pymc.Model, got {type(model).__name__}")
+        self.model = model
+        self.slots = _slots(model, tuples)
+        self.domains = _domains(self.slots, domains)
+        self.cache: dict = {}  # engines memoise per-model work here (e.g. the enumerated joint)
+
+    @property
+    def n(self) -> int:
+        return len(self.slots)
+
+    @property
+    def names(self) -> list[str]:
+        return [s.name for s in self.slots]
+
+    @cached_property
+    def tuple_rvs(self) -> list:
+        seen: list = []
+        for s in self.slots:
+            if not any(s.rv is r for r in seen):
+                seen.append(s.rv)
+        return seen
+
+    @cached_property
+    def latent_rvs(self) -> list:
+        return [rv for rv in self.model.free_RVs if not any(rv is r for r in self.tuple_rvs)]
+
+    def is_discrete(self, k: int) -> bool:
+        return is_discrete(self.slots[k].rv) and isinstance(self.domains[k], Finite)
+
+    @property
+    def all_discrete(self) -> bool:
+        return all(self.is_discrete(k) for k in range(self.n))
+
+    def describe(self) -> dict:
+        return {
+            "tuples": [{"name": s.name, "domain": str(d)} for s, d in zip(self.slots, self.domains)],
+            "latent": [rv.name for rv in self.latent_rvs],
+        }
+
+
+def _slots(model: pm.Model, tuples: str | Sequence[str]) -> list[TupleSlot]:
+    free = {rv.name: rv for rv in model.free_RVs}
+
+    def lookup(name: str):
+        if name in free:
+            return free[name]
+        if name in model.named_vars:
+            raise InputError(f"tuple '{name}' is not a free random variable of the model (observed or deterministic)")
+        raise InputError(f"the model has no random variable '{name}' (it has: {', '.join(free) or 'none'})")
+
+    if isinstance(tuples, str):
+        rv = lookup(tuples)
+        if rv.ndim != 1:
+            raise InputError(f"tuple vector '{tuples}' must be one-dimensional, it has {rv.ndim} dimensions")
+        size = rv.type.shape[0]
+        if size is None:
+            size = int(pm.draw(rv.shape[0]))
+        return [TupleSlot(f"{tuples}[{k}]", rv, k) for k in range(size)]
+    names = list(tuples)
+    if not names:
+        raise InputError("a DependenceModel needs at least one tuple")
+    if len(set(names)) != len(names):
+        raise InputError(f"tuple names repeat: {names}")
+    slots = []
+    for name in names:
+        rv = lookup(name)
+        if rv.ndim != 0:
+            raise InputError(f"tuple '{name}' is not scalar; name a vector tuple as tuples='{name}'")
+        slots.append(TupleSlot(name, rv, None))
+    return slots
+
+
+def _domains(slots: list[TupleSlot], domains) -> list[Domain]:
+    if domains is not None and not isinstance(domains, (Finite, Interval, Mapping)):
+        raise InputError(f"domains must be a Finite, an Interval or a mapping, got {type(domains).__name__}")
+    if isinstance(domains, Mapping):
+        known = {s.rv.name for s in slots}
+        for key, dom in domains.items():
+            if key not in known:
+                raise InputError(f"domains names '{key}', which is not a tuple (tuples: {', '.join(sorted(known))})")
+            if not isinstance(dom, (Finite, Interval)):
+                raise InputError(f"the domain of '{key}' must be a Finite or an Interval")
+    out = []
+    for s in slots:
+        if isinstance(domains, (Finite, Interval)):
+            out.append(domains)
+        elif isinstance(domains, Mapping) and s.rv.name in domains:
+            out.append(domains[s.rv.name])
+        else:
+            out.append(support(s.rv))
+    return out

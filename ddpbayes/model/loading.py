@@ -1,0 +1,74 @@
+"""Model files (DESIGN §4): plain Python exposing `build(**params) -> DependenceModel`."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import inspect
+import sys
+from pathlib import Path
+
+from ddpbayes.errors import InputError
+from ddpbayes.model.contract import DependenceModel
+
+
+def parse_params(items: list[str]) -> dict:
+    """`["n=4", "p=0.2"]` -> `{"n": 4, "p": 0.2}`; values are Python literals."""
+    params = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        if not sep or not key.isidentifier():
+            raise InputError(f"malformed parameter '{item}': expected key=value, e.g. -p n=4")
+        try:
+            params[key] = ast.literal_eval(text.strip())
+        except (ValueError, SyntaxError):
+            raise InputError(
+                f"malformed parameter '{item}': '{text}' is not a Python literal (quote strings: -p {key}=\"'{text}'\")"
+            ) from None
+    return params
+
+
+def load_model(path: str | Path, params: dict | None = None) -> DependenceModel:
+    """Import the model file at `path` and call its `build(**params)`."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"model file '{path}' does not exist")
+    name = f"ddpbayes_model_{abs(hash(path.resolve()))}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise InputError(f"model file '{path}' cannot be imported (is it a .py file?)")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:  # the user's file: any error is bad input
+        raise InputError(f"model file '{path}' failed to import: {type(exc).__name__}: {exc}") from exc
+    finally:
+        sys.modules.pop(name, None)
+    build = getattr(module, "build", None)
+    if not callable(build):
+        raise InputError(f"model file '{path}' has no function build(**params)")
+    params = params or {}
+    _check_params(build, params, path)
+    try:
+        model = build(**params)
+    except InputError:
+        raise
+    except Exception as exc:
+        raise InputError(f"build() in '{path}' raised {type(exc).__name__}: {exc}") from exc
+    if not isinstance(model, DependenceModel):
+        raise InputError(f"build() in '{path}' returned {type(model).__name__}, not a DependenceModel")
+    return model
+
+
+def _check_params(build, params: dict, path: Path) -> None:
+    sig = inspect.signature(build)
+    if any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
+        return
+    accepted = [p for p, v in sig.parameters.items() if v.kind in (v.POSITIONAL_OR_KEYWORD, v.KEYWORD_ONLY)]
+    unknown = [k for k in params if k not in accepted]
+    if unknown:
+        raise InputError(
+            f"unknown parameter '{unknown[0]}' for build() in '{path}' (it takes: {', '.join(accepted) or 'nothing'})"
+        )

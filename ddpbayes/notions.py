@@ -1,0 +1,101 @@
+"""Privacy notions as sets of adversaries over the one quantity leak(i, K) (DESIGN §1).
+
+| notion | adversaries                                            | source           |
+| dp     | K = all others, x_{-i} over the product of the domains  | model-free       |
+| idp    | K = {} for every target                                | 004 Def. 3       |
+| pdp    | every K for every target (the WHG lattice)             | 003 Def. 2       |
+| ddp    | K = the tuples outside the target's dependence set     | 000 Def. 3–4     |
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from ddpbayes.engines.base import AdversaryLeakage, Witness
+from ddpbayes.errors import InputError
+from ddpbayes.model import Finite
+from ddpbayes.problem import Adversary, Problem
+from ddpbayes.queries import Linear
+
+NOTIONS = ("dp", "idp", "pdp", "ddp")
+
+
+def check_notion(notion: str) -> str:
+    if notion not in NOTIONS:
+        raise InputError(f"unknown notion '{notion}' (use {', '.join(NOTIONS)})")
+    return notion
+
+
+def adversaries(
+    notion: str,
+    n: int,
+    targets: Sequence[int],
+    known: Sequence[int] | None = None,
+    dependence_sets: Sequence[frozenset[int]] | None = None,
+) -> list[Adversary]:
+    """The adversaries a notion takes the supremum over (dp is model-free: see `dp_leakage`)."""
+    if notion == "idp":
+        return [Adversary(i) for i in targets]
+    if notion == "ddp":
+        return [Adversary(i, frozenset(range(n)) - dependence_sets[i] - {i}) for i in targets]
+    if notion == "pdp":
+        if known is not None:
+            return [Adversary(i, frozenset(known)) for i in targets]
+        out = []
+        for i in targets:
+            others = [j for j in range(n) if j != i]
+            for size in range(len(others) + 1):
+                out += [Adversary(i, frozenset(k)) for k in itertools.combinations(others, size)]
+        return out
+    raise InputError(f"notion '{notion}' has no adversary set")
+
+
+def dp_leakage(problem: Problem, targets: Sequence[int]) -> list[AdversaryLeakage]:
+    """Classic DP: sup over x_{-i} in the product of domains, t, t', y — the mechanism's
+    leakage at the query's L1 sensitivity to tuple i; infinite for an unbounded domain."""
+    model, query, mech = problem.model, problem.query, problem.mechanism
+    out = []
+    everyone = frozenset(range(model.n))
+    for i in targets:
+        adv = Adversary(i, everyone - {i})
+        dom = model.domains[i]
+        sens = query.sensitivity(i, model.domains)
+        value = mech.dp_leakage(sens)
+        t, t_prime, y = _dp_witness(problem, i)
+        reason = None
+        if math.isinf(value):
+            reason = f"tuple {model.names[i]} has the unbounded domain {dom}: additive noise cannot hide it"
+        out.append(AdversaryLeakage(adv, value, Witness(adv, None, t, t_prime, y), reason=reason))
+    return out
+
+
+def _dp_witness(problem: Problem, i: int) -> tuple[float, float, tuple[float, ...] | None]:
+    dom = problem.model.domains[i]
+    lo, hi = (dom.values[0], dom.values[-1]) if isinstance(dom, Finite) else (dom.lo, dom.hi)
+    if isinstance(problem.query, Linear):
+        w = problem.query.weights(problem.model.n)[i]
+        return (hi, lo, (math.inf,)) if w >= 0 else (lo, hi, (math.inf,))
+    return hi, lo, None
+
+
+def aggregate(results: list[AdversaryLeakage], n: int) -> tuple[AdversaryLeakage, list[float | None]]:
+    """The worst adversary and the worst leakage for every target (None where not a target)."""
+    per_target: list[float | None] = [None] * n
+    for r in results:
+        i = r.adversary.target
+        per_target[i] = r.value if per_target[i] is None else max(per_target[i], r.value)
+    worst = max(results, key=lambda r: (r.value, -len(r.adversary.known)))
+    return worst, per_target
+
+
+def lattice_summary(results: list[AdversaryLeakage]) -> dict:
+    """PDP lattice by layer |K|: the max per layer, and whether the weakest adversary leaks most."""
+    layers: dict[int, float] = {}
+    for r in results:
+        size = len(r.adversary.known)
+        layers[size] = max(layers.get(size, -np.inf), r.value)
+    return {"max_by_known_size": {str(k): layers[k] for k in sorted(layers)}}
