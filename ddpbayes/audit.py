@@ -12,7 +12,7 @@ from ddpbayes.engines.base import _num
 from ddpbayes.errors import InputError
 from ddpbayes.mechanisms import Mechanism, make_mechanism
 from ddpbayes.model import DependenceModel
-from ddpbayes.notions import adversaries, aggregate, check_notion, dp_leakage, lattice_summary
+from ddpbayes.notions import LatticeSearch, adversaries, aggregate, check_notion, dp_leakage, lattice_summary
 from ddpbayes.problem import Problem
 from ddpbayes.queries import Query, parse_query
 
@@ -31,6 +31,8 @@ class AuditResult:
     seconds: float
     ci: tuple[float, float] | None = None
     reason: str | None = None
+    verdict_reason: str | None = None
+    diagnostics: dict | None = None
     lattice: list[AdversaryLeakage] | None = None
     dependence_sets: list[list[int]] | None = None
     mechanism: dict = field(default_factory=dict)
@@ -50,6 +52,8 @@ class AuditResult:
             "ci": None if self.ci is None else [_num(v) for v in self.ci],
             "seconds": round(self.seconds, 4),
             "reason": self.reason,
+            "verdict_reason": self.verdict_reason,
+            "diagnostics": self.diagnostics,
             "query": self.query,
             "mechanism": self.mechanism,
             "tuples": self.tuples,
@@ -81,12 +85,19 @@ def audit(
     lattice: bool = False,
     seed: int | None = None,
     max_states: int | None = None,
+    draws: int | None = None,
+    tune: int | None = None,
+    chains: int | None = None,
+    progress: bool = False,
+    method: str = "likelihood",
 ) -> AuditResult:
     """Leakage of `mechanism` releasing `query` on `model` under `notion` (DESIGN §1).
 
     `mechanism` is a Mechanism, or its kind with `scale` or `epsilon` (classic DP's scale:
     global sensitivity / epsilon). `targets` restricts the targets; `known` fixes the
     adversary's knowledge for pdp; `lattice` keeps every pdp adversary in the result.
+    `seed`, `draws`, `tune`, `chains`, `progress` and `method` (likelihood or posterior route)
+    steer the sampling engine.
     """
     start = time.perf_counter()
     check_notion(notion)
@@ -102,7 +113,16 @@ def audit(
         raise InputError("--lattice lists the pdp adversaries: use it with --notion pdp")
     if claim is not None and (not isinstance(claim, (int, float)) or math.isnan(claim) or claim < 0):
         raise InputError(f"the claim must be a non-negative number, got {claim}")
-    options = {"seed": seed}
+    for name, value in (("draws", draws), ("chains", chains)):
+        if value is not None and value < 1:
+            raise InputError(f"--{name} must be positive, got {value}")
+    if tune is not None and tune < 0:
+        raise InputError(f"--tune must be non-negative, got {tune}")
+    if method not in ("likelihood", "posterior"):
+        raise InputError(f"unknown method '{method}' (use likelihood or posterior)")
+    if method == "posterior" and engine not in ("sampling", "auto"):
+        raise InputError("--method posterior is the sampling engine's adversary route: use --engine sampling")
+    options = {"seed": seed, "draws": draws, "tune": tune, "chains": chains, "progress": progress, "method": method}
     if max_states is not None:
         if max_states < 1:
             raise InputError(f"--max-states must be positive, got {max_states}")
@@ -113,16 +133,17 @@ def audit(
     if notion == "dp":
         engine_name, results = "analytic", dp_leakage(problem, targets)
     else:
-        chosen = select_engine(problem, engine)
+        chosen = select_engine(problem, "sampling" if method == "posterior" else engine)
         if notion == "ddp":
             dep_sets = chosen.dependence_sets(problem)
-        advs = adversaries(notion, model.n, targets, known, dep_sets)
-        engine_name, results = chosen.name, chosen.leakage(problem.with_adversaries(advs))
+        if notion == "pdp" and known is None and not lattice and isinstance(chosen, LatticeSearch):
+            engine_name, results = chosen.name, chosen.pdp_worst(problem, targets)
+        else:
+            advs = adversaries(notion, model.n, targets, known, dep_sets)
+            engine_name, results = chosen.name, chosen.leakage(problem.with_adversaries(advs))
 
     worst, per_target = aggregate(results, model.n)
-    verdict = None
-    if claim is not None:
-        verdict = "pass" if worst.value <= claim * (1 + RELATIVE_TOLERANCE) + 1e-12 else "fail"
+    verdict, verdict_reason = judge(worst, claim)
     return AuditResult(
         notion=notion,
         leakage=worst.value,
@@ -130,6 +151,8 @@ def audit(
         witness=worst.witness,
         engine=engine_name,
         verdict=verdict,
+        verdict_reason=verdict_reason,
+        diagnostics=worst.diagnostics,
         claim=claim,
         seconds=time.perf_counter() - start,
         ci=worst.ci,
@@ -141,6 +164,34 @@ def audit(
         tuples=model.names,
         notes=_notes(model),
     )
+
+
+def judge(worst: AdversaryLeakage, claim: float | None) -> tuple[str | None, str | None]:
+    """pass / fail / inconclusive against `claim`, and why when it is not plain.
+
+    An exact leakage passes when it is at most the claim (to floating-point rounding). An
+    estimate fails when its held-out lower bound exceeds the claim, passes only when its upper
+    bound clears the claim with every x_K considered, and needs passing MCMC diagnostics for
+    either (DESIGN §2.3)."""
+    if claim is None:
+        return None, None
+    if worst.ci is None:
+        return ("pass" if worst.value <= claim * (1 + RELATIVE_TOLERANCE) + 1e-12 else "fail"), worst.reason
+    diag = worst.diagnostics or {}
+    lower, upper = worst.ci
+    if not diag.get("ok", True):
+        return "inconclusive", (
+            f"MCMC diagnostics failed (R-hat max {diag.get('rhat_max', float('nan')):.4g}, "
+            f"bulk ESS min {diag.get('ess_bulk_min', float('nan')):.4g}, divergences {diag.get('divergences', 0)}); "
+            "raise --draws/--tune"
+        )
+    if lower > claim:
+        return "fail", f"the 95% lower bound {lower:.4g} exceeds the claim"
+    if upper <= claim and diag.get("known_values_exhaustive", True):
+        return "pass", f"the 95% upper bound {upper:.4g} clears the claim"
+    if upper <= claim:
+        return "inconclusive", "the known values x_K were sampled, not exhausted: a pass cannot be earned"
+    return "inconclusive", f"the claim lies inside the interval [{lower:.4g}, {upper:.4g}]; raise --draws"
 
 
 def _leak(v: float) -> float | str:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
+from dataclasses import replace
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -28,6 +30,15 @@ def check_notion(notion: str) -> str:
     if notion not in NOTIONS:
         raise InputError(f"unknown notion '{notion}' (use {', '.join(NOTIONS)})")
     return notion
+
+
+@runtime_checkable
+class LatticeSearch(Protocol):
+    """An engine that finds each target's worst pdp adversary over every known set without
+    listing the lattice (n 2^(n-1) adversaries); audit uses it for pdp without --known."""
+
+    def pdp_worst(self, problem: Problem, targets: Sequence[int]) -> list[AdversaryLeakage]:
+        """One result per target: its worst adversary (ties go to the smallest known set)."""
 
 
 def adversaries(
@@ -83,13 +94,25 @@ def _dp_witness(problem: Problem, i: int) -> tuple[float, float, tuple[float, ..
 
 
 def aggregate(results: list[AdversaryLeakage], n: int) -> tuple[AdversaryLeakage, list[float | None]]:
-    """The worst adversary and the worst leakage for every target (None where not a target)."""
+    """The worst adversary and the worst leakage for every target (None where not a target).
+
+    For estimates, the worst adversary is chosen by its selection-half score, so that its
+    held-out lower bound stays valid (DESIGN §2.3); its upper bound becomes the largest of all."""
     per_target: list[float | None] = [None] * n
     for r in results:
         i = r.adversary.target
         per_target[i] = r.value if per_target[i] is None else max(per_target[i], r.value)
-    worst = max(results, key=lambda r: (r.value, -len(r.adversary.known)))
-    return worst, per_target
+    if all(r.ci is None for r in results):
+        worst = max(results, key=lambda r: (r.value, -len(r.adversary.known)))
+        return worst, per_target
+    worst = max(results, key=lambda r: (r.score if r.score is not None else r.value, -len(r.adversary.known)))
+    upper = max(r.ci[1] if r.ci else r.value for r in results)
+    diagnostics = dict(worst.diagnostics or {})
+    diagnostics["ok"] = all((r.diagnostics or {}).get("ok", True) for r in results)
+    diagnostics["known_values_exhaustive"] = all(
+        (r.diagnostics or {}).get("known_values_exhaustive", True) for r in results)
+    value = max(r.value for r in results)
+    return replace(worst, value=value, ci=(worst.ci[0], max(upper, value)), diagnostics=diagnostics), per_target
 
 
 def lattice_summary(results: list[AdversaryLeakage]) -> dict:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 from ddpbayes.audit import AuditResult, audit
 from ddpbayes.cli.args import add_mechanism, add_model, add_output, index_list
@@ -10,6 +11,9 @@ from ddpbayes.cli.text import audit_text
 from ddpbayes.engines import ENGINES
 from ddpbayes.model.loading import load_model, parse_params
 from ddpbayes.notions import NOTIONS
+
+
+EXIT_CODES = {"fail": 1, "inconclusive": 4}
 
 
 def register(sub) -> None:
@@ -23,6 +27,11 @@ def register(sub) -> None:
     p.add_argument("--claim", type=float, default=None, help="claimed epsilon to check")
     p.add_argument("--engine", choices=("auto", *ENGINES), default="auto")
     p.add_argument("--max-states", type=int, default=None, help="refuse a joint state space larger than this")
+    p.add_argument("--draws", type=int, default=None, help="sampling: draws per chain (default 1000)")
+    p.add_argument("--tune", type=int, default=None, help="sampling: tuning steps per chain (default 1000)")
+    p.add_argument("--chains", type=int, default=None, help="sampling: chains per conditioning event (default 2)")
+    p.add_argument("--method", choices=("likelihood", "posterior"), default="likelihood",
+                   help="sampling: likelihood route, or the adversary's posterior odds (004 Thm. 1)")
     add_output(p)
     p.set_defaults(run=run)
 
@@ -43,6 +52,11 @@ def run(args) -> int:
         lattice=args.lattice,
         seed=args.seed,
         max_states=args.max_states,
+        draws=args.draws,
+        tune=args.tune,
+        chains=args.chains,
+        method=args.method,
+        progress=args.format == "text" or sys.stderr.isatty(),
     )
     print(json.dumps(result.to_json(), indent=2) if args.format == "json" else audit_text(result))
-    return 1 if result.verdict == "fail" else 0
+    return EXIT_CODES.get(result.verdict, 0)

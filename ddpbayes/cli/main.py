@@ -1,7 +1,8 @@
 """`ddpbayes` entry point: parse arguments, run a command, map errors to exit codes.
 
 Exit codes: 0 ran (and passed, or no claim), 1 ran and the claim fails, 2 bad input,
-3 an internal error (a bug: rerun with --debug for the traceback).
+3 an internal error (a bug: rerun with --debug for the traceback), 4 ran but an estimate
+could not settle the claim (inconclusive).
 """
 
 from __future__ import annotations
@@ -19,12 +20,13 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ddpbayes.cli import audit_cmd
+    from ddpbayes.cli import audit_cmd, derive_cmd
 
     parser = _Parser(prog="ddpbayes", description="Verify privacy mechanisms on dependent data (DDP, PDP, IDP).")
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     audit_cmd.register(sub)
+    derive_cmd.register(sub)
     return parser
 
 
@@ -32,6 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
     warnings.filterwarnings("ignore", category=FutureWarning)
+    warnings.filterwarnings("ignore", message=".*could not link to a BLAS.*")
     try:
         args = build_parser().parse_args(argv)
         return args.run(args)

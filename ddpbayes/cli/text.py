@@ -24,9 +24,18 @@ def audit_text(r: AuditResult) -> str:
     ]
     if r.claim is not None:
         lines.append(f"claim      {fmt(r.claim)}    verdict  {r.verdict.upper()}")
+        if r.verdict_reason:
+            lines.append(f"           {r.verdict_reason}")
     if r.reason:
         lines.append(f"reason     {r.reason}")
     lines.append(f"engine     {r.engine}    time  {r.seconds:.2f} s")
+    if r.diagnostics:
+        d = r.diagnostics
+        lines.append(
+            f"mcmc       {d.get('runs', 0)} runs, R-hat max {fmt(d.get('rhat_max'))}, bulk ESS min {fmt(d.get('ess_bulk_min'))}, "
+            f"divergences {d.get('divergences', 0)}, samplers {'/'.join(d.get('samplers', []))}"
+            + ("" if d.get("ok", True) else "  (diagnostics FAILED)")
+        )
     if r.witness is not None:
         w = r.witness
         known = "{" + ", ".join(r.tuples[k] for k in sorted(w.adversary.known)) + "}"

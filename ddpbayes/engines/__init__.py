@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from ddpbayes.engines.base import AdversaryLeakage, Engine, Witness
 from ddpbayes.engines.exact import ExactEngine
+from ddpbayes.engines.gaussian import GaussianEngine
+from ddpbayes.engines.sampling import SamplingEngine
 from ddpbayes.errors import InputError
 from ddpbayes.problem import Problem
 
-ENGINES: dict[str, Engine] = {e.name: e for e in (ExactEngine(),)}
+ENGINES: dict[str, Engine] = {e.name: e for e in (ExactEngine(), GaussianEngine(), SamplingEngine())}
 
 
 def select_engine(problem: Problem, name: str = "auto") -> Engine:

@@ -44,8 +44,10 @@ class AdversaryLeakage:
     adversary: Adversary
     value: float
     witness: Witness
-    ci: tuple[float, float] | None = None
-    reason: str | None = None
+    ci: tuple[float, float] | None = None  # estimates: (one-sided 95% lower bound, approximate upper bound)
+    reason: str | None = None  # why the leakage is what it is when that needs saying (e.g. inf)
+    diagnostics: dict | None = None  # estimates: MCMC diagnostics; "ok" False makes verdicts inconclusive
+    score: float | None = None  # estimates: the value on the selection half, to pick the worst adversary
 
 
 class Engine(ABC):

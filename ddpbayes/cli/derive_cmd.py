@@ -1,0 +1,82 @@
+"""`ddpbayes derive`: closed forms with sympy (DESIGN §2.2, §3.1)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from ddpbayes.cli.args import index_list
+from ddpbayes.errors import InputError
+from ddpbayes.symbolic import Derivation, derive_gaussian, derive_gaussian_rho
+
+_COV_HELP = "covariance matrix of numbers and symbols, e.g. '[[1,rho],[rho,1]]'"
+
+
+def register(sub) -> None:
+    p = sub.add_parser("derive", help="closed-form leakage with sympy")
+    kinds = p.add_subparsers(dest="kind", required=True)
+
+    g = kinds.add_parser(
+        "gaussian",
+        help="leak(i, K) of w·X + Laplace(b) for jointly Gaussian X",
+        description="leak(i, K) = width / b * |w_i + sum_{j in U} w_j C_ji / C_ii|, C = Cov(X_{i ∪ U} | X_K). "
+        "The symbols 'width' (the target's range) and 'b' (the Laplace scale) stand in when not given.",
+    )
+    g.add_argument("--cov", required=True, help=_COV_HELP)
+    g.add_argument("--mean", default=None, help="mean vector (does not enter the leakage)")
+    g.add_argument("--target", type=int, default=0, help="target tuple i (default 0)")
+    g.add_argument("--known", type=index_list, default=[], help="tuples the adversary knows, e.g. 1,2 (default none)")
+    g.add_argument("--weights", default=None, help="query weights w0,w1,... (numbers or symbols; default all 1)")
+    g.add_argument("--width", type=float, default=None, help="width hi - lo of the target's domain")
+    g.add_argument("--scale", type=float, default=None, help="Laplace scale b")
+    _add_output(g)
+    g.set_defaults(run=_run_gaussian)
+
+    r = kinds.add_parser(
+        "gaussian-rho",
+        help="000's dependence coefficient rho_ij of a Gaussian pair",
+        description="rho_ij = |Sigma_ij / Sigma_ii| * width_i / width_j: exp(rho_ij dD_j / sigma) is the sup over "
+        "d_i1, d_i2, y of E[Lap_sigma(y - D_j) | D_i = d_i1] / E[Lap_sigma(y - D_j) | D_i = d_i2], with dD_j = width_j "
+        "(D_j's domain width); it does not depend on sigma. Symbols width_i, width_j stand in when not given.",
+    )
+    r.add_argument("--cov", required=True, help=_COV_HELP)
+    r.add_argument("--pair", type=index_list, default=[0, 1], help="i,j: D_i's value, D_j's release (default 0,1)")
+    r.add_argument("--widths", default=None, help="width_i,width_j: the domain widths of D_i and D_j")
+    _add_output(r)
+    r.set_defaults(run=_run_rho)
+
+
+def _add_output(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+
+
+def _run_gaussian(args) -> int:
+    d = derive_gaussian(args.cov, args.mean, args.target, args.known, args.weights, args.width, args.scale)
+    return _print(d, args.format)
+
+
+def _run_rho(args) -> int:
+    if len(args.pair) != 2:
+        raise InputError(f"--pair takes two indices i,j, got {args.pair}")
+    widths = [None, None]
+    if args.widths is not None:
+        try:
+            widths = [float(v) for v in args.widths.split(",")]
+        except ValueError:
+            raise InputError(f"--widths takes two numbers width_i,width_j, got '{args.widths}'") from None
+        if len(widths) != 2:
+            raise InputError(f"--widths takes two numbers width_i,width_j, got '{args.widths}'")
+    return _print(derive_gaussian_rho(args.cov, *args.pair, *widths), args.format)
+
+
+def _print(d: Derivation, fmt: str) -> int:
+    if fmt == "json":
+        print(json.dumps(d.to_json(), indent=2, ensure_ascii=False))
+        return 0
+    out = d.to_json()
+    value = "-" if out["value"] is None else out["value"]
+    lines = [f"expression   {out['expression']}", f"latex        {out['latex']}", f"value        {value}"]
+    lines += ["assumptions"] + [f"  - {a}" for a in d.assumptions]
+    print("\n".join(lines))
+    return 0

@@ -1,0 +1,167 @@
+"""Conditioning as one operation, as NumPyro's `condition` handler: fix some tuples' values.
+
+`condition(model, {k: value})` returns a PyMC model of the remaining free variables, with
+density proportional to the original joint at the fixed values (DESIGN §2.3). Fixed variables
+lose their value transforms (their Jacobian must not enter); free continuous variables are
+`Flat` in PyMC's unconstrained space (the original transforms and Jacobians stay inside the
+joint), free discrete ones are uniform proxies over their finite support (PyMC's Gibbs steps
+sample them). The original joint log-density enters as one `Potential`; the tuple values of
+every draw are the `Deterministic` named `TUPLES`. The same handler serves every model:
+scalar tuples, elements of a vector tuple, latents continuous or discrete. (The free elements
+of a partly fixed constrained vector live in its natural space, where its support has hard
+boundaries; `starting_points` reports that, and the engine then samples with Slice.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+from pymc.initial_point import make_initial_point_fn
+from pymc.model.transform.conditioning import remove_value_transforms
+from pytensor.graph.replace import graph_replace
+
+from ddpbayes.errors import InputError
+from ddpbayes.model.contract import DependenceModel
+from ddpbayes.model.domains import Finite
+from ddpbayes.model.supports import is_discrete, support
+
+TUPLES = "ddp_tuples"
+
+
+class ImpossibleEvent(InputError):
+    """The conditioning event has (numerically) zero probability under the model."""
+
+
+@dataclass(frozen=True)
+class _Free:
+    """A free variable of the conditioned model and where its value sits in the original one."""
+
+    name: str
+    source: str  # value-variable name in the (transform-stripped) original model
+    index: list[int] | None  # the free elements of a partly fixed vector
+    levels: np.ndarray | None  # support of a Categorical proxy (its value is an index into it)
+    discrete: bool
+
+
+@dataclass(frozen=True)
+class Conditioned:
+    model: pm.Model
+    base: pm.Model
+    free: tuple[_Free, ...]
+
+    def starting_points(self, chains: int, seed: int, candidates: int = 256) -> tuple[list[dict], bool]:
+        """Starting points for `chains` chains, and whether the event confines the free variables.
+
+        Candidates are prior draws, plus, from a few of them, sweeps of each free continuous
+        coordinate across its unconstrained line (an event such as D_j = 0.9 may allow only a
+        thin slice of a parent's range, which prior draws rarely hit). The best feasible
+        candidates start the chains. `confined` is True when some prior draws were infeasible:
+        the event confines the free variables to a region with hard boundaries, where NUTS
+        diverges. (Infeasible sweep points do not count: far out on the unconstrained line a
+        density can underflow without any boundary.) Raises InputError
+        when no candidate is feasible: the event has (numerically) zero probability."""
+        draw = make_initial_point_fn(model=self.base, default_strategy="prior")
+        logp = self.model.compile_logp()
+        points = [{f.name: _project(draw(seed * 7919 + c)[f.source], f) for f in self.free} for c in range(candidates)]
+        sweeps = []
+        for point in points[:16]:
+            for f in self.free:
+                if f.discrete:
+                    continue
+                for k in range(np.asarray(point[f.name]).size):
+                    for u in _SWEEP:
+                        moved = {**point, f.name: np.array(point[f.name], dtype=float, copy=True)}
+                        moved[f.name].flat[k] = u
+                        sweeps.append(moved)
+        scored, infeasible = [], 0
+        for c, start in enumerate(points + sweeps):
+            value = float(logp(start))
+            if np.isfinite(value):
+                scored.append((value, c, start))
+            elif c < len(points):
+                infeasible += 1
+        if not scored:
+            raise ImpossibleEvent("the conditioning event is impossible under the model (no start satisfies it)")
+        scored.sort(key=lambda s: (-s[0], s[1]))
+        return [scored[k % len(scored)][2] for k in range(chains)], infeasible > 0
+
+
+_SWEEP = (-30.0, -20.0, -12.0, -8.0, -5.0, -3.0, -1.5, 0.0, 1.5, 3.0, 5.0, 8.0, 12.0, 20.0, 30.0)
+
+
+def condition(model: DependenceModel, fixed: Mapping[int, float]) -> Conditioned:
+    """A PyMC model of p(free variables | X_k = fixed[k] for k in fixed)."""
+    fixed = {int(k): float(v) for k, v in fixed.items()}
+    fixed_rvs = {model.slots[k].rv.name for k in fixed}
+    transformed = [rv for rv in model.model.free_RVs if rv.name in fixed_rvs and model.model.rvs_to_transforms.get(rv)]
+    base = remove_value_transforms(model.model, transformed) if transformed else model.model
+    logp = base.logp(jacobian=True)
+    tuple_values = base.replace_rvs_by_values([base[rv.name] for rv in model.tuple_rvs])
+    init = base.initial_point()
+
+    slots_of: dict[str, list[tuple[int, int | None]]] = {}
+    for k, s in enumerate(model.slots):
+        slots_of.setdefault(s.rv.name, []).append((k, s.index))
+
+    replace, free = {}, []
+    with pm.Model() as conditioned:
+        for rv in base.free_RVs:
+            value = base.rvs_to_values[rv]
+            pinned = {idx: fixed[k] for k, idx in slots_of.get(rv.name, []) if k in fixed}
+            size = int(np.prod(rv.type.shape)) if rv.ndim else 1
+            if pinned and len(pinned) == size:
+                filled = [pinned[i] for i in sorted(pinned)] if rv.ndim else pinned[None]
+                replace[value] = pt.as_tensor(np.asarray(filled, dtype=value.dtype).reshape(value.type.shape))
+                continue
+            if pinned and rv.ndim != 1:
+                raise InputError(f"cannot condition on elements of '{rv.name}': only vector tuples can be split")
+            index = [i for i in range(size) if i not in pinned] if pinned else None
+            shape = (len(index),) if pinned else value.type.shape
+            stand_in, spec = _stand_in(rv, value, shape, index, init)
+            free.append(spec)
+            if pinned:
+                filled = np.zeros(size, dtype=value.dtype)
+                for i, v in pinned.items():
+                    filled[i] = v
+                stand_in = pt.set_subtensor(pt.as_tensor(filled)[index], stand_in)
+            replace[value] = stand_in
+        pm.Potential("ddp_joint", graph_replace(logp, replace, strict=False))
+        exprs = graph_replace(tuple_values, replace, strict=False)
+        pm.Deterministic(TUPLES, _stack(model, exprs))
+    return Conditioned(conditioned, base, tuple(free))
+
+
+def _stand_in(rv, value, shape, index, init) -> tuple[pt.TensorVariable, _Free]:
+    """A free stand-in for `value`: Flat (continuous, unconstrained space) or a uniform proxy."""
+    name = f"{value.name}_free"
+    if not is_discrete(rv):
+        start = np.asarray(init[value.name])
+        flat = pm.Flat(name, shape=shape, initval=start[index] if index is not None else start)
+        return flat, _Free(name, value.name, index, None, False)
+    dom = support(rv)
+    if not isinstance(dom, Finite):
+        raise InputError(f"discrete variable '{rv.name}' has unbounded support; give the tuple a Finite domain")
+    levels = np.asarray(dom.values)
+    if tuple(levels) == (0.0, 1.0):
+        return pm.Bernoulli(name, 0.5, shape=shape).astype(value.dtype), _Free(name, value.name, index, None, True)
+    proxy = pm.Categorical(name, p=np.full(len(levels), 1 / len(levels)), shape=shape)
+    return pt.as_tensor(levels.astype(value.dtype))[proxy], _Free(name, value.name, index, levels, True)
+
+
+def _project(value: np.ndarray, free: _Free) -> np.ndarray:
+    value = np.asarray(value)
+    if free.index is not None:
+        value = value[free.index]
+    if free.levels is not None:
+        value = np.searchsorted(free.levels, value)
+    return value
+
+
+def _stack(model: DependenceModel, exprs) -> pt.TensorVariable:
+    by_name = {rv.name: e for rv, e in zip(model.tuple_rvs, exprs)}
+    items = [by_name[s.rv.name] if s.index is None else by_name[s.rv.name][s.index] for s in model.slots]
+    return pt.stack([pt.cast(e, "float64") for e in items])

@@ -1,0 +1,53 @@
+"""Shared fixtures: the shipped models, built once per test session (PyMC compiles each model
+the first time an engine enumerates it; the enumerated joint is cached on the model)."""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+ROOT = TESTS.parent
+MODELS = ROOT / "models"
+sys.path.insert(0, str(TESTS))  # `import bruteforce` from every test module
+
+warnings.filterwarnings("ignore", category=FutureWarning)
+
+
+@pytest.fixture(scope="session")
+def models_dir() -> Path:
+    return MODELS
+
+
+@pytest.fixture(scope="session")
+def contagious():
+    """contagious_family.build(k=k), one model per k, shared across the session."""
+    import ddpbayes
+
+    cache = {}
+
+    def get(k: int = 2, p: float = 0.1):
+        if (k, p) not in cache:
+            cache[(k, p)] = ddpbayes.load_model(MODELS / "contagious_family.py", {"k": k, "p": p})
+        return cache[(k, p)]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def household():
+    """household.build(**params), one model per parameter set, shared across the session."""
+    import ddpbayes
+
+    cache = {}
+
+    def get(**params):
+        key = tuple(sorted(params.items()))
+        if key not in cache:
+            cache[key] = ddpbayes.load_model(MODELS / "household.py", params)
+        return cache[key]
+
+    return get

@@ -1,0 +1,282 @@
+"""Command line: bad inputs (exit 2, one line, no traceback), exit codes, JSON output."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pymc as pm
+import pytest
+
+import ddpbayes
+from ddpbayes import DependenceModel, InputError
+from ddpbayes.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+HOUSEHOLD = str(ROOT / "models" / "household.py")
+CONTAGIOUS = str(ROOT / "models" / "contagious_family.py")
+COUNT = ["--query", "count", "--mechanism", "laplace", "--scale", "1"]
+
+
+@pytest.fixture(scope="module")
+def model_files(tmp_path_factory) -> dict[str, str]:
+    d = tmp_path_factory.mktemp("models")
+    files = {
+        "nobuild": "x = 1\n",
+        "raises": "def build(**params):\n    raise RuntimeError('boom')\n",
+        "syntax": "def build(:\n",
+        "badname": """
+            import pymc as pm
+            from ddpbayes import DependenceModel
+
+            def build():
+                with pm.Model() as m:
+                    pm.Bernoulli("x0", 0.5)
+                return DependenceModel(m, tuples=["x0", "missing"])
+            """,
+        "normal": """
+            import pymc as pm
+            from ddpbayes import DependenceModel
+
+            def build():
+                with pm.Model() as m:
+                    pm.Normal("x0", 0, 1)
+                    pm.Bernoulli("x1", 0.5)
+                return DependenceModel(m, tuples=["x0", "x1"])
+            """,
+        "notamodel": "def build():\n    return 42\n",
+    }
+    out = {}
+    for name, src in files.items():
+        path = d / f"{name}.py"
+        path.write_text(textwrap.dedent(src))
+        out[name] = str(path)
+    out["missing"] = str(d / "does_not_exist.py")
+    return out
+
+
+BAD = {
+    "missing file": lambda f: ["audit", f["missing"], *COUNT, "--notion", "idp"],
+    "no build": lambda f: ["audit", f["nobuild"], *COUNT, "--notion", "idp"],
+    "build raises": lambda f: ["audit", f["raises"], *COUNT, "--notion", "idp"],
+    "syntax error in model": lambda f: ["audit", f["syntax"], *COUNT, "--notion", "idp"],
+    "build returns non-model": lambda f: ["audit", f["notamodel"], *COUNT, "--notion", "idp"],
+    "unknown tuple name": lambda f: ["audit", f["badname"], *COUNT, "--notion", "idp"],
+    "-p without =": lambda f: ["audit", HOUSEHOLD, "-p", "n4", *COUNT, "--notion", "idp"],
+    "-p non-literal": lambda f: ["audit", HOUSEHOLD, "-p", "n=abc", *COUNT, "--notion", "idp"],
+    "-p unknown key": lambda f: ["audit", HOUSEHOLD, "-p", "m=3", *COUNT, "--notion", "idp"],
+    "scale 0": lambda f: ["audit", HOUSEHOLD, "--query", "count", "--mechanism", "laplace", "--scale", "0", "--notion", "idp"],
+    "scale negative": lambda f: ["audit", HOUSEHOLD, "--query", "count", "--mechanism", "laplace", "--scale", "-1", "--notion", "idp"],
+    "scale nan": lambda f: ["audit", HOUSEHOLD, "--query", "count", "--mechanism", "laplace", "--scale", "nan", "--notion", "idp"],
+    "scale inf": lambda f: ["audit", HOUSEHOLD, "--query", "count", "--mechanism", "laplace", "--scale", "inf", "--notion", "idp"],
+    "scale not a number": lambda f: ["audit", HOUSEHOLD, "--query", "count", "--mechanism", "laplace", "--scale", "x", "--notion", "idp"],
+    "epsilon 0": lambda f: ["audit", HOUSEHOLD, "--query", "count", "--mechanism", "laplace", "--epsilon", "0", "--notion", "idp"],
+    "scale and epsilon": lambda f: ["audit", HOUSEHOLD, *COUNT, "--epsilon", "1", "--notion", "idp"],
+    "unknown query": lambda f: ["audit", HOUSEHOLD, "--query", "median", "--mechanism", "laplace", "--scale", "1", "--notion", "idp"],
+    "bad linear weights": lambda f: ["audit", HOUSEHOLD, "--query", "linear:1,a", "--mechanism", "laplace", "--scale", "1", "--notion", "idp"],
+    "wrong number of weights": lambda f: ["audit", HOUSEHOLD, "--query", "linear:1,2", "--mechanism", "laplace", "--scale", "1", "--notion", "idp"],
+    "unknown mechanism": lambda f: ["audit", HOUSEHOLD, "--query", "count", "--mechanism", "gaussian", "--scale", "1", "--notion", "idp"],
+    "rr with scale": lambda f: ["audit", HOUSEHOLD, "--query", "identity", "--mechanism", "randomized_response", "--scale", "1", "--notion", "idp"],
+    "rr on a count": lambda f: ["audit", HOUSEHOLD, "--query", "count", "--mechanism", "randomized_response", "--epsilon", "1", "--notion", "idp"],
+    "unknown notion": lambda f: ["audit", HOUSEHOLD, *COUNT, "--notion", "edp"],
+    "known contains target": lambda f: ["audit", HOUSEHOLD, *COUNT, "--notion", "pdp", "--target", "0", "--known", "0,1"],
+    "known out of range": lambda f: ["audit", HOUSEHOLD, *COUNT, "--notion", "pdp", "--target", "0", "--known", "1,9"],
+    "known not an index": lambda f: ["audit", HOUSEHOLD, *COUNT, "--notion", "pdp", "--target", "0", "--known", "a"],
+    "known with idp": lambda f: ["audit", HOUSEHOLD, *COUNT, "--notion", "idp", "--target", "0", "--known", "1"],
+    "target out of range": lambda f: ["audit", HOUSEHOLD, *COUNT, "--notion", "idp", "--target", "4"],
+    "target negative": lambda f: ["audit", HOUSEHOLD, *COUNT, "--notion", "idp", "--target", "-1"],
+    "lattice with idp": lambda f: ["audit", HOUSEHOLD, *COUNT, "--notion", "idp", "--lattice"],
+    "negative claim": lambda f: ["audit", HOUSEHOLD, *COUNT, "--notion", "idp", "--claim", "-1"],
+    "continuous tuple, engine exact": lambda f: ["audit", f["normal"], "--query", "sum", "--mechanism", "laplace", "--scale", "1", "--notion", "idp", "--engine", "exact"],
+    "unknown engine": lambda f: ["audit", HOUSEHOLD, *COUNT, "--notion", "idp", "--engine", "magic"],
+    "state space over the limit": lambda f: ["audit", HOUSEHOLD, "-p", "n=4", *COUNT, "--notion", "idp", "--max-states", "4"],
+    "max-states 0": lambda f: ["audit", HOUSEHOLD, *COUNT, "--notion", "idp", "--max-states", "0"],
+    "missing --notion": lambda f: ["audit", HOUSEHOLD, *COUNT],
+    "no subcommand": lambda f: [],
+    "unknown format": lambda f: ["audit", HOUSEHOLD, *COUNT, "--notion", "idp", "--format", "xml"],
+}
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_bad_input_exit_2_one_line(case, model_files, capsys):
+    code = main(BAD[case](model_files))
+    out, err = capsys.readouterr()
+    assert code == 2, (case, err)
+    assert "Traceback" not in err and "Traceback" not in out
+    lines = err.strip("\n").split("\n")
+    assert len(lines) == 1 and lines[0].strip(), err
+    assert out == ""
+
+
+def test_error_messages_name_the_problem(model_files, capsys):
+    """Spot-check that the one line says what is wrong (not only that something is)."""
+    checks = {
+        "missing file": "does_not_exist.py",
+        "unknown tuple name": "missing",
+        "-p unknown key": "m",
+        "target out of range": "4",
+        "known contains target": "0",
+        "state space over the limit": "4",
+    }
+    for case, fragment in checks.items():
+        main(BAD[case](model_files))
+        err = capsys.readouterr().err
+        assert fragment in err, (case, err)
+
+
+def test_unbounded_domain_dp_is_inf_with_reason(model_files, capsys):
+    """dp is model-free: a tuple with domain (-inf, inf) under additive Laplace noise has infinite
+    sensitivity, so leak = inf for it (with a reason), and 1/b for the Bernoulli tuple."""
+    code = main(["audit", model_files["normal"], "--query", "sum", "--mechanism", "laplace", "--scale", "2",
+                 "--notion", "dp", "--format", "json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    out = json.loads(captured.out)
+    assert out["leakage"] == "inf"
+    assert out["per_target"][0] == "inf"
+    assert out["per_target"][1] == pytest.approx(0.5)
+    assert isinstance(out["reason"], str) and out["reason"]
+
+
+def test_unbounded_domain_dp_python_api():
+    with pm.Model() as m:
+        pm.Normal("x0", 0, 1)
+        pm.Bernoulli("x1", 0.5)
+    r = ddpbayes.audit(DependenceModel(m, ["x0", "x1"]), "sum", "laplace", "dp", scale=1.0, claim=10.0)
+    assert math.isinf(r.leakage) and r.leakage > 0
+    assert r.verdict == "fail"
+    assert r.reason
+    assert r.to_json()["leakage"] == "inf"
+
+
+def test_bounded_continuous_domain_dp():
+    """An Interval domain bounds the target values: width 3, Laplace(b): 3/b (model-free)."""
+    with pm.Model() as m:
+        pm.Normal("x0", 0, 1)
+        pm.Bernoulli("x1", 0.5)
+    model = DependenceModel(m, ["x0", "x1"], domains={"x0": ddpbayes.Interval(-1, 2)})
+    r = ddpbayes.audit(model, "sum", "laplace", "dp", scale=0.5)
+    assert r.per_target == pytest.approx([6.0, 2.0])
+
+
+# --------------------------------------------------------------------------- exit codes
+
+
+def test_claim_exit_codes_in_process(capsys):
+    """contagious pair, count, Laplace(1/eps) with eps = 0.5: idp = 2 eps = 1 (004 Example 2)."""
+    base = ["audit", CONTAGIOUS, "--query", "count", "--mechanism", "laplace", "--epsilon", "0.5", "--notion", "idp"]
+    assert main([*base, "--claim", "0.9"]) == 1
+    assert main([*base, "--claim", "1.0"]) == 0
+    assert main(base) == 0
+    capsys.readouterr()
+
+
+def _cli() -> list[str]:
+    exe = Path(sys.executable).parent / "ddpbayes"
+    return [str(exe)] if exe.exists() else [sys.executable, "-W", "ignore", "-m", "ddpbayes.cli.main"]
+
+
+def _run(args: list[str]) -> tuple[str, str, int]:
+    p = subprocess.run([*_cli(), *args], capture_output=True, text=True, timeout=300)
+    return p.stdout, p.stderr, p.returncode
+
+
+def test_subprocess_bad_input(model_files):
+    """A real process: bad input exits 2 with one line on stderr and no traceback."""
+    out, err, code = _run(["audit", model_files["raises"], *COUNT, "--notion", "idp"])
+    assert code == 2
+    assert "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1, err
+
+
+def test_subprocess_claim_exit_codes():
+    """Real processes: a failed claim exits 1, a passed one 0. dp (model-free, no compilation,
+    so the processes stay fast): count with --epsilon 0.5 has scale 2 and leak 1/2 = 0.5."""
+    base = ["audit", CONTAGIOUS, "--query", "count", "--mechanism", "laplace", "--epsilon", "0.5", "--notion", "dp"]
+    out, err, code = _run([*base, "--claim", "0.4"])
+    assert code == 1, err
+    out, err, code = _run([*base, "--claim", "0.5", "--format", "json"])
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["verdict"] == "pass"
+    assert doc["leakage"] == pytest.approx(0.5, abs=1e-12)
+
+
+# --------------------------------------------------------------------------- JSON
+
+
+JSON_KEYS = {"notion", "leakage", "per_target", "witness", "engine", "verdict", "ci", "seconds"}
+
+
+def test_json_keys_and_null_for_non_targets(capsys):
+    code = main(["audit", HOUSEHOLD, "-p", "n=3", *COUNT, "--notion", "idp", "--target", "1", "--claim", "5",
+                 "--format", "json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    out = json.loads(captured.out)
+    assert JSON_KEYS <= set(out)
+    assert out["notion"] == "idp"
+    assert out["engine"] == "exact"
+    assert out["verdict"] == "pass"
+    assert out["ci"] is None  # exact: no interval
+    assert isinstance(out["seconds"], (int, float)) and out["seconds"] >= 0
+    assert len(out["per_target"]) == 3
+    assert out["per_target"][0] is None and out["per_target"][2] is None
+    assert out["per_target"][1] == pytest.approx(out["leakage"])
+    w = out["witness"]
+    assert w["target"] == 1 and w["known"] == []
+    assert {w["t"], w["t_prime"]} == {0, 1}
+
+
+def test_json_witness_inf_encoding_and_lists():
+    """Witness outputs are JSON-safe ('+inf'/'-inf' strings) and json.dumps succeeds for every notion."""
+    with pm.Model() as m:
+        pm.Bernoulli("x0", 0.5)
+        pm.Bernoulli("x1", 0.5)
+    model = DependenceModel(m, ["x0", "x1"])
+    for notion in ("dp", "idp", "pdp", "ddp"):
+        doc = ddpbayes.audit(model, "count", "laplace", notion, scale=1.0).to_json()
+        text = json.dumps(doc, allow_nan=False)
+        assert json.loads(text)["notion"] == notion
+
+
+def test_json_ddp_and_lattice_fields(capsys):
+    main(["audit", CONTAGIOUS, *COUNT, "--notion", "ddp", "--format", "json"])
+    out = json.loads(capsys.readouterr().out)
+    assert out["dependence_sets"] == [[1], [0]]
+    main(["audit", CONTAGIOUS, *COUNT, "--notion", "pdp", "--lattice", "--format", "json"])
+    out = json.loads(capsys.readouterr().out)
+    assert sorted((e["target"], tuple(e["known"]), e["leakage"]) for e in out["lattice"]) == [
+        (0, (), pytest.approx(2.0)), (0, (1,), 0.0), (1, (), pytest.approx(2.0)), (1, (0,), 0.0)
+    ]
+
+
+def test_text_output(capsys):
+    code = main(["audit", CONTAGIOUS, *COUNT, "--notion", "idp"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "leakage" in out and "2" in out
+
+
+# --------------------------------------------------------------------------- Python API input errors
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(),  # neither scale nor epsilon
+        dict(scale=1.0, epsilon=1.0),
+        dict(scale=1.0, lattice=True),  # lattice with idp
+        dict(scale=1.0, known=[1]),  # known with idp
+        dict(scale=1.0, claim=float("nan")),
+        dict(scale=1.0, targets=[]),
+        dict(scale=1.0, engine="nope"),
+    ],
+)
+def test_api_input_errors(contagious, kwargs):
+    with pytest.raises(InputError):
+        ddpbayes.audit(contagious(2), "count", "laplace", "idp", **kwargs)
