@@ -81,7 +81,9 @@ def run_one(key: str, profile: bool) -> dict:
         "warm_cpu": warm_cpu,
         "leakage": result.leakage,
         "engine": result.engine,
-        "adversaries": len(result.lattice) if result.lattice is not None else len([v for v in result.per_target if v is not None]),
+        "adversaries": (
+            len(result.lattice) if result.lattice is not None else sum(v is not None for v in result.per_target)
+        ),
         "witness": {
             "target": w.adversary.target,
             "known": sorted(w.adversary.known),
@@ -146,13 +148,16 @@ def main() -> int:
             records.append(child(key, None, args.profile))
 
     cache = "empty (fresh compiledir)" if args.fresh_compiledir else "as found (warm after any earlier run)"
-    print(f"exact engine, household model, count + Laplace(epsilon=1); {os.cpu_count()} cores; PyTensor compile cache: {cache}")
-    print("cold = load_model + audit, first in a fresh process (after the import); warm = the same again in that process")
+    print(f"exact engine, household model, count + Laplace(epsilon=1); {os.cpu_count()} cores; "
+          f"PyTensor compile cache: {cache}")
+    print("cold = load_model + audit, first in a fresh process (after the import); "
+          "warm = the same again in that process")
     print("s = wall-clock seconds (what the targets are about), cpu = CPU seconds (less sensitive to other load)")
-    print(f"load average before: {load[0]:.2f}, after: {os.getloadavg()[0]:.2f} (above ~0.5 other processes share the cores)")
+    print(f"load average before: {load[0]:.2f}, after: {os.getloadavg()[0]:.2f} "
+          "(above ~0.5 other processes share the cores)")
     print()
-    header = (f"{'benchmark':<22} {'adversaries':>11} {'import s':>9} {'cold s':>8} {'cold cpu':>9} {'warm s':>8} {'warm cpu':>9} "
-              f"{'target s':>9}  {'met':<4} leakage")
+    header = (f"{'benchmark':<22} {'adversaries':>11} {'import s':>9} {'cold s':>8} {'cold cpu':>9} "
+              f"{'warm s':>8} {'warm cpu':>9} {'target s':>9}  {'met':<4} leakage")
     print(header)
     print("-" * len(header))
     missed = False
@@ -160,7 +165,8 @@ def main() -> int:
         spec = BENCHMARKS[r["key"]]
         met = r["cold_s"] <= spec["target_s"]
         missed |= not met
-        print(f"{spec['label']:<22} {r['adversaries']:>11,} {r['import_s']:>9.2f} {r['cold_s']:>8.2f} {r['cold_cpu']:>9.2f} "
+        print(f"{spec['label']:<22} {r['adversaries']:>11,} {r['import_s']:>9.2f} {r['cold_s']:>8.2f} "
+              f"{r['cold_cpu']:>9.2f} "
               f"{r['warm_s']:>8.2f} {r['warm_cpu']:>9.2f} "
               f"{spec['target_s']:>9.0f}  {'yes' if met else 'NO':<4} {r['leakage']:.12g}")
     print()

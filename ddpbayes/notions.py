@@ -24,6 +24,7 @@ from ddpbayes.problem import Adversary, Problem
 from ddpbayes.queries import Linear
 
 NOTIONS = ("dp", "idp", "pdp", "ddp")
+TIE = 1e-12  # leakages this close (relative) are equal: the weakest such adversary is the witness
 
 
 def check_notion(notion: str) -> str:
@@ -103,8 +104,11 @@ def aggregate(results: list[AdversaryLeakage], n: int) -> tuple[AdversaryLeakage
         i = r.adversary.target
         per_target[i] = r.value if per_target[i] is None else max(per_target[i], r.value)
     if all(r.ci is None for r in results):
-        worst = max(results, key=lambda r: (r.value, -len(r.adversary.known)))
-        return worst, per_target
+        top = max(r.value for r in results)
+        slack = TIE * max(1.0, abs(top)) if math.isfinite(top) else 0.0  # rounding noise is a tie
+        tied = [r for r in results if r.value >= top - slack]
+        worst = min(tied, key=lambda r: (len(r.adversary.known), r.adversary.target))
+        return replace(worst, value=top), per_target
     worst = max(results, key=lambda r: (r.score if r.score is not None else r.value, -len(r.adversary.known)))
     upper = max(r.ci[1] if r.ci else r.value for r in results)
     diagnostics = dict(worst.diagnostics or {})

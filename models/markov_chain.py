@@ -36,6 +36,14 @@ Expected, for the count with Laplace(b) (--epsilon eps gives b = 1/eps):
   adversary leaks more, as in DESIGN §3.2), K = {3} 1.88673,
   K = {2} 1.52383, and K = {1} (a neighbour) 1; for X_2, K = {1} or {3} gives 1.83127,
   K = {0, 4} 2.04765, K = {1, 3} 1. The pdp maximum over the lattice is idp(X_2) = 2.66253.
+
+Finding (DPM): seed 000's dependent perturbation mechanism meets eps here with the defaults
+(count, eps = 1: its scale 2.90634 leaks 0.99269 under idp, pdp and ddp; the smallest scale
+that meets eps is 2.88457) but not with asymmetric transitions: p01 = 0.1, p10 = 0.4 gives the
+DPM scale 2.59195 (rho_0j = 1, 0.5256, 0.2703, 0.1372, 0.0692 there) and leakage 1.01689 under
+idp = pdp = ddp (target X_2, y = 5: every day at home), against the smallest adequate scale
+2.63401; 1.0103 at eps = 0.5 and 1.0178 at eps = 2. Reproduce: `ddpbayes calibrate
+models/markov_chain.py -p p01=0.1 -p p10=0.4 --query count --notion idp --epsilon 1 --method dpm`.
 """
 
 import pymc as pm

@@ -20,13 +20,16 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ddpbayes.cli import audit_cmd, derive_cmd
+    from ddpbayes.cli import audit_cmd, calibrate_cmd, derive_cmd, report_cmd, rho_cmd
 
     parser = _Parser(prog="ddpbayes", description="Verify privacy mechanisms on dependent data (DDP, PDP, IDP).")
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     audit_cmd.register(sub)
     derive_cmd.register(sub)
+    rho_cmd.register(sub)
+    calibrate_cmd.register(sub)
+    report_cmd.register(sub)
     return parser
 
 

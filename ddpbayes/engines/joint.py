@@ -137,7 +137,8 @@ def _factors(model: DependenceModel, slots: list[_Slot]) -> list[tuple[list[int]
         inputs += list(replace.values())
         outputs.append(out)
         plans.append((slot_ids, feeds))
-    fn = pytensor.function(inputs, outputs, on_unused_input="ignore")
+    # The tables are tiny: C compilation would cost seconds and save nothing.
+    fn = pytensor.function(inputs, outputs, on_unused_input="ignore", mode="FAST_COMPILE")
     tables = fn(*[f for _, feeds in plans for f in feeds])
     return [(ids, np.asarray(t, dtype=float).reshape(-1)) for (ids, _), t in zip(plans, tables)]
 

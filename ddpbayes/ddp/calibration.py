@@ -1,0 +1,230 @@
+"""Calibrate Laplace noise to a notion under a model, and compare the recipes (DESIGN §3.1, §3.3).
+
+Methods: `exact`, the smallest Laplace scale whose audited leakage under the notion is at
+most eps; `dpm`, 000's dependent perturbation mechanism (`dpm.dpm_scale`); `group`, the
+group-privacy baseline L dQ / eps (000 Thm. 7); `dp`, classic DP's dQ / eps.
+
+Why root-finding works: leak(i, K) is non-increasing in the Laplace scale, for every model,
+adversary and notion. For s2 > s1, Lap(s2) = Lap(s1) + Z with Z independent of both and
+Z ~ r δ_0 + (1 - r) Lap(s2), r = (s1 / s2)^2 (characteristic functions: 1 / (1 + s2² w²) =
+1 / (1 + s1² w²) · [r + (1 - r) / (1 + s2² w²)]). So the release at s2 is the release at s1
+plus noise that ignores the data, L_s2(y | t, x_K) = E_Z L_s1(y - Z | t, x_K), and a ratio of
+two such averages is at most the sup of the ratio of their terms (post-processing). For the
+exact engine leak(b) is also continuous (a max, over outputs that do not move with b, of
+continuous functions); for the gaussian engine and for dp it is exactly c / b.
+
+`exact`: f(b) = leak(b) - eps. From the classic scale b0 = dQ / eps, jump to b1 = b0 leak(b0)
+/ eps (the root when leak is c / b: one step for gaussian and dp), bracket the root by doubling
+or halving, solve with brentq to 1e-10 relative, then step up until leak(b) <= eps, so the
+scale meets eps and is the smallest that does to 1e-9 relative. If the leakage stays at or below
+eps down to b0 / 2^50 the notion needs no noise to speak of, and that tiny scale is returned
+with a note; an infinite leakage at every scale is an InputError. Sampling engine: f uses the
+upper confidence bound (conservative; approximate like the bound itself, DESIGN §2.3). The
+plug-in estimate from the cached draws is non-increasing by the same argument applied to the
+draws' empirical law, but the bound's Monte Carlo margin can jump when the witness changes,
+so the scale is a crossing point of the bound rather than a certified minimum. Every method's
+scale is confirmed by a final audit (its verdict against eps).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from scipy.optimize import brentq
+
+from ddpbayes.audit import AuditResult, _leak, audit
+from ddpbayes.ddp.coefficients import dependence_engine
+from ddpbayes.ddp.dpm import DPMScale, dp_scale, dpm_scale, group_scale
+from ddpbayes.ddp.idp_bounds import IdpBounds, dependence_profile, idp_bounds
+from ddpbayes.ddp.options import RunOptions
+from ddpbayes.errors import InputError
+from ddpbayes.mechanisms import Laplace
+from ddpbayes.model import DependenceModel
+from ddpbayes.notions import NOTIONS, check_notion
+from ddpbayes.queries import Query, parse_query
+
+METHODS = ("exact", "dpm", "group", "dp")
+BETA = 0.05  # (alpha, beta)-accuracy: P(|noise| > alpha) = beta, alpha = scale ln(1 / beta) (001 Lemmas 1–2)
+RTOL = 1e-10
+MAX_STEPS = 50  # doublings or halvings of the scale when bracketing
+
+
+@dataclass
+class MethodRow:
+    """One recipe's scale, its accuracy, its audited leakage under every notion, 004's bounds."""
+
+    method: str
+    scale: float
+    audits: dict[str, AuditResult]
+    errors: dict[str, str]
+    bounds: IdpBounds
+
+    @property
+    def alpha(self) -> float:
+        """The noise magnitude exceeded with probability BETA: P(|Lap(b)| > a) = e^{-a/b}."""
+        return self.scale * math.log(1 / BETA)
+
+    def to_json(self) -> dict:
+        out = {
+            "scale": self.scale,
+            "alpha": self.alpha,
+            "beta": BETA,
+            "leakage": {n: _leak(a.leakage) for n, a in self.audits.items()},
+            "verdict": {n: a.verdict for n, a in self.audits.items()},
+            "idp_bounds": self.bounds.to_json(),
+        }
+        if any(a.ci is not None for a in self.audits.values()):
+            out["ci"] = {n: None if a.ci is None else [_leak(v) for v in a.ci] for n, a in self.audits.items()}
+        if self.errors:
+            out["errors"] = self.errors
+        return out
+
+
+@dataclass
+class Calibration:
+    """The scale `method` prescribes for `notion` at `epsilon`, its final audit, and the comparison."""
+
+    method: str
+    notion: str
+    epsilon: float
+    scale: float
+    audit: AuditResult
+    rows: list[MethodRow]
+    dpm: DPMScale
+    dependence_size: int
+    engine: str
+    query: str
+    tuples: list[str]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def leakage_at_scale(self) -> float:
+        return self.audit.leakage
+
+    def row(self, method: str) -> MethodRow:
+        return next(r for r in self.rows if r.method == method)
+
+    def to_json(self) -> dict:
+        return {
+            "scale": self.scale,
+            "method": self.method,
+            "notion": self.notion,
+            "epsilon": self.epsilon,
+            "leakage_at_scale": _leak(self.leakage_at_scale),
+            "verdict": self.audit.verdict,
+            "ci": None if self.audit.ci is None else [_leak(v) for v in self.audit.ci],
+            "engine": self.engine,
+            "query": self.query,
+            "tuples": self.tuples,
+            "L": self.dependence_size,
+            "dpm": self.dpm.to_json(),
+            "comparison": {r.method: r.to_json() for r in self.rows},
+            "notes": self.notes,
+        }
+
+
+def calibrate(
+    model: DependenceModel,
+    query: str | Query,
+    notion: str,
+    epsilon: float,
+    *,
+    method: str = "exact",
+    mechanism: str = "laplace",
+    options: RunOptions | None = None,
+) -> Calibration:
+    """The Laplace scale each method prescribes for `epsilon`, audited under every notion."""
+    options = options or RunOptions()
+    check_notion(notion)
+    if method not in METHODS:
+        raise InputError(f"unknown method '{method}' (use {', '.join(METHODS)})")
+    if mechanism != "laplace":
+        raise InputError(f"calibrate sets the scale of Laplace noise: the mechanism must be laplace, not '{mechanism}'")
+    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not math.isfinite(epsilon) or epsilon <= 0:
+        raise InputError(f"epsilon must be a positive finite number, got {epsilon}")
+    query = parse_query(query) if isinstance(query, str) else query
+    query.check(model.domains)
+    engine, dep = dependence_engine(model, options)
+    dependence_size = max(len(s) for s in dep) + 1
+    exact, notes = exact_scale(model, query, notion, epsilon, options)
+    dpm = dpm_scale(model, query, epsilon, options)
+    scales = {
+        "exact": exact,
+        "dpm": dpm.scale,
+        "group": group_scale(model, query, epsilon, dependence_size),
+        "dp": dp_scale(model, query, epsilon),
+    }
+    profile = dependence_profile(model, options)
+    rows = [_row(model, query, m, scales[m], epsilon, options, profile) for m in METHODS]
+    chosen = rows[METHODS.index(method)]
+    final = chosen.audits.get(notion)
+    if final is None:
+        raise InputError(f"the {notion} leakage at the {method} scale could not be audited: {chosen.errors[notion]}")
+    notes += list(profile.notes)
+    return Calibration(method, notion, float(epsilon), scales[method], final, rows, dpm, dependence_size,
+                       engine.name, query.name, model.names, notes)
+
+
+def exact_scale(
+    model: DependenceModel, query: Query, notion: str, epsilon: float, options: RunOptions | None = None
+) -> tuple[float, list[str]]:
+    """The smallest Laplace scale whose leakage under `notion` (an estimate's upper bound) is at
+    most `epsilon`, with notes (module docstring)."""
+    options = options or RunOptions()
+
+    def level(b: float) -> float:
+        r = audit(model, query, Laplace(b), notion, **options.audit_kwargs())
+        if math.isinf(r.leakage):
+            raise InputError(f"no Laplace scale bounds the {notion} leakage: {r.reason or 'it is infinite'}")
+        return r.leakage if r.ci is None else max(r.leakage, r.ci[1])
+
+    b0 = dp_scale(model, query, epsilon)
+    v0 = level(b0)
+    notes: list[str] = []
+    start = b0 * v0 / epsilon if v0 > 0 else b0
+    lo, hi = _bracket(level, epsilon, start)
+    if lo is None:
+        notes.append(f"the {notion} leakage stays at or below epsilon down to scale {hi:.3g}: "
+                     "no noise to speak of is needed")
+        return hi, notes
+    b = hi if lo == hi else brentq(lambda s: level(s) - epsilon, lo, hi, xtol=RTOL * lo, rtol=RTOL)
+    for k in range(40):  # step to the safe side: leak(b) <= eps
+        if level(b) <= epsilon * (1 + 1e-12):
+            break
+        b = min(hi, b * (1 + RTOL * 2**k))
+    return float(b), notes
+
+
+def _bracket(level: Callable[[float], float], epsilon: float, start: float) -> tuple[float | None, float]:
+    """(lo, hi) with level(lo) > eps >= level(hi) (lo = hi when start is the root; lo None when
+    no scale down to start / 2^MAX_STEPS leaks more than eps)."""
+    v = level(start)
+    if abs(v - epsilon) <= 1e-12 * epsilon:  # the jump hit the root (leak = c / b)
+        return start, start
+    if v > epsilon:
+        lo = start
+        for _ in range(MAX_STEPS):
+            hi = lo * 2
+            if level(hi) <= epsilon:
+                return lo, hi
+            lo = hi
+        raise InputError(f"the leakage stays above epsilon up to scale {lo:.3g}")
+    hi = start
+    for _ in range(MAX_STEPS):
+        lo = hi / 2
+        if level(lo) > epsilon:
+            return lo, hi
+        hi = lo
+    return None, hi
+
+
+def _row(model, query, method, scale, epsilon, options, profile) -> MethodRow:
+    audits, errors = {}, {}
+    for notion in NOTIONS:
+        try:
+            audits[notion] = audit(model, query, Laplace(scale), notion, claim=epsilon, **options.audit_kwargs())
+        except InputError as exc:  # e.g. a sampling pdp lattice too large to estimate
+            errors[notion] = str(exc)
+    return MethodRow(method, scale, audits, errors, idp_bounds(model, query, scale, profile))

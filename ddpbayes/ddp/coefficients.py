@@ -1,0 +1,124 @@
+"""Seed 000's dependence coefficients rho_ij (000 §VI-B, Eq. 14–16; DESIGN §3.1).
+
+    exp(rho_ij dD_j / sigma) = sup over d_i1, d_i2 in supp(D_i), y of
+                               E[Lap_sigma(y - D_j) | D_i = d_i1] / E[Lap_sigma(y - D_j) | D_i = d_i2]
+
+with dD_j the width of D_j's domain. The right-hand side is exactly leak(i, K = {}) (DESIGN §1)
+of the query q = D_j (weights e_j) released with Laplace(sigma), target i, so
+
+    rho_ij = leak_i(e_j, sigma) * sigma / dD_j,
+
+computed by whichever engine fits the model (one Problem per j, adversaries A(i, {})): no
+engine-specific mathematics here. rho_ii = 1 by definition, and rho_ij = 0 when D_j is outside
+D_i's dependence set N(i) (D_j's law does not change with D_i, so the two expectations agree).
+0 <= rho_ij <= 1 (000 Eq. 15: a Laplace mixture's log-ratio is at most dD_j / sigma); an
+estimate's upper confidence bound is capped at 1 accordingly. rho depends on sigma (000 treats
+it as fixed; `ddpbayes.ddp.dpm` solves the resulting fixed point).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ddpbayes.ddp.options import RunOptions
+from ddpbayes.engines import Engine, select_engine
+from ddpbayes.errors import InputError
+from ddpbayes.mechanisms import Laplace
+from ddpbayes.model import DependenceModel
+from ddpbayes.problem import Adversary, Problem
+from ddpbayes.queries import Linear
+
+
+@dataclass(frozen=True)
+class Coefficients:
+    """rho (n, n) at one Laplace scale, with (lower, upper) bounds (n, n, 2) for estimates."""
+
+    rho: np.ndarray
+    ci: np.ndarray | None
+    dependence_sets: list[frozenset[int]]
+    scale: float
+    engine: str
+    tuples: list[str]
+    diagnostics: dict | None = None
+
+    @property
+    def dependence_size(self) -> int:
+        """L = max |N(i)| + 1 (000 §V)."""
+        return max(len(s) for s in self.dependence_sets) + 1
+
+    def dependent_sensitivity(self, sensitivities: np.ndarray) -> float:
+        """DS_Q = max_i sum_j rho_ij dQ_j (001 §VI, its Lemmas 1–2), dQ_j the query's sensitivity to tuple j."""
+        return float((self.rho @ np.asarray(sensitivities, dtype=float)).max())
+
+    def to_json(self) -> dict:
+        return {
+            "scale": self.scale,
+            "engine": self.engine,
+            "tuples": self.tuples,
+            "rho": self.rho.tolist(),
+            "rho_ci": None if self.ci is None else self.ci.tolist(),
+            "dependence_sets": [sorted(s) for s in self.dependence_sets],
+            "L": self.dependence_size,
+            "diagnostics": self.diagnostics,
+        }
+
+
+def unit_query(j: int, n: int) -> Linear:
+    """q = D_j: `linear:` with a 1 at j."""
+    return Linear("linear", coefficients=tuple(1.0 if k == j else 0.0 for k in range(n)))
+
+
+def dependence_engine(model: DependenceModel, options: RunOptions) -> tuple[Engine, list[frozenset[int]]]:
+    """The engine that fits `model` for a linear query with Laplace noise, and N(i) from it."""
+    problem = Problem(model, unit_query(0, model.n), Laplace(1.0), options=options.problem_options())
+    engine = select_engine(problem, options.engine)
+    return engine, engine.dependence_sets(problem)
+
+
+def dependence_coefficients(model: DependenceModel, scale: float, options: RunOptions | None = None) -> Coefficients:
+    """rho_ij at Laplace scale `scale` for every pair of tuples (module docstring)."""
+    options = options or RunOptions()
+    mech = Laplace(scale)
+    unbounded = [name for name, d in zip(model.names, model.domains) if not math.isfinite(d.width)]
+    if unbounded:
+        raise InputError(
+            f"dependence coefficients need bounded domains (dD_j is the domain's width); tuple {unbounded[0]} "
+            "is unbounded: give the model domains=Interval(lo, hi)"
+        )
+    engine, dep = dependence_engine(model, options)
+    n = model.n
+    rho = np.eye(n)
+    ci = None
+    runs: list[dict] = []
+    for j in range(n):
+        sources = [i for i in range(n) if i != j and j in dep[i]]
+        width = model.domains[j].width
+        if not sources or width == 0:
+            continue
+        advs = tuple(Adversary(i) for i in sources)
+        problem = Problem(model, unit_query(j, n), mech, advs, options.problem_options())
+        for r in engine.leakage(problem):
+            i = r.adversary.target
+            rho[i, j] = r.value * scale / width
+            if r.ci is not None:
+                ci = np.stack([np.eye(n), np.eye(n)], axis=-1) if ci is None else ci
+                ci[i, j] = [r.ci[0] * scale / width, min(1.0, r.ci[1] * scale / width)]
+            if r.diagnostics:
+                runs.append(r.diagnostics)
+    return Coefficients(rho, ci, dep, float(scale), engine.name, model.names, _merge(runs))
+
+
+def _merge(diagnostics: list[dict]) -> dict | None:
+    """One record for every estimated coefficient: all ok, worst R-hat and ESS, total divergences."""
+    if not diagnostics:
+        return None
+    out = {"ok": all(d.get("ok", True) for d in diagnostics)}
+    for key, pick in (("rhat_max", max), ("ess_bulk_min", min)):
+        values = [d[key] for d in diagnostics if key in d]
+        if values:
+            out[key] = pick(values)
+    out["divergences"] = sum(d.get("divergences", 0) for d in diagnostics)
+    return out

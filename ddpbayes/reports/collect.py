@@ -1,0 +1,137 @@
+"""Everything a report shows, computed from a spec and its model with the public engines.
+
+Every audit goes through `ddpbayes.audit` with the spec's settings (`Spec.audit_kwargs`), so
+the numbers in a report are those a user gets from `audit` or `ddpbayes audit`.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from ddpbayes.audit import AuditResult, audit
+from ddpbayes.engines import select_engine
+from ddpbayes.mechanisms import make_mechanism
+from ddpbayes.model import DependenceModel
+from ddpbayes.problem import Problem
+from ddpbayes.queries import parse_query
+from ddpbayes.reports.calibrated import calibrated_scales
+from ddpbayes.reports.closed_form import ClosedForm, closed_forms
+from ddpbayes.reports.curves import Curve, NoCurve, witness_curve, witness_draws
+from ddpbayes.reports.lattice import LatticeView, pdp_lattice
+from ddpbayes.reports.spec import Spec
+from ddpbayes.reports.sweep import Sweep, sweep
+
+
+class Progress:
+    """One line per step on stderr, with the seconds since the report began."""
+
+    def __init__(self, enabled: bool, label: str):
+        self.enabled, self.label, self.start = enabled, label, time.perf_counter()
+
+    def __call__(self, message: str) -> None:
+        if self.enabled:
+            print(f"ddpbayes report [{self.label}] {time.perf_counter() - self.start:6.1f} s  {message}",
+                  file=sys.stderr, flush=True)
+
+
+@dataclass
+class Collected:
+    spec: Spec
+    model: DependenceModel
+    problem: Problem
+    results: dict[str, AuditResult]
+    dependence_sets: list[list[int]]
+    lattice: LatticeView | None
+    curves: list[Curve]
+    curve_notes: list[str]
+    sweep: Sweep
+    calibration_notes: list[str]
+    closed_forms: list[ClosedForm]
+    traces: list[tuple[str, np.ndarray]]
+
+
+def problem_of(spec: Spec, model: DependenceModel, progress: bool) -> Problem:
+    """The Problem `audit` builds for this spec (same query, mechanism and sampling options)."""
+    query = parse_query(spec.query)
+    mechanism = make_mechanism(spec.kind, query, model.domains, scale=spec.scale, epsilon=spec.epsilon)
+    options = {"seed": spec.seed, "draws": spec.draws, "tune": spec.tune, "chains": spec.chains,
+               "progress": progress, "method": "likelihood"}
+    return Problem(model, query, mechanism, options=options)
+
+
+def collect(spec: Spec, model: DependenceModel, say: Progress) -> Collected:
+    def run(notion: str, **overrides) -> AuditResult:
+        return audit(model, spec.query, spec.kind, notion, progress=say.enabled,
+                     **{**spec.audit_kwargs(notion), **overrides})
+
+    results = {}
+    for k, notion in enumerate(spec.notions):
+        say(f"audit {k + 1}/{len(spec.notions)}: {notion}")
+        results[notion] = run(notion)
+    problem = problem_of(spec, model, say.enabled)
+    targets = list(spec.target) if spec.target is not None else list(range(model.n))
+    lattice = pdp_lattice(run, results["pdp"], model.n, targets, spec.seed, say) if "pdp" in results else None
+    curves, notes = _curves(problem, results)
+    dependence_sets = _dependence_sets(problem, results, spec.engine)
+    scales, calibration_notes = calibrated_scales(spec, problem, dependence_sets, say)
+    say("noise sweep")
+    swept = sweep(run, results, spec.sweep, scales, say)
+    say("closed forms and traces")
+    return Collected(
+        spec=spec,
+        model=model,
+        problem=problem,
+        results=results,
+        dependence_sets=dependence_sets,
+        lattice=lattice,
+        curves=curves,
+        curve_notes=notes,
+        sweep=swept,
+        calibration_notes=calibration_notes,
+        closed_forms=closed_forms(problem, results, spec.derive_cov),
+        traces=_traces(problem, results),
+    )
+
+
+def _curves(problem: Problem, results: dict[str, AuditResult]) -> tuple[list[Curve], list[str]]:
+    """One curve per distinct witness of the model-based notions, and why any is missing."""
+    curves: dict[tuple, Curve] = {}
+    notes = []
+    for notion, r in results.items():
+        if notion == "dp":
+            continue
+        w = r.witness
+        key = None if w is None else (w.adversary, tuple(sorted((w.known_values or {}).items())), w.t, w.t_prime)
+        if key in curves:
+            curves[key] = replace(curves[key], notion=f"{curves[key].notion}, {notion}")
+            continue
+        try:
+            curves[key] = witness_curve(problem, r.engine, notion, w)
+        except NoCurve as exc:
+            notes.append(f"{notion}: {exc}")
+    return list(curves.values()), notes
+
+
+def _dependence_sets(problem: Problem, results: dict[str, AuditResult], engine: str) -> list[list[int]]:
+    if "ddp" in results and results["ddp"].dependence_sets is not None:
+        return results["ddp"].dependence_sets
+    return [sorted(s) for s in select_engine(problem, engine).dependence_sets(problem)]
+
+
+def _traces(problem: Problem, results: dict[str, AuditResult]) -> list[tuple[str, np.ndarray]]:
+    """Query draws of the sampling engine's worst witness (both conditioning events)."""
+    sampled = [r for r in results.values() if r.engine == "sampling" and r.witness is not None
+               and r.witness.t is not None and r.witness.t_prime is not None]
+    if not sampled:
+        return []
+    worst = max(sampled, key=lambda r: r.leakage)
+    names = problem.model.names
+    known = ", ".join(f"{names[k]} = {v:.4g}" for k, v in sorted((worst.witness.known_values or {}).items()))
+    target = names[worst.witness.adversary.target]
+    return [(f"given {target} = {t:.4g}" + (f", {known}" if known else "") + f"  ({worst.notion} witness)", q)
+            for t, q in witness_draws(problem, worst.witness)]
