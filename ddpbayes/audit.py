@@ -107,6 +107,8 @@ def audit(
         mechanism = make_mechanism(mechanism, query, model.domains, scale=scale, epsilon=epsilon)
     else:
         mechanism.check(query, model.domains)
+    if targets is None and known is not None:  # with --known alone, every unknown tuple is a target
+        targets = [i for i in range(model.n) if i not in set(known)]
     targets = _targets(targets, model.n)
     known = _known(known, targets, model.n, notion)
     if lattice and notion != "pdp":
@@ -203,9 +205,11 @@ def _targets(targets: Sequence[int] | None, n: int) -> list[int]:
     if targets is None:
         return list(range(n))
     targets = sorted(set(targets))
+    if not targets:
+        raise InputError("no target is left: name at least one tuple that the adversary does not know")
     bad = [t for t in targets if not 0 <= t < n]
-    if bad or not targets:
-        raise InputError(f"target {bad[0] if bad else '(none)'} is out of range: the model has tuples 0..{n - 1}")
+    if bad:
+        raise InputError(f"target {bad[0]} is out of range: the model has tuples 0..{n - 1}")
     return targets
 
 

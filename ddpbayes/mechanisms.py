@@ -104,7 +104,9 @@ class RandomizedResponse(Mechanism):
         grid = np.array([0.0, 1.0])
         q = np.asarray(q, dtype=float)
         same = grid[:, None] == q[None, :]
-        return grid, np.where(same, math.log(self.keep), math.log1p(-self.keep))
+        # log keep = -log1p(e^-eps), log flip = -eps - log1p(e^-eps): exact for any eps
+        log_keep = -math.log1p(math.exp(-self.epsilon))
+        return grid, np.where(same, log_keep, log_keep - self.epsilon)
 
     def dp_leakage(self, sensitivity: float) -> float:
         return self.epsilon if sensitivity > 0 else 0.0

@@ -51,3 +51,17 @@ def household():
         return cache[key]
 
     return get
+
+
+@pytest.fixture(scope="session")
+def markov4():
+    """x0 ~ Bern(0.5), x_t ~ Bern(0.9 if x_{t-1} else 0.2), t = 1..3 (numpy joint: bruteforce.markov_joint)."""
+    import pymc as pm
+
+    from ddpbayes import DependenceModel
+
+    with pm.Model() as m:
+        prev = pm.Bernoulli("x0", 0.5)
+        for t in range(1, 4):
+            prev = pm.Bernoulli(f"x{t}", pm.math.switch(prev, 0.9, 0.2))
+    return DependenceModel(m, tuples=[f"x{t}" for t in range(4)])

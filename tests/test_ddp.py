@@ -10,7 +10,7 @@ import pymc as pm
 import pytest
 
 import ddpbayes
-from bruteforce import household_idp_closed_form, independent_joint, leak_bruteforce, markov_joint
+from bruteforce import household_idp_closed_form, household_joint, independent_joint, leak_bruteforce, markov_joint
 from ddpbayes import DependenceModel
 
 BIN = np.array([0.0, 1.0])
@@ -51,22 +51,11 @@ def test_independent_tuples_empty_sets_ddp_equals_dp():
 
 def test_household_everyone_depends_ddp_equals_idp(household):
     """Through h every member's law changes with every other's: N(i) = all others, K = {}, ddp = idp."""
-    from bruteforce import household_joint
-
     n, b = 4, 1.0
     assert pairwise_dependence_sets(household_joint(n)) == [[j for j in range(n) if j != i] for i in range(n)]
     r = ddpbayes.audit(household(n=n), "count", "laplace", "ddp", scale=b)
     assert r.dependence_sets == [[j for j in range(n) if j != i] for i in range(n)]
     assert r.per_target == pytest.approx([household_idp_closed_form(n, b)] * n, abs=1e-9)
-
-
-@pytest.fixture(scope="module")
-def markov4():
-    with pm.Model() as m:
-        prev = pm.Bernoulli("x0", 0.5)
-        for t in range(1, 4):
-            prev = pm.Bernoulli(f"x{t}", pm.math.switch(prev, 0.9, 0.2))
-    return DependenceModel(m, tuples=[f"x{t}" for t in range(4)])
 
 
 def test_markov_chain_everyone_depends(markov4):

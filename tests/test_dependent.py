@@ -145,3 +145,17 @@ def test_rr_household_against_enumeration(household):
     r = ddpbayes.audit(household(n=n), "identity", "randomized_response", "idp", epsilon=e)
     assert r.per_target == pytest.approx([expected] * n, abs=1e-9)
     assert e < expected < n * e  # strictly between independence and perfect contagion
+
+
+@pytest.mark.parametrize("e", [10.0, 30.0, 40.0])
+def test_rr_large_epsilon_independent_bits(e):
+    """Independent bits: idp = log(keep / (1 - keep)) = e exactly, whatever e. In floating point
+    1 - keep must not be formed as 1 - e^e/(1+e^e) (it cancels: relative error ~1e-16 e^e);
+    log(1 - keep) = -e - log1p(e^{-e}) and log keep = -log1p(e^{-e}) are exact."""
+    with pm.Model() as m:
+        pm.Bernoulli("x0", 0.3)
+        pm.Bernoulli("x1", 0.6)
+    r = ddpbayes.audit(DependenceModel(m, ["x0", "x1"]), "identity", "randomized_response", "idp", epsilon=e)
+    log_keep, log_flip = -math.log1p(math.exp(-e)), -e - math.log1p(math.exp(-e))
+    assert log_keep - log_flip == pytest.approx(e, rel=1e-12)
+    assert r.per_target == pytest.approx([e, e], rel=1e-9)

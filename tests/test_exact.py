@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import pymc as pm
 import pytest
 from scipy.special import logsumexp
 
@@ -20,7 +19,6 @@ from bruteforce import (
     scalar_grid,
     states,
 )
-from ddpbayes import DependenceModel
 
 
 @pytest.mark.parametrize("n", [2, 3, 4])
@@ -34,6 +32,14 @@ def test_household_idp_closed_form(household, n, b):
     assert leak_bruteforce(household_joint(n), [np.array([0.0, 1.0])] * n, [1.0] * n, b, 0) == pytest.approx(
         expected, abs=1e-9
     )
+
+
+@pytest.mark.parametrize("b", [0.02, 50.0])
+def test_household_extreme_scales(household, b):
+    """Tiny noise (kernels down to e^{-200}) and huge noise (leak ~ 1e-2): log space must hold up."""
+    expected = household_idp_closed_form(4, b)
+    r = ddpbayes.audit(household(n=4), "count", "laplace", "idp", scale=b)
+    assert r.leakage == pytest.approx(expected, rel=1e-9, abs=1e-12)
 
 
 def test_household_other_parameters(household):
@@ -75,16 +81,6 @@ def test_idp_equals_posterior_odds_household(household):
     assert expected[0] == pytest.approx(household_idp_closed_form(n, b), abs=1e-6)
 
 
-@pytest.fixture(scope="module")
-def markov4():
-    """x0 ~ Bern(0.5), x_t ~ Bern(0.9 if x_{t-1} else 0.2)."""
-    with pm.Model() as m:
-        prev = pm.Bernoulli("x0", 0.5)
-        for t in range(1, 4):
-            prev = pm.Bernoulli(f"x{t}", pm.math.switch(prev, 0.9, 0.2))
-    return DependenceModel(m, tuples=[f"x{t}" for t in range(4)])  # joint: bruteforce.markov_joint
-
-
 def test_idp_equals_posterior_odds_markov_linear(markov4):
     w, b = [1.0, -2.0, 0.5, 1.5], 0.9
     joint = markov_joint()
@@ -114,3 +110,16 @@ def test_witness_reproduces_leakage_markov(markov4):
             return logsumexp(np.log(p[rows]) - np.abs(y - q[rows]) / b) - logsumexp(np.log(p[rows]))
 
         assert log_l(wit.t) - log_l(wit.t_prime) == pytest.approx(node.value, abs=1e-9), str(node.adversary)
+
+
+def test_overflowing_query_values_are_not_reported_as_zero(contagious):
+    """linear:1e308,1e308 on the contagious pair: the query is 0 or 2e308, which overflows to inf.
+    The true leakage 2e308/b is not representable: the answer must be inf (or a refusal with an
+    InputError) — never 0, which would pass any claim. (A NaN inside the engine must not turn
+    into 'no leakage'.)"""
+    try:
+        r = ddpbayes.audit(contagious(2), "linear:1e308,1e308", "laplace", "idp", scale=1.0, claim=1.0)
+    except ddpbayes.InputError:
+        return
+    assert r.leakage == math.inf
+    assert r.verdict == "fail"

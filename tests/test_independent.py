@@ -154,3 +154,36 @@ def test_zero_weight_leaks_nothing(bernoulli3):
     """w_1 = 0: the release does not depend on X_1 and the tuples are independent: 0."""
     r = ddpbayes.audit(bernoulli3, "linear:1,0,1", "laplace", "idp", scale=1.0)
     assert r.per_target == pytest.approx([1.0, 0.0, 1.0], abs=1e-9)
+
+
+@pytest.mark.parametrize("notion", ["dp", "idp", "pdp"])
+@pytest.mark.parametrize(
+    ("edges", "expected_sens"),
+    [
+        # 3 bins [0,1), [1,2), [2,3]: a change of one tuple moves one count down and another up: L1 = 2
+        ("0,1,2,3", [2.0, 2.0, 2.0]),
+        # one bin [0.5, 2.5] holding 1 and 2; 0 falls outside: a change adds or removes one count: L1 = 1
+        ("0.5,2.5", [1.0, 1.0, 1.0]),
+    ],
+)
+def test_histogram_independent_tuples(notion, edges, expected_sens):
+    """Independent tuples, histogram with Laplace(b) on every bin. For the target moving from bin j to
+    bin k (others fixed or independent), the log-ratio is sum_c (|y_c - q_c| - |y_c - q'_c|)/b
+    <= ||q - q'||_1 / b by the triangle inequality, with equality in the limit y_j -> +inf,
+    y_k -> -inf (independence lets the other tuples' factor cancel). So every notion gives L1/b."""
+    with pm.Model() as m:
+        for k in range(3):
+            pm.Categorical(f"x{k}", p=[0.2, 0.3, 0.5])
+    b = 0.7
+    r = ddpbayes.audit(DependenceModel(m, ["x0", "x1", "x2"]), "histogram:" + edges, "laplace", notion, scale=b)
+    assert r.per_target == pytest.approx([s / b for s in expected_sens], abs=1e-9)
+
+
+def test_histogram_epsilon_scale():
+    """--epsilon e on a histogram whose tuples can change bins: scale = 2/e, so dp = e."""
+    with pm.Model() as m:
+        pm.Categorical("x0", p=[0.5, 0.5])
+        pm.Categorical("x1", p=[0.5, 0.5])
+    r = ddpbayes.audit(DependenceModel(m, ["x0", "x1"]), "histogram:0,1,2", "laplace", "dp", epsilon=0.3)
+    assert r.mechanism["scale"] == pytest.approx(2 / 0.3)
+    assert r.leakage == pytest.approx(0.3)

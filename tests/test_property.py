@@ -12,6 +12,7 @@ the sup can be attained, within 1e-6 of it.
 from __future__ import annotations
 
 import itertools
+import os
 
 import numpy as np
 import pymc as pm
@@ -33,7 +34,16 @@ from bruteforce import (
 )
 from ddpbayes import DependenceModel
 
-SETTINGS = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# PROPERTY_SCALE=10 python -m pytest tests/test_property.py runs ten times as many examples.
+SCALE = float(os.environ.get("PROPERTY_SCALE", "1"))
+
+
+def _settings(examples: int):
+    return settings(max_examples=max(1, round(examples * SCALE)), deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow])
+
+
+SETTINGS = _settings(15)
 
 prob = st.one_of(st.just(0.0), st.floats(0.05, 1.0))
 
@@ -140,7 +150,7 @@ def test_linear_laplace_or_geometric_lattice(chain, weights, b, geometric, data)
 HIST_EDGES = ["0,1,2,3", "0,1.5,3", "0.5,2.5", "-1,0.5,1.5"]
 
 
-@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@_settings(5)
 @given(chain=chains(sizes=[3, 3, 3]), edges=st.sampled_from(HIST_EDGES), b=st.floats(0.3, 2.0))
 def test_histogram_vector_output(chain, edges, b):
     """Histogram (a vector output, Laplace on every bin): brute force over a coordinate-wise
@@ -157,7 +167,7 @@ def test_histogram_vector_output(chain, edges, b):
     _compare(r, X, p, q, laplace_log_kernel(b), grid)
 
 
-@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@_settings(5)
 @given(chain=chains(sizes=[2, 2, 2]), eps=st.floats(0.1, 3.0))
 def test_randomized_response_lattice(chain, eps):
     """Randomized response on binary tuples: every output in {0,1}^3 enumerated."""

@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as exc:
         if debug:
             raise
-        print(f"error: {exc}", file=sys.stderr)
+        print("error: " + " ".join(str(exc).split()), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
@@ -52,7 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # a bug, not bad input: one line unless --debug
         if debug:
             raise
-        print(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)", file=sys.stderr)
+        first = (str(exc).splitlines() or [""])[0]
+        print(f"internal error: {type(exc).__name__}: {first} (rerun with --debug for the traceback)", file=sys.stderr)
         return 3
 
 

@@ -62,6 +62,8 @@ class _Outputs:
 
     def __init__(self, problem: Problem, table: JointTable):
         q = problem.query.values(table.x)
+        if not np.all(np.isfinite(q)):
+            raise InputError("the query's values overflow double precision: rescale its weights")
         self.levels, self.level_of, self.grid, self.log_kernel = [], [], [], []
         for c in range(q.shape[1]):
             levels, inverse = np.unique(q[:, c], return_inverse=True)

@@ -16,6 +16,7 @@ import numpy as np
 import pytensor
 import pytensor.tensor as pt
 from pytensor.graph.replace import vectorize_graph
+from pymc.logprob.utils import ParameterValueError
 from pytensor.graph.traversal import ancestors
 from scipy.special import logsumexp
 
@@ -139,7 +140,10 @@ def _factors(model: DependenceModel, slots: list[_Slot]) -> list[tuple[list[int]
         plans.append((slot_ids, feeds))
     # The tables are tiny: C compilation would cost seconds and save nothing.
     fn = pytensor.function(inputs, outputs, on_unused_input="ignore", mode="FAST_COMPILE")
-    tables = fn(*[f for _, feeds in plans for f in feeds])
+    try:
+        tables = fn(*[f for _, feeds in plans for f in feeds])
+    except ParameterValueError as exc:
+        raise InputError(f"the model rejects its own parameters: {str(exc).splitlines()[0]}") from exc
     return [(ids, np.asarray(t, dtype=float).reshape(-1)) for (ids, _), t in zip(plans, tables)]
 
 

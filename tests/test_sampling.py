@@ -1,0 +1,572 @@
+"""The sampling engine (DESIGN §2.3): MCMC estimates of leak(i, K) with an honest interval.
+
+Every expected number is derived here, independently of the engines: by hand in comments with
+a closed form next to it, or by plain numpy / scipy enumeration (`household_joint`,
+`scipy.stats.betabinom`, the Gaussian Schur complement). The engine's interval (ci = (lower,
+upper)) must contain the truth; the lower bound is a one-sided 95% bound, the upper bound is
+approximate, so one run can miss by chance: the seeds are fixed (same seed, same numbers) and
+the slow coverage tests (tests/test_sampling_slow.py) measure how often the bounds hold.
+
+Runs are cached on a model instance, so tests that share a fixture model and the same sampler
+settings share the MCMC runs; reproducibility checks load fresh instances.
+
+Default run: small draws (household: 500-1000 draws, Gaussian and example-1: 500). Heavier
+checks are in tests/test_sampling_slow.py, marked slow.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import textwrap
+
+import arviz as az
+import numpy as np
+import pymc as pm
+import pytest
+from scipy import stats
+from scipy.special import logsumexp
+
+import ddpbayes
+from ddpbayes import DependenceModel, InputError, Interval, audit, load_model
+from ddpbayes.cli import main
+from ddpbayes.model.condition import TUPLES, ImpossibleEvent, condition
+
+from conftest import MODELS
+
+HOUSEHOLD = str(MODELS / "household.py")
+EXAMPLE1 = str(MODELS / "ddp_example1.py")
+BETA_BERNOULLI = str(MODELS / "beta_bernoulli.py")
+
+FAST = dict(engine="sampling", draws=500, tune=500, chains=2)
+
+
+# --- independent references ---------------------------------------------------------------
+
+
+def household_joint(n=3, p_house=0.2, p_sick=0.8, p_base=0.1):
+    """Every (h, x_0..x_{n-1}) with its probability, by plain numpy (models/household.py:
+    h ~ Bernoulli(p_house), X_k | h ~ Bernoulli(p_sick if h else p_base) independently)."""
+    states = np.array(list(itertools.product([0, 1], repeat=n + 1)), dtype=float)
+    h, x = states[:, 0], states[:, 1:]
+    prob = np.where(h == 1, p_house, 1 - p_house)
+    for k in range(n):
+        pk = np.where(h == 1, p_sick, p_base)
+        prob = prob * np.where(x[:, k] == 1, pk, 1 - pk)
+    return h, x, prob
+
+
+def log_mixture(y: float, q: np.ndarray, weights: np.ndarray, b: float) -> float:
+    """log sum_k w_k exp(-|y - q_k| / b); at y = ±inf the factor exp(∓y/b) common to every
+    mixture is dropped (it cancels in a ratio), leaving log sum_k w_k exp(±q_k / b)."""
+    if y == math.inf:
+        return float(logsumexp(q / b, b=weights))
+    if y == -math.inf:
+        return float(logsumexp(-q / b, b=weights))
+    return float(logsumexp(-np.abs(y - q) / b, b=weights))
+
+
+def enumerated_log_ratio(y, q, prob, sel_t, sel_t_prime, b) -> float:
+    """log L(y | t) - log L(y | t') for a finite joint: L(y | event) = E[e^{-|y - q|/b} | event]."""
+    return log_mixture(y, q[sel_t], prob[sel_t] / prob[sel_t].sum(), b) - log_mixture(
+        y, q[sel_t_prime], prob[sel_t_prime] / prob[sel_t_prime].sum(), b)
+
+
+def household_leak(n=3, b=1.0, target=0, known=(), **params) -> float:
+    """leak(target, K) on the household model by enumeration: the sup over x_K, ordered (t, t')
+    and y in {every value of the count} ∪ {±inf} (between breakpoints the log-ratio of two
+    Laplace mixtures is monotone, DESIGN §2.1)."""
+    _, x, prob = household_joint(n, **params)
+    q = x.sum(axis=1)
+    ys = [float(v) for v in range(n + 1)] + [math.inf, -math.inf]
+    best = 0.0
+    for xk in itertools.product([0.0, 1.0], repeat=len(known)):
+        given = np.all(x[:, list(known)] == np.array(xk), axis=1) if known else np.ones(len(x), bool)
+        for t, tp in ((1.0, 0.0), (0.0, 1.0)):
+            sel_t, sel_tp = given & (x[:, target] == t), given & (x[:, target] == tp)
+            for y in ys:
+                best = max(best, enumerated_log_ratio(y, q, prob, sel_t, sel_tp, b))
+    return best
+
+
+def contains(ci, truth, below=0.0, above=0.0) -> bool:
+    lo, hi = ci
+    return lo - below <= truth <= hi + above
+
+
+def mvnormal_model(cov, domain=Interval(0.0, 1.0)) -> DependenceModel:
+    cov = np.asarray(cov, dtype=float)
+    with pm.Model() as m:
+        pm.MvNormal("x", mu=np.zeros(len(cov)), cov=cov)
+    return DependenceModel(m, tuples="x", domains=domain)
+
+
+# A 3-tuple Gaussian with mixed-sign correlations (positive definite: eigenvalues > 0).
+GAUSS_COV = np.array([[1.0, 0.6, -0.3], [0.6, 1.0, 0.1], [-0.3, 0.1, 1.0]])
+
+
+def gaussian_leak(cov, w, i, width, b) -> float:
+    """DESIGN §2.2 with K = {}: (hi - lo)/b * |w_i + sum_{j != i} w_j C_ji / C_ii|.
+
+    Why: given X_i = t, X_U is Gaussian with mean linear in t (slope beta_j = C_ji / C_ii) and a
+    covariance free of t, so w·X given t is Normal(m0 + t (w_i + sum w_j beta_j), v): a location
+    family; the log-ratio of two Laplace mixtures of one law shifted by d is at most |d|/b and
+    tends to it as y -> ±inf."""
+    cov = np.asarray(cov, dtype=float)
+    beta = cov[:, i] / cov[i, i]
+    slope = w[i] + sum(w[j] * beta[j] for j in range(len(w)) if j != i)
+    return width / b * abs(slope)
+
+
+# --- shared fixture models (runs cached on each instance) ---------------------------------
+
+
+@pytest.fixture(scope="module")
+def household3():
+    return load_model(HOUSEHOLD, {"n": 3})
+
+
+@pytest.fixture(scope="module")
+def example1():
+    return load_model(EXAMPLE1)
+
+
+@pytest.fixture(scope="module")
+def gaussian3():
+    return mvnormal_model(GAUSS_COV)
+
+
+# --- 1. agreement with the exact engine (household) ----------------------------------------
+
+
+def test_household_idp_hand_derivation():
+    """Household n = 3, count, Laplace(b = 1), target 0, by hand.
+
+    Bayes: P(h=1 | x0=1) = .2*.8 / (.2*.8 + .8*.1) = .16/.24 = 2/3;
+           P(h=1 | x0=0) = .2*.2 / (.2*.2 + .8*.9) = .04/.76 = 1/19.
+    Given h the other two members are Binomial(2, p_h), so S = X1 + X2 given X0 = t is a
+    two-component binomial mixture and the count is t + S. As y -> +inf,
+    L(y | t) e^{y/b} -> E[e^{(t + S)/b} | t] with E[e^{S/b} | h] = (1 - p_h + p_h e^{1/b})^2, so
+
+        R+ = 1/b + log( (2/3 (.2 + .8e)^2 + 1/3 (.9 + .1e)^2) / (1/19 (.2 + .8e)^2 + 18/19 (.9 + .1e)^2) )
+           = 1 + log(4.21696 / 1.59769) = 1.97056 (b = 1)
+
+    and the enumeration over every breakpoint y in {0, 1, 2, 3, ±inf} confirms it is the sup
+    (y <= 0 gives 1.6172 the other way round)."""
+    e = math.e
+    sick, base = (0.2 + 0.8 * e) ** 2, (0.9 + 0.1 * e) ** 2
+    closed = 1.0 + math.log((2 / 3 * sick + 1 / 3 * base) / (1 / 19 * sick + 18 / 19 * base))
+    assert closed == pytest.approx(household_leak(3), abs=1e-12)
+    assert closed == pytest.approx(1.9705551596, abs=1e-9)
+    # and the exact engine agrees with the hand derivation
+    exact = audit(load_model(HOUSEHOLD, {"n": 3}), "count", "laplace", "idp", scale=1, targets=[0], engine="exact")
+    assert exact.leakage == pytest.approx(closed, abs=1e-9)
+
+
+def test_household_idp_within_interval(household3):
+    truth = household_leak(3)  # 1.9705551596 (derivation above)
+    r = audit(household3, "count", "laplace", "idp", scale=1, targets=[0], seed=0, **FAST)
+    assert r.engine == "sampling"
+    lo, hi = r.ci
+    assert 0 < lo <= r.leakage <= hi
+    assert contains(r.ci, truth), (r.ci, truth)
+    assert {r.witness.t, r.witness.t_prime} == {0.0, 1.0}
+    assert r.diagnostics["runs"] == 2 and r.diagnostics["samplers"] == ["gibbs"]
+    assert hi - lo < 0.5  # an interval that says something
+
+
+def test_household_pdp_known_exhaustive(household3):
+    """pdp with K = {1}: x_1 is discrete, so both values x_1 in {0, 1} are enumerated (4 runs).
+    Truth by numpy enumeration: max over x_1, (t, t') and y of the enumerated log-ratio; it is
+    reached at x_1 = 1, y <= 0 (t = 0 vs t' = 1): 1.4309428760."""
+    truth = household_leak(3, known=(1,))
+    assert truth == pytest.approx(1.4309428760, abs=1e-9)
+    exact = audit(load_model(HOUSEHOLD, {"n": 3}), "count", "laplace", "pdp", scale=1, targets=[0], known=[1],
+                  engine="exact")
+    assert exact.leakage == pytest.approx(truth, abs=1e-9)
+    r = audit(household3, "count", "laplace", "pdp", scale=1, targets=[0], known=[1], seed=0, **FAST)
+    assert r.diagnostics["known_values_exhaustive"] is True
+    assert r.diagnostics["runs"] == 4
+    assert contains(r.ci, truth), (r.ci, truth)
+    assert r.witness.known_values is not None and set(r.witness.known_values) == {1}
+
+
+# --- 2. agreement with the gaussian engine --------------------------------------------------
+
+
+def test_gaussian_within_interval(gaussian3):
+    """x ~ MvNormal(0, GAUSS_COV), domains [0, 1], sum, b = 1, target 0:
+    beta = (C_10, C_20) / C_00 = (0.6, -0.3), leak = 1 * |1 + 0.6 - 0.3| = 1.3."""
+    truth = gaussian_leak(GAUSS_COV, np.ones(3), 0, 1.0, 1.0)
+    assert truth == pytest.approx(1.3, abs=1e-12)
+    g = audit(mvnormal_model(GAUSS_COV), "sum", "laplace", "idp", scale=1, targets=[0], engine="gaussian")
+    assert g.leakage == pytest.approx(truth, abs=1e-9)
+    r = audit(gaussian3, "sum", "laplace", "idp", scale=1, targets=[0], seed=1, **FAST)
+    assert contains(r.ci, truth), (r.ci, truth)
+    assert r.diagnostics["samplers"] == ["nuts"] and r.diagnostics["divergences"] == 0
+    assert {r.witness.t, r.witness.t_prime} == {0.0, 1.0}  # the sup pairs the domain's ends
+
+
+# --- 3. seed 000 Example 1 --------------------------------------------------------------------
+
+
+def test_example1_target_di(example1):
+    """D_i ~ U[0,1], X ~ U[0,1], D_j = 0.5 D_i + 0.5 X, Laplace(b = 1).
+
+    Sum, target D_i: given D_i = t the sum is 1.5 t + 0.5 X with X's law free of t, so
+    L(y | t) = g(y - 1.5 t) for one mixture g of Laplace kernels. Each kernel's ratio
+    e^{-|y - 1.5 - c|/b} / e^{-|y - c|/b} <= e^{1.5/b}, hence so is g's, and as y -> +inf every
+    kernel ratio equals e^{1.5/b}: leak = 1.5/b (t = 1 vs t' = 0).
+    Difference D_i - D_j = 0.5 t - 0.5 X: the same argument with shift 0.5: leak = 0.5/b.
+    Both queries use the same runs (given D_i = t), cached on the model."""
+    s = audit(example1, "sum", "laplace", "idp", scale=1, targets=[0], seed=0, **FAST)
+    assert contains(s.ci, 1.5), s.ci
+    d = audit(example1, "linear:1,-1", "laplace", "idp", scale=1, targets=[0], seed=0, **FAST)
+    assert contains(d.ci, 0.5), d.ci
+    assert s.diagnostics["runs"] == d.diagnostics["runs"] == 5  # the 5-point grid of D_i, endpoints included
+
+
+def test_example1_target_dj(example1):
+    """Sum, target D_j = s. The joint density is 2 on {0 <= d_i <= 1, d_i/2 <= s <= d_i/2 + 1/2},
+    so D_i | s ~ U[max(0, 2s - 1), min(1, 2s)] and the sum q = D_i + s lies in
+    [s + max(0, 2s - 1), s + min(1, 2s)] ⊂ [0, 2]. For any s, s' the log-ratio of the Laplace
+    mixtures is at most (sup q|s - inf q|s')/b <= 2/b, and with s -> 1, s' -> 0, y -> +inf it
+    tends to 2/b (q|s -> 2, q|s' -> 0). The ends s = 0, 1 are impossible events (D_i would have
+    to be exactly 0 or 1), so the engine nudges them inward by 1e-6: q|1-1e-6 ∈ [2 - 3e-6, 2 - 1e-6],
+    q|1e-6 ∈ [1e-6, 3e-6], so its target is within 6e-6 below 2: compare with 1e-4 of slack above."""
+    r = audit(example1, "sum", "laplace", "idp", scale=1, targets=[1], seed=0, **FAST)
+    assert contains(r.ci, 2.0, below=0.0, above=1e-4), r.ci
+    assert r.ci[1] <= 2.0 + 1e-4  # and nothing above the supremum
+    assert {round(r.witness.t, 9), round(r.witness.t_prime, 9)} == {1e-6, 1 - 1e-6}
+
+
+# --- 4. Beta–Bernoulli closed form -----------------------------------------------------------
+
+
+def beta_bernoulli_leak(n=4, a=1.0, b_prior=1.0, scale=1.0) -> float:
+    """r ~ Beta(a, b), X_k | r ~ Bernoulli(r). Given X_0 = t the rate is Beta(a + t, b + 1 - t),
+    so the other n-1 records' count S ~ BetaBinomial(n - 1, a + t, b + 1 - t) and
+    L(y | t) = sum_k P(S = k | t) e^{-|y - t - k|/scale}; the sup over y is at a breakpoint
+    y in {0..n} or y -> ±inf. With n = 4, a = b = 1: P(S | 1) = (.1, .2, .3, .4) on q = 1..4,
+    P(S | 0) = (.4, .3, .2, .1) on q = 0..3, and y -> +inf gives
+    log( e (.1 + .2e + .3e^2 + .4e^3) / (.4 + .3e + .2e^2 + .1e^3) ) = 1.84031."""
+    k = np.arange(n)
+    best = 0.0
+    ys = [float(v) for v in range(n + 1)] + [math.inf, -math.inf]
+    w1, w0 = stats.betabinom.pmf(k, n - 1, a + 1, b_prior), stats.betabinom.pmf(k, n - 1, a, b_prior + 1)
+    for y in ys:
+        r = log_mixture(y, 1.0 + k, w1, scale) - log_mixture(y, 0.0 + k, w0, scale)
+        best = max(best, abs(r))
+    return best
+
+
+def test_beta_bernoulli_closed_form():
+    e = math.e
+    hand = math.log(e * (0.1 + 0.2 * e + 0.3 * e**2 + 0.4 * e**3) / (0.4 + 0.3 * e + 0.2 * e**2 + 0.1 * e**3))
+    assert beta_bernoulli_leak() == pytest.approx(hand, abs=1e-12)
+    assert hand == pytest.approx(1.8403102153, abs=1e-9)
+    r = audit(load_model(BETA_BERNOULLI, {"n": 4}), "count", "laplace", "idp", scale=1, targets=[0], seed=0, **FAST)
+    assert contains(r.ci, hand), (r.ci, hand)
+    assert "nuts" in r.diagnostics["samplers"][0]  # continuous latent rate (NUTS) + Gibbs for the records
+
+
+# --- 6. failing diagnostics give inconclusive -------------------------------------------------
+
+
+def test_failing_diagnostics_inconclusive():
+    """20 draws without tuning: R-hat / ESS cannot pass (ESS_MIN is 400 over all chains, and
+    2 chains x 20 draws = 40 < 400), so no verdict may be drawn even where the bounds alone
+    would decide: claim 10 lies above the upper bound (would pass), claim 0.01 below the lower
+    bound (would fail); both must be inconclusive, with the reason."""
+    m = load_model(HOUSEHOLD, {"n": 3})
+    kw = dict(scale=1, targets=[0], engine="sampling", seed=3, draws=20, tune=0)
+    r = audit(m, "count", "laplace", "idp", claim=10.0, **kw)
+    assert r.diagnostics["ok"] is False
+    assert r.ci[1] <= 10.0  # the bounds alone would pass it
+    assert r.verdict == "inconclusive"
+    assert "diagnostics" in r.verdict_reason and "R-hat" in r.verdict_reason
+    low = audit(m, "count", "laplace", "idp", claim=0.01, **kw)
+    assert low.ci[0] > 0.01  # the bounds alone would fail it
+    assert low.verdict == "inconclusive" and "diagnostics" in low.verdict_reason
+
+
+def test_failing_diagnostics_cli_exit_4(capsys):
+    code = main(["audit", HOUSEHOLD, "-p", "n=3", "--query", "count", "--mechanism", "laplace", "--scale", "1",
+                 "--notion", "idp", "--target", "0", "--claim", "10", "--engine", "sampling", "--seed", "3",
+                 "--draws", "20", "--tune", "0", "--format", "json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 4
+    assert out["verdict"] == "inconclusive" and "diagnostics" in out["verdict_reason"]
+
+
+# --- 7. verdict logic, exit codes, reproducibility ---------------------------------------------
+
+
+def _cli_household(seed: int, claim: float, capsys) -> tuple[int, dict]:
+    code = main(["audit", HOUSEHOLD, "-p", "n=3", "--query", "count", "--mechanism", "laplace", "--scale", "1",
+                 "--notion", "idp", "--target", "0", "--claim", str(claim), "--engine", "sampling",
+                 "--seed", str(seed), "--draws", "1000", "--tune", "1000", "--format", "json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def _drop(d: dict, *keys) -> dict:
+    return {k: v for k, v in d.items() if k not in keys}
+
+
+def test_verdicts_exit_codes_and_reproducibility(capsys):
+    """1000 draws pass the diagnostics on household n = 3 (seed 0). The truth is 1.97056;
+    claim 5 is far above any upper bound (the count's range is 3, so no estimate can exceed
+    3 + a small margin) -> pass, exit 0; claim 0.5 is far below -> fail, exit 1. The same seed
+    on fresh model loads (the API, then the CLI twice) gives the same JSON but for `seconds`
+    (and the claim-dependent fields between the two claims); another seed gives other numbers."""
+    api = audit(load_model(HOUSEHOLD, {"n": 3}), "count", "laplace", "idp", scale=1, targets=[0],
+                engine="sampling", seed=0, draws=1000, tune=1000, claim=5.0)
+    assert api.diagnostics["ok"] is True
+    assert api.verdict == "pass" and "upper bound" in api.verdict_reason
+
+    code, high = _cli_household(0, 5.0, capsys)
+    assert code == 0 and high["verdict"] == "pass"
+    assert _drop(high, "seconds") == _drop(json.loads(json.dumps(api.to_json())), "seconds")
+
+    code, low = _cli_household(0, 0.5, capsys)
+    assert code == 1 and low["verdict"] == "fail" and "lower bound" in low["verdict_reason"]
+    claimed = ("seconds", "claim", "verdict", "verdict_reason")
+    assert _drop(low, *claimed) == _drop(high, *claimed)
+
+    other = audit(load_model(HOUSEHOLD, {"n": 3}), "count", "laplace", "idp", scale=1, targets=[0],
+                  engine="sampling", seed=1, draws=1000, tune=1000)
+    assert other.leakage != api.leakage and tuple(other.ci) != tuple(api.ci)
+
+
+def test_claim_inside_interval_inconclusive(household3):
+    """A claim between the bounds cannot be settled: inconclusive, 'inside the interval'."""
+    r = audit(household3, "count", "laplace", "idp", scale=1, targets=[0], seed=0, engine="sampling",
+              draws=1000, tune=1000)
+    assert r.diagnostics["ok"] is True
+    claim = 0.5 * (r.ci[0] + r.ci[1])
+    again = audit(household3, "count", "laplace", "idp", scale=1, targets=[0], seed=0, engine="sampling",
+                  draws=1000, tune=1000, claim=claim)
+    assert again.verdict == "inconclusive" and "inside the interval" in again.verdict_reason
+
+
+# --- 8. posterior route ----------------------------------------------------------------------
+
+
+def test_posterior_route_matches_bayes(household3):
+    """method="posterior": the adversary samples p(x | y) and compares posterior odds of
+    X_0 = t vs t' with the prior odds. By Bayes' rule, p(t | y) / p(t' | y) =
+    [P(t) L(y | t)] / [P(t') L(y | t')], so log posterior odds - log prior odds =
+    log L(y | t) - log L(y | t'). Both sides are computed here by enumeration at the engine's
+    witness y and must agree to rounding; the engine's interval must contain that value."""
+    r = audit(household3, "count", "laplace", "idp", scale=1, targets=[0], seed=0, engine="sampling",
+              draws=1000, tune=1000, method="posterior")
+    assert r.engine == "sampling" and r.diagnostics["method"] == "posterior"
+    (y,), t, tp = r.witness.y, r.witness.t, r.witness.t_prime
+    assert {t, tp} == {0.0, 1.0}
+    _, x, prob = household_joint(3)
+    q = x.sum(axis=1)
+    like = np.exp(-np.abs(y - q))  # Laplace(1) density at y, up to a constant
+    post = prob * like
+    log_post_odds = math.log(post[x[:, 0] == t].sum() / post[x[:, 0] == tp].sum())
+    log_prior_odds = math.log(prob[x[:, 0] == t].sum() / prob[x[:, 0] == tp].sum())
+    truth = enumerated_log_ratio(y, q, prob, x[:, 0] == t, x[:, 0] == tp, 1.0)
+    assert log_post_odds - log_prior_odds == pytest.approx(truth, abs=1e-12)
+    assert contains(r.ci, truth), (r.ci, truth, y)
+
+
+def test_posterior_se_accounts_for_complementary_levels():
+    """The posterior route's standard error of a held-out log odds ratio (posterior.py `_se`).
+
+    With iid draws of a binary X_0 (the ESS then equals the draw count N), p̂ = mean(X_0 = t)
+    and the log odds log p̂ - log(1 - p̂) has, by the delta method, variance
+    (1/p + 1/(1-p))^2 p(1-p)/N = 1/(N p (1-p)): p̂ and 1 - p̂ are perfectly anti-correlated, so
+    their log-variances add with a covariance term of +2/N (Var(log p̂) = (1-p)/(N p)).
+    Two independent runs (posterior and prior) add their variances. At p = 0.5, N = 2000 per
+    half: SE = sqrt(2 * 4 / 2000) = 0.0632. A simulation of the same estimator confirms it."""
+    from ddpbayes.engines.sampling.posterior import _se
+    from ddpbayes.engines.sampling.runs import Run
+
+    rng = np.random.default_rng(7)
+    n_half, p = 2000, 0.5
+
+    def run(seed):
+        g = np.random.default_rng(seed)
+        x = (g.random((2, 2 * n_half // 2 * 2)) < p).astype(float)  # (chains, draws): 2 x 2000
+        return Run(("synthetic", seed), np.stack([x, np.zeros_like(x)], axis=-1), "none", 0)
+
+    post, prior = run(1), run(2)
+    reported = _se(post, prior, 0, np.array([1.0, 0.0]))
+    n = post.x[:, post.x.shape[1] // 2:, 0].size  # draws in the held-out half: 2 chains x 1000
+    delta = math.sqrt(2 / (n * p * (1 - p)))
+    sims = []
+    for _ in range(4000):
+        lo = []
+        for _run in range(2):
+            ph = rng.binomial(n, p) / n
+            lo.append(math.log(ph / (1 - ph)))
+        sims.append(lo[0] - lo[1])
+    assert np.std(sims) == pytest.approx(delta, rel=0.05)
+    assert reported == pytest.approx(delta, rel=0.15), (reported, delta)
+
+
+# --- 9. engine selection ---------------------------------------------------------------------
+
+
+def test_auto_picks_engine(example1):
+    hh = audit(load_model(HOUSEHOLD, {"n": 3}), "count", "laplace", "idp", scale=1, engine="auto")
+    assert hh.engine == "exact" and hh.ci is None
+    g = audit(mvnormal_model(GAUSS_COV), "sum", "laplace", "idp", scale=1, engine="auto")
+    assert g.engine == "gaussian"
+    assert g.leakage == pytest.approx(max(gaussian_leak(GAUSS_COV, np.ones(3), i, 1.0, 1.0) for i in range(3)))
+    # the same settings as test_example1_target_di: the runs are cached on the fixture model
+    ex = audit(example1, "sum", "laplace", "idp", scale=1, targets=[0], seed=0, engine="auto",
+               draws=500, tune=500, chains=2)
+    assert ex.engine == "sampling" and ex.ci is not None
+
+
+# --- 10. bad input ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def unbounded_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("sampling_models") / "unbounded.py"
+    path.write_text(textwrap.dedent("""
+        import numpy as np
+        import pymc as pm
+        from ddpbayes import DependenceModel
+
+        def build():
+            with pm.Model() as m:
+                pm.MvNormal("x", mu=np.zeros(2), cov=np.array([[1.0, 0.5], [0.5, 1.0]]))
+            return DependenceModel(m, tuples="x")
+        """))
+    return str(path)
+
+
+def _one_line_error(capsys) -> str:
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error:") and "\n" not in err and "Traceback" not in err, err
+    return err
+
+
+def test_unbounded_target_exit_2(unbounded_file, capsys):
+    code = main(["audit", unbounded_file, "--query", "sum", "--mechanism", "laplace", "--scale", "1",
+                 "--notion", "idp", "--target", "0", "--engine", "sampling"])
+    assert code == 2
+    assert "bounded" in _one_line_error(capsys)
+    with pytest.raises(InputError):
+        audit(load_model(unbounded_file), "sum", "laplace", "idp", scale=1, targets=[0], engine="sampling")
+
+
+def test_posterior_continuous_target_exit_2(capsys):
+    code = main(["audit", EXAMPLE1, "--query", "sum", "--mechanism", "laplace", "--scale", "1", "--notion", "idp",
+                 "--target", "0", "--engine", "sampling", "--method", "posterior"])
+    assert code == 2
+    assert "discrete" in _one_line_error(capsys)
+
+
+@pytest.mark.parametrize("flag,value", [("--draws", "0"), ("--draws", "-5"), ("--chains", "0"), ("--tune", "-1")])
+def test_nonpositive_sampler_settings_exit_2(flag, value, capsys):
+    code = main(["audit", HOUSEHOLD, "-p", "n=3", "--query", "count", "--mechanism", "laplace", "--scale", "1",
+                 "--notion", "idp", "--engine", "sampling", flag, value])
+    assert code == 2
+    assert flag in _one_line_error(capsys)
+
+
+# --- 11. the conditioning handler ------------------------------------------------------------
+
+
+def test_condition_mvnormal_density_is_schur_conditional():
+    """condition(model, {0: 0.7}) on x ~ MvNormal(mu, S): its log-density over the free
+    elements (x1, x2) must equal the Gaussian conditional up to a constant:
+    mean mu_U + S_U0 / S_00 (0.7 - mu_0), covariance S_UU - S_U0 S_0U / S_00 (Schur complement).
+    Checked exactly (differences of log-densities between random points)."""
+    mu = np.array([0.5, -1.0, 2.0])
+    with pm.Model() as m:
+        pm.MvNormal("x", mu=mu, cov=GAUSS_COV)
+    cond = condition(DependenceModel(m, tuples="x", domains=Interval(-5, 5)), {0: 0.7})
+    (free,) = cond.free
+    s_u0 = GAUSS_COV[1:, 0]
+    c_mean = mu[1:] + s_u0 / GAUSS_COV[0, 0] * (0.7 - mu[0])
+    c_cov = GAUSS_COV[1:, 1:] - np.outer(s_u0, s_u0) / GAUSS_COV[0, 0]
+    logp = cond.model.compile_logp()
+    tuples = cond.model.compile_fn(cond.model[TUPLES])
+    pts = np.random.default_rng(0).normal(size=(6, 2)) * 2
+    got = np.array([logp({free.name: p}) for p in pts])
+    want = stats.multivariate_normal(c_mean, c_cov).logpdf(pts)
+    np.testing.assert_allclose(got - got[0], want - want[0], atol=1e-9)
+    np.testing.assert_allclose(tuples({free.name: pts[1]}), [0.7, *pts[1]])
+
+
+def test_condition_mvnormal_draws_match_schur():
+    """MCMC draws under the event X_0 = 0.7 have the Schur-complement mean and covariance
+    (tolerances: 5 Monte Carlo standard errors for the means, 0.15 absolute for the
+    covariance entries whose sampling sd is about var * sqrt(2 / ESS) ~ 0.04)."""
+    from ddpbayes.engines.sampling.runs import Settings, sample_event
+
+    mu = np.array([0.5, -1.0, 2.0])
+    with pm.Model() as m:
+        pm.MvNormal("x", mu=mu, cov=GAUSS_COV)
+    model = DependenceModel(m, tuples="x", domains=Interval(-5, 5))
+    run = sample_event(model, {0: 0.7}, Settings(draws=1000, tune=500, chains=2, seed=0))
+    assert np.all(run.x[..., 0] == 0.7)
+    s_u0 = GAUSS_COV[1:, 0]
+    c_mean = mu[1:] + s_u0 / GAUSS_COV[0, 0] * (0.7 - mu[0])  # (0.5, 2.0) + (0.6, -0.3) * 0.2
+    c_cov = GAUSS_COV[1:, 1:] - np.outer(s_u0, s_u0) / GAUSS_COV[0, 0]
+    u = run.x[..., 1:]
+    for j in range(2):
+        mcse = float(np.ravel(az.mcse(u[..., j]))[0])
+        assert abs(u[..., j].mean() - c_mean[j]) < 5 * mcse, (j, u[..., j].mean(), c_mean[j], mcse)
+    np.testing.assert_allclose(np.cov(u.reshape(-1, 2).T), c_cov, atol=0.15)
+
+
+def test_condition_household_exact_and_sampled():
+    """Household n = 3 given X_0 = 1: P(X_1 = 1 | X_0 = 1) = P(X_0 = X_1 = 1) / P(X_0 = 1)
+    = (.2 * .8 * .8 + .8 * .1 * .1) / (.2 * .8 + .8 * .1) = .136 / .24 = 0.56667.
+    Exactly, from the conditioned model's log-density over its 8 free configurations
+    (h, x1, x2), and from its Gibbs draws within 4 Monte Carlo standard errors."""
+    from ddpbayes.engines.sampling.runs import Settings, sample_event
+
+    hand = (0.2 * 0.8 * 0.8 + 0.8 * 0.1 * 0.1) / (0.2 * 0.8 + 0.8 * 0.1)
+    assert hand == pytest.approx(0.5666667, abs=1e-6)
+    model = load_model(HOUSEHOLD, {"n": 3})
+    cond = condition(model, {0: 1.0})
+    names = {f.source: f.name for f in cond.free}
+    assert set(names) == {"h", "x1", "x2"}
+    logp = cond.model.compile_logp()
+    tuples = cond.model.compile_fn(cond.model[TUPLES])
+    weights, x1 = [], []
+    for h, a, c in itertools.product([0, 1], repeat=3):
+        point = {names["h"]: np.int64(h), names["x1"]: np.int64(a), names["x2"]: np.int64(c)}
+        weights.append(math.exp(logp(point)))
+        x1.append(tuples(point)[1])
+    weights = np.array(weights) / sum(weights)
+    assert float(weights @ np.array(x1)) == pytest.approx(hand, abs=1e-12)
+
+    run = sample_event(model, {0: 1.0}, Settings(draws=1000, tune=500, chains=2, seed=0))
+    assert np.all(run.x[..., 0] == 1.0)
+    draws = run.x[..., 1]
+    mcse = float(np.ravel(az.mcse(draws))[0])
+    assert abs(draws.mean() - hand) < 4 * mcse, (draws.mean(), hand, mcse)
+
+
+def test_condition_impossible_event():
+    """D_j = 0 exactly needs D_i / 2 <= 0, i.e. D_i = 0, a null event of the open interval
+    where D_i lives: no start is feasible -> ImpossibleEvent (an InputError). D_j = 1e-6 is
+    possible (D_i in (0, 2e-6]) and its starting points satisfy it."""
+    from ddpbayes.engines.sampling.runs import Settings, sample_event
+
+    model = load_model(EXAMPLE1)
+    with pytest.raises(ImpossibleEvent):
+        condition(model, {1: 0.0}).starting_points(2, seed=0)
+    with pytest.raises(ImpossibleEvent):
+        sample_event(model, {1: 0.0}, Settings(draws=10, tune=10))
+    assert issubclass(ImpossibleEvent, InputError)
+    cond = condition(model, {1: 1e-6})
+    starts, confined = cond.starting_points(2, seed=0)
+    tuples = cond.model.compile_fn(cond.model[TUPLES])
+    for s in starts:
+        d_i, d_j = tuples(s)
+        assert d_j == 1e-6 and 0 < d_i <= 2e-6
+    assert confined  # most prior draws of D_i violate the event: hard boundaries, Slice sampling
