@@ -173,7 +173,8 @@ def judge(worst: AdversaryLeakage, claim: float | None) -> tuple[str | None, str
 
     An exact leakage passes when it is at most the claim (to floating-point rounding). An
     estimate fails when its held-out lower bound exceeds the claim, passes only when its upper
-    bound clears the claim with every x_K considered, and needs passing MCMC diagnostics for
+    bound clears the claim and nothing blocks a pass (every target and known value compared),
+    and needs passing MCMC diagnostics for
     either (DESIGN §2.3)."""
     if claim is None:
         return None, None
@@ -189,10 +190,10 @@ def judge(worst: AdversaryLeakage, claim: float | None) -> tuple[str | None, str
         )
     if lower > claim:
         return "fail", f"the 95% lower bound {lower:.4g} exceeds the claim"
-    if upper <= claim and diag.get("known_values_exhaustive", True):
+    if upper <= claim and not diag.get("pass_blocked"):
         return "pass", f"the 95% upper bound {upper:.4g} clears the claim"
     if upper <= claim:
-        return "inconclusive", "the known values x_K were sampled, not exhausted: a pass cannot be earned"
+        return "inconclusive", diag["pass_blocked"]
     return "inconclusive", f"the claim lies inside the interval [{lower:.4g}, {upper:.4g}]; raise --draws"
 
 

@@ -113,8 +113,8 @@ def aggregate(results: list[AdversaryLeakage], n: int) -> tuple[AdversaryLeakage
     upper = max(r.ci[1] if r.ci else r.value for r in results)
     diagnostics = dict(worst.diagnostics or {})
     diagnostics["ok"] = all((r.diagnostics or {}).get("ok", True) for r in results)
-    diagnostics["known_values_exhaustive"] = all(
-        (r.diagnostics or {}).get("known_values_exhaustive", True) for r in results)
+    diagnostics["pass_blocked"] = next(
+        ((r.diagnostics or {}).get("pass_blocked") for r in results if (r.diagnostics or {}).get("pass_blocked")), None)
     value = max(r.value for r in results)
     return replace(worst, value=value, ci=(worst.ci[0], max(upper, value)), diagnostics=diagnostics), per_target
 

@@ -10,7 +10,7 @@ Closed form (used by tests/test_sampling.py): given X_i = t the other records' c
 beta-binomial, S ~ BetaBinomial(n - 1, a + t, b + 1 - t), so for a count with Laplace(s)
 noise, L(y | t) = Σ_k P(S = k | t) exp(-|y - t - k| / s), and idp is the sup of its log-ratio
 over y, attained at a breakpoint or as y -> ±inf. With n = 4, a = b = 1 and s = 1 it is
-≈ 2.0 (tests derive the exact figure), above classic DP's 1.0.
+1.8403 (tests derive it), above classic DP's 1.0.
 """
 
 import pymc as pm

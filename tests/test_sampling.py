@@ -24,6 +24,7 @@ import textwrap
 import arviz as az
 import numpy as np
 import pymc as pm
+import pytensor
 import pytest
 from scipy import stats
 from scipy.special import logsumexp
@@ -93,6 +94,14 @@ def household_leak(n=3, b=1.0, target=0, known=(), **params) -> float:
 def contains(ci, truth, below=0.0, above=0.0) -> bool:
     lo, hi = ci
     return lo - below <= truth <= hi + above
+
+
+def tuple_values(cond):
+    """The conditioned model's tuple values as a function of a point of its free variables."""
+    (out,) = cond.model.replace_rvs_by_values([cond.model[TUPLES]])
+    names = [v.name for v in cond.model.value_vars]
+    f = pytensor.function(cond.model.value_vars, out, on_unused_input="ignore")
+    return lambda point: f(*[point[n] for n in names])
 
 
 def mvnormal_model(cov, domain=Interval(0.0, 1.0)) -> DependenceModel:
@@ -186,7 +195,7 @@ def test_household_pdp_known_exhaustive(household3):
                   engine="exact")
     assert exact.leakage == pytest.approx(truth, abs=1e-9)
     r = audit(household3, "count", "laplace", "pdp", scale=1, targets=[0], known=[1], seed=0, **FAST)
-    assert r.diagnostics["known_values_exhaustive"] is True
+    assert r.diagnostics["pass_blocked"] is None
     assert r.diagnostics["runs"] == 4
     assert contains(r.ci, truth), (r.ci, truth)
     assert r.witness.known_values is not None and set(r.witness.known_values) == {1}
@@ -320,10 +329,14 @@ def test_verdicts_exit_codes_and_reproducibility(capsys):
     3 + a small margin) -> pass, exit 0; claim 0.5 is far below -> fail, exit 1. The same seed
     on fresh model loads (the API, then the CLI twice) gives the same JSON but for `seconds`
     (and the claim-dependent fields between the two claims); another seed gives other numbers."""
-    api = audit(load_model(HOUSEHOLD, {"n": 3}), "count", "laplace", "idp", scale=1, targets=[0],
-                engine="sampling", seed=0, draws=1000, tune=1000, claim=5.0)
+    kw = dict(scale=1, targets=[0], engine="sampling", seed=0, draws=1000, tune=1000)
+    model = load_model(HOUSEHOLD, {"n": 3})
+    api = audit(model, "count", "laplace", "idp", claim=5.0, **kw)
     assert api.diagnostics["ok"] is True
     assert api.verdict == "pass" and "upper bound" in api.verdict_reason
+    # a claim between the bounds cannot be settled (same runs: cached on `model`)
+    mid = audit(model, "count", "laplace", "idp", claim=0.5 * (api.ci[0] + api.ci[1]), **kw)
+    assert mid.verdict == "inconclusive" and "inside the interval" in mid.verdict_reason
 
     code, high = _cli_household(0, 5.0, capsys)
     assert code == 0 and high["verdict"] == "pass"
@@ -337,17 +350,6 @@ def test_verdicts_exit_codes_and_reproducibility(capsys):
     other = audit(load_model(HOUSEHOLD, {"n": 3}), "count", "laplace", "idp", scale=1, targets=[0],
                   engine="sampling", seed=1, draws=1000, tune=1000)
     assert other.leakage != api.leakage and tuple(other.ci) != tuple(api.ci)
-
-
-def test_claim_inside_interval_inconclusive(household3):
-    """A claim between the bounds cannot be settled: inconclusive, 'inside the interval'."""
-    r = audit(household3, "count", "laplace", "idp", scale=1, targets=[0], seed=0, engine="sampling",
-              draws=1000, tune=1000)
-    assert r.diagnostics["ok"] is True
-    claim = 0.5 * (r.ci[0] + r.ci[1])
-    again = audit(household3, "count", "laplace", "idp", scale=1, targets=[0], seed=0, engine="sampling",
-                  draws=1000, tune=1000, claim=claim)
-    assert again.verdict == "inconclusive" and "inside the interval" in again.verdict_reason
 
 
 # --- 8. posterior route ----------------------------------------------------------------------
@@ -388,11 +390,11 @@ def test_posterior_se_accounts_for_complementary_levels():
     from ddpbayes.engines.sampling.runs import Run
 
     rng = np.random.default_rng(7)
-    n_half, p = 2000, 0.5
+    p = 0.5
 
     def run(seed):
         g = np.random.default_rng(seed)
-        x = (g.random((2, 2 * n_half // 2 * 2)) < p).astype(float)  # (chains, draws): 2 x 2000
+        x = (g.random((2, 2000)) < p).astype(float)  # (chains, draws), iid
         return Run(("synthetic", seed), np.stack([x, np.zeros_like(x)], axis=-1), "none", 0)
 
     post, prior = run(1), run(2)
@@ -491,7 +493,7 @@ def test_condition_mvnormal_density_is_schur_conditional():
     c_mean = mu[1:] + s_u0 / GAUSS_COV[0, 0] * (0.7 - mu[0])
     c_cov = GAUSS_COV[1:, 1:] - np.outer(s_u0, s_u0) / GAUSS_COV[0, 0]
     logp = cond.model.compile_logp()
-    tuples = cond.model.compile_fn(cond.model[TUPLES])
+    tuples = tuple_values(cond)
     pts = np.random.default_rng(0).normal(size=(6, 2)) * 2
     got = np.array([logp({free.name: p}) for p in pts])
     want = stats.multivariate_normal(c_mean, c_cov).logpdf(pts)
@@ -535,7 +537,7 @@ def test_condition_household_exact_and_sampled():
     names = {f.source: f.name for f in cond.free}
     assert set(names) == {"h", "x1", "x2"}
     logp = cond.model.compile_logp()
-    tuples = cond.model.compile_fn(cond.model[TUPLES])
+    tuples = tuple_values(cond)
     weights, x1 = [], []
     for h, a, c in itertools.product([0, 1], repeat=3):
         point = {names["h"]: np.int64(h), names["x1"]: np.int64(a), names["x2"]: np.int64(c)}
@@ -565,8 +567,74 @@ def test_condition_impossible_event():
     assert issubclass(ImpossibleEvent, InputError)
     cond = condition(model, {1: 1e-6})
     starts, confined = cond.starting_points(2, seed=0)
-    tuples = cond.model.compile_fn(cond.model[TUPLES])
+    tuples = tuple_values(cond)
     for s in starts:
         d_i, d_j = tuples(s)
         assert d_j == 1e-6 and 0 < d_i <= 2e-6
     assert confined  # most prior draws of D_i violate the event: hard boundaries, Slice sampling
+
+
+# --- soundness of `pass` (bugs found while writing these tests) ------------------------------
+
+
+def interior_peak_model(p0=0.2) -> DependenceModel:
+    """X0 ~ Bernoulli(p0); X1 | X0 = 1 sits at 2 (Categorical over 0..5, P1), X1 | X0 = 0 is split
+    between 1 and 5 (P0). With the sum, t = 1 puts the count at 3 and t = 0 at 1 or 5, so the
+    log-ratio of L(y | 1) to L(y | 0) peaks at the interior output y = 3."""
+    with pm.Model() as m:
+        x0 = pm.Bernoulli("x0", p0)
+        pm.Categorical("x1", p=pm.math.switch(x0, np.array(INTERIOR_P1), np.array(INTERIOR_P0)))
+    return DependenceModel(m, tuples=["x0", "x1"])
+
+
+INTERIOR_P1 = [0.02, 0.02, 0.90, 0.02, 0.02, 0.02]
+INTERIOR_P0 = [0.02, 0.65, 0.02, 0.02, 0.02, 0.27]
+
+
+def test_posterior_route_pass_is_sound_at_interior_peak():
+    """The posterior route tries three outputs only (the prior predictive's min - b, median and
+    max + b) and its interval bounds the log-ratio at the chosen one, yet `audit` grants `pass`
+    when that interval's top clears the claim. Here the sup is at y = 3, which is none of them.
+
+    Truth by enumeration, b = 1: L(y | t) = sum_k P(X1 = k | t) e^{-|y - t - k|}; over
+    y in {0..6, ±inf}: |log-ratio| = 1.565 (y <= 0), 1.497 (y = 1), 0.239, 1.749 (y = 3), 0.811,
+    0.619, 0.358 (y >= 6): leak = 1.749. The prior count's median is 1 (P(q <= 1) = .8 * .67 +
+    .2 * .02 = 0.54), so the outputs tried are -1, 1 and 7, where the ratio is at most 1.565.
+    A claim of 1.7 is false (1.749 > 1.7) and must not pass; the likelihood route fails it."""
+    q1, q0 = 1.0 + np.arange(6), 0.0 + np.arange(6)
+    w1, w0 = np.array(INTERIOR_P1), np.array(INTERIOR_P0)
+    ys = [float(v) for v in range(7)] + [math.inf, -math.inf]
+    ratios = {y: abs(log_mixture(y, q1, w1, 1.0) - log_mixture(y, q0, w0, 1.0)) for y in ys}
+    truth = max(ratios.values())
+    assert truth == pytest.approx(ratios[3.0]) and truth == pytest.approx(1.749051, abs=1e-6)
+    assert max(ratios[-math.inf], ratios[1.0], ratios[math.inf]) == pytest.approx(1.5648, abs=1e-4)
+
+    kw = dict(scale=1, targets=[0], engine="sampling", seed=0, draws=4000, tune=1000, claim=1.7)
+    lik = audit(interior_peak_model(), "sum", "laplace", "idp", **kw)
+    assert contains(lik.ci, truth) and lik.verdict != "pass"
+    post = audit(interior_peak_model(), "sum", "laplace", "idp", method="posterior", **kw)
+    assert post.verdict != "pass", (post.ci, post.witness.y, post.verdict_reason)
+
+
+def test_continuous_target_grid_pass_is_sound():
+    """The likelihood route compares a 5-point grid of a continuous target's domain (endpoints
+    included) and grants `pass` from it, although between grid points the leakage can be larger.
+    D_i ~ U[0, 1], D_j | D_i ~ U[f(D_i), f(D_i) + 0.1] with f(t) = 0.45 (1 + sin(4 pi t)), query
+    D_j alone (linear:0,1), Laplace(b = 1). Given D_i = t, D_j is a location family in f(t), so
+    leak = (max f - min f)/b = 0.9 (f(1/8) = 0.9, f(3/8) = 0). On the grid {0, 1/4, 1/2, 3/4, 1}
+    f is 0.45 everywhere: the grid sees no leakage at all. A claim of 0.5 is false and must not
+    pass (the engine refuses a pass when x_K values were sampled; the target grid is the same
+    kind of finite sample of a continuum)."""
+    f = lambda t: 0.45 * (1 + np.sin(4 * np.pi * t))  # noqa: E731
+    grid = np.linspace(0, 1, 2001)
+    assert f(grid).max() - f(grid).min() == pytest.approx(0.9, abs=1e-6)
+    assert np.allclose(f(np.linspace(0, 1, 5)), 0.45)
+    with pm.Model() as m:
+        d_i = pm.Uniform("d_i", 0.0, 1.0)
+        lower = 0.45 * (1 + pm.math.sin(4 * np.pi * d_i))
+        pm.Uniform("d_j", lower, lower + 0.1)
+    model = DependenceModel(m, tuples=["d_i", "d_j"], domains={"d_i": Interval(0.0, 1.0), "d_j": Interval(0.0, 1.0)})
+    # 1000 draws: the diagnostics pass (seed 0), so only the bounds decide
+    r = audit(model, "linear:0,1", "laplace", "idp", scale=1, targets=[0], claim=0.5, seed=0, engine="sampling",
+              draws=1000, tune=1000)
+    assert r.verdict != "pass", (r.leakage, r.ci, r.verdict_reason)

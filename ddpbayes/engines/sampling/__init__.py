@@ -129,9 +129,18 @@ def _adversary(problem: Problem, adv: Adversary, known_sets, settings: Settings)
     diagnostics = summarise([run.diagnose(q) for run, q in runs])
     witness = Witness(adv, peak.known or ({} if not adv.known else None), _nan_none(peak.t), _nan_none(peak.t_prime),
                       None if math.isnan(peak.y) else (peak.y,))
-    exhaustive = len(known_sets) == 1 or all(isinstance(model.domains[k], Finite) for k in adv.known)
-    diagnostics["known_values_exhaustive"] = exhaustive
+    diagnostics["pass_blocked"] = _pass_blocked(model, adv, known_sets)
     return AdversaryLeakage(adv, value, witness, ci=ci, diagnostics=diagnostics, score=peak.value)
+
+
+def _pass_blocked(model: DependenceModel, adv: Adversary, known_sets) -> str | None:
+    """Why the upper bound cannot certify a pass: a continuum was sampled at finitely many points."""
+    if not isinstance(model.domains[adv.target], Finite):
+        return (f"target {model.names[adv.target]} is continuous and was compared on a grid of {GRID_POINTS} "
+                "values: the leakage between grid points is not bounded, so a pass cannot be earned")
+    if len(known_sets) > 1 and not all(isinstance(model.domains[k], Finite) for k in adv.known):
+        return "the known values x_K were sampled, not exhausted: a pass cannot be earned"
+    return None
 
 
 def _nan_none(v: float) -> float | None:

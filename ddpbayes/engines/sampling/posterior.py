@@ -58,7 +58,9 @@ def posterior_leakage(problem: Problem, adv: Adversary, known_sets, settings: Se
     if best is None:
         raise InputError(f"no x_K value with at least two possible target values for {adv}")
     score, held, se, known, t, t_prime, y = best
-    diagnostics = {**summarise([r.diagnose(q) for r, q in runs]), "method": "posterior"}
+    diagnostics = {**summarise([r.diagnose(q) for r, q in runs]), "method": "posterior",
+                   "pass_blocked": "the posterior route bounds the leakage at the outputs it tried only; "
+                                   "a pass needs the likelihood route"}
     ci = (max(0.0, held - Z95 * se), max(0.0, held) + Z95 * se)
     witness = Witness(adv, dict(known), float(t), float(t_prime), (y,))
     return AdversaryLeakage(adv, max(held, 0.0), witness, ci=ci, diagnostics=diagnostics, score=score)
@@ -92,13 +94,20 @@ def _log_odds(run: Run, target: int, levels: np.ndarray, half: int) -> np.ndarra
 
 
 def _se(post: Run, prior: Run, target: int, pair: np.ndarray) -> float:
-    """Delta-method standard error of the held-out log odds ratio (ESS-corrected)."""
+    """Delta-method standard error of the held-out log odds ratio, ESS-corrected.
+
+    Within one run the frequencies of two levels are multinomial: Var(log p_a - log p_c) =
+    ((1 - p_a)/p_a + (1 - p_c)/p_c + 2) / N, the +2/N from Cov(p_a, p_c) = -p_a p_c / N (for
+    a binary target p_c = 1 - p_a and this is 1/(N p (1 - p))). The two runs are independent."""
     var = 0.0
     for run in (post, prior):
         x = run.x[:, run.x.shape[1] // 2:, target]
+        terms, ess = 2.0, float(x.size)
         for v in pair:
             ind = (x == v).astype(float)
             p = max(ind.mean(), 0.5 / ind.size)
-            ess = float(az.ess(ind, method="bulk")) if np.ptp(ind) > 0 else float(ind.size)
-            var += (1 - p) / (p * max(ess, 1.0))
+            terms += (1 - p) / p
+            if np.ptp(ind) > 0:
+                ess = min(ess, float(az.ess(ind, method="bulk")))
+        var += terms / max(ess, 1.0)
     return math.sqrt(var)
