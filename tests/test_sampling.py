@@ -29,7 +29,6 @@ import pytest
 from scipy import stats
 from scipy.special import logsumexp
 
-import ddpbayes
 from ddpbayes import DependenceModel, InputError, Interval, audit, load_model
 from ddpbayes.cli import main
 from ddpbayes.model.condition import TUPLES, ImpossibleEvent, condition
@@ -574,7 +573,7 @@ def test_condition_impossible_event():
     assert confined  # most prior draws of D_i violate the event: hard boundaries, Slice sampling
 
 
-# --- soundness of `pass` (bugs found while writing these tests) ------------------------------
+# --- soundness of `pass`: regressions for bugs found by these tests (fixed in 4a52858) ---------
 
 
 def interior_peak_model(p0=0.2) -> DependenceModel:
@@ -614,6 +613,8 @@ def test_posterior_route_pass_is_sound_at_interior_peak():
     assert contains(lik.ci, truth) and lik.verdict != "pass"
     post = audit(interior_peak_model(), "sum", "laplace", "idp", method="posterior", **kw)
     assert post.verdict != "pass", (post.ci, post.witness.y, post.verdict_reason)
+    if post.diagnostics["ok"] and post.ci[1] <= 1.7:  # the bounds alone would pass it
+        assert post.verdict_reason == post.diagnostics["pass_blocked"]
 
 
 def test_continuous_target_grid_pass_is_sound():
@@ -638,3 +639,21 @@ def test_continuous_target_grid_pass_is_sound():
     r = audit(model, "linear:0,1", "laplace", "idp", scale=1, targets=[0], claim=0.5, seed=0, engine="sampling",
               draws=1000, tune=1000)
     assert r.verdict != "pass", (r.leakage, r.ci, r.verdict_reason)
+
+
+def test_sampled_known_values_block_pass():
+    """A discrete target with a continuous known tuple: X0 ~ Bernoulli(0.3), X1 | X0 ~ N(X0, 1),
+    X1's domain [-3, 4]; pdp with K = {1}, sum, b = 1. Given x_1 = s nothing is unknown:
+    L(y | t, s) = e^{-|y - t - s|/b}, whose log-ratio for t = 1 vs 0 reaches 1/b as y -> +inf,
+    for every s (both t stay possible: the normal density is positive): leak = 1.0. The
+    conditioned events pin every variable, so the engine's estimate is exact, yet x_1 was drawn
+    at 4 values, not exhausted: a claim above the upper bound cannot pass."""
+    with pm.Model() as m:
+        x0 = pm.Bernoulli("x0", 0.3)
+        pm.Normal("x1", x0, 1.0)
+    model = DependenceModel(m, tuples=["x0", "x1"], domains={"x1": Interval(-3.0, 4.0)})
+    r = audit(model, "sum", "laplace", "pdp", scale=1, targets=[0], known=[1], claim=100.0, seed=0, **FAST)
+    assert r.leakage == pytest.approx(1.0, abs=1e-9)
+    assert r.ci[0] == pytest.approx(1.0, abs=1e-9) and r.ci[1] <= 100.0
+    assert "sampled" in r.diagnostics["pass_blocked"]
+    assert r.verdict == "inconclusive" and r.verdict_reason == r.diagnostics["pass_blocked"]

@@ -101,7 +101,7 @@ def collect(spec: Spec, model: DependenceModel, say: Progress) -> Collected:
 def _curves(problem: Problem, results: dict[str, AuditResult]) -> tuple[list[Curve], list[str]]:
     """One curve per distinct witness of the model-based notions, and why any is missing."""
     curves: dict[tuple, Curve] = {}
-    notes = []
+    missing: dict[str, list[str]] = {}  # reason -> notions
     for notion, r in results.items():
         if notion == "dp":
             continue
@@ -113,8 +113,8 @@ def _curves(problem: Problem, results: dict[str, AuditResult]) -> tuple[list[Cur
         try:
             curves[key] = witness_curve(problem, r.engine, notion, w)
         except NoCurve as exc:
-            notes.append(f"{notion}: {exc}")
-    return list(curves.values()), notes
+            missing.setdefault(str(exc), []).append(notion)
+    return list(curves.values()), [f"{', '.join(notions)}: {reason}" for reason, notions in missing.items()]
 
 
 def _dependence_sets(problem: Problem, results: dict[str, AuditResult], engine: str) -> list[list[int]]:

@@ -155,19 +155,20 @@ def _lattice(c: Collected) -> Section:
 
 def _witness(c: Collected) -> Section:
     names = c.model.names
+    if not c.curves:
+        return Section("Witness: log-ratio against the output", "witness", [
+            Para("No witness curve is drawn for this spec:"), Notes(c.curve_notes)])
     blocks = [Para("For each notion's witness (the adversary, its known values x_K and the two target values t, "
                    "t' that attain the leakage), the log-ratio log L(y | t, x_K) − log L(y | t', x_K) against the "
                    "output y. The dashed lines are its limits as y → ±∞; the leakage is the largest value of the "
-                   "curve or of a limit (the star marks a witness output y that is finite).")]
-    if c.curves:
-        blocks.append(Figure("witness.png", figures.curves_figure(c.curves, names),
-                             "Witness log-ratio against the output y.", "log-ratio of the witness against y"))
-        rows = [[cv.notion, names[cv.witness.adversary.target],
-                 _known_values(cv.known_values, names),
-                 fmt(cv.witness.t), fmt(cv.witness.t_prime), fmt(float(cv.log_ratio.max())), fmt(cv.limits[0]),
-                 fmt(cv.limits[1]), cv.method] for cv in c.curves]
-        blocks.append(Table(["notion", "target", "x_K", "t", "t'", "max on the y grid", "y → −∞", "y → +∞", "computed by"],
-                            rows))
+                   "curve or of a limit (the star marks a witness output y that is finite)."),
+              Figure("witness.png", figures.curves_figure(c.curves, names),
+                     "Witness log-ratio against the output y.", "log-ratio of the witness against y")]
+    rows = [[cv.notion, names[cv.witness.adversary.target], _known_values(cv.known_values, names),
+             fmt(cv.witness.t), fmt(cv.witness.t_prime), fmt(float(cv.log_ratio.max())), fmt(cv.limits[0]),
+             fmt(cv.limits[1]), cv.method] for cv in c.curves]
+    blocks.append(Table(["notion", "target", "x_K", "t", "t'", "max on the y grid", "y → −∞", "y → +∞", "computed by"],
+                        rows))
     if c.curve_notes:
         blocks.append(Notes(c.curve_notes))
     return Section("Witness: log-ratio against the output", "witness", blocks)

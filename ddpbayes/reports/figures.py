@@ -19,6 +19,7 @@ from ddpbayes.reports.sweep import SAME, Sweep  # noqa: E402
 
 DPI = 90
 JITTER_TARGETS = 6
+TRACE_POINTS = 400
 NOTION_STYLE = {"dp": ("0.45", "s", ":"), "idp": ("C0", "o", "-"), "pdp": ("C3", "^", "-"), "ddp": ("C2", "D", "--")}
 MARKER_SIZE = {"dp": 6, "idp": 10, "pdp": 7.5, "ddp": 5}  # hollow and nested: equal values stay visible
 plt.rcParams.update({"font.size": 11, "axes.spines.top": False, "axes.spines.right": False,
@@ -117,8 +118,8 @@ def sweep_figure(s: Sweep, claim: float | None) -> bytes:
             ax.fill_between(s.values, [c[0] if c else v for c, v in zip(cis, values)],
                             [c[1] if c else v for c, v in zip(cis, values)], color=colour, alpha=0.15, lw=0)
     ax.set_xscale("log")
-    ax.xaxis.set_major_locator(matplotlib.ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    ticks = _spaced(s.values)
+    ax.set_xticks(ticks, [f"{v:.3g}" for v in ticks], rotation=30 if len(ticks) > 6 else 0)
     ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
     ax.axvline(s.base, color="k", lw=1, alpha=0.6)
     ax.annotate(f"spec: {s.base:.4g}", xy=(s.base, 1.0), xycoords=("data", "axes fraction"), xytext=(3, -12),
@@ -132,17 +133,19 @@ def sweep_figure(s: Sweep, claim: float | None) -> bytes:
     ax.set_xlabel("noise scale b" if s.parameter == "scale" else "per-bit epsilon")
     ax.set_ylabel("leakage")
     ax.set_ylim(bottom=0)
-    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+    ax.legend(fontsize=9, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
     return png(fig)
 
 
 def trace_figure(draws: list[tuple[str, np.ndarray]]) -> bytes:
-    """Trace of the query draws, one panel per conditioning event, one line per chain."""
+    """Trace of the query draws, one panel per conditioning event, one line per chain (every
+    k-th draw when a chain has more than TRACE_POINTS, to keep the PNG small)."""
     fig, axes = plt.subplots(len(draws), 1, figsize=(7.5, 1.9 * len(draws)), squeeze=False, sharex=True)
     for ax, (label, q) in zip(axes[:, 0], draws):
+        step = max(1, math.ceil(q.shape[1] / TRACE_POINTS))
         for c, chain in enumerate(q):
-            ax.plot(chain, lw=0.5, alpha=0.8, color=f"C{c}", label=f"chain {c}")
-        ax.set_title(label, fontsize=9, loc="left")
+            ax.plot(np.arange(0, chain.size, step), chain[::step], lw=0.6, alpha=0.8, color=f"C{c}", label=f"chain {c}")
+        ax.set_title(label + (f" (every {step}th draw)" if step > 1 else ""), fontsize=9, loc="left")
         ax.set_ylabel("q(x)")
         ax.ticklabel_format(axis="y", useOffset=False)
     axes[0, 0].legend(fontsize=8, loc="upper right", ncol=4)
@@ -157,6 +160,15 @@ def formula_figure(lines: list[str]) -> bytes:
     for k, line in enumerate(lines):
         fig.text(0.01, 1 - (k + 0.6) / len(lines), f"${line}$", fontsize=15, va="center")
     return png(fig)
+
+
+def _spaced(values: list[float], ratio: float = 1.3) -> list[float]:
+    """The swept values to label: each at least `ratio` times the previous label (no overlaps)."""
+    out: list[float] = []
+    for v in sorted(values):
+        if not out or v >= out[-1] * ratio:
+            out.append(v)
+    return out
 
 
 def _grouped(scales: dict[str, float]) -> list[tuple[float, list[str]]]:
