@@ -4,10 +4,12 @@ and bad specs rejected on one line (exit 2)."""
 from __future__ import annotations
 
 import json
+import math
 import textwrap
 from html.parser import HTMLParser
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import ddpbayes
@@ -119,7 +121,8 @@ def _entries(directory: Path) -> list[str]:
 
 def test_failure_midway_leaves_nothing(tmp_path, capsys):
     """known = [5] is only checked when pdp is audited, after idp succeeded."""
-    spec = _spec(tmp_path, GOOD.replace('notions = ["dp", "idp", "pdp", "ddp"]', 'notions = ["idp", "pdp"]\nknown = [5]'))
+    text = GOOD.replace('notions = ["dp", "idp", "pdp", "ddp"]', 'notions = ["idp", "pdp"]\nknown = [5]')
+    spec = _spec(tmp_path, text)
     out_parent = tmp_path / "reports"
     out_parent.mkdir()
     assert main(["report", str(spec), "--out", str(out_parent / "r"), "--quiet"]) == 2
@@ -216,3 +219,51 @@ def test_document_escapes_text():
         "s", "s", [document_module.Para("`<i>`"), document_module.Table(["h"], [["<td>"]])])])
     page = document_module.render_html(doc)
     assert "<b>" not in page and "&lt;i&gt;" in page and "&lt;td&gt;" in page
+
+
+MIXED = f"""
+model = "{ROOT / 'models' / 'mixed_correlation.py'}"
+query = "sum"
+notions = ["idp", "pdp"]
+claim = 1.0
+sweep = [0.5, 1, 2]
+
+[mechanism]
+kind = "laplace"
+scale = 1.0
+"""
+
+
+def test_gaussian_report(tmp_path):
+    """Li et al.'s mixed correlations (DESIGN §3.2): K = {} leaks 1, K = {2} leaks 2 for target 0;
+    the closed form, the witness curve's limits and the calibrated pdp scale (2/b = 1 at b = 2) agree."""
+    data = build_report(_spec(tmp_path, MIXED), tmp_path / "out", progress=False)
+    lattice = {(p["target"], tuple(p["known"])): p["leakage"] for p in data["lattice"]["points"]}
+    assert lattice[(0, ())] == pytest.approx(1.0) and lattice[(0, (2,))] == pytest.approx(2.0)
+    assert data["audits"]["pdp"]["leakage"] == pytest.approx(2.0)
+    forms = {tuple(f["notions"]): f for f in data["closed_forms"]}
+    assert forms[("pdp",)]["expression"] == "2*width/b" and forms[("pdp",)]["value"] == pytest.approx(2.0)
+    curves = {c["notion"]: c for c in data["witness_curves"]}
+    assert abs(curves["pdp"]["limit_plus_inf"]) == pytest.approx(2.0)
+    ratio = np.abs(curves["pdp"]["log_ratio"])
+    assert ratio.max() == pytest.approx(2.0) and ratio.min() < 0.1  # from -2 through 0 to 2 (tails saturate)
+    assert data["sweep"]["calibrated"]["exact (pdp)"] == pytest.approx(2.0, rel=1e-6)
+    assert (tmp_path / "out" / "figures" / "closed_form.png").is_file()
+
+
+def test_laplace_gaussian_convolution():
+    """The gaussian curve's log density against numerical integration of Laplace(b) * N(0, v)."""
+    from scipy import integrate, stats
+
+    from ddpbayes.reports.curves import _log_laplace_normal
+
+    b, v = 0.7, 1.3
+    u = [-6.0, -1.0, 0.0, 0.4, 5.0]
+
+    def density(x):
+        return integrate.quad(lambda z: stats.laplace.pdf(x - z, scale=b) * stats.norm.pdf(z, scale=v**0.5),
+                              -30, 30, points=[x], limit=200)[0]
+
+    want = [math.log(density(x)) for x in u]
+    got = _log_laplace_normal(np.array(u), b, v)
+    assert np.allclose(got - got[2], np.array(want) - want[2], atol=1e-7)

@@ -18,7 +18,8 @@ from ddpbayes.problem import Problem
 from ddpbayes.symbolic import derive_gaussian
 from ddpbayes.symbolic.gaussian import B, WIDTH
 
-GENERAL = (r"\mathrm{leak}(i, K) = \frac{\mathrm{width}}{b}\,\left|w_i + \sum_{j \in U} w_j \frac{C_{ji}}{C_{ii}}\right|,"
+GENERAL = (r"\mathrm{leak}(i, K) = \frac{\mathrm{width}}{b}\,"
+           r"\left|w_i + \sum_{j \in U} w_j \frac{C_{ji}}{C_{ii}}\right|,"
            r"\quad C = \mathrm{Cov}(X_{\{i\} \cup U} \mid X_K)")
 MAX_DENOMINATOR = 1000  # exact fractions with larger denominators are shown with 5 significant digits
 

@@ -71,7 +71,7 @@ def _witness_text(r: AuditResult, names: list[str]) -> str:
     if w.known_values:
         known += " = (" + ", ".join(fmt(v) for _, v in sorted(w.known_values.items())) + ")"
     y = "–" if w.y is None else ", ".join(_y(v) for v in w.y)
-    return f"{names[w.adversary.target]} = {fmt(w.t)} vs {fmt(w.t_prime)}, knows {known}, y = {y}"
+    return f"{names[w.adversary.target]} = {fmt(w.t, 6)} vs {fmt(w.t_prime, 6)}, knows {known}, y = {y}"
 
 
 def grouped(rows: list[list], labels: int = 1, threshold: int = 6) -> list[list]:
@@ -123,7 +123,8 @@ def _docstring(path) -> str | None:
 
 def _per_target(c: Collected) -> Section:
     notions = list(c.results)
-    rows = grouped([[name] + [fmt(c.results[n].per_target[k]) for n in notions] for k, name in enumerate(c.model.names)])
+    rows = grouped([[name] + [fmt(c.results[n].per_target[k]) for n in notions]
+                    for k, name in enumerate(c.model.names)])
     return Section("Leakage per target", "targets", [
         Table(["tuple", *notions], rows, caption="The worst adversary of each notion against each target "
                                                  "(– where the tuple is not a target)."),
@@ -165,7 +166,7 @@ def _witness(c: Collected) -> Section:
               Figure("witness.png", figures.curves_figure(c.curves, names),
                      "Witness log-ratio against the output y.", "log-ratio of the witness against y")]
     rows = [[cv.notion, names[cv.witness.adversary.target], _known_values(cv.known_values, names),
-             fmt(cv.witness.t), fmt(cv.witness.t_prime), fmt(float(cv.log_ratio.max())), fmt(cv.limits[0]),
+             fmt(cv.witness.t, 6), fmt(cv.witness.t_prime, 6), fmt(float(cv.log_ratio.max())), fmt(cv.limits[0]),
              fmt(cv.limits[1]), cv.method] for cv in c.curves]
     blocks.append(Table(["notion", "target", "x_K", "t", "t'", "max on the y grid", "y → −∞", "y → +∞", "computed by"],
                         rows))
@@ -200,7 +201,7 @@ def _sweep(c: Collected) -> Section:
         rows = [[k, fmt(v), "yes" if lo <= v <= hi else "no (out of range)"] for k, v in s.calibrated.items()]
         blocks.append(Table(["calibration", "scale", "swept"], rows,
                             caption="exact (notion): the smallest scale whose leakage under the notion is at most "
-                                    "epsilon; dpm: seed 000's dependent perturbation mechanism; group: the "
+                                    "epsilon; dpm: Liu et al.'s dependent perturbation mechanism; group: the "
                                     "group-privacy baseline L·Δq/epsilon; dp: classic Δq/epsilon."))
     if c.calibration_notes:
         blocks.append(Notes(c.calibration_notes))
@@ -211,7 +212,7 @@ def _closed_form(c: Collected) -> Section:
     names = c.model.names
     lines = [GENERAL] + [
         rf"\mathrm{{leak}}({_tex(names[f.target])}, \{{{', '.join(_tex(names[k]) for k in f.known)}\}}) = {f.latex}"
-        for f in c.closed_forms]
+        + r"\qquad" + _tex("(" + f.source.split(" = ")[0] + ")") for f in c.closed_forms]
     blocks = [Para("Jointly Gaussian tuples, a linear query and Laplace noise: leak(i, K) has the closed form "
                    "below (U: the tuples neither known nor targeted), derived with sympy for each witness adversary "
                    "(width: the target's domain width; b: the Laplace scale). It does not depend on the known "
@@ -220,16 +221,18 @@ def _closed_form(c: Collected) -> Section:
         blocks.append(Figure("closed_form.png", figures.formula_figure(lines), "Closed forms (matplotlib mathtext).",
                              "closed-form leakage"))
     except ValueError as exc:
-        blocks.append(Para(f"The formulas could not be rendered as a picture ({exc}); their LaTeX follows."))
+        reason = str(exc).strip().splitlines()[-1]
+        blocks.append(Para(f"The formulas could not be rendered as a picture ({reason}); their LaTeX follows."))
     rows = [[", ".join(f.notions), f"A({names[f.target]}, {set_text(f.known, names, f.target)})",
              f.source, f"`{f.expression}`", fmt(f.value), fmt(f.engine_value)] for f in c.closed_forms]
-    blocks.append(Table(["notions", "adversary", "covariance", "closed form", "value (width, b put in)", "engine"], rows))
+    header = ["notions", "adversary", "covariance", "closed form", "value (width, b put in)", "engine"]
+    blocks.append(Table(header, rows))
     blocks.append(Code("\n".join(f"{f.source}: {f.latex}" for f in c.closed_forms)))
     return Section("Closed form", "closed-form", blocks)
 
 
 def _tex(name: str) -> str:
-    return r"\mathrm{" + name.replace("_", r"\_") + "}"
+    return r"\mathrm{" + name.replace("_", r"\_").replace(" ", r"\ ") + "}"
 
 
 def _mcmc(c: Collected) -> Section:

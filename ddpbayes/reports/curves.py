@@ -13,8 +13,8 @@ from what that engine computed from:
   convolution, evaluated in closed form in log space; x_K is set to its mean (another x_K
   shifts the curve in y without changing it).
 
-The exact and sampling curves include every breakpoint of the mixture in the y grid, so their
-maximum is the supremum the engine found (or its limit).
+The y grid holds the witness output and, up to MAX_BREAKS of them, the mixture's breakpoints (every
+one for the exact engine), so the curve's maximum, or a limit, is the supremum the engine found.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from ddpbayes.model import DependenceModel
 from ddpbayes.problem import Problem
 
 GRID = 241  # y values on the regular part of the grid
+MAX_BREAKS = 400  # a sampled mixture's breakpoints join the grid up to this many
 
 
 class NoCurve(Exception):
@@ -81,9 +82,9 @@ def witness_curve(problem: Problem, engine: str, notion: str, witness: Witness |
     if engine == "analytic":
         raise NoCurve("dp is model-free: its witness ratio is that of two Laplace densities a sensitivity apart")
     if engine == "exact":
-        return _mixture_curve(problem, notion, witness, witness.known_values or {}, _exact_mixture, "exact: enumerated joint")
+        return _mixture_curve(problem, notion, witness, _exact_mixture, "exact: enumerated joint")
     if engine == "sampling":
-        return _mixture_curve(problem, notion, witness, witness.known_values or {}, _sampled_mixture,
+        return _mixture_curve(problem, notion, witness, _sampled_mixture,
                               "sampling: Monte Carlo estimate from the engine's MCMC draws")
     if engine == "gaussian":
         return _gaussian_curve(problem, notion, witness)
@@ -117,12 +118,15 @@ def _query_draws(problem: Problem, witness: Witness, t: float) -> np.ndarray:
     return run.x @ problem.query.weights(problem.model.n)
 
 
-def _mixture_curve(problem, notion, witness, known_values, mixture, method) -> Curve:
+def _mixture_curve(problem: Problem, notion: str, witness: Witness, mixture, method: str) -> Curve:
+    """r(y) when L(y | t, x_K) is a finite mixture of Laplace kernels (`mixture` gives its weights)."""
     b = problem.mechanism.scale
     (lw1, q1), (lw2, q2) = mixture(problem, witness, witness.t), mixture(problem, witness, witness.t_prime)
     q = np.concatenate([q1, q2])
     lo, hi = np.quantile(q, [0.001, 0.999]) if q.size > 1000 else (q.min(), q.max())
-    breaks = np.unique(q) if np.unique(q).size <= 400 else np.array([])
+    breaks = np.unique(q)
+    if breaks.size > MAX_BREAKS and mixture is not _exact_mixture:  # thousands of MCMC draws
+        breaks = np.array([])
     witness_y = [v for v in (witness.y or ()) if math.isfinite(v)]
     y = _grid(lo - 5 * b, hi + 5 * b, [*breaks, *witness_y], integer=problem.mechanism.kind == "geometric")
     r = _log_mixture(lw1, q1, y, b) - _log_mixture(lw2, q2, y, b)
@@ -130,7 +134,8 @@ def _mixture_curve(problem, notion, witness, known_values, mixture, method) -> C
         float(logsumexp(lw1 - q1 / b) - logsumexp(lw2 - q2 / b)),
         float(logsumexp(lw1 + q1 / b) - logsumexp(lw2 + q2 / b)),
     )
-    return Curve(notion, witness, dict(known_values), y, r, limits, method, problem.mechanism.kind == "geometric")
+    return Curve(notion, witness, dict(witness.known_values or {}), y, r, limits, method,
+                 problem.mechanism.kind == "geometric")
 
 
 def _log_mixture(logw: np.ndarray, q: np.ndarray, y: np.ndarray, b: float) -> np.ndarray:

@@ -89,7 +89,7 @@ figure img { max-width: 100%; height: auto; }
 figcaption { color: #56606b; font-size: 0.9em; }
 code, pre { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 0.9em; }
 code { background: #f0f2f5; padding: 1px 4px; border-radius: 3px; }
-pre { background: #f0f2f5; padding: 10px 12px; overflow-x: auto; border-radius: 4px; }
+pre { background: #f0f2f5; padding: 10px 12px; white-space: pre-wrap; overflow-wrap: anywhere; border-radius: 4px; }
 ul.notes { color: #3d4752; font-size: 0.93em; }
 """
 

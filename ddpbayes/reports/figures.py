@@ -95,8 +95,8 @@ def curves_figure(curves: list[Curve], names: list[str]) -> bytes:
         pad = 0.15 * max(hi - lo, 0.1)
         ax.set_ylim(lo - pad, hi + 1.6 * pad)
         known = ", ".join(f"{names[k]}={_short(v)}" for k, v in sorted(c.known_values.items())) or "nothing"
-        ax.set_title(f"{c.notion}: {names[c.witness.adversary.target]} = {_short(c.witness.t)} vs "
-                     f"{_short(c.witness.t_prime)}\nknown: {known}", fontsize=9)
+        ax.set_title(f"{c.notion}: {names[c.witness.adversary.target]} = {_short(c.witness.t, 6)} vs "
+                     f"{_short(c.witness.t_prime, 6)}\nknown: {known}", fontsize=9)
         ax.set_xlabel("output y")
     for ax in axes.flat[len(curves):]:
         ax.set_visible(False)
@@ -145,7 +145,7 @@ def trace_figure(draws: list[tuple[str, np.ndarray]]) -> bytes:
         step = max(1, math.ceil(q.shape[1] / TRACE_POINTS))
         for c, chain in enumerate(q):
             ax.plot(np.arange(0, chain.size, step), chain[::step], lw=0.6, alpha=0.8, color=f"C{c}", label=f"chain {c}")
-        ax.set_title(label + (f" (every {step}th draw)" if step > 1 else ""), fontsize=9, loc="left")
+        ax.set_title(label + (f" (one draw in {step} shown)" if step > 1 else ""), fontsize=9, loc="left")
         ax.set_ylabel("q(x)")
         ax.ticklabel_format(axis="y", useOffset=False)
     axes[0, 0].legend(fontsize=8, loc="upper right", ncol=4)
@@ -158,7 +158,9 @@ def formula_figure(lines: list[str]) -> bytes:
     """LaTeX lines rendered with matplotlib's mathtext (raises ValueError if one does not parse)."""
     fig = plt.figure(figsize=(8, 0.7 * len(lines) + 0.2))
     for k, line in enumerate(lines):
-        fig.text(0.01, 1 - (k + 0.6) / len(lines), f"${line}$", fontsize=15, va="center")
+        # full-size fractions; mathtext ignores spaces, so keep a thin one before a named symbol
+        display = line.replace(r"\frac", r"\dfrac").replace(r" \mathrm{width}", r"\,\mathrm{width}")
+        fig.text(0.01, 1 - (k + 0.6) / len(lines), f"${display}$", fontsize=15, va="center")
     return png(fig)
 
 
@@ -182,5 +184,5 @@ def _grouped(scales: dict[str, float]) -> list[tuple[float, list[str]]]:
     return groups
 
 
-def _short(v: float | None) -> str:
-    return "-" if v is None else f"{v:.4g}"
+def _short(v: float | None, digits: int = 4) -> str:
+    return "-" if v is None else f"{v:.{digits}g}"

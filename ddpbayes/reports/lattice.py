@@ -56,7 +56,8 @@ def pdp_lattice(
     if total <= FULL_LIMIT.get(pdp.engine, DEFAULT_FULL_LIMIT):
         say(f"pdp lattice: all {total} adversaries")
         full = run("pdp", lattice=True, known=None)
-        return LatticeView([Point(r.adversary.target, r.adversary.known, r.value) for r in full.lattice], total, n, None)
+        points = [Point(r.adversary.target, r.adversary.known, r.value) for r in full.lattice]
+        return LatticeView(points, total, n, None)
     per_layer = PER_LAYER.get(pdp.engine, DEFAULT_PER_LAYER)
     chosen = _subset(n, targets, per_layer, seed, pdp)
     say(f"pdp lattice: {total:,} adversaries, too many; computing {len(chosen)} of them")
@@ -71,7 +72,9 @@ def pdp_lattice(
     return LatticeView(points, total, n, note)
 
 
-def _subset(n: int, targets: list[int], per_layer: int, seed: int, pdp: AuditResult) -> list[tuple[int, frozenset[int]]]:
+def _subset(
+    n: int, targets: list[int], per_layer: int, seed: int, pdp: AuditResult
+) -> list[tuple[int, frozenset[int]]]:
     chosen: dict[tuple[int, frozenset[int]], None] = {}
     for i in targets:
         others = frozenset(range(n)) - {i}
