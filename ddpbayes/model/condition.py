@@ -2,7 +2,9 @@
 
 `condition(model, {k: value})` returns a PyMC model of the remaining free variables, with
 density proportional to the original joint at the fixed values (DESIGN §2.3). Fixed variables
-lose their value transforms (their Jacobian must not enter); free continuous variables are
+lose their value transforms (their Jacobian must not enter) and become shared variables, so one
+conditioned model (and everything compiled from it) serves every value of the same fixed
+tuples: `pin` moves them. Free continuous variables are
 `Flat` in PyMC's unconstrained space (the original transforms and Jacobians stay inside the
 joint), free discrete ones are uniform proxies over their finite support (PyMC's Gibbs steps
 sample them). The original joint log-density enters as one `Potential`; the tuple values of
@@ -14,11 +16,13 @@ boundaries; `starting_points` reports that, and the engine then samples with Sli
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import pymc as pm
+import pytensor
 import pytensor.tensor as pt
 from pymc.initial_point import make_initial_point_fn
 from pymc.model.transform.conditioning import remove_value_transforms
@@ -48,46 +52,93 @@ class _Free:
 
 
 @dataclass(frozen=True)
+class _Pin:
+    """Where fixed tuple `slot` lives: a shared variable, and its element (None: the whole)."""
+
+    slot: int
+    var: pytensor.compile.SharedVariable
+    element: int | None
+
+
+@dataclass(frozen=True)
 class Conditioned:
     model: pm.Model
     base: pm.Model
     free: tuple[_Free, ...]
+    pins: tuple[_Pin, ...]
+    _candidates: dict = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def fixed(self) -> frozenset[int]:
+        return frozenset(p.slot for p in self.pins)
+
+    def pin(self, values: Mapping[int, float]) -> None:
+        """Fix the same tuples at new values (compiled functions read them at call time)."""
+        if set(values) != self.fixed:
+            raise ValueError(f"pin the tuples {sorted(self.fixed)}, got {sorted(values)}")
+        arrays = {}
+        for p in self.pins:
+            a = arrays.setdefault(p.var, (p.var, np.array(p.var.get_value(), copy=True)))[1]
+            a[() if p.element is None else p.element] = values[p.slot]
+        for var, a in arrays.values():
+            var.set_value(a)
+
+    @cached_property
+    def logp(self) -> Callable[[dict], float]:
+        return self.model.compile_logp()
+
+    @cached_property
+    def _prior_point(self) -> Callable[[int], dict]:
+        return make_initial_point_fn(model=self.base, default_strategy="prior")
 
     def starting_points(self, chains: int, seed: int, candidates: int = 256) -> tuple[list[dict], bool]:
         """Starting points for `chains` chains, and whether the event confines the free variables.
 
-        Candidates are prior draws, plus, from a few of them, sweeps of each free continuous
-        coordinate across its unconstrained line (an event such as D_j = 0.9 may allow only a
-        thin slice of a parent's range, which prior draws rarely hit). The best feasible
-        candidates start the chains. `confined` is True when some prior draws were infeasible:
-        the event confines the free variables to a region with hard boundaries, where NUTS
-        diverges. (Infeasible sweep points do not count: far out on the unconstrained line a
-        density can underflow without any boundary.) Raises InputError
-        when no candidate is feasible: the event has (numerically) zero probability."""
-        draw = make_initial_point_fn(model=self.base, default_strategy="prior")
-        logp = self.model.compile_logp()
-        points = [{f.name: _project(draw(seed * 7919 + c)[f.source], f) for f in self.free} for c in range(candidates)]
-        sweeps = []
-        for point in points[:16]:
-            for f in self.free:
-                if f.discrete:
-                    continue
-                for k in range(np.asarray(point[f.name]).size):
-                    for u in _SWEEP:
-                        moved = {**point, f.name: np.array(point[f.name], dtype=float, copy=True)}
-                        moved[f.name].flat[k] = u
-                        sweeps.append(moved)
-        scored, infeasible = [], 0
-        for c, start in enumerate(points + sweeps):
-            value = float(logp(start))
-            if np.isfinite(value):
-                scored.append((value, c, start))
-            elif c < len(points):
-                infeasible += 1
+        Candidates are prior draws (drawn once per seed: they do not depend on the pinned
+        values), scored under the current event; the best feasible ones start the chains.
+        When fewer than `chains` are feasible, sweeps of each free continuous coordinate across
+        its unconstrained line from a few of them are added (an event such as D_j = 0.9 may
+        allow only a thin slice of a parent's range, which prior draws rarely hit).
+        `confined` is True when some prior draws were infeasible: the event confines the free
+        variables to a region with hard boundaries, where NUTS diverges. (Infeasible sweep
+        points do not count: far out on the unconstrained line a density can underflow without
+        any boundary.) Raises ImpossibleEvent when no candidate is feasible: the event has
+        (numerically) zero probability."""
+        points = self._prior_candidates(seed, candidates)
+        scored = self._score(points)
+        confined = len(scored) < len(points)
+        if len(scored) < chains:
+            scored += self._score(_sweeps(points[:16], self.free), offset=len(points))
         if not scored:
             raise ImpossibleEvent("the conditioning event is impossible under the model (no start satisfies it)")
         scored.sort(key=lambda s: (-s[0], s[1]))
-        return [scored[k % len(scored)][2] for k in range(chains)], infeasible > 0
+        return [scored[k % len(scored)][2] for k in range(chains)], confined
+
+    def _prior_candidates(self, seed: int, candidates: int) -> list[dict]:
+        key = (seed, candidates)
+        if key not in self._candidates:
+            draw = self._prior_point
+            self._candidates[key] = [{f.name: _project(draw(seed * 7919 + c)[f.source], f) for f in self.free}
+                                     for c in range(candidates)]
+        return self._candidates[key]
+
+    def _score(self, points: list[dict], offset: int = 0) -> list[tuple[float, int, dict]]:
+        values = ((float(self.logp(p)), offset + c, p) for c, p in enumerate(points))
+        return [v for v in values if np.isfinite(v[0])]
+
+
+def _sweeps(points: list[dict], free: tuple[_Free, ...]) -> list[dict]:
+    out = []
+    for point in points:
+        for f in free:
+            if f.discrete:
+                continue
+            for k in range(np.asarray(point[f.name]).size):
+                for u in _SWEEP:
+                    moved = {**point, f.name: np.array(point[f.name], dtype=float, copy=True)}
+                    moved[f.name].flat[k] = u
+                    out.append(moved)
+    return out
 
 
 _SWEEP = (-30.0, -20.0, -12.0, -8.0, -5.0, -3.0, -1.5, 0.0, 1.5, 3.0, 5.0, 8.0, 12.0, 20.0, 30.0)
@@ -107,32 +158,32 @@ def condition(model: DependenceModel, fixed: Mapping[int, float]) -> Conditioned
     for k, s in enumerate(model.slots):
         slots_of.setdefault(s.rv.name, []).append((k, s.index))
 
-    replace, free = {}, []
+    replace, free, pins = {}, [], []
     with pm.Model() as conditioned:
         for rv in base.free_RVs:
             value = base.rvs_to_values[rv]
-            pinned = {idx: fixed[k] for k, idx in slots_of.get(rv.name, []) if k in fixed}
+            pinned = {idx: k for k, idx in slots_of.get(rv.name, []) if k in fixed}
             size = int(np.prod(rv.type.shape)) if rv.ndim else 1
-            if pinned and len(pinned) == size:
-                filled = [pinned[i] for i in sorted(pinned)] if rv.ndim else pinned[None]
-                replace[value] = pt.as_tensor(np.asarray(filled, dtype=value.dtype).reshape(value.type.shape))
-                continue
-            if pinned and rv.ndim != 1:
+            if pinned and len(pinned) < size and rv.ndim != 1:
                 raise InputError(f"cannot condition on elements of '{rv.name}': only vector tuples can be split")
+            if pinned:
+                filled = np.zeros(value.type.shape, dtype=value.dtype)
+                var = pytensor.shared(filled, name=f"{value.name}_pinned")
+                pins += [_Pin(k, var, i) for i, k in pinned.items()]
+            if pinned and len(pinned) == size:
+                replace[value] = var
+                continue
             index = [i for i in range(size) if i not in pinned] if pinned else None
             shape = (len(index),) if pinned else value.type.shape
             stand_in, spec = _stand_in(rv, value, shape, index, init)
             free.append(spec)
-            if pinned:
-                filled = np.zeros(size, dtype=value.dtype)
-                for i, v in pinned.items():
-                    filled[i] = v
-                stand_in = pt.set_subtensor(pt.as_tensor(filled)[index], stand_in)
-            replace[value] = stand_in
+            replace[value] = pt.set_subtensor(var[index], stand_in) if pinned else stand_in
         pm.Potential("ddp_joint", graph_replace(logp, replace, strict=False))
         exprs = graph_replace(tuple_values, replace, strict=False)
         pm.Deterministic(TUPLES, _stack(model, exprs))
-    return Conditioned(conditioned, base, tuple(free))
+    cond = Conditioned(conditioned, base, tuple(free), tuple(pins))
+    cond.pin(fixed)
+    return cond
 
 
 def _stand_in(rv, value, shape, index, init) -> tuple[pt.TensorVariable, _Free]:

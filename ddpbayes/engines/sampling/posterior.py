@@ -17,10 +17,11 @@ import math
 import arviz as az
 import numpy as np
 import pymc as pm
+import pytensor
 
 from ddpbayes.engines.base import AdversaryLeakage, Witness
 from ddpbayes.engines.sampling.estimate import Z95
-from ddpbayes.engines.sampling.runs import Run, Settings, sample_conditioned, sample_event, summarise
+from ddpbayes.engines.sampling.runs import Chains, Run, Settings, sample_event, summarise
 from ddpbayes.errors import InputError
 from ddpbayes.model import Finite
 from ddpbayes.model.condition import TUPLES, ImpossibleEvent, condition
@@ -74,10 +75,23 @@ def _posterior_run(problem: Problem, known: dict, y: float, settings: Settings) 
     model, w, b = problem.model, problem.query.weights(problem.model.n), problem.mechanism.scale
     key = ("posterior", tuple(sorted(known.items())), tuple(w), b, y, settings)
     if key not in model.cache:
+        chains, output = _posterior_chains(model, known, w, b)
+        chains.cond.pin(known)
+        output.set_value(y)
+        label = ", ".join([f"{model.names[k]}={v:g}" for k, v in sorted(known.items())] + [f"output {y:g}"])
+        model.cache[key] = chains.run(settings, key, label)
+    return model.cache[key]
+
+
+def _posterior_chains(model, known: dict, w: np.ndarray, b: float) -> tuple[Chains, pytensor.compile.SharedVariable]:
+    """The model given x_K and an output (a shared value), with its steps compiled once."""
+    key = ("posterior-chains", frozenset(known), tuple(w), b)
+    if key not in model.cache:
         cond = condition(model, known)
         with cond.model:
-            pm.Potential("ddp_output", -abs(y - pm.math.dot(cond.model[TUPLES], w)) / b)
-        model.cache[key] = sample_conditioned(cond, settings, key)
+            output = pytensor.shared(0.0, name="ddp_output_value")
+            pm.Potential("ddp_output", -abs(output - pm.math.dot(cond.model[TUPLES], w)) / b)
+        model.cache[key] = (Chains(cond), output)
     return model.cache[key]
 
 

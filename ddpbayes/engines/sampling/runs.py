@@ -1,24 +1,34 @@
 """MCMC runs: draws of the tuples given a conditioning event, with ArviZ diagnostics.
 
-One run per event {X_i = t, X_K = x_K}: `condition` (the one conditioning handler) builds the
-model, PyMC samples it (NUTS, Gibbs for discrete stand-ins, Slice when the event confines the
-free variables to a region with hard boundaries, where NUTS diverges), and ArviZ judges the
-chains. Runs are cached on the model: they do not depend on the query or the noise scale.
+One run per event {X_i = t, X_K = x_K}. `condition` (the one conditioning handler) builds the
+model once per set of fixed tuples, with their values as shared variables; PyMC's step
+methods are compiled once for it (NUTS; exact Gibbs for discrete stand-ins; Slice when the
+event confines the free variables to a region with hard boundaries, where NUTS diverges) and
+every event on those tuples re-pins the values and runs the same compiled steps. The chains
+are driven here, as `pm.sample` drives them (tuning, then draws), without recompiling per
+call: on a 10-tuple model that compilation was most of the time. Chains run in parallel in
+forked processes that inherit the compiled steps (each chain has its own seed, so the draws
+do not depend on how many cores ran them). ArviZ judges the chains.
+Runs, and events found impossible, are cached on the model: they depend on neither the query
+nor the noise scale.
 """
 
 from __future__ import annotations
 
 import logging
+import multiprocessing as mp
+import os
 import sys
 import zlib
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 import arviz as az
 import numpy as np
 import pymc as pm
 
 from ddpbayes.model import DependenceModel
-from ddpbayes.model.condition import TUPLES, Conditioned, condition
+from ddpbayes.model.condition import TUPLES, Conditioned, ImpossibleEvent, condition
 
 RHAT_MAX = 1.01
 ESS_MIN = 400  # bulk effective sample size over all chains
@@ -31,6 +41,7 @@ class Settings:
     chains: int = 2
     seed: int = 0
     progress: bool = False
+    cores: int = 0  # processes for the chains; 0: as many as the machine has, up to `chains`
 
     @classmethod
     def from_options(cls, options: dict) -> Settings:
@@ -40,7 +51,12 @@ class Settings:
             chains=options.get("chains") or cls.chains,
             seed=options.get("seed") if options.get("seed") is not None else cls.seed,
             progress=bool(options.get("progress")),
+            cores=options.get("cores") or 0,
         )
+
+    @property
+    def processes(self) -> int:
+        return max(1, min(self.chains, self.cores or os.cpu_count() or 1))
 
 
 @dataclass(frozen=True)
@@ -51,9 +67,17 @@ class Run:
     x: np.ndarray
     sampler: str
     divergences: int
+    _diagnosed: dict = field(default_factory=dict, compare=False, repr=False)
 
     def diagnose(self, q: np.ndarray) -> dict:
-        """R-hat and bulk ESS of the query draws (chains, draws), divergences, and the verdict."""
+        """R-hat and bulk ESS of the query draws (chains, draws), divergences, and the verdict
+        (cached per query: calibration asks again at every noise scale)."""
+        memo = q.tobytes()
+        if memo not in self._diagnosed:
+            self._diagnosed[memo] = self._diagnose(q)
+        return self._diagnosed[memo]
+
+    def _diagnose(self, q: np.ndarray) -> dict:
         if np.ptp(q) == 0:
             return {"rhat": 1.0, "ess_bulk": float(q.size), "divergences": 0, "sampler": self.sampler, "ok": True}
         rhat = float(az.rhat(q))
@@ -77,61 +101,157 @@ def summarise(per_run: list[dict]) -> dict:
 
 
 def sample_event(model: DependenceModel, event: dict[int, float], settings: Settings) -> Run:
-    """Draw the tuples given the event (cached on the model per event and settings)."""
+    """Draw the tuples given the event (cached on the model per event and settings; an
+    impossible event is remembered as such)."""
     key = ("run", tuple(sorted(event.items())), settings.draws, settings.tune, settings.chains, settings.seed)
     if key not in model.cache:
-        model.cache[key] = _sample(model, event, settings, key[1])
+        try:
+            model.cache[key] = _sample(model, event, settings, key[1])
+        except ImpossibleEvent as e:
+            model.cache[key] = e
+    if isinstance(model.cache[key], ImpossibleEvent):
+        raise model.cache[key]
     return model.cache[key]
 
 
 def _sample(model: DependenceModel, event: dict[int, float], settings: Settings, key) -> Run:
-    cond = condition(model, event)
-    if not cond.free:  # every variable is pinned: one exact point
+    fixed = frozenset(event)
+    if ("conditioned", fixed) not in model.cache:
+        model.cache[("conditioned", fixed)] = Chains(condition(model, event))
+    chains = model.cache[("conditioned", fixed)]
+    if not chains.cond.free:  # every variable is pinned: one exact point
         x = np.array([[[event[k] for k in range(model.n)]]] * settings.chains)
         return Run(key, np.repeat(x, settings.draws, axis=1), "none", 0)
-    if settings.progress:
-        what = ", ".join(f"{model.names[k]}={v:g}" for k, v in key) or "nothing known"
-        print(f"ddpbayes: sampling given {what}", file=sys.stderr, flush=True)
-    return sample_conditioned(cond, settings, key)
+    chains.cond.pin(event)
+    label = ", ".join(f"{model.names[k]}={v:g}" for k, v in key) or "nothing known"
+    return chains.run(settings, key, label)
 
 
-def sample_conditioned(cond: Conditioned, settings: Settings, key) -> Run:
-    """Sample a conditioned model with PyMC; the seed is derived from `key` and the settings."""
-    seed = (settings.seed * 1_000_003 + zlib.crc32(repr(key).encode())) % (2**31)
-    starts, confined = cond.starting_points(settings.chains, seed)
-    logging.getLogger("pymc").setLevel(logging.ERROR)
-    with cond.model:
-        steps = _steps(cond, confined)
-        idata = pm.sample(
-            draws=settings.draws,
-            tune=settings.tune,
-            chains=settings.chains,
-            cores=1,
-            random_seed=seed,
-            initvals=starts,
-            init="adapt_diag",
-            step=steps or None,
-            progressbar=False,
-            compute_convergence_checks=False,
-            var_names=[TUPLES],
-        )
-    stats = getattr(idata, "sample_stats", {})
-    nuts = "diverging" in stats
-    divergences = int(stats["diverging"].sum()) if nuts else 0
-    sampler = "+".join(name for name, used in (("gibbs", any(f.discrete for f in cond.free)),
-                                               ("slice", confined and not nuts), ("nuts", nuts)) if used)
-    return Run(key, np.asarray(idata.posterior[TUPLES].values, dtype=float), sampler, divergences)
+class Chains:
+    """PyMC step methods compiled once for a conditioned model, run for its current pins."""
+
+    def __init__(self, cond: Conditioned):
+        self.cond = cond
+        self._steps: dict[bool, object] = {}
+        (tuples,) = cond.model.replace_rvs_by_values([cond.model[TUPLES]])
+        self._tuples = cond.model.compile_fn(tuples, inputs=cond.model.value_vars, on_unused_input="ignore")
+
+    def run(self, settings: Settings, key, label: str = "") -> Run:
+        """Tune, then draw, `settings.chains` chains from the event currently pinned; the seed
+        is derived from `key` and the settings, so a run is reproducible on its own."""
+        seed = (settings.seed * 1_000_003 + zlib.crc32(repr(key).encode())) % (2**31)
+        starts, confined = self.cond.starting_points(settings.chains, settings.seed)
+        step = self._step(confined)
+        rngs = np.random.default_rng(seed).spawn(settings.chains)
+        cores = settings.processes
+        bar = _Bar(label if settings.progress else None, len(range(0, settings.chains, cores)) * (settings.tune + settings.draws))
+        chains = fork_map(lambda job: self._chain(step, job[0], settings, job[1], bar), list(zip(starts, rngs)), cores)
+        bar.close()
+        x = np.asarray([draws for draws, _ in chains], dtype=float)
+        return Run(key, x, self._sampler_name(confined), sum(d for _, d in chains))
+
+    def _chain(self, step, start: dict, settings: Settings, rng, bar: _Bar) -> tuple[np.ndarray, int]:
+        """One chain, as PyMC's `_iter_sample` runs it: reset the adaptation, tune, stop tuning, draw."""
+        step.set_rng(rng)
+        step.tune = settings.tune > 0
+        if hasattr(step, "reset_tuning"):
+            step.reset_tuning()
+        point, out, diverged = dict(start), [], 0
+        for i in range(settings.tune + settings.draws):
+            if i == settings.tune:
+                step.stop_tuning()
+            point, stats = step.step(point)
+            if i >= settings.tune:
+                out.append(self._tuples(point))
+                diverged += sum(bool(s.get("diverging", False)) for s in stats)
+            bar.tick()
+        return np.asarray(out), diverged
+
+    def _step(self, confined: bool):
+        """Exact Gibbs for discrete stand-ins (PyMC's default BinaryGibbsMetropolis gave biased
+        marginals on the household model: P(h | x0 = 0) 0.0551 vs exact 0.0526 over 40,000
+        draws); Slice for continuous ones when the event confines them; NUTS otherwise."""
+        if confined not in self._steps:
+            model = self.cond.model
+            names = {f.name for f in self.cond.free if f.discrete}
+            discrete = [rv for rv in model.free_RVs if rv.name in names]
+            continuous = [rv for rv in model.free_RVs if rv.name not in names]
+            logging.getLogger("pymc").setLevel(logging.ERROR)
+            with model:
+                steps = [pm.CategoricalGibbsMetropolis(discrete)] if discrete else []
+                if continuous:
+                    steps.append(pm.Slice(continuous) if confined else pm.NUTS(continuous))
+            self._steps[confined] = steps[0] if len(steps) == 1 else pm.CompoundStep(steps)
+        return self._steps[confined]
+
+    def _sampler_name(self, confined: bool) -> str:
+        kinds = {f.discrete for f in self.cond.free}
+        parts = (("gibbs", True in kinds), ("slice", False in kinds and confined), ("nuts", False in kinds and not confined))
+        return "+".join(name for name, used in parts if used)
 
 
-def _steps(cond: Conditioned, confined: bool) -> list:
-    """Exact Gibbs for discrete stand-ins (PyMC's default BinaryGibbsMetropolis gave biased
-    marginals on the household model: P(h | x0 = 0) 0.0551 vs exact 0.0526 over 40,000 draws);
-    Slice for continuous ones when the event confines them (NUTS diverges at hard boundaries);
-    PyMC assigns NUTS to the rest."""
-    model = cond.model
-    discrete = [rv for rv in model.free_RVs if rv.name in {f.name for f in cond.free if f.discrete}]
-    continuous = [rv for rv in model.free_RVs if rv not in discrete]
-    steps = [pm.CategoricalGibbsMetropolis(discrete)] if discrete else []
-    if confined and continuous:
-        steps.append(pm.Slice(continuous))
-    return steps
+def fork_map(fn: Callable, items: Sequence, cores: int) -> list:
+    """[fn(item) for item in items], shared between this process and `cores - 1` forked ones.
+
+    Forked children inherit everything compiled so far (nothing is pickled but the results);
+    where fork is unavailable, or inside a daemonic process, it runs here, serially."""
+    if cores <= 1 or len(items) <= 1 or not hasattr(os, "fork") or mp.current_process().daemon:
+        return [fn(item) for item in items]
+    ctx = mp.get_context("fork")
+    shares = [list(range(w, len(items), cores)) for w in range(min(cores, len(items)))]
+    children = []
+    for share in shares[1:]:
+        receive, send = ctx.Pipe(duplex=False)
+        child = ctx.Process(target=_child, args=(fn, [items[i] for i in share], send), daemon=True)
+        child.start()
+        send.close()
+        children.append((share, receive, child))
+    results = [None] * len(items)
+    for i in shares[0]:
+        results[i] = fn(items[i])
+    for share, receive, child in children:
+        try:
+            status, payload = receive.recv()
+        except EOFError:
+            status, payload = "error", f"a chain process died (exit code {child.exitcode})"
+        child.join()
+        if status == "error":
+            raise RuntimeError(payload)
+        for i, result in zip(share, payload):
+            results[i] = result
+    return results
+
+
+def _child(fn: Callable, items: list, send) -> None:
+    try:
+        send.send(("ok", [fn(item) for item in items]))
+    except BaseException as e:  # reported in the parent, which raises it
+        send.send(("error", f"{type(e).__name__}: {e}"))
+    finally:
+        send.close()
+
+
+class _Bar:
+    """A progress bar on stderr for one run (a line per run when stderr is not a terminal)."""
+
+    WIDTH = 30
+
+    def __init__(self, label: str | None, total: int):
+        self.label, self.total, self.done, self.shown = label, total, 0, -1
+        self.tty = sys.stderr.isatty()
+        if label is not None and not self.tty:
+            print(f"ddpbayes: sampling given {label}", file=sys.stderr, flush=True)
+
+    def tick(self) -> None:
+        self.done += 1
+        if self.label is None or not self.tty:
+            return
+        filled = self.WIDTH * self.done // self.total
+        if filled != self.shown:
+            self.shown = filled
+            bar = "#" * filled + "." * (self.WIDTH - filled)
+            print(f"\rddpbayes: sampling given {self.label} [{bar}]", end="", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self.label is not None and self.tty:
+            print(file=sys.stderr, flush=True)
