@@ -17,6 +17,7 @@ import numpy as np
 from ddpbayes.engines.base import AdversaryLeakage, Engine, Witness
 from ddpbayes.engines.joint import DEFAULT_MAX_STATES, JointTable, joint_table, unsupported_reason
 from ddpbayes.errors import InputError
+from ddpbayes.model import DependenceModel
 from ddpbayes.problem import Adversary, Problem
 
 _CHUNK = 1 << 22  # elements of the (groups, t, rows, outputs) array evaluated at once

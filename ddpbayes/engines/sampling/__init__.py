@@ -125,8 +125,8 @@ def _adversary(problem: Problem, adv: Adversary, known_sets, settings: Settings)
                 break
         if len(group) >= 2:
             groups.append(group)
-    peak, value, ci = estimate(groups, problem.mechanism.scale)
-    diagnostics = summarise([run.diagnose(q) for run, q in runs])
+    peak, value, ci, held = estimate(groups, problem.mechanism.scale)
+    diagnostics = {**summarise([run.diagnose(q) for run, q in runs]), **held}
     witness = Witness(adv, peak.known or ({} if not adv.known else None), _nan_none(peak.t), _nan_none(peak.t_prime),
                       None if math.isnan(peak.y) else (peak.y,))
     diagnostics["pass_blocked"] = _pass_blocked(model, adv, known_sets)

@@ -72,11 +72,12 @@ def ratio_at(first: Draws, second: Draws, y: float, b: float, half: int | None) 
     return est, math.sqrt(var)
 
 
-def estimate(groups: list[list[Draws]], b: float) -> tuple[Peak, float, tuple[float, float]]:
-    """(witness chosen on the first halves, plug-in estimate, (lower, upper) bounds)."""
+def estimate(groups: list[list[Draws]], b: float) -> tuple[Peak, float, tuple[float, float], dict]:
+    """(witness chosen on the first halves, plug-in estimate, (lower, upper) bounds, and the
+    held-out estimate at that witness with its standard error)."""
     chosen = sup_ratio(groups, b, half=0)
     if math.isnan(chosen.t):
-        return chosen, 0.0, (0.0, 0.0)
+        return chosen, 0.0, (0.0, 0.0), {}
     first, second = _find(groups, chosen.known, chosen.t), _find(groups, chosen.known, chosen.t_prime)
     held_out, se_held = ratio_at(first, second, chosen.y, b, half=1)
     plug_in = sup_ratio(groups, b, half=None)
@@ -84,7 +85,7 @@ def estimate(groups: list[list[Draws]], b: float) -> tuple[Peak, float, tuple[fl
                           plug_in.y, b, half=None)
     lower = max(0.0, min(held_out - Z95 * se_held, plug_in.value))  # lowering a lower bound keeps it valid
     upper = max(plug_in.value, 0.0) + Z95 * se_full
-    return chosen, max(plug_in.value, 0.0), (lower, upper)
+    return chosen, max(plug_in.value, 0.0), (lower, upper), {"held_out": held_out, "held_out_se": se_held}
 
 
 def _find(groups: list[list[Draws]], known: dict[int, float], t: float) -> Draws:

@@ -59,7 +59,8 @@ def posterior_leakage(problem: Problem, adv: Adversary, known_sets, settings: Se
     if best is None:
         raise InputError(f"no x_K value with at least two possible target values for {adv}")
     score, held, se, known, t, t_prime, y = best
-    diagnostics = {**summarise([r.diagnose(q) for r, q in runs]), "method": "posterior",
+    diagnostics = {**summarise([r.diagnose(q) for r, q in runs]), "method": "posterior", "held_out": held,
+                   "held_out_se": se,
                    "pass_blocked": "the posterior route bounds the leakage at the outputs it tried only; "
                                    "a pass needs the likelihood route"}
     ci = (max(0.0, held - Z95 * se), max(0.0, held) + Z95 * se)

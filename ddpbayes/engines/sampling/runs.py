@@ -232,19 +232,20 @@ def _child(fn: Callable, items: list, send) -> None:
 
 
 class _Bar:
-    """A progress bar on stderr for one run (a line per run when stderr is not a terminal)."""
+    """A progress bar on stderr for one run (a line per run when stderr is not a terminal),
+    drawn by the chains of this process only."""
 
     WIDTH = 30
 
     def __init__(self, label: str | None, total: int):
         self.label, self.total, self.done, self.shown = label, total, 0, -1
-        self.tty = sys.stderr.isatty()
+        self.tty, self.pid = sys.stderr.isatty(), os.getpid()
         if label is not None and not self.tty:
             print(f"ddpbayes: sampling given {label}", file=sys.stderr, flush=True)
 
     def tick(self) -> None:
         self.done += 1
-        if self.label is None or not self.tty:
+        if self.label is None or not self.tty or os.getpid() != self.pid:
             return
         filled = self.WIDTH * self.done // self.total
         if filled != self.shown:
