@@ -20,11 +20,14 @@ from ddpbayes import audit, load_model
 from test_sampling import (
     BETA_BERNOULLI,
     EXAMPLE1,
+    HOME,
     HOUSEHOLD,
     beta_bernoulli_leak,
     enumerated_log_ratio,
     gaussian_leak,
     household_joint,
+    home_pair_leak,
+    home_tail_limit,
     household_leak,
     mvnormal_model,
 )
@@ -90,6 +93,36 @@ def test_coverage_example1_sum_500():
                                      lambda r: 1.5, seeds=range(20), draws=500, tune=500)
     assert below >= 16, misses  # P(X <= 15) = 0.0026 for X ~ Binomial(20, 0.95)
     assert above >= 11, misses
+
+
+def test_coverage_home_occupancy_pair_1000():
+    """home_occupancy n = 2 (continuous, non-Gaussian), Laplace(1): truth by quadrature."""
+    truth, _, _ = home_pair_leak(1.0)
+    below, above, misses = _coverage("home_occupancy n=2, 1000 draws", lambda: load_model(HOME, {"n": 2}), "mean",
+                                     lambda r: truth, draws=1000, tune=500)
+    assert below >= MIN_LOWER, misses
+    assert above >= MIN_UPPER, misses
+
+
+def test_home_occupancy_ten_members():
+    """The figure README.md and benchmarks/README.md give for home_occupancy (n = 10, mean,
+    epsilon = 1, 2000 draws, seed 0): idp ≈ 9.41. The engine's witness is the domain's endpoints
+    at an output y beyond the mean's range [0.02, 0.98] (or y = ±inf), where the log-ratio
+    equals its tail limit (home_tail_limit, by quadrature), so its held-out estimate must lie
+    within 4 standard errors of that limit; the limit is a lower bound for the truth, so the
+    upper bound must clear it."""
+    b = (0.98 - 0.02) / 10
+    ref = home_tail_limit(10, b)  # 9.40711
+    r = audit(load_model(HOME, {"n": 10}), "mean", "laplace", "idp", epsilon=1, targets=[0], engine="sampling",
+              seed=0, draws=2000, tune=500, chains=2)
+    (y,) = r.witness.y
+    assert {r.witness.t, r.witness.t_prime} == {0.02, 0.98}
+    assert not 0.02 <= y <= 0.98, y
+    held, se = r.diagnostics["held_out"], r.diagnostics["held_out_se"]
+    assert abs(held - ref) <= 4 * se, (held, se, ref)
+    assert r.ci[0] <= ref <= r.ci[1], (r.ci, ref)
+    assert r.diagnostics["ok"]
+    assert abs(r.leakage - ref) < 0.01 and round(r.leakage, 2) == 9.41
 
 
 def _posterior_truth(r) -> float:
