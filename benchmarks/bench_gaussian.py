@@ -6,7 +6,9 @@ Laplace on `sum` and on a random linear query. Reports the time of `audit(..., "
 the per-adversary Schur-complement formula, and seed 003's greedy search (top-k known sets
 per layer): its time and how often and by how much it misses the exact maximum.
 
-    /work/venv/bin/python benchmarks/bench_gaussian.py [--n 20] [--seeds 3] [--top-k 1,3,10]
+From the repository root, after `pip install .`:
+
+    python benchmarks/bench_gaussian.py [--n 20] [--seeds 3] [--top-k 1,3,10]
 """
 
 from __future__ import annotations

@@ -2,31 +2,43 @@
 
 A model is a PyMC model plus the names of its tuples (`DependenceModel`); `audit` computes
 the leakage of a query released through a noise mechanism, against the adversaries of a
-notion, with the engine that fits the model.
+notion, with the engine that fits the model. The names below are imported on first use, so
+`import ddpbayes` (and the command line's argument parsing) does not load PyMC.
 """
 
-from ddpbayes.audit import AuditResult, audit
+from __future__ import annotations
+
+import importlib
+
 from ddpbayes.errors import InputError
-from ddpbayes.mechanisms import Geometric, Laplace, RandomizedResponse
-from ddpbayes.model import DependenceModel, Finite, Interval
-from ddpbayes.model.loading import load_model
-from ddpbayes.problem import Adversary, Problem
-from ddpbayes.queries import parse_query
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "Adversary",
-    "AuditResult",
-    "DependenceModel",
-    "Finite",
-    "Geometric",
-    "InputError",
-    "Interval",
-    "Laplace",
-    "Problem",
-    "RandomizedResponse",
-    "audit",
-    "load_model",
-    "parse_query",
-]
+_HOMES = {
+    "AuditResult": "ddpbayes.auditing",
+    "audit": "ddpbayes.auditing",
+    "Geometric": "ddpbayes.mechanisms",
+    "Laplace": "ddpbayes.mechanisms",
+    "RandomizedResponse": "ddpbayes.mechanisms",
+    "DependenceModel": "ddpbayes.model",
+    "Finite": "ddpbayes.model",
+    "Interval": "ddpbayes.model",
+    "load_model": "ddpbayes.model.loading",
+    "Adversary": "ddpbayes.problem",
+    "Problem": "ddpbayes.problem",
+    "parse_query": "ddpbayes.queries",
+}
+
+__all__ = ["InputError", *sorted(_HOMES)]
+
+
+def __getattr__(name: str):
+    if name not in _HOMES:
+        raise AttributeError(f"module 'ddpbayes' has no attribute '{name}'")
+    value = getattr(importlib.import_module(_HOMES[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_HOMES))

@@ -8,6 +8,7 @@ which the supremum of DESIGN §2.1 is attained.
 from __future__ import annotations
 
 import math
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,6 +28,11 @@ class Mechanism(ABC):
         """For one output coordinate whose query takes the distinct values `q` (m,), return the
         outputs y (G,) on which the sup over y is attained (±inf for limits) and log p(y | q)
         of shape (G, m), up to an additive constant per y (it cancels in likelihood ratios)."""
+
+    @abstractmethod
+    def grid_size(self, levels: int) -> int:
+        """How many outputs `log_kernel` returns for `levels` distinct query values (its table
+        has grid_size × levels cells: engines check that against --max-states first)."""
 
     @abstractmethod
     def dp_leakage(self, sensitivity: float) -> float:
@@ -53,14 +59,26 @@ class Laplace(Mechanism):
         # Between consecutive q_k the log-ratio is monotone in y (004 Lemma 1), so the sup is at
         # y = q_k or y -> ±inf, where p(y|q) ∝ e^{±q/b} once the common factor e^{∓y/b} is dropped.
         q = np.asarray(q, dtype=float)
+        span = float(q.max() - q.min())
+        if not math.isfinite(span / self.scale):
+            raise InputError(f"the noise scale {self.scale:g} is too small for query values spanning {span:g}: "
+                             "their log-densities overflow double precision")
         finite = -np.abs(q[:, None] - q[None, :]) / self.scale
         plus = (q - q.max())[None, :] / self.scale
         minus = (q.min() - q)[None, :] / self.scale
         grid = np.concatenate([q, [math.inf, -math.inf]])
         return grid, np.concatenate([finite, plus, minus])
 
+    def grid_size(self, levels: int) -> int:
+        return levels + 2
+
     def dp_leakage(self, sensitivity: float) -> float:
-        return sensitivity / self.scale if sensitivity > 0 else 0.0
+        sensitivity = float(sensitivity)
+        if sensitivity <= 0:
+            return 0.0
+        if math.isfinite(sensitivity) and not math.isfinite(sensitivity / self.scale):
+            raise InputError(f"the leakage {sensitivity:g}/{self.scale:g} overflows double precision: rescale the query")
+        return sensitivity / self.scale
 
     def describe(self) -> dict:
         return {"kind": self.kind, "scale": self.scale, "noise": f"Laplace(0, {self.scale:g}) on every output coordinate"}
@@ -108,6 +126,9 @@ class RandomizedResponse(Mechanism):
         log_keep = -math.log1p(math.exp(-self.epsilon))
         return grid, np.where(same, log_keep, log_keep - self.epsilon)
 
+    def grid_size(self, levels: int) -> int:
+        return 2
+
     def dp_leakage(self, sensitivity: float) -> float:
         return self.epsilon if sensitivity > 0 else 0.0
 
@@ -150,6 +171,9 @@ def make_mechanism(
                 why = "unbounded" if not math.isfinite(gs) else "zero"
                 raise InputError(f"--epsilon cannot set the scale: the query's global sensitivity is {why}; give --scale")
             scale = gs / epsilon
+            if scale < sys.float_info.min:
+                raise InputError(f"--epsilon {epsilon:g} sets the scale to {scale:g}, below the smallest usable "
+                                 f"{sys.float_info.min:.4g}")
         mech = Laplace(scale) if kind == "laplace" else Geometric(scale)
     mech.check(query, domains)
     return mech
@@ -158,3 +182,6 @@ def make_mechanism(
 def _positive(value: float, what: str) -> None:
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value <= 0:
         raise InputError(f"{what} must be a positive finite number, got {value}")
+    if value < sys.float_info.min or not math.isfinite(1 / value):
+        raise InputError(f"{what} must be at least {sys.float_info.min:.4g} (a normal double, whose reciprocal is "
+                         f"finite), got {value}")

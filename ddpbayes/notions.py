@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import Protocol, runtime_checkable
 
@@ -22,8 +22,8 @@ from ddpbayes.errors import InputError
 from ddpbayes.model import Finite
 from ddpbayes.problem import Adversary, Problem
 from ddpbayes.queries import Linear
+from ddpbayes.vocabulary import NOTIONS
 
-NOTIONS = ("dp", "idp", "pdp", "ddp")
 TIE = 1e-12  # leakages this close (relative) are equal: the weakest such adversary is the witness
 
 
@@ -48,22 +48,24 @@ def adversaries(
     targets: Sequence[int],
     known: Sequence[int] | None = None,
     dependence_sets: Sequence[frozenset[int]] | None = None,
-) -> list[Adversary]:
-    """The adversaries a notion takes the supremum over (dp is model-free: see `dp_leakage`)."""
+) -> Iterator[Adversary]:
+    """The adversaries a notion takes the supremum over, one at a time (the pdp lattice has
+    |targets| 2^(n-1) of them: it is never listed; dp is model-free: see `dp_leakage`)."""
     if notion == "idp":
-        return [Adversary(i) for i in targets]
+        return (Adversary(i) for i in targets)
     if notion == "ddp":
-        return [Adversary(i, frozenset(range(n)) - dependence_sets[i] - {i}) for i in targets]
+        return (Adversary(i, frozenset(range(n)) - dependence_sets[i] - {i}) for i in targets)
     if notion == "pdp":
         if known is not None:
-            return [Adversary(i, frozenset(known)) for i in targets]
-        out = []
-        for i in targets:
-            others = [j for j in range(n) if j != i]
-            for size in range(len(others) + 1):
-                out += [Adversary(i, frozenset(k)) for k in itertools.combinations(others, size)]
-        return out
+            return (Adversary(i, frozenset(known)) for i in targets)
+        return (Adversary(i, frozenset(k)) for i in targets for size in range(n)
+                for k in itertools.combinations([j for j in range(n) if j != i], size))
     raise InputError(f"notion '{notion}' has no adversary set")
+
+
+def adversary_count(notion: str, n: int, targets: Sequence[int], known: Sequence[int] | None = None) -> int:
+    """How many adversaries `adversaries` yields."""
+    return len(targets) * 2 ** (n - 1) if notion == "pdp" and known is None else len(targets)
 
 
 def dp_leakage(problem: Problem, targets: Sequence[int]) -> list[AdversaryLeakage]:
@@ -99,10 +101,7 @@ def aggregate(results: list[AdversaryLeakage], n: int) -> tuple[AdversaryLeakage
 
     For estimates, the worst adversary is chosen by its selection-half score, so that its
     held-out lower bound stays valid (DESIGN §2.3); its upper bound becomes the largest of all."""
-    per_target: list[float | None] = [None] * n
-    for r in results:
-        i = r.adversary.target
-        per_target[i] = r.value if per_target[i] is None else max(per_target[i], r.value)
+    per_target = worst_by_target(results, n)
     if all(r.ci is None for r in results):
         top = max(r.value for r in results)
         slack = TIE * max(1.0, abs(top)) if math.isfinite(top) else 0.0  # rounding noise is a tie
@@ -117,6 +116,16 @@ def aggregate(results: list[AdversaryLeakage], n: int) -> tuple[AdversaryLeakage
         ((r.diagnostics or {}).get("pass_blocked") for r in results if (r.diagnostics or {}).get("pass_blocked")), None)
     value = max(r.value for r in results)
     return replace(worst, value=value, ci=(worst.ci[0], max(upper, value)), diagnostics=diagnostics), per_target
+
+
+def worst_by_target(results: list[AdversaryLeakage], n: int,
+                    start: list[float | None] | None = None) -> list[float | None]:
+    """The largest leakage of each target (None where not a target), continuing from `start`."""
+    per_target = list(start) if start is not None else [None] * n
+    for r in results:
+        i = r.adversary.target
+        per_target[i] = r.value if per_target[i] is None else max(per_target[i], r.value)
+    return per_target
 
 
 def lattice_summary(results: list[AdversaryLeakage]) -> dict:

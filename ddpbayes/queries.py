@@ -6,6 +6,7 @@ per-tuple L1 sensitivity over the tuples' domains, which fixes classic DP's nois
 
 from __future__ import annotations
 
+import functools
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -48,9 +49,8 @@ class Linear(Query):
     scale_by_n: bool = False
 
     def weights(self, n: int) -> np.ndarray:
-        if self.coefficients is not None:
-            return np.asarray(self.coefficients, dtype=float)
-        return np.full(n, 1.0 / n if self.scale_by_n else 1.0)
+        """w (read-only, computed once per n: sensitivities ask for it once per tuple)."""
+        return _linear_weights(self.coefficients, self.scale_by_n, n)
 
     def values(self, x: np.ndarray) -> np.ndarray:
         return (x @ self.weights(x.shape[1]))[:, None]
@@ -117,6 +117,13 @@ class Identity(Query):
 
     def sensitivity(self, k: int, domains: Sequence[Domain]) -> float:
         return domains[k].width
+
+
+@functools.lru_cache(maxsize=16)
+def _linear_weights(coefficients: tuple[float, ...] | None, scale_by_n: bool, n: int) -> np.ndarray:
+    w = np.asarray(coefficients, dtype=float) if coefficients is not None else np.full(n, 1.0 / n if scale_by_n else 1.0)
+    w.setflags(write=False)
+    return w
 
 
 def parse_query(spec: str) -> Query:

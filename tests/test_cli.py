@@ -14,7 +14,7 @@ import pytest
 
 import ddpbayes
 from ddpbayes import DependenceModel, InputError
-from ddpbayes.cli import main
+from ddpbayes.cli.main import main
 
 ROOT = Path(__file__).resolve().parent.parent
 HOUSEHOLD = str(ROOT / "models" / "household.py")

@@ -17,7 +17,7 @@ from scipy.optimize import brentq
 import ddpbayes
 from bruteforce import household_idp_closed_form, household_joint, leak_bruteforce, markov_joint
 from ddpbayes import DependenceModel, Finite, Interval
-from ddpbayes.cli import main
+from ddpbayes.cli.main import main
 from ddpbayes.ddp import RunOptions, calibrate, dependence_coefficients, dependence_profile, dpm_scale, idp_bounds
 from ddpbayes.queries import parse_query
 

@@ -19,7 +19,7 @@ import sympy
 from scipy import integrate, stats
 
 from ddpbayes import DependenceModel, InputError, Interval, Laplace, Problem, audit, load_model, parse_query
-from ddpbayes.cli import main
+from ddpbayes.cli.main import main
 from ddpbayes.engines import ENGINES
 from ddpbayes.symbolic import derive_gaussian, derive_gaussian_rho
 

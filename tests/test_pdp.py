@@ -11,7 +11,7 @@ import pytest
 
 import ddpbayes
 from ddpbayes import DependenceModel
-from ddpbayes.cli import main
+from ddpbayes.cli.main import main
 from bruteforce import household_idp_closed_form, household_joint, leak_bruteforce
 
 BIN = np.array([0.0, 1.0])

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import ddpbayes
-from ddpbayes.cli import main
+from ddpbayes.cli.main import main
 from ddpbayes.reports import build_report, load_spec
 from ddpbayes.reports import document as document_module
 

@@ -30,7 +30,7 @@ from scipy import stats
 from scipy.special import logsumexp
 
 from ddpbayes import DependenceModel, InputError, Interval, audit, load_model
-from ddpbayes.cli import main
+from ddpbayes.cli.main import main
 from ddpbayes.model.condition import TUPLES, ImpossibleEvent, condition
 
 from conftest import MODELS

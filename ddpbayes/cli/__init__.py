@@ -1,5 +1,2 @@
-"""Command line: `ddpbayes audit ...`. A thin layer over the Python API."""
-
-from ddpbayes.cli.main import main
-
-__all__ = ["main"]
+"""Command line: `ddpbayes audit ...`. A thin layer over the Python API (entry point:
+`ddpbayes.cli.main:main`; also `python -m ddpbayes`)."""

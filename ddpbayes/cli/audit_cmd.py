@@ -5,12 +5,9 @@ from __future__ import annotations
 import json
 import sys
 
-from ddpbayes.audit import AuditResult, audit
 from ddpbayes.cli.args import add_mechanism, add_model, add_output, index_list
-from ddpbayes.cli.text import audit_text
-from ddpbayes.engines import ENGINES
-from ddpbayes.model.loading import load_model, parse_params
-from ddpbayes.notions import NOTIONS
+from ddpbayes.limits import DEFAULT_MAX_ADVERSARIES
+from ddpbayes.vocabulary import ENGINES, NOTIONS
 
 
 EXIT_CODES = {"fail": 1, "inconclusive": 4}
@@ -26,7 +23,10 @@ def register(sub) -> None:
     p.add_argument("--lattice", action="store_true", help="pdp: list every (target, known set)")
     p.add_argument("--claim", type=float, default=None, help="claimed epsilon to check")
     p.add_argument("--engine", choices=("auto", *ENGINES), default="auto")
-    p.add_argument("--max-states", type=int, default=None, help="refuse a joint state space larger than this")
+    p.add_argument("--max-states", type=int, default=None,
+                   help="refuse a state space, support, kernel or output grid larger than this (default 2^22)")
+    p.add_argument("--max-adversaries", type=int, default=DEFAULT_MAX_ADVERSARIES,
+                   help=f"refuse to evaluate more adversaries than this (pdp lattice; default {DEFAULT_MAX_ADVERSARIES:,})")
     p.add_argument("--draws", type=int, default=None, help="sampling: draws per chain (default 1000)")
     p.add_argument("--tune", type=int, default=None, help="sampling: tuning steps per chain (default 1000)")
     p.add_argument("--chains", type=int, default=None, help="sampling: chains per conditioning event (default 2)")
@@ -37,8 +37,12 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    model = load_model(args.model, parse_params(args.param))
-    result: AuditResult = audit(
+    from ddpbayes.auditing import audit
+    from ddpbayes.cli.text import audit_text
+    from ddpbayes.model.loading import load_model, parse_params
+
+    model = load_model(args.model, parse_params(args.param), max_states=args.max_states)
+    result = audit(
         model,
         args.query,
         args.mechanism,
@@ -52,6 +56,7 @@ def run(args) -> int:
         lattice=args.lattice,
         seed=args.seed,
         max_states=args.max_states,
+        max_adversaries=args.max_adversaries,
         draws=args.draws,
         tune=args.tune,
         chains=args.chains,

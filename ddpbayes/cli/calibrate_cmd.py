@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import json
 
+from typing import TYPE_CHECKING
+
 from ddpbayes.cli.args import add_model
 from ddpbayes.cli.audit_cmd import EXIT_CODES
 from ddpbayes.cli.rho_cmd import add_engine_options, run_options
 from ddpbayes.cli.text import fmt
-from ddpbayes.ddp import METHODS, Calibration, calibrate
-from ddpbayes.ddp.calibration import BETA
-from ddpbayes.model.loading import load_model, parse_params
-from ddpbayes.notions import NOTIONS
+from ddpbayes.vocabulary import CALIBRATION_METHODS, NOTIONS
+
+if TYPE_CHECKING:
+    from ddpbayes.ddp import Calibration
 
 _MARK = {"fail": "*", "inconclusive": "?"}
 
@@ -29,14 +31,17 @@ def register(sub) -> None:
     p.add_argument("--mechanism", default="laplace", help="the noise to calibrate: laplace (the only one)")
     p.add_argument("--notion", required=True, choices=NOTIONS)
     p.add_argument("--epsilon", type=float, required=True, help="the privacy level to meet")
-    p.add_argument("--method", choices=METHODS, default="exact",
+    p.add_argument("--method", choices=CALIBRATION_METHODS, default="exact",
                    help="the recipe whose scale is reported (default exact)")
     add_engine_options(p)
     p.set_defaults(run=run)
 
 
 def run(args) -> int:
-    model = load_model(args.model, parse_params(args.param))
+    from ddpbayes.ddp import calibrate
+    from ddpbayes.model.loading import load_model, parse_params
+
+    model = load_model(args.model, parse_params(args.param), max_states=args.max_states)
     c = calibrate(model, args.query, args.notion, args.epsilon, method=args.method, mechanism=args.mechanism,
                   options=run_options(args))
     print(json.dumps(c.to_json(), indent=2) if args.format == "json" else calibrate_text(c, args.model))
@@ -44,6 +49,8 @@ def run(args) -> int:
 
 
 def calibrate_text(c: Calibration, model: str) -> str:
+    from ddpbayes.ddp.calibration import BETA
+
     a = c.audit
     lines = [
         f"model      {model} ({', '.join(c.tuples)})    engine {c.engine}",

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import TYPE_CHECKING
 
 from ddpbayes.cli.args import index_list
 from ddpbayes.errors import InputError
-from ddpbayes.symbolic import Derivation, derive_gaussian, derive_gaussian_rho
+
+if TYPE_CHECKING:
+    from ddpbayes.symbolic import Derivation
 
 _COV_HELP = "covariance matrix of numbers and symbols, e.g. '[[1,rho],[rho,1]]'"
 
@@ -52,11 +55,15 @@ def _add_output(p: argparse.ArgumentParser) -> None:
 
 
 def _run_gaussian(args) -> int:
+    from ddpbayes.symbolic import derive_gaussian
+
     d = derive_gaussian(args.cov, args.mean, args.target, args.known, args.weights, args.width, args.scale)
     return _print(d, args.format)
 
 
 def _run_rho(args) -> int:
+    from ddpbayes.symbolic import derive_gaussian_rho
+
     if len(args.pair) != 2:
         raise InputError(f"--pair takes two indices i,j, got {args.pair}")
     widths = [None, None]

@@ -2,7 +2,8 @@
 
 Exit codes: 0 ran (and passed, or no claim), 1 ran and the claim fails, 2 bad input,
 3 an internal error (a bug: rerun with --debug for the traceback), 4 ran but an estimate
-could not settle the claim (inconclusive).
+could not settle the claim (inconclusive), 130 interrupted (Ctrl-C), 143 terminated (SIGTERM).
+Parsing the arguments imports no PyMC: `--help` and argument errors answer at once.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import argparse
 import sys
 import warnings
 
+from ddpbayes.cli.signals import Terminated, install_sigterm
 from ddpbayes.errors import InputError
 
 
@@ -34,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    install_sigterm()
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
     warnings.filterwarnings("ignore", category=FutureWarning)
@@ -46,9 +49,15 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print("error: " + " ".join(str(exc).split()), file=sys.stderr)
         return 2
+    except Terminated:
+        print("terminated", file=sys.stderr)
+        return 143
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (`| head`): nothing left to say
+        sys.stderr.close()
+        return 141
     except Exception as exc:  # a bug, not bad input: one line unless --debug
         if debug:
             raise

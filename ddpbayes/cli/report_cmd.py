@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from ddpbayes.reports import build_report
-
 
 def register(sub) -> None:
     p = sub.add_parser(
@@ -20,6 +18,8 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    from ddpbayes.reports import build_report
+
     data = build_report(args.spec, args.out, progress=not args.quiet)
     print(f"{args.out}/index.html  {data['finding']}")
     return 0

@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 import sys
 
+from typing import TYPE_CHECKING
+
 from ddpbayes.cli.args import add_model
-from ddpbayes.cli.text import fmt
-from ddpbayes.ddp import Coefficients, RunOptions, dependence_coefficients
-from ddpbayes.engines import ENGINES
-from ddpbayes.model.loading import load_model, parse_params
+from ddpbayes.cli.text import INTERVAL, fmt
+from ddpbayes.vocabulary import ENGINES
+
+if TYPE_CHECKING:
+    from ddpbayes.ddp import Coefficients, RunOptions
 
 
 def register(sub) -> None:
@@ -38,12 +41,17 @@ def add_engine_options(p) -> None:
 
 
 def run_options(args) -> RunOptions:
+    from ddpbayes.ddp import RunOptions
+
     return RunOptions(engine=args.engine, seed=args.seed, draws=args.draws, tune=args.tune, chains=args.chains,
                       max_states=args.max_states, progress=args.format == "text" or sys.stderr.isatty())
 
 
 def run(args) -> int:
-    model = load_model(args.model, parse_params(args.param))
+    from ddpbayes.ddp import dependence_coefficients
+    from ddpbayes.model.loading import load_model, parse_params
+
+    model = load_model(args.model, parse_params(args.param), max_states=args.max_states)
     c = dependence_coefficients(model, args.scale, run_options(args))
     print(json.dumps(c.to_json(), indent=2) if args.format == "json" else rho_text(c))
     return 0
@@ -67,5 +75,5 @@ def rho_text(c: Coefficients) -> str:
     if c.ci is not None:
         d = c.diagnostics or {}
         ok = "ok" if d.get("ok", True) else "FAILED"
-        lines.append(f"estimates: [95% lower bound, approximate upper bound]; MCMC diagnostics {ok}")
+        lines.append(f"estimates: [lower, upper] is a {INTERVAL}; MCMC diagnostics {ok}")
     return "\n".join(lines)

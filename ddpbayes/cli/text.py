@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-from ddpbayes.audit import AuditResult
+if TYPE_CHECKING:
+    from ddpbayes.auditing import AuditResult
+
+INTERVAL = "90% interval (two one-sided 95% bounds)"  # the sampling engine's `ci`: (lower, upper)
 
 
 def fmt(v: float | None) -> str:
@@ -20,7 +24,7 @@ def audit_text(r: AuditResult) -> str:
     lines = [
         f"notion     {r.notion}",
         f"query      {r.query}    mechanism  {mech}",
-        f"leakage    {fmt(r.leakage)}" + (f"    95% CI [{fmt(r.ci[0])}, {fmt(r.ci[1])}]" if r.ci else ""),
+        f"leakage    {fmt(r.leakage)}" + (f"    {INTERVAL} [{fmt(r.ci[0])}, {fmt(r.ci[1])}]" if r.ci else ""),
     ]
     if r.claim is not None:
         lines.append(f"claim      {fmt(r.claim)}    verdict  {r.verdict.upper()}")

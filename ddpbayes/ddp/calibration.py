@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 from scipy.optimize import brentq
 
-from ddpbayes.audit import AuditResult, _leak, audit
+from ddpbayes.auditing import AuditResult, _leak, audit
 from ddpbayes.ddp.coefficients import dependence_engine
 from ddpbayes.ddp.dpm import DPMScale, dp_scale, dpm_scale, group_scale
 from ddpbayes.ddp.idp_bounds import IdpBounds, dependence_profile, idp_bounds
@@ -44,8 +44,9 @@ from ddpbayes.mechanisms import Laplace
 from ddpbayes.model import DependenceModel
 from ddpbayes.notions import NOTIONS, check_notion
 from ddpbayes.queries import Query, parse_query
+from ddpbayes.vocabulary import CALIBRATION_METHODS
 
-METHODS = ("exact", "dpm", "group", "dp")
+METHODS = CALIBRATION_METHODS
 BETA = 0.05  # (alpha, beta)-accuracy: P(|noise| > alpha) = beta, alpha = scale ln(1 / beta) (001 Lemmas 1–2)
 RTOL = 1e-10
 MAX_STEPS = 50  # doublings or halvings of the scale when bracketing

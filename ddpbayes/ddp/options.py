@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from ddpbayes.errors import InputError
+from ddpbayes.settings import check_run_settings
 
 
 @dataclass(frozen=True)
@@ -23,12 +23,8 @@ class RunOptions:
     progress: bool = False
 
     def __post_init__(self):
-        for name in ("draws", "chains", "max_states"):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                raise InputError(f"--{name.replace('_', '-')} must be positive, got {value}")
-        if self.tune is not None and self.tune < 0:
-            raise InputError(f"--tune must be non-negative, got {self.tune}")
+        check_run_settings(seed=self.seed, draws=self.draws, tune=self.tune, chains=self.chains,
+                           max_states=self.max_states)
 
     def audit_kwargs(self) -> dict:
         """Keyword arguments for `ddpbayes.audit`."""

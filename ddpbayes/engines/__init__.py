@@ -8,8 +8,10 @@ from ddpbayes.engines.gaussian import GaussianEngine
 from ddpbayes.engines.sampling import SamplingEngine
 from ddpbayes.errors import InputError
 from ddpbayes.problem import Problem
+from ddpbayes.vocabulary import ENGINES as ENGINE_NAMES
 
 ENGINES: dict[str, Engine] = {e.name: e for e in (ExactEngine(), GaussianEngine(), SamplingEngine())}
+assert tuple(ENGINES) == ENGINE_NAMES, "the CLI offers the engines of ddpbayes.vocabulary"
 
 
 def select_engine(problem: Problem, name: str = "auto") -> Engine:

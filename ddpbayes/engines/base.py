@@ -52,6 +52,7 @@ class AdversaryLeakage:
 
 class Engine(ABC):
     name: str
+    estimates: bool = False  # True when results are estimates (each adversary costs MCMC runs)
 
     @abstractmethod
     def supports(self, problem: Problem) -> str | None:
@@ -60,6 +61,11 @@ class Engine(ABC):
     @abstractmethod
     def leakage(self, problem: Problem) -> list[AdversaryLeakage]:
         """leak(i, K) for every adversary of `problem`, in the same order."""
+
+    def seconds_per_adversary(self, problem: Problem) -> float | None:
+        """A rough cost of one adversary on this machine, known without evaluating any (None:
+        unknown); audit states it when it refuses a lattice too large to evaluate."""
+        return None
 
     @abstractmethod
     def dependence_sets(self, problem: Problem) -> list[frozenset[int]]:

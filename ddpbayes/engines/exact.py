@@ -11,12 +11,14 @@ Output coordinates fixed by x_K scale L equally for every t and are dropped.
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 
 from ddpbayes.engines.base import AdversaryLeakage, Engine, Witness
 from ddpbayes.engines.joint import DEFAULT_MAX_STATES, JointTable, joint_table, unsupported_reason
 from ddpbayes.errors import InputError
+from ddpbayes.limits import check_states
 from ddpbayes.model import DependenceModel
 from ddpbayes.problem import Adversary, Problem
 
@@ -31,8 +33,14 @@ class ExactEngine(Engine):
 
     def leakage(self, problem: Problem) -> list[AdversaryLeakage]:
         table = self._table(problem.model, problem.options)
-        outputs = _Outputs(problem, table)
+        outputs = _Outputs(problem, table, problem.options.get("max_states", DEFAULT_MAX_STATES))
         return [_adversary_leakage(adv, table, outputs, problem.options) for adv in problem.adversaries]
+
+    def seconds_per_adversary(self, problem: Problem) -> float | None:
+        """About 1 ms plus 0.5 us per enumerated configuration (measured: household n = 20,
+        2^20 configurations, 0.45 s per adversary; n = 10, 2.7 ms)."""
+        configurations = math.prod(len(d.values) for d in problem.model.domains)
+        return 1e-3 + 5e-7 * configurations
 
     def dependence_sets(self, problem: Problem) -> list[frozenset[int]]:
         model = problem.model
@@ -61,13 +69,16 @@ class ExactEngine(Engine):
 class _Outputs:
     """Query outputs of every state and each coordinate's kernel on its sup-attaining grid."""
 
-    def __init__(self, problem: Problem, table: JointTable):
-        q = problem.query.values(table.x)
+    def __init__(self, problem: Problem, table: JointTable, limit: int):
+        with np.errstate(over="ignore", invalid="ignore"):
+            q = problem.query.values(table.x)
         if not np.all(np.isfinite(q)):
             raise InputError("the query's values overflow double precision: rescale its weights")
         self.levels, self.level_of, self.grid, self.log_kernel = [], [], [], []
         for c in range(q.shape[1]):
             levels, inverse = np.unique(q[:, c], return_inverse=True)
+            size = problem.mechanism.grid_size(len(levels)) * len(levels)
+            check_states(size, f"the mechanism's kernel ({len(levels):,} query values)", "cells", limit)
             grid, logk = problem.mechanism.log_kernel(levels)
             self.levels.append(levels)
             self.level_of.append(inverse)
@@ -113,12 +124,7 @@ def _adversary_leakage(adv: Adversary, table: JointTable, out: _Outputs, options
         row_levels[row, a] = out.level_of[c]
 
     grid_points = list(itertools.product(*[range(len(out.grid[c])) for c in active]))
-    limit = options.get("max_states", DEFAULT_MAX_STATES)
-    if n_rows * len(grid_points) > limit:
-        raise InputError(
-            f"the output grid for {adv} has {n_rows * len(grid_points):,} cells, over the limit of {limit:,} "
-            "(raise --max-states)"
-        )
+    check_states(n_rows * len(grid_points), f"the output grid for {adv}", "cells", options.get("max_states", DEFAULT_MAX_STATES))
     log_k = np.zeros((n_rows, len(grid_points)))
     for a, c in enumerate(active):
         g_idx = np.asarray([gp[a] for gp in grid_points], dtype=np.int64)

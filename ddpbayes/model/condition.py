@@ -29,7 +29,7 @@ from pymc.model.transform.conditioning import remove_value_transforms
 from pytensor.graph.replace import graph_replace
 
 from ddpbayes.errors import InputError
-from ddpbayes.model.contract import DependenceModel
+from ddpbayes.model.contract import DependenceModel, rejected_parameters
 from ddpbayes.model.domains import Finite
 from ddpbayes.model.supports import is_discrete, support
 
@@ -104,8 +104,9 @@ class Conditioned:
         points do not count: far out on the unconstrained line a density can underflow without
         any boundary.) Raises ImpossibleEvent when no candidate is feasible: the event has
         (numerically) zero probability."""
-        points = self._prior_candidates(seed, candidates)
-        scored = self._score(points)
+        with rejected_parameters():
+            points = self._prior_candidates(seed, candidates)
+            scored = self._score(points)
         confined = len(scored) < len(points)
         if len(scored) < chains:
             scored += self._score(_sweeps(points[:16], self.free), offset=len(points))
@@ -118,7 +119,7 @@ class Conditioned:
         key = (seed, candidates)
         if key not in self._candidates:
             draw = self._prior_point
-            self._candidates[key] = [{f.name: _project(draw(seed * 7919 + c)[f.source], f) for f in self.free}
+            self._candidates[key] = [{f.name: _project(draw((seed * 7919 + c) % 2**32)[f.source], f) for f in self.free}
                                      for c in range(candidates)]
         return self._candidates[key]
 

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 
 import pymc as pm
+from pymc.logprob.utils import ParameterValueError
 
 from ddpbayes.errors import InputError
 from ddpbayes.model.domains import Domain, Finite, Interval
-from ddpbayes.model.supports import is_discrete, support
+from ddpbayes.model.supports import is_discrete, supports
 
 
 @dataclass(frozen=True)
@@ -53,15 +55,12 @@ class DependenceModel:
 
     @cached_property
     def tuple_rvs(self) -> list:
-        seen: list = []
-        for s in self.slots:
-            if not any(s.rv is r for r in seen):
-                seen.append(s.rv)
-        return seen
+        return list({id(s.rv): s.rv for s in self.slots}.values())
 
     @cached_property
     def latent_rvs(self) -> list:
-        return [rv for rv in self.model.free_RVs if not any(rv is r for r in self.tuple_rvs)]
+        tuples = {id(rv) for rv in self.tuple_rvs}
+        return [rv for rv in self.model.free_RVs if id(rv) not in tuples]
 
     def is_discrete(self, k: int) -> bool:
         return is_discrete(self.slots[k].rv) and isinstance(self.domains[k], Finite)
@@ -75,6 +74,17 @@ class DependenceModel:
             "tuples": [{"name": s.name, "domain": str(d)} for s, d in zip(self.slots, self.domains)],
             "latent": [rv.name for rv in self.latent_rvs],
         }
+
+
+@contextmanager
+def rejected_parameters() -> Iterator[None]:
+    """Evaluating the user's model (its log-probability or a prior draw): a parameter outside
+    its distribution's range (Beta(a=-1)) is bad input, reported as one line."""
+    try:
+        yield
+    except (ParameterValueError, ValueError) as exc:
+        first = (str(exc).splitlines() or [""])[0]
+        raise InputError(f"the model rejects its own parameters: {type(exc).__name__}: {first}") from exc
 
 
 def _slots(model: pm.Model, tuples: str | Sequence[str]) -> list[TupleSlot]:
@@ -119,12 +129,9 @@ def _domains(slots: list[TupleSlot], domains) -> list[Domain]:
                 raise InputError(f"domains names '{key}', which is not a tuple (tuples: {', '.join(sorted(known))})")
             if not isinstance(dom, (Finite, Interval)):
                 raise InputError(f"the domain of '{key}' must be a Finite or an Interval")
-    out = []
-    for s in slots:
-        if isinstance(domains, (Finite, Interval)):
-            out.append(domains)
-        elif isinstance(domains, Mapping) and s.rv.name in domains:
-            out.append(domains[s.rv.name])
-        else:
-            out.append(support(s.rv))
-    return out
+    if isinstance(domains, (Finite, Interval)):
+        return [domains] * len(slots)
+    given = domains or {}
+    unique = {s.rv.name: s.rv for s in slots if s.rv.name not in given}
+    inferred = dict(zip(unique, supports(list(unique.values()))))
+    return [given[s.rv.name] if s.rv.name in given else inferred[s.rv.name] for s in slots]

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from ddpbayes.errors import InputError
+from ddpbayes.limits import state_limit
 from ddpbayes.model.contract import DependenceModel
 
 
@@ -29,9 +30,12 @@ def parse_params(items: list[str]) -> dict:
     return params
 
 
-def load_model(path: str | Path, params: dict | None = None) -> DependenceModel:
-    """Import the model file at `path` and call its `build(**params)`."""
+def load_model(path: str | Path, params: dict | None = None, max_states: int | None = None) -> DependenceModel:
+    """Import the model file at `path` and call its `build(**params)`; `max_states` bounds the
+    discrete supports inferred while it builds (default: the limit in force, 2^22)."""
     path = Path(path)
+    if path.is_dir():
+        raise InputError(f"model file '{path}' is a directory: name the .py file that defines build(**params)")
     if not path.is_file():
         raise InputError(f"model file '{path}' does not exist")
     name = f"ddpbayes_model_{abs(hash(path.resolve()))}"
@@ -42,8 +46,8 @@ def load_model(path: str | Path, params: dict | None = None) -> DependenceModel:
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
-    except Exception as exc:  # the user's file: any error is bad input
-        raise InputError(f"model file '{path}' failed to import: {type(exc).__name__}: {exc}") from exc
+    except (Exception, SystemExit) as exc:  # the user's file: any error, or an exit, is bad input
+        raise InputError(f"model file '{path}' failed to import: {_describe(exc)}") from exc
     finally:
         sys.modules.pop(name, None)
     build = getattr(module, "build", None)
@@ -52,14 +56,21 @@ def load_model(path: str | Path, params: dict | None = None) -> DependenceModel:
     params = params or {}
     _check_params(build, params, path)
     try:
-        model = build(**params)
+        with state_limit(max_states):
+            model = build(**params)
     except InputError:
         raise
-    except Exception as exc:
-        raise InputError(f"build() in '{path}' raised {type(exc).__name__}: {exc}") from exc
+    except (Exception, SystemExit) as exc:
+        raise InputError(f"build() in '{path}' raised {_describe(exc)}") from exc
     if not isinstance(model, DependenceModel):
         raise InputError(f"build() in '{path}' returned {type(model).__name__}, not a DependenceModel")
     return model
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, SystemExit):
+        return f"SystemExit (it called exit({exc.code!r}); a model file must not exit)"
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _check_params(build, params: dict, path: Path) -> None:

@@ -2,16 +2,24 @@
 
 Finite supports are inferred for Bernoulli, Categorical, Binomial and DiscreteUniform
 (DESIGN §4); a few continuous families give an interval; anything else is unbounded.
+Parameters are read from the graph when they are constants; the others (e.g. a bound written
+as an expression) are evaluated together by one function compiled for all variables, so
+loading a model costs no compilation per variable. A finite support larger than the state
+limit (`--max-states`) is refused before it is built. Each support is cached on its variable.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
-import pymc as pm
+import pytensor
 from pymc.distributions.discrete import DiscreteUniformRV
+from pytensor.graph.basic import Constant, Variable
 from pytensor.graph.traversal import ancestors
+from pytensor.tensor.basic import get_underlying_scalar_constant_value
+from pytensor.tensor.exceptions import NotScalarConstantError
 from pytensor.tensor.random.basic import (
     BernoulliRV,
     BetaRV,
@@ -25,39 +33,87 @@ from pytensor.tensor.random.basic import (
 from pytensor.tensor.random.op import RandomVariable
 
 from ddpbayes.errors import InputError
+from ddpbayes.limits import check_states
 from ddpbayes.model.domains import Domain, Finite, Interval
 
-
-def _constant(param) -> np.ndarray | None:
-    """The value of a parameter that depends on no random variable, else None."""
-    if any(a.owner is not None and isinstance(a.owner.op, RandomVariable) for a in ancestors([param])):
-        return None
-    return np.asarray(pm.draw(param))
+_CACHED = "ddpbayes_support"
 
 
 def support(rv) -> Domain:
     """The support of one element of `rv` (elements of a vector variable share it)."""
+    return supports([rv])[0]
+
+
+def supports(rvs: Sequence) -> list[Domain]:
+    """The support of each of `rvs`, evaluating every non-constant parameter with one function."""
+    pending = {id(rv): rv for rv in rvs if not hasattr(rv.tag, _CACHED)}
+    needs = {key: _parameters(rv) for key, rv in pending.items()}
+    values = _evaluate([g for graphs in needs.values() for g in graphs])
+    for key, rv in pending.items():
+        setattr(rv.tag, _CACHED, _domain(rv, [values[g] for g in needs[key]]))
+    return [getattr(rv.tag, _CACHED) for rv in rvs]
+
+
+def is_discrete(rv) -> bool:
+    return rv.dtype.startswith(("int", "uint", "bool"))
+
+
+def _depends_on_random(param) -> bool:
+    return any(a.owner is not None and isinstance(a.owner.op, RandomVariable) for a in ancestors([param]))
+
+
+def _parameters(rv) -> list[Variable]:
+    """The parameter graphs whose values fix the support of `rv` (checked to be constant)."""
     op = rv.owner.op
     params = op.dist_params(rv.owner)
+    if isinstance(op, CategoricalRV):
+        k = params[0].type.shape[-1]
+        return [pytensor.tensor.constant(k) if k is not None else params[0].shape[-1]]
+    if isinstance(op, BinomialRV):
+        if _depends_on_random(params[0]):
+            raise InputError(f"Binomial '{rv.name}' has an n that depends on other variables; give it a Finite domain")
+        return [params[0]]
+    if isinstance(op, DiscreteUniformRV):
+        if any(_depends_on_random(p) for p in params[:2]):
+            raise InputError(f"DiscreteUniform '{rv.name}' has bounds that depend on other variables")
+        return list(params[:2])
+    if isinstance(op, UniformRV) and not any(_depends_on_random(p) for p in params[:2]):
+        return list(params[:2])
+    return []
+
+
+def _evaluate(graphs: list[Variable]) -> dict:
+    """Values of constant graphs: read off constants, folded scalars, the rest by one function."""
+    out, rest = {}, []
+    for g in graphs:
+        if g in out or g in rest:
+            continue
+        if isinstance(g, Constant):
+            out[g] = np.asarray(g.data)
+            continue
+        try:
+            out[g] = np.asarray(get_underlying_scalar_constant_value(g))
+        except NotScalarConstantError:
+            rest.append(g)
+    if rest:
+        fn = pytensor.function([], rest, mode="FAST_COMPILE", on_unused_input="ignore")
+        out.update(zip(rest, (np.asarray(v) for v in fn())))
+    return out
+
+
+def _domain(rv, values: list[np.ndarray]) -> Domain:
+    op = rv.owner.op
     if isinstance(op, BernoulliRV):
         return Finite([0, 1])
     if isinstance(op, CategoricalRV):
-        k = int(pm.draw(params[0].shape[-1]))
-        return Finite(range(k))
+        return _integers(rv, 0, int(values[0]) - 1)
     if isinstance(op, BinomialRV):
-        n = _constant(params[0])
-        if n is None:
-            raise InputError(f"Binomial '{rv.name}' has an n that depends on other variables; give it a Finite domain")
-        return Finite(range(int(np.max(n)) + 1))
+        return _integers(rv, 0, _whole(rv, np.max(values[0])))
     if isinstance(op, DiscreteUniformRV):
-        lo, hi = (_constant(p) for p in params[:2])
-        if lo is None or hi is None:
-            raise InputError(f"DiscreteUniform '{rv.name}' has bounds that depend on other variables")
-        return Finite(range(int(np.min(lo)), int(np.max(hi)) + 1))
+        return _integers(rv, _whole(rv, np.min(values[0])), _whole(rv, np.max(values[1])))
     if isinstance(op, UniformRV):
-        lo, hi = (_constant(p) for p in params[:2])
-        if lo is not None and hi is not None:
-            return Interval(float(np.min(lo)), float(np.max(hi)))
+        if values:
+            return Interval(float(np.min(values[0])), float(np.max(values[1])))
         return Interval(-math.inf, math.inf)
     if isinstance(op, BetaRV):
         return Interval(0.0, 1.0)
@@ -66,5 +122,15 @@ def support(rv) -> Domain:
     return Interval(-math.inf, math.inf)
 
 
-def is_discrete(rv) -> bool:
-    return rv.dtype.startswith(("int", "uint", "bool"))
+def _whole(rv, value) -> int:
+    value = float(value)
+    if not math.isfinite(value):
+        raise InputError(f"'{rv.name}' has a non-finite support bound {value}")
+    return int(value)
+
+
+def _integers(rv, lo: int, hi: int) -> Finite:
+    if hi < lo:
+        raise InputError(f"'{rv.name}' has an empty support {{{lo}, ..., {hi}}}")
+    check_states(hi - lo + 1, f"the support of {type(rv.owner.op).__name__.removesuffix('RV')} '{rv.name}'", "values")
+    return Finite(range(lo, hi + 1))

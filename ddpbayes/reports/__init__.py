@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ddpbayes.errors import InputError
 from ddpbayes.model import DependenceModel
 from ddpbayes.model.loading import load_model
 from ddpbayes.reports.atomic import write_directory
@@ -39,7 +40,12 @@ def build_report(
 
     def build(tmp: Path) -> None:
         say(f"loading {spec.model_ref}")
-        collected = collect(spec, _model(spec, models), say)
+        try:
+            collected = collect(spec, _model(spec, models), say)
+        except InputError as exc:  # from the spec's values (params, targets, ...): name the spec file
+            if str(spec.path) in str(exc):
+                raise
+            raise InputError(f"{spec.path}: {exc}") from exc
         say("writing figures and pages")
         doc = build_document(collected, command)
         (tmp / "figures").mkdir()

@@ -4,11 +4,17 @@ A failure at any point removes the temporary directory and leaves the old direct
 untouched. Replacing an existing directory is two renames (old aside, new in place) and the
 old one is deleted last; only a directory that is empty or holds a previous report (its
 marker file) is ever replaced, so `--out` cannot delete unrelated files.
+
+The temporary and set-aside directories are `.<name>.<pid>.<random>.tmp` and `.old`, named after
+the process writing them: a process killed (SIGKILL) cannot remove its own, so every write first
+sweeps those whose process no longer runs (restoring a set-aside report whose replacement never
+landed).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -20,13 +26,13 @@ from ddpbayes.errors import InputError
 def write_directory(out: Path, marker: str, build: Callable[[Path], None]) -> None:
     """Call `build(tmp)` to fill a fresh directory, then move it to `out`."""
     out = Path(os.path.abspath(out))
+    _sweep(out)
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {out} exists and is not a directory")
     if out.is_dir() and any(out.iterdir()) and not (out / marker).is_file():
         raise InputError(f"--out {out} is a non-empty directory without a previous report ({marker}); "
                          "refusing to replace it")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    tmp = _make_tmp(out)
     try:
         umask = os.umask(0)
         os.umask(umask)
@@ -38,11 +44,58 @@ def write_directory(out: Path, marker: str, build: Callable[[Path], None]) -> No
         raise
 
 
+def _make_tmp(out: Path) -> Path:
+    """A fresh temporary directory beside `out` (creating its parents); InputError if it cannot be."""
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError as e:  # exist_ok, yet there: a file
+        raise InputError(f"--out {out}: cannot create it: {e.filename} is not a directory") from None
+    except OSError as e:
+        raise InputError(f"--out {out}: cannot create it: {e.strerror or e}: {e.filename}") from None
+    try:
+        return Path(tempfile.mkdtemp(prefix=_prefix(out), suffix=".tmp", dir=out.parent))
+    except OSError as e:
+        raise InputError(f"--out {out}: cannot create it: cannot write in {out.parent}: {e.strerror or e}") from None
+
+
+def _prefix(out: Path) -> str:
+    return f".{out.name}.{os.getpid()}."
+
+
+def _sweep(out: Path) -> None:
+    """Remove the temporary directories beside `out` left by processes that no longer run; put a
+    set-aside report back if `out` itself is missing."""
+    pattern = re.compile(rf"\.{re.escape(out.name)}\.([1-9][0-9]{{0,8}})\.[a-z0-9_]{{8}}\.(tmp|old)")
+    try:
+        entries = list(os.scandir(out.parent))
+    except OSError:  # no parent yet, or not a directory: nothing to sweep
+        return
+    for entry in entries:
+        match = pattern.fullmatch(entry.name)
+        if match is None or not entry.is_dir(follow_symlinks=False) or _running(int(match[1])):
+            continue
+        if match[2] == "old" and not out.exists():
+            os.rename(entry.path, out)
+        else:
+            shutil.rmtree(entry.path, ignore_errors=True)
+
+
+def _running(pid: int) -> bool:
+    """Whether a process with this pid exists (ours to signal or not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's
+        pass
+    return True
+
+
 def _swap(tmp: Path, out: Path) -> None:
     if not out.exists():
         os.rename(tmp, out)
         return
-    old = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".old", dir=out.parent))
+    old = Path(tempfile.mkdtemp(prefix=_prefix(out), suffix=".old", dir=out.parent))
     os.rmdir(old)
     os.rename(out, old)
     try:

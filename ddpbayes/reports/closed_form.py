@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import sympy
 
-from ddpbayes.audit import AuditResult
+from ddpbayes.auditing import AuditResult
 from ddpbayes.engines.gaussian_graph import tuple_covariance
 from ddpbayes.problem import Problem
 from ddpbayes.symbolic import derive_gaussian

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ddpbayes.audit import AuditResult, audit
+from ddpbayes.auditing import AuditResult, audit
 from ddpbayes.engines import select_engine
 from ddpbayes.mechanisms import make_mechanism
 from ddpbayes.model import DependenceModel

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import math
 
-from ddpbayes.audit import AuditResult
+from ddpbayes.auditing import AuditResult
 from ddpbayes.reports import figures
 from ddpbayes.reports.closed_form import GENERAL
 from ddpbayes.reports.collect import Collected
@@ -52,12 +52,13 @@ def _summary(c: Collected) -> Section:
     blocks = [
         Para(f"Query `{c.spec.query}` released with {mech.get('noise', mech['kind'])}"
              + (f"; claimed epsilon {fmt(c.spec.claim)}." if c.spec.claim is not None else ".")),
-        Table(["notion", "leakage", "95% interval", "claim", "verdict", "engine", "worst adversary (witness)"], rows,
+        Table(["notion", "leakage", "90% interval", "claim", "verdict", "engine", "worst adversary (witness)"], rows,
               caption="Leakage: the largest log-ratio log L(y | t, x_K) − log L(y | t', x_K) an adversary of the "
                       "notion sees, over the values x_K it knows, two values t, t' of its target and the output y; "
                       "L(y | t, x_K) is the output's density given them, the other tuples integrated out under the "
-                      "model. Estimates (sampling engine) come with a held-out 95% lower bound and an approximate "
-                      "upper bound; exact and closed-form values need none."),
+                      "model. Estimates (sampling engine) come with a 90% interval (two one-sided 95% bounds: "
+                      "a held-out lower bound and an approximate upper bound); exact and closed-form values "
+                      "need none."),
         Notes([f"`{n}`: {NOTION_MEANING[n]}" for n in c.results] + notes),
     ]
     return Section("Summary", "summary", blocks)
@@ -189,7 +190,7 @@ def _sweep(c: Collected) -> Section:
         Para(f"Every notion audited again at other noise levels ({label}); the vertical line is the spec's "
              f"{label} = {fmt(s.base)}" + (", the dash-dotted ones the scales `ddpbayes calibrate` prescribes"
                                            if s.calibrated else "") + "."
-             + (" Shaded: the sampling engine's 95% interval." if shaded else "")),
+             + (" Shaded: the sampling engine's 90% interval (two one-sided 95% bounds)." if shaded else "")),
         Figure("sweep.png", figures.sweep_figure(s, c.spec.claim), f"Leakage against the noise {label}.",
                f"leakage against the noise {label}"),
         Table([label, *s.leakage, "calibrated scale"],

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ddpbayes.audit import AuditResult
+from ddpbayes.auditing import AuditResult
 
 FULL_LIMIT = {"sampling": 8}
 DEFAULT_FULL_LIMIT = 2048

@@ -76,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore", category=FutureWarning)
+    warnings.filterwarnings("ignore", message=".*could not link to a BLAS.*")  # PyTensor's, as in the CLI
     start = time.perf_counter()
     try:
         seconds = regenerate(args.reports, args.only, progress=not args.quiet)

@@ -11,7 +11,7 @@
     seed = 0                                        # optional (default 0)
     target = 0                                      # optional: an index or a list
     known = [1]                                     # optional: pdp's known set
-    draws = 500                                     # optional sampling keys: draws, tune, chains
+    draws = 500                                     # optional sampling keys: draws (>= 8), tune, chains
     sweep = [0.25, 0.5, 1, 2, 4]                    # optional: the noise scales (or epsilons) swept
     derive_cov = "[[1, rho], [rho, 1]]"             # optional: a symbolic covariance for the closed form
     calibrate = true                                # optional: mark `calibrate`'s scales on the sweep (default true)
@@ -19,19 +19,25 @@
     kind = "laplace"
     epsilon = 1.0                                   # or scale = 1.0
 
-Every problem is reported on one line naming the spec file (`InputError`).
+`load_spec` checks every key and value before anything runs, and every problem is reported on
+one line naming the spec file and the key (`InputError`); what only the built model can reveal
+(a target out of range, an unknown build parameter) is reported later, also naming the spec file.
 """
 
 from __future__ import annotations
 
 import math
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ddpbayes.engines import ENGINES
 from ddpbayes.errors import InputError
-from ddpbayes.notions import NOTIONS
+from ddpbayes.mechanisms import MECHANISMS
+from ddpbayes.vocabulary import ENGINES, NOTIONS
+from ddpbayes.queries import Identity, parse_query
+from ddpbayes.settings import MIN_DRAWS, SEED_LIMIT
+from ddpbayes.symbolic.parse import parse_matrix
 
 _TYPES = {bool: "true or false", int: "an integer", float: "a number", str: "a string", dict: "a table", list: "a list"}
 
@@ -124,10 +130,10 @@ class Spec:
 
 
 def load_spec(path: str | Path) -> Spec:
-    """Read and validate the spec at `path`."""
+    """Read and validate the spec at `path` (every value that can be checked without the model)."""
     path = Path(path)
     if not path.is_file():
-        raise InputError(f"spec file '{path}' does not exist")
+        raise InputError(f"spec file '{path}' " + ("is a directory" if path.is_dir() else "does not exist"))
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
@@ -135,41 +141,23 @@ def load_spec(path: str | Path) -> Spec:
     _check_keys(raw, TOP, path, "")
     mech = raw["mechanism"]
     _check_keys(mech, MECHANISM, path, "mechanism.")
-    if ("scale" in mech) == ("epsilon" in mech):
-        raise InputError(f"{path}: [mechanism] needs exactly one of 'scale' and 'epsilon'")
-    model = (path.parent / raw["model"]).resolve()
-    if not model.is_file():
-        raise InputError(f"{path}: model file '{raw['model']}' does not exist (resolved to {model})")
-    notions = tuple(raw["notions"])
-    bad = [n for n in notions if n not in NOTIONS]
-    if bad or not notions or len(set(notions)) != len(notions):
-        why = f"unknown notion '{bad[0]}'" if bad else "empty or repeated notions"
-        raise InputError(f"{path}: {why} in 'notions' (use a list of distinct {', '.join(NOTIONS)})")
-    engine = raw.get("engine", "auto")
-    if engine not in ("auto", *ENGINES):
-        raise InputError(f"{path}: unknown engine '{engine}' (use auto, {', '.join(ENGINES)})")
-    for key in ("scale", "epsilon"):
-        if key in mech and not (math.isfinite(mech[key]) and mech[key] > 0):
-            raise InputError(f"{path}: mechanism.{key} must be a positive finite number, got {mech[key]}")
-    sweep = raw.get("sweep")
-    if sweep is not None and (len(sweep) < 2 or not all(math.isfinite(v) and v > 0 for v in sweep)):
-        raise InputError(f"{path}: 'sweep' needs at least two positive finite numbers, got {sweep}")
-    target = raw.get("target")
+    model = _check_values(raw, path)
+    target, known, sweep = raw.get("target"), raw.get("known"), raw.get("sweep")
     return Spec(
         path=path,
         model=model,
         model_ref=raw["model"],
         query=raw["query"],
-        notions=notions,
+        notions=tuple(raw["notions"]),
         kind=mech["kind"],
         scale=_float(mech.get("scale")),
         epsilon=_float(mech.get("epsilon")),
         params=raw.get("params", {}),
         claim=_float(raw.get("claim")),
-        engine=engine,
+        engine=raw.get("engine", "auto"),
         seed=raw.get("seed", 0),
         target=None if target is None else tuple(target),
-        known=None if raw.get("known") is None else tuple(raw["known"]),
+        known=None if known is None else tuple(known),
         draws=raw.get("draws"),
         tune=raw.get("tune"),
         chains=raw.get("chains"),
@@ -179,6 +167,65 @@ def load_spec(path: str | Path) -> Spec:
         title=raw.get("title"),
         description=raw.get("description"),
     )
+
+
+def _check_values(raw: dict, path: Path) -> Path:
+    """Check every value of a spec whose keys and types are right; return the resolved model file."""
+
+    def bad(key: str, must: str, got: object) -> InputError:
+        return InputError(f"{path}: key '{key}' must be {must}, got {got!r}")
+
+    def within(key: str, must: str, ok: Callable[..., bool]) -> None:
+        if key in raw and not ok(raw[key]):
+            raise bad(key, must, raw[key])
+
+    model = (path.parent / raw["model"]).resolve()
+    if not model.is_file():
+        raise bad("model", f"an existing model file (resolved to {model})", raw["model"])
+    mech = raw["mechanism"]
+    if mech["kind"] not in MECHANISMS:
+        raise bad("mechanism.kind", f"one of {', '.join(MECHANISMS)}", mech["kind"])
+    if ("scale" in mech) == ("epsilon" in mech):
+        raise InputError(f"{path}: [mechanism] needs exactly one of the keys 'scale' and 'epsilon'")
+    for key in ("scale", "epsilon"):
+        if key in mech and not _positive(mech[key]):
+            raise bad(f"mechanism.{key}", "a positive finite number", mech[key])
+    if mech["kind"] == "randomized_response" and "scale" in mech:
+        raise InputError(f"{path}: key 'mechanism.scale' does not apply to randomized_response: "
+                         "give 'mechanism.epsilon' (the per-bit DP level)")
+    try:
+        query = parse_query(raw["query"])
+    except InputError as exc:
+        raise InputError(f"{path}: key 'query': {exc}") from None
+    if mech["kind"] == "randomized_response" and not isinstance(query, Identity):
+        raise bad("query", "'identity' with randomized_response (it perturbs the tuples themselves)", raw["query"])
+    notions = raw["notions"]
+    if not notions or len(set(notions)) != len(notions) or any(n not in NOTIONS for n in notions):
+        raise bad("notions", f"a non-empty list of distinct notions from {', '.join(NOTIONS)}", notions)
+    if raw.get("engine", "auto") not in ("auto", *ENGINES):
+        raise bad("engine", f"one of auto, {', '.join(ENGINES)}", raw["engine"])
+    within("claim", "a non-negative finite number", lambda v: math.isfinite(v) and v >= 0)
+    within("seed", f"an integer from 0 to {SEED_LIMIT - 1}", lambda v: 0 <= v < SEED_LIMIT)
+    within("draws", f"an integer of at least {MIN_DRAWS}", lambda v: v >= MIN_DRAWS)
+    within("tune", "a non-negative integer", lambda v: v >= 0)
+    within("chains", "a positive integer", lambda v: v >= 1)
+    within("sweep", "a list of at least two positive finite numbers", lambda v: len(v) >= 2 and all(map(_positive, v)))
+    within("target", "a non-empty list of non-negative tuple indices", lambda v: bool(v) and min(v) >= 0)
+    within("known", "a list of non-negative tuple indices", lambda v: all(k >= 0 for k in v))
+    if "known" in raw:
+        if "pdp" not in notions:
+            raise InputError(f"{path}: key 'known' fixes pdp's adversary, but 'notions' has no pdp")
+        clash = sorted(set(raw["known"]) & set(raw.get("target", ())))
+        if clash:
+            raise bad("known", f"disjoint from 'target' (tuple {clash[0]} is in both)", raw["known"])
+    if "derive_cov" in raw:
+        try:
+            cov = parse_matrix(raw["derive_cov"], "the matrix")
+        except InputError as exc:
+            raise InputError(f"{path}: key 'derive_cov': {exc}") from None
+        if not cov.is_square:
+            raise bad("derive_cov", f"a square matrix (it is {cov.rows}x{cov.cols})", raw["derive_cov"])
+    return model
 
 
 def _check_keys(table: dict, schema: dict, path: Path, prefix: str) -> None:
@@ -194,7 +241,12 @@ def _check_keys(table: dict, schema: dict, path: Path, prefix: str) -> None:
         if key == "target" and _is(value, int):
             table[key] = value = [value]
         if not _is(value, kind):
-            raise InputError(f"{path}: '{prefix}{key}' must be {_describe(kind)}, got {type(value).__name__} {value!r}")
+            raise InputError(f"{path}: key '{prefix}{key}' must be {_describe(kind)}, "
+                             f"got {type(value).__name__} {value!r}")
+
+
+def _positive(value: float) -> bool:
+    return math.isfinite(value) and value > 0
 
 
 def _is(value, kind) -> bool:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ddpbayes.audit import AuditResult
+from ddpbayes.auditing import AuditResult
 from ddpbayes.engines.base import _num
 
 DEFAULT_FACTORS = 2.0 ** np.linspace(-2, 2, 9)

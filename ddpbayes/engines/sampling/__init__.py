@@ -38,6 +38,7 @@ _INWARD = (0.0, 1e-6, 1e-4, 1e-2)  # an endpoint of zero density is approached f
 
 class SamplingEngine(Engine):
     name = "sampling"
+    estimates = True
 
     def supports(self, problem: Problem) -> str | None:
         if not isinstance(problem.query, Linear):

@@ -18,6 +18,7 @@ import arviz as az
 import numpy as np
 
 from ddpbayes.engines.sampling.mixture import candidate_outputs, kernel_values, log_mixture
+from ddpbayes.engines.sampling.runs import quiet_arviz
 
 Z95 = 1.6448536269514722  # one-sided 95% normal quantile
 
@@ -68,7 +69,8 @@ def ratio_at(first: Draws, second: Draws, y: float, b: float, half: int | None) 
         est += sign * float(log_mixture(q, np.array([y]), b)[0])
         k = kernel_values(q, y, b)
         if np.ptp(k) > 0:
-            var += (float(np.ravel(az.mcse(k))[0]) / float(k.mean())) ** 2
+            with quiet_arviz():
+                var += (float(np.ravel(az.mcse(k))[0]) / float(k.mean())) ** 2
     return est, math.sqrt(var)
 
 

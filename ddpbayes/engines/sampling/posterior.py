@@ -21,7 +21,7 @@ import pytensor
 
 from ddpbayes.engines.base import AdversaryLeakage, Witness
 from ddpbayes.engines.sampling.estimate import Z95
-from ddpbayes.engines.sampling.runs import Chains, Run, Settings, sample_event, summarise
+from ddpbayes.engines.sampling.runs import Chains, Run, Settings, quiet_arviz, sample_event, summarise
 from ddpbayes.errors import InputError
 from ddpbayes.model import Finite
 from ddpbayes.model.condition import TUPLES, ImpossibleEvent, condition
@@ -123,6 +123,7 @@ def _se(post: Run, prior: Run, target: int, pair: np.ndarray) -> float:
             p = max(ind.mean(), 0.5 / ind.size)
             terms += (1 - p) / p
             if np.ptp(ind) > 0:
-                ess = min(ess, float(az.ess(ind, method="bulk")))
+                with quiet_arviz():
+                    ess = min(ess, float(az.ess(ind, method="bulk")))
         var += terms / max(ess, 1.0)
     return math.sqrt(var)

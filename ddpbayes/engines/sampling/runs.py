@@ -15,12 +15,19 @@ nor the noise scale.
 
 from __future__ import annotations
 
+import ctypes
 import logging
+import math
 import multiprocessing as mp
 import os
+import signal
 import sys
+import threading
+import time
+import warnings
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import arviz as az
@@ -78,12 +85,31 @@ class Run:
         return self._diagnosed[memo]
 
     def _diagnose(self, q: np.ndarray) -> dict:
+        chains = q.shape[0]
         if np.ptp(q) == 0:
-            return {"rhat": 1.0, "ess_bulk": float(q.size), "divergences": 0, "sampler": self.sampler, "ok": True}
-        rhat = float(az.rhat(q))
-        ess = float(az.ess(q, method="bulk"))
+            return {"rhat": 1.0, "ess_bulk": float(q.size), "divergences": 0, "sampler": self.sampler, "ok": True,
+                    "chains": chains}
+        with quiet_arviz():
+            rhat = float(az.rhat(q)) if chains >= 2 else math.nan  # R-hat compares chains
+            ess = float(az.ess(q, method="bulk"))
         ok = rhat <= RHAT_MAX and ess >= ESS_MIN and self.divergences == 0
-        return {"rhat": rhat, "ess_bulk": ess, "divergences": self.divergences, "sampler": self.sampler, "ok": ok}
+        return {"rhat": rhat, "ess_bulk": ess, "divergences": self.divergences, "sampler": self.sampler, "ok": ok,
+                "chains": chains}
+
+
+@contextmanager
+def quiet_arviz() -> Iterator[None]:
+    """ArviZ's own warnings off (a constant chain divides by zero, short chains fail its shape
+    check): the diagnostics record what they mean, and the CLI prints one line."""
+    logger = logging.getLogger("arviz")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore", RuntimeWarning)
+            yield
+    finally:
+        logger.setLevel(level)
 
 
 def summarise(per_run: list[dict]) -> dict:
@@ -97,6 +123,7 @@ def summarise(per_run: list[dict]) -> dict:
         "ess_bulk_min": min(d["ess_bulk"] for d in per_run),
         "divergences": sum(d["divergences"] for d in per_run),
         "samplers": sorted({d["sampler"] for d in per_run}),
+        "chains": min(d["chains"] for d in per_run),
     }
 
 
@@ -194,41 +221,88 @@ def fork_map(fn: Callable, items: Sequence, cores: int) -> list:
     """[fn(item) for item in items], shared between this process and `cores - 1` forked ones.
 
     Forked children inherit everything compiled so far (nothing is pickled but the results);
-    where fork is unavailable, or inside a daemonic process, it runs here, serially."""
+    where fork is unavailable, or inside a daemonic process, it runs here, serially. Children
+    die with this process, and are killed if it stops waiting for them (an exception, Ctrl-C)."""
     if cores <= 1 or len(items) <= 1 or not hasattr(os, "fork") or mp.current_process().daemon:
         return [fn(item) for item in items]
     ctx = mp.get_context("fork")
     shares = [list(range(w, len(items), cores)) for w in range(min(cores, len(items)))]
     children = []
-    for share in shares[1:]:
-        receive, send = ctx.Pipe(duplex=False)
-        child = ctx.Process(target=_child, args=(fn, [items[i] for i in share], send), daemon=True)
-        child.start()
-        send.close()
-        children.append((share, receive, child))
-    results = [None] * len(items)
-    for i in shares[0]:
-        results[i] = fn(items[i])
-    for share, receive, child in children:
-        try:
-            status, payload = receive.recv()
-        except EOFError:
-            status, payload = "error", f"a chain process died (exit code {child.exitcode})"
-        child.join()
-        if status == "error":
-            raise RuntimeError(payload)
-        for i, result in zip(share, payload):
-            results[i] = result
-    return results
+    try:
+        for share in shares[1:]:
+            receive, send = ctx.Pipe(duplex=False)
+            inherited = [r for _, r, _ in children] + [receive]
+            args = (fn, [items[i] for i in share], send, inherited, os.getpid())
+            child = ctx.Process(target=_child, args=args, daemon=True)
+            children.append((share, receive, child))
+            child.start()
+            send.close()
+        results = [None] * len(items)
+        for i in shares[0]:
+            results[i] = fn(items[i])
+        for share, receive, child in children:
+            try:
+                status, payload = receive.recv()
+            except EOFError:
+                status, payload = "error", f"a chain process died (exit code {child.exitcode})"
+            child.join()
+            if status == "error":
+                raise RuntimeError(payload)
+            for i, result in zip(share, payload):
+                results[i] = result
+        return results
+    finally:
+        _stop(children)
 
 
-def _child(fn: Callable, items: list, send) -> None:
+def _stop(children: list) -> None:
+    """Close the receiving pipe ends; kill and reap the children still running."""
+    for _, receive, child in children:
+        receive.close()
+        if child.is_alive():
+            child.kill()
+            child.join()
+
+
+def _child(fn: Callable, items: list, send, inherited: list, parent: int) -> None:
+    """A forked chain process: it dies with `parent`, keeps no pipe end but `send` (so a write
+    into a pipe nobody reads fails instead of blocking), and sends back fn's results."""
+    _die_with(parent)
+    for receive in inherited:
+        receive.close()
     try:
         send.send(("ok", [fn(item) for item in items]))
     except BaseException as e:  # reported in the parent, which raises it
         send.send(("error", f"{type(e).__name__}: {e}"))
     finally:
         send.close()
+
+
+def _die_with(parent: int) -> None:
+    """End this forked process when `parent` ends: by the kernel's parent-death signal on Linux,
+    else by a thread watching getppid(); end it now if `parent` ended before the signal was set.
+    Ctrl-C is the parent's to handle (it kills its chains); SIGTERM gets its default action."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if not _parent_death_signal():
+        threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def _parent_death_signal() -> bool:
+    """prctl(PR_SET_PDEATHSIG, SIGKILL) through libc; False where there is no prctl."""
+    pr_set_pdeathsig = 1
+    try:
+        return ctypes.CDLL(None).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _watch_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(1)
 
 
 class _Bar:

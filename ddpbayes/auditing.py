@@ -2,21 +2,35 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from ddpbayes.engines import AdversaryLeakage, Witness, select_engine
+from ddpbayes.engines import AdversaryLeakage, Engine, Witness, select_engine
 from ddpbayes.engines.base import _num
 from ddpbayes.errors import InputError
 from ddpbayes.mechanisms import Mechanism, make_mechanism
 from ddpbayes.model import DependenceModel
-from ddpbayes.notions import LatticeSearch, adversaries, aggregate, check_notion, dp_leakage, lattice_summary
-from ddpbayes.problem import Problem
+from ddpbayes.limits import DEFAULT_MAX_ADVERSARIES
+from ddpbayes.notions import (
+    LatticeSearch,
+    adversaries,
+    adversary_count,
+    aggregate,
+    check_notion,
+    dp_leakage,
+    lattice_summary,
+    worst_by_target,
+)
+from ddpbayes.problem import Adversary, Problem
+from ddpbayes.progress import Progress, duration
 from ddpbayes.queries import Query, parse_query
+from ddpbayes.settings import check_run_settings
 
 RELATIVE_TOLERANCE = 1e-9  # exact leakage within this of the claim passes (floating-point rounding)
+CHUNK = 1024  # adversaries handed to an exact engine at once: the lattice is streamed, never listed
 
 
 @dataclass
@@ -85,6 +99,7 @@ def audit(
     lattice: bool = False,
     seed: int | None = None,
     max_states: int | None = None,
+    max_adversaries: int = DEFAULT_MAX_ADVERSARIES,
     draws: int | None = None,
     tune: int | None = None,
     chains: int | None = None,
@@ -115,36 +130,36 @@ def audit(
         raise InputError("--lattice lists the pdp adversaries: use it with --notion pdp")
     if claim is not None and (not isinstance(claim, (int, float)) or math.isnan(claim) or claim < 0):
         raise InputError(f"the claim must be a non-negative number, got {claim}")
-    for name, value in (("draws", draws), ("chains", chains)):
-        if value is not None and value < 1:
-            raise InputError(f"--{name} must be positive, got {value}")
-    if tune is not None and tune < 0:
-        raise InputError(f"--tune must be non-negative, got {tune}")
+    check_run_settings(seed=seed, draws=draws, tune=tune, chains=chains, max_states=max_states,
+                       max_adversaries=max_adversaries)
     if method not in ("likelihood", "posterior"):
         raise InputError(f"unknown method '{method}' (use likelihood or posterior)")
     if method == "posterior" and engine not in ("sampling", "auto"):
         raise InputError("--method posterior is the sampling engine's adversary route: use --engine sampling")
     options = {"seed": seed, "draws": draws, "tune": tune, "chains": chains, "progress": progress, "method": method}
     if max_states is not None:
-        if max_states < 1:
-            raise InputError(f"--max-states must be positive, got {max_states}")
         options["max_states"] = max_states
     problem = Problem(model, query, mechanism, options=options)
 
-    dep_sets = None
+    dep_sets, kept = None, None
     if notion == "dp":
-        engine_name, results = "analytic", dp_leakage(problem, targets)
+        engine_name = "analytic"
+        worst, per_target = aggregate(dp_leakage(problem, targets), model.n)
     else:
         chosen = select_engine(problem, "sampling" if method == "posterior" else engine)
+        engine_name = chosen.name
         if notion == "ddp":
             dep_sets = chosen.dependence_sets(problem)
         if notion == "pdp" and known is None and not lattice and isinstance(chosen, LatticeSearch):
-            engine_name, results = chosen.name, chosen.pdp_worst(problem, targets)
+            worst, per_target = aggregate(chosen.pdp_worst(problem, targets), model.n)
         else:
+            count = adversary_count(notion, model.n, targets, known)
+            _check_lattice(chosen, problem, notion, targets, count, max_adversaries, lattice)
             advs = adversaries(notion, model.n, targets, known, dep_sets)
-            engine_name, results = chosen.name, chosen.leakage(problem.with_adversaries(advs))
+            chunk = count if chosen.estimates else CHUNK  # an estimating engine plans its MCMC runs as a whole
+            bar = Progress(notion, count, "adversaries", enabled=progress and count > chunk)
+            worst, per_target, kept = _stream(chosen, problem, advs, chunk, bar, keep=lattice)
 
-    worst, per_target = aggregate(results, model.n)
     verdict, verdict_reason = judge(worst, claim)
     return AuditResult(
         notion=notion,
@@ -159,13 +174,49 @@ def audit(
         seconds=time.perf_counter() - start,
         ci=worst.ci,
         reason=worst.reason,
-        lattice=results if lattice else None,
+        lattice=kept,
         dependence_sets=None if dep_sets is None else [sorted(s) for s in dep_sets],
         mechanism=mechanism.describe(),
         query=query.name,
         tuples=model.names,
         notes=_notes(model),
     )
+
+
+def _stream(engine: Engine, problem: Problem, advs: Iterator[Adversary], chunk: int, bar: Progress,
+            keep: bool) -> tuple[AdversaryLeakage, list[float | None], list[AdversaryLeakage] | None]:
+    """Evaluate the adversaries `chunk` at a time, keeping only the running worst (and every
+    result only when `keep`, for --lattice): memory does not grow with the lattice."""
+    worst, per_target, kept = None, [None] * problem.model.n, [] if keep else None
+    while batch := list(itertools.islice(advs, chunk)):
+        results = engine.leakage(problem.with_adversaries(batch))
+        if keep:
+            kept += results
+        worst = aggregate(results + ([worst] if worst else []), problem.model.n)[0]
+        per_target = worst_by_target(results, problem.model.n, per_target)
+        bar.advance(len(batch))
+    return worst, per_target, kept
+
+
+def _check_lattice(engine: Engine, problem: Problem, notion: str, targets: list[int], count: int, limit: int,
+                   lattice: bool) -> None:
+    """Refuse more adversaries than `limit` before any is evaluated, saying what they would cost:
+    the engine's own estimate of the time, and the memory that --lattice would hold."""
+    if count <= limit:
+        return
+    n = problem.model.n
+    if count > len(targets):
+        what = f"the {notion} lattice has {count:,} adversaries ({len(targets)} targets x 2^{n - 1} known sets)"
+        advice = ("fix the adversary's knowledge with --known, restrict --target, or use the gaussian engine's "
+                  "lattice search for Gaussian models")
+    else:
+        what = f"the {notion} audit has {count:,} adversaries (one per target)"
+        advice = "restrict --target"
+    each = engine.seconds_per_adversary(problem)
+    cost = "" if each is None else f"; at roughly {each * 1e3:.3g} ms each it would take about {duration(count * each)}"
+    memory = count * (700 + 60 * (n - 1))
+    held = f", and --lattice would hold about {memory / 2**30:.3g} GiB" if lattice else ""
+    raise InputError(f"{what}, over the limit of {limit:,} (raise --max-adversaries){cost}{held}; {advice}")
 
 
 def judge(worst: AdversaryLeakage, claim: float | None) -> tuple[str | None, str | None]:
@@ -183,6 +234,8 @@ def judge(worst: AdversaryLeakage, claim: float | None) -> tuple[str | None, str
     diag = worst.diagnostics or {}
     lower, upper = worst.ci
     if not diag.get("ok", True):
+        if diag.get("chains", 2) < 2:
+            return "inconclusive", "R-hat compares chains and needs at least 2 per run: raise --chains"
         return "inconclusive", (
             f"MCMC diagnostics failed (R-hat max {diag.get('rhat_max', float('nan')):.4g}, "
             f"bulk ESS min {diag.get('ess_bulk_min', float('nan')):.4g}, divergences {diag.get('divergences', 0)}); "

@@ -1,0 +1,29 @@
+"""SIGTERM handled like Ctrl-C, so that `kill` runs the same cleanup (temporary directories,
+chain processes) and the CLI ends on one line."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM arrived: unwinds like KeyboardInterrupt."""
+
+
+def install_sigterm() -> None:
+    """Make SIGTERM raise `Terminated` in this process (from the main thread only; Python
+    delivers signals there). A process forked later gets SIGTERM's default action back."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    owner = os.getpid()
+
+    def on_sigterm(signum: int, frame) -> None:
+        if os.getpid() != owner:  # a forked child: die as SIGTERM would have it
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
+        raise Terminated()
+
+    signal.signal(signal.SIGTERM, on_sigterm)

@@ -1,0 +1,53 @@
+"""Size limits: how much ddpbayes builds before it refuses, with the flag that raises each.
+
+Every limit is checked before the memory is allocated, so an oversized input ends in one line
+(exit 2) naming the size and the flag, never in a MemoryError. `--max-states` bounds every
+enumerated table: the joint state space, an inferred discrete support, the mechanism's kernel
+and the output grid; `--max-adversaries` bounds the pdp lattice an engine must list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+from ddpbayes.errors import InputError
+
+DEFAULT_MAX_STATES = 1 << 22
+DEFAULT_MAX_ADVERSARIES = 1 << 17
+
+_max_states: ContextVar[int] = ContextVar("ddpbayes_max_states", default=DEFAULT_MAX_STATES)
+
+
+def max_states() -> int:
+    """The state limit in force (`--max-states`, default 2^22)."""
+    return _max_states.get()
+
+
+@contextmanager
+def state_limit(limit: int | None) -> Iterator[int]:
+    """Run the block with `limit` as the state limit (None keeps the one in force)."""
+    if limit is None:
+        yield max_states()
+        return
+    check_positive_int(limit, "--max-states")
+    token = _max_states.set(limit)
+    try:
+        yield limit
+    finally:
+        _max_states.reset(token)
+
+
+def check_states(size: int, what: str, unit: str = "states", limit: int | None = None, advice: str = "") -> None:
+    """Refuse `what` of `size` cells above the state limit, before it is built."""
+    limit = max_states() if limit is None else limit
+    if size > limit:
+        raise InputError(f"{what} has {size:,} {unit}, over the limit of {limit:,} (raise --max-states{advice})")
+
+
+def check_positive_int(value, flag: str) -> int:
+    """A positive integer option, or an InputError naming `flag`."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InputError(f"{flag} must be a positive integer, got {value}")
+    return value

@@ -1,0 +1,209 @@
+"""Killed runs leave nothing behind: chain processes die with their parent, `report` removes its
+temporary directory on SIGTERM and sweeps those of killed runs, and an unusable --out is bad input.
+
+Real processes throughout: the audits and reports below sample with PyMC in forked chains. They
+all start at once (each needs ~10-20 s of imports and compilation before it samples)."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from ddpbayes.cli.main import main
+from ddpbayes.errors import InputError
+from ddpbayes.reports.atomic import write_directory
+
+ROOT = Path(__file__).resolve().parent.parent
+DDPBAYES = Path(sys.executable).with_name("ddpbayes")
+AUDIT = ["audit", str(ROOT / "models" / "beta_bernoulli.py"), "--query", "count", "--mechanism", "laplace",
+         "--epsilon", "1", "--notion", "idp", "--engine", "sampling", "--draws", "20000", "--tune", "1000",
+         "--chains", "2", "--seed", "0"]
+# a report that samples for minutes: killed while sampling, its temporary directory is surely there
+SAMPLING_SPEC = f"""
+model = "{ROOT / "models" / "beta_bernoulli.py"}"
+query = "count"
+notions = ["idp"]
+engine = "sampling"
+draws = 20000
+tune = 1000
+
+[mechanism]
+kind = "laplace"
+epsilon = 1.0
+"""
+# install_sigterm() as `ddpbayes` runs it once cli/main.py calls it
+WITH_SIGTERM = ("import sys; from ddpbayes.cli.signals import install_sigterm; from ddpbayes.cli.main import main; "
+                "install_sigterm(); sys.exit(main(sys.argv[1:]))")
+SAMPLING = "ddpbayes: sampling given"
+CONTAGIOUS_SPEC = ROOT / "reports" / "specs" / "contagious_family.toml"
+# --out given -> the path its error names, in the directory the report runs in
+UNUSABLE = {"file.txt/sub": lambda d: d / "file.txt" / "sub", "/sys/x": lambda d: Path("/sys/x")}
+
+
+def _stat(pid: int) -> tuple[str, int, int] | None:
+    """State, parent pid and session of a process; None if there is no such process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    state, ppid, _, session = stat.rsplit(")", 1)[1].split()[:4]
+    return state, int(ppid), int(session)
+
+
+def _live(stat: tuple[str, int, int] | None) -> bool:
+    return stat is not None and stat[0] != "Z"  # a zombie has ended
+
+
+def _processes() -> list[int]:
+    return [int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit()]
+
+
+def _cmdline(pid: int) -> bytes | None:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+
+
+def _forks(parent: int) -> list[int]:
+    """Live processes forked by `parent` and running its program (the chain processes, not compilers)."""
+    return [pid for pid in _processes() if _live(stat := _stat(pid)) and stat[1] == parent
+            and _cmdline(pid) == _cmdline(parent)]
+
+
+def _session(sid: int) -> list[int]:
+    """Live processes of session `sid` (a run's process and everything it started)."""
+    return [pid for pid in _processes() if _live(stat := _stat(pid)) and stat[2] == sid]
+
+
+def _until(condition, timeout: float) -> bool:
+    """Poll `condition` until it holds (True) or `timeout` seconds pass (False)."""
+    end = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+class Run:
+    """A `ddpbayes` process in its own session, its stderr piped to the test."""
+
+    def __init__(self, argv: list[str], cwd: Path | None = None):
+        self.proc = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+    def wait_sampling(self) -> None:
+        """Block until the chains run in forked processes."""
+        for line in self.proc.stderr:
+            if line.startswith(SAMPLING):
+                break
+        else:
+            pytest.fail(f"exited {self.proc.wait()} before sampling")
+        assert _until(lambda: bool(_forks(self.proc.pid)), 60), "no chain process was forked"
+
+    def kill(self, sig: int) -> int:
+        """Send `sig`, reap the process, return its exit code."""
+        self.proc.send_signal(sig)
+        return self.proc.wait(timeout=30)
+
+    def end(self) -> None:
+        """Kill the whole session (orphans included, if the code under test left any)."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
+        self.proc.stderr.close()
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Every `ddpbayes` process of this module, started together: two audits and two reports to
+    kill while they sample, two reports with an unusable --out (a file in the way; read-only)."""
+    d = tmp_path_factory.mktemp("signals")
+    (d / "spec.toml").write_text(textwrap.dedent(SAMPLING_SPEC))
+    (d / "file.txt").write_text("in the way")
+    for name in ("killed", "terminated"):
+        (d / name).mkdir()
+    report = [str(DDPBAYES), "report"]
+    started = {
+        "audit SIGKILL": Run([str(DDPBAYES), *AUDIT]),
+        "audit SIGTERM": Run([str(DDPBAYES), *AUDIT]),
+        "report SIGKILL": Run([*report, str(d / "spec.toml"), "--out", str(d / "killed" / "r")]),
+        "report SIGTERM": Run([sys.executable, "-c", WITH_SIGTERM, "report", str(d / "spec.toml"),
+                               "--out", str(d / "terminated" / "r")]),
+        **{out: Run([*report, str(CONTAGIOUS_SPEC), "--out", out, "--quiet"], cwd=d) for out in UNUSABLE},
+    }
+    yield d, started
+    for run in started.values():
+        run.end()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+def test_chain_processes_die_with_audit(runs, sig):
+    run = runs[1][f"audit {signal.Signals(sig).name}"]
+    run.wait_sampling()
+    assert run.kill(sig) != 0
+    assert _until(lambda: not _session(run.proc.pid), 5), f"orphaned processes {_session(run.proc.pid)}"
+
+
+def test_report_sigterm_cleans_up(runs):
+    d, started = runs
+    run = started["report SIGTERM"]
+    run.wait_sampling()
+    assert run.kill(signal.SIGTERM) == 130
+    assert run.proc.stderr.read().splitlines() == ["interrupted"]
+    assert list((d / "terminated").iterdir()) == []
+    assert _until(lambda: not _session(run.proc.pid), 5), f"orphaned processes {_session(run.proc.pid)}"
+
+
+def test_report_sweeps_dirs_of_killed_runs(runs):
+    d, started = runs
+    run = started["report SIGKILL"]
+    run.wait_sampling()
+    run.kill(signal.SIGKILL)
+    assert _until(lambda: not _session(run.proc.pid), 5), f"orphaned processes {_session(run.proc.pid)}"
+    parent = d / "killed"
+    stale = [p.name for p in parent.iterdir()]
+    assert len(stale) == 1 and re.fullmatch(rf"\.r\.{run.proc.pid}\.\w{{8}}\.tmp", stale[0]), stale
+    live = parent / f".r.{os.getpid()}.abcd1234.tmp"  # another report still being written: kept
+    live.mkdir()
+    assert main(["report", str(CONTAGIOUS_SPEC), "--out", str(parent / "r"), "--quiet"]) == 0
+    assert sorted(p.name for p in parent.iterdir()) == [live.name, "r"]
+    assert (parent / "r" / "results.json").is_file()
+
+
+@pytest.mark.parametrize("out", UNUSABLE)
+def test_unusable_out_is_bad_input(runs, out):
+    d, started = runs
+    proc = started[out].proc
+    assert proc.wait(timeout=120) == 2
+    lines = proc.stderr.read().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: --out {UNUSABLE[out](d)}: cannot create it: "), lines
+    assert (d / "file.txt").read_text() == "in the way" and not [p for p in d.iterdir() if p.name.startswith(".")]
+
+
+def test_sweep_restores_report_set_aside_by_killed_run(tmp_path):
+    """A run killed between its two renames left the previous report set aside and no --out: the
+    next run puts it back before anything else, so a failure of that run still leaves it."""
+    finished = subprocess.Popen(["true"])
+    finished.wait()
+    old = tmp_path / f".r.{finished.pid}.abcd1234.old"
+    old.mkdir()
+    (old / "results.json").write_text("{}")
+
+    def build(tmp: Path) -> None:
+        raise InputError("the new report fails")
+
+    with pytest.raises(InputError):
+        write_directory(tmp_path / "r", "results.json", build)
+    assert [p.name for p in tmp_path.iterdir()] == ["r"] and (tmp_path / "r" / "results.json").read_text() == "{}"
