@@ -702,6 +702,22 @@ def test_draws_do_not_depend_on_cores():
     assert not np.array_equal(runs[0].x[0], runs[0].x[1])  # the chains differ
 
 
+def test_slice_draws_do_not_depend_on_cores_or_earlier_runs():
+    """An event that confines the free variables is sampled with Slice (D_j = 0.25 allows
+    D_i in [0, 0.5] only), whose tuned width PyMC does not reset: every chain starts from the
+    step's construction state, so one process and two, and a run drawn after another run on the
+    same compiled step, give the same draws, bit for bit."""
+    from ddpbayes.engines.sampling.runs import Settings, sample_event
+
+    kw = dict(draws=200, tune=200, chains=2, seed=3)
+    fresh = [sample_event(load_model(EXAMPLE1), {1: 0.25}, Settings(**kw, cores=cores)) for cores in (1, 2)]
+    assert fresh[0].sampler == "slice"
+    np.testing.assert_array_equal(fresh[0].x, fresh[1].x)
+    model = load_model(EXAMPLE1)
+    sample_event(model, {1: 0.75}, Settings(**kw))  # tunes the same Slice step first
+    np.testing.assert_array_equal(sample_event(model, {1: 0.25}, Settings(**kw)).x, fresh[0].x)
+
+
 # --- soundness of `pass`: regressions for bugs found by these tests (fixed in 4a52858) ---------
 
 

@@ -122,7 +122,7 @@ def test_home_occupancy_ten_members():
     assert abs(held - ref) <= 4 * se, (held, se, ref)
     assert r.ci[0] <= ref <= r.ci[1], (r.ci, ref)
     assert r.diagnostics["ok"]
-    assert abs(r.leakage - ref) < 0.01 and round(r.leakage, 2) == 9.41
+    assert abs(r.leakage - ref) < 0.01  # not its digits: those vary with the machine (README, Reproducibility)
 
 
 def _posterior_truth(r) -> float:

@@ -33,5 +33,5 @@ def add_mechanism(parser: argparse.ArgumentParser) -> None:
 
 def add_output(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=("text", "json"), default="text")
-    parser.add_argument("--seed", type=int, default=None, help="seed for every random step (same seed, same JSON)")
+    parser.add_argument("--seed", type=int, default=None, help="seed for every random step (same seed on the same installation: same JSON; README, Reproducibility)")
     parser.add_argument("--debug", action="store_true", help="show tracebacks")

@@ -1,9 +1,19 @@
-"""`ddpbayes derive`: closed forms with sympy (DESIGN §2.2, §3.1)."""
+"""`ddpbayes derive`: closed forms with sympy (DESIGN §2.2, §3.1).
+
+The input is bounded as it is read (ddpbayes.symbolic.parse), but sympy's algebra on a bounded
+input can still take minutes (a 6x6 covariance of distinct symbols, (x+y)**20 off the diagonal):
+`--time-limit` stops it and says so on one line (exit 2).
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from ddpbayes.cli.args import index_list
@@ -13,6 +23,8 @@ if TYPE_CHECKING:
     from ddpbayes.symbolic import Derivation
 
 _COV_HELP = "covariance matrix of numbers and symbols, e.g. '[[1,rho],[rho,1]]'"
+DEFAULT_TIME_LIMIT = 60.0
+MAX_TIME_LIMIT = 1e6  # setitimer's range
 
 
 def register(sub) -> None:
@@ -32,7 +44,7 @@ def register(sub) -> None:
     g.add_argument("--weights", default=None, help="query weights w0,w1,... (numbers or symbols; default all 1)")
     g.add_argument("--width", type=float, default=None, help="width hi - lo of the target's domain")
     g.add_argument("--scale", type=float, default=None, help="Laplace scale b")
-    _add_output(g)
+    _add_common(g)
     g.set_defaults(run=_run_gaussian)
 
     r = kinds.add_parser(
@@ -45,11 +57,13 @@ def register(sub) -> None:
     r.add_argument("--cov", required=True, help=_COV_HELP)
     r.add_argument("--pair", type=index_list, default=[0, 1], help="i,j: D_i's value, D_j's release (default 0,1)")
     r.add_argument("--widths", default=None, help="width_i,width_j: the domain widths of D_i and D_j")
-    _add_output(r)
+    _add_common(r)
     r.set_defaults(run=_run_rho)
 
 
-def _add_output(p: argparse.ArgumentParser) -> None:
+def _add_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT, metavar="SECONDS",
+                   help=f"stop a derivation that takes longer, with exit 2 (default {DEFAULT_TIME_LIMIT:g})")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
 
@@ -57,8 +71,10 @@ def _add_output(p: argparse.ArgumentParser) -> None:
 def _run_gaussian(args) -> int:
     from ddpbayes.symbolic import derive_gaussian
 
-    d = derive_gaussian(args.cov, args.mean, args.target, args.known, args.weights, args.width, args.scale)
-    return _print(d, args.format)
+    def derive() -> Derivation:
+        return derive_gaussian(args.cov, args.mean, args.target, args.known, args.weights, args.width, args.scale)
+
+    return _derive(args, derive)
 
 
 def _run_rho(args) -> int:
@@ -74,16 +90,54 @@ def _run_rho(args) -> int:
             raise InputError(f"--widths takes two numbers width_i,width_j, got '{args.widths}'") from None
         if len(widths) != 2:
             raise InputError(f"--widths takes two numbers width_i,width_j, got '{args.widths}'")
-    return _print(derive_gaussian_rho(args.cov, *args.pair, *widths), args.format)
+    return _derive(args, lambda: derive_gaussian_rho(args.cov, *args.pair, *widths))
 
 
-def _print(d: Derivation, fmt: str) -> int:
+def _derive(args, derive: Callable[[], Derivation]) -> int:
+    """Run `derive` and render its result within --time-limit, then print it."""
+    with _time_limit(args.time_limit):
+        text = _render(derive(), args.format)
+    print(text)
+    return 0
+
+
+class _TimeUp(BaseException):
+    """The time limit passed (a BaseException: sympy's `except Exception` must not swallow it)."""
+
+
+@contextmanager
+def _time_limit(seconds: float) -> Iterator[None]:
+    """Raise an InputError if the block runs longer than `seconds` (SIGALRM: main thread only)."""
+    if not (math.isfinite(seconds) and 0 < seconds <= MAX_TIME_LIMIT):
+        raise InputError(f"--time-limit must be a positive number of seconds up to {MAX_TIME_LIMIT:g}, got {seconds}")
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_alarm(signum: int, frame) -> None:
+        raise _TimeUp()
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    try:
+        try:
+            signal.setitimer(signal.ITIMER_REAL, seconds)
+            yield
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+    except _TimeUp:
+        raise InputError(
+            f"the derivation did not finish within --time-limit {seconds:g} s: sympy's algebra on this covariance "
+            "is too slow (fewer symbols or lower powers help; or raise --time-limit)"
+        ) from None
+    finally:
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _render(d: Derivation, fmt: str) -> str:
     if fmt == "json":
-        print(json.dumps(d.to_json(), indent=2, ensure_ascii=False))
-        return 0
+        return json.dumps(d.to_json(), indent=2, ensure_ascii=False)
     out = d.to_json()
     value = "-" if out["value"] is None else out["value"]
     lines = [f"expression   {out['expression']}", f"latex        {out['latex']}", f"value        {value}"]
     lines += ["assumptions"] + [f"  - {a}" for a in d.assumptions]
-    print("\n".join(lines))
-    return 0
+    return "\n".join(lines)

@@ -36,7 +36,7 @@ def add_engine_options(p) -> None:
     p.add_argument("--tune", type=int, default=None, help="sampling: tuning steps per chain (default 1000)")
     p.add_argument("--chains", type=int, default=None, help="sampling: chains per conditioning event (default 2)")
     p.add_argument("--format", choices=("text", "json"), default="text")
-    p.add_argument("--seed", type=int, default=None, help="seed for every random step (same seed, same JSON)")
+    p.add_argument("--seed", type=int, default=None, help="seed for every random step (same seed on the same installation: same JSON; README, Reproducibility)")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
 
 

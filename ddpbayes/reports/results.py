@@ -99,7 +99,29 @@ def reproducibility(seed: int, command: str) -> dict:
         except metadata.PackageNotFoundError:
             versions[name] = "not installed"
     versions["python"] = platform.python_version()
-    return {"versions": versions, "platform": platform.platform(), "seed": seed, "command": command}
+    return {"versions": versions, "platform": platform.platform(), "numerics": numerics(), "seed": seed,
+            "command": command}
+
+
+def numerics() -> dict:
+    """What sets the last bits of the sampling engine's arithmetic, which MCMC amplifies into
+    different draws: the loops NumPy dispatches float64 exp/log to (its AVX-512 `X86_V4` loops
+    need not round as the `X86_V3`/baseline ones do) and how PyTensor compiles the model
+    (compiler, -march taken from this CPU, linker, BLAS). Where these or the versions differ,
+    the same seed is expected to give a different, equally valid estimate."""
+    import pytensor
+    from numpy.lib.introspect import opt_func_info
+    from pytensor.link.c.cmodule import GCC_compiler
+
+    cfg = pytensor.config
+    march = [f for f in GCC_compiler.compile_args() if f.startswith("-march=")] if cfg.cxx else []
+    return {
+        "numpy_exp_log": {name: info["dd"]["current"]
+                          for name, info in opt_func_info(func_name="^(exp|log)$", signature="float64").items()},
+        "pytensor": {"cxx": cfg.cxx or "none (Python implementations)", "march": march[0] if march else None,
+                     "linker": cfg.linker, "mode": str(cfg.mode), "floatX": cfg.floatX,
+                     "blas__ldflags": cfg.blas__ldflags},
+    }
 
 
 def command_for(spec_path: Path, out: Path) -> str:

@@ -35,7 +35,6 @@ from dataclasses import dataclass
 import numpy as np
 import sympy
 
-from ddpbayes.engines.gaussian_graph import eigenvalues_min
 from ddpbayes.errors import InputError
 from ddpbayes.symbolic.parse import parse_matrix, parse_vector
 
@@ -85,6 +84,9 @@ def derive_gaussian(
 ) -> Derivation:
     """leak(target, known) of w·X + Lap(b) for X ~ N(mean, cov); `width`, `b` stay symbols when
     not given. The mean is checked but cannot matter (a location shift)."""
+    given = {WIDTH: _positive(width, "--width", WIDTH), B: _positive(scale, "--scale", B)}
+    mean = parse_vector(mean, "--mean") if isinstance(mean, str) else mean  # every input is read before the algebra
+    weights = parse_vector(weights, "--weights") if isinstance(weights, str) else weights
     sigma, notes = _covariance(cov)
     n = sigma.rows
     _vector(mean, n, "--mean")
@@ -108,7 +110,7 @@ def derive_gaussian(
         notes.append(f"Var(X_{target} | X_K) = {sympy.sstr(var)} > 0")
     slope = sympy.factor(sympy.cancel(sum(row[k] * w[j] for k, j in enumerate(s)) / var))
     expression = sympy.Integer(0) if slope == 0 else WIDTH * sympy.Abs(slope) / B
-    expression = expression.subs({WIDTH: _positive(width, "--width", WIDTH), B: _positive(scale, "--scale", B)})
+    expression = expression.subs(given)
     notes += [
         "X jointly Gaussian; the query w·X is released with Laplace noise of scale b",
         f"target X_{target} ranges over an interval of width 'width'; known K = {known}: the values x_K do not matter",
@@ -121,6 +123,7 @@ def derive_gaussian_rho(
     cov: Matrixish, i: int = 0, j: int = 1, width_i: float | None = None, width_j: float | None = None
 ) -> Derivation:
     """000's dependence coefficient rho_ij of a Gaussian pair (module docstring)."""
+    given = {WIDTH_I: _positive(width_i, "width_i", WIDTH_I), WIDTH_J: _positive(width_j, "width_j", WIDTH_J)}
     sigma, notes = _covariance(cov)
     n = sigma.rows
     i, j = _index(i, n, "i"), _index(j, n, "j")
@@ -130,9 +133,7 @@ def derive_gaussian_rho(
         raise InputError(f"Var(D_{i}) = 0: D_{i} is constant and rho_{i}{j} is undefined")
     beta = sympy.factor(sympy.cancel(sigma[i, j] / sigma[i, i]))
     expression = sympy.Abs(beta) * WIDTH_I / WIDTH_J
-    expression = sympy.simplify(
-        expression.subs({WIDTH_I: _positive(width_i, "width_i", WIDTH_I), WIDTH_J: _positive(width_j, "width_j", WIDTH_J)})
-    )
+    expression = sympy.simplify(expression.subs(given))
     notes += [
         f"(D_{i}, D_{j}) jointly Gaussian: D_{j} | D_{i} = d has mean linear in d (slope {sympy.sstr(beta)}) "
         "and a variance free of d",
@@ -157,7 +158,11 @@ def _covariance(cov: Matrixish) -> tuple[sympy.Matrix, list[str]]:
         raise InputError("the covariance is not symmetric")
     symbols = sorted(sigma.free_symbols, key=lambda s: s.name)
     if not symbols:
-        low = eigenvalues_min(np.array(sigma.evalf(), dtype=float))
+        from ddpbayes.engines.gaussian_graph import eigenvalues_min  # imports PyMC: bad input is refused before
+
+        values = np.array(sigma.evalf(), dtype=float)
+        scale = np.abs(values).max() or 1.0  # same signs; keeps (cov + cov.T) / 2 finite and the tolerance relative
+        low = eigenvalues_min(values / scale) * scale
         if low < 0:
             raise InputError(f"the covariance is not positive semi-definite (smallest eigenvalue {low:.3g})")
         return sigma, []
@@ -174,7 +179,7 @@ def _covariance(cov: Matrixish) -> tuple[sympy.Matrix, list[str]]:
 def _vector(values, n: int, what: str) -> list[sympy.Expr] | None:
     if values is None:
         return None
-    vec = parse_vector(values, what) if isinstance(values, str) else [sympy.sympify(v) for v in values]
+    vec = [sympy.sympify(v) for v in values]
     if len(vec) != n:
         raise InputError(f"{what} has {len(vec)} entries but the covariance is {n}x{n}")
     return vec

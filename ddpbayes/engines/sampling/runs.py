@@ -7,8 +7,9 @@ event confines the free variables to a region with hard boundaries, where NUTS d
 every event on those tuples re-pins the values and runs the same compiled steps. The chains
 are driven here, as `pm.sample` drives them (tuning, then draws), without recompiling per
 call: on a 10-tuple model that compilation was most of the time. Chains run in parallel in
-forked processes that inherit the compiled steps (each chain has its own seed, so the draws
-do not depend on how many cores ran them). ArviZ judges the chains.
+forked processes that inherit the compiled steps (each chain has its own seed and starts from
+the steps' construction state, so the draws depend neither on how many processes ran them nor
+on the runs drawn before with the same steps). ArviZ judges the chains.
 Runs, and events found impossible, are cached on the model: they depend on neither the query
 nor the noise scale.
 """
@@ -39,6 +40,7 @@ from ddpbayes.model.condition import TUPLES, Conditioned, ImpossibleEvent, condi
 
 RHAT_MAX = 1.01
 ESS_MIN = 400  # bulk effective sample size over all chains
+SLICE_W = 1.0  # Slice's initial interval width (PyMC's default), restored before every chain
 
 
 @dataclass(frozen=True)
@@ -180,9 +182,7 @@ class Chains:
     def _chain(self, step, start: dict, settings: Settings, rng, bar: _Bar) -> tuple[np.ndarray, int]:
         """One chain, as PyMC's `_iter_sample` runs it: reset the adaptation, tune, stop tuning, draw."""
         step.set_rng(rng)
-        step.tune = settings.tune > 0
-        if hasattr(step, "reset_tuning"):
-            step.reset_tuning()
+        _restart(step, settings.tune > 0)
         point, out, diverged = dict(start), [], 0
         for i in range(settings.tune + settings.draws):
             if i == settings.tune:
@@ -207,7 +207,7 @@ class Chains:
             with model:
                 steps = [pm.CategoricalGibbsMetropolis(discrete)] if discrete else []
                 if continuous:
-                    steps.append(pm.Slice(continuous) if confined else pm.NUTS(continuous))
+                    steps.append(pm.Slice(continuous, w=SLICE_W) if confined else pm.NUTS(continuous))
             self._steps[confined] = steps[0] if len(steps) == 1 else pm.CompoundStep(steps)
         return self._steps[confined]
 
@@ -215,6 +215,23 @@ class Chains:
         kinds = {f.discrete for f in self.cond.free}
         parts = (("gibbs", True in kinds), ("slice", False in kinds and confined), ("nuts", False in kinds and not confined))
         return "+".join(name for name, used in parts if used)
+
+
+def _restart(step, tune: bool) -> None:
+    """Put every method of a (compound) step back in its construction state before a chain.
+
+    The compiled steps are shared by every run on the same fixed tuples and, in one process, by
+    consecutive chains, so nothing a method adapted may carry over: NUTS resets its step size
+    and mass matrix in `reset_tuning`, but PyMC's Slice has no `reset_tuning` and keeps its tuned
+    width `w` and `n_tunes`, and a CompoundStep does not pass `tune` on to its methods."""
+    for method in getattr(step, "methods", [step]):
+        if hasattr(method, "reset_tuning"):
+            method.reset_tuning()
+        if isinstance(method, pm.Slice):
+            method.w = np.full_like(np.asarray(method.w, dtype=float), SLICE_W)
+            method.n_tunes = 0.0
+        if hasattr(method, "tune"):
+            method.tune = tune
 
 
 def fork_map(fn: Callable, items: Sequence, cores: int) -> list:
