@@ -20,23 +20,10 @@ from ddpbayes.cli.rho_cmd import rho_text
 from ddpbayes.cli.text import audit_text
 from ddpbayes.ddp import Coefficients
 from ddpbayes.settings import MIN_DRAWS
+from test_report import GOOD  # a spec that builds a report: each bad case changes one key
 
 ROOT = Path(__file__).resolve().parent.parent
 CONTAGIOUS = ROOT / "models" / "contagious_family.py"
-
-GOOD = f"""
-model = "{CONTAGIOUS}"
-params = {{ k = 2, p = 0.1 }}
-query = "count"
-notions = ["dp", "idp", "pdp", "ddp"]
-claim = 1.0
-seed = 0
-
-[mechanism]
-kind = "laplace"
-epsilon = 1.0
-"""
-
 
 def _with(line: str) -> str:
     """GOOD with `line` added to its top-level keys."""

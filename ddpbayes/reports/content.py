@@ -266,8 +266,8 @@ def _reproducibility(c: Collected, command: str) -> Section:
         Code(command),
         Table(["component", "version"], rows),
         Para("`results.json` holds every number shown, at full precision; `report.md` is the same report in "
-             "Markdown with the figures under `figures/`. Regenerated on the same installation these files are "
-             "byte-identical; elsewhere the sampling engine's digits may differ within their intervals: MCMC "
+             "Markdown with the figures under `figures/`. Regenerated on the same installation every number is "
+             "the same to the last digit (timings aside); elsewhere the sampling engine's digits may differ within their intervals: MCMC "
              "amplifies last-bit differences in floating-point arithmetic (`results.json` records, under "
              "`numerics`, how this machine's NumPy and PyTensor compute)."),
     ])
