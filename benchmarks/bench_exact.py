@@ -50,6 +50,7 @@ def run_one(key: str, profile: bool) -> dict:
     spec = BENCHMARKS[key]
     t0 = time.perf_counter()
     import ddpbayes  # noqa: PLC0415 — the import is part of what is measured
+    import ddpbayes.auditing  # noqa: F401, PLC0415 — `import ddpbayes` is lazy: this loads PyMC and PyTensor
 
     import_s = time.perf_counter() - t0
 
