@@ -369,3 +369,17 @@ def test_categorical_chain_against_brute_force(n, k, p_stay, scale):
         assert r.value == pytest.approx(expected, abs=1e-8), r.adversary
     if math.isclose(p_stay, 1 / k):  # rows of P uniform: independent days, every notion (k - 1)/b
         assert result.leakage == pytest.approx((k - 1) / scale, abs=1e-12)
+
+
+def test_float32_constants_in_a_gaussian_model():
+    """sqrt(0.5) of a float32 constant is computed in float32 (7 digits); the Gaussian engine now
+    reads every parameter in float64. Hand derivation: Var a = 1/2, Cov(a, b) = 1/4,
+    Var b = 1/8 + 1/4 = 3/8; sum with Laplace(1) on [0, 1]: leak(a) = 1 + (1/4)/(1/2) = 3/2,
+    leak(b) = 1 + (1/4)/(3/8) = 5/3."""
+    with pm.Model() as m:
+        a = pm.Normal("a", 0, pm.math.sqrt(0.5))
+        pm.Normal("b", 0.5 * a, pm.math.sqrt(0.25))
+    result = ddpbayes.audit(DependenceModel(m, tuples=["a", "b"], domains=ddpbayes.Interval(0, 1)), "sum", "laplace",
+                            "idp", scale=1.0)
+    assert result.engine == "gaussian"
+    assert result.per_target == pytest.approx([1.5, 5 / 3], abs=1e-13)

@@ -33,6 +33,7 @@ from scipy.linalg import solve_triangular
 
 from ddpbayes.errors import InputError
 from ddpbayes.model import DependenceModel
+from ddpbayes.model.precision import in_float64
 
 _LINEAR_SCALARS = (ps.Add, ps.Sub, ps.Neg, ps.Identity, ps.Cast)
 _RESHAPING = (DimShuffle, SpecifyShape, Reshape, Alloc, Subtensor, AdvancedSubtensor1, AdvancedSubtensor)
@@ -139,7 +140,7 @@ def _joint_covariance(model: DependenceModel) -> np.ndarray:
         if isinstance(rv.owner.op, NormalRV):
             spread = pt.broadcast_to(spread, rv.type.shape).reshape((-1,))
         params.append(spread)
-    params = pm_model.replace_rvs_by_values(params)  # once: it clones the whole graph
+    params = in_float64(pm_model.replace_rvs_by_values(params))  # once: it clones the whole graph
     outputs, plan = [], []
     for rv, mu, spread in zip(rvs, params[::2], params[1::2]):
         used = set(ancestors([mu]))  # with values in place of variables: the direct parents only

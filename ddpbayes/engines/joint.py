@@ -15,8 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytensor
 import pytensor.tensor as pt
-from pytensor.graph.replace import clone_replace, vectorize_graph
-from pytensor.tensor.variable import TensorConstant
+from pytensor.graph.replace import vectorize_graph
 from pytensor.graph.traversal import ancestors
 from scipy.special import logsumexp
 
@@ -24,6 +23,7 @@ from ddpbayes.errors import InputError
 from ddpbayes.limits import DEFAULT_MAX_STATES, check_states
 from ddpbayes.model import DependenceModel, Finite
 from ddpbayes.model.contract import rejected_parameters
+from ddpbayes.model.precision import in_float64
 from ddpbayes.model.supports import is_discrete, support
 
 
@@ -115,7 +115,7 @@ def _factors(model: DependenceModel, slots: list[_Slot]) -> list[tuple[list[int]
     slots_of: dict = {}
     for k, s in enumerate(slots):
         slots_of.setdefault(s.rv, []).append(k)
-    terms = _in_float64(pm_model.logp(sum=False))
+    terms = in_float64(pm_model.logp(sum=False))
     inputs, outputs, plans = [], [], []
     for term in terms:
         used = [v for v in ancestors([term]) if v in value_of]
@@ -140,16 +140,6 @@ def _factors(model: DependenceModel, slots: list[_Slot]) -> list[tuple[list[int]
     with rejected_parameters():
         tables = fn(*[f for _, feeds in plans for f in feeds])
     return [(ids, np.asarray(t, dtype=float).reshape(-1)) for (ids, _), t in zip(plans, tables)]
-
-
-def _in_float64(graphs: list) -> list:
-    """The graphs with every float32 constant made float64. PyTensor stores a Python float that
-    float32 holds exactly (0.5, 0.25) as a float32 constant, and a log-probability computed from
-    it loses digits: 8 Bernoulli(0.5) tuples summed to a mass of 0.99999999238."""
-    singles = {v for v in ancestors(graphs) if isinstance(v, TensorConstant) and v.dtype == "float32"}
-    if not singles:
-        return graphs
-    return clone_replace(graphs, {v: pt.constant(np.asarray(v.data, dtype="float64")) for v in singles}, rebuild_strict=False)
 
 
 def _grid(columns: list[np.ndarray]) -> np.ndarray:
