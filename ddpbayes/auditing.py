@@ -15,7 +15,6 @@ from ddpbayes.mechanisms import Mechanism, make_mechanism
 from ddpbayes.model import DependenceModel
 from ddpbayes.limits import DEFAULT_MAX_ADVERSARIES
 from ddpbayes.notions import (
-    LatticeSearch,
     adversaries,
     adversary_count,
     aggregate,
@@ -141,7 +140,7 @@ def audit(
         options["max_states"] = max_states
     problem = Problem(model, query, mechanism, options=options)
 
-    dep_sets, kept = None, None
+    dep_sets, kept, notes = None, None, []
     if notion == "dp":
         engine_name = "analytic"
         worst, per_target = aggregate(dp_leakage(problem, targets), model.n)
@@ -150,8 +149,9 @@ def audit(
         engine_name = chosen.name
         if notion == "ddp":
             dep_sets = chosen.dependence_sets(problem)
-        if notion == "pdp" and known is None and not lattice and isinstance(chosen, LatticeSearch):
-            worst, per_target = aggregate(chosen.pdp_worst(problem, targets), model.n)
+        searched = chosen.pdp_worst(problem, targets) if notion == "pdp" and known is None and not lattice else None
+        if searched is not None:
+            worst, per_target = aggregate(searched, model.n)
         else:
             count = adversary_count(notion, model.n, targets, known)
             _check_lattice(chosen, problem, notion, targets, count, max_adversaries, lattice)
@@ -159,6 +159,7 @@ def audit(
             chunk = count if chosen.estimates else CHUNK  # an estimating engine plans its MCMC runs as a whole
             bar = Progress(notion, count, "adversaries", enabled=progress and count > chunk)
             worst, per_target, kept = _stream(chosen, problem, advs, chunk, bar, keep=lattice)
+        notes = chosen.notes(problem)
 
     verdict, verdict_reason = judge(worst, claim)
     return AuditResult(
@@ -179,7 +180,7 @@ def audit(
         mechanism=mechanism.describe(),
         query=query.name,
         tuples=model.names,
-        notes=_notes(model),
+        notes=notes,
     )
 
 
@@ -280,10 +281,3 @@ def _known(known: Sequence[int] | None, targets: list[int], n: int, notion: str)
     if clash:
         raise InputError(f"known tuple {clash[0]} is also a target: the adversary cannot know its own target")
     return known
-
-
-def _notes(model: DependenceModel) -> list[str]:
-    masses = [table.mass for key, table in model.cache.items() if key[0] == "joint_table"]
-    if masses and min(masses) < 1 - 1e-9:
-        return [f"the enumerated domains cover {min(masses):.6g} of the prior mass: leakage is for the model conditioned on them"]
-    return []

@@ -13,7 +13,6 @@ import itertools
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
-from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -31,15 +30,6 @@ def check_notion(notion: str) -> str:
     if notion not in NOTIONS:
         raise InputError(f"unknown notion '{notion}' (use {', '.join(NOTIONS)})")
     return notion
-
-
-@runtime_checkable
-class LatticeSearch(Protocol):
-    """An engine that finds each target's worst pdp adversary over every known set without
-    listing the lattice (n 2^(n-1) adversaries); audit uses it for pdp without --known."""
-
-    def pdp_worst(self, problem: Problem, targets: Sequence[int]) -> list[AdversaryLeakage]:
-        """One result per target: its worst adversary (ties go to the smallest known set)."""
 
 
 def adversaries(

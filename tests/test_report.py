@@ -255,7 +255,7 @@ def test_laplace_gaussian_convolution():
     """The gaussian curve's log density against numerical integration of Laplace(b) * N(0, v)."""
     from scipy import integrate, stats
 
-    from ddpbayes.reports.curves import _log_laplace_normal
+    from ddpbayes.engines.gaussian.engine import _log_laplace_normal
 
     b, v = 0.7, 1.3
     u = [-6.0, -1.0, 0.0, 0.4, 5.0]

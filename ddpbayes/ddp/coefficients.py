@@ -71,9 +71,14 @@ def unit_query(j: int, n: int) -> Linear:
     return Linear("linear", coefficients=tuple(1.0 if k == j else 0.0 for k in range(n)))
 
 
+def dependence_problem(model: DependenceModel, options: RunOptions) -> Problem:
+    """The problem the dependence structure is read from: D_0 released with Laplace(1)."""
+    return Problem(model, unit_query(0, model.n), Laplace(1.0), options=options.problem_options())
+
+
 def dependence_engine(model: DependenceModel, options: RunOptions) -> tuple[Engine, list[frozenset[int]]]:
     """The engine that fits `model` for a linear query with Laplace noise, and N(i) from it."""
-    problem = Problem(model, unit_query(0, model.n), Laplace(1.0), options=options.problem_options())
+    problem = dependence_problem(model, options)
     engine = select_engine(problem, options.engine)
     return engine, engine.dependence_sets(problem)
 

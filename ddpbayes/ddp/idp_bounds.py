@@ -15,8 +15,8 @@ N(i) jointly, as Prop. 3's proof needs (P(X̄_(i) | X_i = t) = P(X̄_(i))). Pair
 does not give that (X_2 = X_0 xor X_1 is pairwise independent of each), so the exact engine
 checks it on the joint table and falls back to k = n; for jointly Gaussian tuples zero
 covariances give it, and the sampling engine's structural sets (no common random ancestor)
-give it by construction. eta needs P(X_(i) | t) itself: finite discrete models only (the
-enumerated joint table, `ddpbayes.engines.joint`).
+give it by construction. eta needs P(X_(i) | t) itself: only an engine that holds the joint law
+computes it (`Engine.dependence_profile`; the exact engine, from its enumerated joint).
 """
 
 from __future__ import annotations
@@ -24,25 +24,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numpy as np
-
-from ddpbayes.ddp.coefficients import dependence_engine
+from ddpbayes.ddp.coefficients import dependence_engine, dependence_problem
 from ddpbayes.ddp.options import RunOptions
-from ddpbayes.engines.joint import DEFAULT_MAX_STATES, JointTable, joint_table
+from ddpbayes.engines import DependenceProfile
 from ddpbayes.model import DependenceModel
 from ddpbayes.queries import Query
-
-INDEPENDENT = 1e-10  # probabilities this close count as equal (rounding)
-
-
-@dataclass(frozen=True)
-class DependenceProfile:
-    """The model's side of 004's conditions: k, and eta when the joint can be enumerated."""
-
-    k: int
-    eta: float | None
-    notes: tuple[str, ...] = ()
-
 
 @dataclass(frozen=True)
 class IdpBounds:
@@ -71,26 +57,9 @@ class IdpBounds:
 
 
 def dependence_profile(model: DependenceModel, options: RunOptions | None = None) -> DependenceProfile:
-    """k (with the joint-independence check where the joint is enumerated) and eta (module docstring)."""
-    options = options or RunOptions()
-    engine, dep = dependence_engine(model, options)
-    n = model.n
-    k = max(len(s) for s in dep) + 1
-    if engine.name != "exact":
-        reason = f"eta needs the enumerated joint (finite discrete model); the {engine.name} engine fits this one"
-        return DependenceProfile(k, None, (reason,))
-    table = joint_table(model, options.max_states or DEFAULT_MAX_STATES)
-    notes = []
-    for i in range(n):
-        rest = [j for j in range(n) if j != i and j not in dep[i]]
-        if rest and not _jointly_independent(table, i, rest):
-            others = ", ".join(model.names[j] for j in rest)
-            notes.append(
-                f"tuple {model.names[i]} is pairwise but not jointly independent of {{{others}}}: k = n = {n}"
-            )
-            k = n
-            break
-    return DependenceProfile(k, max(_largest_tv(table, i) for i in range(n)), tuple(notes))
+    """k (with the joint-independence check where the engine has the joint) and eta (module docstring)."""
+    engine, dep = dependence_engine(model, options or RunOptions())
+    return engine.dependence_profile(dependence_problem(model, options or RunOptions()), dep)
 
 
 def idp_bounds(
@@ -106,32 +75,3 @@ def idp_bounds(
         b = max(0.0, min(-math.log(profile.eta) if profile.eta > 0 else math.inf, eps * (1 - 1 / k)))
         thm4 = eps - b + math.log(2)
     return IdpBounds(float(scale), dp_eps, k, profile.eta, eps, thm4, b, profile.notes)
-
-
-def _others_ids(table: JointTable, cols: list[int]) -> np.ndarray:
-    key = np.zeros(len(table.logp), dtype=np.int64)
-    for c in cols:
-        key = key * len(table.values[c]) + table.codes[:, c]
-    return np.unique(key, return_inverse=True)[1].reshape(-1)
-
-
-def _pair_table(table: JointTable, i: int, cols: list[int]) -> np.ndarray:
-    """P(X_i = t, X_cols = u) as a dense (values of X_i, configurations u) array."""
-    u = _others_ids(table, cols)
-    n_u, n_t = int(u.max()) + 1, len(table.values[i])
-    return np.bincount(table.codes[:, i] * n_u + u, np.exp(table.logp), n_t * n_u).reshape(n_t, n_u)
-
-
-def _jointly_independent(table: JointTable, i: int, cols: list[int]) -> bool:
-    p = _pair_table(table, i, cols)
-    return bool(np.abs(p - np.outer(p.sum(axis=1), p.sum(axis=0))).max() <= INDEPENDENT)
-
-
-def _largest_tv(table: JointTable, i: int) -> float:
-    """max over t, t' in supp(X_i) of TV(P(X_(i) | t), P(X_(i) | t')) = 1 - sum_x a_x (004 Eq. 40)."""
-    p = _pair_table(table, i, [j for j in range(table.codes.shape[1]) if j != i])
-    pt = p.sum(axis=1)
-    cond = p[pt > 0] / pt[pt > 0, None]
-    if len(cond) < 2:
-        return 0.0
-    return float(max(0.5 * np.abs(cond[a] - cond[b]).sum() for a in range(len(cond)) for b in range(a + 1, len(cond))))

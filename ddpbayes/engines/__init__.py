@@ -1,8 +1,12 @@
-"""Engines behind one interface (`Engine.leakage(problem)`), chosen automatically or by name."""
+"""Engines behind one interface (`Engine`, in `base`), chosen automatically or by name.
+
+A new engine is one module (or subpackage) here implementing `Engine`, added to ENGINES and to
+`ddpbayes.vocabulary.ENGINES`; nothing outside this package changes."""
 
 from __future__ import annotations
 
-from ddpbayes.engines.base import AdversaryLeakage, Engine, Witness
+from ddpbayes.engines.base import AdversaryLeakage, DependenceProfile, Engine, NoCurve, Witness
+from ddpbayes.engines.curves import Curve
 from ddpbayes.engines.exact import ExactEngine
 from ddpbayes.engines.gaussian import GaussianEngine
 from ddpbayes.engines.sampling import SamplingEngine
@@ -12,6 +16,11 @@ from ddpbayes.vocabulary import ENGINES as ENGINE_NAMES
 
 ENGINES: dict[str, Engine] = {e.name: e for e in (ExactEngine(), GaussianEngine(), SamplingEngine())}
 assert tuple(ENGINES) == ENGINE_NAMES, "the CLI offers the engines of ddpbayes.vocabulary"
+
+
+def engine_named(name: str) -> Engine | None:
+    """The engine an AuditResult names (None for `analytic`: dp needs no engine)."""
+    return ENGINES.get(name)
 
 
 def select_engine(problem: Problem, name: str = "auto") -> Engine:
@@ -32,4 +41,5 @@ def select_engine(problem: Problem, name: str = "auto") -> Engine:
     raise InputError("no engine can solve this problem (" + "; ".join(reasons) + ")")
 
 
-__all__ = ["ENGINES", "AdversaryLeakage", "Engine", "Witness", "select_engine"]
+__all__ = ["ENGINES", "AdversaryLeakage", "Curve", "DependenceProfile", "Engine", "NoCurve", "Witness", "engine_named",
+           "select_engine"]

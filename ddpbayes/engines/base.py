@@ -8,9 +8,16 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
 
 from ddpbayes.problem import Adversary, Problem
+
+if TYPE_CHECKING:
+    from ddpbayes.engines.curves import Curve
 
 
 @dataclass(frozen=True)
@@ -50,9 +57,32 @@ class AdversaryLeakage:
     score: float | None = None  # estimates: the value on the selection half, to pick the worst adversary
 
 
+class NoCurve(Exception):
+    """The witness curve cannot be drawn for this witness; the message says why."""
+
+
+@dataclass(frozen=True)
+class DependenceProfile:
+    """What seed 004's IDP bounds need from the model (Prop. 3, Thm. 4): k, the size of the
+    largest dependence set plus one (n when some tuple is pairwise but not jointly independent of
+    the rest), and eta >= max_i max_{t, t'} TV(P(X_(i) | t), P(X_(i) | t')) where it is known."""
+
+    k: int
+    eta: float | None
+    notes: tuple[str, ...] = ()
+
+
 class Engine(ABC):
+    """One way to compute leak(i, K) (DESIGN §2): the only door to engine mathematics.
+
+    Every engine answers `supports`, `leakage` and `dependence_sets`. The optional capabilities
+    below have defaults that say "not available" (as scipy.stats' `rv_continuous` derives what a
+    distribution does not define), so notions, calibration, reports and the CLI call them on any
+    engine and never ask which engine ran."""
+
     name: str
     estimates: bool = False  # True when results are estimates (each adversary costs MCMC runs)
+    searches_lattice: bool = False  # True when `pdp_worst` finds pdp without listing the lattice
 
     @abstractmethod
     def supports(self, problem: Problem) -> str | None:
@@ -62,14 +92,44 @@ class Engine(ABC):
     def leakage(self, problem: Problem) -> list[AdversaryLeakage]:
         """leak(i, K) for every adversary of `problem`, in the same order."""
 
+    @abstractmethod
+    def dependence_sets(self, problem: Problem) -> list[frozenset[int]]:
+        """N(i) for every tuple: the tuples whose conditional law changes with X_i (DESIGN §3.1)."""
+
+    def pdp_worst(self, problem: Problem, targets: Sequence[int]) -> list[AdversaryLeakage] | None:
+        """Each target's worst pdp adversary over every known set, found without listing the
+        lattice (ties go to the smallest known set); None when this engine has no such search and
+        the adversaries are evaluated one by one (`seconds_per_adversary` then says the cost)."""
+        return None
+
     def seconds_per_adversary(self, problem: Problem) -> float | None:
         """A rough cost of one adversary on this machine, known without evaluating any (None:
         unknown); audit states it when it refuses a lattice too large to evaluate."""
         return None
 
-    @abstractmethod
-    def dependence_sets(self, problem: Problem) -> list[frozenset[int]]:
-        """N(i) for every tuple: the tuples whose conditional law changes with X_i (DESIGN §3.1)."""
+    def notes(self, problem: Problem) -> list[str]:
+        """What the user should know about the answer (e.g. the domains truncate the prior)."""
+        return []
+
+    def witness_curve(self, problem: Problem, notion: str, witness: Witness | None) -> Curve:
+        """log L(y | t, x_K) - log L(y | t', x_K) against y for `witness` (`engines.curves`)."""
+        raise NoCurve(f"the {self.name} engine draws no witness curve")
+
+    def witness_draws(self, problem: Problem, witness: Witness) -> list[tuple[float, np.ndarray]] | None:
+        """MCMC draws of the query (chains, draws) given X_i = t and given X_i = t', for trace
+        plots; None for an engine that does not sample."""
+        return None
+
+    def covariance(self, problem: Problem) -> np.ndarray | None:
+        """Cov(X) of the tuples when the engine reads the model as jointly Gaussian (for closed
+        forms), else None."""
+        return None
+
+    def dependence_profile(self, problem: Problem, dependence_sets: list[frozenset[int]]) -> DependenceProfile:
+        """k and eta for seed 004's IDP bounds; eta only where the engine has the joint law."""
+        k = max(len(s) for s in dependence_sets) + 1
+        reason = f"eta needs the enumerated joint (finite discrete model); the {self.name} engine fits this one"
+        return DependenceProfile(k, None, (reason,))
 
 
 def _num(v):

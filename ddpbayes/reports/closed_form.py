@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import sympy
 
 from ddpbayes.auditing import AuditResult
-from ddpbayes.engines.gaussian_graph import tuple_covariance
+from ddpbayes.engines import engine_named
 from ddpbayes.problem import Problem
 from ddpbayes.symbolic import derive_gaussian
 from ddpbayes.symbolic.gaussian import B, WIDTH
@@ -41,17 +41,22 @@ class ClosedForm:
 
 
 def closed_forms(problem: Problem, results: dict[str, AuditResult], derive_cov: str | None) -> list[ClosedForm]:
-    """One closed form per distinct Gaussian witness adversary (and per covariance source)."""
+    """One closed form per distinct witness adversary of an engine that reads the model as jointly
+    Gaussian (`Engine.covariance`), and per covariance source."""
     adversaries: dict[tuple[int, tuple[int, ...]], list[str]] = {}
+    covariance = None
     for notion, r in results.items():
-        if r.engine == "gaussian" and r.witness is not None:
+        engine = engine_named(r.engine)
+        cov = None if engine is None or r.witness is None else engine.covariance(problem)
+        if cov is not None:
+            covariance = cov
             adv = r.witness.adversary
             adversaries.setdefault((adv.target, tuple(sorted(adv.known))), []).append(notion)
     if not adversaries:
         return []
     model, scale = problem.model, problem.mechanism.scale
     weights = [sympy.nsimplify(float(w)) for w in problem.query.weights(model.n)]
-    sources = [("model covariance", tuple_covariance(model).tolist())]
+    sources = [("model covariance", covariance.tolist())]
     if derive_cov:
         sources.append((f"derive_cov = {derive_cov}", derive_cov))
     out = []

@@ -13,14 +13,13 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ddpbayes.auditing import AuditResult, audit
-from ddpbayes.engines import select_engine
+from ddpbayes.engines import Curve, NoCurve, engine_named, select_engine
 from ddpbayes.mechanisms import make_mechanism
 from ddpbayes.model import DependenceModel
 from ddpbayes.problem import Problem
 from ddpbayes.queries import parse_query
 from ddpbayes.reports.calibrated import calibrated_scales
 from ddpbayes.reports.closed_form import ClosedForm, closed_forms
-from ddpbayes.reports.curves import Curve, NoCurve, witness_curve, witness_draws
 from ddpbayes.reports.lattice import LatticeView, pdp_lattice
 from ddpbayes.reports.spec import Spec
 from ddpbayes.reports.sweep import Sweep, sweep
@@ -74,7 +73,8 @@ def collect(spec: Spec, model: DependenceModel, say: Progress) -> Collected:
         results[notion] = run(notion)
     problem = problem_of(spec, model, say.enabled)
     targets = list(spec.target) if spec.target is not None else list(range(model.n))
-    lattice = pdp_lattice(run, results["pdp"], model.n, targets, spec.seed, say) if "pdp" in results else None
+    lattice = (pdp_lattice(run, results["pdp"], engine_named(results["pdp"].engine), model.n, targets, spec.seed, say)
+               if "pdp" in results else None)
     curves, notes = _curves(problem, results)
     dependence_sets = _dependence_sets(problem, results, spec.engine)
     scales, calibration_notes = calibrated_scales(spec, problem, dependence_sets, say)
@@ -110,7 +110,10 @@ def _curves(problem: Problem, results: dict[str, AuditResult]) -> tuple[list[Cur
             curves[key] = replace(curves[key], notion=f"{curves[key].notion}, {notion}")
             continue
         try:
-            curves[key] = witness_curve(problem, r.engine, notion, w)
+            engine = engine_named(r.engine)
+            if engine is None:
+                raise NoCurve("dp is model-free: its witness ratio is that of two Laplace densities a sensitivity apart")
+            curves[key] = engine.witness_curve(problem, notion, w)
         except NoCurve as exc:
             missing.setdefault(str(exc), []).append(notion)
     return list(curves.values()), [f"{', '.join(notions)}: {reason}" for reason, notions in missing.items()]
@@ -123,9 +126,10 @@ def _dependence_sets(problem: Problem, results: dict[str, AuditResult], engine: 
 
 
 def _traces(problem: Problem, results: dict[str, AuditResult]) -> list[tuple[str, np.ndarray]]:
-    """Query draws of the sampling engine's worst witness (both conditioning events)."""
-    sampled = [r for r in results.values() if r.engine == "sampling" and r.witness is not None
-               and r.witness.t is not None and r.witness.t_prime is not None]
+    """Query draws of the worst sampled witness (both conditioning events), where an engine sampled."""
+    sampled = [r for r in results.values() if r.witness is not None and r.witness.t is not None
+               and r.witness.t_prime is not None and engine_named(r.engine) is not None
+               and engine_named(r.engine).estimates]
     if not sampled:
         return []
     worst = max(sampled, key=lambda r: r.leakage)
@@ -133,4 +137,4 @@ def _traces(problem: Problem, results: dict[str, AuditResult]) -> list[tuple[str
     known = ", ".join(f"{names[k]} = {v:.4g}" for k, v in sorted((worst.witness.known_values or {}).items()))
     target = names[worst.witness.adversary.target]
     return [(f"given {target} = {t:.4g}" + (f", {known}" if known else "") + f"  ({worst.notion} witness)", q)
-            for t, q in witness_draws(problem, worst.witness)]
+            for t, q in engine_named(worst.engine).witness_draws(problem, worst.witness)]

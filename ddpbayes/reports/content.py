@@ -31,7 +31,7 @@ def build_document(c: Collected, command: str) -> Document:
     sections += [_witness(c), _sweep(c)]
     if c.closed_forms:
         sections.append(_closed_form(c))
-    if any(r.engine == "sampling" for r in c.results.values()):
+    if any(r.diagnostics for r in c.results.values()):  # estimates: MCMC diagnostics to show
         sections.append(_mcmc(c))
     sections.append(_reproducibility(c, command))
     return Document(title(c), lead, sections)
@@ -240,7 +240,7 @@ def _mcmc(c: Collected) -> Section:
     rows = []
     for notion, r in c.results.items():
         d = r.diagnostics
-        if r.engine != "sampling" or not d:
+        if not d:
             continue
         ok = ("ok", "pass") if d.get("ok") else ("FAILED", "fail")
         rows.append([notion, str(d.get("runs", 0)), fmt(d.get("rhat_max")), fmt(d.get("ess_bulk_min")),

@@ -13,7 +13,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
 import numpy as np  # noqa: E402
 
-from ddpbayes.reports.curves import Curve  # noqa: E402
+from ddpbayes.engines import Curve  # noqa: E402
 from ddpbayes.reports.lattice import LatticeView  # noqa: E402
 from ddpbayes.reports.sweep import SAME, Sweep  # noqa: E402
 

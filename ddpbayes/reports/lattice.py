@@ -1,7 +1,7 @@
 """The pdp lattice for the report's picture: every adversary A(i, K), or what is feasible.
 
 The whole lattice has (number of targets) x 2^(n-1) adversaries. Up to `FULL_LIMIT` of them
-(engine by engine: each sampling adversary costs MCMC runs) it is computed in full with
+(ESTIMATED_FULL_LIMIT for an estimating engine: each adversary costs MCMC runs) it is computed in full with
 `audit(..., lattice=True)`; beyond, the report draws a subset and says so: every target's
 weakest (K = {}) and strongest (K = all others) adversary, pdp's worst one, and up to
 `PER_LAYER` known sets per layer |K| drawn at random with the spec's seed.
@@ -15,11 +15,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ddpbayes.auditing import AuditResult
+from ddpbayes.engines import Engine
 
-FULL_LIMIT = {"sampling": 8}
-DEFAULT_FULL_LIMIT = 2048
-PER_LAYER = {"sampling": 0}
-DEFAULT_PER_LAYER = 24
+FULL_LIMIT, ESTIMATED_FULL_LIMIT = 2048, 8
+PER_LAYER, ESTIMATED_PER_LAYER = 24, 0
 
 
 @dataclass(frozen=True)
@@ -49,16 +48,18 @@ class LatticeView:
 
 
 def pdp_lattice(
-    run: Callable[..., AuditResult], pdp: AuditResult, n: int, targets: list[int], seed: int, say: Callable[[str], None]
+    run: Callable[..., AuditResult], pdp: AuditResult, engine: Engine, n: int, targets: list[int], seed: int,
+    say: Callable[[str], None],
 ) -> LatticeView:
-    """The lattice over `targets`; `run(notion, **overrides)` audits with the spec's settings."""
+    """The lattice over `targets`; `run(notion, **overrides)` audits with the spec's settings,
+    `engine` is the one that audited pdp."""
     total = len(targets) * 2 ** (n - 1)
-    if total <= FULL_LIMIT.get(pdp.engine, DEFAULT_FULL_LIMIT):
+    if total <= (ESTIMATED_FULL_LIMIT if engine.estimates else FULL_LIMIT):
         say(f"pdp lattice: all {total} adversaries")
         full = run("pdp", lattice=True, known=None)
         points = [Point(r.adversary.target, r.adversary.known, r.value) for r in full.lattice]
         return LatticeView(points, total, n, None)
-    per_layer = PER_LAYER.get(pdp.engine, DEFAULT_PER_LAYER)
+    per_layer = ESTIMATED_PER_LAYER if engine.estimates else PER_LAYER
     chosen = _subset(n, targets, per_layer, seed, pdp)
     say(f"pdp lattice: {total:,} adversaries, too many; computing {len(chosen)} of them")
     points = [Point(i, k, run("pdp", targets=[i], known=sorted(k)).leakage) for i, k in chosen]
@@ -67,7 +68,7 @@ def pdp_lattice(
         "target's weakest (K = {}) and strongest (K = all others) adversary, pdp's worst adversary"
     )
     note += f", and up to {per_layer} known sets per layer |K| drawn at random (seed {seed})." if per_layer else "."
-    if pdp.engine == "gaussian":
+    if engine.searches_lattice:
         note += " The pdp maximum itself is exact: the engine searches the whole lattice without listing it."
     return LatticeView(points, total, n, note)
 

@@ -36,6 +36,7 @@ import numpy as np
 import sympy
 
 from ddpbayes.errors import InputError
+from ddpbayes.linalg import eigenvalues_min
 from ddpbayes.symbolic.parse import parse_matrix, parse_vector
 
 WIDTH = sympy.Symbol("width", positive=True)
@@ -158,8 +159,6 @@ def _covariance(cov: Matrixish) -> tuple[sympy.Matrix, list[str]]:
         raise InputError("the covariance is not symmetric")
     symbols = sorted(sigma.free_symbols, key=lambda s: s.name)
     if not symbols:
-        from ddpbayes.engines.gaussian_graph import eigenvalues_min  # imports PyMC: bad input is refused before
-
         values = np.array(sigma.evalf(), dtype=float)
         scale = np.abs(values).max() or 1.0  # same signs; keeps (cov + cov.T) / 2 finite and the tolerance relative
         low = eigenvalues_min(values / scale) * scale

@@ -19,6 +19,7 @@ from pytensor.graph.traversal import ancestors
 from pytensor.tensor.random.op import RandomVariable
 
 from ddpbayes.engines.base import AdversaryLeakage, Engine, Witness
+from ddpbayes.engines.curves import Curve, check_drawable, mixture_curve
 from ddpbayes.engines.sampling.estimate import Draws, estimate
 from ddpbayes.engines.sampling.posterior import posterior_leakage
 from ddpbayes.engines.sampling.runs import Settings, sample_event, summarise
@@ -59,6 +60,27 @@ class SamplingEngine(Engine):
 
     def dependence_sets(self, problem: Problem) -> list[frozenset[int]]:
         return structural_dependence(problem.model)
+
+    def witness_curve(self, problem: Problem, notion: str, witness: Witness | None) -> Curve:
+        """The same Rao–Blackwellised mixture the engine estimated, from its cached draws."""
+        check_drawable(problem, witness)
+
+        def mixture(problem: Problem, witness: Witness, t: float) -> tuple[np.ndarray, np.ndarray]:
+            q = _query_draws(problem, witness, t).ravel()
+            return np.full(q.size, -math.log(q.size)), q
+
+        return mixture_curve(problem, notion, witness, mixture,
+                             "sampling: Monte Carlo estimate from the engine's MCMC draws", every_break=False)
+
+    def witness_draws(self, problem: Problem, witness: Witness) -> list[tuple[float, np.ndarray]] | None:
+        return [(t, _query_draws(problem, witness, t)) for t in (witness.t, witness.t_prime)]
+
+
+def _query_draws(problem: Problem, witness: Witness, t: float) -> np.ndarray:
+    """The query's draws (chains, draws) given X_i = t and the witness's x_K (a cached run)."""
+    event = {**(witness.known_values or {}), witness.adversary.target: t}
+    run = sample_event(problem.model, event, Settings.from_options(problem.options))
+    return run.x @ problem.query.weights(problem.model.n)
 
 
 def structural_dependence(model: DependenceModel) -> list[frozenset[int]]:

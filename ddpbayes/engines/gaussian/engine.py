@@ -23,9 +23,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from scipy.special import log_ndtr
+
 from ddpbayes.engines.base import AdversaryLeakage, Engine, Witness
-from ddpbayes.engines.gaussian_graph import tuple_covariance, unsupported_reason
-from ddpbayes.engines.gaussian_lattice import exhaustive, greedy, snap
+from ddpbayes.engines.curves import Curve, check_drawable, grid
+from ddpbayes.engines.gaussian.graph import tuple_covariance, tuple_mean, unsupported_reason
+from ddpbayes.engines.gaussian.lattice import exhaustive, greedy, snap
 from ddpbayes.errors import InputError
 from ddpbayes.mechanisms import Laplace
 from ddpbayes.problem import Adversary, Problem
@@ -35,6 +38,7 @@ INDEPENDENT = 1e-12  # |Sigma_ij| below this times sqrt(Sigma_ii Sigma_jj) count
 
 class GaussianEngine(Engine):
     name = "gaussian"
+    searches_lattice = True
 
     def supports(self, problem: Problem) -> str | None:
         mech = problem.mechanism
@@ -59,6 +63,36 @@ class GaussianEngine(Engine):
         best = exhaustive(cov, w) if top_k is None else greedy(cov, w, top_k)
         return [_result(problem, Adversary(i, best[i][1]), best[i][0]) for i in targets]
 
+    def covariance(self, problem: Problem) -> np.ndarray | None:
+        return tuple_covariance(problem.model)
+
+    def witness_curve(self, problem: Problem, notion: str, witness: Witness | None) -> Curve:
+        """Given X_i = t and X_K = x_K the query is N(m(t), v), so L is a Laplace–Gaussian
+        convolution, evaluated in closed form in log space; x_K is set to its mean (another x_K
+        shifts the curve in y without changing it)."""
+        check_drawable(problem, witness)
+        model, b = problem.model, problem.mechanism.scale
+        cov, mean = tuple_covariance(model), tuple_mean(model)
+        w = problem.query.weights(model.n)
+        i, known = witness.adversary.target, sorted(witness.adversary.known)
+        given = [i, *known]
+        rest = [j for j in range(model.n) if j not in given]
+        gain = cov[np.ix_(rest, given)] @ np.linalg.inv(cov[np.ix_(given, given)]) if rest else np.zeros((0, len(given)))
+        var = float(w[rest] @ (cov[np.ix_(rest, rest)] - gain @ cov[np.ix_(given, rest)]) @ w[rest]) if rest else 0.0
+
+        def centre(t: float) -> float:
+            x = mean[given].copy()
+            x[0] = t
+            return float(w[given] @ x + w[rest] @ (mean[rest] + gain @ (x - mean[given])))
+
+        m1, m2 = centre(witness.t), centre(witness.t_prime)
+        margin = 4 * math.sqrt(max(var, 0.0)) + var / b + 5 * b
+        y = grid(min(m1, m2) - margin, max(m1, m2) + margin, [m1, m2], integer=False)
+        r = _log_laplace_normal(y - m1, b, var) - _log_laplace_normal(y - m2, b, var)
+        return Curve(notion, witness, {k: float(mean[k]) for k in known}, y, r, ((m2 - m1) / b, (m1 - m2) / b),
+                     "gaussian: closed-form Laplace–Gaussian convolution, x_K at its mean (another x_K shifts the "
+                     "curve in y)", False)
+
     def dependence_sets(self, problem: Problem) -> list[frozenset[int]]:
         cov = tuple_covariance(problem.model)
         sd = np.sqrt(np.diag(cov))
@@ -75,6 +109,15 @@ def coefficient(cov: np.ndarray, w: np.ndarray, target: int, known: frozenset[in
         c = c - cov[np.ix_(s, known)] @ np.linalg.solve(cov[np.ix_(known, known)], cov[np.ix_(known, s)])
     root = np.sqrt(np.diag(c))
     return float(snap(np.array(c[0] @ w[s] / c[0, 0]), np.abs(w[s]) @ root / root[0]))
+
+
+def _log_laplace_normal(u: np.ndarray, b: float, var: float) -> np.ndarray:
+    """log of (Laplace(b) * N(0, var))(u) up to a constant, stable for any |u|:
+    e^{-u/b} Phi((u - var/b)/s) + e^{u/b} Phi(-(u + var/b)/s), s = sqrt(var)."""
+    if var <= 0:
+        return -np.abs(u) / b
+    s = math.sqrt(var)
+    return np.logaddexp(-u / b + log_ndtr((u - var / b) / s), u / b + log_ndtr(-(u + var / b) / s))
 
 
 def _result(problem: Problem, adv: Adversary, c: float) -> AdversaryLeakage:

@@ -14,9 +14,12 @@ import itertools
 import math
 
 import numpy as np
+from scipy import special
 
-from ddpbayes.engines.base import AdversaryLeakage, Engine, Witness
-from ddpbayes.engines.joint import DEFAULT_MAX_STATES, JointTable, joint_table, unsupported_reason
+from ddpbayes.engines.base import AdversaryLeakage, DependenceProfile, Engine, Witness
+from ddpbayes.engines.curves import Curve, check_drawable, mixture_curve
+from ddpbayes.engines.exact.joint import DEFAULT_MAX_STATES, JointTable, joint_table, unsupported_reason
+from ddpbayes.engines.exact.profile import dependence_profile
 from ddpbayes.errors import InputError
 from ddpbayes.limits import check_states
 from ddpbayes.model import DependenceModel
@@ -41,6 +44,29 @@ class ExactEngine(Engine):
         2^20 configurations, 0.45 s per adversary; n = 10, 2.7 ms)."""
         configurations = math.prod(len(d.values) for d in problem.model.domains)
         return 1e-3 + 5e-7 * configurations
+
+    def notes(self, problem: Problem) -> list[str]:
+        mass = self._table(problem.model, problem.options).mass
+        if mass < 1 - 1e-9:
+            return [f"the enumerated domains cover {mass:.6g} of the prior mass: leakage is for the model conditioned "
+                    "on them"]
+        return []
+
+    def witness_curve(self, problem: Problem, notion: str, witness: Witness | None) -> Curve:
+        check_drawable(problem, witness)
+        table = self._table(problem.model, problem.options)
+
+        def mixture(problem: Problem, witness: Witness, t: float) -> tuple[np.ndarray, np.ndarray]:
+            rows = table.x[:, witness.adversary.target] == t
+            for k, v in (witness.known_values or {}).items():
+                rows &= table.x[:, k] == v
+            logw = table.logp[rows]
+            return logw - special.logsumexp(logw), problem.query.values(table.x[rows])[:, 0]
+
+        return mixture_curve(problem, notion, witness, mixture, "exact: enumerated joint", every_break=True)
+
+    def dependence_profile(self, problem: Problem, dependence_sets: list[frozenset[int]]) -> DependenceProfile:
+        return dependence_profile(self._table(problem.model, problem.options), problem.model.names, dependence_sets)
 
     def dependence_sets(self, problem: Problem) -> list[frozenset[int]]:
         model = problem.model
@@ -105,12 +131,7 @@ def _dense_ids(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _adversary_leakage(adv: Adversary, table: JointTable, out: _Outputs, options: dict) -> AdversaryLeakage:
-    known = sorted(adv.known)
-    radix = [len(table.values[k]) for k in known]
-    group_key = np.zeros(len(table.logp), dtype=np.int64)
-    for k, r in zip(known, radix):
-        group_key = group_key * r + table.codes[:, k]
-    _, group = _dense_ids(group_key)
+    group = table.ids(sorted(adv.known))
     n_groups = int(group.max()) + 1
 
     active = [c for c in range(out.coordinates) if np.unique(group * len(out.levels[c]) + out.level_of[c]).size > n_groups]

@@ -10,6 +10,7 @@ enumerated last and summed out (logsumexp), leaving P(X = x) for every tuple con
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,6 +38,13 @@ class JointTable:
     logp: np.ndarray  # (S,) log-probability, normalised over the enumerated domains
     values: list[np.ndarray]  # the domain of every tuple
     mass: float  # prior mass that the enumerated domains cover (< 1 when a Finite domain truncates)
+
+    def ids(self, cols: Sequence[int]) -> np.ndarray:
+        """Each state's configuration of the tuples `cols` as a dense id 0..m-1 (mixed-radix order)."""
+        key = np.zeros(len(self.logp), dtype=np.int64)
+        for c in cols:
+            key = key * len(self.values[c]) + self.codes[:, c]
+        return np.unique(key, return_inverse=True)[1].reshape(-1)
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from pytensor.tensor.subtensor import AdvancedSubtensor, AdvancedSubtensor1, Sub
 from scipy.linalg import solve_triangular
 
 from ddpbayes.errors import InputError
+from ddpbayes.linalg import check_positive_definite
 from ddpbayes.model import DependenceModel
 from ddpbayes.model.precision import in_float64
 
@@ -118,6 +119,24 @@ def _affine_reason(var, free: set, memo: dict) -> str | None:
     return reason
 
 
+def tuple_mean(model: DependenceModel) -> np.ndarray:
+    """E[X] of a linear-Gaussian model: each variable's mean parameter evaluated at its parents'
+    means, in the model's (topological) order — exact, as every mean is affine."""
+    if "gaussian_mean" not in model.cache:
+        pm_model = model.model
+        rvs = pm_model.free_RVs
+        values = [pm_model.rvs_to_values[rv] for rv in rvs]
+        mus = [pt.broadcast_to(rv.owner.op.dist_params(rv.owner)[0], rv.type.shape) for rv in rvs]
+        fn = pytensor.function(values, pm_model.replace_rvs_by_values(mus), on_unused_input="ignore")
+        means = [np.zeros(v.type.shape, dtype=v.dtype) for v in values]
+        for k in range(len(rvs)):  # a variable's mean uses earlier variables' means only
+            means[k] = np.asarray(fn(*means)[k], dtype=values[k].dtype)
+        index = {rv: k for k, rv in enumerate(rvs)}
+        model.cache["gaussian_mean"] = np.array(
+            [float(means[index[s.rv]] if s.index is None else means[index[s.rv]][s.index]) for s in model.slots])
+    return model.cache["gaussian_mean"]
+
+
 def _offsets(rvs) -> dict:
     out, k = {}, 0
     for rv in rvs:
@@ -169,28 +188,3 @@ def _joint_covariance(model: DependenceModel) -> np.ndarray:
     # unit lower triangular: substitution keeps the structural zeros of T exact
     t = solve_triangular(np.eye(size) - coef, np.eye(size), lower=True, unit_diagonal=True)
     return t @ psi @ t.T
-
-
-def check_positive_definite(cov: np.ndarray, what: str) -> None:
-    if cov.ndim != 2 or cov.shape[0] != cov.shape[1] or not np.all(np.isfinite(cov)):
-        raise InputError(f"{what} must be a finite square matrix")
-    if not np.allclose(cov, cov.T, rtol=1e-10, atol=1e-12 * np.abs(cov).max()):
-        raise InputError(f"{what} is not symmetric")
-    low = eigenvalues_min(cov)
-    if low < 0:
-        raise InputError(f"{what} is not positive semi-definite (smallest eigenvalue {low:.3g})")
-    try:
-        np.linalg.cholesky(cov)
-    except np.linalg.LinAlgError:
-        raise InputError(
-            f"{what} is singular: a tuple is a linear function of others, so a conditional covariance is "
-            "singular (the gaussian engine needs a positive definite covariance)"
-        ) from None
-    if np.linalg.cond(cov) > 1e12:
-        raise InputError(f"{what} is numerically singular (condition number {np.linalg.cond(cov):.3g})")
-
-
-def eigenvalues_min(cov: np.ndarray) -> float:
-    """The smallest eigenvalue of a symmetric matrix, 0 when negative only by rounding."""
-    eig = np.linalg.eigvalsh((cov + cov.T) / 2)
-    return 0.0 if eig.min() >= -1e-12 * max(1.0, np.abs(eig).max()) else float(eig.min())
