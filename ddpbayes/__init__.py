@@ -26,6 +26,7 @@ _HOMES = {
     "load_model": "ddpbayes.model.loading",
     "Adversary": "ddpbayes.problem",
     "Problem": "ddpbayes.problem",
+    "RunSettings": "ddpbayes.settings",
     "parse_query": "ddpbayes.queries",
 }
 

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from ddpbayes.engines import AdversaryLeakage, Engine, Witness, select_engine
 from ddpbayes.engines.base import _num
 from ddpbayes.errors import InputError
+from ddpbayes.limits import state_limit
 from ddpbayes.mechanisms import Mechanism, make_mechanism
 from ddpbayes.model import DependenceModel
-from ddpbayes.limits import DEFAULT_MAX_ADVERSARIES
 from ddpbayes.notions import (
     adversaries,
     adversary_count,
@@ -26,7 +26,7 @@ from ddpbayes.notions import (
 from ddpbayes.problem import Adversary, Problem
 from ddpbayes.progress import Progress, duration
 from ddpbayes.queries import Query, parse_query
-from ddpbayes.settings import check_run_settings
+from ddpbayes.settings import RunSettings
 
 RELATIVE_TOLERANCE = 1e-9  # exact leakage within this of the claim passes (floating-point rounding)
 CHUNK = 1024  # adversaries handed to an exact engine at once: the lattice is streamed, never listed
@@ -94,26 +94,20 @@ def audit(
     claim: float | None = None,
     targets: Sequence[int] | None = None,
     known: Sequence[int] | None = None,
-    engine: str = "auto",
     lattice: bool = False,
-    seed: int | None = None,
-    max_states: int | None = None,
-    max_adversaries: int = DEFAULT_MAX_ADVERSARIES,
-    draws: int | None = None,
-    tune: int | None = None,
-    chains: int | None = None,
-    progress: bool = False,
-    method: str = "likelihood",
+    settings: RunSettings | None = None,
+    **run,
 ) -> AuditResult:
     """Leakage of `mechanism` releasing `query` on `model` under `notion` (DESIGN §1).
 
     `mechanism` is a Mechanism, or its kind with `scale` or `epsilon` (classic DP's scale:
     global sensitivity / epsilon). `targets` restricts the targets; `known` fixes the
     adversary's knowledge for pdp; `lattice` keeps every pdp adversary in the result.
-    `seed`, `draws`, `tune`, `chains`, `progress` and `method` (likelihood or posterior route)
-    steer the sampling engine.
+    How it runs is `settings` with any `RunSettings` field given by name in `run` (engine,
+    method, seed, draws, tune, chains, cores, max_runs, max_states, max_adversaries, progress).
     """
     start = time.perf_counter()
+    settings = RunSettings.of(settings, **run)
     check_notion(notion)
     query = parse_query(query) if isinstance(query, str) else query
     query.check(model.domains)
@@ -129,45 +123,18 @@ def audit(
         raise InputError("--lattice lists the pdp adversaries: use it with --notion pdp")
     if claim is not None and (not isinstance(claim, (int, float)) or math.isnan(claim) or claim < 0):
         raise InputError(f"the claim must be a non-negative number, got {claim}")
-    check_run_settings(seed=seed, draws=draws, tune=tune, chains=chains, max_states=max_states,
-                       max_adversaries=max_adversaries)
-    if method not in ("likelihood", "posterior"):
-        raise InputError(f"unknown method '{method}' (use likelihood or posterior)")
-    if method == "posterior" and engine not in ("sampling", "auto"):
-        raise InputError("--method posterior is the sampling engine's adversary route: use --engine sampling")
-    options = {"seed": seed, "draws": draws, "tune": tune, "chains": chains, "progress": progress, "method": method}
-    if max_states is not None:
-        options["max_states"] = max_states
-    problem = Problem(model, query, mechanism, options=options)
+    problem = Problem(model, query, mechanism, settings=settings)
 
-    dep_sets, kept, notes = None, None, []
-    if notion == "dp":
-        engine_name = "analytic"
-        worst, per_target = aggregate(dp_leakage(problem, targets), model.n)
-    else:
-        chosen = select_engine(problem, "sampling" if method == "posterior" else engine)
-        engine_name = chosen.name
-        if notion == "ddp":
-            dep_sets = chosen.dependence_sets(problem)
-        searched = chosen.pdp_worst(problem, targets) if notion == "pdp" and known is None and not lattice else None
-        if searched is not None:
-            worst, per_target = aggregate(searched, model.n)
-        else:
-            count = adversary_count(notion, model.n, targets, known)
-            _check_lattice(chosen, problem, notion, targets, count, max_adversaries, lattice)
-            advs = adversaries(notion, model.n, targets, known, dep_sets)
-            chunk = count if chosen.estimates else CHUNK  # an estimating engine plans its MCMC runs as a whole
-            bar = Progress(notion, count, "adversaries", enabled=progress and count > chunk)
-            worst, per_target, kept = _stream(chosen, problem, advs, chunk, bar, keep=lattice)
-        notes = chosen.notes(problem)
-
+    with state_limit(settings.max_states):
+        evaluated = _evaluate(problem, notion, targets, known, lattice)
+    worst, per_target = evaluated.worst, evaluated.per_target
     verdict, verdict_reason = judge(worst, claim)
     return AuditResult(
         notion=notion,
         leakage=worst.value,
         per_target=per_target,
         witness=worst.witness,
-        engine=engine_name,
+        engine=evaluated.engine,
         verdict=verdict,
         verdict_reason=verdict_reason,
         diagnostics=worst.diagnostics,
@@ -175,13 +142,45 @@ def audit(
         seconds=time.perf_counter() - start,
         ci=worst.ci,
         reason=worst.reason,
-        lattice=kept,
-        dependence_sets=None if dep_sets is None else [sorted(s) for s in dep_sets],
+        lattice=evaluated.lattice,
+        dependence_sets=None if evaluated.dependence_sets is None else [sorted(s) for s in evaluated.dependence_sets],
         mechanism=mechanism.describe(),
         query=query.name,
         tuples=model.names,
-        notes=notes,
+        notes=evaluated.notes,
     )
+
+
+@dataclass
+class _Evaluated:
+    worst: AdversaryLeakage
+    per_target: list[float | None]
+    engine: str
+    dependence_sets: list[frozenset[int]] | None = None
+    lattice: list[AdversaryLeakage] | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _evaluate(problem: Problem, notion: str, targets: list[int], known: list[int] | None,
+              lattice: bool) -> _Evaluated:
+    """Every adversary of the notion, by the engine that fits (dp needs none)."""
+    n, settings = problem.model.n, problem.settings
+    if notion == "dp":
+        return _Evaluated(*aggregate(dp_leakage(problem, targets), n), "analytic")
+    chosen = select_engine(problem, "sampling" if settings.method == "posterior" else settings.engine)
+    dep_sets = chosen.dependence_sets(problem) if notion == "ddp" else None
+    searched = chosen.pdp_worst(problem, targets) if notion == "pdp" and known is None and not lattice else None
+    kept = None
+    if searched is not None:
+        worst, per_target = aggregate(searched, n)
+    else:
+        count = adversary_count(notion, n, targets, known)
+        _check_lattice(chosen, problem, notion, targets, count, settings.max_adversaries, lattice)
+        advs = adversaries(notion, n, targets, known, dep_sets)
+        chunk = count if chosen.estimates else CHUNK  # an estimating engine plans its MCMC runs as a whole
+        bar = Progress(notion, count, "adversaries", enabled=settings.progress and count > chunk)
+        worst, per_target, kept = _stream(chosen, problem, advs, chunk, bar, keep=lattice)
+    return _Evaluated(worst, per_target, chosen.name, dep_sets, kept, chosen.notes(problem))
 
 
 def _stream(engine: Engine, problem: Problem, advs: Iterator[Adversary], chunk: int, bar: Progress,

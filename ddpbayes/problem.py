@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from ddpbayes.mechanisms import Mechanism
 from ddpbayes.model import DependenceModel
 from ddpbayes.queries import Query
+from ddpbayes.settings import RunSettings
 
 
 @dataclass(frozen=True, order=True)
@@ -26,7 +27,7 @@ class Problem:
     query: Query
     mechanism: Mechanism
     adversaries: tuple[Adversary, ...] = ()
-    options: dict = field(default_factory=dict, compare=False)
+    settings: RunSettings = field(default_factory=RunSettings, compare=False)
 
     def with_adversaries(self, adversaries) -> Problem:
-        return Problem(self.model, self.query, self.mechanism, tuple(adversaries), self.options)
+        return Problem(self.model, self.query, self.mechanism, tuple(adversaries), self.settings)

@@ -1,34 +1,77 @@
-"""Run settings as the user gives them (flags or keyword arguments), checked in one place.
+"""How an audit runs: one frozen `RunSettings`, validated once, passed to every engine.
 
-Each check names the flag, so a bad value is one line (exit 2) before any work starts.
+Like an OpenDP measurement states its domain and privacy measure, a run states every choice
+that can change its numbers or its cost: the engine, the sampling route and its MCMC budget,
+the seed, and the size limits (`limits`). The command line builds it with one helper
+(`ddpbayes.cli.args.add_run_settings`); from Python, `audit(..., seed=1, draws=500)` or
+`audit(..., settings=RunSettings(...))`. An unknown or invalid setting is one line (exit 2),
+naming the flag, before any work starts.
 """
 
 from __future__ import annotations
 
+import os
+from dataclasses import asdict, dataclass, fields, replace
+
 from ddpbayes.errors import InputError
-from ddpbayes.limits import check_positive_int
+from ddpbayes.limits import DEFAULT_MAX_ADVERSARIES, DEFAULT_MAX_STATES, check_positive_int
+from ddpbayes.vocabulary import ENGINES
 
 SEED_LIMIT = 2**32  # seeds are 0 .. 2^32 - 1, as NumPy's and PyMC's legacy seeding accept
 MIN_DRAWS = 8  # the estimate splits each chain's draws in halves; ArviZ needs 4 draws per chain in each
+METHODS = ("likelihood", "posterior")
 
 
-def check_run_settings(
-    *,
-    seed: int | None = None,
-    draws: int | None = None,
-    tune: int | None = None,
-    chains: int | None = None,
-    max_states: int | None = None,
-    max_adversaries: int | None = None,
-) -> None:
-    """Raise InputError for the first value a run cannot use."""
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < SEED_LIMIT):
-        raise InputError(f"--seed must be an integer from 0 to {SEED_LIMIT - 1}, got {seed}")
-    if draws is not None and (check_positive_int(draws, "--draws") < MIN_DRAWS):
-        raise InputError(f"--draws must be at least {MIN_DRAWS} (the estimate splits each chain's draws in halves, "
-                         f"and ArviZ's diagnostics need 4 draws per chain in each), got {draws}")
-    if tune is not None and (isinstance(tune, bool) or not isinstance(tune, int) or tune < 0):
-        raise InputError(f"--tune must be a non-negative integer, got {tune}")
-    for flag, value in (("--chains", chains), ("--max-states", max_states), ("--max-adversaries", max_adversaries)):
-        if value is not None:
-            check_positive_int(value, flag)
+@dataclass(frozen=True)
+class RunSettings:
+    """Every setting of a run (DESIGN §2.3, §2.4); the defaults are the command line's."""
+
+    engine: str = "auto"  # auto, or one of ddpbayes.vocabulary.ENGINES
+    method: str = "likelihood"  # sampling: likelihood route, or the adversary's posterior odds (004 Thm. 1)
+    seed: int = 0  # every random step derives from it
+    draws: int = 1000  # sampling: draws per chain
+    tune: int = 1000  # sampling: tuning steps per chain
+    chains: int = 2  # sampling: chains per conditioning event
+    cores: int = 0  # sampling: processes for the chains; 0: as many as the machine has, up to `chains`
+    max_runs: int = 200  # sampling: MCMC runs one call may plan
+    max_states: int = DEFAULT_MAX_STATES  # joint states, supports, kernels, output grids
+    max_adversaries: int = DEFAULT_MAX_ADVERSARIES  # adversaries evaluated one by one
+    progress: bool = False  # progress lines on stderr
+
+    def __post_init__(self):
+        if self.engine not in ("auto", *ENGINES):
+            raise InputError(f"unknown engine '{self.engine}' (use auto, {', '.join(ENGINES)})")
+        if self.method not in METHODS:
+            raise InputError(f"unknown method '{self.method}' (use likelihood or posterior)")
+        if self.method == "posterior" and self.engine not in ("sampling", "auto"):
+            raise InputError("--method posterior is the sampling engine's adversary route: use --engine sampling")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < SEED_LIMIT:
+            raise InputError(f"--seed must be an integer from 0 to {SEED_LIMIT - 1}, got {self.seed}")
+        if check_positive_int(self.draws, "--draws") < MIN_DRAWS:
+            raise InputError(f"--draws must be at least {MIN_DRAWS} (the estimate splits each chain's draws in "
+                             f"halves, and ArviZ's diagnostics need 4 draws per chain in each), got {self.draws}")
+        if isinstance(self.tune, bool) or not isinstance(self.tune, int) or self.tune < 0:
+            raise InputError(f"--tune must be a non-negative integer, got {self.tune}")
+        if isinstance(self.cores, bool) or not isinstance(self.cores, int) or self.cores < 0:
+            raise InputError(f"--cores must be a non-negative integer (0: every core), got {self.cores}")
+        for name in ("chains", "max_runs", "max_states", "max_adversaries"):
+            check_positive_int(getattr(self, name), "--" + name.replace("_", "-"))
+
+    @classmethod
+    def of(cls, settings: RunSettings | None = None, **changes) -> RunSettings:
+        """`settings` (or the defaults) with `changes`; a change of None keeps the value, and an
+        unknown name is an InputError."""
+        names = [f.name for f in fields(cls)]
+        unknown = sorted(set(changes) - set(names))
+        if unknown:
+            raise InputError(f"unknown setting '{unknown[0]}' (settings: {', '.join(names)})")
+        changes = {k: v for k, v in changes.items() if v is not None}
+        return replace(settings or cls(), **changes)
+
+    @property
+    def processes(self) -> int:
+        """Processes the chains of one run share."""
+        return max(1, min(self.chains, self.cores or os.cpu_count() or 1))
+
+    def to_json(self) -> dict:
+        return asdict(self)

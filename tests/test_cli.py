@@ -235,16 +235,64 @@ def test_json_keys_and_null_for_non_targets(capsys):
     assert {w["t"], w["t_prime"]} == {0, 1}
 
 
-def test_json_witness_inf_encoding_and_lists():
-    """Witness outputs are JSON-safe ('+inf'/'-inf' strings) and json.dumps succeeds for every notion."""
+def _strict_json(doc: dict) -> dict:
+    """The document through strict JSON (no NaN / Infinity literals) and back."""
+    return json.loads(json.dumps(doc, allow_nan=False))
+
+
+def test_json_witness_inf_encoding_and_lists(capsys):
+    """Infinite witness coordinates are the strings '+inf' / '-inf', an unbounded leakage is the
+    string 'inf', a vector output is a list, and every document is strict JSON.
+
+    (a) Unbounded: x ~ MvNormal(0, [[1, .5], [.5, 1]]) with no domain bounds, sum, Laplace(1).
+        Given X_0 = t, X_1 ~ N(t/2, 3/4), so the sum is N(1.5 t, 3/4): a location family in t,
+        whose log-ratio tends to 1.5 (t - t') sign(y) / b as |y| -> inf. Over t, t' in R that is
+        unbounded: leak = inf for both targets (by symmetry) under idp, pdp and ddp, and under dp
+        (the sensitivity of the sum to an unbounded tuple is infinite), each with a reason. The
+        witness: t, t' at the domain's ends, +inf and -inf, and y at the end that t is on (the
+        coefficient 1.5 is positive: y -> +inf favours the larger t).
+    (b) A finite leakage attained at y -> +inf: dp on a Bernoulli pair, count, Laplace(1):
+        e^{-|y - q - 1|} / e^{-|y - q|} = e^{1} for y >= q + 1 (e^{-1} for y <= q), so leak = 1 with
+        t = 1, t' = 0 and y = +inf.
+    (c) A vector output: the contagious pair (X_1 = X_0) with histogram:0,0.5,1 (bins [0, .5) and
+        [.5, 1]) is (2, 0) when t = 0 and (0, 2) when t = 1. Laplace(1) on each coordinate:
+        log L(y | 1) - log L(y | 0) = (|y_0 - 2| - |y_0|) + (|y_1| - |y_1 - 2|), each term at most 2,
+        both 2 exactly when y_0 <= 0 and y_1 >= 2: leak = 4, and the witness y is a 2-list at
+        which this formula gives 4 (through the CLI's JSON)."""
+    with pm.Model() as m:
+        pm.MvNormal("x", mu=[0.0, 0.0], cov=[[1.0, 0.5], [0.5, 1.0]])
+    gauss = DependenceModel(m, tuples="x")
+    for notion in ("dp", "idp", "pdp", "ddp"):
+        r = ddpbayes.audit(gauss, "sum", "laplace", notion, scale=1.0, claim=5.0)
+        doc = _strict_json(r.to_json())
+        assert doc["notion"] == notion
+        assert doc["leakage"] == "inf" and doc["per_target"] == ["inf", "inf"], doc
+        assert isinstance(doc["reason"], str) and doc["reason"]
+        assert doc["verdict"] == "fail"
+        w = doc["witness"]
+        assert {w["t"], w["t_prime"]} == {"+inf", "-inf"}, w
+        assert w["y"] == w["t"], w  # y at t's end of the line
+
     with pm.Model() as m:
         pm.Bernoulli("x0", 0.5)
         pm.Bernoulli("x1", 0.5)
-    model = DependenceModel(m, ["x0", "x1"])
-    for notion in ("dp", "idp", "pdp", "ddp"):
-        doc = ddpbayes.audit(model, "count", "laplace", notion, scale=1.0).to_json()
-        text = json.dumps(doc, allow_nan=False)
-        assert json.loads(text)["notion"] == notion
+    doc = _strict_json(ddpbayes.audit(DependenceModel(m, ["x0", "x1"]), "count", "laplace", "dp", scale=1.0).to_json())
+    assert doc["leakage"] == pytest.approx(1.0, abs=1e-12)
+    assert (doc["witness"]["t"], doc["witness"]["t_prime"], doc["witness"]["y"]) == (1, 0, "+inf")
+
+    code = main(["audit", CONTAGIOUS, "--query", "histogram:0,0.5,1", "--mechanism", "laplace", "--scale", "1",
+                 "--notion", "idp", "--format", "json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    doc = _strict_json(json.loads(captured.out))
+    assert doc["leakage"] == pytest.approx(4.0, abs=1e-12)
+    w = doc["witness"]
+    assert isinstance(w["y"], list) and len(w["y"]) == 2, w
+    y0, y1 = (float(v) for v in w["y"])  # float() reads '+inf' / '-inf' too
+    centre = {0: (2.0, 0.0), 1: (0.0, 2.0)}
+    t, tp = centre[w["t"]], centre[w["t_prime"]]
+    at_witness = sum(abs(v - c_tp) - abs(v - c_t) for v, c_t, c_tp in zip((y0, y1), t, tp))
+    assert at_witness == pytest.approx(4.0, abs=1e-12), w
 
 
 def test_json_ddp_and_lattice_fields(capsys):

@@ -18,7 +18,8 @@ import ddpbayes
 from bruteforce import household_idp_closed_form, household_joint, leak_bruteforce, markov_joint
 from ddpbayes import DependenceModel, Finite, Interval
 from ddpbayes.cli.main import main
-from ddpbayes.ddp import RunOptions, calibrate, dependence_coefficients, dependence_profile, dpm_scale, idp_bounds
+from ddpbayes import RunSettings
+from ddpbayes.ddp import calibrate, dependence_coefficients, dependence_profile, dpm_scale, idp_bounds
 from ddpbayes.queries import parse_query
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -103,7 +104,7 @@ def test_rho_example1_sampling_with_ci():
     to 1 (D_j near 0 or 1 pins D_i there); the runs are reused across sigma."""
     model = ddpbayes.load_model(MODELS / "ddp_example1.py")
     for sigma in (1.0, 3.0):
-        c = dependence_coefficients(model, sigma, RunOptions(seed=0))
+        c = dependence_coefficients(model, sigma, RunSettings(seed=0))
         assert c.engine == "sampling"
         lower, upper = c.ci[0, 1]
         assert lower - 0.01 <= 0.5 <= upper + 0.01

@@ -114,12 +114,17 @@ def test_witness_reproduces_leakage_markov(markov4):
 
 def test_overflowing_query_values_are_not_reported_as_zero(contagious):
     """linear:1e308,1e308 on the contagious pair: the query is 0 or 2e308, which overflows to inf.
-    The true leakage 2e308/b is not representable: the answer must be inf (or a refusal with an
-    InputError) — never 0, which would pass any claim. (A NaN inside the engine must not turn
-    into 'no leakage'.)"""
-    try:
-        r = ddpbayes.audit(contagious(2), "linear:1e308,1e308", "laplace", "idp", scale=1.0, claim=1.0)
-    except ddpbayes.InputError:
-        return
-    assert r.leakage == math.inf
+    The true leakage 2e308/b is finite, not unbounded: inf would be a wrong answer, and 0 (a NaN
+    inside the engine turned into 'no leakage') would pass any claim. Weights whose query values
+    double precision cannot hold are an input that cannot be used: an InputError naming the
+    overflow, as for a noise scale too small for the query's span. An unbounded leakage (an
+    unbounded domain) is by contrast the answer inf with a reason
+    (test_cli.py::test_json_witness_inf_encoding_and_lists).
+
+    Just below the overflow the answer is exact: linear:1e300,1e300 puts the query at 0 or
+    2e300, two Laplace centres whose log-ratio is at most 2e300/b: leak = 2e300, and claim 1 fails."""
+    with pytest.raises(ddpbayes.InputError, match="overflow"):
+        ddpbayes.audit(contagious(2), "linear:1e308,1e308", "laplace", "idp", scale=1.0, claim=1.0)
+    r = ddpbayes.audit(contagious(2), "linear:1e300,1e300", "laplace", "idp", scale=1.0, claim=1.0)
+    assert r.leakage == pytest.approx(2e300, rel=1e-12)
     assert r.verdict == "fail"

@@ -10,8 +10,11 @@ the slow coverage tests (tests/test_sampling_slow.py) measure how often the boun
 Runs are cached on a model instance, so tests that share a fixture model and the same sampler
 settings share the MCMC runs; reproducibility checks load fresh instances.
 
-Default run: small draws (household: 500-1000 draws, Gaussian and example-1: 500). Heavier
-checks are in tests/test_sampling_slow.py, marked slow.
+Default run: small draws (household: 500-1000 draws, Gaussian and example-1: 500), each test a
+few seconds. The heavier end-to-end checks (4000 draws, dense quadrature, several fresh
+1000-draw runs) are marked slow here, next to a fast test that covers the same code path
+(named in the slow test's docstring); coverage frequencies are in tests/test_sampling_slow.py,
+also marked slow.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ from scipy import stats
 from scipy.special import logsumexp
 
 from ddpbayes import DependenceModel, InputError, Interval, audit, load_model
+from ddpbayes.auditing import judge
+from ddpbayes.engines.base import AdversaryLeakage
 from ddpbayes.cli.main import main
 from ddpbayes.model.condition import TUPLES, ImpossibleEvent, condition
 
@@ -94,6 +99,15 @@ def household_leak(n=3, b=1.0, target=0, known=(), **params) -> float:
 def contains(ci, truth, below=0.0, above=0.0) -> bool:
     lo, hi = ci
     return lo - below <= truth <= hi + above
+
+
+def judge_with_passing_diagnostics(r, claim: float) -> tuple[str | None, str | None]:
+    """`judge` on the estimate `r` as if its MCMC diagnostics had passed, so that only its bounds
+    and its `pass_blocked` reason decide. Fast runs (500 draws) do not reach ESS 400, so their
+    own verdict stops at the diagnostics; this reaches the branch a heavier run would."""
+    est = AdversaryLeakage(r.witness.adversary, r.leakage, r.witness, ci=r.ci,
+                           diagnostics={**r.diagnostics, "ok": True})
+    return judge(est, claim)
 
 
 def tuple_values(cond):
@@ -300,6 +314,22 @@ def test_example1_target_dj(example1):
     assert {round(r.witness.t, 9), round(r.witness.t_prime, 9)} == {1e-6, 1 - 1e-6}
 
 
+def test_example1_continuous_target_blocks_pass(example1):
+    """A continuous target is compared on a 5-point grid, so its upper bound cannot certify a
+    pass (the leakage between grid points is not bounded): the engine says so in
+    `pass_blocked` and `judge` turns a claim that the bounds alone would pass into
+    inconclusive, with that reason. Fast counterpart of test_continuous_target_grid_pass_is_sound
+    (slow; there a false claim on a model whose grid sees no leakage at all, with 1000 draws
+    that pass the diagnostics). Same runs as test_example1_target_di (cached on the fixture);
+    at 500 draws the diagnostics fail, so the branch is reached with `judge` directly."""
+    s = audit(example1, "sum", "laplace", "idp", scale=1, targets=[0], seed=0, claim=100.0, **FAST)
+    blocked = s.diagnostics["pass_blocked"]
+    assert blocked and "continuous" in blocked and "grid" in blocked
+    assert s.ci[1] <= 100.0  # leak 1.5: the bounds alone would pass the claim
+    assert s.verdict == "inconclusive"
+    assert judge_with_passing_diagnostics(s, 100.0) == ("inconclusive", blocked)
+
+
 # --- 4. Beta–Bernoulli closed form -----------------------------------------------------------
 
 
@@ -333,17 +363,42 @@ def test_beta_bernoulli_closed_form():
 # --- 5. home_occupancy (continuous, non-Gaussian) --------------------------------------------
 
 
+HOME_PAIR = dict(epsilon=1, targets=[0], seed=2, engine="sampling", draws=1000, tune=500, chains=2)
+
+
+@pytest.mark.slow
 def test_home_occupancy_pair_against_quadrature():
     """home_occupancy n = 2 at epsilon = 1 (b = (0.98 - 0.02) / 2): the sup by one-dimensional
     quadrature (home_pair_leak) is reached at the domain's endpoints; the engine's witness pair
     is those endpoints, its held-out estimate lies within 4 standard errors of the truth and its
-    interval contains it (coverage over 30 seeds: test_sampling_slow.py)."""
+    interval contains it (coverage over 30 seeds: test_sampling_slow.py). Slow: the quadrature
+    over a 25-point grid of (t, t') takes seconds. Fast counterpart:
+    test_home_occupancy_pair_tail_limit (the same run against the tail limit, which this test
+    shows is the sup)."""
     b = (0.98 - 0.02) / 2
     truth, t, tp = home_pair_leak(b)
     assert {t, tp} == {0.02, 0.98}
     assert truth == pytest.approx(home_tail_limit(2, b), abs=1e-6)  # here the sup is the tail limit
-    r = audit(load_model(HOME, {"n": 2}), "mean", "laplace", "idp", epsilon=1, targets=[0], seed=2, engine="sampling",
-              draws=1000, tune=500, chains=2)
+    r = audit(load_model(HOME, {"n": 2}), "mean", "laplace", "idp", **HOME_PAIR)
+    assert r.mechanism["scale"] == pytest.approx(b)
+    assert {r.witness.t, r.witness.t_prime} == {0.02, 0.98}
+    assert r.diagnostics["ok"]
+    held, se = r.diagnostics["held_out"], r.diagnostics["held_out_se"]
+    assert abs(held - truth) <= 4 * se, (held, se, truth)
+    assert contains(r.ci, truth), (r.ci, truth)
+
+
+def test_home_occupancy_pair_tail_limit():
+    """The same audit as test_home_occupancy_pair_against_quadrature (slow), against the y -> ±inf
+    limit of log L(y | 0.98) - log L(y | 0.02) by nested Gauss-Hermite (home_tail_limit,
+    1.93464 at b = 0.48, milliseconds). The slow test shows, by quadrature over t, t' and y, that
+    this limit is the sup for n = 2 (to 1e-6), so the checks are the same: witness pair at the
+    domain's ends, diagnostics pass, held-out estimate within 4 of its standard errors, interval
+    containing the truth."""
+    b = (0.98 - 0.02) / 2
+    truth = home_tail_limit(2, b)
+    assert truth == pytest.approx(1.93464, abs=1e-5)
+    r = audit(load_model(HOME, {"n": 2}), "mean", "laplace", "idp", **HOME_PAIR)
     assert r.mechanism["scale"] == pytest.approx(b)
     assert {r.witness.t, r.witness.t_prime} == {0.02, 0.98}
     assert r.diagnostics["ok"]
@@ -395,12 +450,15 @@ def _drop(d: dict, *keys) -> dict:
     return {k: v for k, v in d.items() if k not in keys}
 
 
+@pytest.mark.slow
 def test_verdicts_exit_codes_and_reproducibility(capsys):
     """1000 draws pass the diagnostics on household n = 3 (seed 0). The truth is 1.97056;
     claim 5 is far above any upper bound (the count's range is 3, so no estimate can exceed
     3 + a small margin) -> pass, exit 0; claim 0.5 is far below -> fail, exit 1. The same seed
     on fresh model loads (the API, then the CLI twice) gives the same JSON but for `seconds`
-    (and the claim-dependent fields between the two claims); another seed gives other numbers."""
+    (and the claim-dependent fields between the two claims); another seed gives other numbers.
+    Slow: four fresh 1000-draw audits. Fast counterpart: test_verdicts_and_cli_reproducibility
+    (pass, fail and inside-the-interval from one API run, the CLI once)."""
     kw = dict(scale=1, targets=[0], engine="sampling", seed=0, draws=1000, tune=1000)
     model = load_model(HOUSEHOLD, {"n": 3})
     api = audit(model, "count", "laplace", "idp", claim=5.0, **kw)
@@ -424,19 +482,43 @@ def test_verdicts_exit_codes_and_reproducibility(capsys):
     assert other.leakage != api.leakage and tuple(other.ci) != tuple(api.ci)
 
 
+def test_verdicts_and_cli_reproducibility(capsys):
+    """The verdict branches of an estimate with passing diagnostics, from one run (cached on the
+    model): household n = 3, 1000 draws, seed 0 (the settings of the slow
+    test_verdicts_exit_codes_and_reproducibility; 500 draws do not reach ESS 400). Truth 1.97056:
+    claim 5 lies above any upper bound (the count's range is 3) -> pass; claim 0.5 below any
+    lower bound -> fail; a claim between the bounds -> inconclusive. The CLI on a fresh load with
+    the same seed reproduces the API's JSON but for `seconds` and exits 1 on the failed claim."""
+    kw = dict(scale=1, targets=[0], engine="sampling", seed=0, draws=1000, tune=1000)
+    model = load_model(HOUSEHOLD, {"n": 3})
+    high = audit(model, "count", "laplace", "idp", claim=5.0, **kw)
+    assert high.diagnostics["ok"] is True and high.diagnostics["pass_blocked"] is None
+    assert contains(high.ci, household_leak(3)), high.ci
+    assert high.verdict == "pass" and "upper bound" in high.verdict_reason
+    mid = audit(model, "count", "laplace", "idp", claim=0.5 * (high.ci[0] + high.ci[1]), **kw)
+    assert mid.verdict == "inconclusive" and "inside the interval" in mid.verdict_reason
+    low = audit(model, "count", "laplace", "idp", claim=0.5, **kw)
+    assert low.verdict == "fail" and "lower bound" in low.verdict_reason
+    assert (low.leakage, low.ci) == (high.leakage, high.ci)  # the same runs
+
+    code, cli = _cli_household(0, 0.5, capsys)
+    assert code == 1 and cli["verdict"] == "fail"
+    assert _drop(cli, "seconds") == _drop(json.loads(json.dumps(low.to_json())), "seconds")
+
+
 # --- 8. posterior route ----------------------------------------------------------------------
 
 
-def test_posterior_route_matches_bayes(household3):
+def check_posterior_against_bayes(r) -> None:
     """method="posterior": the adversary samples p(x | y) and compares posterior odds of
     X_0 = t vs t' with the prior odds. By Bayes' rule, p(t | y) / p(t' | y) =
     [P(t) L(y | t)] / [P(t') L(y | t')], so log posterior odds - log prior odds =
     log L(y | t) - log L(y | t'). Both sides are computed here by enumeration at the engine's
     witness y and must agree to rounding. The engine's held-out estimate must lie within 4
     of its standard errors of that value (a correct SE fails this once in 16,000 seeds; the
-    frequency of its 90% interval is checked over 30 seeds in test_sampling_slow.py)."""
-    r = audit(household3, "count", "laplace", "idp", scale=1, targets=[0], seed=0, engine="sampling",
-              draws=1000, tune=1000, method="posterior")
+    frequency of its 90% interval is checked over 30 seeds in test_sampling_slow.py). The SE is
+    the engine's own, so the tolerance widens by itself with fewer draws (about 0.22 at 1000
+    draws, 0.35 at 500 on household n = 3)."""
     assert r.engine == "sampling" and r.diagnostics["method"] == "posterior"
     (y,), t, tp = r.witness.y, r.witness.t, r.witness.t_prime
     assert {t, tp} == {0.0, 1.0}
@@ -451,6 +533,30 @@ def test_posterior_route_matches_bayes(household3):
     held, se = r.diagnostics["held_out"], r.diagnostics["held_out_se"]
     assert abs(held - truth) <= 4 * se, (held, se, truth, y)
     assert r.ci == pytest.approx((max(0.0, held - 1.6448536269514722 * se), max(0.0, held) + 1.6448536269514722 * se))
+
+
+@pytest.mark.slow
+def test_posterior_route_matches_bayes(household3):
+    """check_posterior_against_bayes at 1000 draws. Slow: one prior and three posterior runs of
+    1000 draws. Fast counterpart: test_posterior_route_matches_bayes_fast (the same checks at 500
+    draws, whose tolerance is 4 of the engine's larger standard errors)."""
+    r = audit(household3, "count", "laplace", "idp", scale=1, targets=[0], seed=0, engine="sampling",
+              draws=1000, tune=1000, method="posterior")
+    check_posterior_against_bayes(r)
+
+
+def test_posterior_route_matches_bayes_fast(household3):
+    """check_posterior_against_bayes at 500 draws; and the posterior route can never earn a pass
+    (it bounds the ratio at the outputs it tried only): `pass_blocked` says so, and `judge` makes
+    a claim that its bounds clear inconclusive with that reason even with passing diagnostics
+    (the fast path of test_posterior_route_pass_is_sound_at_interior_peak, slow)."""
+    r = audit(household3, "count", "laplace", "idp", scale=1, targets=[0], seed=0, method="posterior", claim=10.0,
+              **FAST)
+    check_posterior_against_bayes(r)
+    blocked = r.diagnostics["pass_blocked"]
+    assert blocked and "likelihood route" in blocked
+    assert r.ci[1] <= 10.0 and r.verdict == "inconclusive"
+    assert judge_with_passing_diagnostics(r, 10.0) == ("inconclusive", blocked)
 
 
 def test_posterior_se_accounts_for_complementary_levels():
@@ -581,13 +687,14 @@ def test_condition_mvnormal_draws_match_schur():
     """MCMC draws under the event X_0 = 0.7 have the Schur-complement mean and covariance
     (tolerances: 5 Monte Carlo standard errors for the means, 0.15 absolute for the
     covariance entries whose sampling sd is about var * sqrt(2 / ESS) ~ 0.04)."""
-    from ddpbayes.engines.sampling.runs import Settings, sample_event
+    from ddpbayes.engines.sampling.runs import sample_event
+    from ddpbayes.settings import RunSettings
 
     mu = np.array([0.5, -1.0, 2.0])
     with pm.Model() as m:
         pm.MvNormal("x", mu=mu, cov=GAUSS_COV)
     model = DependenceModel(m, tuples="x", domains=Interval(-5, 5))
-    run = sample_event(model, {0: 0.7}, Settings(draws=1000, tune=500, chains=2, seed=0))
+    run = sample_event(model, {0: 0.7}, RunSettings(draws=1000, tune=500, chains=2, seed=0))
     assert np.all(run.x[..., 0] == 0.7)
     s_u0 = GAUSS_COV[1:, 0]
     c_mean = mu[1:] + s_u0 / GAUSS_COV[0, 0] * (0.7 - mu[0])  # (0.5, 2.0) + (0.6, -0.3) * 0.2
@@ -604,7 +711,8 @@ def test_condition_household_exact_and_sampled():
     = (.2 * .8 * .8 + .8 * .1 * .1) / (.2 * .8 + .8 * .1) = .136 / .24 = 0.56667.
     Exactly, from the conditioned model's log-density over its 8 free configurations
     (h, x1, x2), and from its Gibbs draws within 4 Monte Carlo standard errors."""
-    from ddpbayes.engines.sampling.runs import Settings, sample_event
+    from ddpbayes.engines.sampling.runs import sample_event
+    from ddpbayes.settings import RunSettings
 
     hand = (0.2 * 0.8 * 0.8 + 0.8 * 0.1 * 0.1) / (0.2 * 0.8 + 0.8 * 0.1)
     assert hand == pytest.approx(0.5666667, abs=1e-6)
@@ -622,7 +730,7 @@ def test_condition_household_exact_and_sampled():
     weights = np.array(weights) / sum(weights)
     assert float(weights @ np.array(x1)) == pytest.approx(hand, abs=1e-12)
 
-    run = sample_event(model, {0: 1.0}, Settings(draws=1000, tune=500, chains=2, seed=0))
+    run = sample_event(model, {0: 1.0}, RunSettings(draws=1000, tune=500, chains=2, seed=0))
     assert np.all(run.x[..., 0] == 1.0)
     draws = run.x[..., 1]
     mcse = float(np.ravel(az.mcse(draws))[0])
@@ -633,13 +741,14 @@ def test_condition_impossible_event():
     """D_j = 0 exactly needs D_i / 2 <= 0, i.e. D_i = 0, a null event of the open interval
     where D_i lives: no start is feasible -> ImpossibleEvent (an InputError). D_j = 1e-6 is
     possible (D_i in (0, 2e-6]) and its starting points satisfy it."""
-    from ddpbayes.engines.sampling.runs import Settings, sample_event
+    from ddpbayes.engines.sampling.runs import sample_event
+    from ddpbayes.settings import RunSettings
 
     model = load_model(EXAMPLE1)
     with pytest.raises(ImpossibleEvent):
         condition(model, {1: 0.0}).starting_points(2, seed=0)
     with pytest.raises(ImpossibleEvent):
-        sample_event(model, {1: 0.0}, Settings(draws=10, tune=10))
+        sample_event(model, {1: 0.0}, RunSettings(draws=10, tune=10))
     assert issubclass(ImpossibleEvent, InputError)
     cond = condition(model, {1: 1e-6})
     starts, confined = cond.starting_points(2, seed=0)
@@ -677,10 +786,11 @@ def test_condition_repinned_is_schur_conditional():
 def test_impossible_event_is_remembered(capsys):
     """An impossible event is tried once per model and settings: asking again raises the same
     ImpossibleEvent from the cache, with nothing more printed."""
-    from ddpbayes.engines.sampling.runs import Settings, sample_event
+    from ddpbayes.engines.sampling.runs import sample_event
+    from ddpbayes.settings import RunSettings
 
     model = load_model(EXAMPLE1)
-    settings = Settings(draws=10, tune=10, progress=True)
+    settings = RunSettings(draws=10, tune=10, progress=True)
     with pytest.raises(ImpossibleEvent) as first:
         sample_event(model, {1: 0.0}, settings)
     capsys.readouterr()
@@ -693,10 +803,11 @@ def test_impossible_event_is_remembered(capsys):
 def test_draws_do_not_depend_on_cores():
     """Chains run in forked processes when there are cores; each chain has its own seed, so
     one process and two give the same draws, bit for bit."""
-    from ddpbayes.engines.sampling.runs import Settings, sample_event
+    from ddpbayes.engines.sampling.runs import sample_event
+    from ddpbayes.settings import RunSettings
 
     runs = [sample_event(load_model(BETA_BERNOULLI, {"n": 3}), {0: 1.0},
-                         Settings(draws=200, tune=200, chains=2, seed=3, cores=cores)) for cores in (1, 2)]
+                         RunSettings(draws=200, tune=200, chains=2, seed=3, cores=cores)) for cores in (1, 2)]
     assert runs[0].x.shape == (2, 200, 3)
     np.testing.assert_array_equal(runs[0].x, runs[1].x)
     assert not np.array_equal(runs[0].x[0], runs[0].x[1])  # the chains differ
@@ -707,15 +818,16 @@ def test_slice_draws_do_not_depend_on_cores_or_earlier_runs():
     D_i in [0, 0.5] only), whose tuned width PyMC does not reset: every chain starts from the
     step's construction state, so one process and two, and a run drawn after another run on the
     same compiled step, give the same draws, bit for bit."""
-    from ddpbayes.engines.sampling.runs import Settings, sample_event
+    from ddpbayes.engines.sampling.runs import sample_event
+    from ddpbayes.settings import RunSettings
 
     kw = dict(draws=200, tune=200, chains=2, seed=3)
-    fresh = [sample_event(load_model(EXAMPLE1), {1: 0.25}, Settings(**kw, cores=cores)) for cores in (1, 2)]
+    fresh = [sample_event(load_model(EXAMPLE1), {1: 0.25}, RunSettings(**kw, cores=cores)) for cores in (1, 2)]
     assert fresh[0].sampler == "slice"
     np.testing.assert_array_equal(fresh[0].x, fresh[1].x)
     model = load_model(EXAMPLE1)
-    sample_event(model, {1: 0.75}, Settings(**kw))  # tunes the same Slice step first
-    np.testing.assert_array_equal(sample_event(model, {1: 0.25}, Settings(**kw)).x, fresh[0].x)
+    sample_event(model, {1: 0.75}, RunSettings(**kw))  # tunes the same Slice step first
+    np.testing.assert_array_equal(sample_event(model, {1: 0.25}, RunSettings(**kw)).x, fresh[0].x)
 
 
 # --- soundness of `pass`: regressions for bugs found by these tests (fixed in 4a52858) ---------
@@ -735,6 +847,10 @@ INTERIOR_P1 = [0.02, 0.02, 0.90, 0.02, 0.02, 0.02]
 INTERIOR_P0 = [0.02, 0.65, 0.02, 0.02, 0.02, 0.27]
 
 
+INTERIOR_TRUTH = 1.749051  # leak of interior_peak_model, sum, b = 1 (derived below)
+
+
+@pytest.mark.slow
 def test_posterior_route_pass_is_sound_at_interior_peak():
     """The posterior route tries three outputs only (the prior predictive's min - b, median and
     max + b) and its interval bounds the log-ratio at the chosen one, yet `audit` grants `pass`
@@ -744,13 +860,16 @@ def test_posterior_route_pass_is_sound_at_interior_peak():
     y in {0..6, ±inf}: |log-ratio| = 1.565 (y <= 0), 1.497 (y = 1), 0.239, 1.749 (y = 3), 0.811,
     0.619, 0.358 (y >= 6): leak = 1.749. The prior count's median is 1 (P(q <= 1) = .8 * .67 +
     .2 * .02 = 0.54), so the outputs tried are -1, 1 and 7, where the ratio is at most 1.565.
-    A claim of 1.7 is false (1.749 > 1.7) and must not pass; the likelihood route fails it."""
+    A claim of 1.7 is false (1.749 > 1.7) and must not pass; the likelihood route fails it.
+    Slow: 4000 draws per run (the posterior route needs them to pass its diagnostics). Fast
+    counterparts: test_likelihood_route_finds_interior_peak (the likelihood half at 1000 draws)
+    and test_posterior_route_matches_bayes_fast (the posterior route's blocked pass)."""
     q1, q0 = 1.0 + np.arange(6), 0.0 + np.arange(6)
     w1, w0 = np.array(INTERIOR_P1), np.array(INTERIOR_P0)
     ys = [float(v) for v in range(7)] + [math.inf, -math.inf]
     ratios = {y: abs(log_mixture(y, q1, w1, 1.0) - log_mixture(y, q0, w0, 1.0)) for y in ys}
     truth = max(ratios.values())
-    assert truth == pytest.approx(ratios[3.0]) and truth == pytest.approx(1.749051, abs=1e-6)
+    assert truth == pytest.approx(ratios[3.0]) and truth == pytest.approx(INTERIOR_TRUTH, abs=1e-6)
     assert max(ratios[-math.inf], ratios[1.0], ratios[math.inf]) == pytest.approx(1.5648, abs=1e-4)
 
     kw = dict(scale=1, targets=[0], engine="sampling", seed=0, draws=4000, tune=1000, claim=1.7)
@@ -762,6 +881,26 @@ def test_posterior_route_pass_is_sound_at_interior_peak():
         assert post.verdict_reason == post.diagnostics["pass_blocked"]
 
 
+def test_likelihood_route_finds_interior_peak():
+    """The likelihood route on interior_peak_model at 1000 draws (diagnostics pass, seed 0): the
+    sup over y is at the interior output y = 3 (t = 1 vs t' = 0), 1.749 (enumeration in
+    test_posterior_route_pass_is_sound_at_interior_peak; every other breakpoint and the limits
+    give at most 1.565), so the witness is that output, the interval contains the truth and the
+    false claim 1.7 does not pass."""
+    ys = [float(v) for v in range(7)] + [math.inf, -math.inf]
+    q1, q0, w1, w0 = 1.0 + np.arange(6), 0.0 + np.arange(6), np.array(INTERIOR_P1), np.array(INTERIOR_P0)
+    ratios = {y: log_mixture(y, q1, w1, 1.0) - log_mixture(y, q0, w0, 1.0) for y in ys}
+    assert max(ratios, key=lambda y: abs(ratios[y])) == 3.0
+    assert ratios[3.0] == pytest.approx(INTERIOR_TRUTH, abs=1e-6)
+    r = audit(interior_peak_model(), "sum", "laplace", "idp", scale=1, targets=[0], engine="sampling", seed=0,
+              draws=1000, tune=1000, claim=1.7)
+    assert r.diagnostics["ok"] and r.diagnostics["pass_blocked"] is None
+    assert r.witness.y == (3.0,) and (r.witness.t, r.witness.t_prime) == (1.0, 0.0)
+    assert contains(r.ci, INTERIOR_TRUTH), r.ci
+    assert r.verdict != "pass"
+
+
+@pytest.mark.slow
 def test_continuous_target_grid_pass_is_sound():
     """The likelihood route compares a 5-point grid of a continuous target's domain (endpoints
     included) and grants `pass` from it, although between grid points the leakage can be larger.
@@ -770,7 +909,8 @@ def test_continuous_target_grid_pass_is_sound():
     leak = (max f - min f)/b = 0.9 (f(1/8) = 0.9, f(3/8) = 0). On the grid {0, 1/4, 1/2, 3/4, 1}
     f is 0.45 everywhere: the grid sees no leakage at all. A claim of 0.5 is false and must not
     pass (the engine refuses a pass when x_K values were sampled; the target grid is the same
-    kind of finite sample of a continuum)."""
+    kind of finite sample of a continuum). Slow: five 1000-draw runs on a model that needs them to
+    pass its diagnostics. Fast counterpart: test_example1_continuous_target_blocks_pass."""
     f = lambda t: 0.45 * (1 + np.sin(4 * np.pi * t))  # noqa: E731
     grid = np.linspace(0, 1, 2001)
     assert f(grid).max() - f(grid).min() == pytest.approx(0.9, abs=1e-6)

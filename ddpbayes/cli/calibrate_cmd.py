@@ -6,9 +6,8 @@ import json
 
 from typing import TYPE_CHECKING
 
-from ddpbayes.cli.args import add_model
+from ddpbayes.cli.args import add_model, add_output, add_run_settings, run_settings
 from ddpbayes.cli.audit_cmd import EXIT_CODES
-from ddpbayes.cli.rho_cmd import add_engine_options, run_options
 from ddpbayes.cli.text import fmt
 from ddpbayes.vocabulary import CALIBRATION_METHODS, NOTIONS
 
@@ -33,7 +32,8 @@ def register(sub) -> None:
     p.add_argument("--epsilon", type=float, required=True, help="the privacy level to meet")
     p.add_argument("--method", choices=CALIBRATION_METHODS, default="exact",
                    help="the recipe whose scale is reported (default exact)")
-    add_engine_options(p)
+    add_run_settings(p)
+    add_output(p)
     p.set_defaults(run=run)
 
 
@@ -41,9 +41,10 @@ def run(args) -> int:
     from ddpbayes.ddp import calibrate
     from ddpbayes.model.loading import load_model, parse_params
 
-    model = load_model(args.model, parse_params(args.param), max_states=args.max_states)
+    settings = run_settings(args)
+    model = load_model(args.model, parse_params(args.param), max_states=settings.max_states)
     c = calibrate(model, args.query, args.notion, args.epsilon, method=args.method, mechanism=args.mechanism,
-                  options=run_options(args))
+                  settings=settings)
     print(json.dumps(c.to_json(), indent=2) if args.format == "json" else calibrate_text(c, args.model))
     return EXIT_CODES.get(c.audit.verdict, 0)
 

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import json
-import sys
 
 from typing import TYPE_CHECKING
 
-from ddpbayes.cli.args import add_model
+from ddpbayes.cli.args import add_model, add_output, add_run_settings, run_settings
 from ddpbayes.cli.text import INTERVAL, fmt
-from ddpbayes.vocabulary import ENGINES
 
 if TYPE_CHECKING:
-    from ddpbayes.ddp import Coefficients, RunOptions
+    from ddpbayes.ddp import Coefficients
 
 
 def register(sub) -> None:
@@ -24,35 +22,18 @@ def register(sub) -> None:
     )
     add_model(p)
     p.add_argument("--scale", type=float, required=True, help="Laplace scale sigma (rho depends on it)")
-    add_engine_options(p)
+    add_run_settings(p)
+    add_output(p)
     p.set_defaults(run=run)
-
-
-def add_engine_options(p) -> None:
-    """--engine, the sampling settings, --format, --seed, --debug (shared with `calibrate`)."""
-    p.add_argument("--engine", choices=("auto", *ENGINES), default="auto")
-    p.add_argument("--max-states", type=int, default=None, help="refuse a joint state space larger than this")
-    p.add_argument("--draws", type=int, default=None, help="sampling: draws per chain (default 1000)")
-    p.add_argument("--tune", type=int, default=None, help="sampling: tuning steps per chain (default 1000)")
-    p.add_argument("--chains", type=int, default=None, help="sampling: chains per conditioning event (default 2)")
-    p.add_argument("--format", choices=("text", "json"), default="text")
-    p.add_argument("--seed", type=int, default=None, help="seed for every random step (same seed on the same installation: same JSON; README, Reproducibility)")
-    p.add_argument("--debug", action="store_true", help="show tracebacks")
-
-
-def run_options(args) -> RunOptions:
-    from ddpbayes.ddp import RunOptions
-
-    return RunOptions(engine=args.engine, seed=args.seed, draws=args.draws, tune=args.tune, chains=args.chains,
-                      max_states=args.max_states, progress=args.format == "text" or sys.stderr.isatty())
 
 
 def run(args) -> int:
     from ddpbayes.ddp import dependence_coefficients
     from ddpbayes.model.loading import load_model, parse_params
 
-    model = load_model(args.model, parse_params(args.param), max_states=args.max_states)
-    c = dependence_coefficients(model, args.scale, run_options(args))
+    settings = run_settings(args)
+    model = load_model(args.model, parse_params(args.param), max_states=settings.max_states)
+    c = dependence_coefficients(model, args.scale, settings)
     print(json.dumps(c.to_json(), indent=2) if args.format == "json" else rho_text(c))
     return 0
 

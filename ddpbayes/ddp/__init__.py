@@ -5,7 +5,6 @@ from ddpbayes.ddp.calibration import METHODS, Calibration, MethodRow, calibrate,
 from ddpbayes.ddp.coefficients import Coefficients, dependence_coefficients
 from ddpbayes.ddp.dpm import DPMScale, dp_scale, dpm_scale, group_scale
 from ddpbayes.ddp.idp_bounds import DependenceProfile, IdpBounds, dependence_profile, idp_bounds
-from ddpbayes.ddp.options import RunOptions
 
 __all__ = [
     "METHODS",
@@ -15,7 +14,6 @@ __all__ = [
     "DependenceProfile",
     "IdpBounds",
     "MethodRow",
-    "RunOptions",
     "calibrate",
     "dependence_coefficients",
     "dependence_profile",

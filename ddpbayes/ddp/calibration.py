@@ -38,7 +38,7 @@ from ddpbayes.auditing import AuditResult, _leak, audit
 from ddpbayes.ddp.coefficients import dependence_engine
 from ddpbayes.ddp.dpm import DPMScale, dp_scale, dpm_scale, group_scale
 from ddpbayes.ddp.idp_bounds import IdpBounds, dependence_profile, idp_bounds
-from ddpbayes.ddp.options import RunOptions
+from ddpbayes.settings import RunSettings
 from ddpbayes.errors import InputError
 from ddpbayes.mechanisms import Laplace
 from ddpbayes.model import DependenceModel
@@ -134,10 +134,10 @@ def calibrate(
     *,
     method: str = "exact",
     mechanism: str = "laplace",
-    options: RunOptions | None = None,
+    settings: RunSettings | None = None,
 ) -> Calibration:
     """The Laplace scale each method prescribes for `epsilon`, audited under every notion."""
-    options = options or RunOptions()
+    settings = settings or RunSettings()
     check_notion(notion)
     if method not in METHODS:
         raise InputError(f"unknown method '{method}' (use {', '.join(METHODS)})")
@@ -147,18 +147,18 @@ def calibrate(
         raise InputError(f"epsilon must be a positive finite number, got {epsilon}")
     query = parse_query(query) if isinstance(query, str) else query
     query.check(model.domains)
-    engine, dep = dependence_engine(model, options)
+    engine, dep = dependence_engine(model, settings)
     dependence_size = max(len(s) for s in dep) + 1
-    exact, notes = exact_scale(model, query, notion, epsilon, options)
-    dpm = dpm_scale(model, query, epsilon, options)
+    exact, notes = exact_scale(model, query, notion, epsilon, settings)
+    dpm = dpm_scale(model, query, epsilon, settings)
     scales = {
         "exact": exact,
         "dpm": dpm.scale,
         "group": group_scale(model, query, epsilon, dependence_size),
         "dp": dp_scale(model, query, epsilon),
     }
-    profile = dependence_profile(model, options)
-    rows = [_row(model, query, m, scales[m], epsilon, options, profile) for m in METHODS]
+    profile = dependence_profile(model, settings)
+    rows = [_row(model, query, m, scales[m], epsilon, settings, profile) for m in METHODS]
     chosen = rows[METHODS.index(method)]
     final = chosen.audits.get(notion)
     if final is None:
@@ -169,14 +169,14 @@ def calibrate(
 
 
 def exact_scale(
-    model: DependenceModel, query: Query, notion: str, epsilon: float, options: RunOptions | None = None
+    model: DependenceModel, query: Query, notion: str, epsilon: float, settings: RunSettings | None = None
 ) -> tuple[float, list[str]]:
     """The smallest Laplace scale whose leakage under `notion` (an estimate's upper bound) is at
     most `epsilon`, with notes (module docstring)."""
-    options = options or RunOptions()
+    settings = settings or RunSettings()
 
     def level(b: float) -> float:
-        r = audit(model, query, Laplace(b), notion, **options.audit_kwargs())
+        r = audit(model, query, Laplace(b), notion, settings=settings)
         if math.isinf(r.leakage):
             raise InputError(f"no Laplace scale bounds the {notion} leakage: {r.reason or 'it is infinite'}")
         return r.leakage if r.ci is None else max(r.leakage, r.ci[1])
@@ -221,11 +221,11 @@ def _bracket(level: Callable[[float], float], epsilon: float, start: float) -> t
     return None, hi
 
 
-def _row(model, query, method, scale, epsilon, options, profile) -> MethodRow:
+def _row(model, query, method, scale, epsilon, settings, profile) -> MethodRow:
     audits, errors = {}, {}
     for notion in NOTIONS:
         try:
-            audits[notion] = audit(model, query, Laplace(scale), notion, claim=epsilon, **options.audit_kwargs())
+            audits[notion] = audit(model, query, Laplace(scale), notion, claim=epsilon, settings=settings)
         except InputError as exc:  # e.g. a sampling pdp lattice too large to estimate
             errors[notion] = str(exc)
     return MethodRow(method, scale, audits, errors, idp_bounds(model, query, scale, profile))

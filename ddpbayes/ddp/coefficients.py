@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ddpbayes.ddp.options import RunOptions
+from ddpbayes.settings import RunSettings
 from ddpbayes.engines import Engine, select_engine
 from ddpbayes.errors import InputError
 from ddpbayes.mechanisms import Laplace
@@ -71,21 +71,21 @@ def unit_query(j: int, n: int) -> Linear:
     return Linear("linear", coefficients=tuple(1.0 if k == j else 0.0 for k in range(n)))
 
 
-def dependence_problem(model: DependenceModel, options: RunOptions) -> Problem:
+def dependence_problem(model: DependenceModel, settings: RunSettings) -> Problem:
     """The problem the dependence structure is read from: D_0 released with Laplace(1)."""
-    return Problem(model, unit_query(0, model.n), Laplace(1.0), options=options.problem_options())
+    return Problem(model, unit_query(0, model.n), Laplace(1.0), settings=settings)
 
 
-def dependence_engine(model: DependenceModel, options: RunOptions) -> tuple[Engine, list[frozenset[int]]]:
+def dependence_engine(model: DependenceModel, settings: RunSettings) -> tuple[Engine, list[frozenset[int]]]:
     """The engine that fits `model` for a linear query with Laplace noise, and N(i) from it."""
-    problem = dependence_problem(model, options)
-    engine = select_engine(problem, options.engine)
+    problem = dependence_problem(model, settings)
+    engine = select_engine(problem, settings.engine)
     return engine, engine.dependence_sets(problem)
 
 
-def dependence_coefficients(model: DependenceModel, scale: float, options: RunOptions | None = None) -> Coefficients:
+def dependence_coefficients(model: DependenceModel, scale: float, settings: RunSettings | None = None) -> Coefficients:
     """rho_ij at Laplace scale `scale` for every pair of tuples (module docstring)."""
-    options = options or RunOptions()
+    settings = settings or RunSettings()
     mech = Laplace(scale)
     unbounded = [name for name, d in zip(model.names, model.domains) if not math.isfinite(d.width)]
     if unbounded:
@@ -93,7 +93,7 @@ def dependence_coefficients(model: DependenceModel, scale: float, options: RunOp
             f"dependence coefficients need bounded domains (dD_j is the domain's width); tuple {unbounded[0]} "
             "is unbounded: give the model domains=Interval(lo, hi)"
         )
-    engine, dep = dependence_engine(model, options)
+    engine, dep = dependence_engine(model, settings)
     n = model.n
     rho = np.eye(n)
     ci = None
@@ -104,7 +104,7 @@ def dependence_coefficients(model: DependenceModel, scale: float, options: RunOp
         if not sources or width == 0:
             continue
         advs = tuple(Adversary(i) for i in sources)
-        problem = Problem(model, unit_query(j, n), mech, advs, options.problem_options())
+        problem = Problem(model, unit_query(j, n), mech, advs, settings)
         for r in engine.leakage(problem):
             i = r.adversary.target
             rho[i, j] = r.value * scale / width

@@ -32,7 +32,7 @@ import numpy as np
 from scipy.optimize import brentq
 
 from ddpbayes.ddp.coefficients import Coefficients, dependence_coefficients
-from ddpbayes.ddp.options import RunOptions
+from ddpbayes.settings import RunSettings
 from ddpbayes.errors import InputError
 from ddpbayes.model import DependenceModel
 from ddpbayes.queries import Query
@@ -79,15 +79,15 @@ def group_scale(model: DependenceModel, query: Query, epsilon: float, dependence
     return dependence_size * dp_scale(model, query, epsilon)
 
 
-def dpm_scale(model: DependenceModel, query: Query, epsilon: float, options: RunOptions | None = None) -> DPMScale:
+def dpm_scale(model: DependenceModel, query: Query, epsilon: float, settings: RunSettings | None = None) -> DPMScale:
     """The fixed point sigma = DS_Q(sigma) / eps (module docstring)."""
-    options = options or RunOptions()
+    settings = settings or RunSettings()
     dq = sensitivities(model, query)
     cache: dict[float, Coefficients] = {}
 
     def coefficients(sigma: float) -> Coefficients:
         if sigma not in cache:
-            cache[sigma] = dependence_coefficients(model, sigma, options)
+            cache[sigma] = dependence_coefficients(model, sigma, settings)
         return cache[sigma]
 
     def excess(sigma: float) -> float:

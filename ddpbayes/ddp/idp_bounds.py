@@ -25,7 +25,7 @@ import math
 from dataclasses import dataclass
 
 from ddpbayes.ddp.coefficients import dependence_engine, dependence_problem
-from ddpbayes.ddp.options import RunOptions
+from ddpbayes.settings import RunSettings
 from ddpbayes.engines import DependenceProfile
 from ddpbayes.model import DependenceModel
 from ddpbayes.queries import Query
@@ -56,18 +56,18 @@ class IdpBounds:
         }
 
 
-def dependence_profile(model: DependenceModel, options: RunOptions | None = None) -> DependenceProfile:
+def dependence_profile(model: DependenceModel, settings: RunSettings | None = None) -> DependenceProfile:
     """k (with the joint-independence check where the engine has the joint) and eta (module docstring)."""
-    engine, dep = dependence_engine(model, options or RunOptions())
-    return engine.dependence_profile(dependence_problem(model, options or RunOptions()), dep)
+    engine, dep = dependence_engine(model, settings or RunSettings())
+    return engine.dependence_profile(dependence_problem(model, settings or RunSettings()), dep)
 
 
 def idp_bounds(
     model: DependenceModel, query: Query, scale: float, profile: DependenceProfile | None = None,
-    options: RunOptions | None = None,
+    settings: RunSettings | None = None,
 ) -> IdpBounds:
     """Prop. 3 and Thm. 4 for `query` released with Laplace(scale) on `model`."""
-    profile = profile or dependence_profile(model, options)
+    profile = profile or dependence_profile(model, settings)
     dp_eps = float(query.global_sensitivity(model.domains)) / scale
     eps, k = profile.k * dp_eps, profile.k
     thm4 = b = None

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ddpbayes.ddp import RunOptions, dp_scale, dpm_scale, exact_scale, group_scale
+from ddpbayes.ddp import dp_scale, dpm_scale, exact_scale, group_scale
 from ddpbayes.errors import InputError
 from ddpbayes.problem import Problem
 from ddpbayes.reports.spec import Spec
@@ -29,17 +29,16 @@ def calibrated_scales(
     if problem.mechanism.kind != "laplace":
         return {}, [f"no calibration: calibrate sets Laplace scales, and the mechanism is {problem.mechanism.kind}"]
     model, query = problem.model, problem.query
-    options = RunOptions(engine=spec.engine, seed=spec.seed, draws=spec.draws, tune=spec.tune, chains=spec.chains,
-                         progress=bool(problem.options.get("progress")))
+    settings = problem.settings
     scales: dict[str, float] = {}
     notes = [f"calibrated to epsilon = {epsilon:g}" + (" (the claim)" if spec.claim is not None else "")
              + ", over every target"]
     steps: list[tuple[str, Callable[[], float]]] = [
-        (f"exact ({n})", lambda n=n: exact_scale(model, query, n, epsilon, options)[0])
+        (f"exact ({n})", lambda n=n: exact_scale(model, query, n, epsilon, settings)[0])
         for n in spec.notions if n != "dp"
     ]
     steps += [
-        ("dpm", lambda: dpm_scale(model, query, epsilon, options).scale),
+        ("dpm", lambda: dpm_scale(model, query, epsilon, settings).scale),
         ("group", lambda: group_scale(model, query, epsilon, max(len(s) for s in dependence_sets) + 1)),
         ("dp", lambda: dp_scale(model, query, epsilon)),
     ]

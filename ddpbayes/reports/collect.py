@@ -54,18 +54,15 @@ class Collected:
 
 
 def problem_of(spec: Spec, model: DependenceModel, progress: bool) -> Problem:
-    """The Problem `audit` builds for this spec (same query, mechanism and sampling options)."""
+    """The Problem `audit` builds for this spec (same query, mechanism and settings)."""
     query = parse_query(spec.query)
     mechanism = make_mechanism(spec.kind, query, model.domains, scale=spec.scale, epsilon=spec.epsilon)
-    options = {"seed": spec.seed, "draws": spec.draws, "tune": spec.tune, "chains": spec.chains,
-               "progress": progress, "method": "likelihood"}
-    return Problem(model, query, mechanism, options=options)
+    return Problem(model, query, mechanism, settings=spec.settings(progress))
 
 
 def collect(spec: Spec, model: DependenceModel, say: Progress) -> Collected:
     def run(notion: str, **overrides) -> AuditResult:
-        return audit(model, spec.query, spec.kind, notion, progress=say.enabled,
-                     **{**spec.audit_kwargs(notion), **overrides})
+        return audit(model, spec.query, spec.kind, notion, **{**spec.audit_kwargs(notion, say.enabled), **overrides})
 
     results = {}
     for k, notion in enumerate(spec.notions):

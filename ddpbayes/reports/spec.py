@@ -36,7 +36,7 @@ from ddpbayes.errors import InputError
 from ddpbayes.mechanisms import MECHANISMS
 from ddpbayes.vocabulary import ENGINES, NOTIONS
 from ddpbayes.queries import Identity, parse_query
-from ddpbayes.settings import MIN_DRAWS, SEED_LIMIT
+from ddpbayes.settings import MIN_DRAWS, SEED_LIMIT, RunSettings
 from ddpbayes.symbolic.parse import parse_matrix
 
 _TYPES = {bool: "true or false", int: "an integer", float: "a number", str: "a string", dict: "a table", list: "a list"}
@@ -92,7 +92,12 @@ class Spec:
     title: str | None = None
     description: str | None = None
 
-    def audit_kwargs(self, notion: str) -> dict:
+    def settings(self, progress: bool = False) -> RunSettings:
+        """How the spec's audits run."""
+        return RunSettings.of(engine=self.engine, seed=self.seed, draws=self.draws, tune=self.tune, chains=self.chains,
+                              progress=progress)
+
+    def audit_kwargs(self, notion: str, progress: bool = False) -> dict:
         """Keyword arguments of `audit` for one notion (the known set is pdp's only)."""
         return {
             "scale": self.scale,
@@ -100,11 +105,7 @@ class Spec:
             "claim": self.claim,
             "targets": None if self.target is None else list(self.target),
             "known": None if self.known is None or notion != "pdp" else list(self.known),
-            "engine": self.engine,
-            "seed": self.seed,
-            "draws": self.draws,
-            "tune": self.tune,
-            "chains": self.chains,
+            "settings": self.settings(progress),
         }
 
     def to_json(self) -> dict:

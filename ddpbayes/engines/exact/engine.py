@@ -18,11 +18,10 @@ from scipy import special
 
 from ddpbayes.engines.base import AdversaryLeakage, DependenceProfile, Engine, Witness
 from ddpbayes.engines.curves import Curve, check_drawable, mixture_curve
-from ddpbayes.engines.exact.joint import DEFAULT_MAX_STATES, JointTable, joint_table, unsupported_reason
+from ddpbayes.engines.exact.joint import JointTable, joint_table, unsupported_reason
 from ddpbayes.engines.exact.profile import dependence_profile
 from ddpbayes.errors import InputError
 from ddpbayes.limits import check_states
-from ddpbayes.model import DependenceModel
 from ddpbayes.problem import Adversary, Problem
 
 _CHUNK = 1 << 22  # elements of the (groups, t, rows, outputs) array evaluated at once
@@ -35,9 +34,9 @@ class ExactEngine(Engine):
         return unsupported_reason(problem.model)
 
     def leakage(self, problem: Problem) -> list[AdversaryLeakage]:
-        table = self._table(problem.model, problem.options)
-        outputs = _Outputs(problem, table, problem.options.get("max_states", DEFAULT_MAX_STATES))
-        return [_adversary_leakage(adv, table, outputs, problem.options) for adv in problem.adversaries]
+        table = self._table(problem)
+        outputs = _Outputs(problem, table)
+        return [_adversary_leakage(adv, table, outputs, problem.settings.max_states) for adv in problem.adversaries]
 
     def seconds_per_adversary(self, problem: Problem) -> float | None:
         """About 1 ms plus 0.5 us per enumerated configuration (measured: household n = 20,
@@ -46,7 +45,7 @@ class ExactEngine(Engine):
         return 1e-3 + 5e-7 * configurations
 
     def notes(self, problem: Problem) -> list[str]:
-        mass = self._table(problem.model, problem.options).mass
+        mass = self._table(problem).mass
         if mass < 1 - 1e-9:
             return [f"the enumerated domains cover {mass:.6g} of the prior mass: leakage is for the model conditioned "
                     "on them"]
@@ -54,7 +53,7 @@ class ExactEngine(Engine):
 
     def witness_curve(self, problem: Problem, notion: str, witness: Witness | None) -> Curve:
         check_drawable(problem, witness)
-        table = self._table(problem.model, problem.options)
+        table = self._table(problem)
 
         def mixture(problem: Problem, witness: Witness, t: float) -> tuple[np.ndarray, np.ndarray]:
             rows = table.x[:, witness.adversary.target] == t
@@ -66,11 +65,11 @@ class ExactEngine(Engine):
         return mixture_curve(problem, notion, witness, mixture, "exact: enumerated joint", every_break=True)
 
     def dependence_profile(self, problem: Problem, dependence_sets: list[frozenset[int]]) -> DependenceProfile:
-        return dependence_profile(self._table(problem.model, problem.options), problem.model.names, dependence_sets)
+        return dependence_profile(self._table(problem), problem.model.names, dependence_sets)
 
     def dependence_sets(self, problem: Problem) -> list[frozenset[int]]:
         model = problem.model
-        table = self._table(model, problem.options)
+        table = self._table(problem)
         p = np.exp(table.logp)
         sets = []
         for i in range(model.n):
@@ -88,14 +87,14 @@ class ExactEngine(Engine):
         return sets
 
     @staticmethod
-    def _table(model: DependenceModel, options: dict) -> JointTable:
-        return joint_table(model, options.get("max_states", DEFAULT_MAX_STATES))
+    def _table(problem: Problem) -> JointTable:
+        return joint_table(problem.model, problem.settings.max_states)
 
 
 class _Outputs:
     """Query outputs of every state and each coordinate's kernel on its sup-attaining grid."""
 
-    def __init__(self, problem: Problem, table: JointTable, limit: int):
+    def __init__(self, problem: Problem, table: JointTable):
         with np.errstate(over="ignore", invalid="ignore"):
             q = problem.query.values(table.x)
         if not np.all(np.isfinite(q)):
@@ -104,7 +103,8 @@ class _Outputs:
         for c in range(q.shape[1]):
             levels, inverse = np.unique(q[:, c], return_inverse=True)
             size = problem.mechanism.grid_size(len(levels)) * len(levels)
-            check_states(size, f"the mechanism's kernel ({len(levels):,} query values)", "cells", limit)
+            check_states(size, f"the mechanism's kernel ({len(levels):,} query values)", "cells",
+                         problem.settings.max_states)
             grid, logk = problem.mechanism.log_kernel(levels)
             self.levels.append(levels)
             self.level_of.append(inverse)
@@ -130,7 +130,7 @@ def _dense_ids(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return uniq, inverse.reshape(-1)
 
 
-def _adversary_leakage(adv: Adversary, table: JointTable, out: _Outputs, options: dict) -> AdversaryLeakage:
+def _adversary_leakage(adv: Adversary, table: JointTable, out: _Outputs, limit: int) -> AdversaryLeakage:
     group = table.ids(sorted(adv.known))
     n_groups = int(group.max()) + 1
 
@@ -145,7 +145,7 @@ def _adversary_leakage(adv: Adversary, table: JointTable, out: _Outputs, options
         row_levels[row, a] = out.level_of[c]
 
     grid_points = list(itertools.product(*[range(len(out.grid[c])) for c in active]))
-    check_states(n_rows * len(grid_points), f"the output grid for {adv}", "cells", options.get("max_states", DEFAULT_MAX_STATES))
+    check_states(n_rows * len(grid_points), f"the output grid for {adv}", "cells", limit)
     log_k = np.zeros((n_rows, len(grid_points)))
     for a, c in enumerate(active):
         g_idx = np.asarray([gp[a] for gp in grid_points], dtype=np.int64)

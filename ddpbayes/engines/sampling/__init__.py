@@ -22,18 +22,18 @@ from ddpbayes.engines.base import AdversaryLeakage, Engine, Witness
 from ddpbayes.engines.curves import Curve, check_drawable, mixture_curve
 from ddpbayes.engines.sampling.estimate import Draws, estimate
 from ddpbayes.engines.sampling.posterior import posterior_leakage
-from ddpbayes.engines.sampling.runs import Settings, sample_event, summarise
+from ddpbayes.engines.sampling.runs import sample_event, summarise
 from ddpbayes.errors import InputError
 from ddpbayes.mechanisms import Laplace
 from ddpbayes.model import DependenceModel, Finite
 from ddpbayes.model.condition import ImpossibleEvent
 from ddpbayes.problem import Adversary, Problem
+from ddpbayes.settings import RunSettings
 from ddpbayes.queries import Linear
 
 GRID_POINTS = 5  # target values on a continuous domain, endpoints included
 MAX_KNOWN_COMBINATIONS = 16  # discrete x_K enumerated up to this; beyond, prior draws
 KNOWN_DRAWS = 4
-MAX_RUNS = 200
 _INWARD = (0.0, 1e-6, 1e-4, 1e-2)  # an endpoint of zero density is approached from inside
 
 
@@ -49,12 +49,13 @@ class SamplingEngine(Engine):
         return None
 
     def leakage(self, problem: Problem) -> list[AdversaryLeakage]:
-        settings = Settings.from_options(problem.options)
+        settings = problem.settings
         plans = [(adv, _known_values(problem.model, adv, settings)) for adv in problem.adversaries]
         runs = sum(len(kv) * _grid_size(problem.model, adv.target) for adv, kv in plans)
-        if runs > problem.options.get("max_runs", MAX_RUNS):
-            raise InputError(f"this needs about {runs} MCMC runs (over {MAX_RUNS}); restrict --target or --known")
-        if problem.options.get("method", "likelihood") == "posterior":
+        if runs > settings.max_runs:
+            raise InputError(f"this needs about {runs} MCMC runs (over {settings.max_runs}); restrict --target or "
+                             "--known, or raise --max-runs")
+        if settings.method == "posterior":
             return [posterior_leakage(problem, adv, known_sets, settings) for adv, known_sets in plans]
         return [_adversary(problem, adv, known_sets, settings) for adv, known_sets in plans]
 
@@ -79,7 +80,7 @@ class SamplingEngine(Engine):
 def _query_draws(problem: Problem, witness: Witness, t: float) -> np.ndarray:
     """The query's draws (chains, draws) given X_i = t and the witness's x_K (a cached run)."""
     event = {**(witness.known_values or {}), witness.adversary.target: t}
-    run = sample_event(problem.model, event, Settings.from_options(problem.options))
+    run = sample_event(problem.model, event, problem.settings)
     return run.x @ problem.query.weights(problem.model.n)
 
 
@@ -116,7 +117,7 @@ def _target_values(model: DependenceModel, i: int) -> list[tuple[float, ...]]:
     return out
 
 
-def _known_values(model: DependenceModel, adv: Adversary, settings: Settings) -> list[dict[int, float]]:
+def _known_values(model: DependenceModel, adv: Adversary, settings: RunSettings) -> list[dict[int, float]]:
     known = sorted(adv.known)
     if not known:
         return [{}]
@@ -132,7 +133,7 @@ def _slot_expr(model: DependenceModel, k: int):
     return s.rv if s.index is None else s.rv[s.index]
 
 
-def _adversary(problem: Problem, adv: Adversary, known_sets, settings: Settings) -> AdversaryLeakage:
+def _adversary(problem: Problem, adv: Adversary, known_sets, settings: RunSettings) -> AdversaryLeakage:
     model, w = problem.model, problem.query.weights(problem.model.n)
     groups, runs = [], []
     for known in known_sets:

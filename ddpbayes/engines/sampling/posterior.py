@@ -21,14 +21,15 @@ import pytensor
 
 from ddpbayes.engines.base import AdversaryLeakage, Witness
 from ddpbayes.engines.sampling.estimate import Z95
-from ddpbayes.engines.sampling.runs import Chains, Run, Settings, quiet_arviz, sample_event, summarise
+from ddpbayes.engines.sampling.runs import Chains, Run, quiet_arviz, sample_event, summarise
 from ddpbayes.errors import InputError
 from ddpbayes.model import Finite
 from ddpbayes.model.condition import TUPLES, ImpossibleEvent, condition
 from ddpbayes.problem import Adversary, Problem
+from ddpbayes.settings import RunSettings
 
 
-def posterior_leakage(problem: Problem, adv: Adversary, known_sets, settings: Settings) -> AdversaryLeakage:
+def posterior_leakage(problem: Problem, adv: Adversary, known_sets, settings: RunSettings) -> AdversaryLeakage:
     model = problem.model
     dom = model.domains[adv.target]
     if not isinstance(dom, Finite):
@@ -72,7 +73,7 @@ def _outputs(q: np.ndarray, b: float) -> np.ndarray:
     return np.unique([q.min() - b, float(np.median(q)), q.max() + b])
 
 
-def _posterior_run(problem: Problem, known: dict, y: float, settings: Settings) -> Run:
+def _posterior_run(problem: Problem, known: dict, y: float, settings: RunSettings) -> Run:
     model, w, b = problem.model, problem.query.weights(problem.model.n), problem.mechanism.scale
     key = ("posterior", tuple(sorted(known.items())), tuple(w), b, y, settings)
     if key not in model.cache:

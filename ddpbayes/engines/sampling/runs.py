@@ -37,35 +37,11 @@ import pymc as pm
 
 from ddpbayes.model import DependenceModel
 from ddpbayes.model.condition import TUPLES, Conditioned, ImpossibleEvent, condition
+from ddpbayes.settings import RunSettings
 
 RHAT_MAX = 1.01
 ESS_MIN = 400  # bulk effective sample size over all chains
 SLICE_W = 1.0  # Slice's initial interval width (PyMC's default), restored before every chain
-
-
-@dataclass(frozen=True)
-class Settings:
-    draws: int = 1000
-    tune: int = 1000
-    chains: int = 2
-    seed: int = 0
-    progress: bool = False
-    cores: int = 0  # processes for the chains; 0: as many as the machine has, up to `chains`
-
-    @classmethod
-    def from_options(cls, options: dict) -> Settings:
-        return cls(
-            draws=options.get("draws") or cls.draws,
-            tune=options.get("tune") if options.get("tune") is not None else cls.tune,
-            chains=options.get("chains") or cls.chains,
-            seed=options.get("seed") if options.get("seed") is not None else cls.seed,
-            progress=bool(options.get("progress")),
-            cores=options.get("cores") or 0,
-        )
-
-    @property
-    def processes(self) -> int:
-        return max(1, min(self.chains, self.cores or os.cpu_count() or 1))
 
 
 @dataclass(frozen=True)
@@ -129,7 +105,7 @@ def summarise(per_run: list[dict]) -> dict:
     }
 
 
-def sample_event(model: DependenceModel, event: dict[int, float], settings: Settings) -> Run:
+def sample_event(model: DependenceModel, event: dict[int, float], settings: RunSettings) -> Run:
     """Draw the tuples given the event (cached on the model per event and settings; an
     impossible event is remembered as such)."""
     key = ("run", tuple(sorted(event.items())), settings.draws, settings.tune, settings.chains, settings.seed)
@@ -143,7 +119,7 @@ def sample_event(model: DependenceModel, event: dict[int, float], settings: Sett
     return model.cache[key]
 
 
-def _sample(model: DependenceModel, event: dict[int, float], settings: Settings, key) -> Run:
+def _sample(model: DependenceModel, event: dict[int, float], settings: RunSettings, key) -> Run:
     fixed = frozenset(event)
     if ("conditioned", fixed) not in model.cache:
         model.cache[("conditioned", fixed)] = Chains(condition(model, event))
@@ -165,7 +141,7 @@ class Chains:
         (tuples,) = cond.model.replace_rvs_by_values([cond.model[TUPLES]])
         self._tuples = cond.model.compile_fn(tuples, inputs=cond.model.value_vars, on_unused_input="ignore")
 
-    def run(self, settings: Settings, key, label: str = "") -> Run:
+    def run(self, settings: RunSettings, key, label: str = "") -> Run:
         """Tune, then draw, `settings.chains` chains from the event currently pinned; the seed
         is derived from `key` and the settings, so a run is reproducible on its own."""
         seed = (settings.seed * 1_000_003 + zlib.crc32(repr(key).encode())) % (2**31)
@@ -179,7 +155,7 @@ class Chains:
         x = np.asarray([draws for draws, _ in chains], dtype=float)
         return Run(key, x, self._sampler_name(confined), sum(d for _, d in chains))
 
-    def _chain(self, step, start: dict, settings: Settings, rng, bar: _Bar) -> tuple[np.ndarray, int]:
+    def _chain(self, step, start: dict, settings: RunSettings, rng, bar: _Bar) -> tuple[np.ndarray, int]:
         """One chain, as PyMC's `_iter_sample` runs it: reset the adaptation, tune, stop tuning, draw."""
         step.set_rng(rng)
         _restart(step, settings.tune > 0)
