@@ -9,7 +9,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from ddpbayes.engines import AdversaryLeakage, Engine, Witness, select_engine
-from ddpbayes.engines.base import _num
+from ddpbayes.encoding import jsonable, number
 from ddpbayes.errors import InputError
 from ddpbayes.limits import state_limit
 from ddpbayes.mechanisms import Mechanism, make_mechanism
@@ -34,6 +34,11 @@ CHUNK = 1024  # adversaries handed to an exact engine at once: the lattice is st
 
 @dataclass
 class AuditResult:
+    """The leakage of one audit: the worst adversary of the notion (its value, witness, and for an
+    estimate its 90% interval and MCMC diagnostics), the worst per target, the verdict against
+    the claim, and what was asked (`problem`: model, query, mechanism and settings; its query and
+    mechanism as given, with epsilon, go to JSON)."""
+
     notion: str
     leakage: float
     per_target: list[float | None]
@@ -52,17 +57,18 @@ class AuditResult:
     query: str = ""
     tuples: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    problem: Problem | None = field(default=None, repr=False, compare=False)
 
     def to_json(self) -> dict:
         out = {
             "notion": self.notion,
-            "leakage": _leak(self.leakage),
-            "per_target": [None if v is None else _leak(v) for v in self.per_target],
+            "leakage": number(self.leakage),
+            "per_target": [None if v is None else number(v) for v in self.per_target],
             "witness": None if self.witness is None else self.witness.to_json(),
             "engine": self.engine,
             "verdict": self.verdict,
             "claim": self.claim,
-            "ci": None if self.ci is None else [_num(v) for v in self.ci],
+            "ci": None if self.ci is None else [number(v) for v in self.ci],
             "seconds": round(self.seconds, 4),
             "reason": self.reason,
             "verdict_reason": self.verdict_reason,
@@ -72,15 +78,17 @@ class AuditResult:
             "tuples": self.tuples,
             "notes": self.notes,
         }
+        if self.problem is not None:
+            out["settings"] = {k: v for k, v in self.problem.settings.to_json().items() if k != "progress"}
         if self.dependence_sets is not None:
             out["dependence_sets"] = self.dependence_sets
         if self.lattice is not None:
             out["lattice"] = [
-                {"target": r.adversary.target, "known": sorted(r.adversary.known), "leakage": _leak(r.value)}
+                {"target": r.adversary.target, "known": sorted(r.adversary.known), "leakage": number(r.value)}
                 for r in self.lattice
             ]
             out["lattice_summary"] = lattice_summary(self.lattice)
-        return out
+        return jsonable(out)
 
 
 def audit(
@@ -145,9 +153,10 @@ def audit(
         lattice=evaluated.lattice,
         dependence_sets=None if evaluated.dependence_sets is None else [sorted(s) for s in evaluated.dependence_sets],
         mechanism=mechanism.describe(),
-        query=query.name,
+        query=query.spec,
         tuples=model.names,
         notes=evaluated.notes,
+        problem=problem,
     )
 
 
@@ -248,11 +257,6 @@ def judge(worst: AdversaryLeakage, claim: float | None) -> tuple[str | None, str
     if upper <= claim:
         return "inconclusive", diag["pass_blocked"]
     return "inconclusive", f"the claim lies inside the interval [{lower:.4g}, {upper:.4g}]; raise --draws"
-
-
-def _leak(v: float) -> float | str:
-    """A leakage for JSON: a float, or the string "inf" when unbounded."""
-    return float(v) if math.isfinite(v) else "inf"
 
 
 def _targets(targets: Sequence[int] | None, n: int) -> list[int]:

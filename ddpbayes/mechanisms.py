@@ -11,7 +11,7 @@ import math
 import sys
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -21,6 +21,9 @@ from ddpbayes.queries import Identity, Query
 
 
 class Mechanism(ABC):
+    """A noise mechanism: what it can release (`check`), the outputs on which the supremum over y
+    is attained with their log-densities (`log_kernel`), and its classic DP level."""
+
     kind: str
 
     @abstractmethod
@@ -51,6 +54,7 @@ class Laplace(Mechanism):
 
     scale: float
     kind: str = "laplace"
+    epsilon: float | None = field(default=None, compare=False)  # the DP level the scale came from, if given
 
     def __post_init__(self):
         _positive(self.scale, "scale")
@@ -81,7 +85,11 @@ class Laplace(Mechanism):
         return sensitivity / self.scale
 
     def describe(self) -> dict:
-        return {"kind": self.kind, "scale": self.scale, "noise": f"Laplace(0, {self.scale:g}) on every output coordinate"}
+        return {"kind": self.kind, "scale": self.scale, **self._given(),
+                "noise": f"Laplace(0, {self.scale:g}) on every output coordinate"}
+
+    def _given(self) -> dict:
+        return {} if self.epsilon is None else {"epsilon": self.epsilon}
 
 
 @dataclass(frozen=True)
@@ -101,7 +109,7 @@ class Geometric(Laplace):
 
     def describe(self) -> dict:
         alpha = math.exp(-1 / self.scale)
-        return {"kind": self.kind, "scale": self.scale, "noise": f"two-sided geometric, alpha = {alpha:.6g}"}
+        return {"kind": self.kind, "scale": self.scale, **self._given(), "noise": f"two-sided geometric, alpha = {alpha:.6g}"}
 
 
 @dataclass(frozen=True)
@@ -174,7 +182,7 @@ def make_mechanism(
             if scale < sys.float_info.min:
                 raise InputError(f"--epsilon {epsilon:g} sets the scale to {scale:g}, below the smallest usable "
                                  f"{sys.float_info.min:.4g}")
-        mech = Laplace(scale) if kind == "laplace" else Geometric(scale)
+        mech = (Laplace if kind == "laplace" else Geometric)(scale, epsilon=epsilon)
     mech.check(query, domains)
     return mech
 

@@ -19,7 +19,14 @@ from ddpbayes.model.domains import Domain, Finite
 
 
 class Query(ABC):
+    """A statistic q(x) of the tuples: its values, its per-tuple L1 sensitivity over the domains,
+    and `spec`, the text `parse_query` reads it back from."""
+
     name: str
+
+    @property
+    def spec(self) -> str:
+        return self.name
 
     @abstractmethod
     def values(self, x: np.ndarray) -> np.ndarray:
@@ -48,6 +55,10 @@ class Linear(Query):
     coefficients: tuple[float, ...] | None = None  # None: every weight is `scale`
     scale_by_n: bool = False
 
+    @property
+    def spec(self) -> str:
+        return self.name if self.coefficients is None else f"linear:{_join(self.coefficients)}"
+
     def weights(self, n: int) -> np.ndarray:
         """w (read-only, computed once per n: sensitivities ask for it once per tuple)."""
         return _linear_weights(self.coefficients, self.scale_by_n, n)
@@ -74,6 +85,10 @@ class Histogram(Query):
 
     edges: tuple[float, ...]
     name: str = "histogram"
+
+    @property
+    def spec(self) -> str:
+        return f"histogram:{_join(self.edges)}"
 
     def bins(self, v: np.ndarray) -> np.ndarray:
         """Bin index of each value, -1 outside every bin."""
@@ -146,6 +161,11 @@ def parse_query(spec: str) -> Query:
             raise InputError(f"histogram edges must be at least two increasing numbers, got '{arg}'")
         return Histogram(edges)
     raise InputError(f"unknown query '{spec}' (use sum, count, mean, linear:w0,w1,..., histogram:e0,e1,... or identity)")
+
+
+def _join(values: tuple[float, ...]) -> str:
+    """Numbers as `parse_query` reads them back exactly (integers without a decimal point)."""
+    return ",".join(str(int(v)) if float(v).is_integer() and abs(v) < 2**53 else repr(float(v)) for v in values)
 
 
 def _numbers(text: str, spec: str) -> tuple[float, ...]:

@@ -95,7 +95,7 @@ def test_witness_and_json():
     r = audit(model, "linear:1,2", "laplace", "idp", scale=4.0, targets=[0])
     assert r.leakage == pytest.approx(20 / 4 * abs(1 - 2 * 0.8))
     w = r.to_json()["witness"]
-    assert w["known_values"] is None and w["y"] == "+inf"
+    assert w["known_values"] is None and w["y"] == "inf"
     assert (w["t"], w["t_prime"]) == (60, 80)  # negative coefficient: t = lo beats t' = hi as y -> +inf
     assert r.to_json()["engine"] == "gaussian"
 

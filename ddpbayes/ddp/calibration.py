@@ -34,7 +34,8 @@ from dataclasses import dataclass, field
 
 from scipy.optimize import brentq
 
-from ddpbayes.auditing import AuditResult, _leak, audit
+from ddpbayes.auditing import AuditResult, audit
+from ddpbayes.encoding import jsonable, number
 from ddpbayes.ddp.coefficients import dependence_engine
 from ddpbayes.ddp.dpm import DPMScale, dp_scale, dpm_scale, group_scale
 from ddpbayes.ddp.idp_bounds import IdpBounds, dependence_profile, idp_bounds
@@ -72,12 +73,12 @@ class MethodRow:
             "scale": self.scale,
             "alpha": self.alpha,
             "beta": BETA,
-            "leakage": {n: _leak(a.leakage) for n, a in self.audits.items()},
+            "leakage": {n: number(a.leakage) for n, a in self.audits.items()},
             "verdict": {n: a.verdict for n, a in self.audits.items()},
             "idp_bounds": self.bounds.to_json(),
         }
         if any(a.ci is not None for a in self.audits.values()):
-            out["ci"] = {n: None if a.ci is None else [_leak(v) for v in a.ci] for n, a in self.audits.items()}
+            out["ci"] = {n: None if a.ci is None else [number(v) for v in a.ci] for n, a in self.audits.items()}
         if self.errors:
             out["errors"] = self.errors
         return out
@@ -108,14 +109,14 @@ class Calibration:
         return next(r for r in self.rows if r.method == method)
 
     def to_json(self) -> dict:
-        return {
+        return jsonable({
             "scale": self.scale,
             "method": self.method,
             "notion": self.notion,
             "epsilon": self.epsilon,
-            "leakage_at_scale": _leak(self.leakage_at_scale),
+            "leakage_at_scale": number(self.leakage_at_scale),
             "verdict": self.audit.verdict,
-            "ci": None if self.audit.ci is None else [_leak(v) for v in self.audit.ci],
+            "ci": None if self.audit.ci is None else [number(v) for v in self.audit.ci],
             "engine": self.engine,
             "query": self.query,
             "tuples": self.tuples,
@@ -123,7 +124,7 @@ class Calibration:
             "dpm": self.dpm.to_json(),
             "comparison": {r.method: r.to_json() for r in self.rows},
             "notes": self.notes,
-        }
+        })
 
 
 def calibrate(
@@ -165,7 +166,7 @@ def calibrate(
         raise InputError(f"the {notion} leakage at the {method} scale could not be audited: {chosen.errors[notion]}")
     notes += list(profile.notes)
     return Calibration(method, notion, float(epsilon), scales[method], final, rows, dpm, dependence_size,
-                       engine.name, query.name, model.names, notes)
+                       engine.name, query.spec, model.names, notes)
 
 
 def exact_scale(

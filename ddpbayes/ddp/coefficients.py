@@ -25,6 +25,7 @@ import numpy as np
 
 from ddpbayes.settings import RunSettings
 from ddpbayes.engines import Engine, select_engine
+from ddpbayes.encoding import jsonable
 from ddpbayes.errors import InputError
 from ddpbayes.mechanisms import Laplace
 from ddpbayes.model import DependenceModel
@@ -54,7 +55,7 @@ class Coefficients:
         return float((self.rho @ np.asarray(sensitivities, dtype=float)).max())
 
     def to_json(self) -> dict:
-        return {
+        return jsonable({
             "scale": self.scale,
             "engine": self.engine,
             "tuples": self.tuples,
@@ -63,7 +64,7 @@ class Coefficients:
             "dependence_sets": [sorted(s) for s in self.dependence_sets],
             "L": self.dependence_size,
             "diagnostics": self.diagnostics,
-        }
+        })
 
 
 def unit_query(j: int, n: int) -> Linear:

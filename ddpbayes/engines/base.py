@@ -6,7 +6,6 @@ engine produced them (DESIGN §2).
 
 from __future__ import annotations
 
-import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -14,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ddpbayes.encoding import number
 from ddpbayes.problem import Adversary, Problem
 
 if TYPE_CHECKING:
@@ -37,10 +37,10 @@ class Witness:
             "known": sorted(self.adversary.known),
             "known_values": None
             if self.known_values is None
-            else {str(k): _num(v) for k, v in sorted(self.known_values.items())},
-            "t": _num(self.t),
-            "t_prime": _num(self.t_prime),
-            "y": None if self.y is None else (_num(self.y[0]) if len(self.y) == 1 else [_num(v) for v in self.y]),
+            else {str(k): number(v) for k, v in sorted(self.known_values.items())},
+            "t": number(self.t),
+            "t_prime": number(self.t_prime),
+            "y": None if self.y is None else (number(self.y[0]) if len(self.y) == 1 else [number(v) for v in self.y]),
         }
 
 
@@ -130,13 +130,3 @@ class Engine(ABC):
         k = max(len(s) for s in dependence_sets) + 1
         reason = f"eta needs the enumerated joint (finite discrete model); the {self.name} engine fits this one"
         return DependenceProfile(k, None, (reason,))
-
-
-def _num(v):
-    """A number for JSON: finite floats as they are, infinities as the strings '+inf' / '-inf'."""
-    if v is None:
-        return None
-    v = float(v)
-    if math.isinf(v):
-        return "+inf" if v > 0 else "-inf"
-    return int(v) if v.is_integer() and abs(v) < 2**53 else v

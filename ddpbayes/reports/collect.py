@@ -14,10 +14,8 @@ import numpy as np
 
 from ddpbayes.auditing import AuditResult, audit
 from ddpbayes.engines import Curve, NoCurve, engine_named, select_engine
-from ddpbayes.mechanisms import make_mechanism
 from ddpbayes.model import DependenceModel
 from ddpbayes.problem import Problem
-from ddpbayes.queries import parse_query
 from ddpbayes.reports.calibrated import calibrated_scales
 from ddpbayes.reports.closed_form import ClosedForm, closed_forms
 from ddpbayes.reports.lattice import LatticeView, pdp_lattice
@@ -53,13 +51,6 @@ class Collected:
     traces: list[tuple[str, np.ndarray]]
 
 
-def problem_of(spec: Spec, model: DependenceModel, progress: bool) -> Problem:
-    """The Problem `audit` builds for this spec (same query, mechanism and settings)."""
-    query = parse_query(spec.query)
-    mechanism = make_mechanism(spec.kind, query, model.domains, scale=spec.scale, epsilon=spec.epsilon)
-    return Problem(model, query, mechanism, settings=spec.settings(progress))
-
-
 def collect(spec: Spec, model: DependenceModel, say: Progress) -> Collected:
     def run(notion: str, **overrides) -> AuditResult:
         return audit(model, spec.query, spec.kind, notion, **{**spec.audit_kwargs(notion, say.enabled), **overrides})
@@ -68,7 +59,7 @@ def collect(spec: Spec, model: DependenceModel, say: Progress) -> Collected:
     for k, notion in enumerate(spec.notions):
         say(f"audit {k + 1}/{len(spec.notions)}: {notion}")
         results[notion] = run(notion)
-    problem = problem_of(spec, model, say.enabled)
+    problem = next(iter(results.values())).problem  # what the audits ran: query, mechanism, settings
     targets = list(spec.target) if spec.target is not None else list(range(model.n))
     lattice = (pdp_lattice(run, results["pdp"], engine_named(results["pdp"].engine), model.n, targets, spec.seed, say)
                if "pdp" in results else None)

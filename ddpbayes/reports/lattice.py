@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ddpbayes.auditing import AuditResult
+from ddpbayes.encoding import number
 from ddpbayes.engines import Engine
 
 FULL_LIMIT, ESTIMATED_FULL_LIMIT = 2048, 8
@@ -28,7 +29,7 @@ class Point:
     leakage: float
 
     def to_json(self) -> dict:
-        return {"target": self.target, "known": sorted(self.known), "leakage": _num(self.leakage)}
+        return {"target": self.target, "known": sorted(self.known), "leakage": number(self.leakage)}
 
 
 @dataclass(frozen=True)
@@ -90,7 +91,3 @@ def _subset(
             others = [j for j in range(n) if j != i]
             chosen[(i, frozenset(int(j) for j in rng.choice(others, size, replace=False)))] = None
     return list(chosen)
-
-
-def _num(v: float) -> float | str:
-    return float(v) if np.isfinite(v) else "inf"

@@ -8,8 +8,8 @@ import shlex
 from importlib import metadata
 from pathlib import Path
 
-import numpy as np
 
+from ddpbayes.encoding import jsonable
 from ddpbayes.reports.collect import Collected
 
 FORMAT = 1  # results.json layout version, under the key "ddpbayes_report"
@@ -18,7 +18,7 @@ PACKAGES = ("ddpbayes", "pymc", "pytensor", "arviz", "numpy", "scipy", "sympy", 
 
 def results_json(c: Collected, command: str) -> dict:
     spec, model = c.spec, c.model
-    return _clean({
+    return jsonable({
         "ddpbayes_report": FORMAT,
         "title": title(c),
         "finding": finding(c),
@@ -147,17 +147,3 @@ def fmt(v: float | None, digits: int = 4) -> str:
         return "∞" if v > 0 else "−∞"
     text = f"{v:.{digits}g}"
     return "0" if text in ("-0", "0") else text.replace("-", "−")
-
-
-def _clean(value):
-    """JSON-safe: numpy scalars to Python numbers, non-finite floats to "inf" / "-inf" / "nan"."""
-    if isinstance(value, dict):
-        return {str(k): _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    if isinstance(value, (np.integer,)):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        v = float(value)
-        return v if math.isfinite(v) else ("nan" if math.isnan(v) else "inf" if v > 0 else "-inf")
-    return value

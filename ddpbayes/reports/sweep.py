@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ddpbayes.auditing import AuditResult
-from ddpbayes.engines.base import _num
+from ddpbayes.encoding import number
 
 DEFAULT_FACTORS = 2.0 ** np.linspace(-2, 2, 9)
 SPAN = 16.0  # calibrated scales within [base / SPAN, base * SPAN] join the sweep
@@ -41,8 +41,8 @@ class Sweep:
             "parameter": self.parameter,
             "base": self.base,
             "values": self.values,
-            "leakage": {k: [_num(v) for v in vs] for k, vs in self.leakage.items()},
-            "ci": {k: [None if c is None else [_num(c[0]), _num(c[1])] for c in cs] for k, cs in self.ci.items()},
+            "leakage": {k: [number(v) for v in vs] for k, vs in self.leakage.items()},
+            "ci": {k: [None if c is None else [number(c[0]), number(c[1])] for c in cs] for k, cs in self.ci.items()},
             "calibrated": self.calibrated,
         }
 

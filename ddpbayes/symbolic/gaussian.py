@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 import sympy
 
+from ddpbayes.encoding import number
 from ddpbayes.errors import InputError
 from ddpbayes.linalg import eigenvalues_min
 from ddpbayes.symbolic.parse import parse_matrix, parse_vector
@@ -69,7 +70,7 @@ class Derivation:
         return {
             "expression": sympy.sstr(self.expression),
             "latex": self.latex,
-            "value": None if value is None else (value if math.isfinite(value) else "inf"),
+            "value": number(value),
             "assumptions": self.assumptions,
         }
 
