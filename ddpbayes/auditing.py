@@ -8,8 +8,8 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from ddpbayes.engines import AdversaryLeakage, Engine, Witness, select_engine
 from ddpbayes.encoding import jsonable, number
+from ddpbayes.engines import AdversaryLeakage, Engine, Witness, select_engine
 from ddpbayes.errors import InputError
 from ddpbayes.limits import state_limit
 from ddpbayes.mechanisms import Mechanism, make_mechanism

@@ -8,6 +8,7 @@ and the output grid; `--max-adversaries` bounds the pdp lattice an engine must l
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -44,6 +45,18 @@ def check_states(size: int, what: str, unit: str = "states", limit: int | None =
     limit = max_states() if limit is None else limit
     if size > limit:
         raise InputError(f"{what} has {size:,} {unit}, over the limit of {limit:,} (raise --max-states{advice})")
+
+
+def positive_finite(value) -> bool:
+    """A real number (not a bool) that is finite and above zero."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+
+
+def check_positive_finite(value, what: str) -> float:
+    """`value`, or an InputError naming `what` unless it is a positive finite number."""
+    if not positive_finite(value):
+        raise InputError(f"{what} must be a positive finite number, got {value}")
+    return value
 
 
 def check_positive_int(value, flag: str) -> int:

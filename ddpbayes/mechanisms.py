@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ddpbayes.errors import InputError
+from ddpbayes.limits import check_positive_finite
 from ddpbayes.model.domains import Domain, Finite
 from ddpbayes.queries import Identity, Query
 
@@ -188,8 +189,7 @@ def make_mechanism(
 
 
 def _positive(value: float, what: str) -> None:
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value <= 0:
-        raise InputError(f"{what} must be a positive finite number, got {value}")
+    check_positive_finite(value, what)
     if value < sys.float_info.min or not math.isfinite(1 / value):
         raise InputError(f"{what} must be at least {sys.float_info.min:.4g} (a normal double, whose reciprocal is "
                          f"finite), got {value}")

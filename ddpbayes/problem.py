@@ -21,8 +21,16 @@ class Adversary:
         return f"A({self.target}, {{{', '.join(map(str, sorted(self.known)))}}})"
 
 
+def dependence_size(dependence_sets) -> int:
+    """L = max_i |N(i)| + 1: the most tuples one tuple's value moves (000 §IV; group privacy's k)."""
+    return max(len(s) for s in dependence_sets) + 1
+
+
 @dataclass(frozen=True)
 class Problem:
+    """What to verify (DESIGN §1): tuples and their dependence (`model`), the statistic released
+    (`query`) through `mechanism`, the adversaries A(i, K) to evaluate, and how (`settings`)."""
+
     model: DependenceModel
     query: Query
     mechanism: Mechanism

@@ -8,9 +8,9 @@ import itertools
 import numpy as np
 import pymc as pm
 import pytest
+from bruteforce import household_idp_closed_form, household_joint, independent_joint, leak_bruteforce, markov_joint
 
 import ddpbayes
-from bruteforce import household_idp_closed_form, household_joint, independent_joint, leak_bruteforce, markov_joint
 from ddpbayes import DependenceModel
 
 BIN = np.array([0.0, 1.0])

@@ -12,13 +12,12 @@ from pathlib import Path
 import numpy as np
 import pymc as pm
 import pytest
+from bruteforce import household_idp_closed_form, household_joint, leak_bruteforce, markov_joint
 from scipy.optimize import brentq
 
 import ddpbayes
-from bruteforce import household_idp_closed_form, household_joint, leak_bruteforce, markov_joint
-from ddpbayes import DependenceModel, Finite, Interval
+from ddpbayes import DependenceModel, Finite, Interval, RunSettings
 from ddpbayes.cli.main import main
-from ddpbayes import RunSettings
 from ddpbayes.ddp import calibrate, dependence_coefficients, dependence_profile, dpm_scale, idp_bounds
 from ddpbayes.queries import parse_query
 

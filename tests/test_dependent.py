@@ -7,11 +7,10 @@ import math
 import numpy as np
 import pymc as pm
 import pytest
+from bruteforce import binary_outputs, leak_grid, rr_log_kernel, states
 
 import ddpbayes
-from bruteforce import binary_outputs, leak_grid, rr_log_kernel, states
 from ddpbayes import DependenceModel
-
 
 # --------------------------------------------------------------------------- contagious family
 # k members, X_0 = ... = X_{k-1}. The count is 0 or k, so for any target

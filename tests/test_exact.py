@@ -7,9 +7,6 @@ import math
 
 import numpy as np
 import pytest
-from scipy.special import logsumexp
-
-import ddpbayes
 from bruteforce import (
     household_idp_closed_form,
     household_joint,
@@ -19,6 +16,9 @@ from bruteforce import (
     scalar_grid,
     states,
 )
+from scipy.special import logsumexp
+
+import ddpbayes
 
 
 @pytest.mark.parametrize("n", [2, 3, 4])

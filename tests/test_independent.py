@@ -21,9 +21,9 @@ import math
 import numpy as np
 import pymc as pm
 import pytest
+from bruteforce import independent_joint, leak_bruteforce
 
 import ddpbayes
-from bruteforce import independent_joint, leak_bruteforce
 from ddpbayes import DependenceModel
 
 NOTIONS = ["dp", "idp", "pdp", "ddp"]

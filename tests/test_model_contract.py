@@ -11,9 +11,9 @@ import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 import pytest
+from bruteforce import leak_bruteforce
 
 import ddpbayes
-from bruteforce import leak_bruteforce
 from ddpbayes import DependenceModel, Finite, InputError, Interval
 
 BIN = np.array([0.0, 1.0])

@@ -8,11 +8,11 @@ import math
 import numpy as np
 import pymc as pm
 import pytest
+from bruteforce import household_idp_closed_form, household_joint, leak_bruteforce
 
 import ddpbayes
 from ddpbayes import DependenceModel
 from ddpbayes.cli.main import main
-from bruteforce import household_idp_closed_form, household_joint, leak_bruteforce
 
 BIN = np.array([0.0, 1.0])
 

@@ -18,10 +18,6 @@ import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
-import ddpbayes
 from bruteforce import (
     binary_outputs,
     coordinate_grid,
@@ -32,6 +28,10 @@ from bruteforce import (
     scalar_grid,
     states,
 )
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import ddpbayes
 from ddpbayes import DependenceModel
 
 # PROPERTY_SCALE=10 python -m pytest tests/test_property.py runs ten times as many examples.

@@ -23,13 +23,13 @@ import pymc as pm
 import pytensor
 import pytensor.tensor as pt
 import pytest
+from bruteforce import household_idp_closed_form, leak_bruteforce
 
 import ddpbayes
 import ddpbayes.auditing as audit_module
 from ddpbayes import DependenceModel, InputError
 from ddpbayes.cli.main import main
 from ddpbayes.model import supports as supports_module
-from bruteforce import household_idp_closed_form, leak_bruteforce
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = ROOT / "models"

@@ -29,16 +29,15 @@ import numpy as np
 import pymc as pm
 import pytensor
 import pytest
+from conftest import MODELS
 from scipy import stats
 from scipy.special import logsumexp
 
 from ddpbayes import DependenceModel, InputError, Interval, audit, load_model
 from ddpbayes.auditing import judge
-from ddpbayes.engines.base import AdversaryLeakage
 from ddpbayes.cli.main import main
+from ddpbayes.engines.base import AdversaryLeakage
 from ddpbayes.model.condition import TUPLES, ImpossibleEvent, condition
-
-from conftest import MODELS
 
 HOUSEHOLD = str(MODELS / "household.py")
 EXAMPLE1 = str(MODELS / "ddp_example1.py")

@@ -15,8 +15,6 @@ import math
 
 import numpy as np
 import pytest
-
-from ddpbayes import audit, load_model
 from test_sampling import (
     BETA_BERNOULLI,
     EXAMPLE1,
@@ -25,12 +23,14 @@ from test_sampling import (
     beta_bernoulli_leak,
     enumerated_log_ratio,
     gaussian_leak,
-    household_joint,
     home_pair_leak,
     home_tail_limit,
+    household_joint,
     household_leak,
     mvnormal_model,
 )
+
+from ddpbayes import audit, load_model
 
 pytestmark = pytest.mark.slow
 

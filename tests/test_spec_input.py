@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_report import GOOD  # a spec that builds a report: each bad case changes one key
 
 import ddpbayes.reports as reports
 from ddpbayes.auditing import AuditResult
@@ -20,7 +21,6 @@ from ddpbayes.cli.rho_cmd import rho_text
 from ddpbayes.cli.text import audit_text
 from ddpbayes.ddp import Coefficients
 from ddpbayes.settings import MIN_DRAWS
-from test_report import GOOD  # a spec that builds a report: each bad case changes one key
 
 ROOT = Path(__file__).resolve().parent.parent
 CONTAGIOUS = ROOT / "models" / "contagious_family.py"

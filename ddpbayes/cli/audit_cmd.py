@@ -7,7 +7,6 @@ import json
 from ddpbayes.cli.args import add_mechanism, add_model, add_output, add_run_settings, index_list, run_settings
 from ddpbayes.vocabulary import NOTIONS
 
-
 EXIT_CODES = {"fail": 1, "inconclusive": 4}
 
 

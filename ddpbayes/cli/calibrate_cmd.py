@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-
 from typing import TYPE_CHECKING
 
 from ddpbayes.cli.args import add_model, add_output, add_run_settings, run_settings

@@ -32,24 +32,24 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from scipy.optimize import brentq
-
 from ddpbayes.auditing import AuditResult, audit
-from ddpbayes.encoding import jsonable, number
 from ddpbayes.ddp.coefficients import dependence_engine
 from ddpbayes.ddp.dpm import DPMScale, dp_scale, dpm_scale, group_scale
 from ddpbayes.ddp.idp_bounds import IdpBounds, dependence_profile, idp_bounds
-from ddpbayes.settings import RunSettings
+from ddpbayes.ddp.roots import safe_root
+from ddpbayes.encoding import jsonable, number
 from ddpbayes.errors import InputError
+from ddpbayes.limits import check_positive_finite
 from ddpbayes.mechanisms import Laplace
 from ddpbayes.model import DependenceModel
 from ddpbayes.notions import NOTIONS, check_notion
+from ddpbayes.problem import dependence_size
 from ddpbayes.queries import Query, parse_query
+from ddpbayes.settings import RunSettings
 from ddpbayes.vocabulary import CALIBRATION_METHODS
 
 METHODS = CALIBRATION_METHODS
 BETA = 0.05  # (alpha, beta)-accuracy: P(|noise| > alpha) = beta, alpha = scale ln(1 / beta) (001 Lemmas 1–2)
-RTOL = 1e-10
 MAX_STEPS = 50  # doublings or halvings of the scale when bracketing
 
 
@@ -144,18 +144,17 @@ def calibrate(
         raise InputError(f"unknown method '{method}' (use {', '.join(METHODS)})")
     if mechanism != "laplace":
         raise InputError(f"calibrate sets the scale of Laplace noise: the mechanism must be laplace, not '{mechanism}'")
-    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not math.isfinite(epsilon) or epsilon <= 0:
-        raise InputError(f"epsilon must be a positive finite number, got {epsilon}")
+    check_positive_finite(epsilon, "epsilon")
     query = parse_query(query) if isinstance(query, str) else query
     query.check(model.domains)
     engine, dep = dependence_engine(model, settings)
-    dependence_size = max(len(s) for s in dep) + 1
+    size = dependence_size(dep)
     exact, notes = exact_scale(model, query, notion, epsilon, settings)
     dpm = dpm_scale(model, query, epsilon, settings)
     scales = {
         "exact": exact,
         "dpm": dpm.scale,
-        "group": group_scale(model, query, epsilon, dependence_size),
+        "group": group_scale(model, query, epsilon, size),
         "dp": dp_scale(model, query, epsilon),
     }
     profile = dependence_profile(model, settings)
@@ -165,7 +164,7 @@ def calibrate(
     if final is None:
         raise InputError(f"the {notion} leakage at the {method} scale could not be audited: {chosen.errors[notion]}")
     notes += list(profile.notes)
-    return Calibration(method, notion, float(epsilon), scales[method], final, rows, dpm, dependence_size,
+    return Calibration(method, notion, float(epsilon), scales[method], final, rows, dpm, size,
                        engine.name, query.spec, model.names, notes)
 
 
@@ -191,11 +190,7 @@ def exact_scale(
         notes.append(f"the {notion} leakage stays at or below epsilon down to scale {hi:.3g}: "
                      "no noise to speak of is needed")
         return hi, notes
-    b = hi if lo == hi else brentq(lambda s: level(s) - epsilon, lo, hi, xtol=RTOL * lo, rtol=RTOL)
-    for k in range(40):  # step to the safe side: leak(b) <= eps
-        if level(b) <= epsilon * (1 + 1e-12):
-            break
-        b = min(hi, b * (1 + RTOL * 2**k))
+    b = hi if lo == hi else safe_root(lambda s: level(s) - epsilon, lo, hi, epsilon * 1e-12)
     return float(b), notes
 
 

@@ -23,14 +23,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ddpbayes.settings import RunSettings
-from ddpbayes.engines import Engine, select_engine
 from ddpbayes.encoding import jsonable
+from ddpbayes.engines import Engine, merge_diagnostics, select_engine
 from ddpbayes.errors import InputError
 from ddpbayes.mechanisms import Laplace
 from ddpbayes.model import DependenceModel
-from ddpbayes.problem import Adversary, Problem
+from ddpbayes.problem import Adversary, Problem, dependence_size
 from ddpbayes.queries import Linear
+from ddpbayes.settings import RunSettings
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ class Coefficients:
     @property
     def dependence_size(self) -> int:
         """L = max |N(i)| + 1 (000 §V)."""
-        return max(len(s) for s in self.dependence_sets) + 1
+        return dependence_size(self.dependence_sets)
 
     def dependent_sensitivity(self, sensitivities: np.ndarray) -> float:
         """DS_Q = max_i sum_j rho_ij dQ_j (001 §VI, its Lemmas 1–2), dQ_j the query's sensitivity to tuple j."""
@@ -114,17 +114,4 @@ def dependence_coefficients(model: DependenceModel, scale: float, settings: RunS
                 ci[i, j] = [r.ci[0] * scale / width, min(1.0, r.ci[1] * scale / width)]
             if r.diagnostics:
                 runs.append(r.diagnostics)
-    return Coefficients(rho, ci, dep, float(scale), engine.name, model.names, _merge(runs))
-
-
-def _merge(diagnostics: list[dict]) -> dict | None:
-    """One record for every estimated coefficient: all ok, worst R-hat and ESS, total divergences."""
-    if not diagnostics:
-        return None
-    out = {"ok": all(d.get("ok", True) for d in diagnostics)}
-    for key, pick in (("rhat_max", max), ("ess_bulk_min", min)):
-        values = [d[key] for d in diagnostics if key in d]
-        if values:
-            out[key] = pick(values)
-    out["divergences"] = sum(d.get("divergences", 0) for d in diagnostics)
-    return out
+    return Coefficients(rho, ci, dep, float(scale), engine.name, model.names, merge_diagnostics(runs))

@@ -29,15 +29,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import brentq
 
 from ddpbayes.ddp.coefficients import Coefficients, dependence_coefficients
-from ddpbayes.settings import RunSettings
+from ddpbayes.ddp.roots import safe_root
 from ddpbayes.errors import InputError
 from ddpbayes.model import DependenceModel
 from ddpbayes.queries import Query
-
-RTOL = 1e-10
+from ddpbayes.settings import RunSettings
 
 
 @dataclass(frozen=True)
@@ -98,10 +96,6 @@ def dpm_scale(model: DependenceModel, query: Query, epsilon: float, settings: Ru
     hi = max(dq[i] + sum(dq[j] for j in deps[i]) for i in range(model.n)) / epsilon
     sigma = lo
     if excess(lo) > 0 and hi > lo:
-        sigma = hi if excess(hi) >= 0 else brentq(excess, lo, hi, xtol=RTOL * lo, rtol=RTOL)
-        for k in range(40):  # step to the side where sigma >= DS_Q(sigma) / eps
-            if excess(sigma) <= epsilon * 1e-12:
-                break
-            sigma = min(hi, sigma * (1 + RTOL * 2**k))
+        sigma = hi if excess(hi) >= 0 else safe_root(excess, lo, hi, epsilon * 1e-12)
     rho = coefficients(sigma)
     return DPMScale(float(sigma), rho.dependent_sensitivity(dq), rho, len(cache))

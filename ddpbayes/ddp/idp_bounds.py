@@ -25,10 +25,11 @@ import math
 from dataclasses import dataclass
 
 from ddpbayes.ddp.coefficients import dependence_engine, dependence_problem
-from ddpbayes.settings import RunSettings
 from ddpbayes.engines import DependenceProfile
 from ddpbayes.model import DependenceModel
 from ddpbayes.queries import Query
+from ddpbayes.settings import RunSettings
+
 
 @dataclass(frozen=True)
 class IdpBounds:

@@ -5,7 +5,7 @@ A new engine is one module (or subpackage) here implementing `Engine`, added to 
 
 from __future__ import annotations
 
-from ddpbayes.engines.base import AdversaryLeakage, DependenceProfile, Engine, NoCurve, Witness
+from ddpbayes.engines.base import AdversaryLeakage, DependenceProfile, Engine, NoCurve, Witness, merge_diagnostics
 from ddpbayes.engines.curves import Curve
 from ddpbayes.engines.exact import ExactEngine
 from ddpbayes.engines.gaussian import GaussianEngine
@@ -42,4 +42,4 @@ def select_engine(problem: Problem, name: str = "auto") -> Engine:
 
 
 __all__ = ["ENGINES", "AdversaryLeakage", "Curve", "DependenceProfile", "Engine", "NoCurve", "Witness", "engine_named",
-           "select_engine"]
+           "merge_diagnostics", "select_engine"]

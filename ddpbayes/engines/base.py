@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ddpbayes.encoding import number
-from ddpbayes.problem import Adversary, Problem
+from ddpbayes.problem import Adversary, Problem, dependence_size
 
 if TYPE_CHECKING:
     from ddpbayes.engines.curves import Curve
@@ -55,6 +55,20 @@ class AdversaryLeakage:
     reason: str | None = None  # why the leakage is what it is when that needs saying (e.g. inf)
     diagnostics: dict | None = None  # estimates: MCMC diagnostics; "ok" False makes verdicts inconclusive
     score: float | None = None  # estimates: the value on the selection half, to pick the worst adversary
+
+
+def merge_diagnostics(records: list[dict]) -> dict | None:
+    """One MCMC diagnostics record for several estimates (each a record as `leakage` reports it):
+    all ok, worst R-hat and bulk ESS, total divergences and runs; None when nothing was estimated."""
+    if not records:
+        return None
+    out: dict = {"ok": all(d.get("ok", True) for d in records)}
+    for key, pick in (("rhat_max", max), ("ess_bulk_min", min), ("runs", sum), ("chains", min)):
+        values = [d[key] for d in records if key in d]
+        if values:
+            out[key] = pick(values)
+    out["divergences"] = sum(d.get("divergences", 0) for d in records)
+    return out
 
 
 class NoCurve(Exception):
@@ -127,6 +141,6 @@ class Engine(ABC):
 
     def dependence_profile(self, problem: Problem, dependence_sets: list[frozenset[int]]) -> DependenceProfile:
         """k and eta for seed 004's IDP bounds; eta only where the engine has the joint law."""
-        k = max(len(s) for s in dependence_sets) + 1
+        k = dependence_size(dependence_sets)
         reason = f"eta needs the enumerated joint (finite discrete model); the {self.name} engine fits this one"
         return DependenceProfile(k, None, (reason,))

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from ddpbayes.ddp import dp_scale, dpm_scale, exact_scale, group_scale
 from ddpbayes.errors import InputError
-from ddpbayes.problem import Problem
+from ddpbayes.problem import Problem, dependence_size
 from ddpbayes.reports.spec import Spec
 
 
@@ -39,7 +39,7 @@ def calibrated_scales(
     ]
     steps += [
         ("dpm", lambda: dpm_scale(model, query, epsilon, settings).scale),
-        ("group", lambda: group_scale(model, query, epsilon, max(len(s) for s in dependence_sets) + 1)),
+        ("group", lambda: group_scale(model, query, epsilon, dependence_size(dependence_sets))),
         ("dp", lambda: dp_scale(model, query, epsilon)),
     ]
     for label, scale in steps:

@@ -16,7 +16,7 @@ from ddpbayes.auditing import AuditResult
 from ddpbayes.engines import engine_named
 from ddpbayes.problem import Problem
 from ddpbayes.symbolic import derive_gaussian
-from ddpbayes.symbolic.gaussian import B, WIDTH
+from ddpbayes.symbolic.gaussian import WIDTH, B
 
 GENERAL = (r"\mathrm{leak}(i, K) = \frac{\mathrm{width}}{b}\,"
            r"\left|w_i + \sum_{j \in U} w_j \frac{C_{ji}}{C_{ii}}\right|,"

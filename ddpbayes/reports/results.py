@@ -8,7 +8,6 @@ import shlex
 from importlib import metadata
 from pathlib import Path
 
-
 from ddpbayes.encoding import jsonable
 from ddpbayes.reports.collect import Collected
 

@@ -33,11 +33,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ddpbayes.errors import InputError
+from ddpbayes.limits import positive_finite
 from ddpbayes.mechanisms import MECHANISMS
-from ddpbayes.vocabulary import ENGINES, NOTIONS
 from ddpbayes.queries import Identity, parse_query
 from ddpbayes.settings import MIN_DRAWS, SEED_LIMIT, RunSettings
 from ddpbayes.symbolic.parse import parse_matrix
+from ddpbayes.vocabulary import ENGINES, NOTIONS
 
 _TYPES = {bool: "true or false", int: "an integer", float: "a number", str: "a string", dict: "a table", list: "a list"}
 
@@ -189,7 +190,7 @@ def _check_values(raw: dict, path: Path) -> Path:
     if ("scale" in mech) == ("epsilon" in mech):
         raise InputError(f"{path}: [mechanism] needs exactly one of the keys 'scale' and 'epsilon'")
     for key in ("scale", "epsilon"):
-        if key in mech and not _positive(mech[key]):
+        if key in mech and not positive_finite(mech[key]):
             raise bad(f"mechanism.{key}", "a positive finite number", mech[key])
     if mech["kind"] == "randomized_response" and "scale" in mech:
         raise InputError(f"{path}: key 'mechanism.scale' does not apply to randomized_response: "
@@ -210,7 +211,7 @@ def _check_values(raw: dict, path: Path) -> Path:
     within("draws", f"an integer of at least {MIN_DRAWS}", lambda v: v >= MIN_DRAWS)
     within("tune", "a non-negative integer", lambda v: v >= 0)
     within("chains", "a positive integer", lambda v: v >= 1)
-    within("sweep", "a list of at least two positive finite numbers", lambda v: len(v) >= 2 and all(map(_positive, v)))
+    within("sweep", "a list of at least two positive finite numbers", lambda v: len(v) >= 2 and all(map(positive_finite, v)))
     within("target", "a non-empty list of non-negative tuple indices", lambda v: bool(v) and min(v) >= 0)
     within("known", "a list of non-negative tuple indices", lambda v: all(k >= 0 for k in v))
     if "known" in raw:
@@ -244,10 +245,6 @@ def _check_keys(table: dict, schema: dict, path: Path, prefix: str) -> None:
         if not _is(value, kind):
             raise InputError(f"{path}: key '{prefix}{key}' must be {_describe(kind)}, "
                              f"got {type(value).__name__} {value!r}")
-
-
-def _positive(value: float) -> bool:
-    return math.isfinite(value) and value > 0
 
 
 def _is(value, kind) -> bool:

@@ -28,7 +28,6 @@ conditional mean, i.e. the domains do not fit the model.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -37,6 +36,7 @@ import sympy
 
 from ddpbayes.encoding import number
 from ddpbayes.errors import InputError
+from ddpbayes.limits import check_positive_finite
 from ddpbayes.linalg import eigenvalues_min
 from ddpbayes.symbolic.parse import parse_matrix, parse_vector
 
@@ -194,6 +194,4 @@ def _index(k: int, n: int, what: str) -> int:
 def _positive(value: float | None, what: str, symbol: sympy.Symbol) -> sympy.Expr:
     if value is None:
         return symbol
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value <= 0:
-        raise InputError(f"{what} must be a positive finite number, got {value}")
-    return sympy.nsimplify(value, rational=True)
+    return sympy.nsimplify(check_positive_finite(value, what), rational=True)

@@ -28,7 +28,6 @@ from ddpbayes.model.precision import in_float64
 from ddpbayes.model.supports import is_discrete, support
 
 
-
 @dataclass(frozen=True)
 class JointTable:
     """P(X = x) over the tuple configurations of positive probability."""

@@ -14,6 +14,7 @@ import numpy as np
 
 from ddpbayes.engines.base import DependenceProfile
 from ddpbayes.engines.exact.joint import JointTable
+from ddpbayes.problem import dependence_size
 
 INDEPENDENT = 1e-10  # probabilities this close count as equal (rounding)
 
@@ -21,7 +22,7 @@ INDEPENDENT = 1e-10  # probabilities this close count as equal (rounding)
 def dependence_profile(table: JointTable, names: list[str], dependence_sets: list[frozenset[int]]) -> DependenceProfile:
     """k (with the joint-independence check) and eta from the enumerated joint."""
     n = len(names)
-    k = max(len(s) for s in dependence_sets) + 1
+    k = dependence_size(dependence_sets)
     notes = []
     for i in range(n):
         rest = [j for j in range(n) if j != i and j not in dependence_sets[i]]

@@ -22,7 +22,6 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-
 from scipy.special import log_ndtr
 
 from ddpbayes.engines.base import AdversaryLeakage, Engine, Witness

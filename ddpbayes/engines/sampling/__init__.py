@@ -28,8 +28,8 @@ from ddpbayes.mechanisms import Laplace
 from ddpbayes.model import DependenceModel, Finite
 from ddpbayes.model.condition import ImpossibleEvent
 from ddpbayes.problem import Adversary, Problem
-from ddpbayes.settings import RunSettings
 from ddpbayes.queries import Linear
+from ddpbayes.settings import RunSettings
 
 GRID_POINTS = 5  # target values on a continuous domain, endpoints included
 MAX_KNOWN_COMBINATIONS = 16  # discrete x_K enumerated up to this; beyond, prior draws
