@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TypeVar
 
 import pymc as pm
 from pymc.logprob.utils import ParameterValueError
@@ -13,6 +14,8 @@ from pymc.logprob.utils import ParameterValueError
 from ddpbayes.errors import InputError
 from ddpbayes.model.domains import Domain, Finite, Interval
 from ddpbayes.model.supports import is_discrete, supports
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -43,7 +46,16 @@ class DependenceModel:
         self.model = model
         self.slots = _slots(model, tuples)
         self.domains = _domains(self.slots, domains)
-        self.cache: dict = {}  # engines memoise per-model work here (e.g. the enumerated joint)
+        self._memo: dict[tuple[str, Hashable], object] = {}
+
+    def memo(self, owner: str, key: Hashable, compute: Callable[[], T]) -> T:
+        """`compute()` once per (`owner`, `key`) for this model: engines keep the work they reuse
+        across audits here (the enumerated joint, the covariance, compiled MCMC steps and runs),
+        each under its own name, so no engine reads another's entries."""
+        slot = (owner, key)
+        if slot not in self._memo:
+            self._memo[slot] = compute()
+        return self._memo[slot]  # type: ignore[return-value]
 
     @property
     def n(self) -> int:

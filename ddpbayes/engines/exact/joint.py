@@ -56,9 +56,7 @@ class _Slot:
 def joint_table(model: DependenceModel, max_states: int = DEFAULT_MAX_STATES) -> JointTable:
     """Enumerate `model` (cached on it per state limit)."""
     key = ("joint_table", max_states)
-    if key not in model.cache:
-        model.cache[key] = _enumerate(model, max_states)
-    return model.cache[key]
+    return model.memo("exact", key, lambda: _enumerate(model, max_states))
 
 
 def unsupported_reason(model: DependenceModel) -> str | None:

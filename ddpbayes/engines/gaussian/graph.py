@@ -66,17 +66,19 @@ def unsupported_reason(model: DependenceModel) -> str | None:
 
 def tuple_covariance(model: DependenceModel) -> np.ndarray:
     """Cov(X) of the tuples (n, n), latents marginalised; InputError unless positive definite."""
-    if "gaussian_cov" not in model.cache:
-        reason = unsupported_reason(model)
-        if reason:
-            raise InputError(f"the gaussian engine needs a linear-Gaussian model: {reason}")
-        cov = _joint_covariance(model)
-        index = _offsets(model.model.free_RVs)
-        rows = [index[s.rv] + (s.index or 0) for s in model.slots]
-        sigma = cov[np.ix_(rows, rows)]
-        check_positive_definite(sigma, "the tuples' covariance")
-        model.cache["gaussian_cov"] = sigma
-    return model.cache["gaussian_cov"]
+    return model.memo("gaussian", "covariance", lambda: _tuple_covariance(model))
+
+
+def _tuple_covariance(model: DependenceModel) -> np.ndarray:
+    reason = unsupported_reason(model)
+    if reason:
+        raise InputError(f"the gaussian engine needs a linear-Gaussian model: {reason}")
+    cov = _joint_covariance(model)
+    index = _offsets(model.model.free_RVs)
+    rows = [index[s.rv] + (s.index or 0) for s in model.slots]
+    sigma = cov[np.ix_(rows, rows)]
+    check_positive_definite(sigma, "the tuples' covariance")
+    return sigma
 
 
 def _random(var) -> bool:
@@ -122,19 +124,21 @@ def _affine_reason(var, free: set, memo: dict) -> str | None:
 def tuple_mean(model: DependenceModel) -> np.ndarray:
     """E[X] of a linear-Gaussian model: each variable's mean parameter evaluated at its parents'
     means, in the model's (topological) order — exact, as every mean is affine."""
-    if "gaussian_mean" not in model.cache:
-        pm_model = model.model
-        rvs = pm_model.free_RVs
-        values = [pm_model.rvs_to_values[rv] for rv in rvs]
-        mus = [pt.broadcast_to(rv.owner.op.dist_params(rv.owner)[0], rv.type.shape) for rv in rvs]
-        fn = pytensor.function(values, pm_model.replace_rvs_by_values(mus), on_unused_input="ignore")
-        means = [np.zeros(v.type.shape, dtype=v.dtype) for v in values]
-        for k in range(len(rvs)):  # a variable's mean uses earlier variables' means only
-            means[k] = np.asarray(fn(*means)[k], dtype=values[k].dtype)
-        index = {rv: k for k, rv in enumerate(rvs)}
-        model.cache["gaussian_mean"] = np.array(
-            [float(means[index[s.rv]] if s.index is None else means[index[s.rv]][s.index]) for s in model.slots])
-    return model.cache["gaussian_mean"]
+    return model.memo("gaussian", "mean", lambda: _tuple_mean(model))
+
+
+def _tuple_mean(model: DependenceModel) -> np.ndarray:
+    pm_model = model.model
+    rvs = pm_model.free_RVs
+    values = [pm_model.rvs_to_values[rv] for rv in rvs]
+    mus = [pt.broadcast_to(rv.owner.op.dist_params(rv.owner)[0], rv.type.shape) for rv in rvs]
+    fn = pytensor.function(values, pm_model.replace_rvs_by_values(mus), on_unused_input="ignore")
+    means = [np.zeros(v.type.shape, dtype=v.dtype) for v in values]
+    for k in range(len(rvs)):  # a variable's mean uses earlier variables' means only
+        means[k] = np.asarray(fn(*means)[k], dtype=values[k].dtype)
+    index = {rv: k for k, rv in enumerate(rvs)}
+    return np.array([float(means[index[s.rv]] if s.index is None else means[index[s.rv]][s.index])
+                     for s in model.slots])
 
 
 def _offsets(rvs) -> dict:

@@ -75,26 +75,29 @@ def _outputs(q: np.ndarray, b: float) -> np.ndarray:
 
 def _posterior_run(problem: Problem, known: dict, y: float, settings: RunSettings) -> Run:
     model, w, b = problem.model, problem.query.weights(problem.model.n), problem.mechanism.scale
-    key = ("posterior", tuple(sorted(known.items())), tuple(w), b, y, settings)
-    if key not in model.cache:
+    key = ("posterior", tuple(sorted(known.items())), tuple(w), b, y, settings.draws, settings.tune, settings.chains,
+           settings.seed)
+
+    def draw() -> Run:
         chains, output = _posterior_chains(model, known, w, b)
         chains.cond.pin(known)
         output.set_value(y)
         label = ", ".join([f"{model.names[k]}={v:g}" for k, v in sorted(known.items())] + [f"output {y:g}"])
-        model.cache[key] = chains.run(settings, key, label)
-    return model.cache[key]
+        return chains.run(settings, key, label)
+
+    return model.memo("sampling", key, draw)
 
 
 def _posterior_chains(model, known: dict, w: np.ndarray, b: float) -> tuple[Chains, pytensor.compile.SharedVariable]:
     """The model given x_K and an output (a shared value), with its steps compiled once."""
-    key = ("posterior-chains", frozenset(known), tuple(w), b)
-    if key not in model.cache:
+    def build() -> tuple[Chains, pytensor.compile.SharedVariable]:
         cond = condition(model, known)
         with cond.model:
             output = pytensor.shared(0.0, name="ddp_output_value")
             pm.Potential("ddp_output", -abs(output - pm.math.dot(cond.model[TUPLES], w)) / b)
-        model.cache[key] = (Chains(cond), output)
-    return model.cache[key]
+        return Chains(cond), output
+
+    return model.memo("sampling", ("posterior-chains", frozenset(known), tuple(w), b), build)
 
 
 def _frequencies(run: Run, target: int, levels: np.ndarray, half: int | None) -> np.ndarray:

@@ -109,21 +109,21 @@ def sample_event(model: DependenceModel, event: dict[int, float], settings: RunS
     """Draw the tuples given the event (cached on the model per event and settings; an
     impossible event is remembered as such)."""
     key = ("run", tuple(sorted(event.items())), settings.draws, settings.tune, settings.chains, settings.seed)
-    if key not in model.cache:
+
+    def draw() -> Run | ImpossibleEvent:
         try:
-            model.cache[key] = _sample(model, event, settings, key[1])
+            return _sample(model, event, settings, key[1])
         except ImpossibleEvent as e:
-            model.cache[key] = e
-    if isinstance(model.cache[key], ImpossibleEvent):
-        raise model.cache[key]
-    return model.cache[key]
+            return e
+
+    run = model.memo("sampling", key, draw)
+    if isinstance(run, ImpossibleEvent):
+        raise run
+    return run
 
 
 def _sample(model: DependenceModel, event: dict[int, float], settings: RunSettings, key) -> Run:
-    fixed = frozenset(event)
-    if ("conditioned", fixed) not in model.cache:
-        model.cache[("conditioned", fixed)] = Chains(condition(model, event))
-    chains = model.cache[("conditioned", fixed)]
+    chains = model.memo("sampling", ("conditioned", frozenset(event)), lambda: Chains(condition(model, event)))
     if not chains.cond.free:  # every variable is pinned: one exact point
         x = np.array([[[event[k] for k in range(model.n)]]] * settings.chains)
         return Run(key, np.repeat(x, settings.draws, axis=1), "none", 0)
