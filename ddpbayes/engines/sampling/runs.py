@@ -199,13 +199,16 @@ def _restart(step, tune: bool) -> None:
     The compiled steps are shared by every run on the same fixed tuples and, in one process, by
     consecutive chains, so nothing a method adapted may carry over: NUTS resets its step size
     and mass matrix in `reset_tuning`, but PyMC's Slice has no `reset_tuning` and keeps its tuned
-    width `w` and `n_tunes`, and a CompoundStep does not pass `tune` on to its methods."""
+    width `w` and `n_tunes`, CategoricalGibbsMetropolis shuffles its list of dimensions in place
+    at every step (built in increasing order), and a CompoundStep does not pass `tune` on."""
     for method in getattr(step, "methods", [step]):
         if hasattr(method, "reset_tuning"):
             method.reset_tuning()
         if isinstance(method, pm.Slice):
             method.w = np.full_like(np.asarray(method.w, dtype=float), SLICE_W)
             method.n_tunes = 0.0
+        if isinstance(method, pm.CategoricalGibbsMetropolis):
+            method.dimcats.sort()
         if hasattr(method, "tune"):
             method.tune = tune
 
