@@ -383,3 +383,30 @@ def test_float32_constants_in_a_gaussian_model():
                             "idp", scale=1.0)
     assert result.engine == "gaussian"
     assert result.per_target == pytest.approx([1.5, 5 / 3], abs=1e-13)
+
+
+def test_float32_constants_on_a_tree_against_enumeration():
+    """A binary family tree (root r; children a, b; grandchildren c of a, d of b) with
+    P(child = 1 | parent) = switch(parent, 0.75, 0.25): both constants are exact in float32, so
+    PyTensor built the tree's terms in float32 and pdp answers were off by 4e-8. The joint is
+    written here from the tree; every target with known sets of size 0, 1 and 2, to 1e-12."""
+    parents = {"r": None, "a": "r", "b": "r", "c": "a", "d": "b"}
+    with pm.Model() as m:
+        rv: dict = {}
+        for name, par in parents.items():
+            rv[name] = pm.Bernoulli(name, 0.5 if par is None else pm.math.switch(rv[par], 0.75, 0.25))
+    names = list(parents)
+    model = DependenceModel(m, tuples=names)
+    joint = np.zeros((2,) * 5)
+    for x in itertools.product((0, 1), repeat=5):
+        value = dict(zip(names, x))
+        joint[x] = math.prod(
+            (q if value[name] else 1 - q)
+            for name, par in parents.items()
+            for q in [0.5 if par is None else (0.75 if value[par] else 0.25)])
+    for i in range(5):
+        others = [j for j in range(5) if j != i]
+        for known in ([], others[:1], others[1:3]):
+            got = ddpbayes.audit(model, "count", "laplace", "pdp", scale=0.9, targets=[i], known=known)
+            assert got.leakage == pytest.approx(leak_bruteforce(joint, [[0, 1]] * 5, [1] * 5, 0.9, i, known),
+                                                abs=1e-12), (i, known)

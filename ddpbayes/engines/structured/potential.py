@@ -1,0 +1,98 @@
+"""Log-space potentials that carry the partial sum of a linear query (DESIGN §2.1, issue 13).
+
+A potential is a log-table over the values of its scope (slot ids) with one extra last axis:
+the partial sum s = Σ w_k x_k of the tuples already summed out of it, from `offset` to
+`offset + S - 1`. Multiplying two potentials adds their log-tables over the union scope and
+convolves their sum axes; summing out a tuple shifts each of its values' slices by that value's
+contribution w_k x_k before the logsumexp. Everything stays in log space, so a tail far below
+1e-300 keeps its exact value.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ddpbayes.limits import check_states
+
+
+@dataclass(frozen=True)
+class Potential:
+    """exp(table)[v_0, ..., v_{m-1}, s - offset] over the scope's value indices and the partial sum s."""
+
+    scope: tuple[int, ...]
+    table: np.ndarray  # shape (*sizes of scope, S)
+    offset: int
+
+    @property
+    def length(self) -> int:
+        return self.table.shape[-1]
+
+
+def align(p: Potential, scope: tuple[int, ...]) -> np.ndarray:
+    """p's table with its axes in the order of `scope` (a superset), size-1 axes for the others."""
+    present = [v for v in scope if v in p.scope]
+    table = np.transpose(p.table, [p.scope.index(v) for v in present] + [len(p.scope)])
+    shape = [table.shape[present.index(v)] if v in p.scope else 1 for v in scope]
+    return table.reshape(*shape, p.length)
+
+
+def multiply(a: Potential, b: Potential, sizes: list[int], limit: int) -> Potential:
+    """a·b: log-tables added over the union scope, sum axes convolved (lengths A + B - 1)."""
+    scope = a.scope + tuple(v for v in b.scope if v not in a.scope)
+    length = a.length + b.length - 1
+    check_states(math.prod(sizes[v] for v in scope) * length, "a factor of the structured elimination",
+                 "cells", limit, ", or use another engine: the model's treewidth or the query's range is too large")
+    ta, tb = align(a, scope), align(b, scope)
+    if a.length == 1 or b.length == 1:
+        return Potential(scope, ta + tb, a.offset + b.offset)
+    if a.length < b.length:
+        ta, tb = tb, ta
+    shape = np.broadcast_shapes(ta.shape[:-1], tb.shape[:-1])
+    out = np.full((*shape, length), -np.inf)
+    wide = ta.shape[-1]
+    for j in range(tb.shape[-1]):  # the shorter axis: O(A·B), vectorised over the scope
+        out[..., j:j + wide] = np.logaddexp(out[..., j:j + wide], ta + tb[..., j:j + 1])
+    return trim(Potential(scope, out, a.offset + b.offset))
+
+
+def sum_out(p: Potential, v: int, contribution: np.ndarray, limit: int) -> Potential:
+    """Σ over the values of slot v, each value a adding contribution[a] (an integer) to s."""
+    axis = p.scope.index(v)
+    scope = p.scope[:axis] + p.scope[axis + 1:]
+    if not np.any(contribution):
+        return Potential(scope, _logsumexp(p.table, axis), p.offset)
+    low, high = int(contribution.min()), int(contribution.max())
+    length = p.length + high - low
+    rest = p.table.shape[:axis] + p.table.shape[axis + 1:-1]
+    check_states(math.prod(rest) * length, "a factor of the structured elimination", "cells", limit,
+                 ", or use another engine: the model's treewidth or the query's range is too large")
+    out = np.full((*rest, length), -np.inf)
+    for a, c in enumerate(contribution):
+        start = int(c) - low
+        out[..., start:start + p.length] = np.logaddexp(out[..., start:start + p.length], np.take(p.table, a, axis=axis))
+    return trim(Potential(scope, out, p.offset + low))
+
+
+def clamp(p: Potential, v: int, index: int) -> Potential:
+    """p restricted to slot v = its value number `index` (v leaves the scope)."""
+    axis = p.scope.index(v)
+    return Potential(p.scope[:axis] + p.scope[axis + 1:], np.take(p.table, index, axis=axis), p.offset)
+
+
+def trim(p: Potential) -> Potential:
+    """Drop the partial sums of probability zero at both ends of the sum axis."""
+    alive = np.flatnonzero(np.any(p.table > -np.inf, axis=tuple(range(p.table.ndim - 1))))
+    if alive.size == 0 or (alive[0] == 0 and alive[-1] == p.length - 1):
+        return p
+    return Potential(p.scope, p.table[..., alive[0]:alive[-1] + 1], p.offset + int(alive[0]))
+
+
+def _logsumexp(a: np.ndarray, axis: int) -> np.ndarray:
+    """log Σ exp along `axis`, -inf where every term is -inf."""
+    peak = np.max(a, axis=axis, keepdims=True)
+    peak = np.where(np.isfinite(peak), peak, 0.0)
+    with np.errstate(divide="ignore"):
+        return np.log(np.sum(np.exp(a - peak), axis=axis)) + np.squeeze(peak, axis=axis)
