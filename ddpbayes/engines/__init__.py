@@ -10,11 +10,12 @@ from ddpbayes.engines.curves import Curve
 from ddpbayes.engines.exact import ExactEngine
 from ddpbayes.engines.gaussian import GaussianEngine
 from ddpbayes.engines.sampling import SamplingEngine
+from ddpbayes.engines.structured import StructuredEngine
 from ddpbayes.errors import InputError
 from ddpbayes.problem import Problem
 from ddpbayes.vocabulary import ENGINES as ENGINE_NAMES
 
-ENGINES: dict[str, Engine] = {e.name: e for e in (ExactEngine(), GaussianEngine(), SamplingEngine())}
+ENGINES: dict[str, Engine] = {e.name: e for e in (ExactEngine(), GaussianEngine(), SamplingEngine(), StructuredEngine())}
 assert tuple(ENGINES) == ENGINE_NAMES, "the CLI offers the engines of ddpbayes.vocabulary"
 
 

@@ -56,12 +56,19 @@ def _build(model: DependenceModel, limit: int) -> FactorGraph:
 
 
 def _scopes(model: DependenceModel, slots) -> list[list[int]]:
-    """The slots each log-probability term reads, found on the graph without tabulating it."""
+    """The slots each log-probability term reads (a variable's own and its parents', a potential's
+    inputs), read from the random-variable graph: cheaper than building the terms twice."""
     pm_model = model.model
     slots_of: dict = {}
     for k, s in enumerate(slots):
-        slots_of.setdefault(pm_model.rvs_to_values[s.rv], []).append(k)
-    return [[k for v in ancestors([term]) if v in slots_of for k in slots_of[v]] for term in pm_model.logp(sum=False)]
+        slots_of.setdefault(s.rv, []).append(k)
+    free = list(slots_of)
+    scopes = []
+    for var in [*pm_model.free_RVs, *pm_model.observed_RVs, *pm_model.potentials]:
+        inputs = var.owner.inputs if var in slots_of or var in pm_model.observed_RVs else [var]
+        reached = [v for v in ancestors(inputs, blockers=free) if v in slots_of]
+        scopes.append(slots_of.get(var, []) + [k for v in reached for k in slots_of[v]])
+    return scopes
 
 
 def eliminate(graph: FactorGraph, contribution: list[np.ndarray], clamped: Mapping[int, int],

@@ -63,7 +63,7 @@ def sum_out(p: Potential, v: int, contribution: np.ndarray, limit: int) -> Poten
     axis = p.scope.index(v)
     scope = p.scope[:axis] + p.scope[axis + 1:]
     if not np.any(contribution):
-        return Potential(scope, _logsumexp(p.table, axis), p.offset)
+        return Potential(scope, logsumexp(p.table, axis), p.offset)
     low, high = int(contribution.min()), int(contribution.max())
     length = p.length + high - low
     rest = p.table.shape[:axis] + p.table.shape[axis + 1:-1]
@@ -90,7 +90,7 @@ def trim(p: Potential) -> Potential:
     return Potential(p.scope, p.table[..., alive[0]:alive[-1] + 1], p.offset + int(alive[0]))
 
 
-def _logsumexp(a: np.ndarray, axis: int) -> np.ndarray:
+def logsumexp(a: np.ndarray, axis: int) -> np.ndarray:
     """log Σ exp along `axis`, -inf where every term is -inf."""
     peak = np.max(a, axis=axis, keepdims=True)
     peak = np.where(np.isfinite(peak), peak, 0.0)
