@@ -20,6 +20,7 @@ from ddpbayes.engines.base import AdversaryLeakage, DependenceProfile, Engine, W
 from ddpbayes.engines.curves import Curve, check_drawable, mixture_curve
 from ddpbayes.engines.exact.joint import JointTable, joint_table, unsupported_reason
 from ddpbayes.engines.exact.profile import dependence_profile
+from ddpbayes.engines.logspace import law_changes, logsumexp
 from ddpbayes.errors import InputError
 from ddpbayes.limits import check_states
 from ddpbayes.problem import Adversary, Problem
@@ -79,9 +80,7 @@ class ExactEngine(Engine):
                     continue
                 ni, nj = len(table.values[i]), len(table.values[j])
                 joint = np.bincount(table.codes[:, i] * nj + table.codes[:, j], p, ni * nj).reshape(ni, nj)
-                marg = joint.sum(axis=1)
-                cond = joint[marg > 0] / marg[marg > 0, None]
-                if np.abs(cond - cond[0]).max() > 1e-10:
+                if law_changes(joint):
                     dep.add(j)
             sets.append(frozenset(dep))
         return sets
@@ -114,15 +113,6 @@ class _Outputs:
     @property
     def coordinates(self) -> int:
         return len(self.levels)
-
-
-def logsumexp(a: np.ndarray, axis: int) -> np.ndarray:
-    """log Σ exp along `axis`, -inf where every term is -inf (scipy's wrapper costs ~1 ms a call
-    on these small arrays, which dominated the pdp lattice)."""
-    peak = np.max(a, axis=axis, keepdims=True)
-    peak = np.where(np.isfinite(peak), peak, 0.0)
-    with np.errstate(divide="ignore"):
-        return np.log(np.sum(np.exp(a - peak), axis=axis)) + np.squeeze(peak, axis=axis)
 
 
 def _dense_ids(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -82,11 +82,16 @@ def _slots(model: DependenceModel) -> list[_Slot]:
     return slots
 
 
-def _enumerate(model: DependenceModel, max_states: int) -> JointTable:
+def enumerable_slots(model: DependenceModel, engine: str) -> list[_Slot]:
+    """The tuples', then the latents', value sets; InputError naming `engine` when one is not finite."""
     reason = unsupported_reason(model)
     if reason:
-        raise InputError(f"the exact engine needs finite discrete tuples and latents: {reason}")
-    slots = _slots(model)
+        raise InputError(f"the {engine} engine needs finite discrete tuples and latents: {reason}")
+    return _slots(model)
+
+
+def _enumerate(model: DependenceModel, max_states: int) -> JointTable:
+    slots = enumerable_slots(model, "exact")
     sizes = [len(s.values) for s in slots]
     total = math.prod(sizes)
     check_states(total, "the joint state space", limit=max_states, advice=", or use another engine")

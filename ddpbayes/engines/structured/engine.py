@@ -17,8 +17,9 @@ import numpy as np
 
 from ddpbayes.engines.base import AdversaryLeakage, Engine, Witness
 from ddpbayes.engines.exact.joint import unsupported_reason
+from ddpbayes.engines.logspace import law_changes, logsumexp
 from ddpbayes.engines.structured.graph import FactorGraph, eliminate, factor_graph
-from ddpbayes.engines.structured.potential import Potential, logsumexp
+from ddpbayes.engines.structured.potential import Potential
 from ddpbayes.errors import InputError
 from ddpbayes.limits import check_states
 from ddpbayes.mechanisms import Laplace, Mechanism
@@ -76,9 +77,9 @@ class StructuredEngine(Engine):
             if component[i] != component[j]:
                 continue
             joint = eliminate(graph, zero, {}, (i, j), limit).table[..., 0]
-            if _moves(joint):
+            if law_changes(np.exp(joint)):
                 sets[j].add(i)
-            if _moves(joint.T):
+            if law_changes(np.exp(joint.T)):
                 sets[i].add(j)
         return [frozenset(s) for s in sets]
 
@@ -146,14 +147,6 @@ def _sup(logw: np.ndarray, levels: np.ndarray, mechanism: Mechanism, limit: int)
     ratio = log_l.max(axis=0) - log_l.min(axis=0)
     g = int(np.argmax(ratio))
     return float(ratio[g]), int(possible[log_l[:, g].argmax()]), int(possible[log_l[:, g].argmin()]), float(grid[g])
-
-
-def _moves(joint: np.ndarray) -> bool:
-    """Whether the law of the column variable changes with the row variable (log joint table)."""
-    log_marg = logsumexp(joint, axis=1)
-    rows = log_marg > -np.inf
-    cond = np.exp(joint[rows] - log_marg[rows, None])
-    return bool(np.abs(cond - cond[0]).max() > 1e-10)
 
 
 def _components(graph: FactorGraph) -> list[int]:

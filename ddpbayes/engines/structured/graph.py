@@ -15,9 +15,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from pytensor.graph.traversal import ancestors
 
-from ddpbayes.engines.exact.joint import _factors, _slots, unsupported_reason
+from ddpbayes.engines.exact.joint import _factors, enumerable_slots
 from ddpbayes.engines.structured.potential import Potential, align, clamp, multiply, sum_out
-from ddpbayes.errors import InputError
 from ddpbayes.limits import check_states
 from ddpbayes.model import DependenceModel
 
@@ -42,10 +41,7 @@ def factor_graph(model: DependenceModel, limit: int) -> FactorGraph:
 
 
 def _build(model: DependenceModel, limit: int) -> FactorGraph:
-    reason = unsupported_reason(model)
-    if reason:
-        raise InputError(f"the structured engine needs finite discrete tuples and latents: {reason}")
-    slots = _slots(model)
+    slots = enumerable_slots(model, "structured")
     sizes = [len(s.values) for s in slots]
     for scope in _scopes(model, slots):
         check_states(math.prod(sizes[k] for k in scope), "a term's table (a variable and its parents)", "cells",

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ddpbayes.engines.logspace import logsumexp
 from ddpbayes.limits import check_states
 
 
@@ -88,11 +89,3 @@ def trim(p: Potential) -> Potential:
     if alive.size == 0 or (alive[0] == 0 and alive[-1] == p.length - 1):
         return p
     return Potential(p.scope, p.table[..., alive[0]:alive[-1] + 1], p.offset + int(alive[0]))
-
-
-def logsumexp(a: np.ndarray, axis: int) -> np.ndarray:
-    """log Σ exp along `axis`, -inf where every term is -inf."""
-    peak = np.max(a, axis=axis, keepdims=True)
-    peak = np.where(np.isfinite(peak), peak, 0.0)
-    with np.errstate(divide="ignore"):
-        return np.log(np.sum(np.exp(a - peak), axis=axis)) + np.squeeze(peak, axis=axis)
