@@ -185,12 +185,12 @@ def test_long_chain_against_forward_backward(models_dir):
     got = STRUCTURED.leakage(_problem(model, "count", Laplace(b), [Adversary(i) for i in targets]))
     for r in got:
         assert r.value == pytest.approx(_idp_from_law(law[r.adversary.target], b), abs=1e-10)
-    from ddpbayes.engines.structured.graph import eliminate, factor_graph
+    from ddpbayes.engines.structured.graph import calibrate, factor_graph
 
     graph = factor_graph(model, RunSettings().max_states)
-    ones = [np.array([0, 1])] * n
+    calibration = calibrate(graph, [np.array([0, 1])] * n, {}, RunSettings().max_states)
     for i in targets:
-        pot = eliminate(graph, ones, {}, (i,), RunSettings().max_states)
+        pot = calibration.marginal(i)
         mine = np.full((2, n + 1), -np.inf)
         for t in (0, 1):
             mine[t, pot.offset + t: pot.offset + t + pot.length] = pot.table[t]
@@ -238,13 +238,23 @@ def test_truncating_domains_note_and_leakage():
     ("histogram:0,1,2", Laplace(1.0), "not linear"),
     ("mean", Laplace(1.0), "integer weights"),
     ("linear:0.5,1,1", Laplace(1.0), "integer weights"),
-    ("identity", RandomizedResponse(1.0), "not linear"),
     ("count", RandomizedResponse(1.0), "randomized_response"),
 ])
 def test_refused_queries_and_mechanisms(models_dir, query, mechanism, reason):
     model = ddpbayes.load_model(models_dir / "markov_chain.py", {"n": 3})
     problem = _problem(model, query, mechanism, [Adversary(0)])
     assert reason in STRUCTURED.supports(problem)
+    with pytest.raises(InputError, match="structured engine cannot solve"):
+        STRUCTURED.leakage(problem)
+
+
+def test_identity_is_continual_release_on_chains_only(models_dir):
+    """identity goes to the chain recursion (tests/test_continual.py); a latent cause is no chain."""
+    chain = ddpbayes.load_model(models_dir / "markov_chain.py", {"n": 3})
+    assert STRUCTURED.supports(_problem(chain, "identity", RandomizedResponse(1.0), [Adversary(0)])) is None
+    household = ddpbayes.load_model(models_dir / "household.py", {"n": 3})
+    problem = _problem(household, "identity", RandomizedResponse(1.0), [Adversary(0)])
+    assert "latent slot" in STRUCTURED.supports(problem)
     with pytest.raises(InputError, match="structured engine cannot solve"):
         STRUCTURED.leakage(problem)
 
@@ -265,10 +275,20 @@ def test_treewidth_over_the_limit_is_refused(models_dir):
         STRUCTURED.leakage(_problem(model, adversaries=[Adversary(3)], max_states=12))
 
 
-def test_vector_tuple_table_checked_before_it_is_built():
-    """One vector variable of 40 tuples is one term over 2^40 combinations: refused, not built."""
+def test_elementwise_vector_is_one_table_per_element():
+    """Bernoulli(0.3, shape=40) is 40 independent elements: 40 tables of 2 cells, not one of
+    2^40; independent tuples leak what classic DP says, 1/b (003 Thm. 1)."""
     with pm.Model() as m:
         pm.Bernoulli("x", 0.3, shape=40)
+    got = STRUCTURED.leakage(_problem(DependenceModel(m, tuples="x"), adversaries=[Adversary(0), Adversary(39)]))
+    assert [a.value for a in got] == pytest.approx([1.0, 1.0], abs=1e-12)
+
+
+def test_joint_term_table_checked_before_it_is_built():
+    """A potential over all 40 elements of a vector is one term over 2^40 combinations: refused, not built."""
+    with pm.Model() as m:
+        x = pm.Bernoulli("x", 0.3, shape=40)
+        pm.Potential("together", 0.1 * x.sum() ** 2)
     with pytest.raises(InputError, match="term's table"):
         STRUCTURED.leakage(_problem(DependenceModel(m, tuples="x"), adversaries=[Adversary(0)]))
 

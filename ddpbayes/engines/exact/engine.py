@@ -18,7 +18,7 @@ from scipy import special
 
 from ddpbayes.engines.base import AdversaryLeakage, DependenceProfile, Engine, Witness
 from ddpbayes.engines.curves import Curve, check_drawable, mixture_curve
-from ddpbayes.engines.exact.joint import JointTable, joint_table, unsupported_reason
+from ddpbayes.engines.exact.joint import JointTable, joint_table, oversized_reason, unsupported_reason
 from ddpbayes.engines.exact.profile import dependence_profile
 from ddpbayes.engines.logspace import law_changes, logsumexp
 from ddpbayes.errors import InputError
@@ -32,7 +32,7 @@ class ExactEngine(Engine):
     name = "exact"
 
     def supports(self, problem: Problem) -> str | None:
-        return unsupported_reason(problem.model)
+        return unsupported_reason(problem.model) or oversized_reason(problem.model, problem.settings.max_states)
 
     def leakage(self, problem: Problem) -> list[AdversaryLeakage]:
         table = self._table(problem)

@@ -1,122 +1,155 @@
-"""The model as a factor graph and variable elimination with a partial-sum axis (issue 13).
+"""The model as a factor graph, and the elimination order and tree of its free slots (issue 13).
 
-The factors are the exact engine's per-term log-tables (DESIGN §2.1: one term per variable,
-tabulated over its (value, parents) slots in float64, tuples first then latents). Clamped slots
-are selected, the kept slots stay in scope, every other slot is summed out in a greedy min-fill
-order on the interaction graph, each tuple slot k adding w_k · value to the partial sum.
+The factors are the model's per-term log-tables (`engines.terms`: one term per variable,
+tabulated over its (value, parents) slots in float64, tuples first then latents). For a set of
+clamped slots the others are eliminated in a greedy min-fill order on the interaction graph,
+which gives the junction tree `junction.Calibration` passes messages on.
 """
 
 from __future__ import annotations
 
-import math
+import heapq
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
-from pytensor.graph.traversal import ancestors
 
-from ddpbayes.engines.exact.joint import _factors, enumerable_slots
-from ddpbayes.engines.structured.potential import Potential, align, clamp, multiply, sum_out
-from ddpbayes.limits import check_states
-from ddpbayes.model import DependenceModel
+from ddpbayes.engines.structured.junction import Calibration, Tree, elimination_tree
+from ddpbayes.engines.structured.potential import Potential
+from ddpbayes.engines.structured.quadrature import Rule, rule
+from ddpbayes.engines.terms import Slot, tabulate
+from ddpbayes.errors import InputError
+from ddpbayes.model import DependenceModel, Finite
+from ddpbayes.model.supports import is_discrete, support
 
 
 @dataclass(frozen=True)
 class FactorGraph:
-    """The model's factors over its slots (tuples 0..n-1, then latent elements)."""
+    """The model's factors over its slots (tuples 0..n-1, then latent elements); continuous
+    latents are quadrature nodes with their weights as unary factors (`rules`, by slot)."""
 
     sizes: list[int]
     values: list[np.ndarray]
     factors: list[Potential]
-    orders: dict = field(default_factory=dict)  # elimination orders per (clamped slots, kept slots)
+    rules: dict[int, Rule] = field(default_factory=dict)
+    trees: dict = field(default_factory=dict)  # elimination trees per clamped set
 
     @property
     def slots(self) -> int:
         return len(self.sizes)
 
 
-def factor_graph(model: DependenceModel, limit: int) -> FactorGraph:
-    """The factors of `model`, each table checked against `limit` before it is built (cached)."""
-    return model.memo("structured", ("factor_graph", limit), lambda: _build(model, limit))
+def factor_graph(model: DependenceModel, limit: int, nodes: int | None = None) -> FactorGraph:
+    """The factors of `model`, continuous latents on `nodes`-point rules, each table checked
+    against `limit` before it is built (cached)."""
+    return model.memo("structured", ("factor_graph", limit, nodes), lambda: _build(model, limit, nodes))
 
 
-def _build(model: DependenceModel, limit: int) -> FactorGraph:
-    slots = enumerable_slots(model, "structured")
+def model_reason(model: DependenceModel) -> str | None:
+    """Why the structured engine cannot read `model`: continuous tuples, latents that are
+    neither finite nor continuous scalars, or more than two continuous latent dimensions."""
+    for k, slot in enumerate(model.slots):
+        if not model.is_discrete(k):
+            return f"tuple '{slot.name}' is continuous or unbounded (domain {model.domains[k]})"
+    dims = 0
+    for rv in model.latent_rvs:
+        if rv.ndim > 1 or any(s is None for s in rv.type.shape):
+            return f"latent variable '{rv.name}' must be a scalar or a vector of static length"
+        if is_discrete(rv):
+            if not isinstance(support(rv), Finite):
+                return f"latent variable '{rv.name}' has unbounded discrete support"
+        else:
+            dims += int(np.prod(rv.type.shape)) if rv.ndim else 1
+    if dims > MAX_CONTINUOUS:
+        return f"the model has {dims} continuous latent dimensions; quadrature integrates at most {MAX_CONTINUOUS}"
+    return None
+
+
+MAX_CONTINUOUS = 2  # continuous latent dimensions integrated by a tensor-product rule
+
+
+def _build(model: DependenceModel, limit: int, nodes: int | None) -> FactorGraph:
+    reason = model_reason(model)
+    if reason:
+        raise InputError(f"the structured engine cannot read this model: {reason}")
+    slots = [Slot(s.rv, s.index, np.asarray(d.values)) for s, d in zip(model.slots, model.domains)]
+    rules: dict[int, Rule] = {}
+    for rv in model.latent_rvs:
+        size = int(np.prod(rv.type.shape)) if rv.ndim else 1
+        for k in range(size):
+            if is_discrete(rv):
+                values = np.asarray(support(rv).values)
+            else:
+                rules[len(slots)] = rule(rv, nodes or QUADRATURE_START)
+                values = rules[len(slots)].nodes
+            slots.append(Slot(rv, k if rv.ndim else None, values))
     sizes = [len(s.values) for s in slots]
-    for scope in _scopes(model, slots):
-        check_states(math.prod(sizes[k] for k in scope), "a term's table (a variable and its parents)", "cells",
-                     limit, ", or use another engine")
     factors = [Potential(tuple(ids), table.reshape(*[sizes[k] for k in ids], 1), 0)
-               for ids, table in _factors(model, slots)]
-    return FactorGraph(sizes, [s.values for s in slots], factors)
+               for ids, table in tabulate(model, slots, limit)]
+    factors += [Potential((v,), r.log_weights[:, None], 0) for v, r in rules.items()]
+    return FactorGraph(sizes, [s.values for s in slots], factors, rules)
 
 
-def _scopes(model: DependenceModel, slots) -> list[list[int]]:
-    """The slots each log-probability term reads (a variable's own and its parents', a potential's
-    inputs), read from the random-variable graph: cheaper than building the terms twice."""
-    pm_model = model.model
-    slots_of: dict = {}
-    for k, s in enumerate(slots):
-        slots_of.setdefault(s.rv, []).append(k)
-    free = list(slots_of)
-    scopes = []
-    for var in [*pm_model.free_RVs, *pm_model.observed_RVs, *pm_model.potentials]:
-        inputs = var.owner.inputs if var in slots_of or var in pm_model.observed_RVs else [var]
-        reached = [v for v in ancestors(inputs, blockers=free) if v in slots_of]
-        scopes.append(slots_of.get(var, []) + [k for v in reached for k in slots_of[v]])
-    return scopes
+QUADRATURE_START = 16  # nodes per continuous latent in the first rule; the engine doubles them until the leakage settles
 
 
-def eliminate(graph: FactorGraph, contribution: list[np.ndarray], clamped: Mapping[int, int],
-              keep: tuple[int, ...], limit: int) -> Potential:
-    """Σ over every slot neither clamped nor kept of Π factors, with the partial sum of the summed
-    tuples' contributions as the last axis: a potential over `keep` (in that order)."""
-    pots = []
-    for p in graph.factors:
-        for v in p.scope:
-            if v in clamped:
-                p = clamp(p, v, clamped[v])
-        pots.append(p)
-    key = (frozenset(clamped), keep)
-    if key not in graph.orders:
-        drop = [v for v in range(graph.slots) if v not in clamped and v not in keep]
-        graph.orders[key] = elimination_order([p.scope for p in pots], drop)
-    for v in graph.orders[key]:
-        touching = [p for p in pots if v in p.scope]
-        pots = [p for p in pots if v not in p.scope]
-        pots.append(sum_out(_product(touching, graph.sizes, limit), v, contribution[v], limit))
-    result = _product(pots, graph.sizes, limit)
-    return Potential(keep, align(result, keep), result.offset)
+def tree(graph: FactorGraph, clamped: frozenset[int]) -> Tree:
+    """The elimination tree of the slots not in `clamped` (cached per clamped set)."""
+    if clamped not in graph.trees:
+        scopes = [tuple(v for v in p.scope if v not in clamped) for p in graph.factors]
+        free = [v for v in range(graph.slots) if v not in clamped]
+        graph.trees[clamped] = elimination_tree(*elimination_order(scopes, free))
+    return graph.trees[clamped]
 
 
-def _product(pots: list[Potential], sizes: list[int], limit: int) -> Potential:
-    """Π pots, smallest tables first (an empty product is the constant 1)."""
-    out = Potential((), np.zeros(1), 0)
-    for p in sorted(pots, key=lambda p: p.table.size):
-        out = multiply(out, p, sizes, limit)
-    return out
+def calibrate(graph: FactorGraph, contribution: list[np.ndarray], clamped: Mapping[int, int],
+              limit: int) -> Calibration:
+    """The factors with `clamped` slots fixed, ready to give each free slot's law with the partial sum."""
+    return Calibration(tree(graph, frozenset(clamped)), graph.factors, graph.sizes, contribution, clamped, limit)
 
 
-def elimination_order(scopes: list[tuple[int, ...]], drop: list[int]) -> list[int]:
-    """A greedy min-fill order (ties: fewest neighbours, then lowest slot) of the slots `drop`."""
-    nbrs: dict[int, set[int]] = {}
+def elimination_order(scopes: list[tuple[int, ...]], drop: list[int]) -> tuple[list[int], dict[int, tuple[int, ...]]]:
+    """A greedy min-fill order of the slots `drop` (ties: fewest neighbours, then lowest slot), and
+    each slot's neighbours when it is eliminated. Fill is counted only for slots of at most
+    `_FILL_DEGREE` neighbours (eliminating a busier slot makes a table too large to build anyway);
+    the others rank by degree after them. A heap with lazy deletion keeps it O(n log n) on
+    graphs of bounded degree; when an elimination adds no edge only its neighbours' keys change."""
+    nbrs: dict[int, set[int]] = {v: set() for v in drop}
     for scope in scopes:
         for v in scope:
-            nbrs.setdefault(v, set()).update(u for u in scope if u != v)
-    left = set(drop)
-    order = []
-    while left:
-        v = min(left, key=lambda u: (_fill(u, nbrs), len(nbrs.get(u, ())), u))
-        near = nbrs.pop(v, set())
+            nbrs[v].update(u for u in scope if u != v)
+    heap = [(_key(v, nbrs), v) for v in drop]
+    heapq.heapify(heap)
+    current = {v: key for key, v in heap}
+    order, separators = [], {}
+    while heap:
+        key, v = heapq.heappop(heap)
+        if v not in current or current[v] != key:
+            continue
+        del current[v]
+        near = nbrs.pop(v)
+        filled = any(b not in nbrs[a] for a in near for b in near if a != b)  # does it add an edge?
         for u in near:
             nbrs[u] |= near - {u}
             nbrs[u].discard(v)
-        left.remove(v)
         order.append(v)
-    return order
+        separators[v] = tuple(sorted(near))
+        for u in near | ({w for x in near for w in nbrs[x]} if filled else set()):
+            if u in current and (new := _key(u, nbrs)) != current[u]:
+                current[u] = new
+                heapq.heappush(heap, (new, u))
+    return order, separators
+
+
+_FILL_DEGREE = 64
+
+
+def _key(v: int, nbrs: dict[int, set[int]]) -> tuple[int, int, int]:
+    degree = len(nbrs[v])
+    return (_fill(v, nbrs), degree, v) if degree <= _FILL_DEGREE else (1 << 62, degree, v)
 
 
 def _fill(v: int, nbrs: dict[int, set[int]]) -> int:
     """Edges that eliminating v would add between its neighbours."""
-    near = list(nbrs.get(v, ()))
+    near = list(nbrs[v])
     return sum(1 for a in range(len(near)) for b in near[a + 1:] if b not in nbrs[near[a]])

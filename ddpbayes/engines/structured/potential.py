@@ -52,11 +52,56 @@ def multiply(a: Potential, b: Potential, sizes: list[int], limit: int) -> Potent
     if a.length < b.length:
         ta, tb = tb, ta
     shape = np.broadcast_shapes(ta.shape[:-1], tb.shape[:-1])
-    out = np.full((*shape, length), -np.inf)
-    wide = ta.shape[-1]
-    for j in range(tb.shape[-1]):  # the shorter axis: O(A·B), vectorised over the scope
-        out[..., j:j + wide] = np.logaddexp(out[..., j:j + wide], ta + tb[..., j:j + 1])
+    if tb.shape[-1] <= _SHORT:
+        out = np.full((*shape, length), -np.inf)
+        wide = ta.shape[-1]
+        for j in range(tb.shape[-1]):  # the shorter axis: O(A·B) logaddexps, vectorised over the scope
+            out[..., j:j + wide] = np.logaddexp(out[..., j:j + wide], ta + tb[..., j:j + 1])
+    else:
+        rows_a = np.broadcast_to(ta, (*shape, ta.shape[-1])).reshape(-1, ta.shape[-1])
+        rows_b = np.broadcast_to(tb, (*shape, tb.shape[-1])).reshape(-1, tb.shape[-1])
+        out = np.stack([log_convolve(x, y) for x, y in zip(rows_a, rows_b)]).reshape(*shape, length)
     return trim(Potential(scope, out, a.offset + b.offset))
+
+
+_SHORT = 8  # up to this many partial sums on the shorter side, convolve by shifted logaddexps
+_BAND = 300.0  # nats: values within a band of their vector's scale keep e^-2·BAND > 1e-308 in products
+
+
+def log_convolve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """log Σ_j exp(a[j] + b[k - j]) for every k, exactly in log space at any dynamic range: each
+    vector is cut into bands of width _BAND nats below its maximum, each band is convolved in
+    linear space (np.convolve, scaled by the band's top) with each of the other's, and the
+    results are added with logaddexp. Every product is a positive number above 1e-261 times
+    its scale, so no tail underflows and there is no cancellation (relative error ~1e-15)."""
+    out = np.full(len(a) + len(b) - 1, -np.inf)
+    bands_b = _bands(b)
+    for start_a, top_a, va in _bands(a):
+        for start_b, top_b, vb in bands_b:
+            c = np.convolve(va, vb)
+            with np.errstate(divide="ignore"):
+                lc = np.log(c) + (top_a + top_b)
+            at = slice(start_a + start_b, start_a + start_b + len(c))
+            out[at] = np.logaddexp(out[at], lc)
+    return out
+
+
+def _bands(v: np.ndarray) -> list[tuple[int, float, np.ndarray]]:
+    """(first index, log scale, linear values in [e^-BAND, 1] or 0) for each band of v's finite entries."""
+    finite = np.isfinite(v)
+    if not finite.any():
+        return []
+    peak = float(v[finite].max())
+    band = np.full(len(v), -1)
+    band[finite] = ((peak - v[finite]) // _BAND).astype(int)
+    out = []
+    for j in np.unique(band[finite]):
+        where = np.flatnonzero(band == j)
+        first, last = int(where[0]), int(where[-1]) + 1
+        top = peak - j * _BAND
+        piece = np.where(band[first:last] == j, np.exp(v[first:last] - top), 0.0)
+        out.append((first, top, piece))
+    return out
 
 
 def sum_out(p: Potential, v: int, contribution: np.ndarray, limit: int) -> Potential:

@@ -1,0 +1,144 @@
+"""Every slot's law jointly with the query's partial sum, in two passes over an elimination tree.
+
+Eliminating the unclamped slots in a min-fill order (`graph.elimination_order`) defines a
+junction tree (Koller & Friedman, Probabilistic Graphical Models, §10.4): slot v's clique is v
+with its neighbours when it is eliminated (its separator), and its parent is the first of those
+neighbours to be eliminated (the next root, across an empty separator, when it has none: the
+forest becomes one tree, so the partial sums of independent parts are convolved too). Each
+factor sits in the clique of the first of its slots to be eliminated. The upward messages are
+variable elimination's; a downward message into v sums its parent's clique down to v's
+separator; the belief of v's clique summed down to v is log P(X_v = t, q_rest = s, x_K), where
+q_rest is the partial sum of every other tuple. Each tuple's contribution is added exactly once,
+where it is summed out, because the cliques holding a slot form a subtree (running
+intersection). The potentials are polynomials in the partial sum (`potential`), so this is
+the sum-product algorithm in that semiring: one upward pass and one downward path per target
+give every target's law, instead of one elimination each.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from ddpbayes.engines.structured.potential import Potential, clamp, multiply, sum_out
+
+
+@dataclass(frozen=True)
+class Tree:
+    """The elimination tree of the slots left free by a clamped set."""
+
+    order: list[int]
+    separator: dict[int, tuple[int, ...]]  # v -> its neighbours when eliminated (the upward message's scope)
+    parent: dict[int, int | None]
+    children: dict[int, list[int]]
+
+
+def elimination_tree(order: list[int], separators: dict[int, tuple[int, ...]]) -> Tree:
+    position = {v: k for k, v in enumerate(order)}
+    roots = [v for v in order if not separators[v]]
+    next_root = dict(itertools.pairwise(roots))
+    parent: dict[int, int | None] = {}
+    children: dict[int, list[int]] = {v: [] for v in order}
+    for v in order:
+        sep = separators[v]
+        parent[v] = min(sep, key=position.__getitem__) if sep else next_root.get(v)
+        if parent[v] is not None:
+            children[parent[v]].append(v)
+    return Tree(order, separators, parent, children)
+
+
+class Calibration:
+    """The factors with slots `clamped` fixed, on `tree`: laws of single slots with the partial sum."""
+
+    def __init__(self, tree: Tree, factors: list[Potential], sizes: list[int], contribution: list[np.ndarray],
+                 clamped: Mapping[int, int], limit: int):
+        self.tree, self.sizes, self.contribution, self.limit = tree, sizes, contribution, limit
+        position = {v: k for k, v in enumerate(tree.order)}
+        self.assigned: dict[int, list[Potential]] = {v: [] for v in tree.order}
+        last = tree.order[-1]
+        for p in factors:
+            for v in p.scope:
+                if v in clamped:
+                    p = clamp(p, v, clamped[v])
+            home = min(p.scope, key=position.__getitem__) if p.scope else last
+            self.assigned[home].append(p)
+        self.up: dict[int, Potential] = {}
+        for v in tree.order:  # children are eliminated before their parent
+            inner = self.assigned[v] + [self.up[c] for c in tree.children[v]]
+            self.up[v] = self._sum_out(self._product(inner), (v,))
+        self.down: dict[int, Potential] = {}
+        self._siblings: dict[int, tuple[list[Potential], list[Potential]]] = {}
+
+    def marginal(self, v: int) -> Potential:
+        """log P(X_v = value, Σ_{k != v} w_k X_k = s, x_K) over (v, s)."""
+        pots = self._base(v) + [self.up[c] for c in self.tree.children[v]]
+        belief = self._product(pots)
+        drop = tuple(u for u in belief.scope if u != v)
+        out = self._sum_out(belief, drop)
+        if v not in out.scope:
+            out = _extend(out, v, self.sizes[v])
+        return out
+
+    def log_total(self) -> float:
+        """log Σ over every free slot of the product (the probability of the clamped values)."""
+        root = self.tree.order[-1]
+        total = self._sum_out(self.marginal(root), (root,))
+        return float(np.logaddexp.reduce(total.table.reshape(-1))) if total.table.size else -np.inf
+
+    def _base(self, v: int) -> list[Potential]:
+        """v's own factors and the message from its parent."""
+        return self.assigned[v] + ([self._down(v)] if self.tree.parent[v] is not None else [])
+
+    def _down(self, v: int) -> Potential:
+        """The message from v's parent into v, over v's separator."""
+        path = [v]
+        while self.tree.parent[path[-1]] is not None and self.tree.parent[path[-1]] not in self.down:
+            path.append(self.tree.parent[path[-1]])
+        for u in reversed(path):
+            if u in self.down or self.tree.parent[u] is None:
+                continue
+            p = self.tree.parent[u]
+            rest = self._product(self._base(p) + [self._all_but(p, u)])
+            drop = tuple(w for w in (p, *self.tree.separator[p]) if w not in self.tree.separator[u])
+            self.down[u] = self._sum_out(rest, drop)
+        return self.down[v]
+
+    def _all_but(self, p: int, child: int) -> Potential:
+        """The product of p's children's upward messages but `child`'s (prefix and suffix products)."""
+        kids = self.tree.children[p]
+        if p not in self._siblings:
+            prefix, suffix = [_one()], [_one()]
+            for c in kids:
+                prefix.append(self._product([prefix[-1], self.up[c]]))
+            for c in reversed(kids):
+                suffix.append(self._product([suffix[-1], self.up[c]]))
+            self._siblings[p] = (prefix, suffix[::-1])
+        prefix, suffix = self._siblings[p]
+        k = kids.index(child)
+        return self._product([prefix[k], suffix[k + 1]])
+
+    def _product(self, pots: list[Potential]) -> Potential:
+        out = _one()
+        for p in sorted(pots, key=lambda p: p.table.size):
+            out = multiply(out, p, self.sizes, self.limit)
+        return out
+
+    def _sum_out(self, pot: Potential, slots: tuple[int, ...]) -> Potential:
+        for v in slots:
+            if v not in pot.scope:
+                pot = _extend(pot, v, self.sizes[v])
+            pot = sum_out(pot, v, self.contribution[v], self.limit)
+        return pot
+
+
+def _one() -> Potential:
+    return Potential((), np.zeros(1), 0)
+
+
+def _extend(p: Potential, v: int, size: int) -> Potential:
+    """p as a function of one more slot v that it does not depend on."""
+    table = np.broadcast_to(p.table[..., None, :], (*p.table.shape[:-1], size, p.length))
+    return Potential((*p.scope, v), np.ascontiguousarray(table), p.offset)

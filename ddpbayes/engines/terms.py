@@ -1,0 +1,228 @@
+"""The model's log-density as small tables: one per term, over the slots the term reads.
+
+The log-density of a PyMC model is a sum of terms, one per variable (DESIGN §2.1): a free or
+observed variable's log-probability given its parents, or a potential. Each term is built on
+its own — its parents cut off by placeholders, so the graph is a handful of nodes whatever the
+size of the model — and evaluated, vectorised with `vectorize_graph`, on every combination of
+its slots' values, in float64 (`in_float64`). Terms with the same graph up to the names of
+their inputs (day k of a chain given day k-1, for every k) share one log-probability graph;
+all of them are compiled into one function and evaluated in one call. An element-wise vector
+variable (a univariate distribution with a batch of elements) gives one term per element, so
+`Bernoulli("x", rate, shape=n)` is n small tables, not one over 2^n configurations.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pymc as pm
+import pytensor
+import pytensor.tensor as pt
+from pytensor.compile.sharedvalue import SharedVariable
+from pytensor.graph.basic import Constant, Variable
+from pytensor.graph.replace import clone_replace, vectorize_graph
+from pytensor.graph.traversal import ancestors
+from pytensor.tensor.random.type import RandomType
+
+from ddpbayes.limits import check_states
+from ddpbayes.model import DependenceModel
+from ddpbayes.model.contract import rejected_parameters
+from ddpbayes.model.precision import in_float64
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One scalar the tables range over: variable `rv`, or its element `index`, taking `values`."""
+
+    rv: object
+    index: int | None  # element of a vector variable, None for a scalar one
+    values: np.ndarray
+
+
+@dataclass(frozen=True)
+class _Term:
+    """One term: `var`'s log-probability (or a potential), element `element` when split."""
+
+    var: object
+    parents: list  # the free variables it reads, besides its own value
+    element: int | None  # for an element-wise vector variable: which element this table is for
+
+
+def tabulate(model: DependenceModel, slots: list[Slot], limit: int) -> list[tuple[list[int], np.ndarray]]:
+    """Every term of `model` as (the slots it reads, its log-table flattened with the first slot
+    most significant); each table's size is checked against `limit` before it is built."""
+    slots_of: dict = {}
+    for k, s in enumerate(slots):
+        slots_of.setdefault(s.rv, []).append(k)
+    terms = _terms(model.model, list(slots_of))
+    plans = []
+    for term in terms:
+        ids = _scope(term, slots_of)
+        check_states(math.prod(len(slots[k].values) for k in ids), "a term's table (a variable and its parents)",
+                     "cells", limit, ", or use another engine")
+        plans.append(ids)
+    groups = _groups(model.model, terms)
+    outputs, inputs, feeds, evaluated = [], [], [], []
+    for members in groups.values():
+        graph, own = _graph(model.model, terms[members[0]])
+        batched = [pt.tensor(dtype=v.dtype, shape=(None, *v.type.shape)) for v in own]
+        out = vectorize_graph(graph, replace=dict(zip(own, batched)))
+        outputs.append(out.reshape((out.shape[0], -1)) if out.ndim > 1 else out[:, None])
+        inputs += batched
+        grids = _distinct_grids(members, plans, slots)  # members with equal value grids share one evaluation
+        firsts = list(dict.fromkeys(grids.values()))
+        feeds += _feeds([terms[m] for m in firsts], [plans[m] for m in firsts], slots, slots_of, own)
+        evaluated.append((grids, firsts))
+    # The tables are tiny: C compilation would cost seconds and save nothing.
+    fn = pytensor.function(inputs, outputs, on_unused_input="ignore", mode="FAST_COMPILE")
+    with rejected_parameters():
+        results = fn(*feeds)
+    tables: list = [None] * len(terms)
+    for (grids, firsts), result in zip(evaluated, results):
+        blocks, start = {}, 0
+        for m in firsts:
+            rows = math.prod(len(slots[k].values) for k in plans[m])
+            blocks[m] = np.asarray(result[start:start + rows], dtype=float)
+            start += rows
+        for m, first in grids.items():
+            column = terms[m].element
+            tables[m] = blocks[first][:, column] if column is not None else blocks[first].sum(axis=1)
+    return [(ids, table) for ids, table in zip(plans, tables)]
+
+
+def _distinct_grids(members: list[int], plans: list[list[int]], slots: list[Slot]) -> dict[int, int]:
+    """Each member mapped to the first member whose slots take the same values."""
+    first: dict = {}
+    out = {}
+    for m in members:
+        key = tuple(slots[k].values.tobytes() + str(slots[k].values.dtype).encode() for k in plans[m])
+        out[m] = first.setdefault(key, m)
+    return out
+
+
+def _terms(pm_model: pm.Model, free: list) -> list[_Term]:
+    """One term per free variable (per element when element-wise), observed variable and potential."""
+    out = []
+    free_set, potentials = set(free), set(pm_model.potentials)
+    for var in [*pm_model.free_RVs, *pm_model.observed_RVs, *pm_model.potentials]:
+        reached = ancestors([var] if var in potentials else var.owner.inputs, blockers=free)
+        parents = [v for v in reached if v in free_set and v is not var]
+        if var in pm_model.free_RVs and _elementwise(var):
+            out += [_Term(var, parents, k) for k in range(var.type.shape[0])]
+        else:
+            out.append(_Term(var, parents, None))
+    return out
+
+
+def _elementwise(var) -> bool:
+    """A vector of independent elements given its parents: a univariate distribution's batch."""
+    op = var.owner.op
+    return var.ndim == 1 and var.type.shape[0] is not None and getattr(op, "ndim_supp", None) == 0
+
+
+def _scope(term: _Term, slots_of: dict) -> list[int]:
+    own = slots_of.get(term.var, [])
+    if term.element is not None:
+        own = [own[term.element]]
+    return own + [k for p in term.parents for k in slots_of[p]]
+
+
+def _graph(pm_model: pm.Model, term: _Term) -> tuple[Variable, list[Variable]]:
+    """The term's log-probability as a graph of placeholders: (graph, [own value, *parents])."""
+    replace = {p: p.type() for p in term.parents}
+    replace.update(_observed_data(pm_model, term))
+    if term.var in pm_model.potentials:
+        return in_float64(clone_replace([term.var], replace))[0], [replace[p] for p in term.parents]
+    rv = clone_replace([term.var], replace)[0]
+    if term.var in pm_model.observed_RVs:
+        value, own = pm_model.rvs_to_values[term.var], []
+    else:
+        value = term.var.type()
+        own = [value]
+    return in_float64([pm.logp(rv, value, warn_rvs=False)])[0], own + [replace[p] for p in term.parents]
+
+
+def _observed_data(pm_model: pm.Model, term: _Term) -> dict:
+    """Observed variables that the term reads are their data, as in the model's log-density."""
+    observed = set(pm_model.observed_RVs)
+    if not observed or term.var.owner is None:
+        return {}
+    reached = ancestors(term.var.owner.inputs, blockers=[*term.parents, *observed])
+    return {v: pm_model.rvs_to_values[v] for v in reached if v in observed and v is not term.var}
+
+
+def _groups(pm_model: pm.Model, terms: list[_Term]) -> dict:
+    """Terms whose graphs are equal up to their inputs, by a structural signature."""
+    groups: dict = {}
+    seen: dict = {}
+    for k, term in enumerate(terms):
+        key = seen.get((id(term.var), term.element is not None))
+        if key is None:
+            key = _signature(pm_model, term)
+            seen[(id(term.var), term.element is not None)] = key
+        groups.setdefault(key, []).append(k)
+    return groups
+
+
+def _signature(pm_model: pm.Model, term: _Term) -> tuple:
+    """The term's graph with its inputs numbered: equal signatures, equal log-probability graphs."""
+    kind = "potential" if term.var in pm_model.potentials else "observed" if term.var in pm_model.observed_RVs else "free"
+    leaves = {p: ("parent", k, str(p.type)) for k, p in enumerate(term.parents)}
+    memo: dict = {}
+
+    def sig(v: Variable):
+        if v in leaves:
+            return leaves[v]
+        if v in memo:
+            return memo[v]
+        if v.owner is None:
+            if isinstance(v, Constant):
+                data = np.asarray(v.data)
+                s = ("constant", str(v.type), data.shape, data.tobytes())
+            elif isinstance(v.type, RandomType):
+                s = ("rng",)
+            elif isinstance(v, SharedVariable):
+                s = ("shared", id(v))
+            else:
+                s = ("input", id(v))
+        else:
+            s = (v.owner.op, tuple(sig(i) for i in v.owner.inputs), v.owner.outputs.index(v))
+        memo[v] = s
+        return s
+
+    own = (str(term.var.type), term.element is not None)
+    data = tuple(("data", id(v)) for v in _observed_data(pm_model, term).values())
+    value = ("value", id(pm_model.rvs_to_values[term.var])) if kind == "observed" else ()
+    return kind, own, sig(term.var), data, value
+
+
+def _feeds(terms: list[_Term], plans: list[list[int]], slots: list[Slot], slots_of: dict,
+           own: list[Variable]) -> list[np.ndarray]:
+    """The batched inputs of one group: every member's grid of (own value, parents) stacked."""
+    columns: list[list[np.ndarray]] = [[] for _ in own]
+    for term, ids in zip(terms, plans):
+        grid = _grid([slots[k].values for k in ids])
+        at = 0
+        variables = ([term.var] if len(own) > len(term.parents) else []) + term.parents
+        for c, var in enumerate(variables):
+            width = 1 if (var is term.var and term.element is not None) else len(slots_of[var])
+            block = grid[:, at:at + width]
+            at += width
+            if var.ndim == 0:
+                columns[c].append(block[:, 0])
+            elif width == 1 and var is term.var:
+                columns[c].append(np.repeat(block, var.type.shape[0], axis=1))  # every element the same value
+            else:
+                columns[c].append(block)
+    return [np.concatenate(cols).astype(v.dtype) for cols, v in zip(columns, own)]
+
+
+def _grid(columns: Sequence[np.ndarray]) -> np.ndarray:
+    """Every combination of the columns' values, first column most significant: (B, len(columns))."""
+    if not columns:
+        return np.zeros((1, 0))
+    mesh = np.meshgrid(*columns, indexing="ij")
+    return np.stack([m.ravel() for m in mesh], axis=1)
