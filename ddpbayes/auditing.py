@@ -9,7 +9,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from ddpbayes.encoding import jsonable, number
-from ddpbayes.engines import AdversaryLeakage, Engine, Witness, select_engine
+from ddpbayes.engines import AdversaryLeakage, Engine, Witness, passed_over, select_engine
 from ddpbayes.errors import InputError
 from ddpbayes.limits import state_limit
 from ddpbayes.mechanisms import Mechanism, make_mechanism
@@ -189,7 +189,8 @@ def _evaluate(problem: Problem, notion: str, targets: list[int], known: list[int
         chunk = count if chosen.estimates else CHUNK  # an estimating engine plans its MCMC runs as a whole
         bar = Progress(notion, count, "adversaries", enabled=settings.progress and count > chunk)
         worst, per_target, kept = _stream(chosen, problem, advs, chunk, bar, keep=lattice)
-    return _Evaluated(worst, per_target, chosen.name, dep_sets, kept, chosen.notes(problem))
+    auto = passed_over(problem, chosen) if settings.engine == "auto" and settings.method != "posterior" else []
+    return _Evaluated(worst, per_target, chosen.name, dep_sets, kept, auto + chosen.notes(problem))
 
 
 def _stream(engine: Engine, problem: Problem, advs: Iterator[Adversary], chunk: int, bar: Progress,

@@ -2,5 +2,5 @@
 so that the command line parses (and rejects) its arguments in well under a second."""
 
 NOTIONS = ("dp", "idp", "pdp", "ddp")
-ENGINES = ("exact", "gaussian", "sampling", "structured")  # `auto` tries them in this order (structured: opt-in for now)
+ENGINES = ("exact", "structured", "gaussian", "sampling")  # `auto` tries them in this order
 CALIBRATION_METHODS = ("exact", "dpm", "group", "dp")

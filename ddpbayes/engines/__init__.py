@@ -15,7 +15,7 @@ from ddpbayes.errors import InputError
 from ddpbayes.problem import Problem
 from ddpbayes.vocabulary import ENGINES as ENGINE_NAMES
 
-ENGINES: dict[str, Engine] = {e.name: e for e in (ExactEngine(), GaussianEngine(), SamplingEngine(), StructuredEngine())}
+ENGINES: dict[str, Engine] = {e.name: e for e in (ExactEngine(), StructuredEngine(), GaussianEngine(), SamplingEngine())}
 assert tuple(ENGINES) == ENGINE_NAMES, "the CLI offers the engines of ddpbayes.vocabulary"
 
 
@@ -42,5 +42,17 @@ def select_engine(problem: Problem, name: str = "auto") -> Engine:
     raise InputError("no engine can solve this problem (" + "; ".join(reasons) + ")")
 
 
+def passed_over(problem: Problem, chosen: Engine) -> list[str]:
+    """Why `auto` chose an estimating engine: what each engine before it could not do (one note)."""
+    if not chosen.estimates:
+        return []
+    reasons = []
+    for engine in ENGINES.values():
+        if engine is chosen:
+            break
+        reasons.append(f"{engine.name}: {engine.supports(problem)}")
+    return [f"auto chose the {chosen.name} engine, an estimate, because no exact engine applies (" + "; ".join(reasons) + ")"]
+
+
 __all__ = ["ENGINES", "AdversaryLeakage", "Curve", "DependenceProfile", "Engine", "NoCurve", "Witness", "engine_named",
-           "merge_diagnostics", "select_engine"]
+           "merge_diagnostics", "passed_over", "select_engine"]

@@ -16,77 +16,175 @@ import math
 import numpy as np
 
 from ddpbayes.engines.base import AdversaryLeakage, Engine, Witness
-from ddpbayes.engines.exact.joint import unsupported_reason
 from ddpbayes.engines.logspace import law_changes, logsumexp
-from ddpbayes.engines.structured.graph import FactorGraph, eliminate, factor_graph
+from ddpbayes.engines.structured.continual import continual_leakage, continual_reason
+from ddpbayes.engines.structured.graph import QUADRATURE_START, FactorGraph, calibrate, factor_graph, model_reason, tree
 from ddpbayes.engines.structured.potential import Potential
 from ddpbayes.errors import InputError
 from ddpbayes.limits import check_states
 from ddpbayes.mechanisms import Laplace, Mechanism
 from ddpbayes.model.domains import Finite
 from ddpbayes.problem import Adversary, Problem
-from ddpbayes.queries import Linear
+from ddpbayes.queries import Identity, Linear
 
 
 class StructuredEngine(Engine):
     name = "structured"
 
     def supports(self, problem: Problem) -> str | None:
-        reason = unsupported_reason(problem.model)
+        reason = model_reason(problem.model)
         if reason:
             return reason
-        if not isinstance(problem.query, Linear):
-            return f"the query '{problem.query.spec}' is not linear (use count, sum or linear: with integer weights)"
-        w = problem.query.weights(problem.model.n)
-        if len(w) != problem.model.n or not np.all(np.isfinite(w)) or np.any(np.mod(w, 1) != 0):
-            return f"the query '{problem.query.spec}' needs integer weights, one per tuple"
-        for k, d in enumerate(problem.model.domains):
-            if not (isinstance(d, Finite) and all(float(v).is_integer() for v in d.values)):
-                return f"tuple '{problem.model.names[k]}' is not integer-valued (domain {d})"
-        if not (isinstance(problem.mechanism, Laplace) and problem.mechanism.kind in ("laplace", "geometric")):
-            return f"the {problem.mechanism.kind} mechanism is not Laplace or geometric noise"
-        return None
+        if not isinstance(problem.query, Identity):
+            reason = _linear_reason(problem)
+            if reason:
+                return reason
+        try:
+            graph = factor_graph(problem.model, problem.settings.max_states)
+        except InputError as e:
+            return str(e)
+        if isinstance(problem.query, Identity):
+            return continual_reason(problem, graph)
+        return _width_reason(graph, _contributions(problem, graph), problem.settings.max_states)
 
     def leakage(self, problem: Problem) -> list[AdversaryLeakage]:
+        """Exact on finite models; with continuous latents, the quadrature value whose leakage
+        moves by less than SETTLED when the nodes double (raised until it does)."""
         self._check(problem)
         limit = problem.settings.max_states
         graph = factor_graph(problem.model, limit)
-        contribution = _contributions(problem, graph)
-        return [_adversary_leakage(adv, graph, contribution, problem.mechanism, limit) for adv in problem.adversaries]
+        if isinstance(problem.query, Identity):
+            return continual_leakage(problem, graph)
+        if not graph.rules:
+            return _leakage_on(problem, graph)
+        nodes, previous = QUADRATURE_START, _leakage_on(problem, graph)
+        while nodes < QUADRATURE_MAX:
+            nodes *= 2
+            found = _leakage_on(problem, factor_graph(problem.model, limit, nodes))
+            change = max(_moved(a.value, b.value) for a, b in zip(found, previous))
+            if change < SETTLED:
+                _settled(problem)[_key(problem)] = (nodes, change)
+                return found
+            previous = found
+        raise InputError(f"the quadrature over the continuous latents did not settle: the leakage moved by {change:.3g} "
+                         f"between {nodes // 2} and {nodes} nodes (use the sampling engine)")
 
     def notes(self, problem: Problem) -> list[str]:
-        graph = factor_graph(problem.model, problem.settings.max_states)
-        zero = [np.zeros(s, dtype=np.int64) for s in graph.sizes]
-        mass = math.exp(float(eliminate(graph, zero, {}, (), problem.settings.max_states).table[0]))
-        if mass < 1 - 1e-9:
-            note = f"the enumerated domains cover {mass:.6g} of the prior mass: leakage is for the model conditioned on them"
-            return [note]
-        return []
+        graph = self._graph(problem)
+        mass = math.exp(calibrate(graph, _zeros(graph), {}, problem.settings.max_states).log_total())
+        notes = []
+        if graph.rules:
+            nodes, change = _settled(problem).get(_key(problem), (len(graph.values[min(graph.rules)]), math.nan))
+            rules = ", ".join(f"'{_latent_name(problem, v)}' by {graph.rules[v].name}" for v in graph.rules)
+            notes.append(f"quadrature value: continuous latents integrated out with {nodes} nodes ({rules}); the "
+                         f"leakage moved by {change:.2g} from {nodes // 2} nodes (settled below {SETTLED:g})")
+        if mass < 1 - 1e-9 and not graph.rules:
+            notes.append(f"the enumerated domains cover {mass:.6g} of the prior mass: leakage is for the model conditioned on them")
+        return notes
 
     def dependence_sets(self, problem: Problem) -> list[frozenset[int]]:
-        """N(i) = {j : P(X_j | X_i = t) changes with t}, from each pair's marginal P(X_i, X_j)
-        (tolerance 1e-10, as the exact engine); tuples in different components of the
-        interaction graph are independent and skipped."""
+        """N(i) = {j : P(X_j | X_i = t) changes with t} (tolerance 1e-10, as the exact engine),
+        from X_j's law with X_i clamped to each of its values, for every j at once; tuples in
+        different components of the interaction graph are independent and skipped."""
         limit = problem.settings.max_states
-        graph = factor_graph(problem.model, limit)
-        zero = [np.zeros(s, dtype=np.int64) for s in graph.sizes]
+        graph = self._graph(problem)
         component = _components(graph)
         n = problem.model.n
-        sets: list[set[int]] = [set() for _ in range(n)]
-        for i, j in itertools.combinations(range(n), 2):
-            if component[i] != component[j]:
-                continue
-            joint = eliminate(graph, zero, {}, (i, j), limit).table[..., 0]
-            if law_changes(np.exp(joint)):
-                sets[j].add(i)
-            if law_changes(np.exp(joint.T)):
-                sets[i].add(j)
-        return [frozenset(s) for s in sets]
+        sets: list[frozenset[int]] = []
+        for i in range(n):
+            near = [j for j in range(n) if j != i and component[j] == component[i]]
+            rows = []
+            for t in range(graph.sizes[i]):
+                calibration = calibrate(graph, _zeros(graph), {i: t}, limit)
+                rows.append([calibration.marginal(j).table[:, 0] for j in near] if near else [])
+            sets.append(frozenset(j for k, j in enumerate(near) if _changes([r[k] for r in rows])))
+        return sets
+
+    @staticmethod
+    def _graph(problem: Problem) -> FactorGraph:
+        """The factor graph, on the settled quadrature rule when there is one."""
+        nodes = _settled(problem).get(_key(problem), (None,))[0]
+        return factor_graph(problem.model, problem.settings.max_states, nodes)
 
     def _check(self, problem: Problem) -> None:
         reason = self.supports(problem)
         if reason:
             raise InputError(f"the structured engine cannot solve this problem: {reason}")
+
+
+QUADRATURE_MAX = 1024  # nodes per continuous latent at most
+SETTLED = 1e-10  # a quadrature leakage is reported once doubling the nodes moves it by less
+
+
+def _leakage_on(problem: Problem, graph: FactorGraph) -> list[AdversaryLeakage]:
+    limit = problem.settings.max_states
+    contribution = _contributions(problem, graph)
+    found: dict[Adversary, AdversaryLeakage] = {}
+    for known, adversaries in _by_known_set(problem.adversaries).items():
+        found.update(_leakage_for_known_set(known, adversaries, graph, contribution, problem.mechanism, limit))
+    return [found[adv] for adv in problem.adversaries]
+
+
+def _moved(a: float, b: float) -> float:
+    return 0.0 if a == b else abs(a - b)
+
+
+def _settled(problem: Problem) -> dict:
+    """The node count at which each problem's quadrature settled, and by how much it moved."""
+    return problem.model.memo("structured", "quadrature", dict)
+
+
+def _key(problem: Problem) -> tuple:
+    return problem.query.spec, repr(problem.mechanism), problem.settings.max_states
+
+
+def _latent_name(problem: Problem, slot: int) -> str:
+    """The name of latent slot `slot` (slots after the tuples, element by element)."""
+    names = [rv.name if rv.ndim == 0 else f"{rv.name}[{k}]" for rv in problem.model.latent_rvs
+             for k in range(int(np.prod(rv.type.shape)) if rv.ndim else 1)]
+    return names[slot - problem.model.n]
+
+
+def _linear_reason(problem: Problem) -> str | None:
+    """Why the query or mechanism is not an integer linear release with Laplace or geometric noise."""
+    if not isinstance(problem.query, Linear):
+        return (f"the query '{problem.query.spec}' is not linear (use count, sum or linear: with integer weights; "
+                "identity on a chain)")
+    w = problem.query.weights(problem.model.n)
+    if len(w) != problem.model.n or not np.all(np.isfinite(w)) or np.any(np.mod(w, 1) != 0):
+        return f"the query '{problem.query.spec}' needs integer weights, one per tuple"
+    for k, d in enumerate(problem.model.domains):
+        if not (isinstance(d, Finite) and all(float(v).is_integer() for v in d.values)):
+            return f"tuple '{problem.model.names[k]}' is not integer-valued (domain {d})"
+    if not (isinstance(problem.mechanism, Laplace) and problem.mechanism.kind in ("laplace", "geometric")):
+        return f"the {problem.mechanism.kind} mechanism is not Laplace or geometric noise"
+    return None
+
+
+def _width_reason(graph: FactorGraph, contribution: list[np.ndarray], limit: int) -> str | None:
+    """Why the elimination's largest table (its widest clique times the query's range, a bound)
+    exceeds `limit`, or None."""
+    order = tree(graph, frozenset())
+    span = 1 + sum(int(c.max() - c.min()) for c in contribution)
+    widest = max(order.order, key=lambda v: math.prod(graph.sizes[u] for u in (v, *order.separator[v])))
+    clique = (widest, *order.separator[widest])
+    cells = math.prod(graph.sizes[u] for u in clique) * span
+    if cells > limit:
+        return (f"its widest elimination clique ({len(clique)} slots) times the query's {span:,} partial sums has "
+                f"{cells:,} cells, over the limit of {limit:,} (raise --max-states): the model's treewidth or the "
+                "query's range is too large")
+    return None
+
+
+def _zeros(graph: FactorGraph) -> list[np.ndarray]:
+    """No contribution to the partial sum: plain marginals."""
+    return [np.zeros(s, dtype=np.int64) for s in graph.sizes]
+
+
+def _changes(laws: list[np.ndarray]) -> bool:
+    """Does the law (log, unnormalised) of X_j differ between values t of X_i of positive probability?"""
+    table = np.stack(laws)  # (t, values of j): log P(X_i = t, X_j)
+    return law_changes(np.exp(table - table.max()))
 
 
 def _contributions(problem: Problem, graph: FactorGraph) -> list[np.ndarray]:
@@ -96,28 +194,43 @@ def _contributions(problem: Problem, graph: FactorGraph) -> list[np.ndarray]:
     return out + [np.zeros(s, dtype=np.int64) for s in graph.sizes[problem.model.n:]]
 
 
-def _adversary_leakage(adv: Adversary, graph: FactorGraph, contribution: list[np.ndarray], mechanism: Mechanism,
-                       limit: int) -> AdversaryLeakage:
-    """max over x_K of P(x_K) > 0 (in mixed-radix order; ties: the first) of the sup for x_K."""
-    known = sorted(adv.known)
-    check_states(math.prod(graph.sizes[k] for k in known), f"the known values of {adv}", "configurations", limit)
-    best = None
-    for codes in itertools.product(*[range(graph.sizes[k]) for k in known]):
-        clamped = dict(zip(known, codes))
-        pot = eliminate(graph, contribution, clamped, (adv.target,), limit)
+def _by_known_set(adversaries) -> dict[frozenset[int], list[Adversary]]:
+    groups: dict[frozenset[int], list[Adversary]] = {}
+    for adv in adversaries:
+        groups.setdefault(adv.known, []).append(adv)
+    return groups
+
+
+def _leakage_for_known_set(known: frozenset[int], adversaries: list[Adversary], graph: FactorGraph,
+                           contribution: list[np.ndarray], mechanism: Mechanism,
+                           limit: int) -> dict[Adversary, AdversaryLeakage]:
+    """For each adversary knowing `known`: max over x_K with P(x_K) > 0 (in mixed-radix order;
+    ties: the first) of the sup for x_K. One calibration per x_K serves every target."""
+    order = sorted(known)
+    check_states(math.prod(graph.sizes[k] for k in order), f"the known values of {adversaries[0]}", "configurations",
+                 limit)
+    best: dict[Adversary, tuple] = {}
+    for codes in itertools.product(*[range(graph.sizes[k]) for k in order]):
+        clamped = dict(zip(order, codes))
+        calibration = calibrate(graph, contribution, clamped, limit)
         shift = sum(int(contribution[k][c]) for k, c in clamped.items())
-        weights = _mixture(pot, contribution[adv.target], shift)
-        if weights is None:  # P(x_K) = 0
-            continue
-        found = _sup(*weights, mechanism, limit)
-        if best is None or found[0] > best[0]:
-            best = (*found, clamped)
-    if best is None:
-        raise InputError(f"every configuration of the known tuples of {adv} has probability zero")
-    value, t, t_prime, y, clamped = best
-    values = graph.values[adv.target]
-    known_values = {k: float(graph.values[k][c]) for k, c in clamped.items()}
-    return AdversaryLeakage(adv, max(value, 0.0), Witness(adv, known_values, float(values[t]), float(values[t_prime]), (y,)))
+        for adv in adversaries:
+            weights = _mixture(calibration.marginal(adv.target), contribution[adv.target], shift)
+            if weights is None:  # P(x_K) = 0
+                continue
+            found = _sup(*weights, mechanism, limit)
+            if adv not in best or found[0] > best[adv][0]:
+                best[adv] = (*found, clamped)
+    out = {}
+    for adv in adversaries:
+        if adv not in best:
+            raise InputError(f"every configuration of the known tuples of {adv} has probability zero")
+        value, t, t_prime, y, clamped = best[adv]
+        values = graph.values[adv.target]
+        known_values = {k: float(graph.values[k][c]) for k, c in clamped.items()}
+        witness = Witness(adv, known_values, float(values[t]), float(values[t_prime]), (y,))
+        out[adv] = AdversaryLeakage(adv, max(value, 0.0), witness)
+    return out
 
 
 def _mixture(pot: Potential, target: np.ndarray, shift: int) -> tuple[np.ndarray, np.ndarray] | None:
@@ -136,14 +249,15 @@ def _mixture(pot: Potential, target: np.ndarray, shift: int) -> tuple[np.ndarray
 def _sup(logw: np.ndarray, levels: np.ndarray, mechanism: Mechanism, limit: int) -> tuple[float, int, int, float]:
     """max over t, t' with P(t, x_K) > 0 and y on the mechanism's grid of log L(y|t) - log L(y|t')
     (DESIGN §2.1): the value, t, t' (indices) and y; 0 when one value of t is possible."""
-    check_states(mechanism.grid_size(len(levels)) * len(levels) * len(logw),
-                 f"the mechanism's kernel ({len(levels):,} query values)", "cells", limit)
-    grid, log_k = mechanism.log_kernel(levels)
     log_pt = logsumexp(logw, axis=1)
     possible = np.flatnonzero(log_pt > -np.inf)
     if possible.size < 2:
-        return 0.0, int(possible[0]), int(possible[0]), float(grid[0])
-    log_l = logsumexp(logw[possible][:, None, :] + log_k[None], axis=2) - log_pt[possible][:, None]  # (t, y)
+        return 0.0, int(possible[0]), int(possible[0]), float(levels[0])
+    if type(mechanism).log_mixtures is Mechanism.log_mixtures:  # dense: G x m cells
+        check_states(mechanism.grid_size(len(levels)) * len(levels) * len(logw),
+                     f"the mechanism's kernel ({len(levels):,} query values)", "cells", limit)
+    grid, log_l = mechanism.log_mixtures(logw[possible], levels)
+    log_l = log_l - log_pt[possible][:, None]  # (t, y)
     ratio = log_l.max(axis=0) - log_l.min(axis=0)
     g = int(np.argmax(ratio))
     return float(ratio[g]), int(possible[log_l[:, g].argmax()]), int(possible[log_l[:, g].argmin()]), float(grid[g])
