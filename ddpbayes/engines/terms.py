@@ -53,7 +53,13 @@ class _Term:
 
 def tabulate(model: DependenceModel, slots: list[Slot], limit: int) -> list[tuple[list[int], np.ndarray]]:
     """Every term of `model` as (the slots it reads, its log-table flattened with the first slot
-    most significant); each table's size is checked against `limit` before it is built."""
+    most significant); each table's size is checked against `limit` before it is built. Cached
+    on the model per slot values, so the exact and structured engines build them once."""
+    key = (tuple((id(s.rv), s.index, s.values.dtype.str, s.values.tobytes()) for s in slots), limit)
+    return model.memo("terms", key, lambda: _tabulate(model, slots, limit))
+
+
+def _tabulate(model: DependenceModel, slots: list[Slot], limit: int) -> list[tuple[list[int], np.ndarray]]:
     slots_of: dict = {}
     for k, s in enumerate(slots):
         slots_of.setdefault(s.rv, []).append(k)
@@ -100,6 +106,20 @@ def _distinct_grids(members: list[int], plans: list[list[int]], slots: list[Slot
     for m in members:
         key = tuple(slots[k].values.tobytes() + str(slots[k].values.dtype).encode() for k in plans[m])
         out[m] = first.setdefault(key, m)
+    return out
+
+
+def structure(model: DependenceModel, slots: list[Slot]) -> list[tuple[list[int], list[int]]]:
+    """The model as a directed graph over the slots: for every term, (its own slots, its parents'
+    slots); observed variables and potentials have no own slots (evidence on their parents)."""
+    slots_of: dict = {}
+    for k, s in enumerate(slots):
+        slots_of.setdefault(s.rv, []).append(k)
+    out = []
+    for term in _terms(model.model, list(slots_of)):
+        scope = _scope(term, slots_of)
+        own = len(slots_of[term.var]) if term.var in slots_of and term.element is None else int(term.var in slots_of)
+        out.append((scope[:own], scope[own:]))
     return out
 
 

@@ -83,16 +83,15 @@ class StructuredEngine(Engine):
         return notes
 
     def dependence_sets(self, problem: Problem) -> list[frozenset[int]]:
-        """N(i) = {j : P(X_j | X_i = t) changes with t} (tolerance 1e-10, as the exact engine),
-        from X_j's law with X_i clamped to each of its values, for every j at once; tuples in
-        different components of the interaction graph are independent and skipped."""
+        """N(i) = {j : P(X_j | X_i = t) changes with t} (tolerance 1e-10, as the exact engine):
+        the tuples d-connected to X_i (`separation`), checked numerically from X_j's law with
+        X_i clamped to each of its values, every j from one calibration."""
         limit = problem.settings.max_states
         graph = self._graph(problem)
-        component = _components(graph)
         n = problem.model.n
         sets: list[frozenset[int]] = []
         for i in range(n):
-            near = [j for j in range(n) if j != i and component[j] == component[i]]
+            near = sorted(j for j in graph.directed.reachable(i) if j < n)
             rows = []
             for t in range(graph.sizes[i]):
                 calibration = calibrate(graph, _zeros(graph), {i: t}, limit)
@@ -205,18 +204,28 @@ def _leakage_for_known_set(known: frozenset[int], adversaries: list[Adversary], 
                            contribution: list[np.ndarray], mechanism: Mechanism,
                            limit: int) -> dict[Adversary, AdversaryLeakage]:
     """For each adversary knowing `known`: max over x_K with P(x_K) > 0 (in mixed-radix order;
-    ties: the first) of the sup for x_K. One calibration per x_K serves every target."""
-    order = sorted(known)
-    check_states(math.prod(graph.sizes[k] for k in order), f"the known values of {adversaries[0]}", "configurations",
-                 limit)
+    ties: the first) of the sup for x_K. Only the known tuples that share a factor with an
+    unknown slot (R) can change the law of the unknown ones given x_K (global Markov property
+    of the factor graph); the others only shift the query by a constant, which leaves the sup
+    unchanged. So x_R is enumerated, the rest of K is summed out without moving the partial
+    sum, and the witness completes x_K with values of positive probability. One calibration
+    per x_R serves every target."""
+    relevant = _relevant(graph, known)
+    order = sorted(relevant)
+    count = math.prod(graph.sizes[k] for k in order)
+    if count > limit:
+        raise InputError(f"the adversaries knowing {len(known)} tuples have {len(order)} that bear on the others, with "
+                         f"{count:.3g} value combinations, over the limit of {limit:,} (raise --max-states, or choose "
+                         "a known set that cuts the model into smaller pieces)")
+    moving = [np.zeros_like(c) if k in known and k not in relevant else c for k, c in enumerate(contribution)]
     best: dict[Adversary, tuple] = {}
     for codes in itertools.product(*[range(graph.sizes[k]) for k in order]):
         clamped = dict(zip(order, codes))
-        calibration = calibrate(graph, contribution, clamped, limit)
+        calibration = calibrate(graph, moving, clamped, limit)
         shift = sum(int(contribution[k][c]) for k, c in clamped.items())
         for adv in adversaries:
             weights = _mixture(calibration.marginal(adv.target), contribution[adv.target], shift)
-            if weights is None:  # P(x_K) = 0
+            if weights is None:  # P(x_R) = 0
                 continue
             found = _sup(*weights, mechanism, limit)
             if adv not in best or found[0] > best[adv][0]:
@@ -226,11 +235,33 @@ def _leakage_for_known_set(known: frozenset[int], adversaries: list[Adversary], 
         if adv not in best:
             raise InputError(f"every configuration of the known tuples of {adv} has probability zero")
         value, t, t_prime, y, clamped = best[adv]
+        codes = _complete(graph, known, clamped, limit)
+        y += sum(int(contribution[k][c]) for k, c in codes.items() if k not in clamped)
         values = graph.values[adv.target]
-        known_values = {k: float(graph.values[k][c]) for k, c in clamped.items()}
+        known_values = {k: float(graph.values[k][c]) for k, c in sorted(codes.items())}
         witness = Witness(adv, known_values, float(values[t]), float(values[t_prime]), (y,))
         out[adv] = AdversaryLeakage(adv, max(value, 0.0), witness)
     return out
+
+
+def _relevant(graph: FactorGraph, known: frozenset[int]) -> set[int]:
+    """The known slots that share a factor with a slot that is not known."""
+    out: set[int] = set()
+    for p in graph.factors:
+        if any(v not in known for v in p.scope):
+            out.update(v for v in p.scope if v in known)
+    return out
+
+
+def _complete(graph: FactorGraph, known: frozenset[int], clamped: dict[int, int], limit: int) -> dict[int, int]:
+    """x_K: the enumerated values `clamped` and, for the other known slots, values of positive
+    probability with them."""
+    if len(clamped) == len(known):
+        return dict(clamped)
+    chosen = calibrate(graph, _zeros(graph), clamped, limit).completion()
+    if chosen is None:  # cannot happen: P(x_R) > 0
+        raise InputError("no values of the known tuples have positive probability with the witness's")
+    return {**clamped, **{k: chosen[k] for k in known if k not in clamped}}
 
 
 def _mixture(pot: Potential, target: np.ndarray, shift: int) -> tuple[np.ndarray, np.ndarray] | None:
@@ -261,19 +292,3 @@ def _sup(logw: np.ndarray, levels: np.ndarray, mechanism: Mechanism, limit: int)
     ratio = log_l.max(axis=0) - log_l.min(axis=0)
     g = int(np.argmax(ratio))
     return float(ratio[g]), int(possible[log_l[:, g].argmax()]), int(possible[log_l[:, g].argmin()]), float(grid[g])
-
-
-def _components(graph: FactorGraph) -> list[int]:
-    """Connected component of every slot in the interaction graph (union-find)."""
-    parent = list(range(graph.slots))
-
-    def root(v: int) -> int:
-        while parent[v] != v:
-            parent[v] = parent[parent[v]]
-            v = parent[v]
-        return v
-
-    for p in graph.factors:
-        for u, v in zip(p.scope, p.scope[1:]):
-            parent[root(u)] = root(v)
-    return [root(v) for v in range(graph.slots)]

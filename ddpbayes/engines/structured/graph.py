@@ -17,7 +17,8 @@ import numpy as np
 from ddpbayes.engines.structured.junction import Calibration, Tree, elimination_tree
 from ddpbayes.engines.structured.potential import Potential
 from ddpbayes.engines.structured.quadrature import Rule, rule
-from ddpbayes.engines.terms import Slot, tabulate
+from ddpbayes.engines.structured.separation import Directed
+from ddpbayes.engines.terms import Slot, structure, tabulate
 from ddpbayes.errors import InputError
 from ddpbayes.model import DependenceModel, Finite
 from ddpbayes.model.supports import is_discrete, support
@@ -32,6 +33,7 @@ class FactorGraph:
     values: list[np.ndarray]
     factors: list[Potential]
     rules: dict[int, Rule] = field(default_factory=dict)
+    directed: Directed | None = None  # parent -> own edges, for d-separation
     trees: dict = field(default_factory=dict)  # elimination trees per clamped set
 
     @property
@@ -87,7 +89,7 @@ def _build(model: DependenceModel, limit: int, nodes: int | None) -> FactorGraph
     factors = [Potential(tuple(ids), table.reshape(*[sizes[k] for k in ids], 1), 0)
                for ids, table in tabulate(model, slots, limit)]
     factors += [Potential((v,), r.log_weights[:, None], 0) for v, r in rules.items()]
-    return FactorGraph(sizes, [s.values for s in slots], factors, rules)
+    return FactorGraph(sizes, [s.values for s in slots], factors, rules, Directed(len(slots), structure(model, slots)))
 
 
 QUADRATURE_START = 16  # nodes per continuous latent in the first rule; the engine doubles them until the leakage settles

@@ -82,6 +82,25 @@ class Calibration:
             out = _extend(out, v, self.sizes[v])
         return out
 
+    def completion(self) -> dict[int, int] | None:
+        """Values (indices) of every free slot of positive joint probability with the clamped ones,
+        or None when there is none: each slot, from the root down, takes the most probable value
+        given the values already chosen for its separator (the upward messages guarantee that the
+        rest of its subtree can follow: a traceback through the sum-product tables)."""
+        chosen: dict[int, int] = {}
+        for v in reversed(self.tree.order):
+            inner = self._product(self.assigned[v] + [self.up[c] for c in self.tree.children[v]])
+            for u in self.tree.separator[v]:
+                if u in inner.scope:
+                    inner = clamp(inner, u, chosen[u])
+            if v not in inner.scope:
+                inner = _extend(inner, v, self.sizes[v])
+            score = np.logaddexp.reduce(inner.table.reshape(self.sizes[v], -1), axis=1)
+            if not np.isfinite(score.max()):
+                return None
+            chosen[v] = int(np.argmax(score))
+        return chosen
+
     def log_total(self) -> float:
         """log Σ over every free slot of the product (the probability of the clamped values)."""
         root = self.tree.order[-1]
