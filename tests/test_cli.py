@@ -98,6 +98,8 @@ BAD = {
     "unknown engine": lambda f: ["audit", HOUSEHOLD, *COUNT, "--notion", "idp", "--engine", "magic"],
     "state space over the limit": lambda f: ["audit", HOUSEHOLD, "-p", "n=4", *COUNT, "--notion", "idp", "--max-states", "4", "--engine", "exact"],
     "treewidth over the limit": lambda f: ["audit", HOUSEHOLD, "-p", "n=4", *COUNT, "--notion", "idp", "--max-states", "4", "--engine", "structured"],
+    "continuous tuple, engine structured": lambda f: ["audit", f["normal"], "--query", "sum", "--mechanism", "laplace", "--scale", "1", "--notion", "idp", "--engine", "structured"],
+    "non-integer weights, engine structured": lambda f: ["audit", HOUSEHOLD, "--query", "linear:0.5,1,1,1", "--mechanism", "laplace", "--scale", "1", "--notion", "idp", "--engine", "structured"],
     "max-states 0": lambda f: ["audit", HOUSEHOLD, *COUNT, "--notion", "idp", "--max-states", "0"],
     "missing --notion": lambda f: ["audit", HOUSEHOLD, *COUNT],
     "no subcommand": lambda f: [],
@@ -125,6 +127,9 @@ def test_error_messages_name_the_problem(model_files, capsys):
         "target out of range": "4",
         "known contains target": "0",
         "state space over the limit": "4",
+        "treewidth over the limit": "treewidth",
+        "continuous tuple, engine structured": "continuous",
+        "non-integer weights, engine structured": "integer weights",
     }
     for case, fragment in checks.items():
         main(BAD[case](model_files))
