@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ddpbayes.errors import InputError
-from ddpbayes.limits import check_positive_finite
+from ddpbayes.limits import check_positive_finite, check_states
 from ddpbayes.model.domains import Domain, Finite
 from ddpbayes.queries import Identity, Query
 
@@ -45,10 +45,12 @@ class Mechanism(ABC):
     def check(self, query: Query, domains: Sequence[Domain]) -> None:
         """Raise InputError if this mechanism cannot release this query."""
 
-    def log_mixtures(self, logw: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def log_mixtures(self, logw: np.ndarray, q: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray]:
         """log Σ_s w_t(s) p(y | q_s) for every row t of the log-weights `logw` (T, m) at every y
         of `log_kernel`'s grid: (grid (G,), (T, G)), up to the same constant per y. Dense here
-        (G·m cells, which engines check against --max-states); linear in m for Laplace."""
+        (G·m·T cells, checked against `limit`); linear in m for Laplace."""
+        check_states(self.grid_size(len(q)) * len(q) * len(logw), f"the mechanism's kernel ({len(q):,} query values)",
+                     "cells", limit)
         grid, log_k = self.log_kernel(q)
         return grid, np.logaddexp.reduce(logw[:, None, :] + log_k[None], axis=2)
 
@@ -84,8 +86,8 @@ class Laplace(Mechanism):
     def grid_size(self, levels: int) -> int:
         return levels + 2
 
-    def log_mixtures(self, logw: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """As `Mechanism.log_mixtures`, in O(T·m): for increasing q, Σ_{s ≤ k} w_s e^{-(q_k - q_s)/b}
+    def log_mixtures(self, logw: np.ndarray, q: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray]:
+        """As `Mechanism.log_mixtures`, in O(T·m) (nothing to check against `limit`): for increasing q, Σ_{s ≤ k} w_s e^{-(q_k - q_s)/b}
         and Σ_{s > k} w_s e^{-(q_s - q_k)/b} are running log-sums (absolute error about
         1e-16 · (max|log w| + (q_max - q_min)/b))."""
         order = np.argsort(q, kind="stable")

@@ -21,7 +21,6 @@ from ddpbayes.engines.structured.continual import continual_leakage, continual_r
 from ddpbayes.engines.structured.graph import QUADRATURE_START, FactorGraph, calibrate, factor_graph, model_reason, tree
 from ddpbayes.engines.structured.potential import Potential
 from ddpbayes.errors import InputError
-from ddpbayes.limits import check_states
 from ddpbayes.mechanisms import Laplace, Mechanism
 from ddpbayes.model.domains import Finite
 from ddpbayes.problem import Adversary, Problem
@@ -284,10 +283,7 @@ def _sup(logw: np.ndarray, levels: np.ndarray, mechanism: Mechanism, limit: int)
     possible = np.flatnonzero(log_pt > -np.inf)
     if possible.size < 2:
         return 0.0, int(possible[0]), int(possible[0]), float(levels[0])
-    if type(mechanism).log_mixtures is Mechanism.log_mixtures:  # dense: G x m cells
-        check_states(mechanism.grid_size(len(levels)) * len(levels) * len(logw),
-                     f"the mechanism's kernel ({len(levels):,} query values)", "cells", limit)
-    grid, log_l = mechanism.log_mixtures(logw[possible], levels)
+    grid, log_l = mechanism.log_mixtures(logw[possible], levels, limit)
     log_l = log_l - log_pt[possible][:, None]  # (t, y)
     ratio = log_l.max(axis=0) - log_l.min(axis=0)
     g = int(np.argmax(ratio))
