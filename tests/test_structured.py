@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pymc as pm
 import pytest
-from bruteforce import household_idp_closed_form, household_joint, leak_bruteforce, markov_joint
+from bruteforce import household_idp_closed_form, household_joint, leak_bruteforce, markov_joint, states
 
 import ddpbayes
 from ddpbayes import DependenceModel
@@ -358,3 +358,37 @@ def test_numeric_dependence_lies_inside_d_connection(seed):
     for i, dep in enumerate(exact):
         assert dep <= graph.directed.reachable(i)
     assert STRUCTURED.dependence_sets(problem) == exact
+
+
+# --------------------------------------------------------------------------- known tuples that only shift the query
+
+
+@pytest.mark.parametrize("known", [(0, 1, 2, 6, 7), (0, 3, 7), (1, 2, 5, 6), (0, 1, 2, 3, 5, 6, 7)])
+def test_far_known_tuples_only_shift_the_query(known):
+    """On a chain, known days beyond the nearest known one on each side are not enumerated; the
+    value still equals the brute force over every x_K, and the witness (all of x_K, y) attains it."""
+    p_up, p_stay1 = 0.3, 0.75
+    with pm.Model() as m:
+        prev = pm.Bernoulli("x0", 0.4)
+        for k in range(1, 8):
+            prev = pm.Bernoulli(f"x{k}", pm.math.switch(prev, p_stay1, p_up))
+    model = DependenceModel(m, tuples=[f"x{k}" for k in range(8)])
+    joint, values = markov_joint(8, p0=0.6, p_stay1=p_stay1, p_up=p_up), [np.array([0.0, 1.0])] * 8
+    weights = [1, 2, 1, 1, 1, 1, 3, 1]
+    query = "linear:" + ",".join(map(str, weights))
+    got = STRUCTURED.leakage(_problem(model, query, Laplace(1.0), [Adversary(4, frozenset(known))]))[0]
+    assert got.value == pytest.approx(leak_bruteforce(joint, values, weights, 1.0, 4, known), abs=1e-9)
+    w = got.witness
+    assert sorted(w.known_values) == list(known)
+    X, p = states(joint, values)
+    rows = np.all([X[:, k] == v for k, v in w.known_values.items()], axis=0)
+    assert p[rows].sum() > 0  # the completed x_K is possible
+    q = X @ np.array(weights, dtype=float)
+
+    def log_l(t: float) -> float:
+        sel = rows & (X[:, 4] == t)
+        y = w.y[0]
+        kernel = np.exp(-np.abs(y - q[sel])) if math.isfinite(y) else np.exp(np.sign(y) * (q[sel] - q[rows].mean()))
+        return math.log(np.sum(p[sel] * kernel) / p[sel].sum())
+
+    assert log_l(w.t) - log_l(w.t_prime) == pytest.approx(got.value, abs=1e-9)
