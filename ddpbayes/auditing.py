@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from ddpbayes.encoding import jsonable, number
 from ddpbayes.engines import AdversaryLeakage, Engine, Witness, passed_over, select_engine
 from ddpbayes.errors import InputError
+from ddpbayes.lattice_search import greedy_pdp, greedy_reason, layer_bounds
 from ddpbayes.limits import state_limit
 from ddpbayes.mechanisms import Mechanism, make_mechanism
 from ddpbayes.model import DependenceModel
@@ -112,7 +113,9 @@ def audit(
     global sensitivity / epsilon). `targets` restricts the targets; `known` fixes the
     adversary's knowledge for pdp; `lattice` keeps every pdp adversary in the result.
     How it runs is `settings` with any `RunSettings` field given by name in `run` (engine,
-    method, seed, draws, tune, chains, cores, max_runs, max_states, max_adversaries, progress).
+    method, seed, draws, tune, chains, cores, max_runs, max_states, max_adversaries, pdp_greedy,
+    progress). With pdp_greedy = k, pdp is seed 003's greedy search: a lower bound (`reason`
+    says so), which can fail a claim but never pass it.
     """
     start = time.perf_counter()
     settings = RunSettings.of(settings, **run)
@@ -129,6 +132,7 @@ def audit(
     known = _known(known, targets, model.n, notion)
     if lattice and notion != "pdp":
         raise InputError("--lattice lists the pdp adversaries: use it with --notion pdp")
+    _check_greedy(settings.pdp_greedy, notion, known, lattice)
     if claim is not None and (not isinstance(claim, (int, float)) or math.isnan(claim) or claim < 0):
         raise InputError(f"the claim must be a non-negative number, got {claim}")
     problem = Problem(model, query, mechanism, settings=settings)
@@ -136,7 +140,7 @@ def audit(
     with state_limit(settings.max_states):
         evaluated = _evaluate(problem, notion, targets, known, lattice)
     worst, per_target = evaluated.worst, evaluated.per_target
-    verdict, verdict_reason = judge(worst, claim)
+    verdict, verdict_reason = judge(worst, claim, lower_bound=evaluated.bound is not None)
     return AuditResult(
         notion=notion,
         leakage=worst.value,
@@ -149,7 +153,7 @@ def audit(
         claim=claim,
         seconds=time.perf_counter() - start,
         ci=worst.ci,
-        reason=worst.reason,
+        reason="; ".join(r for r in (evaluated.bound, worst.reason) if r) or None,
         lattice=evaluated.lattice,
         dependence_sets=None if evaluated.dependence_sets is None else [sorted(s) for s in evaluated.dependence_sets],
         mechanism=mechanism.describe(),
@@ -168,6 +172,7 @@ class _Evaluated:
     dependence_sets: list[frozenset[int]] | None = None
     lattice: list[AdversaryLeakage] | None = None
     notes: list[str] = field(default_factory=list)
+    bound: str | None = None  # why the leakage is only a lower bound on the notion (a greedy search)
 
 
 def _evaluate(problem: Problem, notion: str, targets: list[int], known: list[int] | None,
@@ -178,7 +183,12 @@ def _evaluate(problem: Problem, notion: str, targets: list[int], known: list[int
         return _Evaluated(*aggregate(dp_leakage(problem, targets), n), "analytic")
     chosen = select_engine(problem, "sampling" if settings.method == "posterior" else settings.engine)
     dep_sets = chosen.dependence_sets(problem) if notion == "ddp" else None
-    searched = chosen.pdp_worst(problem, targets) if notion == "pdp" and known is None and not lattice else None
+    greedy = settings.pdp_greedy if notion == "pdp" else 0
+    searched = None
+    if greedy:
+        searched = _greedy(chosen, problem, targets, greedy)
+    elif notion == "pdp" and known is None and not lattice:
+        searched = chosen.pdp_worst(problem, targets)
     kept = None
     if searched is not None:
         worst, per_target = aggregate(searched, n)
@@ -190,7 +200,22 @@ def _evaluate(problem: Problem, notion: str, targets: list[int], known: list[int
         bar = Progress(notion, count, "adversaries", enabled=settings.progress and count > chunk)
         worst, per_target, kept = _stream(chosen, problem, advs, chunk, bar, keep=lattice)
     auto = passed_over(problem, chosen) if settings.engine == "auto" and settings.method != "posterior" else []
-    return _Evaluated(worst, per_target, chosen.name, dep_sets, kept, auto + chosen.notes(problem))
+    return _Evaluated(worst, per_target, chosen.name, dep_sets, kept, auto + chosen.notes(problem),
+                      greedy_reason(greedy) if greedy else None)
+
+
+def _greedy(engine: Engine, problem: Problem, targets: list[int], top_k: int) -> list[AdversaryLeakage]:
+    """Seed 003's greedy pdp search (`lattice_search`), its worst case checked against
+    --max-adversaries before any adversary is evaluated, with a progress line (the search makes
+    an engine call per layer at least, however few adversaries it has)."""
+    count = len(targets) * sum(layer_bounds(problem.model.n, top_k))
+    if count > problem.settings.max_adversaries:
+        what = (f"the greedy pdp search (top-k = {top_k}) evaluates up to {count:,} adversaries "
+                f"({len(targets)} targets x {count // len(targets):,} known sets)")
+        _refuse(engine, problem, what, count, problem.settings.max_adversaries, "lower --pdp-greedy or restrict --target")
+    chunk = count if engine.estimates else CHUNK  # an estimating engine plans a layer's MCMC runs as a whole
+    bar = Progress(f"pdp greedy (top-k = {top_k})", count, "adversaries", enabled=problem.settings.progress)
+    return greedy_pdp(engine, problem, targets, top_k, chunk, bar)
 
 
 def _stream(engine: Engine, problem: Problem, advs: Iterator[Adversary], chunk: int, bar: Progress,
@@ -210,33 +235,48 @@ def _stream(engine: Engine, problem: Problem, advs: Iterator[Adversary], chunk: 
 
 def _check_lattice(engine: Engine, problem: Problem, notion: str, targets: list[int], count: int, limit: int,
                    lattice: bool) -> None:
-    """Refuse more adversaries than `limit` before any is evaluated, saying what they would cost:
-    the engine's own estimate of the time, and the memory that --lattice would hold."""
+    """Refuse more adversaries than `limit` before any is evaluated, saying what they would cost
+    and, with --lattice, the memory it would hold."""
     if count <= limit:
         return
     n = problem.model.n
     if count > len(targets):
         what = f"the {notion} lattice has {count:,} adversaries ({len(targets)} targets x 2^{n - 1} known sets)"
-        advice = ("fix the adversary's knowledge with --known, restrict --target, or use the gaussian engine's "
-                  "lattice search for Gaussian models")
+        advice = ("fix the adversary's knowledge with --known, restrict --target, search it greedily with "
+                  "--pdp-greedy K (seed 003; a lower bound), or use the gaussian engine's lattice search for "
+                  "Gaussian models")
     else:
         what = f"the {notion} audit has {count:,} adversaries (one per target)"
         advice = "restrict --target"
-    each = engine.seconds_per_adversary(problem)
-    cost = "" if each is None else f"; at roughly {each * 1e3:.3g} ms each it would take about {duration(count * each)}"
     memory = count * (700 + 60 * (n - 1))
     held = f", and --lattice would hold about {memory / 2**30:.3g} GiB" if lattice else ""
+    _refuse(engine, problem, what, count, limit, advice, held)
+
+
+def _refuse(engine: Engine, problem: Problem, what: str, count: int, limit: int, advice: str, held: str = "") -> None:
+    """The one-line refusal of `count` adversaries over `limit`, with the engine's own estimate of the time."""
+    each = engine.seconds_per_adversary(problem)
+    cost = "" if each is None else f"; at roughly {each * 1e3:.3g} ms each it would take about {duration(count * each)}"
     raise InputError(f"{what}, over the limit of {limit:,} (raise --max-adversaries){cost}{held}; {advice}")
 
 
-def judge(worst: AdversaryLeakage, claim: float | None) -> tuple[str | None, str | None]:
+def judge(worst: AdversaryLeakage, claim: float | None, lower_bound: bool = False) -> tuple[str | None, str | None]:
     """pass / fail / inconclusive against `claim`, and why when it is not plain.
 
     An exact leakage passes when it is at most the claim (to floating-point rounding). An
     estimate fails when its held-out lower bound exceeds the claim, passes only when its upper
     bound clears the claim and nothing blocks a pass (every target and known value compared),
     and needs passing MCMC diagnostics for
-    either (DESIGN §2.3)."""
+    either (DESIGN §2.3). A `lower_bound` on the notion (a greedy pdp search) fails a claim
+    below it, soundly, and never passes one."""
+    verdict, reason = _judge(worst, claim)
+    if verdict == "pass" and lower_bound:
+        return "inconclusive", ("a lower bound cannot pass a claim: the known sets the search did not visit may leak "
+                                "more (--pdp-greedy 0 searches every one)")
+    return verdict, reason
+
+
+def _judge(worst: AdversaryLeakage, claim: float | None) -> tuple[str | None, str | None]:
     if claim is None:
         return None, None
     if worst.ci is None:
@@ -285,3 +325,16 @@ def _known(known: Sequence[int] | None, targets: list[int], n: int, notion: str)
     if clash:
         raise InputError(f"known tuple {clash[0]} is also a target: the adversary cannot know its own target")
     return known
+
+
+def _check_greedy(top_k: int, notion: str, known: list[int] | None, lattice: bool) -> None:
+    """--pdp-greedy searches pdp's known sets: not another notion's adversaries, nor one fixed
+    known set (--known), nor the whole lattice (--lattice)."""
+    if not top_k:
+        return
+    if notion != "pdp":
+        raise InputError(f"--pdp-greedy searches the pdp lattice: use it with --notion pdp, not {notion}")
+    if known is not None:
+        raise InputError("--pdp-greedy searches the known sets and --known fixes one: use one of them")
+    if lattice:
+        raise InputError("--lattice lists every pdp adversary and --pdp-greedy visits only some: use one of them")

@@ -36,6 +36,7 @@ class RunSettings:
     max_runs: int = 200  # sampling: MCMC runs one call may plan
     max_states: int = DEFAULT_MAX_STATES  # joint states, supports, kernels, output grids
     max_adversaries: int = DEFAULT_MAX_ADVERSARIES  # adversaries evaluated one by one
+    pdp_greedy: int = 0  # pdp: 0 searches every known set; k >= 1 seed 003's greedy search, top k per layer
     progress: bool = False  # progress lines on stderr
 
     def __post_init__(self):
@@ -54,6 +55,8 @@ class RunSettings:
             raise InputError(f"--tune must be a non-negative integer, got {self.tune}")
         if isinstance(self.cores, bool) or not isinstance(self.cores, int) or self.cores < 0:
             raise InputError(f"--cores must be a non-negative integer (0: every core), got {self.cores}")
+        if isinstance(self.pdp_greedy, bool) or not isinstance(self.pdp_greedy, int) or self.pdp_greedy < 0:
+            raise InputError(f"--pdp-greedy must be a non-negative integer (0: every known set), got {self.pdp_greedy}")
         for name in ("chains", "max_runs", "max_states", "max_adversaries"):
             check_positive_int(getattr(self, name), "--" + name.replace("_", "-"))
 

@@ -43,7 +43,7 @@ def test_every_engine_command_takes_every_setting(command):
     flags = [f"--{name.replace('_', '-')}={value}" for name, value in FLAG_VALUES.items()]
     given = run_settings(parser.parse_args([*command, *flags, "--format", "json"]))
     assert {name: getattr(given, name) for name in FLAG_VALUES} == FLAG_VALUES
-    covered = set(FLAG_VALUES) | {"method", "progress"}
+    covered = set(FLAG_VALUES) | {"method", "pdp_greedy", "progress"}  # audit-only flags
     assert covered == {f.name for f in dataclasses.fields(RunSettings)}
 
 

@@ -36,12 +36,16 @@ def add_mechanism(parser: argparse.ArgumentParser) -> None:
 
 def add_run_settings(parser: argparse.ArgumentParser, method: bool = False) -> None:
     """The flags of `RunSettings`, one per field, for every command that runs engines; `method`
-    adds the sampling route (audit only). A flag left out keeps RunSettings' default."""
+    adds audit's own: the sampling route and the greedy pdp search (a lower bound, which a
+    calibration must not take for the leakage). A flag left out keeps RunSettings' default."""
     d = RunSettings()
     parser.add_argument("--engine", choices=("auto", *ENGINES), default=None, help="default auto")
     if method:
         parser.add_argument("--method", choices=METHODS, default=None, dest="sampling_method",
                             help="sampling: likelihood route (default), or the adversary's posterior odds (004 Thm. 1)")
+        parser.add_argument("--pdp-greedy", type=int, default=None, metavar="K",
+                            help="pdp: seed 003's greedy search, keeping the K best known sets per layer; a lower "
+                            "bound, not a verification (default 0: every known set)")
     parser.add_argument("--seed", type=int, default=None,
                         help=f"seed for every random step, 0..2^32-1 (default {d.seed}; same seed on the same "
                         "installation: same JSON; README, Reproducibility)")
@@ -62,7 +66,7 @@ def add_run_settings(parser: argparse.ArgumentParser, method: bool = False) -> N
 def run_settings(args: argparse.Namespace) -> RunSettings:
     """The RunSettings the flags of `add_run_settings` give (progress on stderr for text output)."""
     given = {name: getattr(args, name, None) for name in ("engine", "seed", "draws", "tune", "chains", "cores",
-                                                          "max_runs", "max_states", "max_adversaries")}
+                                                          "max_runs", "max_states", "max_adversaries", "pdp_greedy")}
     return RunSettings.of(**given, method=getattr(args, "sampling_method", None),
                           progress=args.format == "text" or sys.stderr.isatty())
 
