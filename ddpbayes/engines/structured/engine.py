@@ -38,6 +38,9 @@ class StructuredEngine(Engine):
             reason = _linear_reason(problem)
             if reason:
                 return reason
+            reason = _quick_work_reason(problem)
+            if reason:
+                return reason
         try:
             graph = factor_graph(problem.model, problem.settings.max_states)
         except InputError as e:
@@ -160,8 +163,9 @@ def _linear_reason(problem: Problem) -> str | None:
 
 
 def _width_reason(graph: FactorGraph, contribution: list[np.ndarray], limit: int) -> str | None:
-    """Why the elimination's largest table (its widest clique times the query's range, a bound)
-    exceeds `limit`, or None."""
+    """Why the elimination is too large, or None: its widest clique times the query's range (a
+    bound on its largest table) above `limit`, or the cells one pass touches (slots times that)
+    above WORK_PER_STATE · `limit`."""
     order = tree(graph, frozenset())
     span = 1 + sum(int(c.max() - c.min()) for c in contribution)
     widest = max(order.order, key=lambda v: math.prod(graph.sizes[u] for u in (v, *order.separator[v])))
@@ -171,6 +175,26 @@ def _width_reason(graph: FactorGraph, contribution: list[np.ndarray], limit: int
         return (f"its widest elimination clique ({len(clique)} slots) times the query's {span:,} partial sums has "
                 f"{cells:,} cells, over the limit of {limit:,} (raise --max-states): the model's treewidth or the "
                 "query's range is too large")
+    work = cells * len(order.order)
+    if work > WORK_PER_STATE * limit:
+        return (f"one pass of its elimination would touch about {work:.2g} table cells ({len(order.order):,} slots x "
+                f"{cells:,}), over {WORK_PER_STATE} x --max-states = {WORK_PER_STATE * limit:.2g} (raise --max-states)")
+    return None
+
+
+WORK_PER_STATE = 256  # a pass may touch this many table cells per --max-states (the default: about 1e9)
+
+
+def _quick_work_reason(problem: Problem) -> str | None:
+    """The work bound of `_width_reason` with the smallest clique (two cells), read off the
+    domains and weights before any table is built (10^5 exchangeable records: refused at once)."""
+    w = problem.query.weights(problem.model.n)
+    span = 1 + int(sum(abs(wk) * (max(d.values) - min(d.values)) for wk, d in zip(w, problem.model.domains)))
+    work, budget = 2 * span * problem.model.n, WORK_PER_STATE * problem.settings.max_states
+    if work > budget:
+        return (f"one pass of its elimination would touch at least {work:.2g} table cells ({problem.model.n:,} tuples x "
+                f"the query's {span:,} partial sums x 2), over {WORK_PER_STATE} x --max-states = {budget:.2g} "
+                "(raise --max-states)")
     return None
 
 

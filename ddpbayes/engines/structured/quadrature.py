@@ -28,6 +28,7 @@ from pytensor.tensor.exceptions import NotScalarConstantError
 from pytensor.tensor.random.basic import BetaRV, NormalRV
 from scipy.special import roots_hermite, roots_jacobi, roots_legendre
 
+from ddpbayes.errors import InputError
 from ddpbayes.model.domains import Interval
 from ddpbayes.model.supports import support
 
@@ -47,8 +48,10 @@ def rule(rv, m: int) -> Rule:
     """An m-node rule for one element of the continuous latent `rv` (see the module docstring)."""
     op, params = rv.owner.op, rv.owner.op.dist_params(rv.owner)
     if isinstance(op, BetaRV) and (ab := _constants(params[:2])) is not None:
+        _check_positive(rv, "Beta", ("alpha", "beta"), ab)
         return _jacobi(m, *ab)
     if isinstance(op, NormalRV) and (ms := _constants(params[:2])) is not None:
+        _check_positive(rv, "Normal", ("sigma",), ms[1:])
         return _hermite(m, *ms)
     dom = support(rv)
     lo, hi = (dom.lo, dom.hi) if isinstance(dom, Interval) else (-math.inf, math.inf)
@@ -59,6 +62,14 @@ def rule(rv, m: int) -> Rule:
     if math.isfinite(hi):
         return _exp_sinh(m, hi, -1.0)
     return _sinh_sinh(m)
+
+
+def _check_positive(rv, family: str, names: tuple[str, ...], values: tuple[float, ...]) -> None:
+    """A parameter outside its range is the model's own error, reported as one line."""
+    for name, value in zip(names, values):
+        if not value > 0:
+            raise InputError(f"the model rejects its own parameters: {family} '{rv.name}' has {name} = {value:g}, "
+                             "which must be positive")
 
 
 def _constants(params) -> tuple[float, ...] | None:
