@@ -23,6 +23,7 @@ from ddpbayes.engines.structured.potential import Potential
 from ddpbayes.errors import InputError
 from ddpbayes.mechanisms import Laplace, Mechanism
 from ddpbayes.model.domains import Finite
+from ddpbayes.model.supports import support
 from ddpbayes.problem import Adversary, Problem
 from ddpbayes.queries import Identity, Linear
 
@@ -73,15 +74,17 @@ class StructuredEngine(Engine):
 
     def notes(self, problem: Problem) -> list[str]:
         graph = self._graph(problem)
-        mass = math.exp(calibrate(graph, _zeros(graph), {}, problem.settings.max_states).log_total())
         notes = []
         if graph.rules:
             nodes, change = _settled(problem).get(_key(problem), (len(graph.values[min(graph.rules)]), math.nan))
             rules = ", ".join(f"'{_latent_name(problem, v)}' by {graph.rules[v].name}" for v in graph.rules)
             notes.append(f"quadrature value: continuous latents integrated out with {nodes} nodes ({rules}); the "
                          f"leakage moved by {change:.2g} from {nodes // 2} nodes (settled below {SETTLED:g})")
-        if mass < 1 - 1e-9 and not graph.rules:
-            notes.append(f"the enumerated domains cover {mass:.6g} of the prior mass: leakage is for the model conditioned on them")
+        if _declared_narrower(problem) and not graph.rules:
+            mass = math.exp(calibrate(graph, _zeros(graph), {}, problem.settings.max_states).log_total())
+            if mass < 1 - 1e-9:
+                notes.append(f"the enumerated domains cover {mass:.6g} of the prior mass: leakage is for the model "
+                             "conditioned on them")
         return notes
 
     def dependence_sets(self, problem: Problem) -> list[frozenset[int]]:
@@ -137,6 +140,16 @@ def _settled(problem: Problem) -> dict:
 
 def _key(problem: Problem) -> tuple:
     return problem.query.spec, repr(problem.mechanism), problem.settings.max_states
+
+
+def _declared_narrower(problem: Problem) -> bool:
+    """Does a declared tuple domain leave out values of the tuple's support (only then can the
+    enumerated domains miss prior mass)?"""
+    for slot, domain in zip(problem.model.slots, problem.model.domains):
+        dom = support(slot.rv)
+        if not (isinstance(dom, Finite) and set(dom.values) <= set(domain.values)):
+            return True
+    return False
 
 
 def _latent_name(problem: Problem, slot: int) -> str:
