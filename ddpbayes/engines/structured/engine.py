@@ -89,19 +89,22 @@ class StructuredEngine(Engine):
 
     def dependence_sets(self, problem: Problem) -> list[frozenset[int]]:
         """N(i) = {j : P(X_j | X_i = t) changes with t} (tolerance 1e-10, as the exact engine):
-        the tuples d-connected to X_i (`separation`), checked numerically from X_j's law with
-        X_i clamped to each of its values, every j from one calibration."""
+        the tuples d-connected to X_i (`separation`), checked numerically on P(X_i, X_j) for every
+        j from one calibration in which only X_i moves the partial sum, by its value's index (so
+        the sum axis is X_i itself)."""
         limit = problem.settings.max_states
         graph = self._graph(problem)
         n = problem.model.n
         sets: list[frozenset[int]] = []
         for i in range(n):
             near = sorted(j for j in graph.directed.reachable(i) if j < n)
-            rows = []
-            for t in range(graph.sizes[i]):
-                calibration = calibrate(graph, _zeros(graph), {i: t}, limit)
-                rows.append([calibration.marginal(j).table[:, 0] for j in near] if near else [])
-            sets.append(frozenset(j for k, j in enumerate(near) if _changes([r[k] for r in rows])))
+            if not near:
+                sets.append(frozenset())
+                continue
+            index = _zeros(graph)
+            index[i] = np.arange(graph.sizes[i])
+            calibration = calibrate(graph, index, {}, limit)
+            sets.append(frozenset(j for j in near if _changes(calibration.marginal(j), graph.sizes[i])))
         return sets
 
     @staticmethod
@@ -216,9 +219,11 @@ def _zeros(graph: FactorGraph) -> list[np.ndarray]:
     return [np.zeros(s, dtype=np.int64) for s in graph.sizes]
 
 
-def _changes(laws: list[np.ndarray]) -> bool:
-    """Does the law (log, unnormalised) of X_j differ between values t of X_i of positive probability?"""
-    table = np.stack(laws)  # (t, values of j): log P(X_i = t, X_j)
+def _changes(pair: Potential, size: int) -> bool:
+    """Does the law of X_j differ between values t of X_i of positive probability? `pair` is
+    log P(X_j, X_i = offset + s) with X_j's values first and X_i's index on the sum axis."""
+    table = np.full((size, pair.table.shape[0]), -np.inf)  # (t, values of j)
+    table[pair.offset:pair.offset + pair.length] = pair.table.T
     return law_changes(np.exp(table - table.max()))
 
 

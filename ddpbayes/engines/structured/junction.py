@@ -129,7 +129,7 @@ class Calibration:
         """The product of p's children's upward messages but `child`'s (prefix and suffix products)."""
         kids = self.tree.children[p]
         if p not in self._siblings:
-            prefix, suffix = [_one()], [_one()]
+            prefix, suffix = [_ONE], [_ONE]
             for c in kids:
                 prefix.append(self._product([prefix[-1], self.up[c]]))
             for c in reversed(kids):
@@ -140,8 +140,12 @@ class Calibration:
         return self._product([prefix[k], suffix[k + 1]])
 
     def _product(self, pots: list[Potential]) -> Potential:
-        out = _one()
-        for p in sorted(pots, key=lambda p: p.table.size):
+        """Π pots, smallest tables first; the constant 1 (`_ONE`) is skipped."""
+        pots = sorted((p for p in pots if p is not _ONE), key=lambda p: p.table.size)
+        if not pots:
+            return _ONE
+        out = pots[0]
+        for p in pots[1:]:
             out = multiply(out, p, self.sizes, self.limit)
         return out
 
@@ -153,8 +157,7 @@ class Calibration:
         return pot
 
 
-def _one() -> Potential:
-    return Potential((), np.zeros(1), 0)
+_ONE = Potential((), np.zeros(1), 0)  # the constant 1: an empty product
 
 
 def _extend(p: Potential, v: int, size: int) -> Potential:

@@ -34,6 +34,8 @@ class Potential:
 
 def align(p: Potential, scope: tuple[int, ...]) -> np.ndarray:
     """p's table with its axes in the order of `scope` (a superset), size-1 axes for the others."""
+    if p.scope == scope[:len(p.scope)]:  # already in order: pad with size-1 axes
+        return p.table.reshape(*p.table.shape[:-1], *([1] * (len(scope) - len(p.scope))), p.length)
     present = [v for v in scope if v in p.scope]
     table = np.transpose(p.table, [p.scope.index(v) for v in present] + [len(p.scope)])
     shape = [table.shape[present.index(v)] if v in p.scope else 1 for v in scope]
