@@ -22,7 +22,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ddpbayes.cli import audit_cmd, calibrate_cmd, derive_cmd, report_cmd, rho_cmd
+    from ddpbayes.cli import attack_cmd, audit_cmd, calibrate_cmd, derive_cmd, report_cmd, rho_cmd
 
     parser = _Parser(prog="ddpbayes", description="Verify privacy mechanisms on dependent data (DDP, PDP, IDP).")
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
@@ -32,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     rho_cmd.register(sub)
     calibrate_cmd.register(sub)
     report_cmd.register(sub)
+    attack_cmd.register(sub)
     return parser
 
 

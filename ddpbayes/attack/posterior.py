@@ -1,0 +1,95 @@
+"""The adversary's posterior over a G × G grid of cells of the unit box (seed 002 Eq. 6–9).
+
+    P(d̂ | μ̃, D_−i) ∝ exp(−‖μ̃ − μ̂(d̂)‖₁ / b) · P(d̂ | D_−i)          (Eq. 6)
+
+Cell g = ix · G + iy has centre ((ix + ½)/G, (iy + ½)/G). The likelihood and the dependent prior
+factor over the two coordinates, so both are built as (targets, G) tables per coordinate and
+added into (targets, G²); only the histogram prior (Eq. 8) is a full (targets, G²) table.
+Everything is in natural logs; entropies are in bits.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.special import log_ndtr, logsumexp
+
+
+def centres(grid: int) -> np.ndarray:
+    """The G cell centres along one coordinate."""
+    return (np.arange(grid) + 0.5) / grid
+
+
+def cell_index(points: np.ndarray, grid: int) -> np.ndarray:
+    """The cell g = ix · G + iy of each normalised point (n, 2); the box's far edge belongs to the last cell."""
+    ix = np.clip(np.floor(points * grid).astype(int), 0, grid - 1)
+    return ix[:, 0] * grid + ix[:, 1]
+
+
+def outer_sum(ax: np.ndarray, ay: np.ndarray) -> np.ndarray:
+    """(T, G) and (T, G) per-coordinate log terms → (T, G²) in cell order ix · G + iy."""
+    return (ax[:, :, None] + ay[:, None, :]).reshape(len(ax), -1)
+
+
+def laplace_normal_logpdf(r: np.ndarray, b: float, sigma: np.ndarray) -> np.ndarray:
+    """log of the density at r of Laplace(0, b) + Normal(0, σ²) (σ = 0: the Laplace density):
+
+        f(r) = e^{σ²/2b²} / 2b · [e^{−r/b} Φ(r/σ − σ/b) + e^{r/b} Φ(−r/σ − σ/b)].
+
+    The Normal part is the adversary's uncertainty about the unknown members of the target's
+    cluster (`adversary.ClusterView`)."""
+    sigma = np.broadcast_to(sigma, r.shape)
+    exact = -np.abs(r) / b - np.log(2 * b)
+    s = np.where(sigma > 0, sigma, 1.0)
+    mixed = (s**2 / (2 * b**2) - np.log(2 * b)
+             + np.logaddexp(-r / b + log_ndtr(r / s - s / b), r / b + log_ndtr(-r / s - s / b)))
+    return np.where(sigma > 0, mixed, exact)
+
+
+def log_likelihood(noisy: np.ndarray, expected_others: np.ndarray, sigma: np.ndarray, size: np.ndarray,
+                   b: float, grid: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per coordinate, log P(μ̃_c | target at the cell centre) for each target's cluster c (Eq. 6):
+    μ̂_c(d̂) = (S + d̂)/n_c, S the (expected) sum of the other members; the other clusters' centroids
+    do not depend on d̂ and cancel. `noisy`, `expected_others`, `sigma`: (T, 2); `size`: (T,).
+    Returns the (T, G) tables for x and y."""
+    c = centres(grid)
+    out = []
+    for a in range(2):
+        r = noisy[:, a, None] - (expected_others[:, a, None] + c[None, :]) / size[:, None]
+        out.append(laplace_normal_logpdf(r, b, sigma[:, a, None]))
+    return out[0], out[1]
+
+
+def histogram_log_prior(counts: np.ndarray) -> np.ndarray:
+    """Eq. 8: the share of the known others' positions in each cell (log; −inf for empty cells)."""
+    with np.errstate(divide="ignore"):
+        return np.log(counts) - np.log(counts.sum(axis=1, keepdims=True))
+
+
+def gaussian_log_prior(mean: np.ndarray, sd: np.ndarray, grid: int) -> np.ndarray:
+    """The mass of N(mean, diag(sd²)) in each cell, normalised over the box (log): the CAR
+    conditional integrated over the cells (the dependent prior, our Eq. 9). `mean`, `sd`: (T, 2)."""
+    edges = np.arange(grid + 1) / grid
+    logs = [_log_interval_mass((edges[None, :-1] - mean[:, a, None]) / sd[:, a, None],
+                               (edges[None, 1:] - mean[:, a, None]) / sd[:, a, None]) for a in range(2)]
+    return normalise(outer_sum(*logs))
+
+
+def _log_interval_mass(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """log(Φ(hi) − Φ(lo)) for lo < hi, accurate in both tails (by symmetry, the upper tail is
+    computed as the lower one)."""
+    flip = lo > 0
+    a, z = np.where(flip, -hi, lo), np.where(flip, -lo, hi)  # Φ(z) − Φ(a), a < z, a <= 0
+    log_z, log_a = log_ndtr(z), log_ndtr(a)
+    with np.errstate(divide="ignore"):
+        return log_z + np.log1p(-np.exp(log_a - log_z))
+
+
+def normalise(log_p: np.ndarray) -> np.ndarray:
+    """Rows of log weights → rows of log probabilities."""
+    return log_p - logsumexp(log_p, axis=1, keepdims=True)
+
+
+def entropy_bits(log_p: np.ndarray) -> np.ndarray:
+    """H = −Σ p log₂ p of each row of log probabilities (empty cells contribute 0)."""
+    p = np.exp(log_p)
+    return -(p * np.where(p > 0, log_p, 0.0)).sum(axis=1) / np.log(2)
