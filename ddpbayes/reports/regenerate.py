@@ -59,16 +59,26 @@ def regenerate(reports: Path, only: list[str] | None = None, progress: bool = Tr
 
 
 def write_index(reports: Path, specs: list[Path]) -> None:
+    """One row per spec's report, then per report made by another command (e.g. `ddpbayes
+    attack --report`), whose results.json carries its own title and finding."""
     rows = []
     for spec in specs:
         results = reports / spec.stem / "results.json"
         if not results.is_file():
             rows.append(f"| {spec.stem} | (not generated yet) |")
             continue
-        data = json.loads(results.read_text(encoding="utf-8"))
-        title, finding = (data[k].replace("|", "\\|") for k in ("title", "finding"))
-        rows.append(f"| [{title}]({spec.stem}/index.html) ([md]({spec.stem}/report.md)) | {finding} |")
+        rows.append(_row(spec.stem, results))
+    stems = {spec.stem for spec in specs}
+    for other in sorted(d for d in reports.iterdir() if d.is_dir() and d.name not in stems):
+        if (other / "results.json").is_file():
+            rows.append(_row(other.name, other / "results.json"))
     (reports / "README.md").write_text(HEADER + "\n".join(rows) + "\n", encoding="utf-8")
+
+
+def _row(name: str, results: Path) -> str:
+    data = json.loads(results.read_text(encoding="utf-8"))
+    title, finding = (data[k].replace("|", "\\|") for k in ("title", "finding"))
+    return f"| [{title}]({name}/index.html) ([md]({name}/report.md)) | {finding} |"
 
 
 def main(argv: list[str] | None = None) -> int:
