@@ -63,7 +63,7 @@ def _tabulate(model: DependenceModel, slots: list[Slot], limit: int) -> list[tup
     slots_of: dict = {}
     for k, s in enumerate(slots):
         slots_of.setdefault(s.rv, []).append(k)
-    terms = _terms(model.model, list(slots_of))
+    terms = _model_terms(model, list(slots_of))
     plans = []
     for term in terms:
         ids = _scope(term, slots_of)
@@ -116,21 +116,26 @@ def structure(model: DependenceModel, slots: list[Slot]) -> list[tuple[list[int]
     for k, s in enumerate(slots):
         slots_of.setdefault(s.rv, []).append(k)
     out = []
-    for term in _terms(model.model, list(slots_of)):
+    for term in _model_terms(model, list(slots_of)):
         scope = _scope(term, slots_of)
         own = len(slots_of[term.var]) if term.var in slots_of and term.element is None else int(term.var in slots_of)
         out.append((scope[:own], scope[own:]))
     return out
 
 
+def _model_terms(model: DependenceModel, free: list) -> list[_Term]:
+    """`_terms`, once per model and set of free variables."""
+    return model.memo("terms", ("terms", tuple(id(v) for v in free)), lambda: _terms(model.model, free))
+
+
 def _terms(pm_model: pm.Model, free: list) -> list[_Term]:
     """One term per free variable (per element when element-wise), observed variable and potential."""
     out = []
-    free_set, potentials = set(free), set(pm_model.potentials)
+    free_set, potentials, free_rvs = set(free), set(pm_model.potentials), set(pm_model.free_RVs)
     for var in [*pm_model.free_RVs, *pm_model.observed_RVs, *pm_model.potentials]:
-        reached = ancestors([var] if var in potentials else var.owner.inputs, blockers=free)
+        reached = ancestors([var] if var in potentials else var.owner.inputs, blockers=free_set)
         parents = [v for v in reached if v in free_set and v is not var]
-        if var in pm_model.free_RVs and _elementwise(var):
+        if var in free_rvs and _elementwise(var):
             out += [_Term(var, parents, k) for k in range(var.type.shape[0])]
         else:
             out.append(_Term(var, parents, None))
