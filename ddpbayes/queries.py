@@ -2,11 +2,16 @@
 
 Every query maps tuple values `x` (shape (S, n)) to outputs (shape (S, C)) and knows its
 per-tuple L1 sensitivity over the tuples' domains, which fixes classic DP's noise scale.
+Linear queries also give their matrix A (C, n), q(x) = A x: one row for `sum`, `count`, `mean`
+and `linear:w0,...`; several for `linear:` with rows separated by `;` and for `centroids:FILE`,
+the means of a fixed partition of users (seed 002 §IV-B; DESIGN §2.2).
 """
 
 from __future__ import annotations
 
+import csv
 import functools
+import itertools
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -40,8 +45,13 @@ class Query(ABC):
         """Raise InputError if the query does not apply to tuples with these domains."""
 
     def weights(self, n: int) -> np.ndarray | None:
-        """w for a linear query w·x, else None."""
+        """w for a scalar linear query w·x, else None."""
         return None
+
+    def matrix(self, n: int) -> np.ndarray | None:
+        """A (C, n) for a linear query A x (the row w of w·x for a scalar one), else None."""
+        w = self.weights(n)
+        return None if w is None else w[None, :]
 
     def global_sensitivity(self, domains: Sequence[Domain]) -> float:
         return max(self.sensitivity(k, domains) for k in range(len(domains)))
@@ -77,6 +87,75 @@ class Linear(Query):
             bad = [k for k, d in enumerate(domains) if not (isinstance(d, Finite) and set(d.values) <= {0.0, 1.0})]
             if bad:
                 raise InputError(f"count needs 0/1 tuples, but tuple {bad[0]} has domain {domains[bad[0]]}")
+
+
+class _MatrixQuery(Query):
+    """A x for a matrix A (C, n) fixed by the query: C linear statistics released together, each
+    with its own noise (DESIGN §2.2). A tuple's sensitivity is the L1 norm of its column of A
+    times its domain's width."""
+
+    def values(self, x: np.ndarray) -> np.ndarray:
+        return x @ self.matrix(x.shape[1]).T
+
+    def sensitivity(self, k: int, domains: Sequence[Domain]) -> float:
+        column = float(np.abs(self.matrix(len(domains))[:, k]).sum())
+        return 0.0 if column == 0 else column * domains[k].width
+
+
+@dataclass(frozen=True)
+class LinearRows(_MatrixQuery):
+    """`linear:a00,a01,...;a10,a11,...`: the rows of A, one output coordinate each."""
+
+    rows: tuple[tuple[float, ...], ...]
+    name: str = "linear"
+
+    @property
+    def spec(self) -> str:
+        return "linear:" + ";".join(_join(r) for r in self.rows)
+
+    def matrix(self, n: int) -> np.ndarray:
+        return _frozen(self.rows)
+
+    def check(self, domains: Sequence[Domain]) -> None:
+        if len(self.rows[0]) != len(domains):
+            raise InputError(f"linear query has {len(self.rows[0])} weights per row but the model has "
+                             f"{len(domains)} tuples")
+
+
+@dataclass(frozen=True)
+class Centroids(_MatrixQuery):
+    """`centroids:FILE`: the means of the members of every cluster of a fixed partition of users,
+    coordinate by coordinate — the centroids K-means publishes in seed 002 §IV-B, with the
+    assignment held fixed (two databases are neighbours when one user's value differs and the
+    partition is the same).
+
+    FILE is a CSV with a header and a `cluster` column of integer labels, one row per user in the
+    model's user order (other columns are ignored). With u users and n = d·u tuples, tuple a·u + k
+    is coordinate a of user k (the model lists every user's first coordinate, then every user's
+    second, ...). Output k·d + a is coordinate a of the centroid of the k-th cluster in increasing
+    label order: 1/|c| on coordinate a of each member of cluster c."""
+
+    path: str
+    labels: tuple[int, ...]
+    name: str = "centroids"
+
+    @property
+    def spec(self) -> str:
+        return f"centroids:{self.path}"
+
+    def matrix(self, n: int) -> np.ndarray:
+        self._coordinates(n)
+        return _centroid_matrix(self.labels, n)
+
+    def check(self, domains: Sequence[Domain]) -> None:
+        self._coordinates(len(domains))
+
+    def _coordinates(self, n: int) -> int:
+        users = len(self.labels)
+        if not users or n % users:
+            raise InputError(f"the assignment {self.path} has {users} users but the model has {n} tuples, "
+                             "not a whole number of coordinates per user")
+        return n // users
 
 
 @dataclass(frozen=True)
@@ -141,8 +220,30 @@ def _linear_weights(coefficients: tuple[float, ...] | None, scale_by_n: bool, n:
     return w
 
 
+@functools.lru_cache(maxsize=16)
+def _frozen(rows: tuple[tuple[float, ...], ...]) -> np.ndarray:
+    a = np.asarray(rows, dtype=float)
+    a.setflags(write=False)
+    return a
+
+
+@functools.lru_cache(maxsize=4)
+def _centroid_matrix(labels: tuple[int, ...], n: int) -> np.ndarray:
+    """Row k·d + a: 1/|c_k| on tuple a·u + j for every member j of the k-th cluster c_k."""
+    lab = np.asarray(labels)
+    users, d = len(lab), n // len(lab)
+    clusters, members = np.unique(lab, return_inverse=True)
+    a = np.zeros((len(clusters) * d, n))
+    size = np.bincount(members)
+    for coord in range(d):
+        a[members * d + coord, coord * users + np.arange(users)] = 1.0 / size[members]
+    a.setflags(write=False)
+    return a
+
+
 def parse_query(spec: str) -> Query:
-    """`sum`, `count`, `mean`, `linear:w0,w1,...`, `histogram:e0,e1,...` or `identity`."""
+    """`sum`, `count`, `mean`, `linear:w0,w1,...` (rows separated by `;` for several outputs),
+    `centroids:FILE`, `histogram:e0,e1,...` or `identity`."""
     kind, _, arg = spec.partition(":")
     kind = kind.strip().lower()
     if kind in ("sum", "count", "mean", "identity") and arg:
@@ -154,13 +255,39 @@ def parse_query(spec: str) -> Query:
     if kind == "identity":
         return Identity()
     if kind == "linear":
-        return Linear("linear", coefficients=_numbers(arg, spec))
+        rows = tuple(_numbers(row, spec) for row in arg.split(";"))
+        if len({len(r) for r in rows}) > 1:
+            raise InputError(f"query '{spec}' has rows of different lengths {[len(r) for r in rows]}")
+        return Linear("linear", coefficients=rows[0]) if len(rows) == 1 else LinearRows(rows)
+    if kind == "centroids":
+        return Centroids(arg, read_assignment(arg))
     if kind == "histogram":
         edges = _numbers(arg, spec)
-        if len(edges) < 2 or any(b <= a for a, b in zip(edges, edges[1:])):
+        if len(edges) < 2 or any(b <= a for a, b in itertools.pairwise(edges)):
             raise InputError(f"histogram edges must be at least two increasing numbers, got '{arg}'")
         return Histogram(edges)
-    raise InputError(f"unknown query '{spec}' (use sum, count, mean, linear:w0,w1,..., histogram:e0,e1,... or identity)")
+    raise InputError(f"unknown query '{spec}' (use sum, count, mean, linear:w0,w1,...[;...], centroids:FILE, "
+                     "histogram:e0,e1,... or identity)")
+
+
+def read_assignment(path: str) -> tuple[int, ...]:
+    """The `cluster` column of the CSV at `path`: one integer label per user (`Centroids`)."""
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as f:
+            reader = csv.DictReader(f)
+            rows = [(reader.line_num, row) for row in reader]
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise InputError(f"cannot read the assignment '{path}': {exc}") from None
+    if not rows or "cluster" not in rows[0][1]:
+        raise InputError(f"the assignment '{path}' needs a header with a 'cluster' column and one row per user")
+    labels = []
+    for line, row in rows:
+        text = (row["cluster"] or "").strip()
+        try:
+            labels.append(int(text))
+        except ValueError:
+            raise InputError(f"the assignment '{path}' line {line}: cluster '{text}' is not an integer") from None
+    return tuple(labels)
 
 
 def _join(values: tuple[float, ...]) -> str:

@@ -1,19 +1,26 @@
 """Gaussian engine: jointly Gaussian tuples, a linear query, Laplace noise (DESIGN §2.2).
 
 With C = Cov(X_{i ∪ U} | X_K) (a Schur complement of Sigma) and beta_j = C_ji / C_ii, the
-query w·X released with Lap(b) and the target's domain [lo, hi]:
+query A x (m rows; one row w for w·x) released with Lap(b) on every output coordinate and the
+target's domain [lo, hi]:
 
-    leak(i, K) = (hi - lo) / b * |c(i, K)|,   c(i, K) = w_i + sum_{j in U} w_j beta_j.
+    leak(i, K) = (hi - lo) / b * ||c(i, K)||_1,   c(i, K) = A_{:,i} + sum_{j in U} A_{:,j} beta_j   (m,)
 
-Why: given X_i = t and X_K = x_K, w·X is Gaussian with mean affine in t with slope c(i, K) and
-a variance free of t, so L(y | t, x_K) is one Laplace–Gaussian convolution shifted by c t. Its
-log-derivative is bounded by 1/b (a Laplace convolution), so the log-ratio is at most
-|c| (hi - lo) / b, and it tends to that as y -> ±inf. Hence the witness: t, t' = hi, lo
-(swapped when c < 0), y = +inf as a limit (not attained unless U is empty); the known values
-x_K do not matter (the witness has none). An unbounded domain gives inf, unless c = 0.
-Latent Gaussian variables are marginalised in Sigma (`gaussian_graph`). N(i) = {j : Sigma_ij != 0}.
+(for one row, |w_i + sum_U w_j beta_j|). Why: given X_i = t and X_K = x_K, A X is Gaussian with
+mean affine in t with slope c(i, K) and a covariance free of t, so L(y | t, x_K) = h(y - c t) for
+one density h, a Gaussian convolved with Laplace noise on each coordinate. For every value of
+the Gaussian part the product of the Laplace kernels changes by at most exp(||c||_1 |t - t'| / b)
+when t moves, so the log-ratio is at most ||c||_1 (hi - lo) / b; it tends to that as every y_c
+goes to ±inf with the sign of c_c (dominated convergence; DESIGN §2.2). Hence the witness:
+t, t' = hi, lo (swapped when the first nonzero c_c is negative), y_c = ±inf as a limit (not
+attained unless U is empty); the known values x_K do not matter (the witness has none). An
+unbounded domain gives inf, unless c = 0. Latent Gaussian variables are marginalised in Sigma
+(`gaussian_graph`). N(i) = {j : Sigma_ij != 0}.
 
-`pdp_worst` takes pdp over every known set without listing the lattice (`gaussian_lattice`).
+Large models with a sparse precision (a CAR on a graph) are solved from the precision by one
+sparse factorisation per connected component (`gaussian_sparse`), never forming Sigma; the
+rest from the dense covariance. `pdp_worst` takes pdp over every known set without listing the
+lattice (`gaussian_lattice`, dense path only).
 """
 
 from __future__ import annotations
@@ -24,10 +31,11 @@ from collections.abc import Sequence
 import numpy as np
 from scipy.special import log_ndtr
 
-from ddpbayes.engines.base import AdversaryLeakage, Engine, Witness
+from ddpbayes.engines.base import AdversaryLeakage, Engine, NoCurve, Witness
 from ddpbayes.engines.curves import Curve, check_drawable, grid
-from ddpbayes.engines.gaussian.graph import tuple_covariance, tuple_mean, unsupported_reason
+from ddpbayes.engines.gaussian.graph import tuple_covariance, tuple_mean, unsupported_reason, use_sparse
 from ddpbayes.engines.gaussian.lattice import exhaustive, greedy, snap
+from ddpbayes.engines.gaussian.sparse import sparse_law
 from ddpbayes.errors import InputError
 from ddpbayes.mechanisms import Laplace
 from ddpbayes.problem import Adversary, Problem
@@ -43,33 +51,48 @@ class GaussianEngine(Engine):
         mech = problem.mechanism
         if not isinstance(mech, Laplace) or mech.kind != "laplace":
             return f"it takes Laplace noise, not {mech.kind}"
-        if problem.query.weights(problem.model.n) is None:
-            return f"it takes a linear query, not {problem.query.name}"
+        if problem.query.matrix(problem.model.n) is None:
+            return f"it takes a linear query (sum, count, mean, linear:, centroids:), not {problem.query.name}"
         return unsupported_reason(problem.model)
 
     def leakage(self, problem: Problem) -> list[AdversaryLeakage]:
-        cov = tuple_covariance(problem.model)
-        w = problem.query.weights(problem.model.n)
-        return [_result(problem, adv, coefficient(cov, w, adv.target, adv.known)) for adv in problem.adversaries]
+        model, advs = problem.model, problem.adversaries
+        a = problem.query.matrix(model.n)
+        if use_sparse(model):
+            coefs = sparse_law(model).coefficients(a, advs)
+        else:
+            cov = tuple_covariance(model)
+            coefs = np.array([coefficients(cov, a, adv.target, adv.known) for adv in advs]).reshape(len(advs), len(a))
+        return _results(problem, advs, coefs)
 
-    def pdp_worst(self, problem: Problem, targets: Sequence[int], top_k: int | None = None) -> list[AdversaryLeakage]:
+    def pdp_worst(self, problem: Problem, targets: Sequence[int],
+                  top_k: int | None = None) -> list[AdversaryLeakage] | None:
         """Each target's worst pdp adversary over every known set: exhaustive, or seed 003's
-        greedy search keeping `top_k` known sets per layer (a lower bound)."""
+        greedy search keeping `top_k` known sets per layer (a lower bound). None for a model on
+        the sparse path (thousands of tuples: the adversaries are counted, and refused, one by one)."""
         if top_k is not None and (not isinstance(top_k, int) or top_k < 1):
             raise InputError(f"top_k must be a positive integer, got {top_k}")
+        if use_sparse(problem.model):
+            return None
         cov = tuple_covariance(problem.model)
-        w = problem.query.weights(problem.model.n)
-        best = exhaustive(cov, w) if top_k is None else greedy(cov, w, top_k)
-        return [_result(problem, Adversary(i, best[i][1]), best[i][0]) for i in targets]
+        a = problem.query.matrix(problem.model.n).T
+        best = exhaustive(cov, a) if top_k is None else greedy(cov, a, top_k)
+        return _results(problem, [Adversary(i, best[i][1]) for i in targets], np.array([best[i][0] for i in targets]))
 
     def covariance(self, problem: Problem) -> np.ndarray | None:
+        """Sigma for reports' closed forms of a scalar linear query; None on the sparse path (Sigma
+        is never formed) and for several output coordinates (the closed forms have one row)."""
+        if problem.query.weights(problem.model.n) is None or use_sparse(problem.model):
+            return None
         return tuple_covariance(problem.model)
 
     def witness_curve(self, problem: Problem, notion: str, witness: Witness | None) -> Curve:
         """Given X_i = t and X_K = x_K the query is N(m(t), v), so L is a Laplace–Gaussian
         convolution, evaluated in closed form in log space; x_K is set to its mean (another x_K
-        shifts the curve in y without changing it)."""
+        shifts the curve in y without changing it). Not on the sparse path, which never forms Sigma."""
         check_drawable(problem, witness)
+        if use_sparse(problem.model):
+            raise NoCurve("the gaussian engine's sparse path (a large sparse precision) draws no witness curve")
         model, b = problem.model, problem.mechanism.scale
         cov, mean = tuple_covariance(model), tuple_mean(model)
         w = problem.query.weights(model.n)
@@ -93,21 +116,23 @@ class GaussianEngine(Engine):
                      "curve in y)", False)
 
     def dependence_sets(self, problem: Problem) -> list[frozenset[int]]:
+        if use_sparse(problem.model):
+            return sparse_law(problem.model).dependence_sets()
         cov = tuple_covariance(problem.model)
         sd = np.sqrt(np.diag(cov))
         dependent = np.abs(cov) > INDEPENDENT * np.outer(sd, sd)
         return [frozenset(int(j) for j in np.flatnonzero(row) if j != i) for i, row in enumerate(dependent)]
 
 
-def coefficient(cov: np.ndarray, w: np.ndarray, target: int, known: frozenset[int]) -> float:
-    """c(i, K) = (C w_S)_i / C_ii with C = Sigma_SS - Sigma_SK Sigma_KK^{-1} Sigma_KS, S = all but K."""
+def coefficients(cov: np.ndarray, a: np.ndarray, target: int, known: frozenset[int]) -> np.ndarray:
+    """c(i, K) = (A_S C_{S,i}) / C_ii (m,) with C = Sigma_SS - Sigma_SK Sigma_KK^{-1} Sigma_KS, S = all but K."""
     known = sorted(known)
-    s = [target] + [j for j in range(len(w)) if j != target and j not in known]
+    s = [target] + [j for j in range(a.shape[1]) if j != target and j not in known]
     c = cov[np.ix_(s, s)]
     if known:
         c = c - cov[np.ix_(s, known)] @ np.linalg.solve(cov[np.ix_(known, known)], cov[np.ix_(known, s)])
     root = np.sqrt(np.diag(c))
-    return float(snap(np.array(c[0] @ w[s] / c[0, 0]), np.abs(w[s]) @ root / root[0]))
+    return snap(a[:, s] @ c[0] / c[0, 0], np.abs(a[:, s]) @ root / root[0])
 
 
 def _log_laplace_normal(u: np.ndarray, b: float, var: float) -> np.ndarray:
@@ -119,14 +144,28 @@ def _log_laplace_normal(u: np.ndarray, b: float, var: float) -> np.ndarray:
     return np.logaddexp(-u / b + log_ndtr((u - var / b) / s), u / b + log_ndtr(-(u + var / b) / s))
 
 
-def _result(problem: Problem, adv: Adversary, c: float) -> AdversaryLeakage:
+def _results(problem: Problem, advs: Sequence[Adversary], coefs: np.ndarray) -> list[AdversaryLeakage]:
+    """leak = width ||c||_1 / b for every adversary (coefs (N, m)), with its witness: t, t' = hi, lo,
+    y_c = +inf where c_c >= 0 and -inf where c_c < 0, or all of it mirrored when the first nonzero
+    c_c is negative (so that a one-row query's witness is y = +inf, with t and t' swapped when c < 0)."""
+    norms = np.abs(coefs).sum(axis=1)
+    first = coefs[np.arange(len(coefs)), np.argmax(coefs != 0, axis=1)] if coefs.size else np.zeros(0)
+    flips = np.where(first < 0, -1.0, 1.0)
+    signs = np.where(flips[:, None] * coefs >= 0, math.inf, -math.inf)
+    return [_result(problem, adv, c, float(norm), flip > 0, tuple(y.tolist()))
+            for adv, c, norm, flip, y in zip(advs, coefs, norms, flips, signs)]
+
+
+def _result(problem: Problem, adv: Adversary, c: np.ndarray, norm: float, upward: bool,
+            y: tuple[float, ...]) -> AdversaryLeakage:
     dom = problem.model.domains[adv.target]
-    t, t_prime = (dom.hi, dom.lo) if c >= 0 else (dom.lo, dom.hi)
-    witness = Witness(adv, None, t, t_prime, (math.inf,))
-    if c == 0:
+    t, t_prime = (dom.hi, dom.lo) if upward else (dom.lo, dom.hi)
+    witness = Witness(adv, None, t, t_prime, y)
+    if norm == 0:
         return AdversaryLeakage(adv, 0.0, witness)
     if math.isinf(dom.width):
         name = problem.model.names[adv.target]
-        reason = f"tuple {name} has the unbounded domain {dom} and the query moves with it (coefficient {c:.6g})"
+        moves = f"coefficient {c[0]:.6g}" if len(c) == 1 else f"coefficients' L1 norm {norm:.6g}"
+        reason = f"tuple {name} has the unbounded domain {dom} and the query moves with it ({moves})"
         return AdversaryLeakage(adv, math.inf, witness, reason=reason)
-    return AdversaryLeakage(adv, dom.width * abs(c) / problem.mechanism.scale, witness)
+    return AdversaryLeakage(adv, dom.width * norm / problem.mechanism.scale, witness)

@@ -1,14 +1,15 @@
 """The pdp lattice of a Gaussian model without listing it: each target's worst known set.
 
 For target i and known set K (S = the other tuples and i, U = S - {i}), DESIGN §2.2 gives
-leak(i, K) = width_i / b * |c(i, K)| with
+leak(i, K) = width_i / b * ||c(i, K)||_1 for the query A x (A^T is `a`, (n, m): one column per
+output coordinate, m = 1 for w·x) with
 
-    c(i, K) = w_i + sum_{j in U} w_j C_ji / C_ii = (C w_S)_i / C_ii,   C = Cov(X_S | X_K),
+    c(i, K) = a_i + sum_{j in U} a_j C_ji / C_ii = (C a_S)_i / C_ii,   C = Cov(X_S | X_K),
 
-so each target's worst adversary is the known set with the largest |c(i, K)|. Everything
-for one S at once: keep M = Cov(X_S | X_K), v = M w_S and d = diag(M); then c(i, K) = v_i / d_i
-for every i in S. Knowing one more tuple, the one at position p of S, is a Schur complement on
-a 1x1 block (a rank-one downdate, `condition`):
+so each target's worst adversary is the known set with the largest ||c(i, K)||_1. Everything
+for one S at once: keep M = Cov(X_S | X_K), v = M a_S (s, m) and d = diag(M); then
+c(i, K) = v_i / d_i for every i in S. Knowing one more tuple, the one at position p of S, is a
+Schur complement on a 1x1 block (a rank-one downdate, `condition`):
 
     M' = M_{-p,-p} - m m^T / M_pp,   v' = v_{-p} - m v_p / M_pp,   d' = d_{-p} - m^2 / M_pp,
 
@@ -23,7 +24,7 @@ up to 0.3 GB), exact up to rounding (the downdates are the steps of a Cholesky f
 of an SPD matrix, which is stable).
 
 `greedy` is seed 003's fast search: per target, keep the `top_k` known sets of largest |c|
-per layer and expand only those; a child's c needs just the parent's M (O(1) per child).
+per layer and expand only those; a child's c needs just the parent's M (O(m) per child).
 
 Ties: a larger layer replaces the best only when larger by a relative 1e-12, so among equal
 values the smallest known set (the weakest adversary) is reported.
@@ -42,23 +43,23 @@ ZERO = 1e-12  # |c| below ZERO times its Cauchy–Schwarz scale is rounding: c =
 MAX_LAYER_BYTES = 1 << 29  # refuse an exhaustive search whose widest layer exceeds this
 CHUNK = 4096  # parents conditioned at once (keeps temporaries in cache)
 
-Best = tuple[float, frozenset[int]]  # (c with its sign, known set) for one target
+Best = tuple[np.ndarray, frozenset[int]]  # (c (m,) with its signs, known set) for one target
 
 
 def snap(c: np.ndarray, scale: np.ndarray) -> np.ndarray:
-    """c, with values below the rounding of its terms set to 0. Each term |w_j C_ji / C_ii| is
-    at most |w_j| sqrt(C_jj / C_ii) (Cauchy–Schwarz); `scale` is the sum of those bounds."""
+    """c, with values below the rounding of its terms set to 0. Each term |a_jc C_ji / C_ii| is
+    at most |a_jc| sqrt(C_jj / C_ii) (Cauchy–Schwarz); `scale` is the sum of those bounds."""
     return np.where(np.abs(c) <= ZERO * scale, 0.0, c)
 
 
 def condition(m: np.ndarray, v: np.ndarray, d: np.ndarray, p: int, out=None):
-    """Condition a batch (M (B,s,s), v (B,s), d (B,s)) on the element at position p; written
-    into `out` (three arrays of shapes (B,s-1,s-1), (B,s-1), (B,s-1)) when given."""
+    """Condition a batch (M (B,s,s), v (B,s,m), d (B,s)) on the element at position p; written
+    into `out` (three arrays of shapes (B,s-1,s-1), (B,s-1,m), (B,s-1)) when given."""
     col = np.concatenate([m[:, :p, p], m[:, p + 1 :, p]], axis=1)
     f = col / m[:, p, p][:, None]
     s = m.shape[1] - 1
     if out is None:
-        out = np.empty((m.shape[0], s, s)), np.empty((m.shape[0], s)), np.empty((m.shape[0], s))
+        out = np.empty((m.shape[0], s, s)), np.empty((m.shape[0], s, v.shape[2])), np.empty((m.shape[0], s))
     m_out, v_out, d_out = out
     m_out[:, :p, :p] = m[:, :p, :p]
     m_out[:, :p, p:] = m[:, :p, p + 1 :]
@@ -66,37 +67,39 @@ def condition(m: np.ndarray, v: np.ndarray, d: np.ndarray, p: int, out=None):
     m_out[:, p:, p:] = m[:, p + 1 :, p + 1 :]
     m_out -= f[:, :, None] * col[:, None, :]
     v_out[:, :p], v_out[:, p:] = v[:, :p], v[:, p + 1 :]
-    v_out -= f * v[:, p : p + 1]
+    v_out -= f[:, :, None] * v[:, p : p + 1, :]
     d_out[:, :p], d_out[:, p:] = d[:, :p], d[:, p + 1 :]
     d_out -= f * col
     return m_out, v_out, d_out
 
 
-def _coefficients(v: np.ndarray, d: np.ndarray, idx: np.ndarray, w: np.ndarray) -> np.ndarray:
-    root = np.sqrt(d)
-    scale = (np.abs(w[idx]) * root).sum(axis=1, keepdims=True) / root
-    return snap(v / d, scale)
+def _coefficients(v: np.ndarray, d: np.ndarray, idx: np.ndarray, a: np.ndarray) -> np.ndarray:
+    """c = v / d for a batch (v (B,s,m), d (B,s), tuples idx (B,s)): (B,s,m), rounding set to 0."""
+    root = np.sqrt(d)[:, :, None]
+    scale = (np.abs(a[idx]) * root).sum(axis=1, keepdims=True) / root
+    return snap(v / d[:, :, None], scale)
 
 
-def exhaustive(cov: np.ndarray, w: np.ndarray) -> list[Best]:
-    """For every target, the c(i, K) of largest |c| over every known set K, and that K."""
-    n = len(w)
-    widest = max(comb(n, s) * s * s * 8 for s in range(1, n + 1))
+def exhaustive(cov: np.ndarray, a: np.ndarray) -> list[Best]:
+    """For every target, the c(i, K) of largest ||c||_1 over every known set K, and that K;
+    `a` (n, m) holds the query's rows as columns."""
+    n, width = a.shape
+    widest = max(comb(n, s) * s * (s + width) * 8 for s in range(1, n + 1))
     if widest > MAX_LAYER_BYTES:
         raise InputError(
             f"the pdp lattice of {n} tuples has {n * 2 ** (n - 1):,} adversaries, too many for the exhaustive "
             "search (fix the known set with --known)"
         )
     everyone = np.arange(n)
-    m, v, d = cov[None].copy(), (cov @ w)[None], np.diag(cov)[None].copy()
+    m, v, d = cov[None].copy(), (cov @ a)[None], np.diag(cov)[None].copy()
     idx, run = everyone[None], np.array([n])  # run: S holds 0..run-1 but not run; descending
-    best: list[Best] = [(0.0, frozenset())] * n
+    best: list[Best] = [(np.zeros(width), frozenset())] * n
     for s in range(n, 0, -1):
-        _update(best, _coefficients(v, d, idx, w), idx, everyone)
+        _update(best, _coefficients(v, d, idx, a), idx, everyone)
         if s == 1:
             return best
         size = comb(n, s - 1)
-        child = np.empty((size, s - 1, s - 1)), np.empty((size, s - 1)), np.empty((size, s - 1))
+        child = np.empty((size, s - 1, s - 1)), np.empty((size, s - 1, width)), np.empty((size, s - 1))
         child_idx, child_run = np.empty((size, s - 1), dtype=np.int64), np.empty(size, dtype=np.int64)
         at = 0
         for p in range(int(run[0]) - 1, -1, -1):  # parents holding 0..p are a prefix of the layer
@@ -113,41 +116,42 @@ def exhaustive(cov: np.ndarray, w: np.ndarray) -> list[Best]:
 
 
 def _update(best: list[Best], c: np.ndarray, idx: np.ndarray, everyone: np.ndarray) -> None:
-    """Fold one layer into each target's best (first hit within a layer)."""
-    size = np.abs(c)
+    """Fold one layer into each target's best (first hit within a layer), by ||c||_1."""
+    size = np.abs(c).sum(axis=2)
     layer = np.zeros(len(best))
     np.maximum.at(layer, idx.ravel(), size.ravel())
-    for i in np.flatnonzero(layer > np.abs([b[0] for b in best]) * (1 + TIE)):
+    for i in np.flatnonzero(layer > np.array([np.abs(b[0]).sum() for b in best]) * (1 + TIE)):
         r, p = np.argwhere((idx == i) & (size == layer[i]))[0]
-        best[i] = (float(c[r, p]), frozenset(np.setdiff1d(everyone, idx[r]).tolist()))
+        best[i] = (c[r, p].copy(), frozenset(np.setdiff1d(everyone, idx[r]).tolist()))
 
 
-def greedy(cov: np.ndarray, w: np.ndarray, top_k: int) -> list[Best]:
-    """Seed 003's fast search: per target, expand only the `top_k` best known sets per layer."""
-    n = len(w)
+def greedy(cov: np.ndarray, a: np.ndarray, top_k: int) -> list[Best]:
+    """Seed 003's fast search: per target, expand only the `top_k` best known sets per layer
+    (by ||c||_1; `a` (n, m) holds the query's rows as columns)."""
+    n = len(a)
     best: list[Best] = []
     for i in range(n):
-        first = _coefficients((cov @ w)[None], np.diag(cov)[None], np.arange(n)[None], w)[0, i]
-        target_best: Best = (float(first), frozenset())
-        frontier = [(cov, cov @ w, np.diag(cov).copy(), np.arange(n))]
+        first = _coefficients((cov @ a)[None], np.diag(cov)[None], np.arange(n)[None], a)[0, i]
+        target_best: Best = (first, frozenset())
+        frontier = [(cov, cov @ a, np.diag(cov).copy(), np.arange(n))]
         while frontier and len(frontier[0][3]) > 1:
             children = {}
             for m, v, d, idx in frontier:
                 t = int(np.flatnonzero(idx == i)[0])
                 col, piv = m[t], np.diag(m)
-                vi = v[t] - col * v / piv  # v_i and d_i after conditioning on each position
+                vi = v[t] - (col / piv)[:, None] * v  # v_i and d_i after conditioning on each position
                 di = d[t] - col**2 / piv
                 for p in np.flatnonzero(idx != i):
                     known = frozenset(range(n)) - frozenset(idx.tolist()) | {int(idx[p])}
                     if known not in children:
-                        children[known] = (vi[p] / di[p], m, v, d, idx, p)
-            ranked = sorted(children.items(), key=lambda kv: -abs(kv[1][0]))[:top_k]
+                        children[known] = (np.abs(vi[p]).sum() / di[p], m, v, d, idx, p)
+            ranked = sorted(children.items(), key=lambda kv: -kv[1][0])[:top_k]
             frontier = []
             for known, (_, m, v, d, idx, p) in ranked:
                 cm, cv, cd = condition(m[None], v[None], d[None], int(p))
                 kept = np.delete(idx, p)
-                c = float(_coefficients(cv, cd, kept[None], w)[0, int(np.flatnonzero(kept == i)[0])])
-                if abs(c) > abs(target_best[0]) * (1 + TIE):
+                c = _coefficients(cv, cd, kept[None], a)[0, int(np.flatnonzero(kept == i)[0])]
+                if np.abs(c).sum() > np.abs(target_best[0]).sum() * (1 + TIE):
                     target_best = (c, known)
                 frontier.append((cm[0], cv[0], cd[0], kept))
         best.append(target_best)
