@@ -44,7 +44,8 @@ def adversaries(
     if notion == "idp":
         return (Adversary(i) for i in targets)
     if notion == "ddp":
-        return (Adversary(i, frozenset(range(n)) - dependence_sets[i] - {i}) for i in targets)
+        everyone = frozenset(range(n))
+        return (Adversary(i, everyone - dependence_sets[i] - {i}) for i in targets)
     if notion == "pdp":
         if known is not None:
             return (Adversary(i, frozenset(known)) for i in targets)

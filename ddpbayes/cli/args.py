@@ -27,7 +27,8 @@ def add_model(parser: argparse.ArgumentParser) -> None:
 
 
 def add_mechanism(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--query", required=True, help="sum, count, mean, linear:w0,w1,..., histogram:e0,e1,..., identity")
+    parser.add_argument("--query", required=True, help="sum, count, mean, linear:w0,w1,... (rows separated by ';' for a vector release), "
+                        "centroids:FILE (cluster means; a CSV with a cluster column), histogram:e0,e1,..., identity")
     parser.add_argument("--mechanism", required=True, help="laplace, geometric or randomized_response")
     noise = parser.add_mutually_exclusive_group(required=True)
     noise.add_argument("--scale", type=float, help="noise scale b")

@@ -42,10 +42,10 @@ def audit_text(r: AuditResult) -> str:
         )
     if r.witness is not None:
         w = r.witness
-        known = "{" + ", ".join(r.tuples[k] for k in sorted(w.adversary.known)) + "}"
+        known = "{" + _abbreviated([r.tuples[k] for k in sorted(w.adversary.known)]) + "}"
         if w.known_values:
-            known += " = (" + ", ".join(fmt(v) for _, v in sorted(w.known_values.items())) + ")"
-        y = "-" if w.y is None else ", ".join(fmt(v) for v in w.y)
+            known += " = (" + _abbreviated([fmt(v) for _, v in sorted(w.known_values.items())]) + ")"
+        y = "-" if w.y is None else _abbreviated([fmt(v) for v in w.y])
         lines.append(f"witness    target {r.tuples[w.adversary.target]}, knows {known}, t={fmt(w.t)} vs t'={fmt(w.t_prime)}, y={y}")
     lines.append("")
     width = max(len(n) for n in r.tuples)
@@ -64,3 +64,12 @@ def audit_text(r: AuditResult) -> str:
             lines.append(f"{r.tuples[a.adversary.target].ljust(width)}  {ks:<9}  {fmt(a.value)}")
     lines.extend(f"note: {n}" for n in r.notes)
     return "\n".join(lines)
+
+
+def _abbreviated(items: list[str], keep: int = 12) -> str:
+    """The items joined; beyond `keep` the first and last few and how many are left out (the
+    JSON output keeps them all)."""
+    if len(items) <= keep:
+        return ", ".join(items)
+    half = keep // 2
+    return ", ".join(items[:half]) + f", ... ({len(items) - keep:,} more) ..., " + ", ".join(items[-half:])
