@@ -339,3 +339,24 @@ def test_full_run_on_the_shipped_data(capsys):
         if row["adversary"] == "independent":
             assert row["leaked_bits"] <= row["bound_bits"]
     assert sum(doc["cluster_sizes"]) == 2392 and doc["sensitivity"] == pytest.approx(2 / min(doc["cluster_sizes"]))
+
+
+def test_worst_case_user_idp_is_the_dense_gaussian_formula():
+    """Each user's exact idp of the centroid release (the report's audit section) equals
+    Σ_coordinates Σ_c |A_c Σ e_i| / (Σ_ii b) with Σ the dense inverse of the CAR precision."""
+    from ddpbayes.attack.worst import summary, user_idp
+
+    data = _synthetic(40, seed=3)
+    labels = np.arange(40) % 3
+    delta = 0.2
+    users, _ = user_idp(data.points, data.pairs, data.fit, labels, delta)
+    n = len(labels)
+    w = adjacency(n, data.pairs)
+    expected = np.zeros(n)
+    for tau in data.fit.tau:
+        sigma = np.linalg.inv(car_precision(w, data.fit.alpha, tau).toarray())
+        a = np.stack([(labels == c) / np.sum(labels == c) for c in range(3)])  # one centroid row per cluster
+        expected += np.abs(a @ sigma).sum(axis=0) / np.diag(sigma) / delta
+    assert np.allclose(users, expected, rtol=1e-9, atol=0)
+    rows = summary(users, [1.0, 2.0])
+    assert rows[0]["users_above"] == int(np.sum(expected > 1.0)) and rows[1]["q100"] == pytest.approx(2 * expected.max())
