@@ -4,8 +4,6 @@ results.json, figures/), written atomically like `ddpbayes report`'s."""
 from __future__ import annotations
 
 import json
-import platform
-from importlib import metadata
 from pathlib import Path
 
 from ddpbayes.attack import figures, worst
@@ -14,12 +12,11 @@ from ddpbayes.attack.run import AttackResult
 from ddpbayes.encoding import jsonable
 from ddpbayes.reports.atomic import write_directory
 from ddpbayes.reports.document import Code, Document, Figure, Notes, Para, Section, Table, render_html, render_markdown
-from ddpbayes.reports.results import fmt
+from ddpbayes.reports.results import fmt, reproducibility
 
 FORMAT = 1  # results.json layout version, under the key "ddpbayes_attack_report"
 TITLE = "Friends and places: seed 002's inference attack on noisy K-means centroids"
 CDF_EPSILONS = (0.1, 1.0)  # seed 002 Fig. 5(a)
-PACKAGES = ("ddpbayes", "numpy", "scipy", "matplotlib")
 
 
 def write_report(result: AttackResult, out: str | Path, command: str) -> dict:
@@ -45,19 +42,11 @@ def write_report(result: AttackResult, out: str | Path, command: str) -> dict:
 
 
 def results_json(result: AttackResult, command: str) -> dict:
-    versions = {}
-    for name in PACKAGES:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = "not installed"
-    versions["python"] = platform.python_version()
     return jsonable({
         "ddpbayes_attack_report": FORMAT, "title": TITLE, "finding": finding(result), **result.to_json(),
         "error_percentiles_km": [{"n_prior": n, "epsilon": e, "adversary": a, "percentiles": error_percentiles(km)}
                                  for (n, e, a), km in result.errors.items()],
-        "reproducibility": {"versions": versions, "platform": platform.platform(), "seed": result.meta["seed"],
-                            "command": command},
+        "reproducibility": reproducibility(result.meta["seed"], command),
     })
 
 
