@@ -73,10 +73,7 @@ class Laplace(Mechanism):
         # Between consecutive q_k the log-ratio is monotone in y (004 Lemma 1), so the sup is at
         # y = q_k or y -> ±inf, where p(y|q) ∝ e^{±q/b} once the common factor e^{∓y/b} is dropped.
         q = np.asarray(q, dtype=float)
-        span = float(q.max() - q.min())
-        if not math.isfinite(span / self.scale):
-            raise InputError(f"the noise scale {self.scale:g} is too small for query values spanning {span:g}: "
-                             "their log-densities overflow double precision")
+        self._check_span(float(q.max() - q.min()))
         finite = -np.abs(q[:, None] - q[None, :]) / self.scale
         plus = (q - q.max())[None, :] / self.scale
         minus = (q.min() - q)[None, :] / self.scale
@@ -92,9 +89,7 @@ class Laplace(Mechanism):
         1e-16 · (max|log w| + (q_max - q_min)/b))."""
         order = np.argsort(q, kind="stable")
         q, logw = np.asarray(q, dtype=float)[order], logw[:, order]
-        if not math.isfinite(float(q[-1] - q[0]) / self.scale):
-            raise InputError(f"the noise scale {self.scale:g} is too small for query values spanning {q[-1] - q[0]:g}: "
-                             "their log-densities overflow double precision")
+        self._check_span(float(q[-1] - q[0]))
         up, down = (q - q[-1]) / self.scale, (q[0] - q) / self.scale  # both <= 0
         left = np.logaddexp.accumulate(logw + up, axis=1) - up
         after = np.logaddexp.accumulate((logw + down)[:, ::-1], axis=1)[:, ::-1]
@@ -102,6 +97,12 @@ class Laplace(Mechanism):
         plus, minus = np.logaddexp.reduce(logw + up, axis=1), np.logaddexp.reduce(logw + down, axis=1)
         grid = np.concatenate([q, [math.inf, -math.inf]])
         return grid, np.concatenate([np.logaddexp(left, right), plus[:, None], minus[:, None]], axis=1)
+
+    def _check_span(self, span: float) -> None:
+        """Query values `span` apart must keep their log-densities finite in double precision."""
+        if not math.isfinite(span / self.scale):
+            raise InputError(f"the noise scale {self.scale:g} is too small for query values spanning {span:g}: "
+                             "their log-densities overflow double precision")
 
     def dp_leakage(self, sensitivity: float) -> float:
         sensitivity = float(sensitivity)

@@ -14,7 +14,7 @@ variable (a univariate distribution with a batch of elements) gives one term per
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,6 +27,7 @@ from pytensor.graph.replace import clone_replace, vectorize_graph
 from pytensor.graph.traversal import ancestors
 from pytensor.tensor.random.type import RandomType
 
+from ddpbayes.errors import InputError
 from ddpbayes.limits import check_states
 from ddpbayes.model import DependenceModel
 from ddpbayes.model.contract import rejected_parameters
@@ -40,6 +41,23 @@ class Slot:
     rv: object
     index: int | None  # element of a vector variable, None for a scalar one
     values: np.ndarray
+
+
+def elements(rv) -> int:
+    """How many scalar slots a latent variable has (1 for a scalar)."""
+    return int(np.prod(rv.type.shape)) if rv.ndim else 1
+
+
+def model_slots(model: DependenceModel, latent_values: Callable[[object], np.ndarray]) -> list[Slot]:
+    """The tuples' slots (their declared domains), then every latent element's, taking the values
+    `latent_values(rv)`; a latent must be a scalar or a vector of static length."""
+    slots = [Slot(s.rv, s.index, np.asarray(d.values)) for s, d in zip(model.slots, model.domains)]
+    for rv in model.latent_rvs:
+        if rv.ndim > 1 or any(s is None for s in rv.type.shape):
+            raise InputError(f"latent variable '{rv.name}' must be a scalar or a vector of static length")
+        values = np.asarray(latent_values(rv))
+        slots += [Slot(rv, k if rv.ndim else None, values) for k in range(elements(rv))]
+    return slots
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import logsumexp
 
-from ddpbayes.engines.terms import Slot, tabulate
+from ddpbayes.engines.terms import Slot, model_slots, tabulate
 from ddpbayes.errors import InputError
 from ddpbayes.limits import DEFAULT_MAX_STATES, check_states
 from ddpbayes.model import DependenceModel, Finite
@@ -48,13 +48,21 @@ def joint_table(model: DependenceModel, max_states: int = DEFAULT_MAX_STATES) ->
 
 def unsupported_reason(model: DependenceModel) -> str | None:
     """Why the joint of `model` cannot be enumerated, or None."""
-    for k, slot in enumerate(model.slots):
-        if not model.is_discrete(k):
-            return f"tuple '{slot.name}' is continuous or unbounded (domain {model.domains[k]})"
+    reason = continuous_tuple_reason(model)
+    if reason:
+        return reason
     for rv in model.latent_rvs:
         dom = support(rv) if is_discrete(rv) else None
         if not isinstance(dom, Finite):
             return f"latent variable '{rv.name}' is continuous or has unbounded support"
+    return None
+
+
+def continuous_tuple_reason(model: DependenceModel) -> str | None:
+    """The first tuple that is not finite and discrete, as a reason, or None."""
+    for k, slot in enumerate(model.slots):
+        if not model.is_discrete(k):
+            return f"tuple '{slot.name}' is continuous or unbounded (domain {model.domains[k]})"
     return None
 
 
@@ -69,14 +77,7 @@ def oversized_reason(model: DependenceModel, limit: int) -> str | None:
 
 
 def _slots(model: DependenceModel) -> list[Slot]:
-    slots = [Slot(s.rv, s.index, np.asarray(d.values)) for s, d in zip(model.slots, model.domains)]
-    for rv in model.latent_rvs:
-        vals = np.asarray(support(rv).values)
-        size = int(np.prod(rv.type.shape)) if rv.ndim else 1
-        if rv.ndim > 1 or any(s is None for s in rv.type.shape):
-            raise InputError(f"latent variable '{rv.name}' must be a scalar or a vector of static length")
-        slots += [Slot(rv, k if rv.ndim else None, vals) for k in range(size)]
-    return slots
+    return model_slots(model, lambda rv: support(rv).values)
 
 
 def enumerable_slots(model: DependenceModel, engine: str) -> list[Slot]:

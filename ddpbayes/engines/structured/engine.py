@@ -20,6 +20,7 @@ from ddpbayes.engines.logspace import law_changes, logsumexp
 from ddpbayes.engines.structured.continual import continual_leakage, continual_reason
 from ddpbayes.engines.structured.graph import QUADRATURE_START, FactorGraph, calibrate, factor_graph, model_reason, tree
 from ddpbayes.engines.structured.potential import Potential
+from ddpbayes.engines.terms import elements
 from ddpbayes.errors import InputError
 from ddpbayes.mechanisms import Laplace, Mechanism
 from ddpbayes.model.domains import Finite
@@ -48,7 +49,7 @@ class StructuredEngine(Engine):
             return str(e)
         if isinstance(problem.query, Identity):
             return continual_reason(problem, graph)
-        return _width_reason(graph, _contributions(problem, graph), problem.settings.max_states)
+        return _width_reason(graph, _span(problem), problem.settings.max_states)
 
     def leakage(self, problem: Problem) -> list[AdversaryLeakage]:
         """Exact on finite models; with continuous latents, the quadrature value whose leakage
@@ -158,7 +159,7 @@ def _declared_narrower(problem: Problem) -> bool:
 def _latent_name(problem: Problem, slot: int) -> str:
     """The name of latent slot `slot` (slots after the tuples, element by element)."""
     names = [rv.name if rv.ndim == 0 else f"{rv.name}[{k}]" for rv in problem.model.latent_rvs
-             for k in range(int(np.prod(rv.type.shape)) if rv.ndim else 1)]
+             for k in range(elements(rv))]
     return names[slot - problem.model.n]
 
 
@@ -178,12 +179,17 @@ def _linear_reason(problem: Problem) -> str | None:
     return None
 
 
-def _width_reason(graph: FactorGraph, contribution: list[np.ndarray], limit: int) -> str | None:
-    """Why the elimination is too large, or None: its widest clique times the query's range (a
+def _span(problem: Problem) -> int:
+    """How many partial sums the query can take: 1 + Σ_k |w_k| (max - min of tuple k's domain)."""
+    w = problem.query.weights(problem.model.n)
+    return 1 + int(sum(abs(wk) * (max(d.values) - min(d.values)) for wk, d in zip(w, problem.model.domains)))
+
+
+def _width_reason(graph: FactorGraph, span: int, limit: int) -> str | None:
+    """Why the elimination is too large, or None: its widest clique times the query's `span` (a
     bound on its largest table) above `limit`, or the cells one pass touches (slots times that)
     above WORK_PER_STATE · `limit`."""
     order = tree(graph, frozenset())
-    span = 1 + sum(int(c.max() - c.min()) for c in contribution)
     widest = max(order.order, key=lambda v: math.prod(graph.sizes[u] for u in (v, *order.separator[v])))
     clique = (widest, *order.separator[widest])
     cells = math.prod(graph.sizes[u] for u in clique) * span
@@ -204,8 +210,7 @@ WORK_PER_STATE = 256  # a pass may touch this many table cells per --max-states 
 def _quick_work_reason(problem: Problem) -> str | None:
     """The work bound of `_width_reason` with the smallest clique (two cells), read off the
     domains and weights before any table is built (10^5 exchangeable records: refused at once)."""
-    w = problem.query.weights(problem.model.n)
-    span = 1 + int(sum(abs(wk) * (max(d.values) - min(d.values)) for wk, d in zip(w, problem.model.domains)))
+    span = _span(problem)
     work, budget = 2 * span * problem.model.n, WORK_PER_STATE * problem.settings.max_states
     if work > budget:
         return (f"one pass of its elimination would touch at least {work:.2g} table cells ({problem.model.n:,} tuples x "

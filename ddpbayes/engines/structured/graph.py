@@ -14,11 +14,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ddpbayes.engines.exact.joint import continuous_tuple_reason
 from ddpbayes.engines.structured.junction import Calibration, Tree, elimination_tree
 from ddpbayes.engines.structured.potential import Potential
 from ddpbayes.engines.structured.quadrature import Rule, rule
 from ddpbayes.engines.structured.separation import Directed
-from ddpbayes.engines.terms import Slot, structure, tabulate
+from ddpbayes.engines.terms import elements, model_slots, structure, tabulate
 from ddpbayes.errors import InputError
 from ddpbayes.model import DependenceModel, Finite
 from ddpbayes.model.supports import is_discrete, support
@@ -50,9 +51,9 @@ def factor_graph(model: DependenceModel, limit: int, nodes: int | None = None) -
 def model_reason(model: DependenceModel) -> str | None:
     """Why the structured engine cannot read `model`: continuous tuples, latents that are
     neither finite nor continuous scalars, or more than two continuous latent dimensions."""
-    for k, slot in enumerate(model.slots):
-        if not model.is_discrete(k):
-            return f"tuple '{slot.name}' is continuous or unbounded (domain {model.domains[k]})"
+    reason = continuous_tuple_reason(model)
+    if reason:
+        return reason
     dims = 0
     for rv in model.latent_rvs:
         if rv.ndim > 1 or any(s is None for s in rv.type.shape):
@@ -61,7 +62,7 @@ def model_reason(model: DependenceModel) -> str | None:
             if not isinstance(support(rv), Finite):
                 return f"latent variable '{rv.name}' has unbounded discrete support"
         else:
-            dims += int(np.prod(rv.type.shape)) if rv.ndim else 1
+            dims += elements(rv)
     if dims > MAX_CONTINUOUS:
         return f"the model has {dims} continuous latent dimensions; quadrature integrates at most {MAX_CONTINUOUS}"
     return None
@@ -74,17 +75,16 @@ def _build(model: DependenceModel, limit: int, nodes: int | None) -> FactorGraph
     reason = model_reason(model)
     if reason:
         raise InputError(f"the structured engine cannot read this model: {reason}")
-    slots = [Slot(s.rv, s.index, np.asarray(d.values)) for s, d in zip(model.slots, model.domains)]
-    rules: dict[int, Rule] = {}
-    for rv in model.latent_rvs:
-        size = int(np.prod(rv.type.shape)) if rv.ndim else 1
-        for k in range(size):
-            if is_discrete(rv):
-                values = np.asarray(support(rv).values)
-            else:
-                rules[len(slots)] = rule(rv, nodes or QUADRATURE_START)
-                values = rules[len(slots)].nodes
-            slots.append(Slot(rv, k if rv.ndim else None, values))
+    rule_of: dict = {}
+
+    def values(rv) -> np.ndarray:
+        if is_discrete(rv):
+            return support(rv).values
+        rule_of[rv] = rule(rv, nodes or QUADRATURE_START)
+        return rule_of[rv].nodes
+
+    slots = model_slots(model, values)
+    rules = {k: rule_of[s.rv] for k, s in enumerate(slots) if s.rv in rule_of}
     sizes = [len(s.values) for s in slots]
     factors = [Potential(tuple(ids), table.reshape(*[sizes[k] for k in ids], 1), 0)
                for ids, table in tabulate(model, slots, limit)]
