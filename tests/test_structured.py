@@ -392,3 +392,18 @@ def test_far_known_tuples_only_shift_the_query(known):
         return math.log(np.sum(p[sel] * kernel) / p[sel].sum())
 
     assert log_l(w.t) - log_l(w.t_prime) == pytest.approx(got.value, abs=1e-9)
+
+
+def test_year_of_days_readme_figures(models_dir):
+    """README's "A year of days": n = 365, count, b = 1; idp of the first and a middle day against
+    the numpy forward-backward law, and exactly 1 for a day whose two neighbours are known (its
+    Markov blanket: the rest of the year no longer depends on it)."""
+    n = 365
+    model = ddpbayes.load_model(models_dir / "markov_chain.py", {"n": n})
+    law = _chain_count_law(n, 0.2, 0.2)
+    idp = ddpbayes.audit(model, "count", "laplace", "idp", epsilon=1.0, targets=[0, 182])
+    assert idp.per_target[0] == pytest.approx(_idp_from_law(law[0], 1.0), abs=1e-10)
+    assert idp.per_target[182] == pytest.approx(_idp_from_law(law[182], 1.0), abs=1e-10)
+    assert round(idp.per_target[0], 5) == 1.98075 and round(idp.per_target[182], 5) == 2.96149
+    blanket = ddpbayes.audit(model, "count", "laplace", "pdp", epsilon=1.0, targets=[182], known=[181, 183])
+    assert blanket.leakage == pytest.approx(1.0, abs=1e-12)
