@@ -45,6 +45,11 @@ class Mechanism(ABC):
     def check(self, query: Query, domains: Sequence[Domain]) -> None:
         """Raise InputError if this mechanism cannot release this query."""
 
+    def coordinate(self, c: int) -> Mechanism:
+        """The mechanism that perturbs output coordinate `c` on its own: this one on every
+        coordinate, unless releases with different noise are released together (composition)."""
+        return self
+
     def log_mixtures(self, logw: np.ndarray, q: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray]:
         """log Σ_s w_t(s) p(y | q_s) for every row t of the log-weights `logw` (T, m) at every y
         of `log_kernel`'s grid: (grid (G,), (T, G)), up to the same constant per y. Dense here

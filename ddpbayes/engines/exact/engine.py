@@ -101,10 +101,11 @@ class _Outputs:
         self.levels, self.level_of, self.grid, self.log_kernel = [], [], [], []
         for c in range(q.shape[1]):
             levels, inverse = np.unique(q[:, c], return_inverse=True)
-            size = problem.mechanism.grid_size(len(levels)) * len(levels)
+            mechanism = problem.mechanism.coordinate(c)
+            size = mechanism.grid_size(len(levels)) * len(levels)
             check_states(size, f"the mechanism's kernel ({len(levels):,} query values)", "cells",
                          problem.settings.max_states)
-            grid, logk = problem.mechanism.log_kernel(levels)
+            grid, logk = mechanism.log_kernel(levels)
             self.levels.append(levels)
             self.level_of.append(inverse)
             self.grid.append(grid)
