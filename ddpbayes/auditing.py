@@ -8,9 +8,11 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
+from ddpbayes.composition import ComposedMechanism, Leak, summary, touched
 from ddpbayes.encoding import jsonable, number
-from ddpbayes.engines import AdversaryLeakage, Engine, Witness, passed_over, select_engine
+from ddpbayes.engines import AdversaryLeakage, Engine, Witness, engine_named, passed_over, select_engine
 from ddpbayes.errors import InputError
+from ddpbayes.information.audit import check_unit, information_block
 from ddpbayes.lattice_search import greedy_pdp, greedy_reason, layer_bounds
 from ddpbayes.limits import state_limit
 from ddpbayes.mechanisms import Mechanism, make_mechanism
@@ -59,11 +61,20 @@ class AuditResult:
     tuples: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     problem: Problem | None = field(default=None, repr=False, compare=False)
+    composition: dict | None = None  # several releases: the joint leakage against Thms 3–4 (`composition.summary`)
+    information: dict | None = None  # 004's KL/MI/CMI beside the leakage (`information.audit`); None when not asked
+    information_reason: str | None = None  # why `information` is not available
+
+    @property
+    def lower_bound(self) -> bool:
+        """True for a greedy pdp search's result: a lower bound on the notion, not its value."""
+        return self.notion == "pdp" and self.problem is not None and self.problem.settings.pdp_greedy > 0
 
     def to_json(self) -> dict:
         out = {
             "notion": self.notion,
             "leakage": number(self.leakage),
+            "lower_bound": self.lower_bound,
             "per_target": [None if v is None else number(v) for v in self.per_target],
             "witness": None if self.witness is None else self.witness.to_json(),
             "engine": self.engine,
@@ -79,8 +90,16 @@ class AuditResult:
             "tuples": self.tuples,
             "notes": self.notes,
         }
+        if self.information is not None or self.information_reason is not None:
+            out["information"] = self.information
+            if self.information_reason is not None:
+                out["information_reason"] = self.information_reason
+        if self.composition is not None:
+            out["composition"] = self.composition
         if self.problem is not None:
             out["settings"] = {k: v for k, v in self.problem.settings.to_json().items() if k != "progress"}
+            if getattr(self.problem.query, "given", None) is not None:  # an expr:/fn: query's --sensitivity
+                out["sensitivity_given"] = self.problem.query.given
         if self.dependence_sets is not None:
             out["dependence_sets"] = self.dependence_sets
         if self.lattice is not None:
@@ -104,6 +123,7 @@ def audit(
     targets: Sequence[int] | None = None,
     known: Sequence[int] | None = None,
     lattice: bool = False,
+    information: str | None = None,
     settings: RunSettings | None = None,
     **run,
 ) -> AuditResult:
@@ -114,16 +134,19 @@ def audit(
     adversary's knowledge for pdp; `lattice` keeps every pdp adversary in the result.
     How it runs is `settings` with any `RunSettings` field given by name in `run` (engine,
     method, seed, draws, tune, chains, cores, max_runs, max_states, max_adversaries, pdp_greedy,
-    progress). With pdp_greedy = k, pdp is seed 003's greedy search: a lower bound (`reason`
-    says so), which can fail a claim but never pass it.
+    progress). With pdp_greedy = k (`--search greedy --top-k k`), pdp is seed 003's greedy search:
+    a lower bound (`reason` and `lower_bound` say so), which can fail a claim but never pass it.
+    `information` ("nats" or "bits"; None, the default, skips them) adds seed 004's KL/MI/CMI.
     """
     start = time.perf_counter()
     settings = RunSettings.of(settings, **run)
     check_notion(notion)
-    query = parse_query(query) if isinstance(query, str) else query
+    check_unit(information)
+    query = (parse_query(query) if isinstance(query, str) else query).bind(model)
     query.check(model.domains)
     if isinstance(mechanism, str):
-        mechanism = make_mechanism(mechanism, query, model.domains, scale=scale, epsilon=epsilon)
+        with state_limit(settings.max_states):  # --epsilon may enumerate the domains (an expr: query's sensitivity)
+            mechanism = make_mechanism(mechanism, query, model.domains, scale=scale, epsilon=epsilon)
     else:
         mechanism.check(query, model.domains)
     if targets is None and known is not None:  # with --known alone, every unknown tuple is a target
@@ -141,7 +164,7 @@ def audit(
         evaluated = _evaluate(problem, notion, targets, known, lattice)
     worst, per_target = evaluated.worst, evaluated.per_target
     verdict, verdict_reason = judge(worst, claim, lower_bound=evaluated.bound is not None)
-    return AuditResult(
+    result = AuditResult(
         notion=notion,
         leakage=worst.value,
         per_target=per_target,
@@ -159,9 +182,34 @@ def audit(
         mechanism=mechanism.describe(),
         query=query.spec,
         tuples=model.names,
-        notes=evaluated.notes,
+        notes=[*evaluated.notes, *getattr(query, "sensitivity_notes", lambda _: [])(model.domains)],  # expr:/fn:
         problem=problem,
     )
+    if information is not None:  # 004's measures in this unit (nats or bits; DESIGN §3.4)
+        result.information, result.information_reason = information_block(
+            problem, evaluated.engine, notion, targets, per_target, worst.adversary.target, information)
+    if isinstance(mechanism, ComposedMechanism):
+        result.composition = _composition(result, evaluated, notion, targets, known)
+    return result
+
+
+def _composition(joint: AuditResult, evaluated: _Evaluated, notion: str, targets: list[int],
+                 known: list[int] | None) -> dict:
+    """Each release audited alone under the same notion, engine and settings, against the joint
+    (`composition.summary`; dependence sets from the engine, none for model-free dp)."""
+    problem = joint.problem
+    model, query, mechanism, settings = problem.model, problem.query, problem.mechanism, problem.settings
+    engine = engine_named(evaluated.engine)
+    alone = RunSettings.of(settings, engine=None if engine is None else engine.name, progress=False)
+    releases = []
+    for q, m, spec in zip(query.queries, mechanism.mechanisms, mechanism.specs):
+        r = audit(model, q, m, notion, targets=targets, known=known, settings=alone)
+        releases.append((spec, Leak(r.leakage, r.ci), r.per_target))
+    dep = evaluated.dependence_sets
+    if dep is None and engine is not None:
+        dep = engine.dependence_sets(problem)
+    return summary(Leak(joint.leakage, joint.ci), joint.per_target, releases, touched(query, model.domains), dep,
+                   model.names, lower_bounds=evaluated.bound is not None)
 
 
 @dataclass
@@ -212,7 +260,7 @@ def _greedy(engine: Engine, problem: Problem, targets: list[int], top_k: int) ->
     if count > problem.settings.max_adversaries:
         what = (f"the greedy pdp search (top-k = {top_k}) evaluates up to {count:,} adversaries "
                 f"({len(targets)} targets x {count // len(targets):,} known sets)")
-        _refuse(engine, problem, what, count, problem.settings.max_adversaries, "lower --pdp-greedy or restrict --target")
+        _refuse(engine, problem, what, count, problem.settings.max_adversaries, "lower --top-k or restrict --target")
     chunk = count if engine.estimates else CHUNK  # an estimating engine plans a layer's MCMC runs as a whole
     bar = Progress(f"pdp greedy (top-k = {top_k})", count, "adversaries", enabled=problem.settings.progress)
     return greedy_pdp(engine, problem, targets, top_k, chunk, bar)
@@ -243,7 +291,7 @@ def _check_lattice(engine: Engine, problem: Problem, notion: str, targets: list[
     if count > len(targets):
         what = f"the {notion} lattice has {count:,} adversaries ({len(targets)} targets x 2^{n - 1} known sets)"
         advice = ("fix the adversary's knowledge with --known, restrict --target, search it greedily with "
-                  "--pdp-greedy K (seed 003; a lower bound), or use the gaussian engine's lattice search for "
+                  "--search greedy (seed 003; a lower bound), or use the gaussian engine's lattice search for "
                   "Gaussian models")
     else:
         what = f"the {notion} audit has {count:,} adversaries (one per target)"
@@ -272,7 +320,7 @@ def judge(worst: AdversaryLeakage, claim: float | None, lower_bound: bool = Fals
     verdict, reason = _judge(worst, claim)
     if verdict == "pass" and lower_bound:
         return "inconclusive", ("a lower bound cannot pass a claim: the known sets the search did not visit may leak "
-                                "more (--pdp-greedy 0 searches every one)")
+                                "more (--search full searches every one)")
     return verdict, reason
 
 
@@ -291,13 +339,15 @@ def _judge(worst: AdversaryLeakage, claim: float | None) -> tuple[str | None, st
             f"bulk ESS min {diag.get('ess_bulk_min', float('nan')):.4g}, divergences {diag.get('divergences', 0)}); "
             "raise --draws/--tune"
         )
+    level = "95% " if diag else ""  # no diagnostics: a sure range (dp of an expr: query with a bounded sensitivity)
     if lower > claim:
-        return "fail", f"the 95% lower bound {lower:.4g} exceeds the claim"
+        return "fail", f"the {level}lower bound {lower:.4g} exceeds the claim"
     if upper <= claim and not diag.get("pass_blocked"):
-        return "pass", f"the 95% upper bound {upper:.4g} clears the claim"
+        return "pass", f"the {level}upper bound {upper:.4g} clears the claim"
     if upper <= claim:
         return "inconclusive", diag["pass_blocked"]
-    return "inconclusive", f"the claim lies inside the interval [{lower:.4g}, {upper:.4g}]; raise --draws"
+    return "inconclusive", (f"the claim lies inside the interval [{lower:.4g}, {upper:.4g}]; "
+                            + ("raise --draws" if diag else "give --sensitivity"))
 
 
 def _targets(targets: Sequence[int] | None, n: int) -> list[int]:
@@ -328,13 +378,13 @@ def _known(known: Sequence[int] | None, targets: list[int], n: int, notion: str)
 
 
 def _check_greedy(top_k: int, notion: str, known: list[int] | None, lattice: bool) -> None:
-    """--pdp-greedy searches pdp's known sets: not another notion's adversaries, nor one fixed
+    """--search greedy searches pdp's known sets: not another notion's adversaries, nor one fixed
     known set (--known), nor the whole lattice (--lattice)."""
     if not top_k:
         return
     if notion != "pdp":
-        raise InputError(f"--pdp-greedy searches the pdp lattice: use it with --notion pdp, not {notion}")
+        raise InputError(f"--search greedy (--pdp-greedy) searches the pdp lattice: use it with --notion pdp, not {notion}")
     if known is not None:
-        raise InputError("--pdp-greedy searches the known sets and --known fixes one: use one of them")
+        raise InputError("--search greedy searches the known sets and --known fixes one: use one of them")
     if lattice:
-        raise InputError("--lattice lists every pdp adversary and --pdp-greedy visits only some: use one of them")
+        raise InputError("--lattice lists every pdp adversary and --search greedy visits only some: use one of them")

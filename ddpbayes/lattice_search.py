@@ -10,6 +10,14 @@ it visited: a lower bound on pdp, exact when `top_k` keeps every set of every la
 
 Ties, within a relative `notions.TIE` (rounding noise), go to the lexicographically first
 known set within a layer and to the smaller known set across layers (`aggregate`).
+
+Li et al. walk their graph the other way, from the strongest adversary (K = every other tuple)
+removing one tuple per layer; the layer sizes are the same (`layer_bounds`), and this search's
+misses are measured in `benchmarks/bench_greedy.py`. The paper's extracted text gives no value
+of k: `settings.DEFAULT_TOP_K` is chosen from that benchmark.
+
+The command line asks for it as `--search greedy --top-k K` (or `--pdp-greedy K`, the same);
+`settings.search_width` turns either spelling into `RunSettings.pdp_greedy` (0: the full lattice).
 """
 
 from __future__ import annotations

@@ -42,6 +42,10 @@ class Mechanism(ABC):
     def dp_leakage(self, sensitivity: float) -> float:
         """Classic (model-free) DP leakage for a tuple whose change moves the query by `sensitivity` in L1."""
 
+    def tuple_dp_leakage(self, query: Query, k: int, domains: Sequence[Domain]) -> tuple[float, str | None]:
+        """Classic DP leakage for tuple k, and why it is only a bound when it is (composition)."""
+        return self.dp_leakage(query.sensitivity(k, domains)), None
+
     def check(self, query: Query, domains: Sequence[Domain]) -> None:
         """Raise InputError if this mechanism cannot release this query."""
 

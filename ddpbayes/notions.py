@@ -68,13 +68,16 @@ def dp_leakage(problem: Problem, targets: Sequence[int]) -> list[AdversaryLeakag
     for i in targets:
         adv = Adversary(i, everyone - {i})
         dom = model.domains[i]
-        sens = query.sensitivity(i, model.domains)
-        value = mech.dp_leakage(sens)
+        value, reason = mech.tuple_dp_leakage(query, i, model.domains)
         t, t_prime, y = _dp_witness(problem, i)
-        reason = None
         if math.isinf(value):
             reason = f"tuple {model.names[i]} has the unbounded domain {dom}: additive noise cannot hide it"
-        out.append(AdversaryLeakage(adv, value, Witness(adv, None, t, t_prime, y), reason=reason))
+        bounds = getattr(query, "sensitivity_range", lambda *_: None)(i, model.domains)  # expr: on continuous domains
+        ci = None if bounds is None or bounds[0] >= bounds[1] else (mech.dp_leakage(bounds[0]), value)
+        if ci is not None:  # a sure range (no diagnostics), not a 95% interval
+            reason = (f"the query's sensitivity to {model.names[i]} is bounded in [{bounds[0]:.6g}, {bounds[1]:.6g}], "
+                      "not computed: the leakage lies between the two (give --sensitivity to state it)")
+        out.append(AdversaryLeakage(adv, value, Witness(adv, None, t, t_prime, y), ci=ci, reason=reason))
     return out
 
 
@@ -84,6 +87,10 @@ def _dp_witness(problem: Problem, i: int) -> tuple[float, float, tuple[float, ..
     if isinstance(problem.query, Linear):
         w = problem.query.weights(problem.model.n)[i]
         return (hi, lo, (math.inf,)) if w >= 0 else (lo, hi, (math.inf,))
+    pair = getattr(problem.query, "sensitivity_pair", None)  # an expr:/fn: query: the values attaining it
+    if pair is not None:
+        t, t_prime = pair(i, problem.model.domains) or (None, None)
+        return t, t_prime, None
     return hi, lo, None
 
 
@@ -101,6 +108,9 @@ def aggregate(results: list[AdversaryLeakage], n: int) -> tuple[AdversaryLeakage
         return replace(worst, value=top), per_target
     worst = max(results, key=lambda r: (r.score if r.score is not None else r.value, -len(r.adversary.known)))
     upper = max(r.ci[1] if r.ci else r.value for r in results)
+    if all(r.diagnostics is None for r in results):  # sure ranges (dp of an expr: query whose sensitivity is bounded)
+        lower = max(r.ci[0] if r.ci else r.value for r in results)
+        return replace(worst, value=max(r.value for r in results), ci=(lower, upper)), per_target
     diagnostics = dict(worst.diagnostics or {})
     diagnostics["ok"] = all((r.diagnostics or {}).get("ok", True) for r in results)
     diagnostics["pass_blocked"] = next(

@@ -44,6 +44,10 @@ class Query(ABC):
     def check(self, domains: Sequence[Domain]) -> None:
         """Raise InputError if the query does not apply to tuples with these domains."""
 
+    def bind(self, model) -> Query:
+        """This query on `model`'s tuples: `expr:`/`fn:` queries resolve the names they use here."""
+        return self
+
     def weights(self, n: int) -> np.ndarray | None:
         """w for a scalar linear query w·x, else None."""
         return None
@@ -209,6 +213,11 @@ class Identity(Query):
     def values(self, x: np.ndarray) -> np.ndarray:
         return np.asarray(x, dtype=float)
 
+    def matrix(self, n: int) -> np.ndarray:
+        """A = I: identity is linear, one output per tuple (the Gaussian engine's multi-row
+        formula with A = I; DESIGN §2.2)."""
+        return _eye(n)
+
     def sensitivity(self, k: int, domains: Sequence[Domain]) -> float:
         return domains[k].width
 
@@ -223,6 +232,13 @@ def _linear_weights(coefficients: tuple[float, ...] | None, scale_by_n: bool, n:
 @functools.lru_cache(maxsize=16)
 def _frozen(rows: tuple[tuple[float, ...], ...]) -> np.ndarray:
     a = np.asarray(rows, dtype=float)
+    a.setflags(write=False)
+    return a
+
+
+@functools.lru_cache(maxsize=4)
+def _eye(n: int) -> np.ndarray:
+    a = np.eye(n)
     a.setflags(write=False)
     return a
 
@@ -243,9 +259,14 @@ def _centroid_matrix(labels: tuple[int, ...], n: int) -> np.ndarray:
 
 def parse_query(spec: str) -> Query:
     """`sum`, `count`, `mean`, `linear:w0,w1,...` (rows separated by `;` for several outputs),
-    `centroids:FILE`, `histogram:e0,e1,...` or `identity`."""
+    `centroids:FILE`, `histogram:e0,e1,...`, `identity`, `expr:EXPR[;EXPR...]` or `fn:NAME`
+    (`general_queries`)."""
     kind, _, arg = spec.partition(":")
     kind = kind.strip().lower()
+    if kind in ("expr", "fn"):
+        from ddpbayes.general_queries import parse_general  # it builds on this module
+
+        return parse_general(kind, arg)
     if kind in ("sum", "count", "mean", "identity") and arg:
         raise InputError(f"query '{kind}' takes no argument, got '{spec}'")
     if kind in ("sum", "count"):
@@ -267,7 +288,7 @@ def parse_query(spec: str) -> Query:
             raise InputError(f"histogram edges must be at least two increasing numbers, got '{arg}'")
         return Histogram(edges)
     raise InputError(f"unknown query '{spec}' (use sum, count, mean, linear:w0,w1,...[;...], centroids:FILE, "
-                     "histogram:e0,e1,... or identity)")
+                     "histogram:e0,e1,..., identity, expr:EXPR or fn:NAME)")
 
 
 def read_assignment(path: str) -> tuple[int, ...]:

@@ -20,6 +20,26 @@ from ddpbayes.vocabulary import ENGINES
 SEED_LIMIT = 2**32  # seeds are 0 .. 2^32 - 1, as NumPy's and PyMC's legacy seeding accept
 MIN_DRAWS = 8  # the estimate splits each chain's draws in halves; ArviZ needs 4 draws per chain in each
 METHODS = ("likelihood", "posterior")
+SEARCHES = ("full", "greedy")  # pdp: every known set, or seed 003's greedy search (a lower bound)
+DEFAULT_TOP_K = 3  # known sets kept per layer when --search greedy gives no --top-k
+
+
+def search_width(search: str | None, top_k: int | None, pdp_greedy: int | None) -> int | None:
+    """`RunSettings.pdp_greedy` for `--search full|greedy` with `--top-k K`, or `--pdp-greedy K`
+    (the same search: give one spelling); None when none is given (the default, full)."""
+    if search is not None and search not in SEARCHES:
+        raise InputError(f"unknown search '{search}' (use full or greedy)")
+    if pdp_greedy is not None and (search is not None or top_k is not None):
+        raise InputError("--pdp-greedy K is --search greedy --top-k K: give one of them")
+    if top_k is not None and search != "greedy":
+        raise InputError("--top-k sets how many known sets the greedy search keeps per layer: use it with "
+                         "--search greedy")
+    if search == "greedy":
+        width = DEFAULT_TOP_K if top_k is None else top_k
+        if isinstance(width, bool) or not isinstance(width, int) or width < 1:
+            raise InputError(f"--top-k must be a positive integer, got {top_k}")
+        return width
+    return 0 if search == "full" else pdp_greedy
 
 
 @dataclass(frozen=True)
@@ -36,7 +56,7 @@ class RunSettings:
     max_runs: int = 200  # sampling: MCMC runs one call may plan
     max_states: int = DEFAULT_MAX_STATES  # joint states, supports, kernels, output grids
     max_adversaries: int = DEFAULT_MAX_ADVERSARIES  # adversaries evaluated one by one
-    pdp_greedy: int = 0  # pdp: 0 searches every known set; k >= 1 seed 003's greedy search, top k per layer
+    pdp_greedy: int = 0  # pdp: 0 searches every known set; k >= 1 seed 003's greedy search, top k per layer (`search_width`)
     progress: bool = False  # progress lines on stderr
 
     def __post_init__(self):

@@ -364,3 +364,56 @@ def test_galton_family_mean_height(models_dir):
         pdp = audit(model, "mean", "laplace", "pdp", epsilon=1.0)
         assert idp.leakage == pytest.approx(1 + (k - 1) * rho, rel=1e-12)
         assert pdp.leakage == pytest.approx(idp.leakage, rel=1e-12) and pdp.witness.adversary.known == frozenset()
+
+
+# --- identity: A = I in the multi-row formula (issue #15 part 4) ----------------------------
+
+
+def identity_leak(cov, i, known, width, b) -> float:
+    """Identity released with Lap(b) per tuple, by hand: given X_i = t and x_K, the free tuple j
+    moves with slope beta_j = C_ji / C_ii (C = Cov given X_K, a Schur complement) and the known
+    ones not at all, so c(i, K) = e_i + sum_j beta_j e_j and leak = width (1 + sum_j |beta_j|) / b."""
+    n = len(cov)
+    s = [i] + [j for j in range(n) if j != i and j not in known]
+    k = sorted(known)
+    c = cov[np.ix_(s, s)]
+    if k:
+        c = c - cov[np.ix_(s, k)] @ np.linalg.inv(cov[np.ix_(k, k)]) @ cov[np.ix_(k, s)]
+    return width / b * (1 + np.abs(c[0, 1:] / c[0, 0]).sum())
+
+
+def test_identity_two_tuples_by_hand():
+    """Sigma = [[1, 0.6], [0.6, 2]], domain [0, 3], b = 2: target 0 moves X_1 with slope
+    beta = 0.6 / 1, so leak = 3 (1 + 0.6) / 2 = 2.4; target 1: beta = 0.6 / 2 = 0.3, leak =
+    3 (1.3) / 2 = 1.95; knowing the other tuple leaves only the own coordinate: 3 / 2."""
+    model = mvnormal([[1.0, 0.6], [0.6, 2.0]], Interval(0, 3))
+    r = audit(model, "identity", "laplace", "idp", scale=2.0)
+    assert r.engine == "gaussian"
+    assert r.per_target == pytest.approx([2.4, 1.95], rel=1e-12)
+    for i in (0, 1):
+        pdp = audit(model, "identity", "laplace", "pdp", scale=2.0, targets=[i], known=[1 - i])
+        assert pdp.leakage == pytest.approx(1.5, rel=1e-12)
+    assert audit(model, "identity", "laplace", "dp", scale=2.0).leakage == pytest.approx(1.5)
+    assert r.witness.y == (math.inf, math.inf)  # both coefficients positive
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_identity_three_tuples_against_schur(seed):
+    cov = random_spd(3, seed)
+    cov[0, 2] = cov[2, 0] = -abs(cov[0, 2])  # a negative slope: its y coordinate goes to -inf
+    cov += np.eye(3) * max(0.0, -np.linalg.eigvalsh(cov).min() + 0.1)
+    model = mvnormal(cov, Interval(-1, 1))
+    for i in range(3):
+        for known in ([], [j for j in range(3) if j != i][:1]):
+            got = audit(model, "identity", "laplace", "pdp", scale=0.5, targets=[i], known=known)
+            assert got.engine == "gaussian"
+            assert got.leakage == pytest.approx(identity_leak(cov, i, known, 2.0, 0.5), rel=1e-10)
+
+
+def test_identity_with_randomized_response_keeps_its_engine():
+    """Identity is now linear (A = I) but the Gaussian engine takes Laplace noise only: randomized
+    response on binary tuples stays with the exact engine (its leakage is checked in test_dependent)."""
+    with pm.Model() as m:
+        pm.Bernoulli("x", 0.3, shape=2)
+    r = audit(DependenceModel(m, tuples="x"), "identity", "randomized_response", "idp", epsilon=1.0)
+    assert r.engine == "exact" and r.leakage == pytest.approx(1.0)

@@ -15,12 +15,14 @@ import ddpbayes.auditing as audit_module
 from ddpbayes import DependenceModel, InputError, Interval, RunSettings
 from ddpbayes.auditing import judge
 from ddpbayes.cli.main import main
-from ddpbayes.engines import AdversaryLeakage, Engine, Witness
+from ddpbayes.engines import ENGINES, AdversaryLeakage, Engine, Witness
 from ddpbayes.lattice_search import greedy_pdp, layer_bounds
 from ddpbayes.mechanisms import Laplace
 from ddpbayes.problem import Adversary, Problem
 from ddpbayes.progress import Progress
 from ddpbayes.queries import parse_query
+from ddpbayes.reports import load_spec
+from ddpbayes.settings import DEFAULT_TOP_K
 
 LOWER_BOUND = "greedy pdp search (top-k = {k} per layer, Li et al.): a lower bound on the pdp leakage, not a verification"
 CHAIN = ["--query", "count", "--mechanism", "laplace", "--epsilon", "1", "--notion", "pdp"]
@@ -193,7 +195,7 @@ def test_an_estimate_under_a_lower_bound_is_never_pass():
 def test_worst_case_over_the_limit_is_refused_before_any_work(models):
     """markov_chain n = 6, k = 2: 6 targets x (1 + 5 + 8 + 6 + 4 + 1) = 150 adversaries at most."""
     model, query = models["markov_default"]
-    with pytest.raises(InputError, match=r"up to 150 adversaries .* over the limit of 149 .* lower --pdp-greedy"):
+    with pytest.raises(InputError, match=r"up to 150 adversaries .* over the limit of 149 .* lower --top-k"):
         pdp(model, query, pdp_greedy=2, max_adversaries=149)
     assert pdp(model, query, pdp_greedy=2, max_adversaries=150).leakage > 0
 
@@ -218,7 +220,7 @@ def one_line(capsys) -> list[str]:
 def test_cli_refuses_the_whole_lattice_and_offers_the_greedy_search(models_dir, capsys):
     code = main(["audit", str(models_dir / "markov_chain.py"), "-p", "n=30", *CHAIN])
     lines = one_line(capsys)
-    assert code == 2 and len(lines) == 1 and "--pdp-greedy" in lines[0], lines
+    assert code == 2 and len(lines) == 1 and "--search greedy" in lines[0], lines
 
 
 def test_cli_greedy_runs_and_says_lower_bound(models_dir, capsys):
@@ -253,3 +255,132 @@ def test_greedy_with_another_notion_and_bad_settings_are_refused(models):
     for bad in (-1, 1.5, True, "2"):
         with pytest.raises(InputError, match="--pdp-greedy must be a non-negative integer"):
             RunSettings(pdp_greedy=bad)
+
+
+# ----------------------------------------------------------------------------- --search full|greedy --top-k K
+
+
+def cli_json(capsys, *flags) -> tuple[int, dict]:
+    code = main(["audit", *flags, "--format", "json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_search_greedy_is_pdp_greedy(models_dir, capsys):
+    """--search greedy --top-k K and --pdp-greedy K are one search: the same JSON but for the time;
+    --search greedy alone keeps DEFAULT_TOP_K sets per layer; --search full is the default."""
+    base = [str(models_dir / "markov_chain.py"), "-p", "n=6", *CHAIN]
+    runs = {}
+    for name, flags in {"search": ["--search", "greedy", "--top-k", "2"], "old": ["--pdp-greedy", "2"],
+                        "default_k": ["--search", "greedy"], "explicit_k": ["--search", "greedy", "--top-k",
+                                                                             str(DEFAULT_TOP_K)],
+                        "full": ["--search", "full"], "plain": []}.items():
+        code, runs[name] = cli_json(capsys, *base, *flags)
+        assert code == 0, name
+        runs[name].pop("seconds")
+    assert runs["search"] == runs["old"] and runs["default_k"] == runs["explicit_k"]
+    assert runs["full"] == runs["plain"] and runs["plain"]["lower_bound"] is False and runs["plain"]["reason"] is None
+    assert runs["search"]["lower_bound"] is True and runs["search"]["reason"] == LOWER_BOUND.format(k=2)
+    assert runs["default_k"]["reason"] == LOWER_BOUND.format(k=DEFAULT_TOP_K)
+
+
+def test_text_output_labels_a_lower_bound(models_dir, capsys):
+    flags = ["--search", "greedy", "--top-k", "1"]
+    code = main(["audit", str(models_dir / "markov_chain.py"), "-p", "n=6", *CHAIN, *flags])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert any(line.startswith("leakage    >= ") and line.endswith("(a lower bound: greedy search)")
+               for line in out.splitlines()), out
+    assert f"reason     {LOWER_BOUND.format(k=1)}" in out
+
+
+@pytest.mark.parametrize("flags, needle", [
+    (["--top-k", "2"], "--top-k sets how many known sets the greedy search keeps per layer"),
+    (["--search", "full", "--top-k", "2"], "use it with --search greedy"),
+    (["--search", "greedy", "--top-k", "0"], "--top-k must be a positive integer, got 0"),
+    (["--search", "greedy", "--pdp-greedy", "2"], "--pdp-greedy K is --search greedy --top-k K: give one of them"),
+    (["--search", "greedy", "--known", "1"], "--known fixes one"),
+    (["--search", "greedy", "--lattice"], "--lattice lists every pdp adversary"),
+    (["--search", "bogus"], "argument --search: invalid choice: 'bogus'"),
+])
+def test_cli_bad_search_is_one_line(models_dir, capsys, flags, needle):
+    code = main(["audit", str(models_dir / "household.py"), "-p", "n=3", *CHAIN, *flags])
+    lines = one_line(capsys)
+    assert code == 2 and len(lines) == 1 and needle in lines[0], lines
+
+
+def test_search_greedy_with_another_notion_is_one_line(models_dir, capsys):
+    flags = [f if f != "pdp" else "idp" for f in CHAIN]
+    code = main(["audit", str(models_dir / "household.py"), "-p", "n=3", *flags, "--search", "greedy"])
+    lines = one_line(capsys)
+    assert code == 2 and len(lines) == 1 and "use it with --notion pdp, not idp" in lines[0], lines
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_gaussian_engines_own_greedy_visits_what_the_search_visits(seed):
+    """The gaussian engine's rank-one greedy (`pdp_worst(top_k=k)`, Python API and
+    bench_gaussian.py) against the search every engine uses (`audit --search greedy`): the same
+    known set and value for every target and k on random models (no ties), 6 to 8 tuples."""
+    rng = np.random.default_rng(seed)
+    n = 6 + seed % 3
+    model = random_gaussian(n, seed=100 + seed)
+    query = "linear:" + ",".join(f"{w:.3f}" for w in rng.normal(size=n))
+    problem = Problem(model, parse_query(query), Laplace(1.0))
+    for k in (1, 2, 3):
+        own = ENGINES["gaussian"].pdp_worst(problem, range(n), top_k=k)
+        found = pdp(model, query, pdp_greedy=k, engine="gaussian")
+        assert [r.value for r in own] == pytest.approx(found.per_target, rel=1e-10)
+        best = max(range(n), key=lambda i: own[i].value)
+        assert found.witness.adversary == own[best].adversary
+
+
+SPEC = """
+model = "{model}"
+params = {{ n = 4 }}
+query = "count"
+notions = {notions}
+{extra}
+[mechanism]
+kind = "laplace"
+scale = 1.0
+"""
+
+
+@pytest.mark.parametrize("notions, extra, needle", [
+    ('["idp", "pdp"]', 'top_k = 2', "key 'top_k': top_k sets how many known sets"),
+    ('["idp", "pdp"]', 'search = "greedy"\ntop_k = 0', "key 'top_k': top_k must be a positive integer"),
+    ('["idp", "pdp"]', 'search = "wide"', "key 'search': unknown search 'wide'"),
+    ('["idp"]', 'search = "greedy"', "key 'search' sets pdp's search, but 'notions' has no pdp"),
+    ('["pdp"]', 'search = "greedy"\nknown = [1]', "key 'search': the greedy search searches the known sets"),
+])
+def test_bad_spec_search_is_refused(models_dir, tmp_path, notions, extra, needle):
+    path = tmp_path / "spec.toml"
+    path.write_text(SPEC.format(model=models_dir / "markov_chain.py", notions=notions, extra=extra))
+    with pytest.raises(InputError, match=None) as info:
+        load_spec(path)
+    assert needle in str(info.value)
+
+
+def test_spec_search_applies_to_pdp_only(models_dir, tmp_path):
+    path = tmp_path / "spec.toml"
+    path.write_text(SPEC.format(model=models_dir / "markov_chain.py", notions='["idp", "pdp"]',
+                                extra='search = "greedy"\ntop_k = 2'))
+    spec = load_spec(path)
+    assert spec.audit_kwargs("pdp")["settings"].pdp_greedy == 2
+    assert spec.audit_kwargs("idp")["settings"].pdp_greedy == 0
+    assert spec.to_json()["search"] == "greedy" and spec.to_json()["top_k"] == 2
+
+
+def test_report_labels_the_greedy_pdp_a_lower_bound(models_dir, tmp_path):
+    """A report with search = "greedy": the pdp audit is the greedy one (a lower bound, said in the
+    finding and the summary table), while the lattice picture still lists every node."""
+    path = tmp_path / "spec.toml"
+    path.write_text(SPEC.format(model=models_dir / "markov_chain.py", notions='["idp", "pdp"]',
+                                extra='search = "greedy"\ntop_k = 1\ncalibrate = false\nsweep = [0.5, 1.0]'))
+    assert main(["report", str(path), "--out", str(tmp_path / "out"), "--quiet"]) == 0
+    data = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert data["audits"]["pdp"]["lower_bound"] is True
+    assert data["audits"]["pdp"]["reason"] == LOWER_BOUND.format(k=1)
+    assert "pdp >= " in data["finding"]
+    assert data["lattice"]["complete"] and len(data["lattice"]["points"]) == 4 * 2**3
+    page = (tmp_path / "out" / "report.md").read_text()
+    assert "(lower bound)" in page and "pdp is the greedy search's at every level: a lower bound." in page

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from ddpbayes.errors import InputError
-from ddpbayes.settings import METHODS, RunSettings
+from ddpbayes.settings import DEFAULT_TOP_K, METHODS, SEARCHES, RunSettings, search_width
 from ddpbayes.vocabulary import ENGINES
 
 
@@ -26,13 +26,48 @@ def add_model(parser: argparse.ArgumentParser) -> None:
                         help="parameter for build(), a Python literal (repeatable)")
 
 
-def add_mechanism(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--query", required=True, help="sum, count, mean, linear:w0,w1,... (rows separated by ';' for a vector release), "
-                        "centroids:FILE (cluster means; a CSV with a cluster column), histogram:e0,e1,..., identity")
-    parser.add_argument("--mechanism", required=True, help="laplace, geometric or randomized_response")
-    noise = parser.add_mutually_exclusive_group(required=True)
+QUERY_HELP = ("sum, count, mean, linear:w0,w1,... (rows separated by ';' for a vector release), centroids:FILE "
+              "(cluster means; a CSV with a cluster column), histogram:e0,e1,..., identity, expr:EXPR (over the "
+              "model's variable names, e.g. expr:d_i*d_j or expr:sum(x>3); ';' separates outputs) or fn:NAME "
+              "(NAME(x) in the model file, x a dict of arrays by variable name)")
+
+
+def add_sensitivity(parser: argparse.ArgumentParser) -> None:
+    """--sensitivity: the global L1 sensitivity of an expr:/fn: query on continuous domains."""
+    parser.add_argument("--sensitivity", type=float, metavar="S",
+                        help="global L1 sensitivity of an expr:/fn: query when a domain is continuous (computed "
+                        "exactly on finite domains); needed by --epsilon, the dp notion and calibrate")
+
+
+def add_mechanism(parser: argparse.ArgumentParser, releases: bool = False) -> None:
+    """--query, --mechanism and --scale or --epsilon; with `releases`, --release (repeatable) is
+    the alternative to them, checked by `check_release_flags` (audit: several releases jointly)."""
+    parser.add_argument("--query", required=not releases, help=QUERY_HELP)
+    add_sensitivity(parser)
+    parser.add_argument("--mechanism", required=not releases, help="laplace, geometric or randomized_response")
+    noise = parser.add_mutually_exclusive_group(required=not releases)
     noise.add_argument("--scale", type=float, help="noise scale b")
     noise.add_argument("--epsilon", type=float, help="classic DP level: scale = global sensitivity / epsilon")
+    if releases:
+        parser.add_argument("--release", action="append", default=None, metavar="QUERY:MECHANISM:PARAM",
+                            help="one of several releases audited jointly (repeat it; instead of --query/--mechanism/"
+                            "--scale): PARAM is the scale b, eps=E for scale = sensitivity / E, or randomized "
+                            "response's epsilon; e.g. linear:1,1,0:laplace:0.5")
+
+
+def check_release_flags(args: argparse.Namespace) -> None:
+    """Either --release (at least twice) or --query, --mechanism and --scale/--epsilon, never both."""
+    single = [flag for flag in ("query", "mechanism", "scale", "epsilon", "sensitivity") if getattr(args, flag) is not None]
+    if args.release:
+        if single:
+            raise InputError("--release gives each release its own query and noise: drop --" + ", --".join(single))
+        return
+    missing = [f"--{flag}" for flag in ("query", "mechanism") if getattr(args, flag) is None]
+    if args.scale is None and args.epsilon is None:
+        missing.append("--scale or --epsilon")
+    if missing:
+        raise InputError(f"give {', '.join(missing)} for one release, or --release QUERY:MECHANISM:PARAM for each "
+                         "of several")
 
 
 def add_run_settings(parser: argparse.ArgumentParser, method: bool = False) -> None:
@@ -44,9 +79,13 @@ def add_run_settings(parser: argparse.ArgumentParser, method: bool = False) -> N
     if method:
         parser.add_argument("--method", choices=METHODS, default=None, dest="sampling_method",
                             help="sampling: likelihood route (default), or the adversary's posterior odds (004 Thm. 1)")
+        parser.add_argument("--search", choices=SEARCHES, default=None,
+                            help="pdp: full (default), every known set; greedy, seed 003's search keeping the --top-k "
+                            "best known sets per layer: a lower bound, not a verification")
+        parser.add_argument("--top-k", type=int, default=None, metavar="K",
+                            help=f"pdp, with --search greedy: known sets kept per layer (default {DEFAULT_TOP_K})")
         parser.add_argument("--pdp-greedy", type=int, default=None, metavar="K",
-                            help="pdp: seed 003's greedy search, keeping the K best known sets per layer; a lower "
-                            "bound, not a verification (default 0: every known set)")
+                            help="the same as --search greedy --top-k K (0: --search full)")
     parser.add_argument("--seed", type=int, default=None,
                         help=f"seed for every random step, 0..2^32-1 (default {d.seed}; same seed on the same "
                         "installation: same JSON; README, Reproducibility)")
@@ -67,8 +106,9 @@ def add_run_settings(parser: argparse.ArgumentParser, method: bool = False) -> N
 def run_settings(args: argparse.Namespace) -> RunSettings:
     """The RunSettings the flags of `add_run_settings` give (progress on stderr for text output)."""
     given = {name: getattr(args, name, None) for name in ("engine", "seed", "draws", "tune", "chains", "cores",
-                                                          "max_runs", "max_states", "max_adversaries", "pdp_greedy")}
-    return RunSettings.of(**given, method=getattr(args, "sampling_method", None),
+                                                          "max_runs", "max_states", "max_adversaries")}
+    width = search_width(getattr(args, "search", None), getattr(args, "top_k", None), getattr(args, "pdp_greedy", None))
+    return RunSettings.of(**given, pdp_greedy=width, method=getattr(args, "sampling_method", None),
                           progress=args.format == "text" or sys.stderr.isatty())
 
 

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import json
 
-from ddpbayes.cli.args import add_mechanism, add_model, add_output, add_run_settings, index_list, run_settings
+from ddpbayes.cli.args import (
+    add_mechanism,
+    add_model,
+    add_output,
+    add_run_settings,
+    check_release_flags,
+    index_list,
+    run_settings,
+)
 from ddpbayes.vocabulary import NOTIONS
 
 EXIT_CODES = {"fail": 1, "inconclusive": 4}
@@ -13,12 +21,14 @@ EXIT_CODES = {"fail": 1, "inconclusive": 4}
 def register(sub) -> None:
     p = sub.add_parser("audit", help="leakage of a mechanism on a dependence model, with a verdict")
     add_model(p)
-    add_mechanism(p)
+    add_mechanism(p, releases=True)
     p.add_argument("--notion", required=True, choices=NOTIONS)
     p.add_argument("--target", type=index_list, default=None, help="target tuple(s), e.g. 0 or 0,2")
     p.add_argument("--known", type=index_list, default=None, help="pdp: indices the adversary knows ('' for none)")
     p.add_argument("--lattice", action="store_true", help="pdp: list every (target, known set)")
     p.add_argument("--claim", type=float, default=None, help="claimed epsilon to check")
+    p.add_argument("--information", choices=("nats", "bits", "none"), default="nats", metavar="UNIT",
+                   help="seed 004's KL/MI/CMI beside the leakage, in nats (default) or bits; none skips them")
     add_run_settings(p, method=True)
     add_output(p)
     p.set_defaults(run=run)
@@ -27,14 +37,21 @@ def register(sub) -> None:
 def run(args) -> int:
     from ddpbayes.auditing import audit
     from ddpbayes.cli.text import audit_text
+    from ddpbayes.composition import compose
+    from ddpbayes.general_queries import with_sensitivity
     from ddpbayes.model.loading import load_model, parse_params
+    from ddpbayes.queries import parse_query
 
+    check_release_flags(args)
     settings = run_settings(args)
     model = load_model(args.model, parse_params(args.param), max_states=settings.max_states)
+    query, mechanism = compose(args.release, model) if args.release else (args.query, args.mechanism)
+    if args.sensitivity is not None:
+        query = with_sensitivity(parse_query(query), args.sensitivity)
     result = audit(
         model,
-        args.query,
-        args.mechanism,
+        query,
+        mechanism,
         args.notion,
         scale=args.scale,
         epsilon=args.epsilon,
@@ -42,6 +59,7 @@ def run(args) -> int:
         targets=args.target,
         known=args.known,
         lattice=args.lattice,
+        information=None if args.information == "none" else args.information,
         settings=settings,
     )
     print(json.dumps(result.to_json(), indent=2) if args.format == "json" else audit_text(result))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from ddpbayes.cli.args import add_model, add_output, add_run_settings, run_settings
+from ddpbayes.cli.args import QUERY_HELP, add_model, add_output, add_run_settings, add_sensitivity, run_settings
 from ddpbayes.cli.audit_cmd import EXIT_CODES
 from ddpbayes.cli.text import fmt
 from ddpbayes.vocabulary import CALIBRATION_METHODS, NOTIONS
@@ -25,7 +25,8 @@ def register(sub) -> None:
         "Every scale is audited under every notion and shown with seed 004's IDP bounds.",
     )
     add_model(p)
-    p.add_argument("--query", required=True, help="sum, count, mean, linear:w0,w1,..., histogram:e0,e1,...")
+    p.add_argument("--query", required=True, help=QUERY_HELP)
+    add_sensitivity(p)
     p.add_argument("--mechanism", default="laplace", help="the noise to calibrate: laplace (the only one)")
     p.add_argument("--notion", required=True, choices=NOTIONS)
     p.add_argument("--epsilon", type=float, required=True, help="the privacy level to meet")
@@ -38,14 +39,22 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from ddpbayes.ddp import calibrate
+    from ddpbayes.general_queries import with_sensitivity
     from ddpbayes.model.loading import load_model, parse_params
+    from ddpbayes.queries import parse_query
 
     settings = run_settings(args)
     model = load_model(args.model, parse_params(args.param), max_states=settings.max_states)
-    c = calibrate(model, args.query, args.notion, args.epsilon, method=args.method, mechanism=args.mechanism,
+    query = with_sensitivity(parse_query(args.query), args.sensitivity)
+    c = calibrate(model, query, args.notion, args.epsilon, method=args.method, mechanism=args.mechanism,
                   settings=settings)
     print(json.dumps(c.to_json(), indent=2) if args.format == "json" else calibrate_text(c, args.model))
     return EXIT_CODES.get(c.audit.verdict, 0)
+
+
+def _bound(value: float | None, premise: str | None) -> str:
+    """A seed 004 bound, or n/a when its premise fails (said below the table)."""
+    return "n/a" if premise else fmt(value)
 
 
 def calibrate_text(c: Calibration, model: str) -> str:
@@ -66,7 +75,7 @@ def calibrate_text(c: Calibration, model: str) -> str:
         for n in NOTIONS:
             audit = r.audits.get(n)
             cells.append("-" if audit is None else fmt(audit.leakage) + _MARK.get(audit.verdict, ""))
-        cells += [fmt(r.bounds.prop3), fmt(r.bounds.thm4)]
+        cells += [_bound(r.bounds.prop3, r.bounds.prop3_premise), _bound(r.bounds.thm4, r.bounds.thm4_premise)]
         table.append(cells)
     widths = [max(len(row[k]) for row in table) for k in range(len(head))]
     lines += ["  ".join(x.ljust(w) for x, w in zip(row, widths)).rstrip() for row in table]
@@ -77,6 +86,11 @@ def calibrate_text(c: Calibration, model: str) -> str:
     eta = "" if b.eta is None else f", eta = {fmt(b.eta)}"
     lines.append(f"Prop.3 / Thm.4: seed 004's bounds on idp from the mechanism's DP level (k = {b.k}{eta}); "
                  f"alpha: the noise magnitude exceeded with probability {BETA:g}")
+    if b.prop3_premise and b.prop3_premise == b.thm4_premise:
+        lines.append(f"Prop.3, Thm.4 n/a (premise: {b.prop3_premise})")
+    else:
+        lines += [f"{name} n/a (premise: {premise})" for name, premise in
+                  (("Prop.3", b.prop3_premise), ("Thm.4", b.thm4_premise)) if premise]
     group = c.row("group").scale
     for m in ("exact", "dpm"):
         saving = 1 - c.row(m).scale / group

@@ -52,6 +52,8 @@ def rho_text(c: Coefficients) -> str:
     lines.append("dependence sets: " + "; ".join(
         f"{names[i]}: {{{', '.join(names[j] for j in sorted(s))}}}" for i, s in enumerate(c.dependence_sets)))
     lines.append(f"dependence size L = {c.dependence_size}")
+    if c.assumption_note():
+        lines.append(f"note: {c.assumption_note()}")
     if c.ci is not None:
         d = c.diagnostics or {}
         ok = "ok" if d.get("ok", True) else "FAILED"

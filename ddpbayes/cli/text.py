@@ -16,7 +16,7 @@ def fmt(v: float | None) -> str:
         return "-"
     if math.isinf(v):
         return "+inf" if v > 0 else "-inf"
-    return f"{v:.6g}"
+    return f"{v + 0.0:.6g}"  # -0.0 prints as 0
 
 
 def audit_text(r: AuditResult) -> str:
@@ -24,7 +24,9 @@ def audit_text(r: AuditResult) -> str:
     lines = [
         f"notion     {r.notion}",
         f"query      {r.query}    mechanism  {mech}",
-        f"leakage    {fmt(r.leakage)}" + (f"    {INTERVAL} [{fmt(r.ci[0])}, {fmt(r.ci[1])}]" if r.ci else ""),
+        f"leakage    {'>= ' if r.lower_bound else ''}{fmt(r.leakage)}"
+        + (f"    {INTERVAL if r.engine != 'analytic' else 'sure range'} [{fmt(r.ci[0])}, {fmt(r.ci[1])}]" if r.ci else "")
+        + ("    (a lower bound: greedy search)" if r.lower_bound else ""),
     ]
     if r.claim is not None:
         lines.append(f"claim      {fmt(r.claim)}    verdict  {r.verdict.upper()}")
@@ -33,6 +35,10 @@ def audit_text(r: AuditResult) -> str:
     if r.reason:
         lines.append(f"reason     {r.reason}")
     lines.append(f"engine     {r.engine}    time  {r.seconds:.2f} s")
+    if r.information is not None or r.information_reason is not None:
+        from ddpbayes.information.audit import information_text  # not at import: `--help` must not load PyMC
+
+        lines.extend(information_text(r.information, r.information_reason))
     if r.diagnostics:
         d = r.diagnostics
         lines.append(
@@ -62,6 +68,10 @@ def audit_text(r: AuditResult) -> str:
         for a in sorted(r.lattice, key=lambda a: (a.adversary.target, len(a.adversary.known), sorted(a.adversary.known))):
             ks = "{" + ",".join(str(k) for k in sorted(a.adversary.known)) + "}"
             lines.append(f"{r.tuples[a.adversary.target].ljust(width)}  {ks:<9}  {fmt(a.value)}")
+    if r.composition is not None:
+        from ddpbayes.composition import summary_text  # not at import: `--help` must not load PyMC
+
+        lines.extend(summary_text(r.composition))
     lines.extend(f"note: {n}" for n in r.notes)
     return "\n".join(lines)
 

@@ -39,7 +39,7 @@ from ddpbayes.ddp.idp_bounds import IdpBounds, dependence_profile, idp_bounds
 from ddpbayes.ddp.roots import safe_root
 from ddpbayes.encoding import jsonable, number
 from ddpbayes.errors import InputError
-from ddpbayes.limits import check_positive_finite
+from ddpbayes.limits import check_positive_finite, state_limit
 from ddpbayes.mechanisms import Laplace
 from ddpbayes.model import DependenceModel
 from ddpbayes.notions import NOTIONS, check_notion
@@ -145,8 +145,10 @@ def calibrate(
     if mechanism != "laplace":
         raise InputError(f"calibrate sets the scale of Laplace noise: the mechanism must be laplace, not '{mechanism}'")
     check_positive_finite(epsilon, "epsilon")
-    query = parse_query(query) if isinstance(query, str) else query
+    query = (parse_query(query) if isinstance(query, str) else query).bind(model)
     query.check(model.domains)
+    with state_limit(settings.max_states):  # every method needs it: an expr: query enumerates (and caches) it here
+        query.global_sensitivity(model.domains)
     engine, dep = dependence_engine(model, settings)
     size = dependence_size(dep)
     exact, notes = exact_scale(model, query, notion, epsilon, settings)
@@ -163,7 +165,8 @@ def calibrate(
     final = chosen.audits.get(notion)
     if final is None:
         raise InputError(f"the {notion} leakage at the {method} scale could not be audited: {chosen.errors[notion]}")
-    notes += list(profile.notes)
+    notes += list(profile.notes) + _dpm_notes(dpm, rows[METHODS.index("dpm")], notion, epsilon)
+    notes += [n for n in final.notes if n not in notes]  # the engine's own, e.g. an untruncated model
     return Calibration(method, notion, float(epsilon), scales[method], final, rows, dpm, size,
                        engine.name, query.spec, model.names, notes)
 
@@ -215,6 +218,19 @@ def _bracket(level: Callable[[float], float], epsilon: float, start: float) -> t
             return lo, hi
         hi = lo
     return None, hi
+
+
+def _dpm_notes(dpm: DPMScale, row: MethodRow, notion: str, epsilon: float) -> list[str]:
+    """When some rho_ij > 1, what the DPM scale then guarantees: its audited leakage under `notion`."""
+    note = dpm.coefficients.assumption_note()
+    if note is None:
+        return []
+    audited = row.audits.get(notion)
+    if audited is None:
+        return [f"{note}; the {notion} leakage at the dpm scale could not be audited: {row.errors[notion]}"]
+    meets = "meets" if audited.verdict == "pass" else "does not meet" if audited.verdict == "fail" else "may not meet"
+    leak = f"{notion} leakage {audited.leakage:.6g}"
+    return [f"{note}; audited, the dpm scale {dpm.scale:.6g} gives {leak}, which {meets} epsilon = {epsilon:g}"]
 
 
 def _row(model, query, method, scale, epsilon, settings, profile) -> MethodRow:

@@ -11,9 +11,13 @@ of the query q = D_j (weights e_j) released with Laplace(sigma), target i, so
 computed by whichever engine fits the model (one Problem per j, adversaries A(i, {})): no
 engine-specific mathematics here. rho_ii = 1 by definition, and rho_ij = 0 when D_j is outside
 D_i's dependence set N(i) (D_j's law does not change with D_i, so the two expectations agree).
-0 <= rho_ij <= 1 (000 Eq. 15: a Laplace mixture's log-ratio is at most dD_j / sigma); an
-estimate's upper confidence bound is capped at 1 accordingly. rho depends on sigma (000 treats
-it as fixed; `ddpbayes.ddp.dpm` solves the resulting fixed point).
+0 <= rho_ij <= 1 when D_j stays within its declared domain (000 Eq. 15: a mixture of Laplace
+densities centred in an interval of width dD_j has log-ratios at most dD_j / sigma), and an
+estimate's upper confidence bound is capped at 1 for such j. A D_j whose support is wider than
+its declared domain (a Gaussian tuple: the gaussian and sampling engines do not truncate the
+model to the declared domains) can give rho_ij > 1, which 000/001 exclude: `above_one` lists
+those pairs and `assumption_note` says so. rho depends on sigma (000 treats it as fixed;
+`ddpbayes.ddp.dpm` solves the resulting fixed point).
 """
 
 from __future__ import annotations
@@ -28,9 +32,12 @@ from ddpbayes.engines import Engine, merge_diagnostics, select_engine
 from ddpbayes.errors import InputError
 from ddpbayes.mechanisms import Laplace
 from ddpbayes.model import DependenceModel
+from ddpbayes.model.supports import wider_than_declared
 from ddpbayes.problem import Adversary, Problem, dependence_size
 from ddpbayes.queries import Linear
 from ddpbayes.settings import RunSettings
+
+ABOVE_ONE = 1e-9  # rho_ij above 1 by more than this (relative rounding) is outside 000/001's range
 
 
 @dataclass(frozen=True)
@@ -50,6 +57,22 @@ class Coefficients:
         """L = max |N(i)| + 1 (000 §V)."""
         return dependence_size(self.dependence_sets)
 
+    @property
+    def above_one(self) -> list[tuple[int, int]]:
+        """The pairs (i, j) with rho_ij > 1 (beyond rounding), outside 000/001's range [0, 1]."""
+        return [(int(i), int(j)) for i, j in np.argwhere(self.rho > 1 + ABOVE_ONE)]
+
+    def assumption_note(self) -> str | None:
+        """What rho_ij > 1 means, naming the largest such coefficient; None when every rho_ij <= 1."""
+        if not self.above_one:
+            return None
+        i, j = max(self.above_one, key=lambda p: self.rho[p])
+        more = f" and {len(self.above_one) - 1} more" if len(self.above_one) > 1 else ""
+        return (f"rho_ij > 1 (rho[{self.tuples[i]}, {self.tuples[j]}] = {self.rho[i, j]:.6g}{more}): seeds 000/001 "
+                "assume 0 <= rho_ij <= 1, which holds when every tuple stays within its declared domain; here the "
+                "model moves a tuple by more than its domain's width, so DPM's derivation does not apply and only "
+                "an audit of its scale says what it guarantees")
+
     def dependent_sensitivity(self, sensitivities: np.ndarray) -> float:
         """DS_Q = max_i sum_j rho_ij dQ_j (001 §VI, its Lemmas 1–2), dQ_j the query's sensitivity to tuple j."""
         return float((self.rho @ np.asarray(sensitivities, dtype=float)).max())
@@ -63,6 +86,8 @@ class Coefficients:
             "rho_ci": None if self.ci is None else self.ci.tolist(),
             "dependence_sets": [sorted(s) for s in self.dependence_sets],
             "L": self.dependence_size,
+            "above_one": [list(p) for p in self.above_one],
+            "notes": [] if self.assumption_note() is None else [self.assumption_note()],
             "diagnostics": self.diagnostics,
         })
 
@@ -96,6 +121,7 @@ def dependence_coefficients(model: DependenceModel, scale: float, settings: RunS
         )
     engine, dep = dependence_engine(model, settings)
     n = model.n
+    unconfined = set(wider_than_declared([slot.rv for slot in model.slots], model.domains))
     rho = np.eye(n)
     ci = None
     runs: list[dict] = []
@@ -111,7 +137,8 @@ def dependence_coefficients(model: DependenceModel, scale: float, settings: RunS
             rho[i, j] = r.value * scale / width
             if r.ci is not None:
                 ci = np.stack([np.eye(n), np.eye(n)], axis=-1) if ci is None else ci
-                ci[i, j] = [r.ci[0] * scale / width, min(1.0, r.ci[1] * scale / width)]
+                upper = r.ci[1] * scale / width
+                ci[i, j] = [r.ci[0] * scale / width, upper if j in unconfined else min(1.0, upper)]
             if r.diagnostics:
                 runs.append(r.diagnostics)
     return Coefficients(rho, ci, dep, float(scale), engine.name, model.names, merge_diagnostics(runs))

@@ -9,10 +9,15 @@ Writing rho_ij(sigma) = leak_i(e_j, sigma) sigma / dD_j (rho_ii = 1), it is the 
 
     F(sigma) = DS_Q(sigma) / sigma - eps = max_i [dQ_i / sigma + sum_{j != i} leak_i(e_j, sigma) dQ_j / dD_j] - eps.
 
-Method: F(a) >= 0 at a = dQ / eps (DS_Q >= dQ since rho_ii = 1) and F(c) <= 0 at
-c = max_i sum_{j in N(i) ∪ {i}} dQ_j / eps (rho <= 1), so [a, c] brackets a root; brentq finds it
-to 1e-10 relative, and the scale returned is nudged up, if need be, to the side where
-sigma >= DS_Q(sigma) / eps (the inequality 000's argument uses).
+Method: F(a) >= 0 at a = dQ / eps (DS_Q >= dQ since rho_ii = 1). When every rho_ij <= 1 (000
+Eq. 15), F(c) <= 0 at c = max_i sum_{j in N(i) ∪ {i}} dQ_j / eps; but rho_ij > 1 happens when D_j
+is not confined to its declared domain (a Gaussian D_j whose conditional mean moves by more than
+dD_j as D_i crosses its domain: `Coefficients.above_one`), so the bracket's upper end starts at
+c and doubles until F <= 0 there (at most MAX_DOUBLINGS times, else an InputError; F(sigma) tends
+to -eps as sigma grows, as leak_i(e_j, sigma) -> 0: it is at most dD_j / sigma for a confined
+D_j, and c / sigma for a Gaussian one). brentq finds the root to 1e-10 relative, and the scale
+returned is nudged up, if need be, to the side where sigma >= DS_Q(sigma) / eps (the inequality
+000's argument uses).
 
 Uniqueness: leak_i(e_j, sigma) is non-increasing in sigma for Laplace noise (see
 `ddpbayes.ddp.calibration`: Lap(s2) = Lap(s1) + an independent noise for s2 > s1, and
@@ -26,6 +31,7 @@ recipe uses rho as given), so the DPM scale inherits their Monte Carlo error.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,6 +42,8 @@ from ddpbayes.errors import InputError
 from ddpbayes.model import DependenceModel
 from ddpbayes.queries import Query
 from ddpbayes.settings import RunSettings
+
+MAX_DOUBLINGS = 60  # of the bracket's upper end, from max_i sum_{j in N(i) ∪ {i}} dQ_j / eps
 
 
 @dataclass(frozen=True)
@@ -77,6 +85,17 @@ def group_scale(model: DependenceModel, query: Query, epsilon: float, dependence
     return dependence_size * dp_scale(model, query, epsilon)
 
 
+def _upper_end(excess: Callable[[float], float], start: float) -> float:
+    """A scale from `start` up, doubling, where the non-increasing `excess` is <= 0."""
+    hi = start
+    for _ in range(MAX_DOUBLINGS):
+        if excess(hi) <= 0:
+            return hi
+        hi *= 2
+    raise InputError(f"DPM's fixed point sigma = DS_Q(sigma) / epsilon lies above scale {hi:.3g}: DS_Q does not "
+                     "settle as the noise grows")
+
+
 def dpm_scale(model: DependenceModel, query: Query, epsilon: float, settings: RunSettings | None = None) -> DPMScale:
     """The fixed point sigma = DS_Q(sigma) / eps (module docstring)."""
     settings = settings or RunSettings()
@@ -93,9 +112,10 @@ def dpm_scale(model: DependenceModel, query: Query, epsilon: float, settings: Ru
 
     lo = float(dq.max()) / epsilon
     deps = coefficients(lo).dependence_sets
-    hi = max(dq[i] + sum(dq[j] for j in deps[i]) for i in range(model.n)) / epsilon
+    hi = max(lo, max(dq[i] + sum(dq[j] for j in deps[i]) for i in range(model.n)) / epsilon)
     sigma = lo
-    if excess(lo) > 0 and hi > lo:
-        sigma = hi if excess(hi) >= 0 else safe_root(excess, lo, hi, epsilon * 1e-12)
+    if excess(lo) > 0:
+        hi = _upper_end(excess, hi)
+        sigma = hi if excess(hi) == 0 else safe_root(excess, lo, hi, epsilon * 1e-12)
     rho = coefficients(sigma)
     return DPMScale(float(sigma), rho.dependent_sensitivity(dq), rho, len(cache))

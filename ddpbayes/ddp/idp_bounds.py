@@ -17,6 +17,14 @@ checks it on the joint table and falls back to k = n; for jointly Gaussian tuple
 covariances give it, and the sampling engine's structural sets (no common random ancestor)
 give it by construction. eta needs P(X_(i) | t) itself: only an engine that holds the joint law
 computes it (`Engine.dependence_profile`; the exact engine, from its enumerated joint).
+
+Premises, checked before a bound is shown (else it is None with the premise that fails):
+both need M to be eps/k-DP for the data the model produces. The DP level dQ / b is computed
+from the declared domains, so it covers the model's data only when every tuple's support lies
+within its declared domain (`wider_than_declared`); a Gaussian tuple declared on [0, 1] can
+leave it, and its query moves further than dQ. k is always defined (the fallback k = n).
+Thm. 4 needs eta as well; its b = min(-log eta, eps (1 - 1/k)) is then admissible by
+construction (0 <= b <= eps (1 - 1/k) and e^{-b} >= eta).
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ from dataclasses import dataclass
 from ddpbayes.ddp.coefficients import dependence_engine, dependence_problem
 from ddpbayes.engines import DependenceProfile
 from ddpbayes.model import DependenceModel
+from ddpbayes.model.supports import wider_than_declared
 from ddpbayes.queries import Query
 from ddpbayes.settings import RunSettings
 
@@ -39,10 +48,12 @@ class IdpBounds:
     dp_epsilon: float
     k: int
     eta: float | None
-    prop3: float
+    prop3: float | None
     thm4: float | None
     thm4_b: float | None
     notes: tuple[str, ...] = ()
+    prop3_premise: str | None = None  # why Prop. 3 does not apply (then prop3 is None)
+    thm4_premise: str | None = None  # why Thm. 4 does not apply (then thm4 is None)
 
     def to_json(self) -> dict:
         return {
@@ -53,6 +64,8 @@ class IdpBounds:
             "prop3": self.prop3,
             "thm4": self.thm4,
             "thm4_b": self.thm4_b,
+            "prop3_reason": None if self.prop3_premise is None else f"premise: {self.prop3_premise}",
+            "thm4_reason": None if self.thm4_premise is None else f"premise: {self.thm4_premise}",
             "notes": list(self.notes),
         }
 
@@ -67,12 +80,33 @@ def idp_bounds(
     model: DependenceModel, query: Query, scale: float, profile: DependenceProfile | None = None,
     settings: RunSettings | None = None,
 ) -> IdpBounds:
-    """Prop. 3 and Thm. 4 for `query` released with Laplace(scale) on `model`."""
+    """Prop. 3 and Thm. 4 for `query` released with Laplace(scale) on `model`, each None with
+    the failed premise when it does not apply (module docstring)."""
     profile = profile or dependence_profile(model, settings)
     dp_eps = float(query.global_sensitivity(model.domains)) / scale
     eps, k = profile.k * dp_eps, profile.k
+    dp_premise = _dp_premise(model)
+    thm4_premise = dp_premise or (None if profile.eta is not None else _eta_reason(profile))
     thm4 = b = None
-    if profile.eta is not None:
+    if thm4_premise is None:
         b = max(0.0, min(-math.log(profile.eta) if profile.eta > 0 else math.inf, eps * (1 - 1 / k)))
         thm4 = eps - b + math.log(2)
-    return IdpBounds(float(scale), dp_eps, k, profile.eta, eps, thm4, b, profile.notes)
+    return IdpBounds(float(scale), dp_eps, k, profile.eta, None if dp_premise else eps, thm4, b, profile.notes,
+                     dp_premise, thm4_premise)
+
+
+def _dp_premise(model: DependenceModel) -> str | None:
+    """Why M is not (dQ / b)-DP for the model's data, or None when it is."""
+    wider = wider_than_declared([slot.rv for slot in model.slots], model.domains)
+    if not wider:
+        return None
+    names = ", ".join(model.names[k] for k in wider[:3]) + (f" and {len(wider) - 3} more" if len(wider) > 3 else "")
+    return (f"M is dQ/b-DP only over data within the declared domains, and the model's {names} can leave them "
+            "(support wider than the declared domain)")
+
+
+def _eta_reason(profile: DependenceProfile) -> str:
+    """Why eta is unknown: the engine's own note, or a plain one."""
+    about = [n for n in profile.notes if "eta" in n]
+    return about[0] if about else ("eta, the largest total-variation distance between P(X_(i) | t) and "
+                                   "P(X_(i) | t'), is unknown")

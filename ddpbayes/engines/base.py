@@ -71,6 +71,28 @@ def merge_diagnostics(records: list[dict]) -> dict | None:
     return out
 
 
+class NoMixtures(Exception):
+    """The engine cannot hand over the mixture weights for this problem; the message says why."""
+
+
+@dataclass(frozen=True)
+class MixtureGroup:
+    """The law of (X_i, q) within one group of known values x_K (groups whose measures must
+    agree merged, their probabilities summed): the measures of `information` read these."""
+
+    log_prob: float  # log P(x_K) of the group (and of those merged with it)
+    levels: np.ndarray  # (S, d) distinct query values on the active output coordinates
+    log_w: np.ndarray  # (T, S) log P(X_i = t, q = levels[s] | x_K), -inf where impossible
+
+
+@dataclass(frozen=True)
+class Mixtures:
+    """Every group of an adversary A(i, K), and the output coordinates their levels cover."""
+
+    coordinates: list[int]
+    groups: list[MixtureGroup]
+
+
 class NoCurve(Exception):
     """The witness curve cannot be drawn for this witness; the message says why."""
 
@@ -133,6 +155,13 @@ class Engine(ABC):
         """MCMC draws of the query (chains, draws) given X_i = t and given X_i = t', for trace
         plots; None for an engine that does not sample."""
         return None
+
+    def mixtures(self, problem: Problem, adversary: Adversary, shift_invariant: bool) -> Mixtures:
+        """The mixture weights of `adversary` (`Mixtures`), groups deduplicated (up to a shift of
+        all query levels when `shift_invariant`: the noise is a translation kernel); NoMixtures
+        when this engine has none (DESIGN §3.4)."""
+        raise NoMixtures(f"the {self.name} engine has no exact mixture weights to integrate (the measures are not "
+                         "estimated: use an exact engine)")
 
     def covariance(self, problem: Problem) -> np.ndarray | None:
         """Cov(X) of the tuples when the engine reads the model as jointly Gaussian (for closed

@@ -22,6 +22,7 @@ import numpy as np
 from scipy.special import logsumexp
 
 from ddpbayes.engines.base import NoCurve, Witness
+from ddpbayes.errors import InputError
 from ddpbayes.mechanisms import Laplace
 from ddpbayes.problem import Problem
 
@@ -59,15 +60,24 @@ class Curve:
 
 
 def check_drawable(problem: Problem, witness: Witness | None) -> None:
-    """NoCurve unless the problem is a scalar linear query with Laplace or geometric noise and
-    the witness names its pair (t, t')."""
+    """NoCurve unless the problem is a scalar query (one output: linear, or an expr:/fn: one) with
+    Laplace or geometric noise and the witness names its pair (t, t')."""
     mech = problem.mechanism
     if not isinstance(mech, Laplace):
         raise NoCurve(f"the curve is drawn for Laplace or geometric noise, not {mech.kind}")
-    if problem.query.weights(problem.model.n) is None:
-        raise NoCurve(f"the curve is drawn for a scalar linear query, not {problem.query.name}")
+    if problem.query.weights(problem.model.n) is None and not _scalar(problem):
+        raise NoCurve(f"the curve is drawn for a scalar query, not {problem.query.spec} (several outputs)")
     if witness is None or witness.t is None or witness.t_prime is None:
         raise NoCurve("the engine reported no witness pair (t, t')")
+
+
+def _scalar(problem: Problem) -> bool:
+    """The query has one output, as evaluated at one state of the domains."""
+    probe = [d.lo if math.isfinite(d.lo) else (d.hi if math.isfinite(d.hi) else 0.0) for d in problem.model.domains]
+    try:
+        return problem.query.values(np.array([probe])).shape[1] == 1
+    except InputError:  # not finite at that state: no curve rather than a guess
+        return False
 
 
 def mixture_curve(problem: Problem, notion: str, witness: Witness, mixture: Mixture, method: str,

@@ -64,6 +64,7 @@ def load_model(path: str | Path, params: dict | None = None, max_states: int | N
         raise InputError(f"build() in '{path}' raised {_describe(exc)}") from exc
     if not isinstance(model, DependenceModel):
         raise InputError(f"build() in '{path}' returned {type(model).__name__}, not a DependenceModel")
+    model.source = module  # where `fn:NAME` queries find NAME (general_queries.FunctionQuery)
     return model
 
 

@@ -134,3 +134,28 @@ def _integers(rv, lo: int, hi: int) -> Finite:
         raise InputError(f"'{rv.name}' has an empty support {{{lo}, ..., {hi}}}")
     check_states(hi - lo + 1, f"the support of {type(rv.owner.op).__name__.removesuffix('RV')} '{rv.name}'", "values")
     return Finite(range(lo, hi + 1))
+
+
+def wider_than_declared(rvs: Sequence, domains: Sequence[Domain]) -> list[int]:
+    """The positions k whose variable's support holds values outside its declared domain
+    `domains[k]`: there the declared domain leaves part of the model out (an enumerating engine
+    conditions the model on it; the gaussian and sampling engines do not). A support that cannot be
+    inferred (bounds that depend on other variables) counts as within: its domain had to be declared."""
+    return [k for k, (rv, domain) in enumerate(zip(rvs, domains)) if not _within(_inferred(rv), domain)]
+
+
+def _inferred(rv) -> Domain | None:
+    try:
+        return support(rv)
+    except InputError:
+        return None
+
+
+def _within(inner: Domain | None, outer: Domain) -> bool:
+    if inner is None:
+        return True
+    if isinstance(inner, Finite):
+        if isinstance(outer, Finite):
+            return set(inner.values) <= set(outer.values)
+        return outer.lo <= inner.lo and inner.hi <= outer.hi
+    return isinstance(outer, Interval) and outer.lo <= inner.lo and inner.hi <= outer.hi

@@ -7,6 +7,7 @@ results.json (every number shown) and figures/*.png, written atomically (`atomic
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 from ddpbayes.errors import InputError
@@ -14,8 +15,9 @@ from ddpbayes.model import DependenceModel
 from ddpbayes.model.loading import load_model
 from ddpbayes.reports.atomic import write_directory
 from ddpbayes.reports.collect import Progress, collect
+from ddpbayes.reports.composition import CompositionSpec, composition_pages
 from ddpbayes.reports.content import build_document
-from ddpbayes.reports.document import render_html, render_markdown
+from ddpbayes.reports.document import Document, render_html, render_markdown
 from ddpbayes.reports.results import command_for, results_json
 from ddpbayes.reports.spec import Spec, load_spec
 
@@ -36,24 +38,37 @@ def build_report(
     out = Path(out)
     command = command_for(Path(spec_path), out)
     say = Progress(progress, Path(spec_path).stem)
+    if isinstance(spec, CompositionSpec):
+        return _write(spec, out, say, lambda: composition_pages(spec, _model(spec, models), command, say))
+
+    def pages():
+        collected = collect(spec, _model(spec, models), say)
+        return build_document(collected, command), results_json(collected, command)
+
+    return _write(spec, out, say, pages)
+
+
+def _write(spec, out: Path, say: Progress, pages: Callable[[], tuple[Document, dict]]) -> dict:
+    """The document and results.json `pages` gives, written atomically to `out`: index.html,
+    report.md, figures/ and results.json (whose content is returned). Errors from the spec's
+    values name the spec file."""
     data: dict = {}
 
     def build(tmp: Path) -> None:
         say(f"loading {spec.model_ref}")
         try:
-            collected = collect(spec, _model(spec, models), say)
+            doc, results = pages()
         except InputError as exc:  # from the spec's values (params, targets, ...): name the spec file
             if str(spec.path) in str(exc):
                 raise
             raise InputError(f"{spec.path}: {exc}") from exc
         say("writing figures and pages")
-        doc = build_document(collected, command)
         (tmp / "figures").mkdir()
         for fig in doc.figures:
             (tmp / "figures" / fig.name).write_bytes(fig.png)
         (tmp / "index.html").write_text(render_html(doc), encoding="utf-8")
         (tmp / "report.md").write_text(render_markdown(doc), encoding="utf-8")
-        data.update(results_json(collected, command))
+        data.update(results)
         (tmp / "results.json").write_text(json.dumps(data, indent=1, ensure_ascii=False, allow_nan=False) + "\n",
                                           encoding="utf-8")
 

@@ -10,6 +10,7 @@ sampling engine reuses its cached MCMC runs.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from ddpbayes.ddp import dp_scale, dpm_scale, exact_scale, group_scale
 from ddpbayes.errors import InputError
@@ -29,7 +30,7 @@ def calibrated_scales(
     if problem.mechanism.kind != "laplace":
         return {}, [f"no calibration: calibrate sets Laplace scales, and the mechanism is {problem.mechanism.kind}"]
     model, query = problem.model, problem.query
-    settings = problem.settings
+    settings = replace(problem.settings, pdp_greedy=0)  # a calibration takes no lower bound for the leakage
     scales: dict[str, float] = {}
     notes = [f"calibrated to epsilon = {epsilon:g}" + (" (the claim)" if spec.claim is not None else "")
              + ", over every target"]

@@ -18,6 +18,7 @@ from ddpbayes.model import DependenceModel
 from ddpbayes.problem import Problem
 from ddpbayes.reports.calibrated import calibrated_scales
 from ddpbayes.reports.closed_form import ClosedForm, closed_forms
+from ddpbayes.reports.information import InformationView, information_view
 from ddpbayes.reports.lattice import LatticeView, pdp_lattice
 from ddpbayes.reports.spec import Spec
 from ddpbayes.reports.sweep import Sweep, sweep
@@ -49,11 +50,12 @@ class Collected:
     calibration_notes: list[str]
     closed_forms: list[ClosedForm]
     traces: list[tuple[str, np.ndarray]]
+    information: InformationView | None = None  # seed 004's measures (`reports.information`)
 
 
 def collect(spec: Spec, model: DependenceModel, say: Progress) -> Collected:
     def run(notion: str, **overrides) -> AuditResult:
-        return audit(model, spec.query, spec.kind, notion, **{**spec.audit_kwargs(notion, say.enabled), **overrides})
+        return audit(model, spec.query_object(), spec.kind, notion, **{**spec.audit_kwargs(notion, say.enabled), **overrides})
 
     results = {}
     for k, notion in enumerate(spec.notions):
@@ -68,6 +70,7 @@ def collect(spec: Spec, model: DependenceModel, say: Progress) -> Collected:
     scales, calibration_notes = calibrated_scales(spec, problem, dependence_sets, say)
     say("noise sweep")
     swept = sweep(run, results, spec.sweep, scales, say)
+    information = information_view(run, results, swept, say)
     say("closed forms and traces")
     return Collected(
         spec=spec,
@@ -82,6 +85,7 @@ def collect(spec: Spec, model: DependenceModel, say: Progress) -> Collected:
         calibration_notes=calibration_notes,
         closed_forms=closed_forms(problem, results, spec.derive_cov),
         traces=_traces(problem, results),
+        information=information,
     )
 
 

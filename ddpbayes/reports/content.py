@@ -10,6 +10,7 @@ from ddpbayes.reports import figures
 from ddpbayes.reports.closed_form import GENERAL
 from ddpbayes.reports.collect import Collected
 from ddpbayes.reports.document import Code, Document, Figure, Notes, Para, Section, Table
+from ddpbayes.reports.information import information_section
 from ddpbayes.reports.results import finding, fmt, reproducibility, set_text, title
 
 NOTION_MEANING = {
@@ -29,6 +30,8 @@ def build_document(c: Collected, command: str) -> Document:
     if c.lattice is not None:
         sections.append(_lattice(c))
     sections += [_witness(c), _sweep(c)]
+    if c.information is not None:
+        sections.append(information_section(c.information, c.model.names))
     if c.closed_forms:
         sections.append(_closed_form(c))
     if any(r.diagnostics for r in c.results.values()):  # estimates: MCMC diagnostics to show
@@ -40,14 +43,15 @@ def build_document(c: Collected, command: str) -> Document:
 def _summary(c: Collected) -> Section:
     names = c.model.names
     rows = []
-    notes = []
+    notes: dict[str, list[str]] = {}  # note -> the notions it applies to (a model's note once, not per notion)
     for notion, r in c.results.items():
         ci = f"[{fmt(r.ci[0])}, {fmt(r.ci[1])}]" if r.ci else "exact"
         verdict = (r.verdict.upper(), r.verdict) if r.verdict else "–"
-        rows.append([notion, fmt(r.leakage), ci, fmt(r.claim), verdict, r.engine, _witness_text(r, names)])
+        leakage = f"≥ {fmt(r.leakage)} (lower bound)" if r.lower_bound else fmt(r.leakage)
+        rows.append([notion, leakage, ci, fmt(r.claim), verdict, r.engine, _witness_text(r, names)])
         for text in (r.reason, r.verdict_reason, *r.notes):
             if text:
-                notes.append(f"{notion}: {text}")
+                notes.setdefault(text, []).append(notion)
     mech = next(iter(c.results.values())).mechanism
     blocks = [
         Para(f"Query `{c.spec.query}` released with {mech.get('noise', mech['kind'])}"
@@ -59,7 +63,8 @@ def _summary(c: Collected) -> Section:
                       "model. Estimates (sampling engine) come with a 90% interval (two one-sided 95% bounds: "
                       "a held-out lower bound and an approximate upper bound); exact and closed-form values "
                       "need none."),
-        Notes([f"`{n}`: {NOTION_MEANING[n]}" for n in c.results] + notes),
+        Notes([f"`{n}`: {NOTION_MEANING[n]}" for n in c.results]
+              + [f"{', '.join(which)}: {text}" for text, which in notes.items()]),
     ]
     return Section("Summary", "summary", blocks)
 
@@ -190,7 +195,8 @@ def _sweep(c: Collected) -> Section:
         Para(f"Every notion audited again at other noise levels ({label}); the vertical line is the spec's "
              f"{label} = {fmt(s.base)}" + (", the dash-dotted ones the scales `ddpbayes calibrate` prescribes"
                                            if s.calibrated else "") + "."
-             + (" Shaded: the sampling engine's 90% interval (two one-sided 95% bounds)." if shaded else "")),
+             + (" Shaded: the sampling engine's 90% interval (two one-sided 95% bounds)." if shaded else "")
+             + (" pdp is the greedy search's at every level: a lower bound." if _greedy_pdp(c) else "")),
         Figure("sweep.png", figures.sweep_figure(s, c.spec.claim), f"Leakage against the noise {label}.",
                f"leakage against the noise {label}"),
         Table([label, *s.leakage, "calibrated scale"],
@@ -207,6 +213,11 @@ def _sweep(c: Collected) -> Section:
     if c.calibration_notes:
         blocks.append(Notes(c.calibration_notes))
     return Section("Leakage against the noise level", "sweep", blocks)
+
+
+def _greedy_pdp(c: Collected) -> bool:
+    """Was pdp searched greedily (the spec's `search = "greedy"`): its values are lower bounds."""
+    return "pdp" in c.results and c.results["pdp"].lower_bound
 
 
 def _closed_form(c: Collected) -> Section:

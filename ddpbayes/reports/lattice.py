@@ -57,19 +57,21 @@ def pdp_lattice(
     total = len(targets) * 2 ** (n - 1)
     if total <= (ESTIMATED_FULL_LIMIT if engine.estimates else FULL_LIMIT):
         say(f"pdp lattice: all {total} adversaries")
-        full = run("pdp", lattice=True, known=None)
+        full = run("pdp", lattice=True, known=None, pdp_greedy=0)  # every node, whatever the spec's search
         points = [Point(r.adversary.target, r.adversary.known, r.value) for r in full.lattice]
         return LatticeView(points, total, n, None)
     per_layer = ESTIMATED_PER_LAYER if engine.estimates else PER_LAYER
     chosen = _subset(n, targets, per_layer, seed, pdp)
     say(f"pdp lattice: {total:,} adversaries, too many; computing {len(chosen)} of them")
-    points = [Point(i, k, run("pdp", targets=[i], known=sorted(k)).leakage) for i, k in chosen]
+    points = [Point(i, k, run("pdp", targets=[i], known=sorted(k), pdp_greedy=0).leakage) for i, k in chosen]
     note = (
         f"The lattice has {total:,} adversaries, too many to compute one by one; shown are {len(points)}: every "
         "target's weakest (K = {}) and strongest (K = all others) adversary, pdp's worst adversary"
     )
     note += f", and up to {per_layer} known sets per layer |K| drawn at random (seed {seed})." if per_layer else "."
-    if engine.searches_lattice:
+    if pdp.lower_bound:
+        note += " The pdp value is the greedy search's, a lower bound on the maximum."
+    elif engine.searches_lattice:
         note += " The pdp maximum itself is exact: the engine searches the whole lattice without listing it."
     return LatticeView(points, total, n, note)
 

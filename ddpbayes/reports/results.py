@@ -29,6 +29,7 @@ def results_json(c: Collected, command: str) -> dict:
         "witness_curves": [curve.to_json() for curve in c.curves],
         "witness_curve_notes": c.curve_notes,
         "sweep": c.sweep.to_json(),
+        "information": None if c.information is None else c.information.to_json(),
         "closed_forms": [f.to_json() for f in c.closed_forms],
         "reproducibility": reproducibility(spec.seed, command),
     })
@@ -41,7 +42,8 @@ def title(c: Collected) -> str:
 def finding(c: Collected) -> str:
     """One line with the numbers: each notion's leakage, the claim's fate, and what the lattice says."""
     r = c.results
-    parts = [f"{n} {fmt(x.leakage)}" + (f" (K = {known_set(x, c.model.names)})" if n == "pdp" else "")
+    parts = [f"{n} {'>= ' if x.lower_bound else ''}{fmt(x.leakage)}"
+             + (f" (K = {known_set(x, c.model.names)})" if n == "pdp" else "")
              for n, x in r.items()]
     line = ", ".join(parts)
     if c.spec.claim is not None:

@@ -5,6 +5,7 @@
     model = "../../models/contagious_family.py"     # relative to the spec file
     params = { k = 2, p = 0.1 }                     # build(**params); optional
     query = "count"
+    sensitivity = 1.0                               # optional: an expr:/fn: query's sensitivity on continuous domains
     notions = ["dp", "idp", "pdp", "ddp"]
     claim = 1.0                                     # optional
     engine = "auto"                                 # optional (default auto)
@@ -15,6 +16,8 @@
     sweep = [0.25, 0.5, 1, 2, 4]                    # optional: the noise scales (or epsilons) swept
     derive_cov = "[[1, rho], [rho, 1]]"             # optional: a symbolic covariance for the closed form
     calibrate = true                                # optional: mark `calibrate`'s scales on the sweep (default true)
+    search = "greedy"                               # optional: pdp's search, full (default) or greedy (a lower bound)
+    top_k = 3                                       # optional, with search = "greedy": known sets kept per layer
     [mechanism]
     kind = "laplace"
     epsilon = 1.0                                   # or scale = 1.0
@@ -33,10 +36,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ddpbayes.errors import InputError
+from ddpbayes.general_queries import with_sensitivity
 from ddpbayes.limits import positive_finite
 from ddpbayes.mechanisms import MECHANISMS
-from ddpbayes.queries import Identity, parse_query
-from ddpbayes.settings import MIN_DRAWS, SEED_LIMIT, RunSettings
+from ddpbayes.queries import Identity, Query, parse_query
+from ddpbayes.settings import MIN_DRAWS, SEED_LIMIT, RunSettings, search_width
 from ddpbayes.symbolic.parse import parse_matrix
 from ddpbayes.vocabulary import ENGINES, NOTIONS
 
@@ -49,6 +53,7 @@ TOP = {
     "model": (str, True),
     "params": (dict, False),
     "query": (str, True),
+    "sensitivity": (float, False),
     "notions": ((list, str), True),
     "claim": (float, False),
     "engine": (str, False),
@@ -62,6 +67,8 @@ TOP = {
     "sweep": ((list, float), False),
     "derive_cov": (str, False),
     "calibrate": (bool, False),
+    "search": (str, False),
+    "top_k": (int, False),
 }
 MECHANISM = {"kind": (str, True), "scale": (float, False), "epsilon": (float, False)}
 
@@ -90,13 +97,21 @@ class Spec:
     sweep: tuple[float, ...] | None = None
     derive_cov: str | None = None
     calibrate: bool = True
+    search: str = "full"
+    top_k: int | None = None
     title: str | None = None
     description: str | None = None
+    sensitivity: float | None = None
 
-    def settings(self, progress: bool = False) -> RunSettings:
-        """How the spec's audits run."""
+    def query_object(self) -> Query:
+        """The query, with the spec's `sensitivity` (an expr:/fn: query on continuous domains)."""
+        return with_sensitivity(parse_query(self.query), self.sensitivity)
+
+    def settings(self, progress: bool = False, pdp: bool = False) -> RunSettings:
+        """How the spec's audits run (with `pdp`, the spec's pdp search: `search_width`)."""
+        width = search_width(self.search, self.top_k, None) if pdp else None
         return RunSettings.of(engine=self.engine, seed=self.seed, draws=self.draws, tune=self.tune, chains=self.chains,
-                              progress=progress)
+                              pdp_greedy=width, progress=progress)
 
     def audit_kwargs(self, notion: str, progress: bool = False) -> dict:
         """Keyword arguments of `audit` for one notion (the known set is pdp's only)."""
@@ -106,7 +121,7 @@ class Spec:
             "claim": self.claim,
             "targets": None if self.target is None else list(self.target),
             "known": None if self.known is None or notion != "pdp" else list(self.known),
-            "settings": self.settings(progress),
+            "settings": self.settings(progress, pdp=notion == "pdp"),
         }
 
     def to_json(self) -> dict:
@@ -115,6 +130,7 @@ class Spec:
             "model": self.model_ref,
             "params": self.params,
             "query": self.query,
+            "sensitivity": self.sensitivity,
             "notions": list(self.notions),
             "mechanism": {"kind": self.kind, "scale": self.scale, "epsilon": self.epsilon},
             "claim": self.claim,
@@ -128,11 +144,14 @@ class Spec:
             "sweep": None if self.sweep is None else list(self.sweep),
             "derive_cov": self.derive_cov,
             "calibrate": self.calibrate,
+            "search": self.search,
+            "top_k": self.top_k,
         }
 
 
 def load_spec(path: str | Path) -> Spec:
-    """Read and validate the spec at `path` (every value that can be checked without the model)."""
+    """Read and validate the spec at `path` (every value that can be checked without the model); a
+    spec with `releases` is a composition spec (`reports.composition.CompositionSpec`)."""
     path = Path(path)
     if not path.is_file():
         raise InputError(f"spec file '{path}' " + ("is a directory" if path.is_dir() else "does not exist"))
@@ -140,6 +159,10 @@ def load_spec(path: str | Path) -> Spec:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: not valid TOML: {exc}") from None
+    if "releases" in raw:  # several releases audited jointly: a composition report
+        from ddpbayes.reports.composition import load_composition_spec  # it builds on this module
+
+        return load_composition_spec(raw, path)
     _check_keys(raw, TOP, path, "")
     mech = raw["mechanism"]
     _check_keys(mech, MECHANISM, path, "mechanism.")
@@ -166,8 +189,11 @@ def load_spec(path: str | Path) -> Spec:
         sweep=None if sweep is None else tuple(sorted(float(v) for v in set(sweep))),
         derive_cov=raw.get("derive_cov"),
         calibrate=raw.get("calibrate", True),
+        search=raw.get("search", "full"),
+        top_k=raw.get("top_k"),
         title=raw.get("title"),
         description=raw.get("description"),
+        sensitivity=_float(raw.get("sensitivity")),
     )
 
 
@@ -199,6 +225,10 @@ def _check_values(raw: dict, path: Path) -> Path:
         query = parse_query(raw["query"])
     except InputError as exc:
         raise InputError(f"{path}: key 'query': {exc}") from None
+    try:
+        with_sensitivity(query, raw.get("sensitivity"))
+    except InputError as exc:
+        raise InputError(f"{path}: key 'sensitivity': {exc}") from None
     if mech["kind"] == "randomized_response" and not isinstance(query, Identity):
         raise bad("query", "'identity' with randomized_response (it perturbs the tuples themselves)", raw["query"])
     notions = raw["notions"]
@@ -220,6 +250,7 @@ def _check_values(raw: dict, path: Path) -> Path:
         clash = sorted(set(raw["known"]) & set(raw.get("target", ())))
         if clash:
             raise bad("known", f"disjoint from 'target' (tuple {clash[0]} is in both)", raw["known"])
+    _check_search(raw, path)
     if "derive_cov" in raw:
         try:
             cov = parse_matrix(raw["derive_cov"], "the matrix")
@@ -228,6 +259,22 @@ def _check_values(raw: dict, path: Path) -> Path:
         if not cov.is_square:
             raise bad("derive_cov", f"a square matrix (it is {cov.rows}x{cov.cols})", raw["derive_cov"])
     return model
+
+
+def _check_search(raw: dict, path: Path) -> None:
+    """`search` and `top_k` as `audit --search --top-k` takes them, and only with pdp among the notions."""
+    if "search" not in raw and "top_k" not in raw:
+        return
+    if "pdp" not in raw["notions"]:
+        raise InputError(f"{path}: key '{'search' if 'search' in raw else 'top_k'}' sets pdp's search, but 'notions' "
+                         "has no pdp")
+    try:
+        search_width(raw.get("search"), raw.get("top_k"), None)
+    except InputError as exc:
+        message = str(exc).replace("--search", "search").replace("--top-k", "top_k")
+        raise InputError(f"{path}: key '{'top_k' if 'top_k' in message else 'search'}': {message}") from None
+    if raw.get("search") == "greedy" and "known" in raw:
+        raise InputError(f"{path}: key 'search': the greedy search searches the known sets and 'known' fixes one")
 
 
 def _check_keys(table: dict, schema: dict, path: Path, prefix: str) -> None:

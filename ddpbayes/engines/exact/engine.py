@@ -16,9 +16,11 @@ import math
 import numpy as np
 from scipy import special
 
-from ddpbayes.engines.base import AdversaryLeakage, DependenceProfile, Engine, Witness
+from ddpbayes.engines.base import AdversaryLeakage, DependenceProfile, Engine, Mixtures, Witness
 from ddpbayes.engines.curves import Curve, check_drawable, mixture_curve
+from ddpbayes.engines.exact.grouping import cell_weights, grouping
 from ddpbayes.engines.exact.joint import JointTable, joint_table, oversized_reason, unsupported_reason
+from ddpbayes.engines.exact.mixtures import exact_mixtures
 from ddpbayes.engines.exact.profile import dependence_profile
 from ddpbayes.engines.logspace import law_changes, logsumexp
 from ddpbayes.errors import InputError
@@ -64,6 +66,11 @@ class ExactEngine(Engine):
             return logw - special.logsumexp(logw), problem.query.values(table.x[rows])[:, 0]
 
         return mixture_curve(problem, notion, witness, mixture, "exact: enumerated joint", every_break=True)
+
+    def mixtures(self, problem: Problem, adversary: Adversary, shift_invariant: bool) -> Mixtures:
+        table = self._table(problem)
+        out = _Outputs(problem, table)
+        return exact_mixtures(adversary, table, out.levels, out.level_of, shift_invariant)
 
     def dependence_profile(self, problem: Problem, dependence_sets: list[frozenset[int]]) -> DependenceProfile:
         return dependence_profile(self._table(problem), problem.model.names, dependence_sets)
@@ -116,24 +123,10 @@ class _Outputs:
         return len(self.levels)
 
 
-def _dense_ids(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    uniq, inverse = np.unique(keys, return_inverse=True)
-    return uniq, inverse.reshape(-1)
-
-
 def _adversary_leakage(adv: Adversary, table: JointTable, out: _Outputs, limit: int) -> AdversaryLeakage:
-    group = table.ids(sorted(adv.known))
-    n_groups = int(group.max()) + 1
-
-    active = [c for c in range(out.coordinates) if np.unique(group * len(out.levels[c]) + out.level_of[c]).size > n_groups]
-    row_key = np.zeros(len(table.logp), dtype=np.int64)
-    for c in active:
-        row_key = row_key * len(out.levels[c]) + out.level_of[c]
-    _, row = _dense_ids(row_key)
-    n_rows = int(row.max()) + 1
-    row_levels = np.zeros((n_rows, len(active)), dtype=np.int64)
-    for a, c in enumerate(active):
-        row_levels[row, a] = out.level_of[c]
+    grouped = grouping(adv, table, out.levels, out.level_of)
+    group, n_groups, active, row_levels = grouped.group, grouped.n_groups, grouped.active, grouped.row_levels
+    n_rows = grouped.n_rows
 
     grid_points = list(itertools.product(*[range(len(out.grid[c])) for c in active]))
     check_states(n_rows * len(grid_points), f"the output grid for {adv}", "cells", limit)
@@ -143,12 +136,9 @@ def _adversary_leakage(adv: Adversary, table: JointTable, out: _Outputs, limit: 
         log_k += out.log_kernel[c][g_idx][:, row_levels[:, a]].T
 
     n_t = len(table.values[adv.target])
-    t_code = table.codes[:, adv.target]
     log_w = np.full((n_groups, n_t, n_rows), -np.inf)
-    cell = (group * n_t + t_code) * n_rows + row
-    order = np.argsort(cell, kind="stable")
-    cells, starts = np.unique(cell[order], return_index=True)
-    log_w.reshape(-1)[cells] = np.logaddexp.reduceat(table.logp[order], starts)
+    cells, weights = cell_weights(grouped, table, adv.target)
+    log_w.reshape(-1)[cells] = weights
     log_pt = logsumexp(log_w, axis=2)  # log P(t, x_K)
 
     best = (-1.0, 0, 0, 0, 0)  # value, group, grid point, t, t'

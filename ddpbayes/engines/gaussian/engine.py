@@ -1,7 +1,7 @@
 """Gaussian engine: jointly Gaussian tuples, a linear query, Laplace noise (DESIGN §2.2).
 
 With C = Cov(X_{i ∪ U} | X_K) (a Schur complement of Sigma) and beta_j = C_ji / C_ii, the
-query A x (m rows; one row w for w·x) released with Lap(b) on every output coordinate and the
+query A x (m rows; one row w for w·x; A = I for identity) released with Lap(b) on every output coordinate and the
 target's domain [lo, hi]:
 
     leak(i, K) = (hi - lo) / b * ||c(i, K)||_1,   c(i, K) = A_{:,i} + sum_{j in U} A_{:,j} beta_j   (m,)
@@ -31,6 +31,7 @@ from collections.abc import Sequence
 import numpy as np
 from scipy.special import log_ndtr
 
+from ddpbayes.composition import ComposedMechanism
 from ddpbayes.engines.base import AdversaryLeakage, Engine, NoCurve, Witness
 from ddpbayes.engines.curves import Curve, check_drawable, grid
 from ddpbayes.engines.gaussian.graph import tuple_covariance, tuple_mean, unsupported_reason, use_sparse
@@ -38,6 +39,7 @@ from ddpbayes.engines.gaussian.lattice import exhaustive, greedy, snap
 from ddpbayes.engines.gaussian.sparse import sparse_law
 from ddpbayes.errors import InputError
 from ddpbayes.mechanisms import Laplace
+from ddpbayes.model.supports import wider_than_declared
 from ddpbayes.problem import Adversary, Problem
 
 INDEPENDENT = 1e-12  # |Sigma_ij| below this times sqrt(Sigma_ii Sigma_jj) counts as 0 (rounding)
@@ -49,10 +51,10 @@ class GaussianEngine(Engine):
 
     def supports(self, problem: Problem) -> str | None:
         mech = problem.mechanism
-        if not isinstance(mech, Laplace) or mech.kind != "laplace":
-            return f"it takes Laplace noise, not {mech.kind}"
+        if _row_scales(problem, 1) is None:
+            return f"it takes Laplace noise, not {mech.kind}" + (" in every release" if mech.kind == "composition" else "")
         if problem.query.matrix(problem.model.n) is None:
-            return f"it takes a linear query (sum, count, mean, linear:, centroids:), not {problem.query.name}"
+            return f"it takes a linear query (sum, count, mean, linear:, centroids:, identity), not {problem.query.name}"
         return unsupported_reason(problem.model)
 
     def leakage(self, problem: Problem) -> list[AdversaryLeakage]:
@@ -75,9 +77,11 @@ class GaussianEngine(Engine):
         if use_sparse(problem.model):
             return None
         cov = tuple_covariance(problem.model)
-        a = problem.query.matrix(problem.model.n).T
-        best = exhaustive(cov, a) if top_k is None else greedy(cov, a, top_k)
-        return _results(problem, [Adversary(i, best[i][1]) for i in targets], np.array([best[i][0] for i in targets]))
+        a = problem.query.matrix(problem.model.n)
+        scales = _row_scales(problem, len(a))  # the search maximises sum_c |c_c| / b_c: rows of A / b_c
+        best = exhaustive(cov, (a / scales[:, None]).T) if top_k is None else greedy(cov, (a / scales[:, None]).T, top_k)
+        coefs = np.array([best[i][0] for i in targets]).reshape(len(targets), len(a)) * scales
+        return _results(problem, [Adversary(i, best[i][1]) for i in targets], coefs)
 
     def covariance(self, problem: Problem) -> np.ndarray | None:
         """Sigma for reports' closed forms of a scalar linear query; None on the sparse path (Sigma
@@ -115,6 +119,23 @@ class GaussianEngine(Engine):
                      "gaussian: closed-form Laplace–Gaussian convolution, x_K at its mean (another x_K shifts the "
                      "curve in y)", False)
 
+    def notes(self, problem: Problem) -> list[str]:
+        """Whether declared domains narrower than the Gaussian support bound a tuple that another
+        tuple's leakage conditions on or integrates out (one with a dependence): the engine
+        does not truncate the model to them (`model.supports.wider_than_declared`)."""
+        model = problem.model
+        wider = wider_than_declared([slot.rv for slot in model.slots], model.domains)
+        dependent = self.dependence_sets(problem)
+        names = [model.names[k] for k in wider if dependent[k]]
+        if not names:
+            return []
+        shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+        note = (f"the declared domains of {shown} are narrower than the model's Gaussian support: a target's domain "
+                "gives the values t, t' compared, but the other tuples are conditioned on and integrated out as "
+                "untruncated Gaussians, so the answer is for the untruncated model, not the model truncated to the "
+                "declared domains")
+        return [note]
+
     def dependence_sets(self, problem: Problem) -> list[frozenset[int]]:
         if use_sparse(problem.model):
             return sparse_law(problem.model).dependence_sets()
@@ -144,11 +165,21 @@ def _log_laplace_normal(u: np.ndarray, b: float, var: float) -> np.ndarray:
     return np.logaddexp(-u / b + log_ndtr((u - var / b) / s), u / b + log_ndtr(-(u + var / b) / s))
 
 
+def _row_scales(problem: Problem, rows: int) -> np.ndarray | None:
+    """The Laplace scale b_c of every output row (one b for Laplace noise, each release's own for
+    a composition), or None when some noise is not Laplace."""
+    mech = problem.mechanism
+    if isinstance(mech, ComposedMechanism):
+        return mech.scales()
+    return np.full(rows, mech.scale) if isinstance(mech, Laplace) and mech.kind == "laplace" else None
+
+
 def _results(problem: Problem, advs: Sequence[Adversary], coefs: np.ndarray) -> list[AdversaryLeakage]:
-    """leak = width ||c||_1 / b for every adversary (coefs (N, m)), with its witness: t, t' = hi, lo,
+    """leak = width sum_c |c_c| / b_c for every adversary (coefs (N, m); one b: width ||c||_1 / b;
+    DESIGN §3.1b), with its witness: t, t' = hi, lo,
     y_c = +inf where c_c >= 0 and -inf where c_c < 0, or all of it mirrored when the first nonzero
     c_c is negative (so that a one-row query's witness is y = +inf, with t and t' swapped when c < 0)."""
-    norms = np.abs(coefs).sum(axis=1)
+    norms = (np.abs(coefs) / _row_scales(problem, coefs.shape[1])).sum(axis=1)
     first = coefs[np.arange(len(coefs)), np.argmax(coefs != 0, axis=1)] if coefs.size else np.zeros(0)
     flips = np.where(first < 0, -1.0, 1.0)
     signs = np.where(flips[:, None] * coefs >= 0, math.inf, -math.inf)
@@ -165,7 +196,7 @@ def _result(problem: Problem, adv: Adversary, c: np.ndarray, norm: float, upward
         return AdversaryLeakage(adv, 0.0, witness)
     if math.isinf(dom.width):
         name = problem.model.names[adv.target]
-        moves = f"coefficient {c[0]:.6g}" if len(c) == 1 else f"coefficients' L1 norm {norm:.6g}"
+        moves = f"coefficient {c[0]:.6g}" if len(c) == 1 else f"coefficients' L1 norm {np.abs(c).sum():.6g}"
         reason = f"tuple {name} has the unbounded domain {dom} and the query moves with it ({moves})"
         return AdversaryLeakage(adv, math.inf, witness, reason=reason)
-    return AdversaryLeakage(adv, dom.width * norm / problem.mechanism.scale, witness)
+    return AdversaryLeakage(adv, dom.width * norm, witness)

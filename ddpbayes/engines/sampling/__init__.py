@@ -2,10 +2,12 @@
 
 Likelihood route: for every target value t (every value of a discrete domain; a grid with both
 endpoints of a continuous one) and every x_K considered, draw the other tuples and latents
-given X_i = t, X_K = x_K by MCMC and average the exact Laplace density over the draws; the sup
-over y is taken exactly for those estimates (`mixture`), and `estimate` turns the draws into a
-witness with a one-sided 95% lower bound and an approximate upper bound. Posterior route
-(`posterior`): the adversary's own inference, posterior odds over prior odds (004 Thm. 1).
+given X_i = t, X_K = x_K by MCMC and average the exact Laplace density over the draws of any
+query's values (one output or several, each coordinate with its own scale); the sup over y is
+taken exactly for those estimates (`mixture`; several varying outputs: `vector`), and
+`estimate` turns the draws into a witness with a one-sided 95% lower bound and an approximate
+upper bound. Posterior route (`posterior`): the adversary's own inference, posterior odds over
+prior odds (004 Thm. 1).
 """
 
 from __future__ import annotations
@@ -18,17 +20,17 @@ import pymc as pm
 from pytensor.graph.traversal import ancestors
 from pytensor.tensor.random.op import RandomVariable
 
+from ddpbayes.composition import ComposedMechanism
 from ddpbayes.engines.base import AdversaryLeakage, Engine, Witness
 from ddpbayes.engines.curves import Curve, check_drawable, mixture_curve
 from ddpbayes.engines.sampling.estimate import Draws, estimate
 from ddpbayes.engines.sampling.posterior import posterior_leakage
-from ddpbayes.engines.sampling.runs import sample_event, summarise
+from ddpbayes.engines.sampling.runs import Run, sample_event, summarise
 from ddpbayes.errors import InputError
 from ddpbayes.mechanisms import Laplace
 from ddpbayes.model import DependenceModel, Finite
 from ddpbayes.model.condition import ImpossibleEvent
 from ddpbayes.problem import Adversary, Problem
-from ddpbayes.queries import Linear
 from ddpbayes.settings import RunSettings
 
 GRID_POINTS = 5  # target values on a continuous domain, endpoints included
@@ -42,9 +44,11 @@ class SamplingEngine(Engine):
     estimates = True
 
     def supports(self, problem: Problem) -> str | None:
-        if not isinstance(problem.query, Linear):
-            return "the sampling engine handles linear queries (sum, count, mean, linear:)"
-        if not isinstance(problem.mechanism, Laplace):
+        """Any query with values (scalar or several outputs) under Laplace or geometric noise on
+        every output coordinate (one mechanism, or a composition of such releases)."""
+        mech = problem.mechanism
+        parts = mech.mechanisms if isinstance(mech, ComposedMechanism) else (mech,)
+        if not all(isinstance(m, Laplace) for m in parts):
             return "the sampling engine handles Laplace and geometric noise"
         return None
 
@@ -67,21 +71,49 @@ class SamplingEngine(Engine):
         check_drawable(problem, witness)
 
         def mixture(problem: Problem, witness: Witness, t: float) -> tuple[np.ndarray, np.ndarray]:
-            q = _query_draws(problem, witness, t).ravel()
+            q = _query_draws(problem, witness, t)[..., 0].ravel()
             return np.full(q.size, -math.log(q.size)), q
 
         return mixture_curve(problem, notion, witness, mixture,
                              "sampling: Monte Carlo estimate from the engine's MCMC draws", every_break=False)
 
     def witness_draws(self, problem: Problem, witness: Witness) -> list[tuple[float, np.ndarray]] | None:
-        return [(t, _query_draws(problem, witness, t)) for t in (witness.t, witness.t_prime)]
+        """The query's draws for trace plots: a scalar query's only (none with several outputs)."""
+        draws = [(t, _query_draws(problem, witness, t)) for t in (witness.t, witness.t_prime)]
+        return [] if draws[0][1].shape[-1] != 1 else [(t, q[..., 0]) for t, q in draws]
 
 
 def _query_draws(problem: Problem, witness: Witness, t: float) -> np.ndarray:
-    """The query's draws (chains, draws) given X_i = t and the witness's x_K (a cached run)."""
+    """The query's draws (chains, draws, C) given X_i = t and the witness's x_K (a cached run)."""
     event = {**(witness.known_values or {}), witness.adversary.target: t}
-    run = sample_event(problem.model, event, problem.settings)
-    return run.x @ problem.query.weights(problem.model.n)
+    return query_values(problem, sample_event(problem.model, event, problem.settings))
+
+
+def query_values(problem: Problem, run: Run) -> np.ndarray:
+    """q(x) for every draw of a run: (chains, draws, C)."""
+    chains, draws, n = run.x.shape
+    with np.errstate(all="ignore"):
+        q = np.asarray(problem.query.values(run.x.reshape(-1, n)), dtype=float)
+    if not np.all(np.isfinite(q)):
+        raise InputError(f"the query {problem.query.spec} is not finite on some of the model's draws")
+    return q.reshape(chains, draws, -1)
+
+
+def output_scales(problem: Problem, outputs: int) -> np.ndarray:
+    """Each output coordinate's Laplace scale b_c (`Mechanism.coordinate`: a composition's
+    releases each have their own)."""
+    try:
+        return np.array([problem.mechanism.coordinate(c).scale for c in range(outputs)], dtype=float)
+    except IndexError as e:
+        raise InputError(f"the query has {outputs} outputs but the mechanism perturbs fewer ({e})") from None
+
+
+def run_diagnostics(run: Run, q: np.ndarray) -> dict:
+    """One run's diagnostics over every output coordinate: worst R-hat and ESS (`Run.diagnose`)."""
+    per = [run.diagnose(np.ascontiguousarray(q[..., c])) for c in range(q.shape[-1])]
+    rhats = [d["rhat"] for d in per]
+    return {**per[0], "rhat": math.nan if any(math.isnan(r) for r in rhats) else max(rhats),
+            "ess_bulk": min(d["ess_bulk"] for d in per), "ok": all(d["ok"] for d in per)}
 
 
 def structural_dependence(model: DependenceModel) -> list[frozenset[int]]:
@@ -134,7 +166,7 @@ def _slot_expr(model: DependenceModel, k: int):
 
 
 def _adversary(problem: Problem, adv: Adversary, known_sets, settings: RunSettings) -> AdversaryLeakage:
-    model, w = problem.model, problem.query.weights(problem.model.n)
+    model = problem.model
     groups, runs = [], []
     for known in known_sets:
         group = []
@@ -144,16 +176,18 @@ def _adversary(problem: Problem, adv: Adversary, known_sets, settings: RunSettin
                     run = sample_event(model, {**known, adv.target: t}, settings)
                 except ImpossibleEvent:
                     continue
-                group.append(Draws(known, t, run.x @ w))
-                runs.append((run, run.x @ w))
+                q = query_values(problem, run)
+                group.append(Draws(known, t, q))
+                runs.append((run, q))
                 break
         if len(group) >= 2:
             groups.append(group)
-    peak, value, ci, held = estimate(groups, problem.mechanism.scale)
-    diagnostics = {**summarise([run.diagnose(q) for run, q in runs]), **held}
+    b = output_scales(problem, runs[0][1].shape[-1]) if runs else np.ones(1)
+    peak, value, ci, held = estimate(groups, b)
+    diagnostics = {**summarise([run_diagnostics(run, q) for run, q in runs]), **held}
     witness = Witness(adv, peak.known or ({} if not adv.known else None), _nan_none(peak.t), _nan_none(peak.t_prime),
-                      None if math.isnan(peak.y) else (peak.y,))
-    diagnostics["pass_blocked"] = _pass_blocked(model, adv, known_sets)
+                      peak.y)
+    diagnostics["pass_blocked"] = _pass_blocked(model, adv, known_sets) or _grid_blocked(peak, len(b))
     return AdversaryLeakage(adv, value, witness, ci=ci, diagnostics=diagnostics, score=peak.value)
 
 
@@ -165,6 +199,15 @@ def _pass_blocked(model: DependenceModel, adv: Adversary, known_sets) -> str | N
     if len(known_sets) > 1 and not all(isinstance(model.domains[k], Finite) for k in adv.known):
         return "the known values x_K were sampled, not exhausted: a pass cannot be earned"
     return None
+
+
+def _grid_blocked(peak, outputs: int) -> str | None:
+    """Why the upper bound cannot certify a pass: the sup over y of several varying outputs was
+    searched on a subgrid of the breakpoints (`vector`)."""
+    if peak.complete:
+        return None
+    return (f"the sup over the {outputs} output coordinates was searched on a subgrid of the draws' values (plus "
+            "coordinate ascent), so the upper bound is not certified: a pass cannot be earned")
 
 
 def _nan_none(v: float) -> float | None:

@@ -38,16 +38,6 @@ def log_mixture(q: np.ndarray, y: np.ndarray, b: float) -> np.ndarray:
     return out
 
 
-def kernel_values(q: np.ndarray, y: float, b: float) -> np.ndarray:
-    """k(y, q_s) for every draw, scaled by a constant so the largest is 1 (for standard errors)."""
-    q = np.asarray(q, dtype=float)
-    if math.isinf(y):
-        z = q / b if y > 0 else -q / b
-    else:
-        z = -np.abs(y - q) / b
-    return np.exp(z - z.max())
-
-
 def candidate_outputs(*draws: np.ndarray, limit: int = 400) -> np.ndarray:
     """Outputs where the estimated log-ratio can peak: the draws (thinned to `limit` quantiles
     when there are more), and ±inf."""

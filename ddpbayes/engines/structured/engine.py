@@ -15,7 +15,8 @@ import math
 
 import numpy as np
 
-from ddpbayes.engines.base import AdversaryLeakage, Engine, Witness
+from ddpbayes.composition import ComposedQuery
+from ddpbayes.engines.base import AdversaryLeakage, Engine, Mixtures, NoMixtures, Witness
 from ddpbayes.engines.logspace import law_changes, logsumexp
 from ddpbayes.engines.structured.continual import continual_leakage, continual_reason
 from ddpbayes.engines.structured.graph import QUADRATURE_START, FactorGraph, calibrate, factor_graph, model_reason, tree
@@ -24,7 +25,7 @@ from ddpbayes.engines.terms import elements
 from ddpbayes.errors import InputError
 from ddpbayes.mechanisms import Laplace, Mechanism
 from ddpbayes.model.domains import Finite
-from ddpbayes.model.supports import support
+from ddpbayes.model.supports import wider_than_declared
 from ddpbayes.problem import Adversary, Problem
 from ddpbayes.queries import Identity, Linear
 
@@ -36,6 +37,8 @@ class StructuredEngine(Engine):
         reason = model_reason(problem.model)
         if reason:
             return reason
+        if isinstance(problem.query, ComposedQuery):
+            return "it releases one query (scalar, or identity on a chain), not a composition of several releases"
         if not isinstance(problem.query, Identity):
             reason = _linear_reason(problem)
             if reason:
@@ -108,6 +111,18 @@ class StructuredEngine(Engine):
             sets.append(frozenset(j for j in near if _changes(calibration.marginal(j), graph.sizes[i])))
         return sets
 
+    def mixtures(self, problem: Problem, adversary: Adversary, shift_invariant: bool) -> Mixtures:
+        """One calibration per configuration of the known tuples bearing on the target, on the
+        settled quadrature rule when there are continuous latents (`structured.mixtures`)."""
+        from ddpbayes.engines.structured.mixtures import structured_mixtures  # it reads this module's helpers
+
+        self._check(problem)
+        if isinstance(problem.query, Identity):
+            raise NoMixtures("the continual release (identity on a chain) has vector outputs: not integrated")
+        graph = self._graph(problem)
+        return structured_mixtures(problem, graph, adversary, _contributions(problem, graph),
+                                   _relevant(graph, adversary.known), _mixture)
+
     @staticmethod
     def _graph(problem: Problem) -> FactorGraph:
         """The factor graph, on the settled quadrature rule when there is one."""
@@ -149,11 +164,7 @@ def _key(problem: Problem) -> tuple:
 def _declared_narrower(problem: Problem) -> bool:
     """Does a declared tuple domain leave out values of the tuple's support (only then can the
     enumerated domains miss prior mass)?"""
-    for slot, domain in zip(problem.model.slots, problem.model.domains):
-        dom = support(slot.rv)
-        if not (isinstance(dom, Finite) and set(dom.values) <= set(domain.values)):
-            return True
-    return False
+    return bool(wider_than_declared([slot.rv for slot in problem.model.slots], problem.model.domains))
 
 
 def _latent_name(problem: Problem, slot: int) -> str:

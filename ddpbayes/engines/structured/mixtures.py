@@ -1,0 +1,51 @@
+"""The structured engine's mixture weights for the information measures (DESIGN §3.4).
+
+As for its leakage (`engine._leakage_for_known_set`): only the known tuples sharing a factor
+with an unknown slot (x_R) change the law of (X_i, q) given x_K; the rest of K only shifts q,
+which leaves Laplace and geometric measures unchanged. So one calibration per x_R gives
+log P(X_i = t, q = s, x_R); groups with the same law up to a shift of the levels are merged.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+from scipy.special import logsumexp
+
+from ddpbayes.engines.base import MixtureGroup, Mixtures, NoMixtures
+from ddpbayes.engines.structured.graph import FactorGraph, calibrate
+from ddpbayes.problem import Adversary, Problem
+
+DIGITS = 12  # merged groups agree in log-weights to this many decimals
+
+
+def structured_mixtures(problem: Problem, graph: FactorGraph, adv: Adversary, contribution: list[np.ndarray],
+                        relevant: set[int], mixture) -> Mixtures:
+    """`Engine.mixtures` by one calibration per configuration of the `relevant` known tuples
+    (`mixture`: the engine's log P(q = s, X_i = t, x_K) from a marginal)."""
+    limit = problem.settings.max_states
+    order = sorted(relevant)
+    count = math.prod(graph.sizes[k] for k in order)
+    if count > limit:
+        raise NoMixtures(f"A({adv.target}, {len(adv.known)} known) has {count:.3g} configurations of the known tuples "
+                         f"that bear on the target, over the limit of {limit:,}")
+    moving = [np.zeros_like(c) if k in adv.known and k not in relevant else c for k, c in enumerate(contribution)]
+    merged: dict[bytes, list] = {}
+    for codes in itertools.product(*[range(graph.sizes[k]) for k in order]):
+        calibration = calibrate(graph, moving, dict(zip(order, codes)), limit)
+        weights = mixture(calibration.marginal(adv.target), contribution[adv.target], 0)
+        if weights is None:  # P(x_R) = 0
+            continue
+        log_w, levels = weights
+        log_prob = float(logsumexp(log_w))
+        log_w, levels = log_w - log_prob, levels - levels.min()
+        key = np.round(log_w, DIGITS).tobytes() + levels.tobytes()
+        if key in merged:
+            merged[key][0] = np.logaddexp(merged[key][0], log_prob)
+        else:
+            merged[key] = [log_prob, levels, log_w]
+    total = logsumexp([m[0] for m in merged.values()])
+    groups = [MixtureGroup(float(lp - total), levels[:, None], log_w) for lp, levels, log_w in merged.values()]
+    return Mixtures([0], groups)

@@ -1,0 +1,170 @@
+"""Composition reports: several releases of one model audited jointly (DESIGN §3.1b).
+
+A spec with `releases` instead of `query` and `[mechanism]`:
+
+    title = "..."                                   # optional
+    description = "..."                             # optional
+    model = "../../models/household.py"
+    params = { n = 4 }                              # optional
+    releases = ["linear:1,1,0,0:laplace:1", "linear:0,0,1,1:laplace:2"]   # as `audit --release`
+    notions = ["dp", "idp", "pdp", "ddp"]
+    engine = "auto"                                 # optional; seed, target, claim, draws, tune, chains too
+    sweep = [0.25, 0.5, 1, 2, 4]                    # optional: factors on every release's noise
+
+Every audit goes through `ddpbayes.audit` with the composed query and mechanism, so the report
+shows what `ddpbayes audit --release ...` prints: for every notion the joint leakage against
+Σ ε_t (Thm 3) and, for disjoint releases, max ε_t (Thm 4), per target, and across a sweep of
+the noise (every release's scale times the factor; randomized response's ε divided by it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ddpbayes.auditing import AuditResult, audit
+from ddpbayes.composition import compose
+from ddpbayes.encoding import jsonable
+from ddpbayes.errors import InputError
+from ddpbayes.limits import positive_finite
+from ddpbayes.model import DependenceModel
+from ddpbayes.reports.document import Document
+from ddpbayes.reports.spec import _check_keys
+from ddpbayes.settings import MIN_DRAWS, SEED_LIMIT, RunSettings
+from ddpbayes.vocabulary import ENGINES, NOTIONS
+
+DEFAULT_FACTORS = (0.25, 0.5, 1.0, 2.0, 4.0)
+KEYS = {
+    "title": (str, False), "description": (str, False), "model": (str, True), "params": (dict, False),
+    "releases": ((list, str), True), "notions": ((list, str), True), "claim": (float, False),
+    "engine": (str, False), "seed": (int, False), "target": ((list, int), False), "draws": (int, False),
+    "tune": (int, False), "chains": (int, False), "sweep": ((list, float), False),
+}
+
+
+@dataclass(frozen=True)
+class CompositionSpec:
+    """A validated composition spec; `path` is the spec file, `model` the resolved model file."""
+
+    path: Path
+    model: Path
+    model_ref: str
+    releases: tuple[str, ...]
+    notions: tuple[str, ...]
+    params: dict
+    sweep: tuple[float, ...]
+    claim: float | None = None
+    engine: str = "auto"
+    seed: int = 0
+    target: tuple[int, ...] | None = None
+    draws: int | None = None
+    tune: int | None = None
+    chains: int | None = None
+    title: str | None = None
+    description: str | None = None
+
+    def settings(self) -> RunSettings:
+        return RunSettings.of(engine=self.engine, seed=self.seed, draws=self.draws, tune=self.tune, chains=self.chains)
+
+    def to_json(self) -> dict:
+        return {"title": self.title, "model": self.model_ref, "params": self.params, "releases": list(self.releases),
+                "notions": list(self.notions), "claim": self.claim, "engine": self.engine, "seed": self.seed,
+                "target": None if self.target is None else list(self.target), "draws": self.draws, "tune": self.tune,
+                "chains": self.chains, "sweep": list(self.sweep)}
+
+
+def load_composition_spec(raw: dict, path: Path) -> CompositionSpec:
+    """Check a spec with `releases` (every value that can be checked without the model)."""
+    _check_keys(raw, KEYS, path, "")
+    model = (path.parent / raw["model"]).resolve()
+
+    def bad(key: str, must: str) -> InputError:
+        return InputError(f"{path}: key '{key}' must be {must}, got {raw[key]!r}")
+
+    if not model.is_file():
+        raise bad("model", f"an existing model file (resolved to {model})")
+    if len(raw["releases"]) < 2:
+        raise bad("releases", "a list of at least two QUERY:MECHANISM:PARAM strings")
+    notions = raw["notions"]
+    if not notions or len(set(notions)) != len(notions) or any(n not in NOTIONS for n in notions):
+        raise bad("notions", f"a non-empty list of distinct notions from {', '.join(NOTIONS)}")
+    checks = {"engine": (lambda v: v in ("auto", *ENGINES), f"one of auto, {', '.join(ENGINES)}"),
+              "claim": (lambda v: positive_finite(v) or v == 0, "a non-negative finite number"),
+              "seed": (lambda v: 0 <= v < SEED_LIMIT, f"an integer from 0 to {SEED_LIMIT - 1}"),
+              "draws": (lambda v: v >= MIN_DRAWS, f"an integer of at least {MIN_DRAWS}"),
+              "tune": (lambda v: v >= 0, "a non-negative integer"), "chains": (lambda v: v >= 1, "a positive integer"),
+              "target": (lambda v: bool(v) and min(v) >= 0, "a non-empty list of non-negative tuple indices"),
+              "sweep": (lambda v: len(v) >= 2 and all(map(positive_finite, v)),
+                        "a list of at least two positive finite factors")}
+    for key, (ok, must) in checks.items():
+        if key in raw and not ok(raw[key]):
+            raise bad(key, must)
+    return CompositionSpec(
+        path=path, model=model, model_ref=raw["model"], releases=tuple(raw["releases"]), notions=tuple(notions),
+        params=raw.get("params", {}), sweep=tuple(sorted({float(v) for v in raw.get("sweep", DEFAULT_FACTORS)})),
+        claim=None if raw.get("claim") is None else float(raw["claim"]), engine=raw.get("engine", "auto"),
+        seed=raw.get("seed", 0), target=None if "target" not in raw else tuple(raw["target"]),
+        draws=raw.get("draws"), tune=raw.get("tune"), chains=raw.get("chains"), title=raw.get("title"),
+        description=raw.get("description"))
+
+
+def scaled_release(spec: str, factor: float) -> str:
+    """The release `spec` with `factor` times its noise: a scale b (or eps=E) for Laplace and
+    geometric noise becomes factor·b (E / factor), randomized response's ε becomes ε / factor."""
+    if factor == 1.0:
+        return spec
+    query, kind, param = spec.rsplit(":", 2)
+    by_epsilon = param.strip().lower().startswith("eps=")
+    rr = kind.strip().lower() in ("randomized_response", "rr", "randomized-response")
+    try:
+        value = float(param.strip()[4:] if by_epsilon else param)
+    except ValueError:
+        return spec  # compose reports the bad PARAM
+    value = value / factor if (by_epsilon or rr) else value * factor
+    return f"{query}:{kind}:{'eps=' if by_epsilon else ''}{value!r}"
+
+
+@dataclass
+class Composed:
+    """What a composition report shows: the audits at the spec's noise, and the sweep."""
+
+    spec: CompositionSpec
+    model: DependenceModel
+    results: dict[str, AuditResult]
+    sweep: dict[str, list[dict]]  # notion -> per factor: joint, sequential and parallel bounds
+
+
+def collect_composition(spec: CompositionSpec, model: DependenceModel, say: Callable[[str], None]) -> Composed:
+    def run(notion: str, factor: float) -> AuditResult:
+        query, mechanism = compose([scaled_release(r, factor) for r in spec.releases], model)
+        return audit(model, query, mechanism, notion, claim=spec.claim if factor == 1.0 else None,
+                     targets=None if spec.target is None else list(spec.target), settings=spec.settings())
+
+    results = {}
+    for k, notion in enumerate(spec.notions):
+        say(f"audit {k + 1}/{len(spec.notions)}: {notion}")
+        results[notion] = run(notion, 1.0)
+    sweep: dict[str, list[dict]] = {n: [] for n in spec.notions}
+    for k, factor in enumerate(spec.sweep):
+        say(f"sweep {k + 1}/{len(spec.sweep)}: noise x {factor:g}")
+        for notion in spec.notions:
+            c = results[notion].composition if factor == 1.0 else run(notion, factor).composition
+            sweep[notion].append({"factor": factor, **{key: c[key] for key in (
+                "joint", "sequential_bound", "parallel_bound", "sequential_respected", "parallel_respected")}})
+    return Composed(spec, model, results, sweep)
+
+
+def composition_pages(spec: CompositionSpec, model: DependenceModel, command: str,
+                      say: Callable[[str], None]) -> tuple[Document, dict]:
+    """The composition report of `spec` and its results.json content (`reports._write` writes them)."""
+    from ddpbayes.reports.composition_doc import composition_document, finding, title
+    from ddpbayes.reports.results import reproducibility
+
+    composed = collect_composition(spec, model, say)
+    doc = composition_document(composed, command)
+    return doc, jsonable({
+        "ddpbayes_report": 1, "title": title(composed), "finding": finding(composed), "spec": spec.to_json(),
+        "model": {"file": spec.model_ref, "params": spec.params, **composed.model.describe()},
+        "audits": {n: r.to_json() for n, r in composed.results.items()}, "sweep": composed.sweep,
+        "reproducibility": reproducibility(spec.seed, command)})

@@ -1,0 +1,176 @@
+"""A composition report as a `Document`: the joint leakage against Thms 3–4 (DESIGN §3.1b)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ddpbayes.reports import figures
+from ddpbayes.reports.composition import Composed
+from ddpbayes.reports.document import Code, Document, Figure, Notes, Para, Section, Table
+from ddpbayes.reports.results import fmt, reproducibility
+
+RESPECTED = {True: ("respected", "pass"), False: ("VIOLATED", "fail"), None: ("undecided", "inconclusive")}
+
+
+def title(c: Composed) -> str:
+    return c.spec.title or f"{Path(c.spec.model_ref).stem}: {len(c.spec.releases)} releases audited jointly"
+
+
+def finding(c: Composed) -> str:
+    """One line: per notion the joint leakage, its ratio to Σ ε_t (and max ε_t), and any violation."""
+    parts = []
+    for notion, r in c.results.items():
+        s = r.composition
+        text = f"{notion} {fmt(s['joint'])} vs Σ {fmt(s['sequential_bound'])}"
+        if s["parallel_bound"] is not None:
+            text += f", max {fmt(s['parallel_bound'])}"
+        broken = [f"{name} violated" for name, key in (("Thm 3", "sequential_respected"),
+                                                       ("Thm 4", "parallel_respected")) if s[key] is False]
+        if s["targets_over_sequential"] and s["sequential_respected"] is not False:
+            broken.append(f"Thm 3 violated for {len(s['targets_over_sequential'])} target(s)")
+        parts.append(text + (f" ({'; '.join(broken)})" if broken else ""))
+    return "; ".join(parts)
+
+
+def composition_document(c: Composed, command: str) -> Document:
+    lead = [c.spec.description] if c.spec.description else []
+    lead.append(f"Finding: {finding(c)}")
+    sections = [_summary(c), _releases(c), _per_target(c), _premise(c), _sweep(c), _reproducibility(c, command)]
+    return Document(title(c), lead, sections)
+
+
+def _summary(c: Composed) -> Section:
+    rows = []
+    for notion, r in c.results.items():
+        s = r.composition
+        rows.append([notion, fmt(s["joint"]), fmt(s["sequential_bound"]), fmt(s["ratio_to_sequential"]),
+                     RESPECTED[s["sequential_respected"]], fmt(s["parallel_bound"]), fmt(s["ratio_to_parallel"]),
+                     RESPECTED[s["parallel_respected"]] if s["parallel_bound"] is not None else "–", r.engine])
+    releases = ", ".join(f"`{spec}`" for spec in c.spec.releases)
+    return Section("Summary", "summary", [
+        Para(f"Releases {releases}, each with its own independent noise, audited jointly: the leakage of the "
+             "stacked output (every release's output at once) under each notion, next to the bounds seed 000 "
+             "proves for its DDP — Thm 3's Σ ε_t and, when the releases touch disjoint tuples, Thm 4's max ε_t — "
+             "with ε_t each release's own leakage under the same notion (audited alone, same engine)."),
+        Table(["notion", "joint leakage", "Σ ε_t (Thm 3)", "joint / Σ", "Thm 3", "max ε_t (Thm 4)", "joint / max",
+               "Thm 4", "engine"], rows,
+              caption="Leakage is Bayesian: the output's likelihood given the target's value mixes over the tuples "
+                      "the adversary does not know, and the releases are independent given every tuple, not given "
+                      "the target alone, so neither theorem need hold (DESIGN §3.1b); a violation is a finding."),
+    ])
+
+
+def _releases(c: Composed) -> Section:
+    rows = []
+    for notion, r in c.results.items():
+        for k, rel in enumerate(r.composition["releases"]):
+            ci = "exact" if rel["ci"] is None else f"[{fmt(rel['ci'][0])}, {fmt(rel['ci'][1])}]"
+            rows.append([notion, f"{k}: `{rel['release']}`", fmt(rel["leakage"]), ci, ", ".join(rel["touched"])])
+    return Section("Each release alone", "releases", [
+        Table(["notion", "release", "leakage ε_t", "interval", "tuples it touches"], rows,
+              caption="A release touches tuple k when its sensitivity to k is positive."),
+    ])
+
+
+def _per_target(c: Composed) -> Section:
+    names = c.model.names
+    rows = []
+    for notion, r in c.results.items():
+        s = r.composition
+        for i, joint in enumerate(r.per_target):
+            own = [rel["per_target"][i] for rel in s["releases"]]
+            if joint is None or any(v is None for v in own):
+                continue
+            over = names[i] in {t["target"] for t in s["targets_over_sequential"]}
+            rows.append([notion, names[i], fmt(joint), " + ".join(fmt(v) for v in own), fmt(sum(own)),
+                         RESPECTED[False] if over else RESPECTED[True] if r.ci is None else "–"])
+    return Section("Per target", "per-target", [
+        Table(["notion", "target", "joint", "each release", "sum", "joint ≤ sum"], rows,
+              caption="Thm 3 target by target: the joint leakage to one target against the sum of what each "
+                      "release alone leaks to that target (exact values only)."),
+    ])
+
+
+def _premise(c: Composed) -> Section:
+    first = next(iter(c.results.values())).composition
+    items = [f"{notion}: {r.composition['parallel_premise']}" for notion, r in c.results.items()]
+    pairs = next((r.composition["dependent_pairs"] for r in c.results.values() if r.composition["dependent_pairs"]), [])
+    rows = [[f"{p['release']}: {p['tuple']}", f"{p['other_release']}: {p['other_tuple']}"] for p in pairs]
+    blocks = [Para("Thm 4 assumes the releases read disjoint subsets of the data; under dependence a tuple of one "
+                   "release can still move a tuple of another. " + ("The releases are disjoint." if first["disjoint"]
+                                                                   else "The releases share tuples.")),
+              Notes(items)]
+    if rows:
+        blocks.append(Table(["release: tuple", "dependent release: tuple"], rows,
+                            caption="Dependent pairs across releases (the engine's dependence sets, pairwise)."))
+    return Section("Parallel composition's premise", "premise", blocks)
+
+
+def _sweep(c: Composed) -> Section:
+    factors = [p["factor"] for p in next(iter(c.sweep.values()))]
+    rows = [[notion, fmt(p["factor"]), fmt(p["joint"]), fmt(p["sequential_bound"]),
+             fmt(p["joint"] / p["sequential_bound"] if p["sequential_bound"] else None), fmt(p["parallel_bound"]),
+             RESPECTED[p["sequential_respected"]]] for notion, points in c.sweep.items() for p in points]
+    return Section("Noise sweep", "sweep", [
+        Figure("composition_sweep.png", _sweep_figure(c), "Left: the joint leakage (solid) against Σ ε_t (dashed) "
+               f"and max ε_t (dotted) as every release's noise is multiplied by {', '.join(fmt(f) for f in factors)}; "
+               "right: the joint leakage's ratio to each bound (above 1: the bound fails).",
+               "joint leakage and the composition bounds against the noise factor"),
+        Table(["notion", "noise factor", "joint", "Σ ε_t", "joint / Σ", "max ε_t", "Thm 3"], rows),
+    ])
+
+
+def _sweep_figure(c: Composed) -> bytes:
+    """Left: the joint leakage and both bounds; right: the joint's ratio to each (1: the bound)."""
+    fig, (left, right) = figures.plt.subplots(1, 2, figsize=(10.5, 4.0))
+    for notion, points in c.sweep.items():
+        colour, marker, _ = figures.NOTION_STYLE.get(notion, ("C0", "o", "-"))
+        x = [p["factor"] for p in points]
+        joint = [p["joint"] for p in points]
+        left.plot(x, joint, marker=marker, color=colour, mfc="none", ms=figures.MARKER_SIZE.get(notion, 6),
+                  label=f"{notion} joint")
+        left.plot(x, [p["sequential_bound"] for p in points], ls="--", color=colour, lw=1, label=f"{notion} Σ ε_t")
+        right.plot(x, [_ratio(j, p["sequential_bound"]) for j, p in zip(joint, points)], marker=marker, ls="--",
+                   color=colour, mfc="none", label=f"{notion} joint / Σ")
+        if all(p["parallel_bound"] is not None for p in points):
+            left.plot(x, [p["parallel_bound"] for p in points], ls=":", color=colour, lw=1, label=f"{notion} max ε_t")
+            right.plot(x, [_ratio(j, p["parallel_bound"]) for j, p in zip(joint, points)], marker=marker, ls=":",
+                       color=colour, mfc="none", label=f"{notion} joint / max")
+    right.axhline(1.0, color="k", lw=1, alpha=0.6)
+    factors = [p["factor"] for p in next(iter(c.sweep.values()))]
+    for ax, label in ((left, "leakage"), (right, "joint leakage / bound")):
+        ax.set_xscale("log")
+        ax.set_xticks(factors, [f"{f:g}" for f in factors])
+        ax.xaxis.set_minor_locator(figures.matplotlib.ticker.NullLocator())
+        ax.set_xlabel("noise factor (every release's noise times it)")
+        ax.set_ylabel(label)
+        ax.set_ylim(bottom=0)
+    right.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+    left.legend(fontsize=7, loc="upper right", frameon=False, ncol=2)
+    fig.tight_layout()
+    return figures.png(fig)
+
+
+def _ratio(joint: float, bound: float) -> float:
+    return joint / bound if bound else float("nan")
+
+
+def _relative(path: Path) -> str:
+    """`path` relative to the working directory when inside it (as the regenerate command is)."""
+    try:
+        return str(path.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _reproducibility(c: Composed, command: str) -> Section:
+    rep = reproducibility(c.spec.seed, command)
+    rows = [[k, v] for k, v in rep["versions"].items()] + [["platform", rep["platform"]], ["seed", str(c.spec.seed)]]
+    audit = " ".join(f"--release '{r}'" for r in c.spec.releases)
+    return Section("Reproducibility", "reproducibility", [
+        Para("Regenerate this report (from the directory it was generated in):"), Code(command),
+        Para("One notion on the command line:"),
+        Code(f"ddpbayes audit {_relative(c.spec.model)} "
+             + " ".join(f"-p {k}={v!r}" for k, v in c.spec.params.items()) + f" {audit} --notion {c.spec.notions[0]}"),
+        Table(["component", "version"], rows),
+    ])
