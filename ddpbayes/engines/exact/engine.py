@@ -154,9 +154,22 @@ def _adversary_leakage(adv: Adversary, table: JointTable, out: _Outputs, limit: 
         ratio[possible.sum(axis=1) < 2] = 0.0
         g, p = np.unravel_index(np.argmax(ratio), ratio.shape)
         if ratio[g, p] > best[0]:
-            best = (float(ratio[g, p]), g0 + g, p, int(hi[g, :, p].argmax()), int(lo[g, :, p].argmin()))
+            best = (float(ratio[g, p]), g0 + g, p, *_pair(hi[g, :, p], lo[g, :, p]))
     value, g, p, t, t_prime = best
     return AdversaryLeakage(adv, max(value, 0.0), _witness(adv, table, out, group, g, active, grid_points[p], t, t_prime))
+
+
+def _pair(hi: np.ndarray, lo: np.ndarray) -> tuple[int, int]:
+    """The target values t, t' attaining the largest log-ratio at one output (hi: log L, -inf where
+    t is impossible; lo: the same with +inf); two different values whenever two are possible,
+    even when every log-ratio is 0."""
+    t = int(hi.argmax())
+    rest = lo.copy()
+    rest[t] = np.inf
+    t_prime = int(lo.argmin())
+    if t_prime == t and np.isfinite(rest).any():
+        t_prime = int(rest.argmin())
+    return t, t_prime
 
 
 def _witness(adv, table, out, group, g, active, grid_point, t, t_prime) -> Witness:
