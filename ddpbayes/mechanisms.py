@@ -93,17 +93,12 @@ class Laplace(Mechanism):
         return levels + 2
 
     def log_mixtures(self, logw: np.ndarray, q: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray]:
-        """As `Mechanism.log_mixtures`, in O(T·m) (nothing to check against `limit`): for increasing q, Σ_{s ≤ k} w_s e^{-(q_k - q_s)/b}
-        and Σ_{s > k} w_s e^{-(q_s - q_k)/b} are running log-sums (absolute error about
-        1e-16 · (max|log w| + (q_max - q_min)/b))."""
+        """As `Mechanism.log_mixtures`, in O(T·m) (nothing to check against `limit`): the running
+        log-sums of `laplace_sums` on either side of every level."""
         order = np.argsort(q, kind="stable")
         q, logw = np.asarray(q, dtype=float)[order], logw[:, order]
         self._check_span(float(q[-1] - q[0]))
-        up, down = (q - q[-1]) / self.scale, (q[0] - q) / self.scale  # both <= 0
-        left = np.logaddexp.accumulate(logw + up, axis=1) - up
-        after = np.logaddexp.accumulate((logw + down)[:, ::-1], axis=1)[:, ::-1]
-        right = np.concatenate([after[:, 1:], np.full((len(logw), 1), -np.inf)], axis=1) - down
-        plus, minus = np.logaddexp.reduce(logw + up, axis=1), np.logaddexp.reduce(logw + down, axis=1)
+        left, right, plus, minus = laplace_sums(logw, q, self.scale)
         grid = np.concatenate([q, [math.inf, -math.inf]])
         return grid, np.concatenate([np.logaddexp(left, right), plus[:, None], minus[:, None]], axis=1)
 
@@ -127,6 +122,18 @@ class Laplace(Mechanism):
 
     def _given(self) -> dict:
         return {} if self.epsilon is None else {"epsilon": self.epsilon}
+
+
+def laplace_sums(logw: np.ndarray, q: np.ndarray, b: float) -> tuple[np.ndarray, ...]:
+    """For increasing levels q (m,) and log-weights logw (T, m), in log space: left[:, k] =
+    log Σ_{s ≤ k} w_s e^{-(q_k - q_s)/b}, right[:, k] = log Σ_{s > k} w_s e^{-(q_s - q_k)/b} (-inf at
+    k = m - 1), plus = log Σ_s w_s e^{(q_s - q_max)/b} and minus = log Σ_s w_s e^{(q_min - q_s)/b}.
+    Running log-sums, O(T·m), absolute error about 1e-16 · (max|log w| + (q_max - q_min)/b)."""
+    up, down = (q - q[-1]) / b, (q[0] - q) / b  # both <= 0
+    left = np.logaddexp.accumulate(logw + up, axis=1) - up
+    after = np.logaddexp.accumulate((logw + down)[:, ::-1], axis=1)[:, ::-1]
+    right = np.concatenate([after[:, 1:], np.full((len(logw), 1), -np.inf)], axis=1) - down
+    return left, right, np.logaddexp.reduce(logw + up, axis=1), np.logaddexp.reduce(logw + down, axis=1)
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from scipy import optimize
 from scipy.special import logsumexp
 
 from ddpbayes.limits import check_states
+from ddpbayes.mechanisms import laplace_sums
 
 TOL_ABS, TOL_REL, MAX_NODES = 1e-13, 1e-12, 1024
 
@@ -49,18 +50,17 @@ def laplace(q: np.ndarray, log_w: np.ndarray, b: float) -> tuple[float, float, f
     log_p = logsumexp(log_w, axis=1)
     m = len(q)
     check_states(m * m * len(log_w), f"the information integrals ({m:,} query levels)", "cells")
-    left = logsumexp(log_w - (q - q[0])[None, :] / b, axis=1)  # g_t(y) e^{-(y - q0)/b} 2b for y <= q0
-    right = logsumexp(log_w - (q[-1] - q)[None, :] / b, axis=1)  # g_t(y) e^{(y - q_max)/b} 2b for y >= q_max
+    # below q0, g_t(y) e^{-(y - q0)/b} 2b = e^{minus}; above q_max, g_t(y) e^{(y - q_max)/b} 2b = e^{plus}
+    below, above, plus, minus = laplace_sums(log_w, q, b)
     mi, error = 0.0, 0.0
     kl = -math.inf
-    for log_tail in (left, right):
+    for log_tail in (minus, plus):
         tail_mi, tail_kl = _terms(log_tail[:, None] - math.log(2), log_p)  # each tail holds mass e^{log_tail}/2
         mi += float(tail_mi[0])
         kl = max(kl, float(tail_kl[0]))
     for k in range(m - 1):
         h = q[k + 1] - q[k]
-        lo = logsumexp(log_w[:, : k + 1] - (q[k] - q[: k + 1])[None, :] / b, axis=1)
-        hi = logsumexp(log_w[:, k + 1:] - (q[k + 1:] - q[k + 1])[None, :] / b, axis=1)
+        lo, hi = below[:, k], above[:, k] + h / b  # the levels at or below q_k, seen from q_k; the rest from q_{k+1}
 
         def log_g(u: np.ndarray, lo=lo, hi=hi, h=h) -> np.ndarray:
             return np.logaddexp(lo[:, None] - u[None, :] / b, hi[:, None] + (u[None, :] - h) / b) - math.log(2 * b)
