@@ -27,6 +27,7 @@ from ddpbayes.notions import (
     worst_by_target,
 )
 from ddpbayes.problem import Adversary, Problem
+from ddpbayes.profiles import Profile
 from ddpbayes.progress import Progress, duration
 from ddpbayes.queries import Query, parse_query
 from ddpbayes.settings import RunSettings
@@ -64,6 +65,7 @@ class AuditResult:
     composition: dict | None = None  # several releases: the joint leakage against Thms 3–4 (`composition.summary`)
     information: dict | None = None  # 004's KL/MI/CMI beside the leakage (`information.audit`); None when not asked
     information_reason: str | None = None  # why `information` is not available
+    profile: Profile | None = None  # (ε, δ) mechanisms: the notion's privacy profile; `leakage` is ε at its δ
 
     @property
     def lower_bound(self) -> bool:
@@ -90,6 +92,8 @@ class AuditResult:
             "tuples": self.tuples,
             "notes": self.notes,
         }
+        if self.profile is not None:  # delta, epsilon_at_delta, profile, zcdp_rho, gdp_mu (DESIGN §3.5)
+            out.update(self.profile.to_json(self.problem.mechanism.delta))
         if self.information is not None or self.information_reason is not None:
             out["information"] = self.information
             if self.information_reason is not None:
@@ -119,6 +123,8 @@ def audit(
     *,
     scale: float | None = None,
     epsilon: float | None = None,
+    delta: float | None = None,
+    rho: float | None = None,
     claim: float | None = None,
     targets: Sequence[int] | None = None,
     known: Sequence[int] | None = None,
@@ -130,7 +136,9 @@ def audit(
     """Leakage of `mechanism` releasing `query` on `model` under `notion` (DESIGN §1).
 
     `mechanism` is a Mechanism, or its kind with `scale` or `epsilon` (classic DP's scale:
-    global sensitivity / epsilon). `targets` restricts the targets; `known` fixes the
+    global sensitivity / epsilon); Gaussian noise takes σ as `scale`, or `rho` (zCDP), or `epsilon`
+    with `delta` (the analytic Gaussian mechanism), and its leakage is ε at `delta` (default 1e-6)
+    on the notion's privacy profile (`profile`; DESIGN §3.5). `targets` restricts the targets; `known` fixes the
     adversary's knowledge for pdp; `lattice` keeps every pdp adversary in the result.
     How it runs is `settings` with any `RunSettings` field given by name in `run` (engine,
     method, seed, draws, tune, chains, cores, max_runs, max_states, max_adversaries, pdp_greedy,
@@ -146,8 +154,11 @@ def audit(
     query.check(model.domains)
     if isinstance(mechanism, str):
         with state_limit(settings.max_states):  # --epsilon may enumerate the domains (an expr: query's sensitivity)
-            mechanism = make_mechanism(mechanism, query, model.domains, scale=scale, epsilon=epsilon)
+            mechanism = make_mechanism(mechanism, query, model.domains, scale=scale, epsilon=epsilon, delta=delta,
+                                       rho=rho)
     else:
+        if delta is not None or rho is not None:
+            raise InputError("delta and rho set a mechanism built from its kind: give them to the Mechanism itself")
         mechanism.check(query, model.domains)
     if targets is None and known is not None:  # with --known alone, every unknown tuple is a target
         targets = [i for i in range(model.n) if i not in set(known)]
@@ -182,8 +193,10 @@ def audit(
         mechanism=mechanism.describe(),
         query=query.spec,
         tuples=model.names,
-        notes=[*evaluated.notes, *getattr(query, "sensitivity_notes", lambda _: [])(model.domains)],  # expr:/fn:
+        notes=[*evaluated.notes, *getattr(query, "sensitivity_notes", lambda _: [])(model.domains),  # expr:/fn:
+               *_profile_notes(mechanism, worst)],
         problem=problem,
+        profile=worst.profile,
     )
     if information is not None:  # 004's measures in this unit (nats or bits; DESIGN §3.4)
         result.information, result.information_reason = information_block(
@@ -191,6 +204,20 @@ def audit(
     if isinstance(mechanism, ComposedMechanism):
         result.composition = _composition(result, evaluated, notion, targets, known)
     return result
+
+
+def _profile_notes(mechanism: Mechanism, worst: AdversaryLeakage) -> list[str]:
+    """What the leakage of an (ε, δ) mechanism means (DESIGN §3.5)."""
+    if not mechanism.profile:
+        return []
+    if worst.profile is None:
+        raise InputError(f"the engine computed no privacy profile for {mechanism.kind} noise")
+    note = [(f"{mechanism.kind} noise: the leakage is the epsilon at delta = {mechanism.delta:g} of the notion's "
+             "privacy profile delta(epsilon) = sup over its adversaries, x_K and t != t' of the hockey-stick "
+             "divergence (Gaussian tails leave the pure-epsilon log-ratio unbounded in general)")]
+    if worst.profile.rho_note and worst.profile.rho is not None:
+        note.append(f"zCDP rho {worst.profile.rho:.6g}: {worst.profile.rho_note}")
+    return note
 
 
 def _composition(joint: AuditResult, evaluated: _Evaluated, notion: str, targets: list[int],

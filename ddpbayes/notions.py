@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Iterator, Sequence
@@ -20,6 +21,7 @@ from ddpbayes.engines.base import AdversaryLeakage, Witness
 from ddpbayes.errors import InputError
 from ddpbayes.model import Finite
 from ddpbayes.problem import Adversary, Problem
+from ddpbayes.profiles import Profile
 from ddpbayes.queries import Linear
 from ddpbayes.vocabulary import NOTIONS
 
@@ -69,6 +71,7 @@ def dp_leakage(problem: Problem, targets: Sequence[int]) -> list[AdversaryLeakag
         adv = Adversary(i, everyone - {i})
         dom = model.domains[i]
         value, reason = mech.tuple_dp_leakage(query, i, model.domains)
+        profile = mech.classic_profile(_l2(query, i, model.domains)) if mech.profile else None
         t, t_prime, y = _dp_witness(problem, i)
         if math.isinf(value):
             reason = f"tuple {model.names[i]} has the unbounded domain {dom}: additive noise cannot hide it"
@@ -77,8 +80,17 @@ def dp_leakage(problem: Problem, targets: Sequence[int]) -> list[AdversaryLeakag
         if ci is not None:  # a sure range (no diagnostics), not a 95% interval
             reason = (f"the query's sensitivity to {model.names[i]} is bounded in [{bounds[0]:.6g}, {bounds[1]:.6g}], "
                       "not computed: the leakage lies between the two (give --sensitivity to state it)")
-        out.append(AdversaryLeakage(adv, value, Witness(adv, None, t, t_prime, y), ci=ci, reason=reason))
+        y = None if mech.profile else y  # a profile's witness is a set of outputs, not one
+        out.append(AdversaryLeakage(adv, value, Witness(adv, None, t, t_prime, y), ci=ci, reason=reason,
+                                    profile=profile))
     return out
+
+
+def _l2(query, i: int, domains) -> float:
+    """The change of the query in L2 norm when tuple i changes (classic Gaussian DP reads it)."""
+    from ddpbayes.mechanisms import l2_sensitivity
+
+    return l2_sensitivity(query, i, domains)
 
 
 def _dp_witness(problem: Problem, i: int) -> tuple[float, float, tuple[float, ...] | None]:
@@ -105,18 +117,28 @@ def aggregate(results: list[AdversaryLeakage], n: int) -> tuple[AdversaryLeakage
         slack = TIE * max(1.0, abs(top)) if math.isfinite(top) else 0.0  # rounding noise is a tie
         tied = [r for r in results if r.value >= top - slack]
         worst = min(tied, key=lambda r: (len(r.adversary.known), r.adversary.target))
-        return replace(worst, value=top), per_target
+        return replace(worst, value=top, profile=merged_profile(results)), per_target
     worst = max(results, key=lambda r: (r.score if r.score is not None else r.value, -len(r.adversary.known)))
     upper = max(r.ci[1] if r.ci else r.value for r in results)
     if all(r.diagnostics is None for r in results):  # sure ranges (dp of an expr: query whose sensitivity is bounded)
         lower = max(r.ci[0] if r.ci else r.value for r in results)
-        return replace(worst, value=max(r.value for r in results), ci=(lower, upper)), per_target
+        return (replace(worst, value=max(r.value for r in results), ci=(lower, upper), profile=merged_profile(results)),
+                per_target)
     diagnostics = dict(worst.diagnostics or {})
     diagnostics["ok"] = all((r.diagnostics or {}).get("ok", True) for r in results)
     diagnostics["pass_blocked"] = next(
         ((r.diagnostics or {}).get("pass_blocked") for r in results if (r.diagnostics or {}).get("pass_blocked")), None)
     value = max(r.value for r in results)
-    return replace(worst, value=value, ci=(worst.ci[0], max(upper, value)), diagnostics=diagnostics), per_target
+    return (replace(worst, value=value, ci=(worst.ci[0], max(upper, value)), diagnostics=diagnostics,
+                    profile=merged_profile(results)), per_target)
+
+
+def merged_profile(results: list[AdversaryLeakage]) -> Profile | None:
+    """The notion's privacy profile: the pointwise maximum of its adversaries' (DESIGN §3.5)."""
+    profiles = [r.profile for r in results if r.profile is not None]
+    if len(profiles) < len(results) or not profiles:
+        return None
+    return functools.reduce(Profile.merge, profiles)
 
 
 def worst_by_target(results: list[AdversaryLeakage], n: int,

@@ -324,3 +324,15 @@ def _numbers(text: str, spec: str) -> tuple[float, ...]:
     if not vals or not all(math.isfinite(v) for v in vals):
         raise InputError(f"query '{spec}' needs finite numbers after ':'")
     return vals
+
+
+def output_count(query: Query, domains: Sequence[Domain]) -> int:
+    """How many output coordinates `query` has: its value at one point of every domain."""
+    point = [float(d.values[0]) if isinstance(d, Finite) else _inside(d.lo, d.hi) for d in domains]
+    return int(query.values(np.array([point])).shape[1])
+
+
+def _inside(lo: float, hi: float) -> float:
+    ends = [v for v in (lo, hi) if math.isfinite(v)]
+    return float(np.mean(ends)) if ends else 0.0
+

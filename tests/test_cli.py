@@ -82,7 +82,7 @@ BAD = {
     "unknown query": lambda f: ["audit", HOUSEHOLD, "--query", "median", "--mechanism", "laplace", "--scale", "1", "--notion", "idp"],
     "bad linear weights": lambda f: ["audit", HOUSEHOLD, "--query", "linear:1,a", "--mechanism", "laplace", "--scale", "1", "--notion", "idp"],
     "wrong number of weights": lambda f: ["audit", HOUSEHOLD, "--query", "linear:1,2", "--mechanism", "laplace", "--scale", "1", "--notion", "idp"],
-    "unknown mechanism": lambda f: ["audit", HOUSEHOLD, "--query", "count", "--mechanism", "gaussian", "--scale", "1", "--notion", "idp"],
+    "unknown mechanism": lambda f: ["audit", HOUSEHOLD, "--query", "count", "--mechanism", "cauchy", "--scale", "1", "--notion", "idp"],
     "rr with scale": lambda f: ["audit", HOUSEHOLD, "--query", "identity", "--mechanism", "randomized_response", "--scale", "1", "--notion", "idp"],
     "rr on a count": lambda f: ["audit", HOUSEHOLD, "--query", "count", "--mechanism", "randomized_response", "--epsilon", "1", "--notion", "idp"],
     "unknown notion": lambda f: ["audit", HOUSEHOLD, *COUNT, "--notion", "edp"],

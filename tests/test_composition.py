@@ -341,7 +341,7 @@ HOUSEHOLD = ["-p", "n=3"]
 
 
 @pytest.mark.parametrize("flags, message", [
-    ([], "give --query, --mechanism, --scale or --epsilon"),
+    ([], "give --query, --mechanism, --scale, --epsilon, --sigma or --rho"),
     (["--release", "sum:laplace:1"], "at least two --release"),
     (["--release", "sum:laplace:1", "--release", "count:laplace:1", "--scale", "1"], "drop --scale"),
     (["--release", "sum:laplace:1", "--query", "sum", "--release", "sum:laplace:2"], "drop --query"),
@@ -351,7 +351,8 @@ HOUSEHOLD = ["-p", "n=3"]
     (["--release", "linear:1,1:laplace:1", "--release", "sum:laplace:1"], "2 weights but the model has 3"),
     (["--release", "sum:laplace:-1", "--release", "sum:laplace:1"], "scale must be a positive"),
     (["--release", "sum:rr:eps=1", "--release", "sum:laplace:1"], "already its epsilon"),
-    (["--query", "sum", "--mechanism", "laplace"], "give --scale or --epsilon"),
+    (["--query", "sum", "--mechanism", "laplace"], "give --scale, --epsilon, --sigma or --rho"),
+    (["--release", "sum:gaussian:1", "--release", "sum:laplace:1"], "Gaussian releases are not composed"),
 ])
 def test_cli_bad_releases_are_one_line_errors(models_dir, capsys, flags, message):
     code = main(["audit", str(models_dir / "household.py"), *HOUSEHOLD, "--notion", "idp", *flags])

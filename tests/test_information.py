@@ -9,36 +9,15 @@ import json
 import math
 
 import numpy as np
-import pymc as pm
-import pytensor.tensor as pt
 import pytest
+from chains import chain_model, random_chain
 from scipy import integrate
 
 import ddpbayes
-from ddpbayes import DependenceModel
 from ddpbayes.errors import InputError
 from ddpbayes.model.loading import load_model
 
 # ----------------------------------------------------------------------------- references
-
-
-def chain_model(tables) -> DependenceModel:
-    with pm.Model() as m:
-        xs = [pm.Categorical("x0", p=tables[0])]
-        for k, t in enumerate(tables[1:], start=1):
-            xs.append(pm.Categorical(f"x{k}", p=pt.as_tensor_variable(t)[tuple(xs)]))
-    return DependenceModel(m, tuples=[f"x{k}" for k in range(len(tables))])
-
-
-def random_chain(rng, sizes):
-    tables = []
-    for k in range(len(sizes)):
-        t = rng.uniform(0.05, 1.0, size=tuple(sizes[: k + 1]))
-        tables.append(t / t.sum(axis=-1, keepdims=True))
-    joint = tables[0]
-    for t in tables[1:]:
-        joint = joint[..., None] * t
-    return tables, joint
 
 
 def states(joint):

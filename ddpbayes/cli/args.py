@@ -44,10 +44,17 @@ def add_mechanism(parser: argparse.ArgumentParser, releases: bool = False) -> No
     the alternative to them, checked by `check_release_flags` (audit: several releases jointly)."""
     parser.add_argument("--query", required=not releases, help=QUERY_HELP)
     add_sensitivity(parser)
-    parser.add_argument("--mechanism", required=not releases, help="laplace, geometric or randomized_response")
+    parser.add_argument("--mechanism", required=not releases,
+                        help="laplace, geometric, randomized_response, gaussian or discrete_gaussian")
     noise = parser.add_mutually_exclusive_group(required=not releases)
-    noise.add_argument("--scale", type=float, help="noise scale b")
-    noise.add_argument("--epsilon", type=float, help="classic DP level: scale = global sensitivity / epsilon")
+    noise.add_argument("--scale", type=float, help="noise scale b (Laplace, geometric; sigma for Gaussian noise)")
+    noise.add_argument("--epsilon", type=float, help="classic DP level: scale = global sensitivity / epsilon; with "
+                       "--delta, the analytic Gaussian mechanism's sigma (Balle & Wang 2018)")
+    noise.add_argument("--sigma", type=float, help="Gaussian noise: its standard deviation")
+    noise.add_argument("--rho", type=float, help="Gaussian noise at zCDP rho: sigma = global L2 sensitivity / sqrt(2 rho)")
+    parser.add_argument("--delta", type=float, default=None,
+                        help="Gaussian noise: the delta at which the leakage epsilon is read off the privacy profile "
+                        "(default 1e-6), and with --epsilon the (epsilon, delta) that sets sigma")
     if releases:
         parser.add_argument("--release", action="append", default=None, metavar="QUERY:MECHANISM:PARAM",
                             help="one of several releases audited jointly (repeat it; instead of --query/--mechanism/"
@@ -57,14 +64,15 @@ def add_mechanism(parser: argparse.ArgumentParser, releases: bool = False) -> No
 
 def check_release_flags(args: argparse.Namespace) -> None:
     """Either --release (at least twice) or --query, --mechanism and --scale/--epsilon, never both."""
-    single = [flag for flag in ("query", "mechanism", "scale", "epsilon", "sensitivity") if getattr(args, flag) is not None]
+    single = [flag for flag in ("query", "mechanism", "scale", "epsilon", "sigma", "rho", "delta", "sensitivity")
+              if getattr(args, flag) is not None]
     if args.release:
         if single:
             raise InputError("--release gives each release its own query and noise: drop --" + ", --".join(single))
         return
     missing = [f"--{flag}" for flag in ("query", "mechanism") if getattr(args, flag) is None]
-    if args.scale is None and args.epsilon is None:
-        missing.append("--scale or --epsilon")
+    if all(getattr(args, flag) is None for flag in ("scale", "epsilon", "sigma", "rho")):
+        missing.append("--scale, --epsilon, --sigma or --rho")
     if missing:
         raise InputError(f"give {', '.join(missing)} for one release, or --release QUERY:MECHANISM:PARAM for each "
                          "of several")
@@ -115,3 +123,13 @@ def run_settings(args: argparse.Namespace) -> RunSettings:
 def add_output(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
+
+
+def noise(args: argparse.Namespace) -> dict:
+    """The noise flags as `make_mechanism`'s keywords: --sigma is the Gaussian's scale, refused
+    for other noise (whose scale is --scale)."""
+    if args.sigma is not None and args.mechanism not in ("gaussian", "discrete_gaussian", "discrete-gaussian"):
+        raise InputError(f"--sigma is the standard deviation of Gaussian noise: {args.mechanism} noise takes --scale "
+                         "or --epsilon")
+    scale = args.sigma if args.sigma is not None else args.scale
+    return {"scale": scale, "epsilon": args.epsilon, "delta": args.delta, "rho": args.rho}

@@ -11,6 +11,7 @@ from ddpbayes.cli.args import (
     add_run_settings,
     check_release_flags,
     index_list,
+    noise,
     run_settings,
 )
 from ddpbayes.vocabulary import NOTIONS
@@ -53,8 +54,7 @@ def run(args) -> int:
         query,
         mechanism,
         args.notion,
-        scale=args.scale,
-        epsilon=args.epsilon,
+        **({} if args.release else noise(args)),
         claim=args.claim,
         targets=args.target,
         known=args.known,

@@ -1,4 +1,5 @@
-"""`ddpbayes calibrate`: the Laplace scale each recipe prescribes for epsilon, audited under every notion."""
+"""`ddpbayes calibrate`: the Laplace scale (or Gaussian sigma) each recipe prescribes for epsilon,
+audited under every notion."""
 
 from __future__ import annotations
 
@@ -19,15 +20,19 @@ _MARK = {"fail": "*", "inconclusive": "?"}
 def register(sub) -> None:
     p = sub.add_parser(
         "calibrate",
-        help="the Laplace scale for epsilon: exact (smallest audited), DPM, group baseline, classic DP",
+        help="the Laplace scale (Gaussian sigma) for epsilon: exact (smallest audited), DPM, group baseline, classic DP",
         description="exact: the smallest Laplace scale whose audited leakage under --notion is at most --epsilon; "
         "dpm: seed 000's DS_Q / epsilon at its fixed point; group: L dQ / epsilon; dp: dQ / epsilon. "
-        "Every scale is audited under every notion and shown with seed 004's IDP bounds.",
+        "Every scale is audited under every notion and shown with seed 004's IDP bounds. "
+        "With --mechanism gaussian --delta D: the smallest sigma whose profile meets (epsilon, D) under --notion; "
+        "dp and group: the analytic Gaussian sigma for the L2 sensitivity and L times it; dpm n/a.",
     )
     add_model(p)
     p.add_argument("--query", required=True, help=QUERY_HELP)
     add_sensitivity(p)
-    p.add_argument("--mechanism", default="laplace", help="the noise to calibrate: laplace (the only one)")
+    p.add_argument("--mechanism", default="laplace", help="the noise to calibrate: laplace (default) or gaussian")
+    p.add_argument("--delta", type=float, default=None,
+                   help="gaussian only (required): the delta at which the leakage epsilon is read off the profile")
     p.add_argument("--notion", required=True, choices=NOTIONS)
     p.add_argument("--epsilon", type=float, required=True, help="the privacy level to meet")
     p.add_argument("--method", choices=CALIBRATION_METHODS, default="exact",
@@ -47,7 +52,7 @@ def run(args) -> int:
     model = load_model(args.model, parse_params(args.param), max_states=settings.max_states)
     query = with_sensitivity(parse_query(args.query), args.sensitivity)
     c = calibrate(model, query, args.notion, args.epsilon, method=args.method, mechanism=args.mechanism,
-                  settings=settings)
+                  delta=args.delta, settings=settings)
     print(json.dumps(c.to_json(), indent=2) if args.format == "json" else calibrate_text(c, args.model))
     return EXIT_CODES.get(c.audit.verdict, 0)
 
@@ -60,6 +65,8 @@ def _bound(value: float | None, premise: str | None) -> str:
 def calibrate_text(c: Calibration, model: str) -> str:
     from ddpbayes.ddp.calibration import BETA
 
+    if c.dpm is None:
+        return _gaussian_text(c, model)
     a = c.audit
     lines = [
         f"model      {model} ({', '.join(c.tuples)})    engine {c.engine}",
@@ -97,6 +104,47 @@ def calibrate_text(c: Calibration, model: str) -> str:
         lines.append(f"{m} adds {abs(saving):.1%} {'less' if saving >= 0 else 'more'} noise than the group baseline "
                      f"(scale {fmt(c.row(m).scale)} vs {fmt(group)}, L = {c.dependence_size})")
     lines.append(f"DPM: DS_Q = {fmt(c.dpm.dependent_sensitivity)} at its fixed point sigma = DS_Q(sigma) / epsilon")
+    for r in c.rows:
+        lines += [f"note: {r.method} {n}: {e}" for n, e in r.errors.items()]
+    lines += [f"note: {n}" for n in c.notes]
+    return "\n".join(lines)
+
+
+def _gaussian_text(c: Calibration, model: str) -> str:
+    """The Gaussian calibration: sigma per recipe, epsilon at delta under every notion (DPM n/a)."""
+    from ddpbayes.ddp.calibration import BETA, BOUNDS_NA, DPM_NA
+
+    a = c.audit
+    lines = [
+        f"model      {model} ({', '.join(c.tuples)})    engine {c.engine}",
+        f"query      {c.query}    gaussian    notion {c.notion}    epsilon {fmt(c.epsilon)}    delta {c.delta:g}",
+        f"sigma      {fmt(c.scale)} ({c.method})    {c.notion} epsilon at delta there {fmt(a.leakage)}"
+        + (f" [{fmt(a.ci[0])}, {fmt(a.ci[1])}]" if a.ci else "") + f"    verdict {a.verdict.upper()}",
+        "",
+    ]
+    table = [["method", "sigma", f"alpha@{BETA:g}", *NOTIONS]]
+    for r in c.rows:
+        cells = [r.method, fmt(r.scale), fmt(r.alpha)]
+        for n in NOTIONS:
+            audit = r.audits.get(n)
+            cells.append("-" if audit is None else fmt(audit.leakage) + _MARK.get(audit.verdict, ""))
+        table.append(cells)
+    table.append(["dpm", "n/a", "", *("" for _ in NOTIONS)])
+    widths = [max(len(row[k]) for row in table) for k in range(len(table[0]))]
+    lines += ["  ".join(x.ljust(w) for x, w in zip(row, widths)).rstrip() for row in table]
+    lines += [
+        "",
+        (f"epsilon at delta = {c.delta:g} of each notion's privacy profile; * above epsilon = {fmt(c.epsilon)} "
+         f"under the model; alpha: the noise magnitude exceeded with probability {BETA:g}"),
+        (f"dp, group: the analytic Gaussian sigma (Balle & Wang 2018) for the L2 sensitivity and L = "
+         f"{c.dependence_size} times it"),
+        f"dpm {DPM_NA}",
+        f"Prop.3 / Thm.4 {BOUNDS_NA}",
+    ]
+    group = c.row("group").scale
+    saving = 1 - c.row("exact").scale / group
+    lines.append(f"exact adds {abs(saving):.1%} {'less' if saving >= 0 else 'more'} noise than the group baseline "
+                 f"(sigma {fmt(c.row('exact').scale)} vs {fmt(group)}, L = {c.dependence_size})")
     for r in c.rows:
         lines += [f"note: {r.method} {n}: {e}" for n, e in r.errors.items()]
     lines += [f"note: {n}" for n in c.notes]

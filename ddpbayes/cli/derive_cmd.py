@@ -1,4 +1,4 @@
-"""`ddpbayes derive`: closed forms with sympy (DESIGN §2.2, §3.1).
+"""`ddpbayes derive`: closed forms with sympy (DESIGN §2.2, §3.1, §3.5).
 
 The input is bounded as it is read (ddpbayes.symbolic.parse), but sympy's algebra on a bounded
 input can still take minutes (a 6x6 covariance of distinct symbols, (x+y)**20 off the diagonal):
@@ -33,9 +33,11 @@ def register(sub) -> None:
 
     g = kinds.add_parser(
         "gaussian",
-        help="leak(i, K) of w·X + Laplace(b) for jointly Gaussian X",
-        description="leak(i, K) = width / b * |w_i + sum_{j in U} w_j C_ji / C_ii|, C = Cov(X_{i ∪ U} | X_K). "
-        "The symbols 'width' (the target's range) and 'b' (the Laplace scale) stand in when not given.",
+        help="leak(i, K) of w·X + Laplace(b), or the GDP mu of w·X + N(0, sigma^2), for jointly Gaussian X",
+        description="Laplace: leak(i, K) = width / b * |w_i + sum_{j in U} w_j C_ji / C_ii|, C = Cov(X_{i ∪ U} | X_K). "
+        "The symbols 'width' (the target's range) and 'b' (the Laplace scale) stand in when not given. "
+        "--mechanism gaussian: mu(i, K) = width |w_i + sum_{j in U} w_j C_ji / C_ii| / sqrt(sigma^2 + "
+        "Var(w·X | X_i, X_K)), the profile delta(epsilon) of mu-GDP and rho = mu^2 / 2 ('sigma' stands in).",
     )
     g.add_argument("--cov", required=True, help=_COV_HELP)
     g.add_argument("--mean", default=None, help="mean vector (does not enter the leakage)")
@@ -43,7 +45,12 @@ def register(sub) -> None:
     g.add_argument("--known", type=index_list, default=[], help="tuples the adversary knows, e.g. 1,2 (default none)")
     g.add_argument("--weights", default=None, help="query weights w0,w1,... (numbers or symbols; default all 1)")
     g.add_argument("--width", type=float, default=None, help="width hi - lo of the target's domain")
-    g.add_argument("--scale", type=float, default=None, help="Laplace scale b")
+    g.add_argument("--scale", type=float, default=None, help="Laplace scale b (with gaussian: sigma)")
+    g.add_argument("--mechanism", choices=("laplace", "gaussian"), default="laplace",
+                   help="the noise: laplace (default) or gaussian (the loss is Gaussian: mu-GDP)")
+    g.add_argument("--sigma", type=float, default=None, help="Gaussian noise's standard deviation sigma")
+    g.add_argument("--delta", type=float, default=None,
+                   help="gaussian: also give epsilon at this delta when mu is a number")
     _add_common(g)
     g.set_defaults(run=_run_gaussian)
 
@@ -69,10 +76,21 @@ def _add_common(p: argparse.ArgumentParser) -> None:
 
 
 def _run_gaussian(args) -> int:
-    from ddpbayes.symbolic import derive_gaussian
+    from ddpbayes.symbolic import derive_gaussian, derive_gaussian_gdp
+
+    if args.mechanism == "laplace":
+        for flag, value in (("--sigma", args.sigma), ("--delta", args.delta)):
+            if value is not None:
+                raise InputError(f"{flag} is for --mechanism gaussian; Laplace noise takes --scale b")
+        return _derive(args, lambda: derive_gaussian(args.cov, args.mean, args.target, args.known, args.weights,
+                                                     args.width, args.scale))
+    if args.sigma is not None and args.scale is not None:
+        raise InputError("give the Gaussian noise's sigma once: --sigma or --scale, not both")
+    sigma = args.sigma if args.sigma is not None else args.scale
 
     def derive() -> Derivation:
-        return derive_gaussian(args.cov, args.mean, args.target, args.known, args.weights, args.width, args.scale)
+        return derive_gaussian_gdp(args.cov, args.mean, args.target, args.known, args.weights, args.width, sigma,
+                                   args.delta)
 
     return _derive(args, derive)
 
@@ -139,5 +157,9 @@ def _render(d: Derivation, fmt: str) -> str:
     out = d.to_json()
     value = "-" if out["value"] is None else out["value"]
     lines = [f"expression   {out['expression']}", f"latex        {out['latex']}", f"value        {value}"]
+    for name in d.extras:
+        extra = out[name]
+        lines.append(f"{name:<12} {extra['expression']}" + ("" if extra["value"] is None else f" = {extra['value']}"))
+    lines += [f"{name:<12} {out[name]}" for name in d.numbers]
     lines += ["assumptions"] + [f"  - {a}" for a in d.assumptions]
     return "\n".join(lines)

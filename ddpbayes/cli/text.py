@@ -20,14 +20,18 @@ def fmt(v: float | None) -> str:
 
 
 def audit_text(r: AuditResult) -> str:
-    mech = ", ".join(f"{k}={v}" for k, v in r.mechanism.items() if k in ("kind", "scale", "epsilon"))
+    shown = ("kind", "sigma", "rho", "epsilon", "delta") if r.profile is not None else ("kind", "scale", "epsilon")
+    mech = ", ".join(f"{k}={v}" for k, v in r.mechanism.items() if k in shown)
     lines = [
         f"notion     {r.notion}",
         f"query      {r.query}    mechanism  {mech}",
         f"leakage    {'>= ' if r.lower_bound else ''}{fmt(r.leakage)}"
+        + (f" (epsilon at delta = {r.problem.mechanism.delta:g})" if r.profile is not None else "")
         + (f"    {INTERVAL if r.engine != 'analytic' else 'sure range'} [{fmt(r.ci[0])}, {fmt(r.ci[1])}]" if r.ci else "")
         + ("    (a lower bound: greedy search)" if r.lower_bound else ""),
     ]
+    if r.profile is not None:
+        lines.extend(_profile_text(r.profile))
     if r.claim is not None:
         lines.append(f"claim      {fmt(r.claim)}    verdict  {r.verdict.upper()}")
         if r.verdict_reason:
@@ -74,6 +78,15 @@ def audit_text(r: AuditResult) -> str:
         lines.extend(summary_text(r.composition))
     lines.extend(f"note: {n}" for n in r.notes)
     return "\n".join(lines)
+
+
+def _profile_text(profile) -> list[str]:
+    """The privacy profile in a few lines: δ(ε) points, the GDP μ and zCDP ρ where known."""
+    points = "  ".join(f"({fmt(e)}, {d:.3g})" for e, d in profile.pairs()[::4])
+    known = [f"GDP mu {fmt(profile.mu)}" if profile.mu is not None else "",
+             f"zCDP rho {fmt(profile.rho)}" if profile.rho is not None else ""]
+    return [f"profile    (epsilon, delta): {points}", *([f"           {'    '.join(k for k in known if k)}"]
+                                                          if any(known) else [])]
 
 
 def _abbreviated(items: list[str], keep: int = 12) -> str:

@@ -13,7 +13,7 @@ from ddpbayes.errors import InputError
 from ddpbayes.mechanisms import Mechanism, make_mechanism
 from ddpbayes.model import DependenceModel
 from ddpbayes.model.domains import Domain, Finite
-from ddpbayes.queries import Histogram, Identity, Query, parse_query
+from ddpbayes.queries import Histogram, Identity, Query, output_count, parse_query
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,9 @@ def _release(query_text: str, kind: str, param: str, model: DependenceModel) -> 
     by_epsilon = param.lower().startswith("eps=")
     value = _number(param[4:] if by_epsilon else param)
     kind = kind.lower()
+    if kind in ("gaussian", "discrete_gaussian", "discrete-gaussian"):
+        raise InputError("Gaussian releases are not composed: their leakage is a privacy profile, computed for one "
+                         "release at a time (--query/--mechanism gaussian)")
     if kind in ("randomized_response", "rr", "randomized-response"):
         if by_epsilon:
             raise InputError("randomized response's PARAM is already its epsilon (drop 'eps=')")
@@ -62,17 +65,8 @@ def compose(specs: Sequence[str], model: DependenceModel) -> tuple[ComposedQuery
                          "--query/--mechanism/--scale)")
     releases = [parse_release(s, model) for s in specs]
     query = ComposedQuery(tuple(r.query for r in releases))
-    x0 = np.array([[_point(d) for d in model.domains]])
-    widths = tuple(int(r.query.values(x0).shape[1]) for r in releases)
+    widths = tuple(output_count(r.query, model.domains) for r in releases)
     return query, ComposedMechanism(tuple(r.mechanism for r in releases), widths, tuple(specs))
-
-
-def _point(domain: Domain) -> float:
-    """A value of the domain, to count a query's outputs."""
-    if isinstance(domain, Finite):
-        return float(domain.values[0])
-    ends = [v for v in (domain.lo, domain.hi) if np.isfinite(v)]
-    return float(np.mean(ends)) if ends else 0.0
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,14 @@
-"""Calibrate Laplace noise to a notion under a model, and compare the recipes (DESIGN §3.1, §3.3).
+"""Calibrate Laplace or Gaussian noise to a notion under a model, and compare the recipes
+(DESIGN §3.1, §3.3, §3.5).
 
-Methods: `exact`, the smallest Laplace scale whose audited leakage under the notion is at
-most eps; `dpm`, 000's dependent perturbation mechanism (`dpm.dpm_scale`); `group`, the
+Laplace methods: `exact`, the smallest Laplace scale whose audited leakage under the notion is
+at most eps; `dpm`, 000's dependent perturbation mechanism (`dpm.dpm_scale`); `group`, the
 group-privacy baseline L dQ / eps (000 Thm. 7); `dp`, classic DP's dQ / eps.
+
+Gaussian methods (the leakage is ε at δ of the notion's privacy profile): `exact`, the smallest
+σ whose leakage is at most eps; `dp`, the analytic Gaussian mechanism's σ (Balle & Wang 2018)
+for the global L2 sensitivity Δ₂; `group`, the analytic σ for L Δ₂ (L tuples move the query by at
+most L Δ₂ in L2 norm); `dpm` is n/a: 000's and 001's DPM calibrates Laplace noise only.
 
 Why root-finding works: leak(i, K) is non-increasing in the Laplace scale, for every model,
 adversary and notion. For s2 > s1, Lap(s2) = Lap(s1) + Z with Z independent of both and
@@ -24,6 +30,14 @@ plug-in estimate from the cached draws is non-increasing by the same argument ap
 draws' empirical law, but the bound's Monte Carlo margin can jump when the witness changes,
 so the scale is a crossing point of the bound rather than a certified minimum. Every method's
 scale is confirmed by a final audit (its verdict against eps).
+
+Gaussian noise: ε at δ is non-increasing in σ, for every model, adversary and notion. For
+σ2 > σ1, N(0, σ2²) = N(0, σ1²) + N(0, σ2² - σ1²) with the second term independent of the data,
+so the release at σ2 is the release at σ1 passed through one Markov kernel K (adding that
+noise) whatever t, t' and x_K are; the hockey-stick divergence E_e^ε(P || Q) = sup_S P(S) -
+e^ε Q(S) cannot grow under a common kernel (data processing: K^{-1}(S) is one of the sets of
+the sup), so δ(ε) at σ2 is at most δ(ε) at σ1 for every ε, and ε(δ) = inf{ε : δ(ε) <= δ} with
+it. The same root-finding applies, started at the analytic σ; the jump is then only a start.
 """
 
 from __future__ import annotations
@@ -31,6 +45,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+from scipy import special
 
 from ddpbayes.auditing import AuditResult, audit
 from ddpbayes.ddp.coefficients import dependence_engine
@@ -40,10 +56,13 @@ from ddpbayes.ddp.roots import safe_root
 from ddpbayes.encoding import jsonable, number
 from ddpbayes.errors import InputError
 from ddpbayes.limits import check_positive_finite, state_limit
-from ddpbayes.mechanisms import Laplace
+from ddpbayes.mechanisms import Gaussian, Laplace, Mechanism
+from ddpbayes.mechanisms.gaussian import check_delta, global_l2_sensitivity
+from ddpbayes.mechanisms.make import make_mechanism
 from ddpbayes.model import DependenceModel
 from ddpbayes.notions import NOTIONS, check_notion
 from ddpbayes.problem import dependence_size
+from ddpbayes.profiles.gdp import analytic_sigma
 from ddpbayes.queries import Query, parse_query
 from ddpbayes.settings import RunSettings
 from ddpbayes.vocabulary import CALIBRATION_METHODS
@@ -51,6 +70,10 @@ from ddpbayes.vocabulary import CALIBRATION_METHODS
 METHODS = CALIBRATION_METHODS
 BETA = 0.05  # (alpha, beta)-accuracy: P(|noise| > alpha) = beta, alpha = scale ln(1 / beta) (001 Lemmas 1–2)
 MAX_STEPS = 50  # doublings or halvings of the scale when bracketing
+NOISES = ("laplace", "gaussian")
+DPM_NA = ("n/a for Gaussian noise: seed 000's dependent perturbation mechanism (and 001's) sets a Laplace scale "
+          "DS_Q / epsilon; it has no Gaussian counterpart")
+BOUNDS_NA = "n/a for Gaussian noise: seed 004's Prop. 3 and Thm. 4 bound epsilon-DP mechanisms, and it is (epsilon, delta)"
 
 
 @dataclass
@@ -61,11 +84,15 @@ class MethodRow:
     scale: float
     audits: dict[str, AuditResult]
     errors: dict[str, str]
-    bounds: IdpBounds
+    bounds: IdpBounds | None  # None for Gaussian noise (BOUNDS_NA)
+    gaussian: bool = False  # the scale is a Gaussian σ (else a Laplace scale)
 
     @property
     def alpha(self) -> float:
-        """The noise magnitude exceeded with probability BETA: P(|Lap(b)| > a) = e^{-a/b}."""
+        """The noise magnitude exceeded with probability BETA: P(|Lap(b)| > a) = e^{-a/b};
+        P(|N(0, σ²)| > a) = BETA at a = σ Φ^{-1}(1 - BETA / 2)."""
+        if self.gaussian:
+            return self.scale * float(special.ndtri(1 - BETA / 2))
         return self.scale * math.log(1 / BETA)
 
     def to_json(self) -> dict:
@@ -75,8 +102,10 @@ class MethodRow:
             "beta": BETA,
             "leakage": {n: number(a.leakage) for n, a in self.audits.items()},
             "verdict": {n: a.verdict for n, a in self.audits.items()},
-            "idp_bounds": self.bounds.to_json(),
+            "idp_bounds": None if self.bounds is None else self.bounds.to_json(),
         }
+        if self.bounds is None:
+            out["idp_bounds_reason"] = BOUNDS_NA
         if any(a.ci is not None for a in self.audits.values()):
             out["ci"] = {n: None if a.ci is None else [number(v) for v in a.ci] for n, a in self.audits.items()}
         if self.errors:
@@ -94,12 +123,14 @@ class Calibration:
     scale: float
     audit: AuditResult
     rows: list[MethodRow]
-    dpm: DPMScale
+    dpm: DPMScale | None  # None for Gaussian noise (DPM_NA)
     dependence_size: int
     engine: str
     query: str
     tuples: list[str]
     notes: list[str] = field(default_factory=list)
+    mechanism: str = "laplace"
+    delta: float | None = None  # Gaussian noise: the δ at which the leakage is read
 
     @property
     def leakage_at_scale(self) -> float:
@@ -109,6 +140,11 @@ class Calibration:
         return next(r for r in self.rows if r.method == method)
 
     def to_json(self) -> dict:
+        comparison = {r.method: r.to_json() for r in self.rows}
+        gaussian = {}
+        if self.dpm is None:
+            comparison = {m: comparison.get(m, {"scale": None, "reason": DPM_NA}) for m in METHODS}
+            gaussian = {"mechanism": self.mechanism, "delta": self.delta}
         return jsonable({
             "scale": self.scale,
             "method": self.method,
@@ -121,9 +157,10 @@ class Calibration:
             "query": self.query,
             "tuples": self.tuples,
             "L": self.dependence_size,
-            "dpm": self.dpm.to_json(),
-            "comparison": {r.method: r.to_json() for r in self.rows},
+            "dpm": {"scale": None, "reason": DPM_NA} if self.dpm is None else self.dpm.to_json(),
+            "comparison": comparison,
             "notes": self.notes,
+            **gaussian,
         })
 
 
@@ -135,23 +172,26 @@ def calibrate(
     *,
     method: str = "exact",
     mechanism: str = "laplace",
+    delta: float | None = None,
     settings: RunSettings | None = None,
 ) -> Calibration:
-    """The Laplace scale each method prescribes for `epsilon`, audited under every notion."""
+    """The Laplace scale (or Gaussian σ, with `delta`) each method prescribes for `epsilon`,
+    audited under every notion."""
     settings = settings or RunSettings()
     check_notion(notion)
     if method not in METHODS:
         raise InputError(f"unknown method '{method}' (use {', '.join(METHODS)})")
-    if mechanism != "laplace":
-        raise InputError(f"calibrate sets the scale of Laplace noise: the mechanism must be laplace, not '{mechanism}'")
     check_positive_finite(epsilon, "epsilon")
     query = (parse_query(query) if isinstance(query, str) else query).bind(model)
     query.check(model.domains)
+    noise = _noise(mechanism, delta, method, query, model)
     with state_limit(settings.max_states):  # every method needs it: an expr: query enumerates (and caches) it here
         query.global_sensitivity(model.domains)
     engine, dep = dependence_engine(model, settings)
     size = dependence_size(dep)
-    exact, notes = exact_scale(model, query, notion, epsilon, settings)
+    exact, notes = exact_scale(model, query, notion, epsilon, settings, mechanism=noise)
+    if noise.profile:
+        return _gaussian(model, query, notion, epsilon, method, noise, exact, notes, size, engine.name, settings)
     dpm = dpm_scale(model, query, epsilon, settings)
     scales = {
         "exact": exact,
@@ -162,29 +202,68 @@ def calibrate(
     profile = dependence_profile(model, settings)
     rows = [_row(model, query, m, scales[m], epsilon, settings, profile) for m in METHODS]
     chosen = rows[METHODS.index(method)]
-    final = chosen.audits.get(notion)
-    if final is None:
-        raise InputError(f"the {notion} leakage at the {method} scale could not be audited: {chosen.errors[notion]}")
+    final = _final(chosen, notion, method)
     notes += list(profile.notes) + _dpm_notes(dpm, rows[METHODS.index("dpm")], notion, epsilon)
     notes += [n for n in final.notes if n not in notes]  # the engine's own, e.g. an untruncated model
     return Calibration(method, notion, float(epsilon), scales[method], final, rows, dpm, size,
                        engine.name, query.spec, model.names, notes)
 
 
+def _noise(kind: str, delta: float | None, method: str, query: Query, model: DependenceModel) -> Mechanism:
+    """The mechanism at scale 1 whose scale is solved for: Laplace, or Gaussian read at `delta`."""
+    if kind not in NOISES:
+        raise InputError(f"calibrate sets the scale of Laplace or Gaussian noise: the mechanism must be "
+                         f"{' or '.join(NOISES)}, not '{kind}'")
+    if kind == "laplace":
+        return make_mechanism("laplace", query, model.domains, scale=1.0, delta=delta)  # refuses a delta
+    if delta is None:
+        raise InputError("calibrating Gaussian noise needs --delta: the leakage is epsilon at delta of the profile")
+    check_delta(delta)
+    if method == "dpm":
+        raise InputError(f"--method dpm is {DPM_NA}")
+    return Gaussian(1.0, float(delta))
+
+
+def _gaussian(model, query, notion, epsilon, method, noise, exact, notes, size, engine, settings) -> Calibration:
+    """The Gaussian rows: exact, the analytic σ for L Δ₂ (group) and for Δ₂ (dp); DPM is n/a."""
+    l2 = global_l2_sensitivity(query, model.domains)
+    scales = {"exact": exact, "group": analytic_sigma(epsilon, noise.delta, size * l2),
+              "dp": analytic_sigma(epsilon, noise.delta, l2)}
+    rows = [_row(model, query, m, s, epsilon, settings, None, noise) for m, s in scales.items()]
+    final = _final(next(r for r in rows if r.method == method), notion, method)
+    notes += [n for n in final.notes if n not in notes]
+    return Calibration(method, notion, float(epsilon), scales[method], final, rows, None, size, engine,
+                       query.spec, model.names, notes, "gaussian", noise.delta)
+
+
+def _final(chosen: MethodRow, notion: str, method: str) -> AuditResult:
+    final = chosen.audits.get(notion)
+    if final is None:
+        raise InputError(f"the {notion} leakage at the {method} scale could not be audited: {chosen.errors[notion]}")
+    return final
+
+
 def exact_scale(
-    model: DependenceModel, query: Query, notion: str, epsilon: float, settings: RunSettings | None = None
+    model: DependenceModel, query: Query, notion: str, epsilon: float, settings: RunSettings | None = None,
+    *, mechanism: Mechanism | None = None,
 ) -> tuple[float, list[str]]:
-    """The smallest Laplace scale whose leakage under `notion` (an estimate's upper bound) is at
-    most `epsilon`, with notes (module docstring)."""
+    """The smallest scale of `mechanism` (default Laplace; Gaussian: σ, the leakage read at its
+    δ) whose leakage under `notion` (an estimate's upper bound) is at most `epsilon`, with notes
+    (module docstring)."""
     settings = settings or RunSettings()
+    mechanism = mechanism or Laplace(1.0)
+    name = "Gaussian sigma" if mechanism.profile else "Laplace scale"
 
     def level(b: float) -> float:
-        r = audit(model, query, Laplace(b), notion, settings=settings)
+        r = audit(model, query, _at(mechanism, b), notion, settings=settings)
         if math.isinf(r.leakage):
-            raise InputError(f"no Laplace scale bounds the {notion} leakage: {r.reason or 'it is infinite'}")
+            raise InputError(f"no {name} bounds the {notion} leakage: {r.reason or 'it is infinite'}")
         return r.leakage if r.ci is None else max(r.leakage, r.ci[1])
 
-    b0 = dp_scale(model, query, epsilon)
+    if mechanism.profile:
+        b0 = analytic_sigma(epsilon, mechanism.delta, global_l2_sensitivity(query, model.domains))
+    else:
+        b0 = dp_scale(model, query, epsilon)
     v0 = level(b0)
     notes: list[str] = []
     start = b0 * v0 / epsilon if v0 > 0 else b0
@@ -195,6 +274,11 @@ def exact_scale(
         return hi, notes
     b = hi if lo == hi else safe_root(lambda s: level(s) - epsilon, lo, hi, epsilon * 1e-12)
     return float(b), notes
+
+
+def _at(mechanism: Mechanism, scale: float) -> Mechanism:
+    """`mechanism` with its scale set: Gaussian σ via `with_scale`, or Laplace(scale)."""
+    return mechanism.with_scale(scale) if isinstance(mechanism, Gaussian) else Laplace(scale)
 
 
 def _bracket(level: Callable[[float], float], epsilon: float, start: float) -> tuple[float | None, float]:
@@ -233,11 +317,14 @@ def _dpm_notes(dpm: DPMScale, row: MethodRow, notion: str, epsilon: float) -> li
     return [f"{note}; audited, the dpm scale {dpm.scale:.6g} gives {leak}, which {meets} epsilon = {epsilon:g}"]
 
 
-def _row(model, query, method, scale, epsilon, settings, profile) -> MethodRow:
+def _row(model, query, method, scale, epsilon, settings, profile, noise: Mechanism | None = None) -> MethodRow:
+    noise = noise or Laplace(1.0)
     audits, errors = {}, {}
     for notion in NOTIONS:
         try:
-            audits[notion] = audit(model, query, Laplace(scale), notion, claim=epsilon, settings=settings)
+            audits[notion] = audit(model, query, _at(noise, scale), notion, claim=epsilon, settings=settings)
         except InputError as exc:  # e.g. a sampling pdp lattice too large to estimate
             errors[notion] = str(exc)
+    if noise.profile:
+        return MethodRow(method, scale, audits, errors, None, gaussian=True)
     return MethodRow(method, scale, audits, errors, idp_bounds(model, query, scale, profile))

@@ -15,6 +15,7 @@ import numpy as np
 
 from ddpbayes.encoding import number
 from ddpbayes.problem import Adversary, Problem, dependence_size
+from ddpbayes.profiles import Profile
 
 if TYPE_CHECKING:
     from ddpbayes.engines.curves import Curve
@@ -55,6 +56,7 @@ class AdversaryLeakage:
     reason: str | None = None  # why the leakage is what it is when that needs saying (e.g. inf)
     diagnostics: dict | None = None  # estimates: MCMC diagnostics; "ok" False makes verdicts inconclusive
     score: float | None = None  # estimates: the value on the selection half, to pick the worst adversary
+    profile: Profile | None = None  # (ε, δ) mechanisms: ε(δ) on the δ grid; `value` is ε at mechanism.delta
 
 
 def merge_diagnostics(records: list[dict]) -> dict | None:

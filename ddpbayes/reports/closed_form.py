@@ -45,6 +45,8 @@ def closed_forms(problem: Problem, results: dict[str, AuditResult], derive_cov: 
     Gaussian (`Engine.covariance`), and per covariance source."""
     adversaries: dict[tuple[int, tuple[int, ...]], list[str]] = {}
     covariance = None
+    if problem.mechanism.profile:  # these are Laplace closed forms; Gaussian noise: derive_gaussian_gdp (§3.5)
+        return []
     for notion, r in results.items():
         engine = engine_named(r.engine)
         cov = None if engine is None or r.witness is None else engine.covariance(problem)

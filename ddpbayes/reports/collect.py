@@ -20,6 +20,7 @@ from ddpbayes.reports.calibrated import calibrated_scales
 from ddpbayes.reports.closed_form import ClosedForm, closed_forms
 from ddpbayes.reports.information import InformationView, information_view
 from ddpbayes.reports.lattice import LatticeView, pdp_lattice
+from ddpbayes.reports.profile import ProfileView, profile_view
 from ddpbayes.reports.spec import Spec
 from ddpbayes.reports.sweep import Sweep, sweep
 
@@ -51,6 +52,7 @@ class Collected:
     closed_forms: list[ClosedForm]
     traces: list[tuple[str, np.ndarray]]
     information: InformationView | None = None  # seed 004's measures (`reports.information`)
+    profile: ProfileView | None = None  # the spec's [profile]: Gaussian noise (`reports.profile`)
 
 
 def collect(spec: Spec, model: DependenceModel, say: Progress) -> Collected:
@@ -71,6 +73,7 @@ def collect(spec: Spec, model: DependenceModel, say: Progress) -> Collected:
     say("noise sweep")
     swept = sweep(run, results, spec.sweep, scales, say)
     information = information_view(run, results, swept, say)
+    profile = None if spec.profile is None else profile_view(spec, model, say)
     say("closed forms and traces")
     return Collected(
         spec=spec,
@@ -86,6 +89,7 @@ def collect(spec: Spec, model: DependenceModel, say: Progress) -> Collected:
         closed_forms=closed_forms(problem, results, spec.derive_cov),
         traces=_traces(problem, results),
         information=information,
+        profile=profile,
     )
 
 

@@ -11,6 +11,7 @@ from ddpbayes.reports.closed_form import GENERAL
 from ddpbayes.reports.collect import Collected
 from ddpbayes.reports.document import Code, Document, Figure, Notes, Para, Section, Table
 from ddpbayes.reports.information import information_section
+from ddpbayes.reports.profile import profile_section
 from ddpbayes.reports.results import finding, fmt, reproducibility, set_text, title
 
 NOTION_MEANING = {
@@ -30,6 +31,8 @@ def build_document(c: Collected, command: str) -> Document:
     if c.lattice is not None:
         sections.append(_lattice(c))
     sections += [_witness(c), _sweep(c)]
+    if c.profile is not None:
+        sections.append(profile_section(c.profile, c.model.names))
     if c.information is not None:
         sections.append(information_section(c.information, c.model.names))
     if c.closed_forms:

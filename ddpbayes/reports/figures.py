@@ -137,6 +137,25 @@ def sweep_figure(s: Sweep, claim: float | None) -> bytes:
     return png(fig)
 
 
+def profile_figure(profiles: dict, classic, delta: float) -> bytes:
+    """δ(ε) of each notion's profile (log δ) against classic DP's GDP curve; δ = `delta` dotted."""
+    fig, ax = plt.subplots(figsize=(7.5, 4.0))
+    curves = {**profiles, "classic DP (GDP)": classic}
+    for k, (name, profile) in enumerate(curves.items()):
+        colour, marker, ls = NOTION_STYLE.get(name, ("k", "", "-"))
+        points = [(e, d) for e, d in profile.pairs() if d > 0]
+        ax.plot([e for e, _ in points], [d for _, d in points], marker=marker or None, ls=ls, color=colour,
+                ms=MARKER_SIZE.get(name, 6) * 0.7, mfc="none", mew=1.2, lw=2.2 if name == "classic DP (GDP)" else 1.4,
+                alpha=0.6 if name == "classic DP (GDP)" else 1.0, label=name, zorder=3 + k)
+    ax.set_yscale("log")
+    ax.axhline(delta, color="C3", ls=":", lw=1.2, label=f"delta = {delta:g}")
+    ax.set_xlabel("epsilon")
+    ax.set_ylabel("delta(epsilon)")
+    ax.set_xlim(left=0)
+    ax.legend(fontsize=9, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+    return png(fig)
+
+
 def trace_figure(draws: list[tuple[str, np.ndarray]]) -> bytes:
     """Trace of the query draws, one panel per conditioning event, one line per chain (every
     k-th draw when a chain has more than TRACE_POINTS, to keep the PNG small)."""

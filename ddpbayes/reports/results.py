@@ -31,6 +31,7 @@ def results_json(c: Collected, command: str) -> dict:
         "sweep": c.sweep.to_json(),
         "information": None if c.information is None else c.information.to_json(),
         "closed_forms": [f.to_json() for f in c.closed_forms],
+        **({} if c.profile is None else {"profile": c.profile.to_json()}),
         "reproducibility": reproducibility(spec.seed, command),
     })
 

@@ -18,6 +18,9 @@
     calibrate = true                                # optional: mark `calibrate`'s scales on the sweep (default true)
     search = "greedy"                               # optional: pdp's search, full (default) or greedy (a lower bound)
     top_k = 3                                       # optional, with search = "greedy": known sets kept per layer
+    [profile]                                       # optional: a section on Gaussian noise (`reports.profile`)
+    kind = "gaussian"
+    rho = 0.5
     [mechanism]
     kind = "laplace"
     epsilon = 1.0                                   # or scale = 1.0
@@ -40,6 +43,8 @@ from ddpbayes.general_queries import with_sensitivity
 from ddpbayes.limits import positive_finite
 from ddpbayes.mechanisms import MECHANISMS
 from ddpbayes.queries import Identity, Query, parse_query
+from ddpbayes.reports.profile_spec import KINDS as PROFILE_KINDS
+from ddpbayes.reports.profile_spec import ProfileSpec, parse_profile
 from ddpbayes.settings import MIN_DRAWS, SEED_LIMIT, RunSettings, search_width
 from ddpbayes.symbolic.parse import parse_matrix
 from ddpbayes.vocabulary import ENGINES, NOTIONS
@@ -69,6 +74,7 @@ TOP = {
     "calibrate": (bool, False),
     "search": (str, False),
     "top_k": (int, False),
+    "profile": (dict, False),
 }
 MECHANISM = {"kind": (str, True), "scale": (float, False), "epsilon": (float, False)}
 
@@ -102,6 +108,7 @@ class Spec:
     title: str | None = None
     description: str | None = None
     sensitivity: float | None = None
+    profile: ProfileSpec | None = None
 
     def query_object(self) -> Query:
         """The query, with the spec's `sensitivity` (an expr:/fn: query on continuous domains)."""
@@ -146,6 +153,7 @@ class Spec:
             "calibrate": self.calibrate,
             "search": self.search,
             "top_k": self.top_k,
+            **({} if self.profile is None else {"profile": self.profile.to_json()}),
         }
 
 
@@ -194,6 +202,7 @@ def load_spec(path: str | Path) -> Spec:
         title=raw.get("title"),
         description=raw.get("description"),
         sensitivity=_float(raw.get("sensitivity")),
+        profile=parse_profile(raw["profile"], path, raw["notions"]) if "profile" in raw else None,
     )
 
 
@@ -211,8 +220,10 @@ def _check_values(raw: dict, path: Path) -> Path:
     if not model.is_file():
         raise bad("model", f"an existing model file (resolved to {model})", raw["model"])
     mech = raw["mechanism"]
-    if mech["kind"] not in MECHANISMS:
-        raise bad("mechanism.kind", f"one of {', '.join(MECHANISMS)}", mech["kind"])
+    pure = [k for k in MECHANISMS if k not in PROFILE_KINDS]
+    if mech["kind"] not in pure:
+        also = " (Gaussian noise goes in a [profile] table)" if mech["kind"] in PROFILE_KINDS else ""
+        raise bad("mechanism.kind", f"one of {', '.join(pure)}{also}", mech["kind"])
     if ("scale" in mech) == ("epsilon" in mech):
         raise InputError(f"{path}: [mechanism] needs exactly one of the keys 'scale' and 'epsilon'")
     for key in ("scale", "epsilon"):

@@ -29,7 +29,7 @@ conditional mean, i.e. the domains do not fit the model.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import sympy
@@ -51,10 +51,13 @@ Matrixish = str | sympy.Matrix | Sequence[Sequence]
 
 @dataclass(frozen=True)
 class Derivation:
-    """A leakage (or coefficient) as a sympy expression, with what it assumes."""
+    """A leakage (or coefficient) as a sympy expression, with what it assumes; for Gaussian
+    noise (`symbolic.gdp`) also related closed forms (`extras`: ρ, δ(ε)) and numbers (ε at δ)."""
 
     expression: sympy.Expr
     assumptions: list[str]
+    extras: dict[str, sympy.Expr] = field(default_factory=dict)
+    numbers: dict[str, float] = field(default_factory=dict)
 
     @property
     def latex(self) -> str:
@@ -67,12 +70,16 @@ class Derivation:
 
     def to_json(self) -> dict:
         value = self.value
-        return {
+        out = {
             "expression": sympy.sstr(self.expression),
             "latex": self.latex,
             "value": number(value),
             "assumptions": self.assumptions,
         }
+        for name, expr in self.extras.items():
+            out[name] = {"expression": sympy.sstr(expr), "latex": sympy.latex(expr),
+                         "value": None if expr.free_symbols else number(float(expr))}
+        return out | {k: number(v) for k, v in self.numbers.items()}
 
 
 def derive_gaussian(
@@ -137,8 +144,8 @@ def derive_gaussian_rho(
     expression = sympy.Abs(beta) * WIDTH_I / WIDTH_J
     expression = sympy.simplify(expression.subs(given))
     notes += [
-        f"(D_{i}, D_{j}) jointly Gaussian: D_{j} | D_{i} = d has mean linear in d (slope {sympy.sstr(beta)}) "
-        "and a variance free of d",
+        (f"(D_{i}, D_{j}) jointly Gaussian: D_{j} | D_{i} = d has mean linear in d (slope {sympy.sstr(beta)}) "
+         "and a variance free of d"),
         f"d_i1, d_i2 range over D_{i}'s domain (width width_i); dD_j = width_j, the width of D_{j}'s domain",
         "independent of the Laplace scale sigma; the supremum over y is a limit as y -> ±inf",
     ]
@@ -147,15 +154,15 @@ def derive_gaussian_rho(
     return Derivation(expression, notes)
 
 
-def _covariance(cov: Matrixish) -> tuple[sympy.Matrix, list[str]]:
+def _covariance(cov: Matrixish, reserved: set[str] = RESERVED) -> tuple[sympy.Matrix, list[str]]:
     """The covariance as a sympy Matrix, checked, and the assumptions it needs."""
     sigma = parse_matrix(cov, "--cov") if isinstance(cov, str) else sympy.Matrix(cov)
     sigma = sigma.applyfunc(lambda e: sympy.nsimplify(e, rational=True))
     if not sigma.is_square:
         raise InputError(f"the covariance must be square, got {sigma.rows}x{sigma.cols}")
-    clash = sorted(RESERVED & {s.name for s in sigma.free_symbols})
+    clash = sorted(reserved & {s.name for s in sigma.free_symbols})
     if clash:
-        raise InputError(f"symbol '{clash[0]}' is reserved (width and Laplace scale); rename it")
+        raise InputError(f"symbol '{clash[0]}' is reserved ({', '.join(sorted(reserved))}); rename it")
     if not (sigma - sigma.T).applyfunc(sympy.simplify).is_zero_matrix:
         raise InputError("the covariance is not symmetric")
     symbols = sorted(sigma.free_symbols, key=lambda s: s.name)

@@ -22,6 +22,7 @@ from ddpbayes.engines.exact.grouping import cell_weights, grouping
 from ddpbayes.engines.exact.joint import JointTable, joint_table, oversized_reason, unsupported_reason
 from ddpbayes.engines.exact.mixtures import exact_mixtures
 from ddpbayes.engines.exact.profile import dependence_profile
+from ddpbayes.engines.hockey import learns_nothing, mixture_profile
 from ddpbayes.engines.logspace import law_changes, logsumexp
 from ddpbayes.errors import InputError
 from ddpbayes.limits import check_states
@@ -39,6 +40,8 @@ class ExactEngine(Engine):
     def leakage(self, problem: Problem) -> list[AdversaryLeakage]:
         table = self._table(problem)
         outputs = _Outputs(problem, table)
+        if problem.mechanism.profile:  # (ε, δ) noise: the privacy profile of the mixtures (DESIGN §3.5)
+            return [_profile_leakage(adv, table, outputs, problem.mechanism) for adv in problem.adversaries]
         return [_adversary_leakage(adv, table, outputs, problem.settings.max_states) for adv in problem.adversaries]
 
     def seconds_per_adversary(self, problem: Problem) -> float | None:
@@ -108,13 +111,15 @@ class _Outputs:
         self.levels, self.level_of, self.grid, self.log_kernel = [], [], [], []
         for c in range(q.shape[1]):
             levels, inverse = np.unique(q[:, c], return_inverse=True)
+            self.levels.append(levels)
+            self.level_of.append(inverse)
             mechanism = problem.mechanism.coordinate(c)
+            if mechanism.profile:  # no sup over outputs: the mixtures' profile instead (`_profile_leakage`)
+                continue
             size = mechanism.grid_size(len(levels)) * len(levels)
             check_states(size, f"the mechanism's kernel ({len(levels):,} query values)", "cells",
                          problem.settings.max_states)
             grid, logk = mechanism.log_kernel(levels)
-            self.levels.append(levels)
-            self.level_of.append(inverse)
             self.grid.append(grid)
             self.log_kernel.append(logk)
 
@@ -159,6 +164,31 @@ def _adversary_leakage(adv: Adversary, table: JointTable, out: _Outputs, limit: 
     return AdversaryLeakage(adv, max(value, 0.0), _witness(adv, table, out, group, g, active, grid_points[p], t, t_prime))
 
 
+def _profile_leakage(adv: Adversary, table: JointTable, out: _Outputs, mechanism) -> AdversaryLeakage:
+    """The adversary's privacy profile under (ε, δ) noise on one varying output coordinate
+    (`engines.hockey`); several varying coordinates would need a multi-dimensional integral."""
+    grouped = grouping(adv, table, out.levels, out.level_of)
+    if len(grouped.active) > 1:
+        raise InputError(f"{mechanism.kind} noise on {len(grouped.active)} output coordinates that vary given the "
+                         f"known tuples of {adv}: the privacy profile is then a multi-dimensional integral, not "
+                         "computed (release one coordinate, or a jointly Gaussian model on the gaussian engine)")
+    n_t = len(table.values[adv.target])
+    log_w = np.full((grouped.n_groups, n_t, grouped.n_rows), -np.inf)
+    cells, weights = cell_weights(grouped, table, adv.target)
+    log_w.reshape(-1)[cells] = weights
+    found = None
+    if grouped.active:
+        c = grouped.active[0]
+        found = mixture_profile(log_w, out.levels[c][grouped.row_levels[:, 0]], mechanism.coordinate(c))
+    if found is None:
+        possible = np.isfinite(logsumexp(log_w, axis=2))
+        g = int(np.argmax(possible.sum(axis=1)))
+        t, t_prime = _pair(np.where(possible[g], 0.0, -np.inf), np.where(possible[g], 0.0, np.inf))
+        return learns_nothing(adv, _witness(adv, table, out, grouped.group, g, [], (), t, t_prime, y=False), mechanism)
+    witness = _witness(adv, table, out, grouped.group, found.group, [], (), found.t, found.t_prime, y=False)
+    return found.leakage(adv, witness, mechanism)
+
+
 def _pair(hi: np.ndarray, lo: np.ndarray) -> tuple[int, int]:
     """The target values t, t' attaining the largest log-ratio at one output (hi: log L, -inf where
     t is impossible; lo: the same with +inf); two different values whenever two are possible,
@@ -172,15 +202,18 @@ def _pair(hi: np.ndarray, lo: np.ndarray) -> tuple[int, int]:
     return t, t_prime
 
 
-def _witness(adv, table, out, group, g, active, grid_point, t, t_prime) -> Witness:
+def _witness(adv, table, out, group, g, active, grid_point, t, t_prime, y: bool = True) -> Witness:
+    """The witness of group `g` (y on the grid; none for a privacy profile, whose witness is a set of outputs)."""
     member = int(np.flatnonzero(group == g)[0])
     known_values = {k: float(table.x[member, k]) for k in sorted(adv.known)}
+    values = table.values[adv.target]
+    if not y:
+        return Witness(adv, known_values, float(values[t]), float(values[t_prime]), None)
     y = []
     for c in range(out.coordinates):
         if c in active:
             y.append(float(out.grid[c][grid_point[active.index(c)]]))
         else:  # fixed by x_K: every output of this coordinate gives the same ratio
             y.append(float(out.levels[c][out.level_of[c][member]]))
-    values = table.values[adv.target]
     return Witness(adv, known_values, float(values[t]), float(values[t_prime]), tuple(y))
 

@@ -1,4 +1,4 @@
-"""Gaussian engine: jointly Gaussian tuples, a linear query, Laplace noise (DESIGN §2.2).
+"""Gaussian engine: jointly Gaussian tuples, a linear query, Laplace or Gaussian noise (DESIGN §2.2, §3.5).
 
 With C = Cov(X_{i ∪ U} | X_K) (a Schur complement of Sigma) and beta_j = C_ji / C_ii, the
 query A x (m rows; one row w for w·x; A = I for identity) released with Lap(b) on every output coordinate and the
@@ -21,6 +21,11 @@ Large models with a sparse precision (a CAR on a graph) are solved from the prec
 sparse factorisation per connected component (`gaussian_sparse`), never forming Sigma; the
 rest from the dense covariance. `pdp_worst` takes pdp over every known set without listing the
 lattice (`gaussian_lattice`, dense path only).
+
+Gaussian noise N(0, σ_c²) per output coordinate (not the discrete Gaussian): the two laws of the
+output are Gaussians of one covariance W = Cov(A X | X_i, X_K) + diag(σ²) whose means are c (t - t')
+apart, so the adversary is μ-GDP with μ = (hi - lo) sqrt(c^T W^{-1} c) (`noise`; sparse path
+`sparse_noise`); the result is ε at the mechanism's δ on μ-GDP's profile (DESIGN §3.5).
 """
 
 from __future__ import annotations
@@ -36,9 +41,11 @@ from ddpbayes.engines.base import AdversaryLeakage, Engine, NoCurve, Witness
 from ddpbayes.engines.curves import Curve, check_drawable, grid
 from ddpbayes.engines.gaussian.graph import tuple_covariance, tuple_mean, unsupported_reason, use_sparse
 from ddpbayes.engines.gaussian.lattice import exhaustive, greedy, snap
+from ddpbayes.engines.gaussian.noise import gdp_profiles, loss_scale, noise_variances
 from ddpbayes.engines.gaussian.sparse import sparse_law
+from ddpbayes.engines.gaussian.sparse_noise import gaussian_scores
 from ddpbayes.errors import InputError
-from ddpbayes.mechanisms import Laplace
+from ddpbayes.mechanisms import Gaussian, Laplace
 from ddpbayes.model.supports import wider_than_declared
 from ddpbayes.problem import Adversary, Problem
 
@@ -51,8 +58,11 @@ class GaussianEngine(Engine):
 
     def supports(self, problem: Problem) -> str | None:
         mech = problem.mechanism
-        if _row_scales(problem, 1) is None:
-            return f"it takes Laplace noise, not {mech.kind}" + (" in every release" if mech.kind == "composition" else "")
+        if _row_scales(problem, 1) is None and not gaussian_noise(mech):
+            if mech.kind == "composition":
+                return "it takes Laplace noise in every release of a composition"
+            return f"it takes Laplace or Gaussian noise, not {mech.kind}" + (
+                " (integer outputs: the privacy loss is not Gaussian)" if mech.kind == "discrete_gaussian" else "")
         if problem.query.matrix(problem.model.n) is None:
             return f"it takes a linear query (sum, count, mean, linear:, centroids:, identity), not {problem.query.name}"
         return unsupported_reason(problem.model)
@@ -60,6 +70,8 @@ class GaussianEngine(Engine):
     def leakage(self, problem: Problem) -> list[AdversaryLeakage]:
         model, advs = problem.model, problem.adversaries
         a = problem.query.matrix(model.n)
+        if gaussian_noise(problem.mechanism):
+            return _gaussian_leakage(problem, a, advs)
         if use_sparse(model):
             coefs = sparse_law(model).coefficients(a, advs)
         else:
@@ -78,6 +90,14 @@ class GaussianEngine(Engine):
             return None
         cov = tuple_covariance(problem.model)
         a = problem.query.matrix(problem.model.n)
+        if gaussian_noise(problem.mechanism):
+            if top_k is not None:
+                raise InputError("the greedy lattice search ranks known sets by Laplace leakage; with Gaussian noise "
+                                 "use the exhaustive search (no top_k) or audit --search greedy")
+            sigma = np.sqrt(noise_variances(problem.mechanism, len(a)))  # rows / σ_c: unit noise, same μ
+            best = exhaustive(cov, (a / sigma[:, None]).T, gaussian=True)
+            return _gdp_results(problem, [Adversary(i, best[i][1]) for i in targets],
+                                [best[i][0] * sigma for i in targets], [best[i][2] for i in targets])
         scales = _row_scales(problem, len(a))  # the search maximises sum_c |c_c| / b_c: rows of A / b_c
         best = exhaustive(cov, (a / scales[:, None]).T) if top_k is None else greedy(cov, (a / scales[:, None]).T, top_k)
         coefs = np.array([best[i][0] for i in targets]).reshape(len(targets), len(a)) * scales
@@ -94,6 +114,9 @@ class GaussianEngine(Engine):
         """Given X_i = t and X_K = x_K the query is N(m(t), v), so L is a Laplace–Gaussian
         convolution, evaluated in closed form in log space; x_K is set to its mean (another x_K
         shifts the curve in y without changing it). Not on the sparse path, which never forms Sigma."""
+        if gaussian_noise(problem.mechanism):
+            raise NoCurve("with Gaussian noise the log-ratio is linear in y (both laws of the output are Gaussians "
+                          "with one covariance), unbounded: the leakage is the GDP profile, not a supremum over y")
         check_drawable(problem, witness)
         if use_sparse(problem.model):
             raise NoCurve("the gaussian engine's sparse path (a large sparse precision) draws no witness curve")
@@ -126,7 +149,8 @@ class GaussianEngine(Engine):
         model = problem.model
         wider = wider_than_declared([slot.rv for slot in model.slots], model.domains)
         dependent = self.dependence_sets(problem)
-        names = [model.names[k] for k in wider if dependent[k]]
+        every = model.names  # built anew on each access: once here
+        names = [every[k] for k in wider if dependent[k]]
         if not names:
             return []
         shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
@@ -147,13 +171,74 @@ class GaussianEngine(Engine):
 
 def coefficients(cov: np.ndarray, a: np.ndarray, target: int, known: frozenset[int]) -> np.ndarray:
     """c(i, K) = (A_S C_{S,i}) / C_ii (m,) with C = Sigma_SS - Sigma_SK Sigma_KK^{-1} Sigma_KS, S = all but K."""
+    s, c = _conditional(cov, target, known)
+    return _slope(a[:, s], c)
+
+
+def gaussian_score(cov: np.ndarray, a: np.ndarray, noise: np.ndarray, target: int,
+                   known: frozenset[int]) -> tuple[np.ndarray, float]:
+    """c(i, K) and c^T W^{-1} c = μ² / width² under noise variances `noise` (m,) (`noise` module):
+    M = Cov(Y | X_K) = A_S C A_S^T + diag(noise), d = C_ii."""
+    s, c = _conditional(cov, target, known)
+    slope = _slope(a[:, s], c)
+    cov_y = a[:, s] @ c @ a[:, s].T + np.diag(noise)
+    return slope, float(loss_scale(cov_y[None], slope[None, None], np.array([[c[0, 0]]]), noise.min())[0, 0])
+
+
+def _conditional(cov: np.ndarray, target: int, known: frozenset[int]) -> tuple[list[int], np.ndarray]:
+    """S = target first, then the unknown tuples, and C = Cov(X_S | X_K) (Schur complement)."""
     known = sorted(known)
-    s = [target] + [j for j in range(a.shape[1]) if j != target and j not in known]
+    s = [target] + [j for j in range(len(cov)) if j != target and j not in known]
     c = cov[np.ix_(s, s)]
     if known:
         c = c - cov[np.ix_(s, known)] @ np.linalg.solve(cov[np.ix_(known, known)], cov[np.ix_(known, s)])
+    return s, c
+
+
+def _slope(a_s: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """A_S C_{S,i} / C_ii, rounding set to 0 (`lattice.snap`)."""
     root = np.sqrt(np.diag(c))
-    return snap(a[:, s] @ c[0] / c[0, 0], np.abs(a[:, s]) @ root / root[0])
+    return snap(a_s @ c[0] / c[0, 0], np.abs(a_s) @ root / root[0])
+
+
+def gaussian_noise(mechanism) -> bool:
+    """Continuous Gaussian noise (`mechanisms.Gaussian`, not the discrete one)."""
+    return isinstance(mechanism, Gaussian) and not mechanism.discrete
+
+
+def _gaussian_leakage(problem: Problem, a: np.ndarray, advs: Sequence[Adversary]) -> list[AdversaryLeakage]:
+    """Every adversary's GDP μ and profile (`noise` module), on the sparse or the dense path."""
+    model = problem.model
+    noise = noise_variances(problem.mechanism, len(a))
+    if use_sparse(model):
+        coefs, scores = gaussian_scores(sparse_law(model), a, noise, advs)
+    else:
+        cov = tuple_covariance(model)
+        found = [gaussian_score(cov, a, noise, adv.target, adv.known) for adv in advs]
+        coefs, scores = [c for c, _ in found], [q for _, q in found]
+    return _gdp_results(problem, advs, coefs, scores)
+
+
+def _gdp_results(problem: Problem, advs: Sequence[Adversary], coefs, scores) -> list[AdversaryLeakage]:
+    """μ = width sqrt(c^T W^{-1} c) per adversary, the leakage ε(δ) of μ-GDP at the mechanism's δ,
+    and its profile (`noise.gdp_profiles`, all at once); the witness compares t, t' = hi, lo (the
+    loss is symmetric) and has no single output."""
+    mech, domains, names = problem.mechanism, problem.model.domains, problem.model.names
+    mus, reasons = np.empty(len(advs)), [None] * len(advs)
+    for k, (adv, c, score) in enumerate(zip(advs, coefs, scores)):
+        dom = domains[adv.target]
+        mus[k] = 0.0 if not np.any(c) else math.inf if math.isinf(dom.width) else dom.width * math.sqrt(max(score, 0))
+        if math.isinf(mus[k]):
+            moves = f"coefficient {c[0]:.6g}" if len(c) == 1 else f"coefficients' L2 norm {np.linalg.norm(c):.6g}"
+            reasons[k] = (f"tuple {names[adv.target]} has the unbounded domain {dom} and the query "
+                          f"moves with it ({moves}): the Gaussian loss has mu = inf")
+    at = mech.deltas.index(float(mech.delta))
+    out = []
+    for adv, profile, reason in zip(advs, gdp_profiles(mus, mech.deltas), reasons):
+        dom = domains[adv.target]
+        out.append(AdversaryLeakage(adv, profile.epsilons[at], Witness(adv, None, dom.hi, dom.lo, None),
+                                    reason=reason, profile=profile))
+    return out
 
 
 def _log_laplace_normal(u: np.ndarray, b: float, var: float) -> np.ndarray:

@@ -28,6 +28,10 @@ per layer and expand only those; a child's c needs just the parent's M (O(m) per
 
 Ties: a larger layer replaces the best only when larger by a relative 1e-12, so among equal
 values the smallest known set (the weakest adversary) is reported.
+
+Gaussian noise (`exhaustive(..., gaussian=True)`, DESIGN §3.5): the score is μ² / width² =
+c^T W^{-1} c (`noise.loss_scale`) with the rows scaled by 1/σ_c (unit noise), which also needs
+T = Cov(A X | X_K) per S, downdated with M: T' = T - v_p v_p^T / M_pp.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from math import comb
 
 import numpy as np
 
+from ddpbayes.engines.gaussian.noise import loss_scale
 from ddpbayes.errors import InputError
 
 TIE = 1e-12  # relative margin to replace a best value (favours smaller known sets)
@@ -43,7 +48,7 @@ ZERO = 1e-12  # |c| below ZERO times its Cauchy–Schwarz scale is rounding: c =
 MAX_LAYER_BYTES = 1 << 29  # refuse an exhaustive search whose widest layer exceeds this
 CHUNK = 4096  # parents conditioned at once (keeps temporaries in cache)
 
-Best = tuple[np.ndarray, frozenset[int]]  # (c (m,) with its signs, known set) for one target
+Best = tuple[np.ndarray, frozenset[int], float]  # (c (m,) with its signs, known set, score) for one target
 
 
 def snap(c: np.ndarray, scale: np.ndarray) -> np.ndarray:
@@ -80,11 +85,15 @@ def _coefficients(v: np.ndarray, d: np.ndarray, idx: np.ndarray, a: np.ndarray) 
     return snap(v / d[:, :, None], scale)
 
 
-def exhaustive(cov: np.ndarray, a: np.ndarray) -> list[Best]:
-    """For every target, the c(i, K) of largest ||c||_1 over every known set K, and that K;
-    `a` (n, m) holds the query's rows as columns."""
+def exhaustive(cov: np.ndarray, a: np.ndarray, gaussian: bool = False) -> list[Best]:
+    """For every target, the c(i, K) of largest score over every known set K, that K and the
+    score; `a` (n, m) holds the query's rows as columns. The score is ||c||_1 (Laplace noise,
+    rows scaled by 1/b), or with `gaussian` (rows scaled by 1/σ, so the noise is N(0, I))
+    c^T W^{-1} c = μ² / width² (`noise.loss_scale`), which needs T = Cov(A X | X_K) (m, m) per S:
+    knowing the tuple at position p downdates it as M, T' = T - v_p v_p^T / M_pp."""
     n, width = a.shape
-    widest = max(comb(n, s) * s * (s + width) * 8 for s in range(1, n + 1))
+    extra = width * width if gaussian else 0
+    widest = max(comb(n, s) * (s * (s + width) + extra) * 8 for s in range(1, n + 1))
     if widest > MAX_LAYER_BYTES:
         raise InputError(
             f"the pdp lattice of {n} tuples has {n * 2 ** (n - 1):,} adversaries, too many for the exhaustive "
@@ -92,14 +101,17 @@ def exhaustive(cov: np.ndarray, a: np.ndarray) -> list[Best]:
         )
     everyone = np.arange(n)
     m, v, d = cov[None].copy(), (cov @ a)[None], np.diag(cov)[None].copy()
+    t = (a.T @ cov @ a)[None] if gaussian else None
     idx, run = everyone[None], np.array([n])  # run: S holds 0..run-1 but not run; descending
-    best: list[Best] = [(np.zeros(width), frozenset())] * n
+    best: list[Best] = [(np.zeros(width), frozenset(), 0.0)] * n
     for s in range(n, 0, -1):
-        _update(best, _coefficients(v, d, idx, a), idx, everyone)
+        c = _coefficients(v, d, idx, a)
+        _update(best, c, _scores(c, d, t), idx, everyone)
         if s == 1:
             return best
         size = comb(n, s - 1)
         child = np.empty((size, s - 1, s - 1)), np.empty((size, s - 1, width)), np.empty((size, s - 1))
+        child_t = np.empty((size, width, width)) if gaussian else None
         child_idx, child_run = np.empty((size, s - 1), dtype=np.int64), np.empty(size, dtype=np.int64)
         at = 0
         for p in range(int(run[0]) - 1, -1, -1):  # parents holding 0..p are a prefix of the layer
@@ -107,22 +119,31 @@ def exhaustive(cov: np.ndarray, a: np.ndarray) -> list[Best]:
             for lo in range(0, rows, CHUNK):
                 hi = min(rows, lo + CHUNK)
                 dest = slice(at + lo, at + hi)
+                if gaussian:
+                    vp = v[lo:hi, p]
+                    child_t[dest] = t[lo:hi] - vp[:, :, None] * vp[:, None, :] / m[lo:hi, p, p][:, None, None]
                 condition(m[lo:hi], v[lo:hi], d[lo:hi], p, out=tuple(a[dest] for a in child))
                 child_idx[dest] = np.delete(idx[lo:hi], p, axis=1)
             child_run[at : at + rows] = p
             at += rows
         m, v, d = child
-        idx, run = child_idx, child_run
+        t, idx, run = child_t, child_idx, child_run
 
 
-def _update(best: list[Best], c: np.ndarray, idx: np.ndarray, everyone: np.ndarray) -> None:
-    """Fold one layer into each target's best (first hit within a layer), by ||c||_1."""
-    size = np.abs(c).sum(axis=2)
+def _scores(c: np.ndarray, d: np.ndarray, t: np.ndarray | None) -> np.ndarray:
+    """(B, s): ||c||_1 (Laplace), or c^T W^{-1} c with M = T + I (Gaussian, unit noise)."""
+    if t is None:
+        return np.abs(c).sum(axis=2)
+    return loss_scale(t + np.eye(t.shape[1]), c, d, 1.0)
+
+
+def _update(best: list[Best], c: np.ndarray, score: np.ndarray, idx: np.ndarray, everyone: np.ndarray) -> None:
+    """Fold one layer into each target's best (first hit within a layer), by score."""
     layer = np.zeros(len(best))
-    np.maximum.at(layer, idx.ravel(), size.ravel())
-    for i in np.flatnonzero(layer > np.array([np.abs(b[0]).sum() for b in best]) * (1 + TIE)):
-        r, p = np.argwhere((idx == i) & (size == layer[i]))[0]
-        best[i] = (c[r, p].copy(), frozenset(np.setdiff1d(everyone, idx[r]).tolist()))
+    np.maximum.at(layer, idx.ravel(), score.ravel())
+    for i in np.flatnonzero(layer > np.array([b[2] for b in best]) * (1 + TIE)):
+        r, p = np.argwhere((idx == i) & (score == layer[i]))[0]
+        best[i] = (c[r, p].copy(), frozenset(np.setdiff1d(everyone, idx[r]).tolist()), float(layer[i]))
 
 
 def greedy(cov: np.ndarray, a: np.ndarray, top_k: int) -> list[Best]:
@@ -132,7 +153,7 @@ def greedy(cov: np.ndarray, a: np.ndarray, top_k: int) -> list[Best]:
     best: list[Best] = []
     for i in range(n):
         first = _coefficients((cov @ a)[None], np.diag(cov)[None], np.arange(n)[None], a)[0, i]
-        target_best: Best = (first, frozenset())
+        target_best: Best = (first, frozenset(), float(np.abs(first).sum()))
         frontier = [(cov, cov @ a, np.diag(cov).copy(), np.arange(n))]
         while frontier and len(frontier[0][3]) > 1:
             children = {}
@@ -151,8 +172,8 @@ def greedy(cov: np.ndarray, a: np.ndarray, top_k: int) -> list[Best]:
                 cm, cv, cd = condition(m[None], v[None], d[None], int(p))
                 kept = np.delete(idx, p)
                 c = _coefficients(cv, cd, kept[None], a)[0, int(np.flatnonzero(kept == i)[0])]
-                if np.abs(c).sum() > np.abs(target_best[0]).sum() * (1 + TIE):
-                    target_best = (c, known)
+                if np.abs(c).sum() > target_best[2] * (1 + TIE):
+                    target_best = (c, known, float(np.abs(c).sum()))
                 frontier.append((cm[0], cv[0], cd[0], kept))
         best.append(target_best)
     return best

@@ -81,6 +81,10 @@ class _Block:
         rhs[positions, np.arange(len(positions))] = 1.0
         return self._lu.solve(rhs)
 
+    def solve(self, rhs: np.ndarray) -> np.ndarray:
+        """(P_SS)^{-1} rhs for rhs (size, k)."""
+        return self._inverse @ rhs if self._inverse is not None else self._lu.solve(rhs)
+
     def diagonal(self) -> np.ndarray:
         """The inverse's diagonal (size,), solved for once."""
         if self._diagonal is None:
@@ -110,20 +114,24 @@ class SparseLaw:
         for k, rows in enumerate(self._block_rows):
             self._block_of[np.unique(self.labels[rows])] = k
         self._blocks: dict[int, _Block] = {}
+        self.kept: dict = {}  # what other modules keep per query (`sparse_noise`: its T terms)
 
     def dependence_sets(self) -> list[frozenset[int]]:
         """N(i): the other tuples of i's connected component."""
         comp = self._component_tuples
         return [comp[label] - {i} for i, label in enumerate(self.labels[self.tuple_rows])]
 
-    @threadpool_limits.wrap(limits=1, user_api="blas")
     def coefficients(self, a: np.ndarray, adversaries: Sequence[Adversary]) -> np.ndarray:
-        """c(i, K) (len(adversaries), m) for the query matrix `a` (m, n). One BLAS thread: the
-        products are small (m rows, `BATCH` columns), and threads cost more than they save
-        (measured: 5 to 100 times slower on two busy cores)."""
-        a_joint = np.zeros((len(a), self.precision.shape[0]))
-        a_joint[:, self.tuple_rows] = a
-        out = np.empty((len(adversaries), len(a)))
+        """c(i, K) (len(adversaries), m) for the query matrix `a` (m, n)."""
+        return self.slopes(a, adversaries)[0]
+
+    @threadpool_limits.wrap(limits=1, user_api="blas")
+    def slopes(self, a: np.ndarray, adversaries: Sequence[Adversary]) -> tuple[np.ndarray, np.ndarray]:
+        """c(i, K) (len(adversaries), m) for the query matrix `a` (m, n), and Var(X_i | X_K) = z_i
+        (len(adversaries),). One BLAS thread: the products are small (m rows, `BATCH` columns),
+        and threads cost more than they save (measured: 5 to 100 times slower on two busy cores)."""
+        a_joint = self.joint_query(a)
+        out, var = np.empty((len(adversaries), len(a))), np.empty(len(adversaries))
         groups: dict[tuple[int, int, frozenset[int]], list[int]] = {}  # (block, label if K cuts it, K ∩ comp)
         for k, adv in enumerate(adversaries):
             label = int(self.labels[self.tuple_rows[adv.target]])
@@ -133,11 +141,30 @@ class SparseLaw:
             if not known:
                 rows, block = self._block_rows[shared], self._block(shared)
             else:  # K cuts the target's component: Cov(X_S | X_K) = (P_SS)^{-1} on what is left of it
-                rows = np.setdiff1d(np.flatnonzero(self.labels == label), self.tuple_rows[sorted(known)])
-                block = _Block(self.precision[rows][:, rows].tocsc())
+                rows, block = self.cut(label, known)
             targets = np.searchsorted(rows, self.tuple_rows[[adversaries[k].target for k in which]])
-            out[which] = _block_coefficients(block, a_joint[:, rows], targets, self.labels[rows])
-        return out
+            out[which], var[which] = _block_coefficients(block, a_joint[:, rows], targets, self.labels[rows])
+        return out, var
+
+    def joint_query(self, a: np.ndarray) -> np.ndarray:
+        """The query matrix on every joint element (m, elements): zero on latents."""
+        a_joint = np.zeros((len(a), self.precision.shape[0]))
+        a_joint[:, self.tuple_rows] = a
+        return a_joint
+
+    def component_tuples(self, label: int) -> frozenset[int]:
+        return self._component_tuples[label]
+
+    def cut(self, label: int, known: frozenset[int]) -> tuple[np.ndarray, _Block]:
+        """The joint rows of component `label` left when the tuples `known` (in it) are known, and
+        (P_SS)^{-1} on them (a fresh factorisation)."""
+        rows = np.setdiff1d(np.flatnonzero(self.labels == label), self.tuple_rows[sorted(known)])
+        return rows, _Block(self.precision[rows][:, rows].tocsc())
+
+    def shared(self, label: int) -> tuple[np.ndarray, _Block]:
+        """The rows of the block holding component `label`, and its kept factorisation."""
+        k = int(self._block_of[label])
+        return self._block_rows[k], self._block(k)
 
     def _block(self, k: int) -> _Block:
         if k not in self._blocks:
@@ -151,17 +178,18 @@ def sparse_law(model: DependenceModel) -> SparseLaw:
     return model.memo("gaussian", "sparse law", lambda: SparseLaw(network(model)))
 
 
-def _block_coefficients(block: _Block, a: np.ndarray, targets: np.ndarray, labels: np.ndarray) -> np.ndarray:
+def _block_coefficients(block: _Block, a: np.ndarray, targets: np.ndarray,
+                        labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """c = a z / z_i for every target position i of the block, z its column of the inverse, with
-    values below 1e-12 of their Cauchy–Schwarz scale (over i's component) set to 0; `a` (m, size)
-    is the query on the block's elements, `labels` their components."""
+    values below 1e-12 of their Cauchy–Schwarz scale (over i's component) set to 0, and z_i;
+    `a` (m, size) is the query on the block's elements, `labels` their components."""
     diag = block.diagonal()
     raw = np.concatenate([(a @ block.columns(cols)).T for cols in _batches(targets)])
     _, local = np.unique(labels, return_inverse=True)
     bound = np.zeros((local.max() + 1, len(a)))
     np.add.at(bound, local, (np.abs(a) * np.sqrt(diag)).T)
     scale = bound[local[targets]] / np.sqrt(diag[targets])[:, None]
-    return snap(raw / diag[targets][:, None], scale)
+    return snap(raw / diag[targets][:, None], scale), diag[targets]
 
 
 def _batches(positions: np.ndarray) -> list[np.ndarray]:

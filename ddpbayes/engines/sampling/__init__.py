@@ -6,7 +6,8 @@ given X_i = t, X_K = x_K by MCMC and average the exact Laplace density over the 
 query's values (one output or several, each coordinate with its own scale); the sup over y is
 taken exactly for those estimates (`mixture`; several varying outputs: `vector`), and
 `estimate` turns the draws into a witness with a one-sided 95% lower bound and an approximate
-upper bound. Posterior route (`posterior`): the adversary's own inference, posterior odds over
+upper bound. Gaussian noise (`profile`): the privacy profile of the same draw-mixtures, with
+an interval on ε at the mechanism's δ. Posterior route (`posterior`): the adversary's own inference, posterior odds over
 prior odds (004 Thm. 1).
 """
 
@@ -25,9 +26,11 @@ from ddpbayes.engines.base import AdversaryLeakage, Engine, Witness
 from ddpbayes.engines.curves import Curve, check_drawable, mixture_curve
 from ddpbayes.engines.sampling.estimate import Draws, estimate
 from ddpbayes.engines.sampling.posterior import posterior_leakage
+from ddpbayes.engines.sampling.profile import profile_estimate, scalar_groups
 from ddpbayes.engines.sampling.runs import Run, sample_event, summarise
 from ddpbayes.errors import InputError
 from ddpbayes.mechanisms import Laplace
+from ddpbayes.mechanisms.gaussian import Gaussian
 from ddpbayes.model import DependenceModel, Finite
 from ddpbayes.model.condition import ImpossibleEvent
 from ddpbayes.problem import Adversary, Problem
@@ -45,11 +48,14 @@ class SamplingEngine(Engine):
 
     def supports(self, problem: Problem) -> str | None:
         """Any query with values (scalar or several outputs) under Laplace or geometric noise on
-        every output coordinate (one mechanism, or a composition of such releases)."""
+        every output coordinate (one mechanism, or a composition of such releases); Gaussian or
+        discrete Gaussian noise on a query with one varying output (`profile`)."""
         mech = problem.mechanism
+        if isinstance(mech, Gaussian):
+            return None
         parts = mech.mechanisms if isinstance(mech, ComposedMechanism) else (mech,)
         if not all(isinstance(m, Laplace) for m in parts):
-            return "the sampling engine handles Laplace and geometric noise"
+            return "the sampling engine handles Laplace, geometric and Gaussian noise"
         return None
 
     def leakage(self, problem: Problem) -> list[AdversaryLeakage]:
@@ -182,6 +188,8 @@ def _adversary(problem: Problem, adv: Adversary, known_sets, settings: RunSettin
                 break
         if len(group) >= 2:
             groups.append(group)
+    if problem.mechanism.profile:
+        return _profile_adversary(problem, adv, known_sets, groups, runs)
     b = output_scales(problem, runs[0][1].shape[-1]) if runs else np.ones(1)
     peak, value, ci, held = estimate(groups, b)
     diagnostics = {**summarise([run_diagnostics(run, q) for run, q in runs]), **held}
@@ -189,6 +197,22 @@ def _adversary(problem: Problem, adv: Adversary, known_sets, settings: RunSettin
                       peak.y)
     diagnostics["pass_blocked"] = _pass_blocked(model, adv, known_sets) or _grid_blocked(peak, len(b))
     return AdversaryLeakage(adv, value, witness, ci=ci, diagnostics=diagnostics, score=peak.value)
+
+
+def _profile_adversary(problem: Problem, adv: Adversary, known_sets, groups: list[list[Draws]],
+                       runs: list) -> AdversaryLeakage:
+    """Gaussian noise: ε at the mechanism's δ of the plug-in profile, with its interval (`profile`);
+    the witness is (x_K, t, t') with no output (the profile's witness is a set of outputs)."""
+    chosen, value, ci, held, profile = profile_estimate(scalar_groups(groups), problem.mechanism)
+    diagnostics = {**summarise([run_diagnostics(run, q) for run, q in runs]), **held}
+    diagnostics["pass_blocked"] = _pass_blocked(problem.model, adv, known_sets)
+    if chosen.first is None:
+        witness = Witness(adv, {} if not adv.known else None, None, None, None)
+    else:
+        witness = Witness(adv, chosen.first.known or ({} if not adv.known else None), chosen.first.t,
+                          chosen.second.t, None)
+    return AdversaryLeakage(adv, value, witness, ci=ci, diagnostics=diagnostics, score=chosen.value,
+                            profile=profile)
 
 
 def _pass_blocked(model: DependenceModel, adv: Adversary, known_sets) -> str | None:

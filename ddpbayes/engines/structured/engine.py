@@ -17,17 +17,18 @@ import numpy as np
 
 from ddpbayes.composition import ComposedQuery
 from ddpbayes.engines.base import AdversaryLeakage, Engine, Mixtures, NoMixtures, Witness
+from ddpbayes.engines.hockey import MixtureProfile, learns_nothing, mixture_profile
 from ddpbayes.engines.logspace import law_changes, logsumexp
 from ddpbayes.engines.structured.continual import continual_leakage, continual_reason
-from ddpbayes.engines.structured.graph import QUADRATURE_START, FactorGraph, calibrate, factor_graph, model_reason, tree
+from ddpbayes.engines.structured.graph import QUADRATURE_START, FactorGraph, calibrate, factor_graph, model_reason
 from ddpbayes.engines.structured.potential import Potential
+from ddpbayes.engines.structured.scope import linear_reason, query_span, quick_work_reason, width_reason
 from ddpbayes.engines.terms import elements
 from ddpbayes.errors import InputError
-from ddpbayes.mechanisms import Laplace, Mechanism
-from ddpbayes.model.domains import Finite
+from ddpbayes.mechanisms import Mechanism
 from ddpbayes.model.supports import wider_than_declared
 from ddpbayes.problem import Adversary, Problem
-from ddpbayes.queries import Identity, Linear
+from ddpbayes.queries import Identity
 
 
 class StructuredEngine(Engine):
@@ -40,10 +41,10 @@ class StructuredEngine(Engine):
         if isinstance(problem.query, ComposedQuery):
             return "it releases one query (scalar, or identity on a chain), not a composition of several releases"
         if not isinstance(problem.query, Identity):
-            reason = _linear_reason(problem)
+            reason = linear_reason(problem)
             if reason:
                 return reason
-            reason = _quick_work_reason(problem)
+            reason = quick_work_reason(problem)
             if reason:
                 return reason
         try:
@@ -52,7 +53,7 @@ class StructuredEngine(Engine):
             return str(e)
         if isinstance(problem.query, Identity):
             return continual_reason(problem, graph)
-        return _width_reason(graph, _span(problem), problem.settings.max_states)
+        return width_reason(graph, query_span(problem), problem.settings.max_states)
 
     def leakage(self, problem: Problem) -> list[AdversaryLeakage]:
         """Exact on finite models; with continuous latents, the quadrature value whose leakage
@@ -174,62 +175,6 @@ def _latent_name(problem: Problem, slot: int) -> str:
     return names[slot - problem.model.n]
 
 
-def _linear_reason(problem: Problem) -> str | None:
-    """Why the query or mechanism is not an integer linear release with Laplace or geometric noise."""
-    if not isinstance(problem.query, Linear):
-        return (f"the query '{problem.query.spec}' is not linear (use count, sum or linear: with integer weights; "
-                "identity on a chain)")
-    w = problem.query.weights(problem.model.n)
-    if len(w) != problem.model.n or not np.all(np.isfinite(w)) or np.any(np.mod(w, 1) != 0):
-        return f"the query '{problem.query.spec}' needs integer weights, one per tuple"
-    for k, d in enumerate(problem.model.domains):
-        if not (isinstance(d, Finite) and all(float(v).is_integer() for v in d.values)):
-            return f"tuple '{problem.model.names[k]}' is not integer-valued (domain {d})"
-    if not (isinstance(problem.mechanism, Laplace) and problem.mechanism.kind in ("laplace", "geometric")):
-        return f"the {problem.mechanism.kind} mechanism is not Laplace or geometric noise"
-    return None
-
-
-def _span(problem: Problem) -> int:
-    """How many partial sums the query can take: 1 + Σ_k |w_k| (max - min of tuple k's domain)."""
-    w = problem.query.weights(problem.model.n)
-    return 1 + int(sum(abs(wk) * (max(d.values) - min(d.values)) for wk, d in zip(w, problem.model.domains)))
-
-
-def _width_reason(graph: FactorGraph, span: int, limit: int) -> str | None:
-    """Why the elimination is too large, or None: its widest clique times the query's `span` (a
-    bound on its largest table) above `limit`, or the cells one pass touches (slots times that)
-    above WORK_PER_STATE · `limit`."""
-    order = tree(graph, frozenset())
-    widest = max(order.order, key=lambda v: math.prod(graph.sizes[u] for u in (v, *order.separator[v])))
-    clique = (widest, *order.separator[widest])
-    cells = math.prod(graph.sizes[u] for u in clique) * span
-    if cells > limit:
-        return (f"its widest elimination clique ({len(clique)} slots) times the query's {span:,} partial sums has "
-                f"{cells:,} cells, over the limit of {limit:,} (raise --max-states): the model's treewidth or the "
-                "query's range is too large")
-    work = cells * len(order.order)
-    if work > WORK_PER_STATE * limit:
-        return (f"one pass of its elimination would touch about {work:.2g} table cells ({len(order.order):,} slots x "
-                f"{cells:,}), over {WORK_PER_STATE} x --max-states = {WORK_PER_STATE * limit:.2g} (raise --max-states)")
-    return None
-
-
-WORK_PER_STATE = 256  # a pass may touch this many table cells per --max-states (the default: about 1e9)
-
-
-def _quick_work_reason(problem: Problem) -> str | None:
-    """The work bound of `_width_reason` with the smallest clique (two cells), read off the
-    domains and weights before any table is built (10^5 exchangeable records: refused at once)."""
-    span = _span(problem)
-    work, budget = 2 * span * problem.model.n, WORK_PER_STATE * problem.settings.max_states
-    if work > budget:
-        return (f"one pass of its elimination would touch at least {work:.2g} table cells ({problem.model.n:,} tuples x "
-                f"the query's {span:,} partial sums x 2), over {WORK_PER_STATE} x --max-states = {budget:.2g} "
-                "(raise --max-states)")
-    return None
-
-
 def _zeros(graph: FactorGraph) -> list[np.ndarray]:
     """No contribution to the partial sum: plain marginals."""
     return [np.zeros(s, dtype=np.int64) for s in graph.sizes]
@@ -276,6 +221,7 @@ def _leakage_for_known_set(known: frozenset[int], adversaries: list[Adversary], 
                          "a known set that cuts the model into smaller pieces)")
     moving = [np.zeros_like(c) if k in known and k not in relevant else c for k, c in enumerate(contribution)]
     best: dict[Adversary, tuple] = {}
+    profiles: dict[Adversary, tuple] = {}
     for codes in itertools.product(*[range(graph.sizes[k]) for k in order]):
         clamped = dict(zip(order, codes))
         calibration = calibrate(graph, moving, clamped, limit)
@@ -284,13 +230,20 @@ def _leakage_for_known_set(known: frozenset[int], adversaries: list[Adversary], 
             weights = _mixture(calibration.marginal(adv.target), contribution[adv.target], shift)
             if weights is None:  # P(x_R) = 0
                 continue
+            if mechanism.profile:  # (ε, δ) noise: the pairs' privacy profiles (engines.hockey; DESIGN §3.5)
+                _add_profile(profiles, adv, mixture_profile(weights[0][None], weights[1], mechanism), clamped,
+                             weights[0])
+                continue
             found = _sup(*weights, mechanism, limit)
             if adv not in best or found[0] > best[adv][0]:
                 best[adv] = (*found, clamped)
     out = {}
     for adv in adversaries:
-        if adv not in best:
+        if adv not in best and adv not in profiles:
             raise InputError(f"every configuration of the known tuples of {adv} has probability zero")
+        if mechanism.profile:
+            out[adv] = _profile_leakage(adv, profiles[adv], graph, known, mechanism, limit)
+            continue
         value, t, t_prime, y, clamped = best[adv]
         codes = _complete(graph, known, clamped, limit)
         y += sum(int(contribution[k][c]) for k, c in codes.items() if k not in clamped)
@@ -299,6 +252,37 @@ def _leakage_for_known_set(known: frozenset[int], adversaries: list[Adversary], 
         witness = Witness(adv, known_values, float(values[t]), float(values[t_prime]), (y,))
         out[adv] = AdversaryLeakage(adv, max(value, 0.0), witness)
     return out
+
+
+def _add_profile(profiles: dict, adv: Adversary, found: MixtureProfile | None, clamped: dict[int, int],
+                 logw: np.ndarray) -> None:
+    """Merge one configuration's profile into the adversary's (pointwise; the witness is the
+    configuration worst at the user's δ, the first on ties)."""
+    if adv not in profiles:
+        profiles[adv] = (found, clamped, logw)
+        return
+    before, where, first = profiles[adv]
+    if found is None:
+        return
+    worse = before is None or found.value > before.value
+    profiles[adv] = (found if before is None else before.merge(found), clamped if worse else where,
+                     logw if worse else first)
+
+
+def _profile_leakage(adv: Adversary, entry: tuple, graph: FactorGraph, known: frozenset[int], mechanism: Mechanism,
+                     limit: int) -> AdversaryLeakage:
+    """The adversary's profile result, its witness x_K completed as for the Laplace sup (y: none)."""
+    found, clamped, logw = entry
+    if found is not None:
+        t, t_prime = found.t, found.t_prime
+    else:
+        possible = np.flatnonzero(np.isfinite(logsumexp(logw, axis=1)))
+        t, t_prime = int(possible[0]), int(possible[-1])
+    codes = _complete(graph, known, clamped, limit)
+    values = graph.values[adv.target]
+    known_values = {k: float(graph.values[k][c]) for k, c in sorted(codes.items())}
+    witness = Witness(adv, known_values, float(values[t]), float(values[t_prime]), None)
+    return learns_nothing(adv, witness, mechanism) if found is None else found.leakage(adv, witness, mechanism)
 
 
 def _relevant(graph: FactorGraph, known: frozenset[int]) -> set[int]:

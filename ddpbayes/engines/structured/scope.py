@@ -1,0 +1,71 @@
+"""What the structured engine solves (DESIGN §2.1b): an integer linear release with Laplace,
+geometric or Gaussian noise, on a factor graph whose elimination fits the state limit."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ddpbayes.engines.structured.graph import FactorGraph, tree
+from ddpbayes.mechanisms import Gaussian, Laplace
+from ddpbayes.model.domains import Finite
+from ddpbayes.problem import Problem
+from ddpbayes.queries import Linear
+
+
+def linear_reason(problem: Problem) -> str | None:
+    """Why the query or mechanism is not an integer linear release with Laplace or geometric noise."""
+    if not isinstance(problem.query, Linear):
+        return (f"the query '{problem.query.spec}' is not linear (use count, sum or linear: with integer weights; "
+                "identity on a chain)")
+    w = problem.query.weights(problem.model.n)
+    if len(w) != problem.model.n or not np.all(np.isfinite(w)) or np.any(np.mod(w, 1) != 0):
+        return f"the query '{problem.query.spec}' needs integer weights, one per tuple"
+    for k, d in enumerate(problem.model.domains):
+        if not (isinstance(d, Finite) and all(float(v).is_integer() for v in d.values)):
+            return f"tuple '{problem.model.names[k]}' is not integer-valued (domain {d})"
+    if not (isinstance(problem.mechanism, Laplace) and problem.mechanism.kind in ("laplace", "geometric")
+            or isinstance(problem.mechanism, Gaussian)):
+        return f"the {problem.mechanism.kind} mechanism is not Laplace, geometric or Gaussian noise"
+    return None
+
+
+def query_span(problem: Problem) -> int:
+    """How many partial sums the query can take: 1 + Σ_k |w_k| (max - min of tuple k's domain)."""
+    w = problem.query.weights(problem.model.n)
+    return 1 + int(sum(abs(wk) * (max(d.values) - min(d.values)) for wk, d in zip(w, problem.model.domains)))
+
+
+def width_reason(graph: FactorGraph, span: int, limit: int) -> str | None:
+    """Why the elimination is too large, or None: its widest clique times the query's `span` (a
+    bound on its largest table) above `limit`, or the cells one pass touches (slots times that)
+    above WORK_PER_STATE · `limit`."""
+    order = tree(graph, frozenset())
+    widest = max(order.order, key=lambda v: math.prod(graph.sizes[u] for u in (v, *order.separator[v])))
+    clique = (widest, *order.separator[widest])
+    cells = math.prod(graph.sizes[u] for u in clique) * span
+    if cells > limit:
+        return (f"its widest elimination clique ({len(clique)} slots) times the query's {span:,} partial sums has "
+                f"{cells:,} cells, over the limit of {limit:,} (raise --max-states): the model's treewidth or the "
+                "query's range is too large")
+    work = cells * len(order.order)
+    if work > WORK_PER_STATE * limit:
+        return (f"one pass of its elimination would touch about {work:.2g} table cells ({len(order.order):,} slots x "
+                f"{cells:,}), over {WORK_PER_STATE} x --max-states = {WORK_PER_STATE * limit:.2g} (raise --max-states)")
+    return None
+
+
+WORK_PER_STATE = 256  # a pass may touch this many table cells per --max-states (the default: about 1e9)
+
+
+def quick_work_reason(problem: Problem) -> str | None:
+    """The work bound of `_width_reason` with the smallest clique (two cells), read off the
+    domains and weights before any table is built (10^5 exchangeable records: refused at once)."""
+    span = query_span(problem)
+    work, budget = 2 * span * problem.model.n, WORK_PER_STATE * problem.settings.max_states
+    if work > budget:
+        return (f"one pass of its elimination would touch at least {work:.2g} table cells ({problem.model.n:,} tuples x "
+                f"the query's {span:,} partial sums x 2), over {WORK_PER_STATE} x --max-states = {budget:.2g} "
+                "(raise --max-states)")
+    return None

@@ -1,0 +1,105 @@
+"""The noise-mechanism interface every engine reads (DESIGN §1; §5.1: writing your own).
+
+Like an OpenDP measurement, a mechanism states its input (a query's output), its noise and the
+classic guarantee it gives. Two kinds exist:
+
+- pure-ε mechanisms (`profile = False`: Laplace, geometric, randomized response): `log_kernel`
+  hands the engines the finite set of outputs on which the supremum of DESIGN §2.1 is attained,
+  and the leakage is that supremum;
+- profile mechanisms (`profile = True`: Gaussian, discrete Gaussian; `mechanisms.gaussian`):
+  the log-ratio is unbounded in the tails, so the leakage is read off the privacy profile δ(ε)
+  at the mechanism's `delta` (DESIGN §3.5).
+
+Extension point. A user's pure-ε mechanism is a subclass of `Mechanism` written outside the
+package and passed as an instance: `audit(model, query, MyMechanism(...), notion)`. The exact
+engine (finite models) audits it under every notion; the other engines refuse it with a reason
+(exit 2), and 004's information measures are skipped with a reason. It defines:
+
+- `kind`: a name for messages and the JSON (not one of the built-in kinds);
+- `log_kernel(q)`: for the distinct values q (m,) one output coordinate of the query takes,
+  the outputs y (G,) and log p(y | q_s) (G, m), up to an additive constant per y. The grid
+  must contain every output at which sup_y of log Σ_s w_s p(y|q_s) − log Σ_s v_s p(y|q_s) can
+  be attained, for ANY two weight vectors w, v (±inf stands for a limit): all outputs when
+  they are finite (randomized response), the levels and both tails for Laplace (004 Lemma 1).
+  The engine takes the maximum over this grid only, so a missing point is a wrong answer;
+- `grid_size(levels)`: G for m = `levels` (the engine checks G·m against --max-states first);
+- `dp_leakage(sensitivity)`: the classic ε when one tuple moves the query by `sensitivity`
+  (L1), for `--notion dp`; `describe()`: the dict shown as the result's `mechanism`;
+- optionally `check(query, domains)` (raise `InputError` for what it cannot release; called
+  once by `audit`), `tuple_dp_leakage` (when the classic ε is not a function of the L1
+  sensitivity) and `coordinate(c)` (different noise per output coordinate).
+
+Noise is applied independently per output coordinate: the engine multiplies the coordinates'
+kernels. `tests/test_mechanism_extension.py` writes k-ary randomized response this way and checks
+the exact engine against a brute force.
+"""
+from __future__ import annotations
+
+import math
+import sys
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+
+import numpy as np
+
+from ddpbayes.errors import InputError
+from ddpbayes.limits import check_positive_finite, check_states
+from ddpbayes.model.domains import Domain
+from ddpbayes.queries import Query
+
+
+class Mechanism(ABC):
+    """A noise mechanism: what it can release (`check`), the outputs on which the supremum over y
+    is attained with their log-densities (`log_kernel`), and its classic DP level (`dp_leakage`).
+
+    Subclass it for your own pure-ε mechanism: define `kind`, `log_kernel`, `grid_size`,
+    `dp_leakage` and `describe` (the module docstring says what each must return)."""
+
+    kind: str
+    profile: bool = False  # True: the leakage is ε at `delta` on the privacy profile (mechanisms.gaussian)
+
+    @abstractmethod
+    def log_kernel(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For one output coordinate whose query takes the distinct values `q` (m,), return the
+        outputs y (G,) on which the sup over y is attained (±inf for limits) and log p(y | q)
+        of shape (G, m), up to an additive constant per y (it cancels in likelihood ratios)."""
+
+    @abstractmethod
+    def grid_size(self, levels: int) -> int:
+        """How many outputs `log_kernel` returns for `levels` distinct query values (its table
+        has grid_size × levels cells: engines check that against --max-states first)."""
+
+    @abstractmethod
+    def dp_leakage(self, sensitivity: float) -> float:
+        """Classic (model-free) DP leakage for a tuple whose change moves the query by `sensitivity` in L1."""
+
+    def tuple_dp_leakage(self, query: Query, k: int, domains: Sequence[Domain]) -> tuple[float, str | None]:
+        """Classic DP leakage for tuple k, and why it is only a bound when it is (composition)."""
+        return self.dp_leakage(query.sensitivity(k, domains)), None
+
+    def check(self, query: Query, domains: Sequence[Domain]) -> None:
+        """Raise InputError if this mechanism cannot release this query."""
+
+    def coordinate(self, c: int) -> Mechanism:
+        """The mechanism that perturbs output coordinate `c` on its own: this one on every
+        coordinate, unless releases with different noise are released together (composition)."""
+        return self
+
+    def log_mixtures(self, logw: np.ndarray, q: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray]:
+        """log Σ_s w_t(s) p(y | q_s) for every row t of the log-weights `logw` (T, m) at every y
+        of `log_kernel`'s grid: (grid (G,), (T, G)), up to the same constant per y. Dense here
+        (G·m·T cells, checked against `limit`); linear in m for Laplace."""
+        check_states(self.grid_size(len(q)) * len(q) * len(logw), f"the mechanism's kernel ({len(q):,} query values)",
+                     "cells", limit)
+        grid, log_k = self.log_kernel(q)
+        return grid, np.logaddexp.reduce(logw[:, None, :] + log_k[None], axis=2)
+
+    @abstractmethod
+    def describe(self) -> dict: ...
+
+
+def _positive(value: float, what: str) -> None:
+    check_positive_finite(value, what)
+    if value < sys.float_info.min or not math.isfinite(1 / value):
+        raise InputError(f"{what} must be at least {sys.float_info.min:.4g} (a normal double, whose reciprocal is "
+                         f"finite), got {value}")

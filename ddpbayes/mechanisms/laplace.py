@@ -1,0 +1,104 @@
+"""Laplace and two-sided geometric noise: pure-ε mechanisms whose supremum over outputs lies on
+the query's levels and the two tails (DESIGN §2.1; 004 Lemma 1)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ddpbayes.errors import InputError
+from ddpbayes.mechanisms.base import Mechanism, _positive
+from ddpbayes.model.domains import Domain, Finite
+from ddpbayes.queries import Query
+
+
+@dataclass(frozen=True)
+class Laplace(Mechanism):
+    """y = q(x) + Lap(b) on every output coordinate independently."""
+
+    scale: float
+    kind: str = "laplace"
+    epsilon: float | None = field(default=None, compare=False)  # the DP level the scale came from, if given
+
+    def __post_init__(self):
+        _positive(self.scale, "scale")
+
+    def log_kernel(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        # Between consecutive q_k the log-ratio is monotone in y (004 Lemma 1), so the sup is at
+        # y = q_k or y -> ±inf, where p(y|q) ∝ e^{±q/b} once the common factor e^{∓y/b} is dropped.
+        q = np.asarray(q, dtype=float)
+        self._check_span(float(q.max() - q.min()))
+        finite = -np.abs(q[:, None] - q[None, :]) / self.scale
+        plus = (q - q.max())[None, :] / self.scale
+        minus = (q.min() - q)[None, :] / self.scale
+        grid = np.concatenate([q, [math.inf, -math.inf]])
+        return grid, np.concatenate([finite, plus, minus])
+
+    def grid_size(self, levels: int) -> int:
+        return levels + 2
+
+    def log_mixtures(self, logw: np.ndarray, q: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray]:
+        """As `Mechanism.log_mixtures`, in O(T·m) (nothing to check against `limit`): the running
+        log-sums of `laplace_sums` on either side of every level."""
+        order = np.argsort(q, kind="stable")
+        q, logw = np.asarray(q, dtype=float)[order], logw[:, order]
+        self._check_span(float(q[-1] - q[0]))
+        left, right, plus, minus = laplace_sums(logw, q, self.scale)
+        grid = np.concatenate([q, [math.inf, -math.inf]])
+        return grid, np.concatenate([np.logaddexp(left, right), plus[:, None], minus[:, None]], axis=1)
+
+    def _check_span(self, span: float) -> None:
+        """Query values `span` apart must keep their log-densities finite in double precision."""
+        if not math.isfinite(span / self.scale):
+            raise InputError(f"the noise scale {self.scale:g} is too small for query values spanning {span:g}: "
+                             "their log-densities overflow double precision")
+
+    def dp_leakage(self, sensitivity: float) -> float:
+        sensitivity = float(sensitivity)
+        if sensitivity <= 0:
+            return 0.0
+        if math.isfinite(sensitivity) and not math.isfinite(sensitivity / self.scale):
+            raise InputError(f"the leakage {sensitivity:g}/{self.scale:g} overflows double precision: rescale the query")
+        return sensitivity / self.scale
+
+    def describe(self) -> dict:
+        return {"kind": self.kind, "scale": self.scale, **self._given(),
+                "noise": f"Laplace(0, {self.scale:g}) on every output coordinate"}
+
+    def _given(self) -> dict:
+        return {} if self.epsilon is None else {"epsilon": self.epsilon}
+
+
+def laplace_sums(logw: np.ndarray, q: np.ndarray, b: float) -> tuple[np.ndarray, ...]:
+    """For increasing levels q (m,) and log-weights logw (T, m), in log space: left[:, k] =
+    log Σ_{s ≤ k} w_s e^{-(q_k - q_s)/b}, right[:, k] = log Σ_{s > k} w_s e^{-(q_s - q_k)/b} (-inf at
+    k = m - 1), plus = log Σ_s w_s e^{(q_s - q_max)/b} and minus = log Σ_s w_s e^{(q_min - q_s)/b}.
+    Running log-sums, O(T·m), absolute error about 1e-16 · (max|log w| + (q_max - q_min)/b)."""
+    up, down = (q - q[-1]) / b, (q[0] - q) / b  # both <= 0
+    left = np.logaddexp.accumulate(logw + up, axis=1) - up
+    after = np.logaddexp.accumulate((logw + down)[:, ::-1], axis=1)[:, ::-1]
+    right = np.concatenate([after[:, 1:], np.full((len(logw), 1), -np.inf)], axis=1) - down
+    return left, right, np.logaddexp.reduce(logw + up, axis=1), np.logaddexp.reduce(logw + down, axis=1)
+
+
+@dataclass(frozen=True)
+class Geometric(Laplace):
+    """Two-sided geometric noise on an integer query: P(y | q) ∝ α^{|y - q|}, α = e^{-1/b}.
+
+    Its outputs are integers; as every breakpoint q_k is an integer, the sup over integer y is
+    attained at the same points as for Laplace(b), so the kernel is the same."""
+
+    kind: str = "geometric"
+
+    def check(self, query: Query, domains: Sequence[Domain]) -> None:
+        w = query.weights(len(domains))
+        integral = all(isinstance(d, Finite) and all(float(v).is_integer() for v in d.values) for d in domains)
+        if w is None or not integral or not np.all(np.equal(np.mod(w, 1), 0)):
+            raise InputError("the geometric mechanism needs an integer query: integer weights on integer-valued tuples")
+
+    def describe(self) -> dict:
+        alpha = math.exp(-1 / self.scale)
+        return {"kind": self.kind, "scale": self.scale, **self._given(), "noise": f"two-sided geometric, alpha = {alpha:.6g}"}

@@ -1,0 +1,68 @@
+"""Privacy profiles δ(ε) of (ε, δ) mechanisms under dependence (DESIGN §3.5).
+
+For Gaussian noise the log-ratio log L(y | t, x_K) - log L(y | t', x_K) is unbounded in the tails,
+so the leakage becomes a profile: δ(ε) = sup over the notion's adversaries, x_K and t ≠ t' of the
+hockey-stick divergence ∫ max(0, L(y|t,x_K) - e^ε L(y|t',x_K)) dy. A `Profile` holds its inverse
+ε(δ) = inf{ε >= 0 : δ(ε) <= δ} on a fixed grid of δ (plus the user's), so the profile of a notion
+is the pointwise maximum of its adversaries' profiles: every point is a point of the sup curve.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ddpbayes.encoding import number
+
+DEFAULT_DELTA = 1e-6
+GRID = tuple(10.0 ** (-k / 2) for k in range(1, 25))  # 0.316 ... 1e-12, half a decade apart
+
+
+def delta_grid(delta: float) -> tuple[float, ...]:
+    """The δ at which every profile is read: GRID and the user's δ, decreasing."""
+    return tuple(sorted(set(GRID) | {float(delta)}, reverse=True))
+
+
+@dataclass(frozen=True)
+class Profile:
+    """ε(δ) at each δ of `deltas` (decreasing δ, so non-decreasing ε), δ(0) = the total variation
+    distance (`tv`), and where known the GDP μ (the privacy loss is Gaussian: DESIGN §3.5) and the
+    zCDP ρ = sup_α D_α/α of the worst pair (`rho_note` says how it was found)."""
+
+    deltas: tuple[float, ...]
+    epsilons: tuple[float, ...]
+    tv: float
+    mu: float | None = None
+    rho: float | None = None
+    rho_note: str | None = None
+
+    def epsilon_at(self, delta: float) -> float:
+        return self.epsilons[self.deltas.index(float(delta))]
+
+    def merge(self, other: Profile) -> Profile:
+        """The pointwise maximum (a notion's profile over its adversaries); μ and ρ only when both know them."""
+        if other.deltas != self.deltas:
+            raise ValueError("profiles on different δ grids")
+        eps = tuple(max(a, b) for a, b in zip(self.epsilons, other.epsilons))
+        mu = None if self.mu is None or other.mu is None else max(self.mu, other.mu)
+        rho = None if self.rho is None or other.rho is None else max(self.rho, other.rho)
+        note = self.rho_note if self.rho is not None and (rho == self.rho) else other.rho_note
+        return Profile(self.deltas, eps, max(self.tv, other.tv), mu, rho, note)
+
+    def pairs(self) -> list[list[float]]:
+        """The curve as [ε, δ] pairs by increasing ε: (0, δ(0)) then every grid point with ε > 0."""
+        points = [[0.0, self.tv]] + [[e, d] for d, e in zip(self.deltas, self.epsilons) if e > 0]
+        return sorted(points, key=lambda p: (p[0], -p[1]))
+
+    def to_json(self, delta: float) -> dict:
+        return {
+            "delta": delta,
+            "epsilon_at_delta": number(self.epsilon_at(delta)),
+            "profile": [[number(e), d] for e, d in self.pairs()],
+            "zcdp_rho": None if self.rho is None else number(self.rho),
+            "gdp_mu": None if self.mu is None else number(self.mu),
+        }
+
+
+def zero_profile(deltas: tuple[float, ...]) -> Profile:
+    """An adversary who learns nothing: ε(δ) = 0 everywhere, μ = ρ = 0."""
+    return Profile(deltas, tuple(0.0 for _ in deltas), 0.0, 0.0, 0.0, None)

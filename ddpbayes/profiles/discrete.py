@@ -1,0 +1,141 @@
+"""Privacy profiles of the discrete Gaussian (DESIGN §3.5; Canonne, Kamath & Steinke 2020).
+
+N_Z(c, σ²) puts mass exp(-(y - c)²/2σ²)/Z(σ) on each integer y. Between two mixtures of them
+δ(ε) = Σ_y max(0, P(y) - e^ε Q(y)) is a finite sum once truncated to
+Y = [min level - ⌈Rσ⌉, max level + ⌈Rσ⌉] (each kernel puts less than 2e-23 outside). With Y
+sorted by ℓ_y = log P(y) - log Q(y) decreasing and cumulative masses P_j, Q_j of the first j points,
+δ(ε) = P_j - e^ε Q_j exactly for ε between the (j+1)-th and j-th largest ℓ, so δ(ε) and its
+inverse ε(δ) = log(P_j - δ) - log Q_j are closed forms on the right piece. The sums are in log space
+(log-cumulative sums), so no mass underflows.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ddpbayes.errors import InputError
+from ddpbayes.profiles import Profile, zero_profile
+from ddpbayes.profiles.kernel import discrete_log_normaliser, log_mixture_grid
+
+R = 10.0
+CHUNK = 2_000_000  # pairs x support points handled at once
+
+
+def support(levels: np.ndarray, sigma: float) -> np.ndarray:
+    """The integers Y the sums run over."""
+    if not np.all(np.equal(np.mod(levels, 1), 0)):
+        raise InputError("the discrete Gaussian needs integer query levels")
+    reach = math.ceil(R * sigma)
+    return np.arange(levels.min() - reach, levels.max() + reach + 1, dtype=float)
+
+
+def _sorted_masses(logp, logq, levels, sigma) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """ℓ_y sorted decreasing and the log-cumulative masses log P_j, log Q_j along that order."""
+    y = support(levels, sigma)
+    log_z = discrete_log_normaliser(sigma)
+    lp = log_mixture_grid(logp, levels / sigma, y / sigma) - log_z
+    lq = log_mixture_grid(logq, levels / sigma, y / sigma) - log_z
+    ell = lp - lq
+    order = np.argsort(-ell, axis=1, kind="stable")
+    take = lambda a: np.take_along_axis(a, order, axis=1)
+    return take(ell), np.logaddexp.accumulate(take(lp), axis=1), np.logaddexp.accumulate(take(lq), axis=1)
+
+
+def _chunks(rows: int, points: int):
+    size = max(1, CHUNK // max(points, 1))
+    return [slice(s, min(rows, s + size)) for s in range(0, rows, size)]
+
+
+def mixture_hockey_stick(logp, logq, levels, sigma, eps) -> np.ndarray:
+    """δ_b(ε_b) for each pair: P_j - e^ε Q_j with j = #{y : ℓ_y > ε}."""
+    out = np.empty(logp.shape[0])
+    for sl in _chunks(logp.shape[0], support(levels, sigma).size):
+        ell, cp, cq = _sorted_masses(logp[sl], logq[sl], levels, sigma)
+        out[sl] = _delta(ell, cp, cq, eps[sl])
+    return out
+
+
+def _delta(ell, cp, cq, eps) -> np.ndarray:
+    j = np.sum(ell > eps[:, None], axis=1)
+    k = np.maximum(j - 1, 0)
+    rows = np.arange(ell.shape[0])
+    lp, lq = cp[rows, k], cq[rows, k]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        val = np.exp(lp) * -np.expm1(np.minimum(0.0, eps + lq - lp))
+    return np.where(j > 0, val, 0.0)
+
+
+def mixture_profiles(logp, logq, levels, sigma, deltas):
+    """ε_b(δ) on `deltas` and δ_b(0) (`mixture.PairProfiles`) by the closed-form inverse."""
+    from ddpbayes.profiles.mixture import PairProfiles
+
+    b = logp.shape[0]
+    eps, tv = np.zeros((b, deltas.size)), np.zeros(b)
+    for sl in _chunks(b, support(levels, sigma).size):
+        ell, cp, cq = _sorted_masses(logp[sl], logq[sl], levels, sigma)
+        tv[sl] = _delta(ell, cp, cq, np.zeros(ell.shape[0]))
+        eps[sl] = _invert(ell, cp, cq, deltas)
+    return PairProfiles(eps, tv, None)
+
+
+def _invert(ell, cp, cq, deltas) -> np.ndarray:
+    """For each δ: j* = the largest j with V_j = δ(ℓ_(j)) = P_j - e^{ℓ_(j)} Q_j <= δ (V grows with j),
+    then ε = log(P_j* - δ) - log Q_j* on that piece, and 0 if that is negative."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_v = cp + np.log(-np.expm1(np.minimum(0.0, ell + cq - cp)))
+    log_v = np.maximum.accumulate(np.where(np.isnan(log_v), -np.inf, log_v), axis=1)  # monotone despite rounding
+    log_d = np.log(deltas)
+    j = np.sum(log_v[:, None, :] <= log_d[None, :, None], axis=2)  # (B, D), >= 1 since V_1 = 0
+    k = np.maximum(j - 1, 0)
+    lp = np.take_along_axis(cp, k, axis=1)
+    lq = np.take_along_axis(cq, k, axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        eps = lp + np.log1p(-np.exp(log_d[None, :] - lp)) - lq
+    return np.maximum(np.where(np.isfinite(eps), eps, 0.0), 0.0)
+
+
+def shift_profile(shift: int, sigma: float, deltas) -> Profile:
+    """N_Z(0, σ²) against N_Z(shift, σ²), exactly; ρ = shift²/2σ², the zCDP bound of Canonne,
+    Kamath & Steinke (2020, Thm. 4), which their Rényi divergences attain up to a term that
+    vanishes as σ grows."""
+    deltas = tuple(float(d) for d in deltas)
+    if shift == 0:
+        return zero_profile(deltas)
+    levels = np.array([0.0, float(abs(shift))])
+    logp = np.array([[0.0, -np.inf]])
+    logq = np.array([[-np.inf, 0.0]])
+    pairs = mixture_profiles(logp, logq, levels, float(sigma), np.asarray(deltas))
+    rho = shift * shift / (2 * sigma * sigma)
+    return Profile(deltas, tuple(float(e) for e in pairs.epsilons[0]), float(pairs.tv[0]), None, rho,
+                   "shift^2 / (2 sigma^2): the discrete Gaussian's zCDP bound (Canonne, Kamath, Steinke 2020)")
+
+
+def shift_delta(shift: int, sigma: float, epsilon: float) -> float:
+    """δ(ε) of N_Z(0, σ²) against N_Z(shift, σ²)."""
+    levels = np.array([0.0, float(abs(shift))])
+    return float(mixture_hockey_stick(np.array([[0.0, -np.inf]]), np.array([[-np.inf, 0.0]]), levels, float(sigma),
+                                      np.array([float(epsilon)]))[0])
+
+
+def discrete_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
+    """The smallest σ (to 1e-10 relative, rounded up) whose shift profile at the integer
+    `sensitivity` has δ(ε) <= δ, by bisection on σ (δ(ε) decreases as σ grows), bracketed around
+    the continuous analytic Gaussian's σ."""
+    from ddpbayes.profiles.gdp import analytic_sigma
+
+    if not float(sensitivity).is_integer() or sensitivity <= 0:
+        raise InputError(f"the discrete Gaussian is calibrated for an integer sensitivity, got {sensitivity:g}")
+    shift = int(sensitivity)
+    meets = lambda s: shift_delta(shift, s, epsilon) <= delta
+    guess = analytic_sigma(epsilon, delta, shift)
+    lo, hi = guess / 2, guess * 2
+    while meets(lo):
+        lo /= 2
+    while not meets(hi):
+        hi *= 2
+    while hi - lo > 1e-11 * hi:
+        mid = 0.5 * (lo + hi)
+        lo, hi = (lo, mid) if meets(mid) else (mid, hi)
+    return hi

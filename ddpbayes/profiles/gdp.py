@@ -1,0 +1,74 @@
+"""Gaussian differential privacy: the profile when the privacy loss is Gaussian (DESIGN §3.5).
+
+Two Gaussians of equal variance whose means are μ standard deviations apart have the privacy
+loss N(μ²/2, μ²) under the first, so (Dong, Roth & Su 2019, Cor. 2.13; Balle & Wang 2018, Thm. 8)
+
+    δ_μ(ε) = Φ(-ε/μ + μ/2) - e^ε Φ(-ε/μ - μ/2),
+
+increasing in μ and decreasing in ε, and the Rényi divergence of order α is α μ²/2: ρ = μ²/2.
+"""
+
+from __future__ import annotations
+
+import math
+
+from scipy import optimize, special
+
+from ddpbayes.errors import InputError
+from ddpbayes.profiles import Profile
+
+
+def gdp_delta(epsilon: float, mu: float) -> float:
+    """δ_μ(ε), without cancellation: Φ(a) (1 - e^{ε + log Φ(b) - log Φ(a)})."""
+    if mu == 0:
+        return 0.0
+    if math.isinf(mu):
+        return 1.0
+    a, b = -epsilon / mu + mu / 2, -epsilon / mu - mu / 2
+    log_a = special.log_ndtr(a)
+    return float(math.exp(log_a) * -math.expm1(min(0.0, epsilon + special.log_ndtr(b) - log_a)))
+
+
+def gdp_epsilon(delta: float, mu: float) -> float:
+    """inf{ε >= 0 : δ_μ(ε) <= δ}: 0 when δ_μ(0) = 2Φ(μ/2) - 1 <= δ; else the root, bracketed by
+    ε_hi = μ²/2 - μ Φ^{-1}(δ), where the first term of δ_μ alone equals δ."""
+    if mu == 0:
+        return 0.0
+    if math.isinf(mu):
+        return math.inf
+    if gdp_delta(0.0, mu) <= delta:
+        return 0.0
+    hi = mu * mu / 2 - mu * float(special.ndtri(delta))
+    f = lambda e: math.log(max(gdp_delta(e, mu), 1e-320)) - math.log(delta)
+    if f(hi) >= 0:  # rounding at the end of the bracket
+        return hi
+    return float(optimize.brentq(f, 0.0, hi, xtol=1e-15, rtol=1e-15, maxiter=200))
+
+
+def gdp_profile(mu: float, deltas: tuple[float, ...]) -> Profile:
+    """The profile of μ-GDP on `deltas`, with δ(0) = 2Φ(μ/2) - 1 and ρ = μ²/2."""
+    tv = 0.0 if mu == 0 else 1.0 if math.isinf(mu) else float(math.erf(mu / (2 * math.sqrt(2))))
+    return Profile(deltas, tuple(gdp_epsilon(d, mu) for d in deltas), tv, float(mu), float(mu) ** 2 / 2,
+                   "mu^2 / 2: the privacy loss is Gaussian")
+
+
+def gdp_mu(epsilon: float, delta: float) -> float:
+    """The μ whose profile passes through (ε, δ): δ_μ(ε) = δ (increasing in μ)."""
+    hi = 1.0
+    while gdp_delta(epsilon, hi) < delta:
+        hi *= 2
+        if hi > 1e12:
+            raise InputError(f"no Gaussian noise reaches delta = {delta:g} at epsilon = {epsilon:g}")
+    f = lambda m: gdp_delta(epsilon, m) - delta
+    return float(optimize.brentq(f, 0.0, hi, xtol=1e-300, rtol=1e-15, maxiter=500))
+
+
+def analytic_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
+    """The analytic Gaussian mechanism (Balle & Wang 2018, Thm. 8 and Alg. 1): the smallest σ with
+    Φ(Δ/2σ - εσ/Δ) - e^ε Φ(-Δ/2σ - εσ/Δ) <= δ, i.e. σ = Δ / μ* with δ_μ*(ε) = δ."""
+    return sensitivity / gdp_mu(epsilon, delta)
+
+
+def zcdp_sigma(rho: float, sensitivity: float) -> float:
+    """σ = Δ₂ / √(2ρ): ρ-zCDP for a change of L2 norm Δ₂ (Bun & Steinke 2016, Prop. 1.6; OpenDP)."""
+    return sensitivity / math.sqrt(2 * rho)

@@ -1,0 +1,158 @@
+"""A user's mechanism, written outside the package, audited by the exact engine (DESIGN §5.1).
+
+`KaryResponse` is k-ary randomized response on a categorical identity query: each tuple is
+reported truthfully with probability e^ε / (e^ε + k - 1), else as one of the other k - 1
+categories uniformly. Its output space is finite, so the supremum over y of DESIGN §2.1 is a
+maximum over every output: the mechanism hands the engine all k categories per coordinate.
+
+The expected leakages come from a brute force written here, from the definition: enumerate
+every x (the joint from the model's own tables, not from PyMC) and every y in {0..k-1}^n,
+L(y | t, x_K) = Σ_x P(x) Π_j K(y_j | x_j) / P(t, x_K), and take the largest log-ratio.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+import pytest
+
+from ddpbayes import DependenceModel
+from ddpbayes.auditing import audit
+from ddpbayes.errors import InputError
+from ddpbayes.mechanisms import Mechanism
+from ddpbayes.model.domains import Domain, Finite
+from ddpbayes.queries import Identity, Query
+
+# ----------------------------------------------------------------------------- the user's mechanism
+
+
+@dataclass(frozen=True)
+class KaryResponse(Mechanism):
+    """k-ary randomized response on categories 0..k-1: keep with probability e^ε/(e^ε + k - 1)."""
+
+    epsilon: float
+    k: int
+    kind: str = "kary_response"
+
+    def log_kernel(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        grid = np.arange(self.k, dtype=float)  # every output: the sup over y is a max over them
+        log_norm = math.log(math.exp(self.epsilon) + self.k - 1)
+        same = grid[:, None] == np.asarray(q, dtype=float)[None, :]
+        return grid, np.where(same, self.epsilon - log_norm, -log_norm)
+
+    def grid_size(self, levels: int) -> int:
+        return self.k
+
+    def dp_leakage(self, sensitivity: float) -> float:
+        return self.epsilon if sensitivity > 0 else 0.0
+
+    def check(self, query: Query, domains: Sequence[Domain]) -> None:
+        if not isinstance(query, Identity):
+            raise InputError("k-ary response perturbs the tuples themselves: use the identity query")
+        for j, d in enumerate(domains):
+            if not (isinstance(d, Finite) and set(d.values) <= set(range(self.k))):
+                raise InputError(f"tuple {j} has domain {d}, not within the categories 0..{self.k - 1}")
+
+    def describe(self) -> dict:
+        return {"kind": self.kind, "epsilon": self.epsilon, "categories": self.k}
+
+
+# ----------------------------------------------------------------------------- models and brute force
+
+
+def latent_class_model(seed: int, n: int, k: int, classes: int = 2):
+    """h ~ Cat(w), x_j | h ~ Cat(P_j[h]) with random tables (some zeros): the PyMC model, and
+    the joint P(x) (k,)*n computed here from the same tables."""
+    rng = np.random.default_rng(seed)
+    w = rng.dirichlet(np.ones(classes))
+    tables = rng.uniform(0.05, 1, size=(n, classes, k)) * (rng.uniform(size=(n, classes, k)) > 0.25)
+    tables[..., 0] += tables.sum(axis=-1) == 0
+    tables /= tables.sum(axis=-1, keepdims=True)
+    with pm.Model() as m:
+        h = pm.Categorical("h", p=w)
+        for j in range(n):
+            pm.Categorical(f"x{j}", p=pt.as_tensor_variable(tables[j])[h])
+    joint = np.zeros((k,) * n)
+    for c in range(classes):
+        term = np.array(w[c])
+        for j in range(n):
+            term = np.multiply.outer(term, tables[j, c])
+        joint += term
+    domains = {f"x{j}": Finite(range(k)) for j in range(n)}  # every category, even one of probability 0
+    return DependenceModel(m, tuples=[f"x{j}" for j in range(n)], domains=domains), joint
+
+
+def brute_leak(joint: np.ndarray, eps: float, i: int, known: tuple[int, ...]) -> float:
+    """leak(i, K) of k-ary response from the definition, every x and every y enumerated."""
+    n, k = joint.ndim, joint.shape[0]
+    keep = math.exp(eps) / (math.exp(eps) + k - 1)
+    kernel = np.where(np.eye(k, dtype=bool), keep, (1 - keep) / (k - 1))  # K[y, x]
+    xs = list(itertools.product(range(k), repeat=n))
+    ys = list(itertools.product(range(k), repeat=n))
+    px = np.array([joint[x] for x in xs])
+    lik = np.array([[math.prod(kernel[y[j], x[j]] for j in range(n)) for x in xs] for y in ys])  # (Y, X)
+    best = 0.0
+    for x_known in itertools.product(range(k), repeat=len(known)):
+        match = np.array([all(x[a] == v for a, v in zip(known, x_known)) for x in xs])
+        curves = []
+        for t in range(k):
+            rows = match & np.array([x[i] == t for x in xs])
+            mass = px[rows].sum()
+            if mass > 0:
+                curves.append(lik[:, rows] @ px[rows] / mass)
+        for a, b in itertools.permutations(curves, 2):
+            best = max(best, float(np.max(np.log(a) - np.log(b))))
+    return best
+
+
+# ----------------------------------------------------------------------------- tests
+
+
+def test_kernel_is_a_distribution_with_ratio_e_eps():
+    mech = KaryResponse(0.7, 4)
+    grid, log_k = mech.log_kernel(np.array([0.0, 2.0, 3.0]))
+    assert list(grid) == [0, 1, 2, 3]
+    assert np.allclose(np.exp(log_k).sum(axis=0), 1.0)
+    assert np.max(log_k[:, :, None] - log_k[:, None, :]) == pytest.approx(0.7, abs=1e-12)
+
+
+@pytest.mark.parametrize("seed,n,k,eps", [(1, 3, 3, 1.0), (2, 3, 3, 0.3), (3, 2, 4, 2.0), (4, 3, 2, 0.8)])
+def test_user_mechanism_audited_exactly(seed, n, k, eps):
+    """idp, pdp (every adversary of the lattice) and dp against the brute force, to 1e-9."""
+    model, joint = latent_class_model(seed, n, k)
+    mech = KaryResponse(eps, k)
+    idp = audit(model, "identity", mech, "idp", engine="exact")
+    assert idp.engine == "exact"
+    for i in range(n):
+        assert idp.per_target[i] == pytest.approx(brute_leak(joint, eps, i, ()), abs=1e-9)
+    pdp = audit(model, "identity", mech, "pdp", engine="exact", lattice=True)
+    assert len(pdp.lattice) == n * 2 ** (n - 1)
+    for node in pdp.lattice:
+        known = tuple(sorted(node.adversary.known))
+        assert node.value == pytest.approx(brute_leak(joint, eps, node.adversary.target, known), abs=1e-9)
+    assert audit(model, "identity", mech, "dp").leakage == pytest.approx(eps, abs=1e-12)
+    assert idp.mechanism == {"kind": "kary_response", "epsilon": eps, "categories": k}
+
+
+def test_independent_tuples_leak_exactly_eps():
+    """With independent tuples every notion is classic DP: K(t|t) / K(t|t') = e^ε (hand derivation)."""
+    with pm.Model() as m:
+        for j in range(3):
+            pm.Categorical(f"x{j}", p=[0.2, 0.5, 0.3])
+    model = DependenceModel(m, tuples=["x0", "x1", "x2"])
+    for notion in ("idp", "pdp", "ddp"):
+        assert audit(model, "identity", KaryResponse(1.3, 3), notion).leakage == pytest.approx(1.3, abs=1e-9)
+
+
+def test_user_check_refuses_what_it_cannot_release():
+    model, _ = latent_class_model(5, 2, 3)
+    with pytest.raises(InputError, match="identity"):
+        audit(model, "sum", KaryResponse(1.0, 3), "idp")
+    with pytest.raises(InputError, match="categories 0..1"):
+        audit(model, "identity", KaryResponse(1.0, 2), "idp")
