@@ -8,9 +8,10 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from ddpbayes.composition import ComposedMechanism, Leak, summary, touched
+from ddpbayes.composition import ComposedMechanism
+from ddpbayes.composition.joint import composition_block
 from ddpbayes.encoding import jsonable, number
-from ddpbayes.engines import AdversaryLeakage, Engine, Witness, engine_named, passed_over, select_engine
+from ddpbayes.engines import AdversaryLeakage, Engine, Witness, passed_over, select_engine
 from ddpbayes.errors import InputError
 from ddpbayes.information.audit import check_unit, information_block
 from ddpbayes.lattice_search import greedy_pdp, greedy_reason, layer_bounds
@@ -175,6 +176,7 @@ def audit(
         evaluated = _evaluate(problem, notion, targets, known, lattice)
     worst, per_target = evaluated.worst, evaluated.per_target
     verdict, verdict_reason = judge(worst, claim, lower_bound=evaluated.bound is not None)
+    profile = None if worst.profile is None else worst.profile.with_rho()  # ρ for the worst adversary only
     result = AuditResult(
         notion=notion,
         leakage=worst.value,
@@ -194,49 +196,31 @@ def audit(
         query=query.spec,
         tuples=model.names,
         notes=[*evaluated.notes, *getattr(query, "sensitivity_notes", lambda _: [])(model.domains),  # expr:/fn:
-               *_profile_notes(mechanism, worst)],
+               *_profile_notes(mechanism, profile)],
         problem=problem,
-        profile=worst.profile,
+        profile=profile,
     )
     if information is not None:  # 004's measures in this unit (nats or bits; DESIGN §3.4)
         result.information, result.information_reason = information_block(
             problem, evaluated.engine, notion, targets, per_target, worst.adversary.target, information)
     if isinstance(mechanism, ComposedMechanism):
-        result.composition = _composition(result, evaluated, notion, targets, known)
+        result.composition = composition_block(result, evaluated.engine, evaluated.dependence_sets, notion, targets,
+                                               known, lower_bounds=evaluated.bound is not None)
     return result
 
 
-def _profile_notes(mechanism: Mechanism, worst: AdversaryLeakage) -> list[str]:
+def _profile_notes(mechanism: Mechanism, profile: Profile | None) -> list[str]:
     """What the leakage of an (ε, δ) mechanism means (DESIGN §3.5)."""
     if not mechanism.profile:
         return []
-    if worst.profile is None:
+    if profile is None:
         raise InputError(f"the engine computed no privacy profile for {mechanism.kind} noise")
     note = [(f"{mechanism.kind} noise: the leakage is the epsilon at delta = {mechanism.delta:g} of the notion's "
              "privacy profile delta(epsilon) = sup over its adversaries, x_K and t != t' of the hockey-stick "
              "divergence (Gaussian tails leave the pure-epsilon log-ratio unbounded in general)")]
-    if worst.profile.rho_note and worst.profile.rho is not None:
-        note.append(f"zCDP rho {worst.profile.rho:.6g}: {worst.profile.rho_note}")
+    if profile.rho_note and profile.rho is not None:
+        note.append(f"zCDP rho {profile.rho:.6g}: {profile.rho_note}")
     return note
-
-
-def _composition(joint: AuditResult, evaluated: _Evaluated, notion: str, targets: list[int],
-                 known: list[int] | None) -> dict:
-    """Each release audited alone under the same notion, engine and settings, against the joint
-    (`composition.summary`; dependence sets from the engine, none for model-free dp)."""
-    problem = joint.problem
-    model, query, mechanism, settings = problem.model, problem.query, problem.mechanism, problem.settings
-    engine = engine_named(evaluated.engine)
-    alone = RunSettings.of(settings, engine=None if engine is None else engine.name, progress=False)
-    releases = []
-    for q, m, spec in zip(query.queries, mechanism.mechanisms, mechanism.specs):
-        r = audit(model, q, m, notion, targets=targets, known=known, settings=alone)
-        releases.append((spec, Leak(r.leakage, r.ci), r.per_target))
-    dep = evaluated.dependence_sets
-    if dep is None and engine is not None:
-        dep = engine.dependence_sets(problem)
-    return summary(Leak(joint.leakage, joint.ci), joint.per_target, releases, touched(query, model.domains), dep,
-                   model.names, lower_bounds=evaluated.bound is not None)
 
 
 @dataclass

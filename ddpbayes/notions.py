@@ -117,12 +117,13 @@ def aggregate(results: list[AdversaryLeakage], n: int) -> tuple[AdversaryLeakage
         slack = TIE * max(1.0, abs(top)) if math.isfinite(top) else 0.0  # rounding noise is a tie
         tied = [r for r in results if r.value >= top - slack]
         worst = min(tied, key=lambda r: (len(r.adversary.known), r.adversary.target))
-        return replace(worst, value=top, profile=merged_profile(results)), per_target
+        return replace(worst, value=top, profile=merged_profile(results, worst)), per_target
     worst = max(results, key=lambda r: (r.score if r.score is not None else r.value, -len(r.adversary.known)))
     upper = max(r.ci[1] if r.ci else r.value for r in results)
     if all(r.diagnostics is None for r in results):  # sure ranges (dp of an expr: query whose sensitivity is bounded)
         lower = max(r.ci[0] if r.ci else r.value for r in results)
-        return (replace(worst, value=max(r.value for r in results), ci=(lower, upper), profile=merged_profile(results)),
+        return (replace(worst, value=max(r.value for r in results), ci=(lower, upper),
+                        profile=merged_profile(results, worst)),
                 per_target)
     diagnostics = dict(worst.diagnostics or {})
     diagnostics["ok"] = all((r.diagnostics or {}).get("ok", True) for r in results)
@@ -130,15 +131,16 @@ def aggregate(results: list[AdversaryLeakage], n: int) -> tuple[AdversaryLeakage
         ((r.diagnostics or {}).get("pass_blocked") for r in results if (r.diagnostics or {}).get("pass_blocked")), None)
     value = max(r.value for r in results)
     return (replace(worst, value=value, ci=(worst.ci[0], max(upper, value)), diagnostics=diagnostics,
-                    profile=merged_profile(results)), per_target)
+                    profile=merged_profile(results, worst)), per_target)
 
 
-def merged_profile(results: list[AdversaryLeakage]) -> Profile | None:
-    """The notion's privacy profile: the pointwise maximum of its adversaries' (DESIGN §3.5)."""
+def merged_profile(results: list[AdversaryLeakage], worst: AdversaryLeakage) -> Profile | None:
+    """The notion's privacy profile: the pointwise maximum of its adversaries', with the ρ of the
+    worst adversary (DESIGN §3.5)."""
     profiles = [r.profile for r in results if r.profile is not None]
     if len(profiles) < len(results) or not profiles:
         return None
-    return functools.reduce(Profile.merge, profiles)
+    return functools.reduce(Profile.merge, profiles).with_rho_of(worst.profile)
 
 
 def worst_by_target(results: list[AdversaryLeakage], n: int,

@@ -47,10 +47,14 @@ class MixtureProfile:
                               best.group, best.t, best.t_prime, best.logp, best.logq, best.levels)
 
     def leakage(self, adv: Adversary, witness: Witness, mechanism) -> AdversaryLeakage:
-        """The adversary's result: ε at the user's δ, its profile, and the worst pair's zCDP ρ."""
-        rho, note = mechanism.pair_rho(self.logp, self.logq, self.levels)
-        profile = Profile(mechanism.deltas, tuple(float(e) for e in self.epsilons), float(self.tv), None, rho,
-                          f"the worst pair (t, t') of each adversary at delta; {note}")
+        """The adversary's result: ε at the user's δ, its profile, and the worst pair's zCDP ρ
+        (pending: computed for the notion's worst adversary only)."""
+
+        def rho() -> tuple[float, str]:
+            value, note = mechanism.pair_rho(self.logp, self.logq, self.levels)
+            return value, f"of the worst adversary's worst pair (t, t') at delta; {note}"
+
+        profile = Profile(mechanism.deltas, tuple(float(e) for e in self.epsilons), float(self.tv), pending=rho)
         return AdversaryLeakage(adv, self.value, witness, profile=profile)
 
 

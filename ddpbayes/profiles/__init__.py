@@ -9,7 +9,8 @@ is the pointwise maximum of its adversaries' profiles: every point is a point of
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 
 from ddpbayes.encoding import number
 
@@ -26,7 +27,8 @@ def delta_grid(delta: float) -> tuple[float, ...]:
 class Profile:
     """ε(δ) at each δ of `deltas` (decreasing δ, so non-decreasing ε), δ(0) = the total variation
     distance (`tv`), and where known the GDP μ (the privacy loss is Gaussian: DESIGN §3.5) and the
-    zCDP ρ = sup_α D_α/α of the worst pair (`rho_note` says how it was found)."""
+    zCDP ρ = sup_α D_α/α of the worst pair (`rho_note` says how it was found). A ρ that costs a
+    search (mixtures) is `pending` until `with_rho`: only the notion's worst adversary pays for it."""
 
     deltas: tuple[float, ...]
     epsilons: tuple[float, ...]
@@ -34,12 +36,25 @@ class Profile:
     mu: float | None = None
     rho: float | None = None
     rho_note: str | None = None
+    pending: Callable[[], tuple[float, str]] | None = field(default=None, compare=False, repr=False)
+
+    def with_rho(self) -> Profile:
+        """This profile with a pending ρ computed."""
+        if self.pending is None:
+            return self
+        rho, note = self.pending()
+        return replace(self, rho=rho, rho_note=note, pending=None)
+
+    def with_rho_of(self, worst: Profile) -> Profile:
+        """This (a notion's) profile with the ρ of its worst adversary, `worst`."""
+        return replace(self, rho=worst.rho, rho_note=worst.rho_note, pending=worst.pending)
 
     def epsilon_at(self, delta: float) -> float:
         return self.epsilons[self.deltas.index(float(delta))]
 
     def merge(self, other: Profile) -> Profile:
-        """The pointwise maximum (a notion's profile over its adversaries); μ and ρ only when both know them."""
+        """The pointwise maximum (a notion's profile over its adversaries); μ when both know it (the
+        largest μ's curve is then the sup); ρ the larger when both know it (`with_rho_of` sets the worst's)."""
         if other.deltas != self.deltas:
             raise ValueError("profiles on different δ grids")
         eps = tuple(max(a, b) for a, b in zip(self.epsilons, other.epsilons))
