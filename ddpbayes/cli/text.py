@@ -31,7 +31,7 @@ def audit_text(r: AuditResult) -> str:
         + ("    (a lower bound: greedy search)" if r.lower_bound else ""),
     ]
     if r.profile is not None:
-        lines.extend(_profile_text(r.profile))
+        lines.extend(_profile_text(r.profile, r.problem.mechanism.delta))
     if r.claim is not None:
         lines.append(f"claim      {fmt(r.claim)}    verdict  {r.verdict.upper()}")
         if r.verdict_reason:
@@ -80,9 +80,11 @@ def audit_text(r: AuditResult) -> str:
     return "\n".join(lines)
 
 
-def _profile_text(profile) -> list[str]:
-    """The privacy profile in a few lines: δ(ε) points, the GDP μ and zCDP ρ where known."""
-    points = "  ".join(f"({fmt(e)}, {d:.3g})" for e, d in profile.pairs()[::4])
+def _profile_text(profile, delta: float) -> list[str]:
+    """The privacy profile in a few lines: δ(ε) at δ(0), every second decade and the user's δ; the
+    GDP μ and zCDP ρ where known."""
+    shown = {10.0 ** -k for k in (1, 2, 4, 6, 8, 10, 12)} | {delta}
+    points = "  ".join(f"({fmt(e)}, {d:.3g})" for e, d in profile.pairs() if e == 0 or d in shown)
     known = [f"GDP mu {fmt(profile.mu)}" if profile.mu is not None else "",
              f"zCDP rho {fmt(profile.rho)}" if profile.rho is not None else ""]
     return [f"profile    (epsilon, delta): {points}", *([f"           {'    '.join(k for k in known if k)}"]

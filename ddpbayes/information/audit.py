@@ -33,6 +33,9 @@ def information_block(problem: Problem, engine_name: str, notion: str, targets: 
     engine = engine_named(engine_name)
     if engine is None:
         return None, f"the {notion} audit runs no engine (model-free): audit idp or ddp for the measures"
+    if problem.mechanism.profile:  # 004's bounds compare them with a pure ε, which Gaussian noise has not
+        return None, (f"not computed for {problem.mechanism.kind} noise: 004's bounds compare them with a pure "
+                      "epsilon, and its leakage is a privacy profile (DESIGN §3.5)")
     worst = worst_target if worst_target is not None else max(targets, key=lambda i: per_target[i] or 0.0)
 
     def one(i: int) -> TargetMeasures:
