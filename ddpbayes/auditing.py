@@ -218,6 +218,9 @@ def _profile_notes(mechanism: Mechanism, profile: Profile | None) -> list[str]:
     note = [(f"{mechanism.kind} noise: the leakage is the epsilon at delta = {mechanism.delta:g} of the notion's "
              "privacy profile delta(epsilon) = sup over its adversaries, x_K and t != t' of the hockey-stick "
              "divergence (Gaussian tails leave the pure-epsilon log-ratio unbounded in general)")]
+    if profile.certified is False:
+        note.append("the sign changes of some pairs' L(y|t) - e^epsilon L(y|t') were found on a 0.05-sigma grid and "
+                    "refined, without the proof of completeness Descartes' rule gives for the others (DESIGN §3.5)")
     if profile.rho_note and profile.rho is not None:
         note.append(f"zCDP rho {profile.rho:.6g}: {profile.rho_note}")
     return note

@@ -37,14 +37,17 @@ class MixtureProfile:
     logp: np.ndarray
     logq: np.ndarray
     levels: np.ndarray
+    certified: bool | None = None  # every pair's sign changes proved complete (profiles.mixture)
 
     def merge(self, other: MixtureProfile | None) -> MixtureProfile:
         """Both together: the pointwise maximum, the worse witness (this one on ties)."""
         if other is None:
             return self
         best = other if other.value > self.value else self
+        known = [c for c in (self.certified, other.certified) if c is not None]
         return MixtureProfile(np.maximum(self.epsilons, other.epsilons), max(self.tv, other.tv), best.value,
-                              best.group, best.t, best.t_prime, best.logp, best.logq, best.levels)
+                              best.group, best.t, best.t_prime, best.logp, best.logq, best.levels,
+                              all(known) if known else None)
 
     def leakage(self, adv: Adversary, witness: Witness, mechanism) -> AdversaryLeakage:
         """The adversary's result: ε at the user's δ, its profile, and the worst pair's zCDP ρ
@@ -54,7 +57,8 @@ class MixtureProfile:
             value, note = mechanism.pair_rho(self.logp, self.logq, self.levels)
             return value, f"of the worst adversary's worst pair (t, t') at delta; {note}"
 
-        profile = Profile(mechanism.deltas, tuple(float(e) for e in self.epsilons), float(self.tv), pending=rho)
+        profile = Profile(mechanism.deltas, tuple(float(e) for e in self.epsilons), float(self.tv), pending=rho,
+                          certified=self.certified)
         return AdversaryLeakage(adv, self.value, witness, profile=profile)
 
 
@@ -74,8 +78,9 @@ def mixture_profile(logw: np.ndarray, levels: np.ndarray, mechanism) -> MixtureP
         p, q = rows[g[sl], t[sl]], rows[g[sl], u[sl]]
         pairs = mechanism.pair_profiles(p, q, levels)
         b = int(np.argmax(pairs.epsilons[:, at]))
+        certified = None if pairs.certified is None else bool(np.all(pairs.certified))
         chunk = MixtureProfile(pairs.epsilons.max(axis=0), float(pairs.tv.max()), float(pairs.epsilons[b, at]),
-                               int(g[sl][b]), int(t[sl][b]), int(u[sl][b]), p[b], q[b], levels)
+                               int(g[sl][b]), int(t[sl][b]), int(u[sl][b]), p[b], q[b], levels, certified)
         found = chunk if found is None else found.merge(chunk)
     return found
 

@@ -37,6 +37,7 @@ class Profile:
     rho: float | None = None
     rho_note: str | None = None
     pending: Callable[[], tuple[float, str]] | None = field(default=None, compare=False, repr=False)
+    certified: bool | None = None  # mixtures: every pair's sign changes proved complete (None: not applicable)
 
     def with_rho(self) -> Profile:
         """This profile with a pending ρ computed."""
@@ -61,7 +62,9 @@ class Profile:
         mu = None if self.mu is None or other.mu is None else max(self.mu, other.mu)
         rho = None if self.rho is None or other.rho is None else max(self.rho, other.rho)
         note = self.rho_note if self.rho is not None and (rho == self.rho) else other.rho_note
-        return Profile(self.deltas, eps, max(self.tv, other.tv), mu, rho, note)
+        known = [c for c in (self.certified, other.certified) if c is not None]
+        return Profile(self.deltas, eps, max(self.tv, other.tv), mu, rho, note,
+                       certified=all(known) if known else None)
 
     def pairs(self) -> list[list[float]]:
         """The curve as [ε, δ] pairs by increasing ε: (0, δ(0)) then every grid point with ε > 0."""
