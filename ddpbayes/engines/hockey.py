@@ -65,23 +65,33 @@ class MixtureProfile:
 def mixture_profile(logw: np.ndarray, levels: np.ndarray, mechanism) -> MixtureProfile | None:
     """The profile of the groups of `logw` (G, T, m): log P(x_K, X_i = t, q = levels_s), -inf where
     impossible; None when no group has two possible values of t (the adversary learns nothing)."""
+    return mixture_profiles(logw, levels, mechanism, np.zeros(len(logw), dtype=np.int64), 1)[0]
+
+
+def mixture_profiles(logw: np.ndarray, levels: np.ndarray, mechanism, owner: np.ndarray,
+                     owners: int) -> list[MixtureProfile | None]:
+    """`mixture_profile` of several adversaries at once: group g of `logw` belongs to adversary
+    `owner[g]` (0 .. owners - 1). Their pairs go to the mechanism together, so the mixtures' grid
+    on the common `levels` is built once for all of them (the structured engine's targets)."""
     log_pt = logsumexp(logw, axis=2)
     rows = np.where(np.isfinite(log_pt)[:, :, None], logw - np.where(np.isfinite(log_pt), log_pt, 0)[:, :, None],
                     -np.inf)
     g, t, u = _pairs(np.isfinite(log_pt))
-    if g.size == 0:
-        return None
+    found: list[MixtureProfile | None] = [None] * owners
     at = mechanism.deltas.index(mechanism.delta)
-    found = None
     for start in range(0, g.size, PAIRS):
         sl = slice(start, start + PAIRS)
         p, q = rows[g[sl], t[sl]], rows[g[sl], u[sl]]
         pairs = mechanism.pair_profiles(p, q, levels)
-        b = int(np.argmax(pairs.epsilons[:, at]))
-        certified = None if pairs.certified is None else bool(np.all(pairs.certified))
-        chunk = MixtureProfile(pairs.epsilons.max(axis=0), float(pairs.tv.max()), float(pairs.epsilons[b, at]),
-                               int(g[sl][b]), int(t[sl][b]), int(u[sl][b]), p[b], q[b], levels, certified)
-        found = chunk if found is None else found.merge(chunk)
+        who = owner[g[sl]]
+        for a in np.unique(who):
+            mine = np.flatnonzero(who == a)
+            b = int(mine[np.argmax(pairs.epsilons[mine, at])])
+            certified = None if pairs.certified is None else bool(np.all(pairs.certified[mine]))
+            chunk = MixtureProfile(pairs.epsilons[mine].max(axis=0), float(pairs.tv[mine].max()),
+                                   float(pairs.epsilons[b, at]), int(g[sl][b]), int(t[sl][b]), int(u[sl][b]), p[b],
+                                   q[b], levels, certified)
+            found[a] = chunk if found[a] is None else found[a].merge(chunk)
     return found
 
 

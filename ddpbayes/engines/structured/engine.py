@@ -17,7 +17,7 @@ import numpy as np
 
 from ddpbayes.composition import ComposedQuery
 from ddpbayes.engines.base import AdversaryLeakage, Engine, Mixtures, NoMixtures, Witness
-from ddpbayes.engines.hockey import MixtureProfile, learns_nothing, mixture_profile
+from ddpbayes.engines.hockey import MixtureProfile, learns_nothing, mixture_profiles
 from ddpbayes.engines.logspace import law_changes, logsumexp
 from ddpbayes.engines.structured.continual import continual_leakage, continual_reason
 from ddpbayes.engines.structured.graph import QUADRATURE_START, FactorGraph, calibrate, factor_graph, model_reason
@@ -226,17 +226,20 @@ def _leakage_for_known_set(known: frozenset[int], adversaries: list[Adversary], 
         clamped = dict(zip(order, codes))
         calibration = calibrate(graph, moving, clamped, limit)
         shift = sum(int(contribution[k][c]) for k, c in clamped.items())
+        mixtures = []
         for adv in adversaries:
             weights = _mixture(calibration.marginal(adv.target), contribution[adv.target], shift)
             if weights is None:  # P(x_R) = 0
                 continue
-            if mechanism.profile:  # (ε, δ) noise: the pairs' privacy profiles (engines.hockey; DESIGN §3.5)
-                _add_profile(profiles, adv, mixture_profile(weights[0][None], weights[1], mechanism), clamped,
-                             weights[0])
+            if mechanism.profile:
+                mixtures.append((adv, weights))
                 continue
             found = _sup(*weights, mechanism, limit)
             if adv not in best or found[0] > best[adv][0]:
                 best[adv] = (*found, clamped)
+        if mixtures:  # (ε, δ) noise: every target's pairs at once (engines.hockey; DESIGN §3.5)
+            for (adv, weights), found in zip(mixtures, _profiles_together(mixtures, mechanism)):
+                _add_profile(profiles, adv, found, clamped, weights[0])
     out = {}
     for adv in adversaries:
         if adv not in best and adv not in profiles:
@@ -252,6 +255,17 @@ def _leakage_for_known_set(known: frozenset[int], adversaries: list[Adversary], 
         witness = Witness(adv, known_values, float(values[t]), float(values[t_prime]), (y,))
         out[adv] = AdversaryLeakage(adv, max(value, 0.0), witness)
     return out
+
+
+def _profiles_together(mixtures: list[tuple[Adversary, tuple[np.ndarray, np.ndarray]]],
+                       mechanism: Mechanism) -> list[MixtureProfile | None]:
+    """Each target's profile for one configuration, their mixtures put on the union of their levels
+    (-inf weight elsewhere) so that the mechanism evaluates them in one batch."""
+    levels = np.unique(np.concatenate([lv for _, (_, lv) in mixtures]))
+    logw = np.full((len(mixtures), max(lw.shape[0] for _, (lw, _) in mixtures), len(levels)), -np.inf)
+    for a, (_, (lw, lv)) in enumerate(mixtures):
+        logw[a, :lw.shape[0]][:, np.searchsorted(levels, lv)] = lw
+    return mixture_profiles(logw, levels, mechanism, np.arange(len(mixtures)), len(mixtures))
 
 
 def _add_profile(profiles: dict, adv: Adversary, found: MixtureProfile | None, clamped: dict[int, int],
