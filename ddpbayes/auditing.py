@@ -102,7 +102,7 @@ class AuditResult:
         if self.composition is not None:
             out["composition"] = self.composition
         if self.problem is not None:
-            out["settings"] = {k: v for k, v in self.problem.settings.to_json().items() if k != "progress"}
+            out["settings"] = self.problem.settings.to_json()
             if getattr(self.problem.query, "given", None) is not None:  # an expr:/fn: query's --sensitivity
                 out["sensitivity_given"] = self.problem.query.given
         if self.dependence_sets is not None:
@@ -142,7 +142,7 @@ def audit(
     on the notion's privacy profile (`profile`; DESIGN §3.5). `targets` restricts the targets; `known` fixes the
     adversary's knowledge for pdp; `lattice` keeps every pdp adversary in the result.
     How it runs is `settings` with any `RunSettings` field given by name in `run` (engine,
-    method, seed, draws, tune, chains, cores, max_runs, max_states, max_adversaries, pdp_greedy,
+    method, seed, draws, tune, chains, workers, scheduler, max_runs, max_states, max_adversaries, pdp_greedy,
     progress). With pdp_greedy = k (`--search greedy --top-k k`), pdp is seed 003's greedy search:
     a lower bound (`reason` and `lower_bound` say so), which can fail a claim but never pass it.
     `information` ("nats" or "bits"; None, the default, skips them) adds seed 004's KL/MI/CMI.

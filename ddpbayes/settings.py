@@ -10,7 +10,6 @@ naming the flag, before any work starts.
 
 from __future__ import annotations
 
-import os
 from dataclasses import asdict, dataclass, fields, replace
 
 from ddpbayes.errors import InputError
@@ -21,6 +20,7 @@ SEED_LIMIT = 2**32  # seeds are 0 .. 2^32 - 1, as NumPy's and PyMC's legacy seed
 MIN_DRAWS = 8  # the estimate splits each chain's draws in halves; ArviZ needs 4 draws per chain in each
 METHODS = ("likelihood", "posterior")
 SEARCHES = ("full", "greedy")  # pdp: every known set, or seed 003's greedy search (a lower bound)
+EXECUTION = ("workers", "scheduler", "progress")  # how a run runs, not what it computes
 DEFAULT_TOP_K = 3  # known sets kept per layer when --search greedy gives no --top-k
 
 
@@ -52,7 +52,8 @@ class RunSettings:
     draws: int = 1000  # sampling: draws per chain
     tune: int = 1000  # sampling: tuning steps per chain
     chains: int = 2  # sampling: chains per conditioning event
-    cores: int = 0  # sampling: processes for the chains; 0: as many as the machine has, up to `chains`
+    workers: int = 0  # processes for independent units (`parallel`); 0: DDPBAYES_WORKERS, else every core
+    scheduler: str | None = None  # an existing Dask cluster (tcp://HOST:PORT); None: DDPBAYES_SCHEDULER, else embedded
     max_runs: int = 200  # sampling: MCMC runs one call may plan
     max_states: int = DEFAULT_MAX_STATES  # joint states, supports, kernels, output grids
     max_adversaries: int = DEFAULT_MAX_ADVERSARIES  # adversaries evaluated one by one
@@ -73,8 +74,11 @@ class RunSettings:
                              f"halves, and ArviZ's diagnostics need 4 draws per chain in each), got {self.draws}")
         if isinstance(self.tune, bool) or not isinstance(self.tune, int) or self.tune < 0:
             raise InputError(f"--tune must be a non-negative integer, got {self.tune}")
-        if isinstance(self.cores, bool) or not isinstance(self.cores, int) or self.cores < 0:
-            raise InputError(f"--cores must be a non-negative integer (0: every core), got {self.cores}")
+        if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 0:
+            raise InputError(f"--workers must be a positive integer, got {self.workers}")
+        if self.scheduler is not None and (not isinstance(self.scheduler, str) or "://" not in self.scheduler):
+            raise InputError(f"--scheduler must be a Dask scheduler address such as tcp://HOST:8786, got "
+                             f"{self.scheduler!r}")
         if isinstance(self.pdp_greedy, bool) or not isinstance(self.pdp_greedy, int) or self.pdp_greedy < 0:
             raise InputError(f"--pdp-greedy must be a non-negative integer (0: every known set), got {self.pdp_greedy}")
         for name in ("chains", "max_runs", "max_states", "max_adversaries"):
@@ -91,10 +95,7 @@ class RunSettings:
         changes = {k: v for k, v in changes.items() if v is not None}
         return replace(settings or cls(), **changes)
 
-    @property
-    def processes(self) -> int:
-        """Processes the chains of one run share."""
-        return max(1, min(self.chains, self.cores or os.cpu_count() or 1))
-
     def to_json(self) -> dict:
-        return asdict(self)
+        """The settings that can change a result: not where it ran, nor what was shown on the way
+        (the same seed gives the same JSON whatever the workers)."""
+        return {k: v for k, v in asdict(self).items() if k not in EXECUTION}

@@ -3,6 +3,7 @@ the first time an engine enumerates it; the enumerated joint is cached on the mo
 
 from __future__ import annotations
 
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -15,6 +16,9 @@ MODELS = ROOT / "models"
 sys.path.insert(0, str(TESTS))  # `import bruteforce` from every test module
 
 warnings.filterwarnings("ignore", category=FutureWarning)
+# Units of work run in the test's process unless a test asks for Dask workers (tests/test_parallel.py):
+# no test pays an embedded cluster's start by accident. Subprocesses inherit it.
+os.environ.setdefault("DDPBAYES_WORKERS", "1")
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,7 @@ from ddpbayes import InputError, RunSettings
 from ddpbayes.cli.args import run_settings
 from ddpbayes.cli.main import build_parser
 
-FLAG_VALUES = {"engine": "exact", "seed": 7, "draws": 40, "tune": 30, "chains": 3, "cores": 1, "max_runs": 9,
+FLAG_VALUES = {"engine": "exact", "seed": 7, "draws": 40, "tune": 30, "chains": 3, "workers": 1, "max_runs": 9,
                "max_states": 123, "max_adversaries": 45}
 
 
@@ -43,7 +43,7 @@ def test_every_engine_command_takes_every_setting(command):
     flags = [f"--{name.replace('_', '-')}={value}" for name, value in FLAG_VALUES.items()]
     given = run_settings(parser.parse_args([*command, *flags, "--format", "json"]))
     assert {name: getattr(given, name) for name in FLAG_VALUES} == FLAG_VALUES
-    covered = set(FLAG_VALUES) | {"method", "pdp_greedy", "progress"}  # audit-only flags
+    covered = set(FLAG_VALUES) | {"method", "pdp_greedy", "progress", "scheduler"}  # audit-only; test_parallel
     assert covered == {f.name for f in dataclasses.fields(RunSettings)}
 
 

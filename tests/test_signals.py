@@ -1,8 +1,9 @@
-"""Killed runs leave nothing behind: chain processes die with their parent, `report` removes its
-temporary directory on SIGTERM and sweeps those of killed runs, and an unusable --out is bad input.
+"""Killed runs leave nothing behind: the embedded Dask cluster's worker processes die with the
+audit that started them, `report` removes its temporary directory on SIGTERM and sweeps those of
+killed runs, and an unusable --out is bad input.
 
-Real processes throughout: the audits and reports below sample with PyMC in forked chains. They
-all start at once (each needs ~10-20 s of imports and compilation before it samples)."""
+Real processes throughout: the audits below sample with PyMC on two Dask workers, the reports in
+their own process. They all start at once (each needs ~10-20 s of imports and compilation)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DDPBAYES = Path(sys.executable).with_name("ddpbayes")
 AUDIT = ["audit", str(ROOT / "models" / "beta_bernoulli.py"), "--query", "count", "--mechanism", "laplace",
          "--epsilon", "1", "--notion", "idp", "--engine", "sampling", "--draws", "20000", "--tune", "1000",
-         "--chains", "2", "--seed", "0"]
+         "--chains", "2", "--seed", "0", "--workers", "2"]
 # a report that samples for minutes: killed while sampling, its temporary directory is surely there
 SAMPLING_SPEC = f"""
 model = "{ROOT / "models" / "beta_bernoulli.py"}"
@@ -39,7 +40,7 @@ tune = 1000
 kind = "laplace"
 epsilon = 1.0
 """
-SAMPLING = "ddpbayes: sampling given"
+SAMPLING = "ddpbayes: sampling"
 CONTAGIOUS_SPEC = ROOT / "reports" / "specs" / "contagious_family.toml"
 # --out given -> the path its error names, in the directory the report runs in
 UNUSABLE = {"file.txt/sub": lambda d: d / "file.txt" / "sub", "/sys/x": lambda d: Path("/sys/x")}
@@ -70,10 +71,11 @@ def _cmdline(pid: int) -> bytes | None:
         return None
 
 
-def _forks(parent: int) -> list[int]:
-    """Live processes forked by `parent` and running its program (the chain processes, not compilers)."""
+def _workers(parent: int) -> list[int]:
+    """Live Python processes `parent` started with multiprocessing (Dask's worker processes, not
+    compilers)."""
     return [pid for pid in _processes() if _live(stat := _stat(pid)) and stat[1] == parent
-            and _cmdline(pid) == _cmdline(parent)]
+            and b"multiprocessing" in (_cmdline(pid) or b"")]
 
 
 def _session(sid: int) -> list[int]:
@@ -98,14 +100,14 @@ class Run:
         self.proc = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE, text=True, start_new_session=True)
 
-    def wait_sampling(self) -> None:
-        """Block until the chains run in forked processes."""
+    def wait_sampling(self, workers: int = 0) -> None:
+        """Block until the run samples (on `workers` Dask worker processes, when not 0)."""
         for line in self.proc.stderr:
-            if line.startswith(SAMPLING):
+            if line.startswith(SAMPLING) and (not workers or "Dask workers" in line):
                 break
         else:
             pytest.fail(f"exited {self.proc.wait()} before sampling")
-        assert _until(lambda: bool(_forks(self.proc.pid)), 60), "no chain process was forked"
+        assert _until(lambda: len(_workers(self.proc.pid)) >= workers, 60), "no worker process was started"
 
     def kill(self, sig: int) -> int:
         """Send `sig`, reap the process, return its exit code."""
@@ -145,9 +147,9 @@ def runs(tmp_path_factory):
 
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
-def test_chain_processes_die_with_audit(runs, sig):
+def test_worker_processes_die_with_audit(runs, sig):
     run = runs[1][f"audit {signal.Signals(sig).name}"]
-    run.wait_sampling()
+    run.wait_sampling(workers=2)
     assert run.kill(sig) != 0
     assert _until(lambda: not _session(run.proc.pid), 5), f"orphaned processes {_session(run.proc.pid)}"
 

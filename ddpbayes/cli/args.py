@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from ddpbayes.errors import InputError
+from ddpbayes.parallel.cluster import client_for, scheduler_address
 from ddpbayes.settings import DEFAULT_TOP_K, METHODS, SEARCHES, RunSettings, search_width
 from ddpbayes.vocabulary import ENGINES
 
@@ -101,7 +102,11 @@ def add_run_settings(parser: argparse.ArgumentParser, method: bool = False) -> N
     parser.add_argument("--tune", type=int, default=None, help=f"sampling: tuning steps per chain (default {d.tune})")
     parser.add_argument("--chains", type=int, default=None,
                         help=f"sampling: chains per conditioning event (default {d.chains})")
-    parser.add_argument("--cores", type=int, default=None, help="sampling: processes for the chains (default 0: all)")
+    parser.add_argument("--workers", type=int, default=None,
+                        help="processes for independent units of work (MCMC runs, sweep points, users): an embedded "
+                             "Dask LocalCluster; 1 runs here without Dask (default: DDPBAYES_WORKERS, else every core)")
+    parser.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
+                        help="run the units on an existing Dask cluster (default: DDPBAYES_SCHEDULER, else embedded)")
     parser.add_argument("--max-runs", type=int, default=None,
                         help=f"sampling: refuse to plan more MCMC runs than this (default {d.max_runs})")
     parser.add_argument("--max-states", type=int, default=None,
@@ -113,11 +118,14 @@ def add_run_settings(parser: argparse.ArgumentParser, method: bool = False) -> N
 
 def run_settings(args: argparse.Namespace) -> RunSettings:
     """The RunSettings the flags of `add_run_settings` give (progress on stderr for text output)."""
-    given = {name: getattr(args, name, None) for name in ("engine", "seed", "draws", "tune", "chains", "cores",
+    given = {name: getattr(args, name, None) for name in ("engine", "seed", "draws", "tune", "chains", "workers", "scheduler",
                                                           "max_runs", "max_states", "max_adversaries")}
     width = search_width(getattr(args, "search", None), getattr(args, "top_k", None), getattr(args, "pdp_greedy", None))
-    return RunSettings.of(**given, pdp_greedy=width, method=getattr(args, "sampling_method", None),
-                          progress=args.format == "text" or sys.stderr.isatty())
+    settings = RunSettings.of(**given, pdp_greedy=width, method=getattr(args, "sampling_method", None),
+                              progress=args.format == "text" or sys.stderr.isatty())
+    if scheduler_address(settings.scheduler):  # a cluster named but not there: say so now, not after the model
+        client_for(settings.workers, settings.scheduler)
+    return settings
 
 
 def add_output(parser: argparse.ArgumentParser) -> None:

@@ -65,6 +65,15 @@ def main(argv: list[str] | None = None) -> int:
         first = (str(exc).splitlines() or [""])[0]
         print(f"internal error: {type(exc).__name__}: {first} (rerun with --debug for the traceback)", file=sys.stderr)
         return 3
+    finally:
+        _stop_workers()
+
+
+def _stop_workers() -> None:
+    """Stop the embedded Dask cluster if this command started one (none was: nothing imported)."""
+    parallel = sys.modules.get("ddpbayes.parallel.cluster")
+    if parallel is not None:
+        parallel.close_clusters()
 
 
 if __name__ == "__main__":

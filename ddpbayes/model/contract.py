@@ -47,6 +47,17 @@ class DependenceModel:
         self.slots = _slots(model, tuples)
         self.domains = _domains(self.slots, domains)
         self._memo: dict[tuple[str, Hashable], object] = {}
+        self.origin = None  # the file and parameters it was loaded from (`parallel.ModelRef`)
+
+    def __reduce__(self):
+        """Pickled by reference: a worker rebuilds the model from its file once and keeps it
+        (`parallel.portable`); a model built in Python, with no file, cannot be sent."""
+        if self.origin is None:
+            raise TypeError("the model was built in Python, not loaded from a model file, so Dask workers cannot "
+                            "rebuild it")
+        from ddpbayes.parallel.portable import rebuild
+
+        return rebuild, (self.origin,)
 
     def memo(self, owner: str, key: Hashable, compute: Callable[[], T]) -> T:
         """`compute()` once per (`owner`, `key`) for this model: engines keep the work they reuse
@@ -56,6 +67,9 @@ class DependenceModel:
         if slot not in self._memo:
             self._memo[slot] = compute()
         return self._memo[slot]  # type: ignore[return-value]
+
+    def has_memo(self, owner: str, key: Hashable) -> bool:
+        return (owner, key) in self._memo
 
     @property
     def n(self) -> int:

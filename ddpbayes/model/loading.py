@@ -11,6 +11,7 @@ from pathlib import Path
 from ddpbayes.errors import InputError
 from ddpbayes.limits import state_limit
 from ddpbayes.model.contract import DependenceModel
+from ddpbayes.parallel.portable import ModelRef
 
 
 def parse_params(items: list[str]) -> dict:
@@ -65,6 +66,7 @@ def load_model(path: str | Path, params: dict | None = None, max_states: int | N
     if not isinstance(model, DependenceModel):
         raise InputError(f"build() in '{path}' returned {type(model).__name__}, not a DependenceModel")
     model.source = module  # where `fn:NAME` queries find NAME (general_queries.FunctionQuery)
+    model.origin = ModelRef.of(path, params, max_states)  # how a Dask worker rebuilds it (`parallel`)
     return model
 
 

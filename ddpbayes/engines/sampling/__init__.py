@@ -27,7 +27,7 @@ from ddpbayes.engines.curves import Curve, check_drawable, mixture_curve
 from ddpbayes.engines.sampling.estimate import Draws, estimate
 from ddpbayes.engines.sampling.posterior import posterior_leakage
 from ddpbayes.engines.sampling.profile import profile_estimate, scalar_groups
-from ddpbayes.engines.sampling.runs import Run, sample_event, summarise
+from ddpbayes.engines.sampling.runs import Run, sample_event, sample_events, summarise
 from ddpbayes.errors import InputError
 from ddpbayes.mechanisms import Laplace
 from ddpbayes.mechanisms.gaussian import Gaussian
@@ -67,6 +67,7 @@ class SamplingEngine(Engine):
                              "--known, or raise --max-runs")
         if settings.method == "posterior":
             return [posterior_leakage(problem, adv, known_sets, settings) for adv, known_sets in plans]
+        _draw_all(problem.model, plans, settings)
         return [_adversary(problem, adv, known_sets, settings) for adv, known_sets in plans]
 
     def dependence_sets(self, problem: Problem) -> list[frozenset[int]]:
@@ -169,6 +170,27 @@ def _known_values(model: DependenceModel, adv: Adversary, settings: RunSettings)
 def _slot_expr(model: DependenceModel, k: int):
     s = model.slots[k]
     return s.rv if s.index is None else s.rv[s.index]
+
+
+def _draw_all(model: DependenceModel, plans: list, settings: RunSettings) -> None:
+    """Every run the adversaries need, an MCMC run per unit of work (`sample_events`): the first
+    value to try at each target grid point, then the next where it was impossible."""
+    slots = [(known, tries, adv.target) for adv, known_sets in plans for known in known_sets
+             for tries in _target_values(model, adv.target)]
+    for depth in range(max((len(tries) for _, tries, _ in slots), default=0)):
+        events = []
+        for known, tries, target in slots:
+            if depth < len(tries) and all(_impossible(model, {**known, target: t}, settings) for t in tries[:depth]):
+                events.append({**known, target: tries[depth]})
+        sample_events(model, events, settings)
+
+
+def _impossible(model: DependenceModel, event: dict[int, float], settings: RunSettings) -> bool:
+    try:
+        sample_event(model, event, settings)  # cached by `sample_events`
+    except ImpossibleEvent:
+        return True
+    return False
 
 
 def _adversary(problem: Problem, adv: Adversary, known_sets, settings: RunSettings) -> AdversaryLeakage:

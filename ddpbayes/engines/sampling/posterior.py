@@ -21,11 +21,12 @@ import pytensor
 
 from ddpbayes.engines.base import AdversaryLeakage, Witness
 from ddpbayes.engines.sampling.estimate import Z95
-from ddpbayes.engines.sampling.runs import Chains, Run, quiet_arviz, sample_event, summarise
+from ddpbayes.engines.sampling.runs import Chains, Run, quiet_arviz, sample_event, sample_events, summarise
 from ddpbayes.errors import InputError
 from ddpbayes.mechanisms import Laplace
 from ddpbayes.model import Finite
 from ddpbayes.model.condition import TUPLES, ImpossibleEvent, condition
+from ddpbayes.parallel import map_units
 from ddpbayes.problem import Adversary, Problem
 from ddpbayes.settings import RunSettings
 
@@ -40,16 +41,20 @@ def posterior_leakage(problem: Problem, adv: Adversary, known_sets, settings: Ru
                          "mean, linear:) with Laplace or geometric noise; use the likelihood route")
     w, b = problem.query.weights(model.n), problem.mechanism.scale
     levels = np.asarray(dom.values)
-    best, runs = None, []
+    sample_events(model, [dict(known) for known in known_sets], settings, "sampling (priors)")
+    priors = []
     for known in known_sets:
         try:
-            prior = sample_event(model, dict(known), settings)
+            priors.append((known, sample_event(model, dict(known), settings)))
         except ImpossibleEvent:
             continue
+    jobs = [(model, known, w, b, float(y), settings) for known, prior in priors for y in _outputs(prior.x @ w, b)]
+    _posterior_runs(jobs)
+    best, runs = None, []
+    for known, prior in priors:
         runs.append((prior, prior.x @ w))
-        q = prior.x @ w
-        for y in _outputs(q, b):
-            post = _posterior_run(problem, known, float(y), settings)
+        for y in _outputs(prior.x @ w, b):
+            post = _posterior_run(model, known, w, b, float(y), settings)
             runs.append((post, post.x @ w))
             for half in (0, 1):
                 log_odds = _log_odds(post, adv.target, levels, half) - _log_odds(prior, adv.target, levels, half)
@@ -77,17 +82,36 @@ def _outputs(q: np.ndarray, b: float) -> np.ndarray:
     return np.unique([q.min() - b, float(np.median(q)), q.max() + b])
 
 
-def _posterior_run(problem: Problem, known: dict, y: float, settings: RunSettings) -> Run:
-    model, w, b = problem.model, problem.query.weights(problem.model.n), problem.mechanism.scale
-    key = ("posterior", tuple(sorted(known.items())), tuple(w), b, y, settings.draws, settings.tune, settings.chains,
-           settings.seed)
+def _posterior_runs(jobs: list[tuple]) -> None:
+    """The posterior runs not drawn yet, a run per unit of work (`parallel.map_units`), into the
+    model's cache."""
+    if not jobs:
+        return
+    model, settings = jobs[0][0], jobs[0][-1]
+    todo = [job for job in jobs if not model.has_memo("sampling", _posterior_key(*job[1:]))]
+    quiet = [(*job[:-1], RunSettings.of(settings, progress=False)) for job in todo]
+    for job, run in zip(todo, map_units(_posterior_unit, quiet, settings, "sampling (posteriors)", "MCMC runs")):
+        model.memo("sampling", _posterior_key(*job[1:]), lambda run=run: run)
+
+
+def _posterior_unit(job: tuple) -> Run:
+    return _posterior_run(*job)
+
+
+def _posterior_key(known: dict, w: np.ndarray, b: float, y: float, settings: RunSettings) -> tuple:
+    return ("posterior", tuple(sorted(known.items())), tuple(w), b, y, settings.draws, settings.tune, settings.chains,
+            settings.seed)
+
+
+def _posterior_run(model, known: dict, w: np.ndarray, b: float, y: float, settings: RunSettings) -> Run:
+    """MCMC draws of the tuples given x_K and the noisy output y (cached on the model)."""
+    key = _posterior_key(known, w, b, y, settings)
 
     def draw() -> Run:
         chains, output = _posterior_chains(model, known, w, b)
         chains.cond.pin(known)
         output.set_value(y)
-        label = ", ".join([f"{model.names[k]}={v:g}" for k, v in sorted(known.items())] + [f"output {y:g}"])
-        return chains.run(settings, key, label)
+        return chains.run(settings, key)
 
     return model.memo("sampling", key, draw)
 

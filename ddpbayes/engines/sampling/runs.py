@@ -6,28 +6,22 @@ methods are compiled once for it (NUTS; exact Gibbs for discrete stand-ins; Slic
 event confines the free variables to a region with hard boundaries, where NUTS diverges) and
 every event on those tuples re-pins the values and runs the same compiled steps. The chains
 are driven here, as `pm.sample` drives them (tuning, then draws), without recompiling per
-call: on a 10-tuple model that compilation was most of the time. Chains run in parallel in
-forked processes that inherit the compiled steps (each chain has its own seed and starts from
-the steps' construction state, so the draws depend neither on how many processes ran them nor
-on the runs drawn before with the same steps). ArviZ judges the chains.
-Runs, and events found impossible, are cached on the model: they depend on neither the query
-nor the noise scale.
+call: on a 10-tuple model that compilation was most of the time. Each chain has its own seed,
+derived from the run seed and the event, and starts from the steps' construction state, so the
+draws depend neither on the process that ran them nor on the runs drawn before with the same
+steps. ArviZ judges the chains. Runs, and events found impossible, are cached on the model: they
+depend on neither the query nor the noise scale. `sample_events` draws many events at once, an
+event per unit of work (`parallel.map_units`: here, or on Dask workers that rebuild the model
+once and keep its compiled steps).
 """
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import math
-import multiprocessing as mp
-import os
-import signal
-import sys
-import threading
-import time
 import warnings
 import zlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -37,6 +31,7 @@ import pymc as pm
 
 from ddpbayes.model import DependenceModel
 from ddpbayes.model.condition import TUPLES, Conditioned, ImpossibleEvent, condition
+from ddpbayes.parallel import map_units
 from ddpbayes.settings import RunSettings
 
 RHAT_MAX = 1.01
@@ -108,7 +103,7 @@ def summarise(per_run: list[dict]) -> dict:
 def sample_event(model: DependenceModel, event: dict[int, float], settings: RunSettings) -> Run:
     """Draw the tuples given the event (cached on the model per event and settings; an
     impossible event is remembered as such)."""
-    key = ("run", tuple(sorted(event.items())), settings.draws, settings.tune, settings.chains, settings.seed)
+    key = _run_key(event, settings)
 
     def draw() -> Run | ImpossibleEvent:
         try:
@@ -122,14 +117,41 @@ def sample_event(model: DependenceModel, event: dict[int, float], settings: RunS
     return run
 
 
+def sample_events(model: DependenceModel, events: Iterable[dict[int, float]], settings: RunSettings,
+                  label: str = "sampling") -> None:
+    """Draw every event not drawn yet, an MCMC run per unit of work, into the model's cache
+    (`sample_event` then finds them; an impossible event is cached as such)."""
+    todo = {}
+    for event in events:
+        key = _run_key(event, settings)
+        if not model.has_memo("sampling", key):
+            todo.setdefault(key, dict(event))
+    quiet = RunSettings.of(settings, progress=False)
+    runs = map_units(_event_unit, [(model, event, quiet) for event in todo.values()], settings, label, "MCMC runs")
+    for key, run in zip(todo, runs):
+        model.memo("sampling", key, lambda run=run: run)
+
+
+def _event_unit(job: tuple[DependenceModel, dict[int, float], RunSettings]) -> Run | ImpossibleEvent:
+    """One MCMC run (a unit of work): the run, or the event found impossible."""
+    model, event, settings = job
+    try:
+        return sample_event(model, event, settings)
+    except ImpossibleEvent as e:
+        return e
+
+
+def _run_key(event: dict[int, float], settings: RunSettings) -> tuple:
+    return ("run", tuple(sorted(event.items())), settings.draws, settings.tune, settings.chains, settings.seed)
+
+
 def _sample(model: DependenceModel, event: dict[int, float], settings: RunSettings, key) -> Run:
     chains = model.memo("sampling", ("conditioned", frozenset(event)), lambda: Chains(condition(model, event)))
     if not chains.cond.free:  # every variable is pinned: one exact point
         x = np.array([[[event[k] for k in range(model.n)]]] * settings.chains)
         return Run(key, np.repeat(x, settings.draws, axis=1), "none", 0)
     chains.cond.pin(event)
-    label = ", ".join(f"{model.names[k]}={v:g}" for k, v in key) or "nothing known"
-    return chains.run(settings, key, label)
+    return chains.run(settings, key)
 
 
 class Chains:
@@ -141,21 +163,18 @@ class Chains:
         (tuples,) = cond.model.replace_rvs_by_values([cond.model[TUPLES]])
         self._tuples = cond.model.compile_fn(tuples, inputs=cond.model.value_vars, on_unused_input="ignore")
 
-    def run(self, settings: RunSettings, key, label: str = "") -> Run:
+    def run(self, settings: RunSettings, key) -> Run:
         """Tune, then draw, `settings.chains` chains from the event currently pinned; the seed
         is derived from `key` and the settings, so a run is reproducible on its own."""
         seed = (settings.seed * 1_000_003 + zlib.crc32(repr(key).encode())) % (2**31)
         starts, confined = self.cond.starting_points(settings.chains, settings.seed)
         step = self._step(confined)
         rngs = np.random.default_rng(seed).spawn(settings.chains)
-        cores = settings.processes
-        bar = _Bar(label if settings.progress else None, len(range(0, settings.chains, cores)) * (settings.tune + settings.draws))
-        chains = fork_map(lambda job: self._chain(step, job[0], settings, job[1], bar), list(zip(starts, rngs)), cores)
-        bar.close()
+        chains = [self._chain(step, start, settings, rng) for start, rng in zip(starts, rngs)]
         x = np.asarray([draws for draws, _ in chains], dtype=float)
         return Run(key, x, self._sampler_name(confined), sum(d for _, d in chains))
 
-    def _chain(self, step, start: dict, settings: RunSettings, rng, bar: _Bar) -> tuple[np.ndarray, int]:
+    def _chain(self, step, start: dict, settings: RunSettings, rng) -> tuple[np.ndarray, int]:
         """One chain, as PyMC's `_iter_sample` runs it: reset the adaptation, tune, stop tuning, draw."""
         step.set_rng(rng)
         _restart(step, settings.tune > 0)
@@ -167,7 +186,6 @@ class Chains:
             if i >= settings.tune:
                 out.append(self._tuples(point))
                 diverged += sum(bool(s.get("diverging", False)) for s in stats)
-            bar.tick()
         return np.asarray(out), diverged
 
     def _step(self, confined: bool):
@@ -211,118 +229,3 @@ def _restart(step, tune: bool) -> None:
             method.dimcats.sort()
         if hasattr(method, "tune"):
             method.tune = tune
-
-
-def fork_map(fn: Callable, items: Sequence, cores: int) -> list:
-    """[fn(item) for item in items], shared between this process and `cores - 1` forked ones.
-
-    Forked children inherit everything compiled so far (nothing is pickled but the results);
-    where fork is unavailable, or inside a daemonic process, it runs here, serially. Children
-    die with this process, and are killed if it stops waiting for them (an exception, Ctrl-C)."""
-    if cores <= 1 or len(items) <= 1 or not hasattr(os, "fork") or mp.current_process().daemon:
-        return [fn(item) for item in items]
-    ctx = mp.get_context("fork")
-    shares = [list(range(w, len(items), cores)) for w in range(min(cores, len(items)))]
-    children = []
-    try:
-        for share in shares[1:]:
-            receive, send = ctx.Pipe(duplex=False)
-            inherited = [r for _, r, _ in children] + [receive]
-            args = (fn, [items[i] for i in share], send, inherited, os.getpid())
-            child = ctx.Process(target=_child, args=args, daemon=True)
-            children.append((share, receive, child))
-            child.start()
-            send.close()
-        results = [None] * len(items)
-        for i in shares[0]:
-            results[i] = fn(items[i])
-        for share, receive, child in children:
-            try:
-                status, payload = receive.recv()
-            except EOFError:
-                status, payload = "error", f"a chain process died (exit code {child.exitcode})"
-            child.join()
-            if status == "error":
-                raise RuntimeError(payload)
-            for i, result in zip(share, payload):
-                results[i] = result
-        return results
-    finally:
-        _stop(children)
-
-
-def _stop(children: list) -> None:
-    """Close the receiving pipe ends; kill and reap the children still running."""
-    for _, receive, child in children:
-        receive.close()
-        if child.is_alive():
-            child.kill()
-            child.join()
-
-
-def _child(fn: Callable, items: list, send, inherited: list, parent: int) -> None:
-    """A forked chain process: it dies with `parent`, keeps no pipe end but `send` (so a write
-    into a pipe nobody reads fails instead of blocking), and sends back fn's results."""
-    _die_with(parent)
-    for receive in inherited:
-        receive.close()
-    try:
-        send.send(("ok", [fn(item) for item in items]))
-    except BaseException as e:  # reported in the parent, which raises it
-        send.send(("error", f"{type(e).__name__}: {e}"))
-    finally:
-        send.close()
-
-
-def _die_with(parent: int) -> None:
-    """End this forked process when `parent` ends: by the kernel's parent-death signal on Linux,
-    else by a thread watching getppid(); end it now if `parent` ended before the signal was set.
-    Ctrl-C is the parent's to handle (it kills its chains); SIGTERM gets its default action."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    if not _parent_death_signal():
-        threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
-    if os.getppid() != parent:
-        os._exit(1)
-
-
-def _parent_death_signal() -> bool:
-    """prctl(PR_SET_PDEATHSIG, SIGKILL) through libc; False where there is no prctl."""
-    pr_set_pdeathsig = 1
-    try:
-        return ctypes.CDLL(None).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        return False
-
-
-def _watch_parent(parent: int) -> None:
-    while os.getppid() == parent:
-        time.sleep(0.5)
-    os._exit(1)
-
-
-class _Bar:
-    """A progress bar on stderr for one run (a line per run when stderr is not a terminal),
-    drawn by the chains of this process only."""
-
-    WIDTH = 30
-
-    def __init__(self, label: str | None, total: int):
-        self.label, self.total, self.done, self.shown = label, total, 0, -1
-        self.tty, self.pid = sys.stderr.isatty(), os.getpid()
-        if label is not None and not self.tty:
-            print(f"ddpbayes: sampling given {label}", file=sys.stderr, flush=True)
-
-    def tick(self) -> None:
-        self.done += 1
-        if self.label is None or not self.tty or os.getpid() != self.pid:
-            return
-        filled = self.WIDTH * self.done // self.total
-        if filled != self.shown:
-            self.shown = filled
-            bar = "#" * filled + "." * (self.WIDTH - filled)
-            print(f"\rddpbayes: sampling given {self.label} [{bar}]", end="", file=sys.stderr, flush=True)
-
-    def close(self) -> None:
-        if self.label is not None and self.tty:
-            print(file=sys.stderr, flush=True)
