@@ -51,11 +51,11 @@ class DependenceModel:
 
     def __reduce__(self):
         """Pickled by reference: a worker rebuilds the model from its file once and keeps it
-        (`parallel.portable`); a model built in Python, with no file, cannot be sent."""
+        (`parallel.modelref`); a model built in Python, with no file, cannot be sent."""
         if self.origin is None:
             raise TypeError("the model was built in Python, not loaded from a model file, so Dask workers cannot "
                             "rebuild it")
-        from ddpbayes.parallel.portable import rebuild
+        from ddpbayes.parallel.modelref import rebuild
 
         return rebuild, (self.origin,)
 

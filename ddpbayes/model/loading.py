@@ -11,7 +11,7 @@ from pathlib import Path
 from ddpbayes.errors import InputError
 from ddpbayes.limits import state_limit
 from ddpbayes.model.contract import DependenceModel
-from ddpbayes.parallel.portable import ModelRef
+from ddpbayes.parallel.modelref import ModelRef
 
 
 def parse_params(items: list[str]) -> dict:

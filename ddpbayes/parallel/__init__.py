@@ -11,7 +11,7 @@ rebuilds a model file once and keeps it, with everything compiled on it, for lat
 """
 
 from ddpbayes.parallel.cluster import close_clusters, client_for, worker_count
-from ddpbayes.parallel.portable import ModelRef, portable
+from ddpbayes.parallel.modelref import ModelRef, portable
 from ddpbayes.parallel.units import inside_unit, map_units
 
 __all__ = ["ModelRef", "client_for", "close_clusters", "inside_unit", "map_units", "portable", "worker_count"]

@@ -110,7 +110,7 @@ def _local(count: int):
 
     for name in ("distributed", "tornado"):
         logging.getLogger(name).setLevel(logging.ERROR)
-    cluster = LocalCluster(n_workers=count, threads_per_worker=1, processes=True, dashboard_address=None,
+    cluster = LocalCluster(n_workers=count, threads_per_worker=1, processes=True, dashboard_address=":0",
                            silence_logs=logging.ERROR)
     return Client(cluster, set_as_default=False)
 

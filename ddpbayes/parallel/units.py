@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from ddpbayes.parallel.cluster import client_for, scheduler_address, worker_count, workers_chosen
-from ddpbayes.parallel.portable import portable
+from ddpbayes.parallel.modelref import portable
 from ddpbayes.progress import Progress
 from ddpbayes.settings import RunSettings
 

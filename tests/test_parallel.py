@@ -1,0 +1,222 @@
+"""Units of work on Dask (issue 17): the same seed gives the same JSON whatever the workers, each
+worker compiles once, a killed worker's unit is rerun elsewhere, an unreachable scheduler is one
+line and exit 2, and `--workers 1` runs without Dask.
+
+Real LocalClusters of real worker processes, real PyMC sampling. The audits are small (household
+of three: an MCMC run per event of a fraction of a second) so the module takes about a minute.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import ddpbayes
+from ddpbayes.model.loading import load_model
+from ddpbayes.parallel import client_for, close_clusters, portable
+from ddpbayes.parallel import units as parallel_units
+
+ROOT = Path(__file__).resolve().parent.parent
+HOUSEHOLD = ROOT / "models" / "household.py"
+DDPBAYES = Path(sys.executable).with_name("ddpbayes")
+SMALL = dict(engine="sampling", draws=100, tune=100, chains=2, seed=11)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def clusters():
+    """Every cluster this module starts is closed at its end."""
+    yield
+    close_clusters()
+
+
+def _audit(notion: str = "pdp", **run) -> dict:
+    """The household audit's JSON without its timing: every pdp adversary of three members
+    (12 adversaries, 54 MCMC runs)."""
+    result = ddpbayes.audit(load_model(HOUSEHOLD, {"n": 3}), "count", "laplace", notion, epsilon=1.0,
+                            lattice=notion == "pdp", **{**SMALL, **run})
+    out = result.to_json()
+    out.pop("seconds")
+    return out
+
+
+def _text(data: dict) -> str:
+    return json.dumps(data, indent=1, sort_keys=True)
+
+
+@pytest.fixture(scope="module")
+def serial() -> str:
+    return _text(_audit(workers=1))
+
+
+def test_same_json_for_one_two_and_three_workers(serial):
+    for workers in (2, 3):
+        assert _text(_audit(workers=workers)) == serial, f"{workers} workers"
+    assert len(json.loads(serial)["lattice"]) == 12
+
+
+def test_existing_cluster_gives_the_same_json(serial):
+    """`scheduler=` an address: the units run on a cluster ddpbayes did not start (here the one
+    the previous test started with two workers)."""
+    address = client_for(2).scheduler.address
+    assert _text(_audit(scheduler=address)) == serial
+
+
+def _count_builds() -> None:
+    """On a worker: count model loads, compiled step sets and MCMC runs from now on."""
+    from ddpbayes.engines.sampling import runs
+    import ddpbayes.parallel.modelref as refs
+
+    counts = {"loads": 0, "compiled": 0, "runs": 0}
+    runs.COUNTS = counts
+    original_load, original_step, original_run = refs.ModelRef.load, runs.Chains._step, runs.Chains.run
+
+    def load(self):
+        counts["loads"] += not refs._models.get(self)
+        return original_load(self)
+
+    def step(self, confined):
+        counts["compiled"] += confined not in self._steps
+        return original_step(self, confined)
+
+    def run(self, settings, key):
+        counts["runs"] += 1
+        return original_run(self, settings, key)
+
+    refs._models.clear()
+    refs.ModelRef.load, runs.Chains._step, runs.Chains.run = load, step, run
+
+
+def _read_counts() -> dict:
+    from ddpbayes.engines.sampling import runs
+
+    return dict(runs.COUNTS)
+
+
+def test_each_worker_compiles_once():
+    """pdp with x0 known, targets x1 and x2: 8 events on two sets of fixed tuples ({0,1} and
+    {0,2}). Each worker builds the model once and compiles at most one step set per fixed set,
+    however many of the 8 runs it draws: the compile cost is per worker, not per unit."""
+    client = client_for(2)
+    client.run(_count_builds)
+    ddpbayes.audit(load_model(HOUSEHOLD, {"n": 3}), "count", "laplace", "pdp", epsilon=1.0, known=[0],
+                   targets=[1, 2], workers=2, **{**SMALL, "seed": 12})
+    counts = list(client.run(_read_counts).values())
+    assert sum(c["runs"] for c in counts) == 8
+    for c in counts:
+        assert c["loads"] <= 1
+        assert c["compiled"] <= 2
+    assert sum(c["compiled"] for c in counts) < 8
+
+
+def _busy_worker(client) -> str | None:
+    """The address of a worker in the middle of a unit."""
+    return next((w for w, tasks in client.processing().items() if tasks), None)
+
+
+def test_killed_worker_unit_is_rerun_and_result_unchanged():
+    """SIGKILL one of the LocalCluster's worker processes while it draws a unit: the scheduler
+    reruns the unit on the other worker (the nanny restarts the dead one) and the audit's JSON is
+    that of the serial run, bit for bit."""
+    run = dict(notion="idp", draws=1500, tune=500)
+    expected = _text(_audit(workers=1, **run))
+    client = client_for(2)
+    pids = client.run(os.getpid)
+    done: dict = {}
+    thread = threading.Thread(target=lambda: done.setdefault("json", _text(_audit(workers=2, **run))))
+    thread.start()
+    deadline = time.monotonic() + 120
+    while (busy := _busy_worker(client)) is None:
+        assert time.monotonic() < deadline and thread.is_alive(), "no unit started"
+        time.sleep(0.05)
+    os.kill(pids[busy], signal.SIGKILL)
+    thread.join(timeout=300)
+    assert not thread.is_alive()
+    assert done["json"] == expected
+    assert pids[busy] not in client.run(os.getpid).values()  # that process died; a new one took its place
+
+
+def test_default_starts_the_cluster_only_when_worth_it(monkeypatch, serial):
+    """No workers chosen: units start in this process, and the embedded cluster starts once the
+    units left would take longer than WORTH seconds. Forced (WORTH = 0), the rest go to Dask and
+    the JSON is unchanged; never worth it, no cluster is started."""
+    from ddpbayes.parallel import cluster
+
+    monkeypatch.delenv("DDPBAYES_WORKERS", raising=False)
+    monkeypatch.setattr(parallel_units, "WORTH", 1e9)
+    close_clusters()
+    assert _text(_audit()) == serial
+    assert cluster._clients == {}
+    monkeypatch.setattr(parallel_units, "WORTH", 0.0)
+    assert _text(_audit()) == serial
+    assert list(cluster._clients) == [(os.cpu_count() or 1, None)]
+
+
+def test_model_built_in_python_runs_here():
+    """A model with no file cannot be rebuilt by a worker: `portable` says why, and its units run
+    in this process (same numbers as always)."""
+    from ddpbayes.engines.sampling.runs import _event_unit
+    from ddpbayes.settings import RunSettings
+
+    spec = {"__file__": str(HOUSEHOLD)}
+    exec(compile(HOUSEHOLD.read_text(), str(HOUSEHOLD), "exec"), spec)
+    model = spec["build"](n=2)
+    assert "built in Python" in portable([(model, {0: 1.0}, RunSettings())])
+    assert portable([(load_model(HOUSEHOLD, {"n": 2}), {0: 1.0}, RunSettings())]) is None
+    assert _event_unit((model, {0: 1.0}, RunSettings(draws=20, tune=20))).x.shape == (2, 20, 2)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+AUDIT = [str(DDPBAYES), "audit", str(HOUSEHOLD), "-p", "n=3", "--query", "count", "--mechanism", "laplace",
+         "--epsilon", "1", "--notion", "idp", "--engine", "sampling", "--draws", "100", "--tune", "100"]
+
+
+@pytest.mark.parametrize("how", ["flag", "environment"])
+def test_unreachable_scheduler_is_one_line_exit_2_within_10_s(how):
+    address = f"tcp://127.0.0.1:{_free_port()}"
+    env = {**os.environ}
+    argv = AUDIT + (["--scheduler", address] if how == "flag" else [])
+    if how == "environment":
+        env["DDPBAYES_SCHEDULER"] = address
+    start = time.monotonic()
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60)
+    assert time.monotonic() - start < 10
+    assert proc.returncode == 2
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: cannot reach the Dask scheduler at {address}"), lines
+
+
+def test_one_worker_runs_without_dask():
+    """`--workers 1`: the units run in this process, and neither dask nor distributed is imported."""
+    code = ("import sys, ddpbayes; from ddpbayes.model.loading import load_model; "
+            f"r = ddpbayes.audit(load_model({str(HOUSEHOLD)!r}, {{'n': 2}}), 'count', 'laplace', 'idp', epsilon=1.0, "
+            "engine='sampling', draws=20, tune=20, workers=1); "
+            "print(r.leakage > 0, sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')))")
+    env = {k: v for k, v in os.environ.items() if k != "DDPBAYES_WORKERS"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert out.stdout.split() == ["True", "[]"], out.stderr
+
+
+def test_cli_one_progress_bar_over_the_units():
+    """The CLI on two workers: one progress line over every MCMC run, saying where they run (the
+    JSON's equality across worker counts is tested above, through the same `audit`)."""
+    text = subprocess.run([*AUDIT, "--workers", "2"], capture_output=True, text=True, timeout=300)
+    assert text.returncode == 0, text.stderr
+    lines = [line for line in text.stderr.splitlines() if line.startswith("ddpbayes: sampling")]
+    assert lines[0] == "ddpbayes: sampling: 6 MCMC runs"
+    assert lines[1] == "ddpbayes: sampling: 6 MCMC runs on 2 Dask workers (the embedded cluster)"
+    assert lines[-1].startswith("ddpbayes: sampling 6/6 MCMC runs")
+    assert not [line for line in text.stderr.splitlines() if "given" in line]  # no second, per-run bar
