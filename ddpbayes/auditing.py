@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from ddpbayes.composition import ComposedMechanism
 from ddpbayes.composition.joint import composition_block
 from ddpbayes.encoding import jsonable, number
-from ddpbayes.engines import AdversaryLeakage, Engine, Witness, passed_over, select_engine
+from ddpbayes.engines import AdversaryLeakage, Engine, Witness, engine_named, passed_over, select_engine
 from ddpbayes.errors import InputError
 from ddpbayes.information.audit import check_unit, information_block
 from ddpbayes.lattice_search import greedy_pdp, greedy_reason, layer_bounds
@@ -27,6 +27,7 @@ from ddpbayes.notions import (
     lattice_summary,
     worst_by_target,
 )
+from ddpbayes.parallel import map_units
 from ddpbayes.problem import Adversary, Problem
 from ddpbayes.profiles import Profile
 from ddpbayes.progress import Progress, duration
@@ -35,6 +36,7 @@ from ddpbayes.settings import RunSettings
 
 RELATIVE_TOLERANCE = 1e-9  # exact leakage within this of the claim passes (floating-point rounding)
 CHUNK = 1024  # adversaries handed to an exact engine at once: the lattice is streamed, never listed
+WINDOW = 64  # batches of CHUNK adversaries handed to the workers at once
 
 
 @dataclass
@@ -282,17 +284,26 @@ def _greedy(engine: Engine, problem: Problem, targets: list[int], top_k: int) ->
 
 def _stream(engine: Engine, problem: Problem, advs: Iterator[Adversary], chunk: int, bar: Progress,
             keep: bool) -> tuple[AdversaryLeakage, list[float | None], list[AdversaryLeakage] | None]:
-    """Evaluate the adversaries `chunk` at a time, keeping only the running worst (and every
-    result only when `keep`, for --lattice): memory does not grow with the lattice."""
+    """Evaluate the adversaries `chunk` at a time, a batch per unit of work (`parallel.map_units`:
+    here or on Dask workers), `WINDOW` batches in flight, keeping only the running worst (and
+    every result only when `keep`, for --lattice): memory does not grow with the lattice. The
+    batches are the same whatever the workers, and folded in order, so are the results."""
     worst, per_target, kept = None, [None] * problem.model.n, [] if keep else None
-    while batch := list(itertools.islice(advs, chunk)):
-        results = engine.leakage(problem.with_adversaries(batch))
-        if keep:
-            kept += results
-        worst = aggregate(results + ([worst] if worst else []), problem.model.n)[0]
-        per_target = worst_by_target(results, problem.model.n, per_target)
-        bar.advance(len(batch))
+    while batches := [b for b in (list(itertools.islice(advs, chunk)) for _ in range(WINDOW)) if b]:
+        units = [(engine.name, problem, tuple(batch)) for batch in batches]
+        for results in map_units(_batch_leakage, units, problem.settings, "adversaries",
+                                 "adversaries", bar=bar, weight=lambda unit: len(unit[2])):
+            if keep:
+                kept += results
+            worst = aggregate(results + ([worst] if worst else []), problem.model.n)[0]
+            per_target = worst_by_target(results, problem.model.n, per_target)
     return worst, per_target, kept
+
+
+def _batch_leakage(unit: tuple[str, Problem, tuple[Adversary, ...]]) -> list[AdversaryLeakage]:
+    """One unit of work: the named engine's leakage for a batch of adversaries."""
+    name, problem, batch = unit
+    return engine_named(name).leakage(problem.with_adversaries(batch))
 
 
 def _check_lattice(engine: Engine, problem: Problem, notion: str, targets: list[int], count: int, limit: int,

@@ -26,6 +26,8 @@ def jsonable(value):
     if isinstance(value, dict):
         return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
+        if all(type(v) is int for v in value):  # plain ints as they are (ddp's dependence sets: millions)
+            return list(value)
         return [jsonable(v) for v in value]
     if isinstance(value, (float, int, np.floating, np.integer)) and not isinstance(value, bool):
         return number(value)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ddpbayes.mechanisms import Mechanism
 from ddpbayes.model import DependenceModel
 from ddpbayes.queries import Query
@@ -19,6 +21,17 @@ class Adversary:
 
     def __str__(self) -> str:
         return f"A({self.target}, {{{', '.join(map(str, sorted(self.known)))}}})"
+
+    def __reduce__(self):
+        """Pickled with its known set as a bit mask: a ddp adversary on thousands of tuples knows
+        nearly all of them, and batches of them are sent to Dask workers (`parallel`)."""
+        mask = np.zeros(max(self.known, default=-1) + 1, dtype=bool)
+        mask[list(self.known)] = True
+        return _adversary, (self.target, np.packbits(mask).tobytes())
+
+
+def _adversary(target: int, mask: bytes) -> Adversary:
+    return Adversary(target, frozenset(np.flatnonzero(np.unpackbits(np.frombuffer(mask, np.uint8))).tolist()))
 
 
 def dependence_size(dependence_sets) -> int:

@@ -102,11 +102,7 @@ def add_run_settings(parser: argparse.ArgumentParser, method: bool = False) -> N
     parser.add_argument("--tune", type=int, default=None, help=f"sampling: tuning steps per chain (default {d.tune})")
     parser.add_argument("--chains", type=int, default=None,
                         help=f"sampling: chains per conditioning event (default {d.chains})")
-    parser.add_argument("--workers", type=int, default=None,
-                        help="processes for independent units of work (MCMC runs, sweep points, users): an embedded "
-                             "Dask LocalCluster; 1 runs here without Dask (default: DDPBAYES_WORKERS, else every core)")
-    parser.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
-                        help="run the units on an existing Dask cluster (default: DDPBAYES_SCHEDULER, else embedded)")
+    add_workers(parser)
     parser.add_argument("--max-runs", type=int, default=None,
                         help=f"sampling: refuse to plan more MCMC runs than this (default {d.max_runs})")
     parser.add_argument("--max-states", type=int, default=None,
@@ -114,6 +110,24 @@ def add_run_settings(parser: argparse.ArgumentParser, method: bool = False) -> N
                         f"(default {d.max_states:,})")
     parser.add_argument("--max-adversaries", type=int, default=None,
                         help=f"refuse to evaluate more adversaries than this (default {d.max_adversaries:,})")
+
+
+def add_workers(parser: argparse.ArgumentParser) -> None:
+    """--workers and --scheduler: where independent units of work run (`ddpbayes.parallel`)."""
+    parser.add_argument("--workers", type=int, default=None,
+                        help="processes for independent units of work (MCMC runs, sweep points, users): an embedded "
+                             "Dask LocalCluster; 1 runs here without Dask (default: DDPBAYES_WORKERS, else every core)")
+    parser.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
+                        help="run the units on an existing Dask cluster (default: DDPBAYES_SCHEDULER, else embedded)")
+
+
+def execution(args: argparse.Namespace) -> RunSettings:
+    """The settings `add_workers` gives (the others at their defaults), checked; a scheduler that
+    was named is reached now, so an unreachable one is one line before any work starts."""
+    settings = RunSettings.of(workers=args.workers, scheduler=args.scheduler)
+    if scheduler_address(settings.scheduler):
+        client_for(settings.workers, settings.scheduler)
+    return settings
 
 
 def run_settings(args: argparse.Namespace) -> RunSettings:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ddpbayes.cli.args import add_workers, execution
+
 
 def register(sub) -> None:
     p = sub.add_parser(
@@ -14,12 +16,15 @@ def register(sub) -> None:
     p.add_argument("--out", required=True, help="output directory (created, or replaced if it holds a report)")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
+    add_workers(p)
     p.set_defaults(run=run)
 
 
 def run(args) -> int:
     from ddpbayes.reports import build_report
 
-    data = build_report(args.spec, args.out, progress=not args.quiet)
+    where = execution(args)
+    data = build_report(args.spec, args.out, progress=not args.quiet, workers=where.workers,
+                        scheduler=where.scheduler)
     print(f"{args.out}/index.html  {data['finding']}")
     return 0

@@ -53,6 +53,12 @@ def worker_count(workers: int, scheduler: str | None = None) -> int:
     return os.cpu_count() or 1
 
 
+def running(settings) -> bool:
+    """Whether the client for these settings is already made (its start is paid)."""
+    address = scheduler_address(settings.scheduler)
+    return (0 if address else worker_count(settings.workers), address) in _clients
+
+
 def client_for(workers: int, scheduler: str | None = None):
     """The Dask client for these settings, made once per process: connected to the existing
     scheduler, or to an embedded LocalCluster of `worker_count` single-threaded processes."""

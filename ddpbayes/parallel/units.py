@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from ddpbayes.parallel.cluster import client_for, scheduler_address, worker_count, workers_chosen
+from ddpbayes.parallel.cluster import client_for, running, scheduler_address, worker_count, workers_chosen
 from ddpbayes.parallel.modelref import portable
 from ddpbayes.progress import Progress
 from ddpbayes.settings import RunSettings
@@ -29,35 +29,35 @@ def inside_unit() -> bool:
     return _inside
 
 
-def map_units(fn: Callable[..., T], items: Sequence, settings: RunSettings, label: str, unit: str) -> list[T]:
+def map_units(fn: Callable[..., T], items: Sequence, settings: RunSettings, label: str, unit: str,
+              bar: Progress | None = None, weight: Callable[[object], int] | None = None) -> list[T]:
     """fn(item) for every item, in order; `label` and `unit` name the work on the progress line
-    (done/total, rate, time left; shown when `settings.progress`).
+    (done/total, rate, time left; shown when `settings.progress`). A caller with its own line
+    over a larger whole passes it as `bar`, advanced by `weight(item)` per unit (default 1).
 
-    With workers chosen (`--workers N`, DDPBAYES_WORKERS, `--scheduler`) the units go to Dask at
-    once. By default they start here, and the embedded cluster is started only when the units
-    left would take longer than `WORTH` seconds at the pace of those done: a short audit does
-    not pay a cluster's start (about 5 s, and every worker's imports and compilation)."""
+    With workers chosen (`--workers N`, DDPBAYES_WORKERS, `--scheduler`), or the embedded cluster
+    already running, the units go to Dask at once. Otherwise they start here, and the cluster is
+    started only when the units left would take longer than `WORTH` seconds at the pace of those
+    done: a short audit does not pay a cluster's start (seconds, and every worker's imports and
+    compilation)."""
     items = list(items)
-    shown = settings.progress and len(items) > 0
-    bar = Progress(label, len(items), unit, enabled=shown)
-    if shown:
-        print(f"ddpbayes: {label}: {len(items):,} {unit}", file=sys.stderr, flush=True)
+    size = weight or (lambda item: 1)
+    if bar is None:
+        shown = settings.progress and len(items) > 0
+        bar = Progress(label, sum(size(item) for item in items), unit, enabled=shown)
+        if shown:
+            print(f"ddpbayes: {label}: {bar.total:,} {unit}", file=sys.stderr, flush=True)
     out: list = []
-    if _distributes(items, settings):
-        explicit = settings.workers > 0 or workers_chosen(settings.scheduler)
-        start = time.perf_counter()
-        while not explicit and len(out) < len(items):
-            out.append(fn(items[len(out)]))
-            bar.advance(1)
-            pace = (time.perf_counter() - start) / len(out)
-            if (len(items) - len(out)) * pace > WORTH:
-                break
-        if len(out) < len(items):
-            return out + _on_dask(fn, items[len(out):], settings, bar, shown)
-        return out
-    for item in items:
-        out.append(fn(item))
-        bar.advance(1)
+    distributes = _distributes(items, settings)
+    at_once = distributes and (settings.workers > 0 or workers_chosen(settings.scheduler) or running(settings))
+    start = time.perf_counter()
+    while len(out) < len(items) and not at_once:
+        out.append(fn(items[len(out)]))
+        bar.advance(size(items[len(out) - 1]))
+        pace = (time.perf_counter() - start) / len(out)
+        at_once = distributes and (len(items) - len(out)) * pace > WORTH
+    if len(out) < len(items):
+        out += _on_dask(fn, items[len(out):], settings, bar, size)
     return out
 
 
@@ -69,22 +69,24 @@ def _distributes(items: list, settings: RunSettings) -> bool:
     return portable(items) is None
 
 
-def _on_dask(fn: Callable[..., T], items: list, settings: RunSettings, bar: Progress, shown: bool) -> list[T]:
+def _on_dask(fn: Callable[..., T], items: list, settings: RunSettings, bar: Progress,
+             size: Callable[[object], int]) -> list[T]:
     from distributed import as_completed
 
     client = client_for(settings.workers, settings.scheduler)
-    if shown:
+    if bar.enabled:
         where = scheduler_address(settings.scheduler) or "the embedded cluster"
-        print(f"ddpbayes: {bar.label}: {len(items):,} {bar.unit} on {len(client.scheduler_info()['workers'])} Dask "
-              f"workers ({where})", file=sys.stderr, flush=True)
+        print(f"ddpbayes: {bar.label}: {sum(size(item) for item in items):,} {bar.unit} on "
+              f"{len(client.scheduler_info()['workers'])} Dask workers ({where})", file=sys.stderr, flush=True)
     futures = client.map(_run_unit, [fn] * len(items), items, pure=False)
     index = {f.key: k for k, f in enumerate(futures)}
     out: list = [None] * len(items)
     try:
         with client.as_current():
             for future in as_completed(futures):
-                out[index[future.key]] = future.result()  # a unit's error is raised here
-                bar.advance(1)
+                k = index[future.key]
+                out[k] = future.result()  # a unit's error is raised here
+                bar.advance(size(items[k]))
     finally:
         client.cancel(futures)
     return out

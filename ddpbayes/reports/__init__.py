@@ -30,10 +30,13 @@ def build_report(
     *,
     progress: bool = True,
     models: dict | None = None,
+    workers: int = 0,
+    scheduler: str | None = None,
 ) -> dict:
     """Write the report of the spec at `spec_path` to the directory `out`; return results.json's
     content. `models` caches built models across reports by (file, params): the sampling
-    engine's MCMC runs are cached on the model, so specs sharing a model share them."""
+    engine's MCMC runs are cached on the model, so specs sharing a model share them. `workers`
+    and `scheduler` say where units of work run (`parallel`: the sweep's points, MCMC runs)."""
     spec = load_spec(spec_path)
     out = Path(out)
     command = command_for(Path(spec_path), out)
@@ -42,7 +45,7 @@ def build_report(
         return _write(spec, out, say, lambda: composition_pages(spec, _model(spec, models), command, say))
 
     def pages():
-        collected = collect(spec, _model(spec, models), say)
+        collected = collect(spec, _model(spec, models), say, workers, scheduler)
         return build_document(collected, command), results_json(collected, command)
 
     return _write(spec, out, say, pages)

@@ -23,6 +23,7 @@ from ddpbayes.reports.lattice import LatticeView, pdp_lattice
 from ddpbayes.reports.profile import ProfileView, profile_view
 from ddpbayes.reports.spec import Spec
 from ddpbayes.reports.sweep import Sweep, sweep
+from ddpbayes.settings import RunSettings
 
 
 class Progress:
@@ -55,10 +56,32 @@ class Collected:
     profile: ProfileView | None = None  # the spec's [profile]: Gaussian noise (`reports.profile`)
 
 
-def collect(spec: Spec, model: DependenceModel, say: Progress) -> Collected:
-    def run(notion: str, **overrides) -> AuditResult:
-        return audit(model, spec.query_object(), spec.kind, notion, **{**spec.audit_kwargs(notion, say.enabled), **overrides})
+@dataclass(frozen=True)
+class Auditor:
+    """`audit` of the spec's model, query and mechanism for any notion, with the spec's settings
+    and where units run (`workers`, `scheduler`); `overrides` replace any of them. Picklable, so
+    an audit can itself be a unit of work (the sweep's points)."""
 
+    spec: Spec
+    model: DependenceModel
+    progress: bool = False
+    workers: int = 0
+    scheduler: str | None = None
+
+    def __call__(self, notion: str, **overrides) -> AuditResult:
+        kwargs = {**self.spec.audit_kwargs(notion, self.progress), "workers": self.workers,
+                  "scheduler": self.scheduler, **overrides}
+        return audit(self.model, self.spec.query_object(), self.spec.kind, notion, **kwargs)
+
+    @property
+    def settings(self) -> RunSettings:
+        """Where the audits' units run, and whether progress is shown."""
+        return RunSettings.of(workers=self.workers, scheduler=self.scheduler, progress=self.progress)
+
+
+def collect(spec: Spec, model: DependenceModel, say: Progress, workers: int = 0,
+            scheduler: str | None = None) -> Collected:
+    run = Auditor(spec, model, say.enabled, workers, scheduler)
     results = {}
     for k, notion in enumerate(spec.notions):
         say(f"audit {k + 1}/{len(spec.notions)}: {notion}")

@@ -5,18 +5,24 @@ epsilon. By default the sweep takes nine values from a quarter to four times the
 evenly on a log scale; a spec's `sweep` list replaces them. Calibrated scales within
 `SPAN` of the spec's are swept too (merged with a grid value within `SAME`, relative). Every
 point is one `audit` call with the spec's settings (the sampling engine's MCMC runs do not
-depend on the scale and are reused from its cache).
+depend on the scale and are reused from its cache: those points run in this process; the
+others are units of work, on Dask workers when there are any).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ddpbayes.auditing import AuditResult
 from ddpbayes.encoding import number
+from ddpbayes.parallel import map_units
+
+if TYPE_CHECKING:
+    from ddpbayes.reports.collect import Auditor
 
 DEFAULT_FACTORS = 2.0 ** np.linspace(-2, 2, 9)
 SPAN = 16.0  # calibrated scales within [base / SPAN, base * SPAN] join the sweep
@@ -48,14 +54,15 @@ class Sweep:
 
 
 def sweep(
-    run: Callable[..., AuditResult],
+    run: Auditor,
     results: dict[str, AuditResult],
     values: tuple[float, ...] | None,
     calibrated: dict[str, float],
     say: Callable[[str], None],
 ) -> Sweep:
-    """Audit every notion of `results` at every noise level; `run(notion, **overrides)` audits
-    with the spec's settings."""
+    """Audit every notion of `results` at every noise level, a point per unit of work
+    (`parallel.map_units`: here or on Dask workers). The sampling engine's points run here, in
+    order: its MCMC runs are cached on this process's model and shared by every point."""
     mechanism = next(iter(results.values())).mechanism
     parameter = "epsilon" if mechanism["kind"] == "randomized_response" else "scale"
     base = float(mechanism[parameter])
@@ -63,13 +70,26 @@ def sweep(
     for scale in sorted(calibrated.values()):
         if base / SPAN <= scale <= base * SPAN and not any(abs(v - scale) <= SAME * scale for v in grid):
             grid = sorted([*grid, scale])
-    leakage: dict[str, list[float]] = {n: [] for n in results}
-    ci: dict[str, list] = {n: [] for n in results}
     other = "scale" if parameter == "epsilon" else "epsilon"
-    for k, v in enumerate(grid):
-        say(f"sweep {k + 1}/{len(grid)}: {parameter} {v:.4g}")
-        for notion in results:
-            r = run(notion, **{parameter: v, other: None})
-            leakage[notion].append(r.leakage)
-            ci[notion].append(r.ci)
+    points = [(notion, {parameter: v, other: None}) for v in grid for notion in results]
+    say(f"sweep: {len(grid)} values of the {parameter}")
+    here = [p for p in points if results[p[0]].engine == "sampling"]
+    there = [p for p in points if results[p[0]].engine != "sampling"]
+    done = dict(zip(map(_key, here), (_point((run, *p)) for p in here)))
+    units = [(replace(run, progress=False), *p) for p in there]
+    done.update(zip(map(_key, there), map_units(_point, units, run.settings, "sweep", "audits")))
+    leakage = {n: [done[_key((n, {parameter: v}))][0] for v in grid] for n in results}
+    ci = {n: [done[_key((n, {parameter: v}))][1] for v in grid] for n in results}
     return Sweep(parameter, base, grid, leakage, ci, calibrated)
+
+
+def _key(point: tuple[str, dict]) -> tuple:
+    notion, overrides = point
+    return notion, tuple(v for v in overrides.values() if v is not None)
+
+
+def _point(unit: tuple[Auditor, str, dict]) -> tuple[float, tuple[float, float] | None]:
+    """One sweep point (a unit of work): the notion's leakage and interval at that noise level."""
+    run, notion, overrides = unit
+    r = run(notion, **overrides)
+    return r.leakage, r.ci
