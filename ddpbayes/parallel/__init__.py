@@ -1,4 +1,4 @@
-"""Independent units of work, run in this process or on Dask (DESIGN §6).
+"""Independent units of work, run in this process or on Dask (DESIGN §8).
 
 One way to run work in parallel: `map_units(fn, items, settings, label, unit)` returns
 `[fn(item) for item in items]` in the items' order, run here (`--workers 1`: no Dask at all)

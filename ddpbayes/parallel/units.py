@@ -43,10 +43,7 @@ def map_units(fn: Callable[..., T], items: Sequence, settings: RunSettings, labe
     items = list(items)
     size = weight or (lambda item: 1)
     if bar is None:
-        shown = settings.progress and len(items) > 0
-        bar = Progress(label, sum(size(item) for item in items), unit, enabled=shown)
-        if shown:
-            print(f"ddpbayes: {label}: {bar.total:,} {unit}", file=sys.stderr, flush=True)
+        bar = Progress(label, sum(size(item) for item in items), unit, enabled=settings.progress and len(items) > 0)
     out: list = []
     distributes = _distributes(items, settings)
     at_once = distributes and (settings.workers > 0 or workers_chosen(settings.scheduler) or running(settings))

@@ -13,16 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ddpbayes.auditing import AuditResult
 from ddpbayes.encoding import number
+from ddpbayes.engines import engine_named
 from ddpbayes.parallel import map_units
-
-if TYPE_CHECKING:
-    from ddpbayes.reports.collect import Auditor
 
 DEFAULT_FACTORS = 2.0 ** np.linspace(-2, 2, 9)
 SPAN = 16.0  # calibrated scales within [base / SPAN, base * SPAN] join the sweep
@@ -54,15 +51,16 @@ class Sweep:
 
 
 def sweep(
-    run: Auditor,
+    run: Callable[..., AuditResult],
     results: dict[str, AuditResult],
     values: tuple[float, ...] | None,
     calibrated: dict[str, float],
     say: Callable[[str], None],
 ) -> Sweep:
-    """Audit every notion of `results` at every noise level, a point per unit of work
-    (`parallel.map_units`: here or on Dask workers). The sampling engine's points run here, in
-    order: its MCMC runs are cached on this process's model and shared by every point."""
+    """Audit every notion of `results` at every noise level; with an `Auditor` as `run`, a point
+    per unit of work (`parallel.map_units`: here or on Dask workers). The sampling engine's points run here, in
+    order: an estimating engine's draws are cached on this process's model and shared by every
+    point."""
     mechanism = next(iter(results.values())).mechanism
     parameter = "epsilon" if mechanism["kind"] == "randomized_response" else "scale"
     base = float(mechanism[parameter])
@@ -73,14 +71,24 @@ def sweep(
     other = "scale" if parameter == "epsilon" else "epsilon"
     points = [(notion, {parameter: v, other: None}) for v in grid for notion in results]
     say(f"sweep: {len(grid)} values of the {parameter}")
-    here = [p for p in points if results[p[0]].engine == "sampling"]
-    there = [p for p in points if results[p[0]].engine != "sampling"]
+    from ddpbayes.reports.collect import Auditor  # collect imports this module
+
+    shared = isinstance(run, Auditor)  # any other callable runs its points here
+    here = [p for p in points if not shared or _estimated(results[p[0]])]
+    there = [p for p in points if p not in here]
     done = dict(zip(map(_key, here), (_point((run, *p)) for p in here)))
-    units = [(replace(run, progress=False), *p) for p in there]
-    done.update(zip(map(_key, there), map_units(_point, units, run.settings, "sweep", "audits")))
+    if there:
+        units = [(replace(run, progress=False), *p) for p in there]
+        done.update(zip(map(_key, there), map_units(_point, units, run.settings, "sweep", "audits")))
     leakage = {n: [done[_key((n, {parameter: v}))][0] for v in grid] for n in results}
     ci = {n: [done[_key((n, {parameter: v}))][1] for v in grid] for n in results}
     return Sweep(parameter, base, grid, leakage, ci, calibrated)
+
+
+def _estimated(result: AuditResult) -> bool:
+    """An estimating engine ran: its draws are cached on this process's model."""
+    engine = engine_named(result.engine)
+    return engine is not None and engine.estimates
 
 
 def _key(point: tuple[str, dict]) -> tuple:
@@ -88,7 +96,7 @@ def _key(point: tuple[str, dict]) -> tuple:
     return notion, tuple(v for v in overrides.values() if v is not None)
 
 
-def _point(unit: tuple[Auditor, str, dict]) -> tuple[float, tuple[float, float] | None]:
+def _point(unit: tuple[Callable[..., AuditResult], str, dict]) -> tuple[float, tuple[float, float] | None]:
     """One sweep point (a unit of work): the notion's leakage and interval at that noise level."""
     run, notion, overrides = unit
     r = run(notion, **overrides)
