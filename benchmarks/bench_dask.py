@@ -7,16 +7,19 @@ started from nothing; `import ddpbayes` is not timed):
   started and warmed by one map; the wall time per unit is the scheduling, pickling and
   bookkeeping overhead. The cluster's start is timed on its own.
 - lattice: the sampling engine's pdp lattice of 32 adversaries (household, n = 4: 4 targets x
-  2^3 known sets; 80 distinct MCMC runs, 2 chains of 500 tuning + 500 draws each), `audit(...,
-  "pdp", lattice=True, engine="sampling")`, load_model included.
+  2^3 known sets; 216 planned MCMC runs, 80 distinct, at the default 2 chains of 1000 tuning +
+  1000 draws), `audit(..., "pdp", lattice=True, engine="sampling")`: cold (a new model, a new
+  cluster) and warm (again with seed 1: new draws, but the compiled steps, the workers' imports
+  and models kept, as on a cluster that keeps running).
 - sweep: a 12-point report sweep (`reports.sweep`: one audit per noise scale, a unit each) of
   pdp on the household model with n = 10 (the exact engine; about 3 s per point), the spec's
   first audit excluded.
 
 For each case the JSON (timings aside) must be the same whatever the workers; the script
 checks it. The cost model: T(w) = S + ceil(U / w) * c + U * o, with U units of mean cost c
-(serial wall / U), the cluster's start and warm-up S (measured: T(2) - U*c/2 - U*o), and o
-the per-unit overhead from noop; it prints T(64) by that model.
+(serial wall / U), o the per-unit overhead and S the cluster's start plus its workers' warm-up
+(importing PyMC), both from noop; it compares T(2) by that model with the measured one and
+prints T(64).
 
 Usage (from the repository root):
     python benchmarks/bench_dask.py                       # every case, 1 and 2 workers
@@ -57,6 +60,12 @@ def _noop(unit: int) -> int:
     return unit
 
 
+def _import_engines(unit: int) -> int:
+    import ddpbayes.engines.sampling  # noqa: F401  (PyMC, PyTensor: a worker's warm-up)
+
+    return os.getpid()
+
+
 def case_noop(workers: int) -> dict:
     from ddpbayes.parallel import client_for, map_units
     from ddpbayes.settings import RunSettings
@@ -66,25 +75,34 @@ def case_noop(workers: int) -> dict:
     if workers > 1:
         client_for(workers)
     started = time.perf_counter() - start
-    map_units(_noop, range(20), settings, "noop", "units")  # warm: workers import ddpbayes
+    start = time.perf_counter()
+    pids = map_units(_import_engines, range(2 * workers), settings, "warm-up", "units")
+    warm = time.perf_counter() - start  # every worker imports PyMC (on 1 worker: already imported)
     start = time.perf_counter()
     out = map_units(_noop, range(NOOP_UNITS), settings, "noop", "units")
     wall = time.perf_counter() - start
     assert out == list(range(NOOP_UNITS))
-    return {"start": started, "wall": wall, "units": NOOP_UNITS, "per_unit": wall / NOOP_UNITS, "json": ""}
+    return {"start": started, "warm": warm, "processes": len(set(pids)), "wall": wall, "units": NOOP_UNITS,
+            "per_unit": wall / NOOP_UNITS, "json": ""}
 
 
 def case_lattice(workers: int) -> dict:
+    """Cold: a new model on a new cluster. Warm: the same model again with another seed (new
+    draws; compiled steps, and the workers' imports and models, kept)."""
     import ddpbayes
 
-    start = time.perf_counter()
-    result = ddpbayes.audit(ddpbayes.load_model(HOUSEHOLD, {"n": 4}), "count", "laplace", "pdp", epsilon=1.0,
-                            lattice=True, engine="sampling", draws=500, tune=500, chains=2, seed=0, workers=workers)
-    wall = time.perf_counter() - start
-    data = result.to_json()
-    data.pop("seconds")
-    assert len(result.lattice) == 32
-    return {"wall": wall, "units": 80, "json": json.dumps(data, sort_keys=True)}
+    model = ddpbayes.load_model(HOUSEHOLD, {"n": 4})
+    walls, texts = [], []
+    for seed in (0, 1):
+        start = time.perf_counter()
+        result = ddpbayes.audit(model, "count", "laplace", "pdp", epsilon=1.0, lattice=True, engine="sampling",
+                                seed=seed, max_runs=300, workers=workers)
+        walls.append(time.perf_counter() - start)
+        assert len(result.lattice) == 32
+        data = result.to_json()
+        data.pop("seconds")
+        texts.append(json.dumps(data, sort_keys=True))
+    return {"wall": walls[0], "warm": walls[1], "units": 80, "json": "".join(texts)}
 
 
 def case_sweep(workers: int) -> dict:
@@ -122,20 +140,26 @@ def report(case: str, runs: dict[int, dict], overhead: float | None) -> None:
     print(f"\n{case}:")
     base = runs.get(1)
     for w, r in sorted(runs.items()):
-        speed = f", speedup {base['wall'] / r['wall']:.2f}x" if base and w != 1 else ""
-        extra = f", cluster start {r['start']:.2f} s, {r['per_unit'] * 1e3:.2f} ms per unit" if case == "noop" else ""
+        speed = f", speedup {base['wall'] / r['wall']:.2f}x" if base and w != 1 and case != "noop" else ""
+        extra = (f", cluster start {r['start']:.2f} s, warm-up (imports) {r['warm']:.2f} s on {r['processes']} "
+                 f"process(es), {r['per_unit'] * 1e3:.2f} ms per unit" if case == "noop" else "")
         print(f"  {w} worker(s): {r['wall']:.2f} s for {r['units']} units{speed}{extra}")
+        if "warm" in r and case != "noop":
+            warm = f", speedup {base['warm'] / r['warm']:.2f}x" if base and w != 1 else ""
+            print(f"    warm: {r['warm']:.2f} s{warm}")
     if len({r["json"] for r in runs.values()}) != 1:
         raise SystemExit(f"{case}: the results differ between worker counts")
-    if case != "noop" and base and 2 in runs and overhead is not None:
+    if case != "noop" and base and overhead is not None:
         units, cost = base["units"], base["wall"] / base["units"]
-        setup = runs[2]["wall"] - math.ceil(units / 2) * cost - units * overhead
-        print(f"  model T(w) = S + ceil(U/w) c + U o: U = {units}, c = {cost:.3f} s, o = {overhead * 1e3:.2f} ms, "
-              f"S = {setup:.2f} s (from T(2))")
+        setup, o = overhead
+        print(f"  model T(w) = S + ceil(U/w) c + U o: U = {units}, c = {cost:.3f} s (serial wall / U), "
+              f"o = {o * 1e3:.2f} ms, S = {setup:.2f} s (cluster start + warm-up, from noop)")
         for w in (1, 2, 64):
-            predicted = (0.0 if w == 1 else setup) + math.ceil(units / w) * cost + units * overhead
-            print(f"    T({w}) = {predicted:.2f} s" + (f" (measured {runs[w]['wall']:.2f} s)" if w in runs else ""))
-    print("  same JSON for every worker count: yes" if case != "noop" else "")
+            predicted = (0.0 if w == 1 else setup) + math.ceil(units / w) * cost + (0.0 if w == 1 else units * o)
+            measured = f" (measured {runs[w]['wall']:.2f} s)" if w in runs else ""
+            print(f"    T({w}) = {predicted:.2f} s{measured}")
+    if case != "noop":
+        print("  same JSON for every worker count: yes")
 
 
 def main() -> int:
@@ -158,7 +182,7 @@ def main() -> int:
     for case in ["noop", *[c for c in args.case if c != "noop"]] if "noop" in args.case else args.case:
         runs = {w: measure(case, w) for w in args.workers}
         if case == "noop" and 2 in runs:
-            overhead = runs[2]["per_unit"]
+            overhead = (runs[2]["start"] + runs[2]["warm"], runs[2]["per_unit"])
         report(case, runs, overhead)
     print(f"load average after {os.getloadavg()[0]:.2f}")
     return 0

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import TypeVar
 
 from ddpbayes.parallel.cluster import client_for, running, scheduler_address, worker_count, workers_chosen
@@ -30,10 +30,14 @@ def inside_unit() -> bool:
 
 
 def map_units(fn: Callable[..., T], items: Sequence, settings: RunSettings, label: str, unit: str,
-              bar: Progress | None = None, weight: Callable[[object], int] | None = None) -> list[T]:
+              bar: Progress | None = None, weight: Callable[[object], int] | None = None,
+              group: Callable[[object], Hashable] | None = None) -> list[T]:
     """fn(item) for every item, in order; `label` and `unit` name the work on the progress line
     (done/total, rate, time left; shown when `settings.progress`). A caller with its own line
     over a larger whole passes it as `bar`, advanced by `weight(item)` per unit (default 1).
+    Units of one `group` share what a worker builds for them (compiled MCMC steps): each group
+    is placed on one worker, the groups balanced by weight, and an idle worker may still take
+    a unit of another's (Dask's work stealing), so the groups are compiled about once in all.
 
     With workers chosen (`--workers N`, DDPBAYES_WORKERS, `--scheduler`), or the embedded cluster
     already running, the units go to Dask at once. Otherwise they start here, and the cluster is
@@ -54,7 +58,7 @@ def map_units(fn: Callable[..., T], items: Sequence, settings: RunSettings, labe
         pace = (time.perf_counter() - start) / len(out)
         at_once = distributes and (len(items) - len(out)) * pace > WORTH
     if len(out) < len(items):
-        out += _on_dask(fn, items[len(out):], settings, bar, size)
+        out += _on_dask(fn, items[len(out):], settings, bar, size, group)
     return out
 
 
@@ -67,15 +71,21 @@ def _distributes(items: list, settings: RunSettings) -> bool:
 
 
 def _on_dask(fn: Callable[..., T], items: list, settings: RunSettings, bar: Progress,
-             size: Callable[[object], int]) -> list[T]:
+             size: Callable[[object], int], group: Callable[[object], Hashable] | None) -> list[T]:
     from distributed import as_completed
 
     client = client_for(settings.workers, settings.scheduler)
+    workers = sorted(client.scheduler_info()["workers"])
     if bar.enabled:
         where = scheduler_address(settings.scheduler) or "the embedded cluster"
-        print(f"ddpbayes: {bar.label}: {sum(size(item) for item in items):,} {bar.unit} on "
-              f"{len(client.scheduler_info()['workers'])} Dask workers ({where})", file=sys.stderr, flush=True)
-    futures = client.map(_run_unit, [fn] * len(items), items, pure=False)
+        print(f"ddpbayes: {bar.label}: {sum(size(item) for item in items):,} {bar.unit} on {len(workers)} Dask "
+              f"workers ({where})", file=sys.stderr, flush=True)
+    futures: list = [None] * len(items)
+    for worker, which in _placed(items, size, group, workers).items():
+        where = {} if worker is None else {"workers": [worker], "allow_other_workers": True}
+        for k, future in zip(which, client.map(_run_unit, [fn] * len(which), [items[k] for k in which], pure=False,
+                                               **where)):
+            futures[k] = future
     index = {f.key: k for k, f in enumerate(futures)}
     out: list = [None] * len(items)
     try:
@@ -87,6 +97,24 @@ def _on_dask(fn: Callable[..., T], items: list, settings: RunSettings, bar: Prog
     finally:
         client.cancel(futures)
     return out
+
+
+def _placed(items: list, size: Callable[[object], int], group: Callable[[object], Hashable] | None,
+            workers: list[str]) -> dict[str | None, list[int]]:
+    """Item indices per worker: whole groups, the heaviest first, each to the least loaded
+    worker (longest processing time first); without groups, no placement (key None)."""
+    if group is None or not workers:
+        return {None: list(range(len(items)))}
+    groups: dict[Hashable, list[int]] = {}
+    for k, item in enumerate(items):
+        groups.setdefault(group(item), []).append(k)
+    load = dict.fromkeys(workers, 0)
+    placed: dict[str | None, list[int]] = {w: [] for w in workers}
+    for members in sorted(groups.values(), key=lambda m: -sum(size(items[k]) for k in m)):
+        worker = min(workers, key=lambda w: load[w])
+        placed[worker] += members
+        load[worker] += sum(size(items[k]) for k in members)
+    return {w: sorted(ks) for w, ks in placed.items() if ks}
 
 
 def _run_unit(fn: Callable[..., T], item) -> T:

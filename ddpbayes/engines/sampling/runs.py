@@ -127,7 +127,8 @@ def sample_events(model: DependenceModel, events: Iterable[dict[int, float]], se
         if not model.has_memo("sampling", key):
             todo.setdefault(key, dict(event))
     quiet = RunSettings.of(settings, progress=False)
-    runs = map_units(_event_unit, [(model, event, quiet) for event in todo.values()], settings, label, "MCMC runs")
+    runs = map_units(_event_unit, [(model, event, quiet) for event in todo.values()], settings, label, "MCMC runs",
+                     group=lambda unit: frozenset(unit[1]))  # one set of fixed tuples: one compiled step set
     for key, run in zip(todo, runs):
         model.memo("sampling", key, lambda run=run: run)
 
