@@ -73,8 +73,8 @@ def test_existing_cluster_gives_the_same_json(serial):
 
 def _count_builds() -> None:
     """On a worker: count model loads, compiled step sets and MCMC runs from now on."""
-    from ddpbayes.engines.sampling import runs
     import ddpbayes.parallel.modelref as refs
+    from ddpbayes.engines.sampling import runs
 
     counts = {"loads": 0, "compiled": 0, "runs": 0}
     runs.COUNTS = counts

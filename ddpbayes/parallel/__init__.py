@@ -10,7 +10,7 @@ the same numbers whatever the worker count. Models travel by reference (`portabl
 rebuilds a model file once and keeps it, with everything compiled on it, for later units.
 """
 
-from ddpbayes.parallel.cluster import close_clusters, client_for, worker_count
+from ddpbayes.parallel.cluster import client_for, close_clusters, worker_count
 from ddpbayes.parallel.modelref import ModelRef, portable
 from ddpbayes.parallel.units import inside_unit, map_units
 

@@ -16,7 +16,9 @@ import time
 import warnings
 from pathlib import Path
 
+from ddpbayes.cli.args import add_workers, execution
 from ddpbayes.errors import InputError
+from ddpbayes.parallel import close_clusters
 from ddpbayes.reports import build_report
 
 HEADER = """# Verification reports
@@ -38,8 +40,10 @@ the repository README, Reproducibility).
 """
 
 
-def regenerate(reports: Path, only: list[str] | None = None, progress: bool = True) -> dict[str, float]:
-    """Rebuild the reports (all, or those named in `only`); return seconds per report."""
+def regenerate(reports: Path, only: list[str] | None = None, progress: bool = True, workers: int = 0,
+               scheduler: str | None = None) -> dict[str, float]:
+    """Rebuild the reports (all, or those named in `only`; their units of work on `workers` or
+    the cluster at `scheduler`: `parallel`); return seconds per report."""
     specs = sorted((reports / "specs").glob("*.toml"))
     if not specs:
         raise InputError(f"no specs in {reports / 'specs'}")
@@ -52,7 +56,8 @@ def regenerate(reports: Path, only: list[str] | None = None, progress: bool = Tr
         if only and spec.stem not in only:
             continue
         start = time.perf_counter()
-        build_report(spec, reports / spec.stem, progress=progress, models=models)
+        build_report(spec, reports / spec.stem, progress=progress, models=models, workers=workers,
+                     scheduler=scheduler)
         seconds[spec.stem] = time.perf_counter() - start
     write_index(reports, specs)
     return seconds
@@ -86,15 +91,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reports", type=Path, default=Path("reports"), help="the reports directory (default reports)")
     parser.add_argument("--only", action="append", default=None, metavar="NAME", help="regenerate this report only")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    add_workers(parser)
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore", category=FutureWarning)
     warnings.filterwarnings("ignore", message=".*could not link to a BLAS.*")  # PyTensor's, as in the CLI
     start = time.perf_counter()
     try:
-        seconds = regenerate(args.reports, args.only, progress=not args.quiet)
+        where = execution(args)
+        seconds = regenerate(args.reports, args.only, progress=not args.quiet, workers=where.workers,
+                             scheduler=where.scheduler)
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    finally:
+        close_clusters()
     for name, s in seconds.items():
         print(f"{name:32s} {s:7.1f} s")
     print(f"{'total':32s} {time.perf_counter() - start:7.1f} s")
