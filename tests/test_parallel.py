@@ -222,3 +222,21 @@ def test_cli_one_progress_bar_over_the_units():
     assert all(re.fullmatch(r"ddpbayes: sampling [1-6]/6 MCMC runs, \S+/s, .+ left", line) for line in lines[1:])
     assert lines[-1].startswith("ddpbayes: sampling 6/6 MCMC runs")
     assert not [line for line in text.stderr.splitlines() if "given" in line]  # no second, per-run bar
+
+
+def test_attack_same_json_on_two_workers():
+    """Seed 002's attack, a (known-set size, target block) per unit: the same JSON on two workers
+    as in the process (200 sampled targets, two known-set sizes: two blocks)."""
+    from ddpbayes.attack.run import AttackSettings, load_data, run_attack
+    from ddpbayes.encoding import jsonable
+    from ddpbayes.settings import RunSettings
+
+    data = load_data()
+    settings = AttackSettings(targets=200, n_prior=(None, 40), epsilons=(0.5, 2.0))
+    out = []
+    for workers in (1, 2):
+        doc = jsonable(run_attack(data, settings, progress=False, where=RunSettings(workers=workers)).to_json())
+        doc.pop("seconds")
+        out.append(json.dumps(doc, sort_keys=True))
+    assert out[0] == out[1]
+    assert len(json.loads(out[0])["rows"]) == 2 * 2 * 2

@@ -7,6 +7,7 @@ same seed gives the same numbers whatever the list of ε or the target sample.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import time
 from dataclasses import dataclass, field
@@ -20,7 +21,9 @@ from ddpbayes.attack.release import Partition, kmeans, lpm, sensitivity
 from ddpbayes.errors import InputError
 from ddpbayes.geo.car import CarFit, adjacency, car_precision, conditional, load_fit
 from ddpbayes.geo.data import haversine_km, read_edges, read_locations
+from ddpbayes.parallel import map_units
 from ddpbayes.progress import Progress
+from ddpbayes.settings import RunSettings
 
 DATA = Path(ddpbayes.__file__).resolve().parent.parent / "models" / "data"
 LOCATIONS, EDGES, FIT = (DATA / name for name in ("gowalla_us_user_locations.csv", "gowalla_us_edges.csv",
@@ -126,21 +129,29 @@ def load_data(locations: str | Path | None = None, edges: str | Path | None = No
                       shown)
 
 
-def run_attack(data: AttackData, settings: AttackSettings, progress: bool = True) -> AttackResult:
-    """Release, attack and measure (module docstring)."""
+def run_attack(data: AttackData, settings: AttackSettings, progress: bool = True,
+               where: RunSettings | None = None) -> AttackResult:
+    """Release, attack and measure (module docstring). Each (known-set size, target block) is a
+    unit of work (`parallel.map_units`; `where` says where they run: its workers or scheduler);
+    a worker builds the release and the CAR precisions once, and the blocks are accumulated in
+    order, so the numbers do not depend on where they ran."""
     start = time.perf_counter()
     settings.check(data.users)
     attack = _Attack(data, settings)
+    key = _ATTACKS.keep(attack)
     grid = settings.grid
     block = max(1, min(MAX_BLOCK, CELLS_PER_BLOCK // grid**2))
     spans = [slice(s, min(s + block, len(attack.targets))) for s in range(0, len(attack.targets), block)]
     sizes = [data.users - 1 if m is None else m for m in settings.n_prior]
-    bar = Progress("attack", len(sizes) * len(spans) * len(settings.epsilons) * len(ADVERSARIES),
+    per_block = len(settings.epsilons) * len(ADVERSARIES)
+    bar = Progress("attack", len(sizes) * len(spans) * per_block,
                    "units (known-set size, target block, ε, adversary)", enabled=progress)
+    units = [(key, data, settings, n_prior, span) for n_prior in sizes for span in spans]
     acc = _Accumulator(len(attack.targets))
-    for n_prior in sizes:
-        for span in spans:
-            attack.block(n_prior, span, acc, bar)
+    for entries in map_units(_block, units, RunSettings.of(where, progress=False), "attack", "blocks", bar=bar,
+                             weight=lambda unit: per_block):
+        for entry in entries:
+            acc.add(*entry)
     targets = attack.targets
     has_friends = np.isin(targets, data.pairs.ravel())
     rows = [_row(key, acc, has_friends) for key in acc.errors]
@@ -163,8 +174,9 @@ class _Attack:
         self.cells = posterior.cell_index(data.points, settings.grid)
         self.car = _PriorModel(data)
 
-    def block(self, n_prior: int, span: slice, acc: _Accumulator, bar: Progress) -> None:
-        """Both adversaries' posteriors (Eq. 6) for the targets in `span` at every ε, into `acc`."""
+    def block(self, n_prior: int, span: slice) -> list[tuple]:
+        """Both adversaries' posteriors (Eq. 6) for the targets in `span` at every ε: the
+        `_Accumulator.add` arguments of each (ε, adversary)."""
         data, grid, n = self.data, self.settings.grid, self.data.users
         t = self.targets[span]
         mask = np.stack([adversary.known_row(n, i, n_prior, _stream(self.settings.seed, _KNOWN, n_prior, i))
@@ -175,6 +187,7 @@ class _Attack:
             "dependent": posterior.gaussian_log_prior(*self.car.conditionals(t, mask, n_prior == n - 1), grid),
         }
         h_prior = {a: posterior.entropy_bits(lp) for a, lp in log_prior.items()}
+        entries = []
         for e in self.settings.epsilons:
             log_lik = posterior.outer_sum(*posterior.log_likelihood(
                 self.noisy[e][self.partition.labels[t]], view.expected_others, view.sigma, view.size,
@@ -183,8 +196,44 @@ class _Attack:
                 log_post = posterior.normalise(log_prior[a] + log_lik)
                 lat, lon = data.fit.box.denormalise(*metrics.map_centres(log_post, grid).T)
                 km = haversine_km(data.lat[t], data.lon[t], lat, lon)
-                acc.add((n_prior, e, a), span, km, h_prior["independent"], h_prior[a], posterior.entropy_bits(log_post))
-                bar.advance(1)
+                entries.append(((n_prior, e, a), span, km, h_prior["independent"], h_prior[a],
+                                posterior.entropy_bits(log_post)))
+        return entries
+
+
+class _Kept:
+    """The `_Attack` this process built last, by a digest of its inputs: a worker builds it once
+    for all the blocks it runs (the release, the cells, the CAR precisions)."""
+
+    def __init__(self):
+        self.key: str | None = None
+        self.attack: _Attack | None = None
+
+    def keep(self, attack: _Attack) -> str:
+        self.key, self.attack = _digest(attack.data, attack.settings), attack
+        return self.key
+
+    def get(self, key: str, data: AttackData, settings: AttackSettings) -> _Attack:
+        if key != self.key:
+            self.keep(_Attack(data, settings))
+        return self.attack
+
+
+_ATTACKS = _Kept()
+
+
+def _block(unit: tuple[str, AttackData, AttackSettings, int, slice]) -> list[tuple]:
+    """One unit of work: a (known-set size, target block) of the attack."""
+    key, data, settings, n_prior, span = unit
+    return _ATTACKS.get(key, data, settings).block(n_prior, span)
+
+
+def _digest(data: AttackData, settings: AttackSettings) -> str:
+    h = hashlib.sha256()
+    for array in (data.points, data.pairs, data.lat, data.lon):
+        h.update(np.ascontiguousarray(array).tobytes())
+    h.update(repr((data.fit, settings)).encode())
+    return h.hexdigest()
 
 
 class _PriorModel:

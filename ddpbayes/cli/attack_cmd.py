@@ -7,6 +7,7 @@ import json
 import shlex
 import sys
 
+from ddpbayes.cli.args import add_workers, execution
 from ddpbayes.errors import InputError
 
 DEFAULT_EPSILONS = "0.1,0.5,1,2,3"
@@ -42,6 +43,7 @@ def register(sub) -> None:
     p.add_argument("--report", default=None, metavar="DIR",
                    help="also write a report: DIR/index.html (self-contained), report.md, results.json, figures/")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
+    add_workers(p)
     p.set_defaults(run=run)
 
 
@@ -65,8 +67,9 @@ def run(args) -> int:
 
     settings = AttackSettings(k=args.k, epsilons=args.epsilons, grid=args.grid, n_prior=args.n_prior,
                               targets=args.targets, seed=args.seed)
+    where = execution(args)
     data = load_data(args.locations, args.edges, args.fit)
-    result = run_attack(data, settings, progress=args.format == "text" or sys.stderr.isatty())
+    result = run_attack(data, settings, progress=args.format == "text" or sys.stderr.isatty(), where=where)
     if args.report:
         from ddpbayes.attack.report import write_report
 
