@@ -41,7 +41,7 @@ def partition(folder: str) -> tuple[str, float]:
     locations, _ = gowalla_friends.users()
     x, y = US_BOX.normalise(locations.lat, locations.lon)
     path, labels = partition_file(np.column_stack([x, y]), 8, folder)
-    return path, 2.0 / np.bincount(labels, minlength=8).min()
+    return path, float(2.0 / np.bincount(labels, minlength=8).min())
 
 
 def timed(argv: list[str]) -> tuple[float, dict]:

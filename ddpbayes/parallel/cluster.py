@@ -14,6 +14,9 @@ import atexit
 import logging
 import os
 import socket
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from ddpbayes.errors import InputError
 
@@ -116,9 +119,27 @@ def _local(count: int):
 
     for name in ("distributed", "tornado"):
         logging.getLogger(name).setLevel(logging.ERROR)
-    cluster = LocalCluster(n_workers=count, threads_per_worker=1, processes=True, dashboard_address=":0",
-                           silence_logs=logging.ERROR)
+    with _main_not_rerun():
+        cluster = LocalCluster(n_workers=count, threads_per_worker=1, processes=True, dashboard_address=":0",
+                               silence_logs=logging.ERROR)
     return Client(cluster, set_as_default=False)
+
+
+@contextmanager
+def _main_not_rerun() -> Iterator[None]:
+    """Spawned worker processes re-run the parent's main script unless it is hidden from them:
+    a user's script that calls `audit` without an `if __name__ == "__main__"` guard (or code
+    piped to `python -`) would run again in every worker. The workers need nothing from it
+    (units are pickled by value or import ddpbayes), so it is hidden while they start."""
+    main = sys.modules.get("__main__")
+    saved = {k: main.__dict__[k] for k in ("__file__", "__spec__") if main is not None and k in main.__dict__}
+    for k in saved:
+        setattr(main, k, None)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            setattr(main, k, v)
 
 
 def close_clusters() -> None:
