@@ -240,3 +240,18 @@ def test_attack_same_json_on_two_workers():
         out.append(json.dumps(doc, sort_keys=True))
     assert out[0] == out[1]
     assert len(json.loads(out[0])["rows"]) == 2 * 2 * 2
+
+
+def test_unguarded_script_is_not_rerun_by_the_workers(tmp_path):
+    """A user's script that audits at module level, without `if __name__ == "__main__"`: the
+    spawned workers do not run it again (it prints its answer once, and exits 0)."""
+    script = tmp_path / "audit_me.py"
+    script.write_text(
+        "import ddpbayes\n"
+        f"model = ddpbayes.load_model({str(HOUSEHOLD)!r}, {{'n': 2}})\n"
+        "r = ddpbayes.audit(model, 'count', 'laplace', 'idp', epsilon=1.0, engine='sampling', draws=20, tune=20,\n"
+        "                   workers=2)\n"
+        "print('leakage', r.leakage > 0)\n")
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["leakage True"]
