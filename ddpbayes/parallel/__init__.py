@@ -12,6 +12,6 @@ rebuilds a model file once and keeps it, with everything compiled on it, for lat
 
 from ddpbayes.parallel.cluster import client_for, close_clusters, worker_count
 from ddpbayes.parallel.modelref import ModelRef, portable
-from ddpbayes.parallel.units import inside_unit, map_units
+from ddpbayes.parallel.units import map_units
 
-__all__ = ["ModelRef", "client_for", "close_clusters", "inside_unit", "map_units", "portable", "worker_count"]
+__all__ = ["ModelRef", "client_for", "close_clusters", "map_units", "portable", "worker_count"]

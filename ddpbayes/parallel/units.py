@@ -25,10 +25,6 @@ WORTH = 20.0  # seconds of units left that start the embedded cluster when no wo
 _inside = False  # True in a process while it runs a unit for Dask: units do not nest
 
 
-def inside_unit() -> bool:
-    return _inside
-
-
 def map_units(fn: Callable[..., T], items: Sequence, settings: RunSettings, label: str, unit: str,
               bar: Progress | None = None, weight: Callable[[object], int] | None = None,
               group: Callable[[object], Hashable] | None = None) -> list[T]:
