@@ -1,5 +1,5 @@
 """SIGTERM handled like Ctrl-C, so that `kill` runs the same cleanup (temporary directories,
-chain processes) and the CLI ends on one line."""
+the embedded Dask cluster) and the CLI ends on one line."""
 
 from __future__ import annotations
 
