@@ -4,9 +4,9 @@ The commands a user runs, timed end to end as processes (Python's start and `imp
 included, about 3 s), each on 1 and 2 workers, with the JSON compared (timings aside):
 
 - audit: seed 002 §IV-B's release (the seed-0 K-means partition, K = 8, `centroids:FILE`, Laplace
-  with b = 2 / min cluster size / ε at ε = 1) on `models/gowalla_friends.py` (2,391 users, 4,782
-  tuples), idp and ddp, on the gaussian engine: 5 batches of 1,024 adversaries each.
-- attack: `ddpbayes attack` with its defaults (every one of the 2,391 users, every other user
+  with b = 2 / min cluster size / ε at ε = 1) on `models/gowalla_friends.py` (2,392 users, 4,784
+  tuples), idp and ddp, on the gaussian engine: 5 batches of up to 1,024 adversaries.
+- attack: `ddpbayes attack` with its defaults (every one of the 2,392 users, every other user
   known, ε in 0.1, 0.5, 1, 2, 3, a 20 x 20 grid): 10 target blocks.
 
 Usage (from the repository root):
