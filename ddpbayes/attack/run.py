@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-import ddpbayes
+from ddpbayes import shipped
 from ddpbayes.attack import adversary, metrics, posterior
 from ddpbayes.attack.release import Partition, kmeans, lpm, sensitivity
 from ddpbayes.errors import InputError
@@ -25,9 +25,9 @@ from ddpbayes.parallel import map_units
 from ddpbayes.progress import Progress
 from ddpbayes.settings import RunSettings
 
-DATA = Path(ddpbayes.__file__).resolve().parent.parent / "models" / "data"
-LOCATIONS, EDGES, FIT = (DATA / name for name in ("gowalla_us_user_locations.csv", "gowalla_us_edges.csv",
-                                                   "gowalla_fit.json"))
+DATA = "models/data"  # the shipped Gowalla files, under `shipped.ROOT` (package data, DESIGN §4)
+LOCATIONS, EDGES, FIT = (f"{DATA}/{name}" for name in ("gowalla_us_user_locations.csv", "gowalla_us_edges.csv",
+                                                        "gowalla_fit.json"))
 ADVERSARIES = ("independent", "dependent")
 MAX_GRID = 1000
 CELLS_PER_BLOCK = 2**20  # targets per block = this / G², at most MAX_BLOCK
@@ -106,15 +106,17 @@ class AttackResult:
 
 def load_data(locations: str | Path | None = None, edges: str | Path | None = None,
               fit: str | Path | None = None) -> AttackData:
-    """Read the CSVs and the fit (the shipped Gowalla files by default); every user must lie in
-    the fit's box, whose coordinates the CAR model is fitted in."""
-    paths = {"locations": locations or LOCATIONS, "edges": edges or EDGES, "fit": fit or FIT}
-    shown = {k: str(given) if given else f"models/data/{Path(paths[k]).name}"
-             for k, given in (("locations", locations), ("edges", edges), ("fit", fit))}
-    missing = [f"{k} {p}" for k, p in paths.items() if not Path(p).is_file()]
+    """Read the CSVs and the fit (the shipped Gowalla files by default, read from the installed
+    package); every user must lie in the fit's box, whose coordinates the CAR model is fitted in."""
+    given = {"locations": locations, "edges": edges, "fit": fit}
+    default = {"locations": LOCATIONS, "edges": EDGES, "fit": FIT}
+    paths = {k: Path(v) if v else shipped.path(default[k]) for k, v in given.items()}
+    shown = {k: str(v) if v else default[k] for k, v in given.items()}  # the shipped ones repo-relative
+    missing = [f"{k} {p}" for k, p in paths.items() if not p.is_file()]
     if missing:
-        raise InputError(f"missing input file: {', '.join(missing)} (the shipped Gowalla data lives in the "
-                         "repository's models/data/; pass --locations, --edges and --fit otherwise)")
+        hint = "" if all(given.values()) else (" (the shipped Gowalla data is missing from the installed package: "
+                                                "reinstall ddpbayes, or pass --locations, --edges and --fit)")
+        raise InputError(f"missing input file: {', '.join(missing)}{hint}")
     locs = read_locations(paths["locations"])
     links = read_edges(paths["edges"], locs)
     car = load_fit(paths["fit"])

@@ -28,7 +28,7 @@ def register(sub) -> None:
     p.add_argument("--edges", default=None, metavar="CSV",
                    help="friendships: Source,Destination (default: the shipped Gowalla US edges)")
     p.add_argument("--fit", default=None, metavar="JSON",
-                   help="fitted CAR model: box, alpha, tau, mu (default: models/data/gowalla_fit.json)")
+                   help="fitted CAR model: box, alpha, tau, mu (default: the shipped models/data/gowalla_fit.json)")
     p.add_argument("--k", type=int, default=8, help="K-means clusters (default 8, seed 002's value)")
     p.add_argument("--epsilons", type=_epsilons, default=DEFAULT_EPSILONS,
                    help=f"comma-separated privacy budgets (default {DEFAULT_EPSILONS})")

@@ -8,6 +8,7 @@ import inspect
 import sys
 from pathlib import Path
 
+from ddpbayes import shipped
 from ddpbayes.errors import InputError
 from ddpbayes.limits import state_limit
 from ddpbayes.model.contract import DependenceModel
@@ -33,12 +34,15 @@ def parse_params(items: list[str]) -> dict:
 
 def load_model(path: str | Path, params: dict | None = None, max_states: int | None = None) -> DependenceModel:
     """Import the model file at `path` and call its `build(**params)`; `max_states` bounds the
-    discrete supports inferred while it builds (default: the limit in force, 2^22)."""
-    path = Path(path)
+    discrete supports inferred while it builds (default: the limit in force, 2^22). A
+    `models/NAME.py` or bare `NAME` that names no file from the working directory is the
+    shipped example model NAME (`shipped.resolve`, DESIGN §4)."""
+    path = shipped.resolve(path, shipped.MODELS)
     if path.is_dir():
         raise InputError(f"model file '{path}' is a directory: name the .py file that defines build(**params)")
     if not path.is_file():
-        raise InputError(f"model file '{path}' does not exist")
+        raise InputError(f"model file '{path}' does not exist (shipped example models, by name or as "
+                         f"models/NAME.py: {', '.join(shipped.names(shipped.MODELS))})")
     name = f"ddpbayes_model_{abs(hash(path.resolve()))}"
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:

@@ -38,6 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ddpbayes import shipped
 from ddpbayes.errors import InputError
 from ddpbayes.general_queries import with_sensitivity
 from ddpbayes.limits import positive_finite
@@ -159,8 +160,10 @@ class Spec:
 
 def load_spec(path: str | Path) -> Spec:
     """Read and validate the spec at `path` (every value that can be checked without the model); a
-    spec with `releases` is a composition spec (`reports.composition.CompositionSpec`)."""
-    path = Path(path)
+    spec with `releases` is a composition spec (`reports.composition.CompositionSpec`). A
+    `reports/specs/NAME.toml` or bare `NAME` naming no file from the working directory is the
+    shipped spec NAME (`shipped.resolve`, DESIGN §4)."""
+    path = shipped.resolve(path, shipped.SPECS)
     if not path.is_file():
         raise InputError(f"spec file '{path}' " + ("is a directory" if path.is_dir() else "does not exist"))
     try:
