@@ -6,11 +6,14 @@ g_t(y) = Σ_s P(t, q_s) p(y | q_s), f = Σ_t g_t and p_t = Σ_s P(t, q_s):
 
     I(X_i; Y) = Σ_t ∫ g_t log(g_t / (p_t f)) dy,     D(y) = Σ_t p_t log(p_t f(y) / g_t(y)).
 
-Laplace(b): between consecutive levels every g_t is A e^{-u/b} + B e^{u/b}; each piece is
-integrated by Gauss–Legendre on subintervals widening geometrically from both ends (b, 2b, 4b, …),
-doubling the nodes until two passes agree to 1e-13 + 1e-12·|value| ("quadrature to 1e-10"); the
-tails, where every g_t ∝ e^{∓y/b}, in closed form. sup_y D: a scan of every subinterval refined by
-bounded Brent (xatol 1e-12·b); D is constant on the tails. Geometric: exact sums over the integers
+Laplace(b), in units of b from a level (exact at every scale down to the smallest double):
+between consecutive levels every g_t is A e^{-s} + B e^{s - gap}; each piece is integrated from both
+ends by Gauss–Legendre on subintervals widening geometrically (1, 2, 4, … scales) up to REACH
+scales (the rest, bounded by 2e^{-REACH} log(1/min p_t), joins the error), doubling the nodes until
+two passes agree to 1e-13 + 1e-12·|value| ("quadrature to 1e-10"); the tails, where every
+g_t ∝ e^{∓y/b}, in closed form. sup_y D: affine between the windows around its bends, so the
+piece's ends and a scan of each window refined by bounded Brent (`_sup_divergence`); D is
+constant on the tails. Geometric: exact sums over the integers
 between the extreme levels, geometric series beyond. Randomized response: exact sums over the
 finite output space. Everything in log space.
 """
@@ -26,9 +29,11 @@ from scipy import optimize
 from scipy.special import logsumexp
 
 from ddpbayes.limits import check_states
-from ddpbayes.mechanisms import laplace_sums
 
 TOL_ABS, TOL_REL, MAX_NODES = 1e-13, 1e-12, 1024
+REACH = 40.0  # units of b from a level beyond which the MI integrand is dropped (bounded, added to the error)
+WINDOW = 40.0  # half-width (in w = 2s - gap) of the window around a bend of D
+LOG2 = math.log(2)
 
 
 class NotAvailable(Exception):
@@ -46,41 +51,61 @@ def _terms(log_g: np.ndarray, log_p: np.ndarray) -> tuple[np.ndarray, np.ndarray
 
 
 def laplace(q: np.ndarray, log_w: np.ndarray, b: float) -> tuple[float, float, float]:
-    """(I(X_i; Y), sup_y D, quadrature error estimate) for y = q + Lap(b), q sorted and distinct."""
+    """(I(X_i; Y), sup_y D, quadrature error estimate) for y = q + Lap(b), q sorted and distinct.
+
+    Everything is measured in units of b from a level, so every scale down to the smallest
+    double keeps the integrals exact (DESIGN §3.4)."""
     log_p = logsumexp(log_w, axis=1)
     m = len(q)
     check_states(m * m * len(log_w), f"the information integrals ({m:,} query levels)", "cells")
-    # below q0, g_t(y) e^{-(y - q0)/b} 2b = e^{minus}; above q_max, g_t(y) e^{(y - q_max)/b} 2b = e^{plus}
-    below, above, plus, minus = laplace_sums(log_w, q, b)
+    gaps = np.diff(q) / b  # finite: Laplace._check_span
+    near_below, near_above = _near_sums(log_w, gaps)
+    reach = REACH + math.log(max(1.0, -float(log_p.min())))  # MI integrand beyond: below 2e^{-REACH} in all
     mi, error = 0.0, 0.0
     kl = -math.inf
-    for log_tail in (minus, plus):
-        tail_mi, tail_kl = _terms(log_tail[:, None] - math.log(2), log_p)  # each tail holds mass e^{log_tail}/2
+    # below q_0 every g_t(y) ∝ e^{near_above[:, 0] + (y - q_0)/b}; above q_max ∝ e^{near_below[:, -1] - (y - q_max)/b}
+    for log_tail in (near_above[:, 0], near_below[:, -1]):
+        tail_mi, tail_kl = _terms(log_tail[:, None] - LOG2, log_p)  # each tail holds mass e^{log_tail}/2
         mi += float(tail_mi[0])
         kl = max(kl, float(tail_kl[0]))
-    for k in range(m - 1):
-        h = q[k + 1] - q[k]
-        lo, hi = below[:, k], above[:, k] + h / b  # the levels at or below q_k, seen from q_k; the rest from q_{k+1}
+    for k, gap in enumerate(gaps):
+        lo, hi = near_below[:, k], near_above[:, k + 1]  # the levels at or below q_k seen from q_k; the rest from q_{k+1}
+        ends = ((lo, hi), (hi, lo)) if gap > 2 else ((lo, hi),)
+        extent = min(gap / 2, reach) if gap > 2 else gap
+        for near, far in ends:  # s: the distance in units of b from the near end, up to `extent`
 
-        def log_g(u: np.ndarray, lo=lo, hi=hi, h=h) -> np.ndarray:
-            return np.logaddexp(lo[:, None] - u[None, :] / b, hi[:, None] + (u[None, :] - h) / b) - math.log(2 * b)
+            def mi_at(s: np.ndarray, near=near, far=far) -> np.ndarray:
+                log_g = np.logaddexp(near[:, None] - s[None, :], far[:, None] - (gap - s)[None, :]) - LOG2
+                return _terms(log_g, log_p)[0]
 
-        for a, c in _subintervals(h, b):
-            value, err = _gauss_legendre(lambda u: _terms(log_g(u), log_p)[0], a, c)
-            mi += value
-            error += err
-            kl = max(kl, _max_on(lambda u: _terms(log_g(u), log_p)[1], a, c, b))
+            for a, c in _subintervals(extent):
+                value, err = _gauss_legendre(mi_at, a, c)
+                mi += value
+                error += err
+        if gap > 2 and gap / 2 > reach:
+            error += 2 * math.exp(-reach) * -float(log_p.min())
+        kl = max(kl, _sup_divergence(lo, hi, gap, log_p))
     return mi, kl, error
 
 
-def _subintervals(h: float, b: float) -> list[tuple[float, float]]:
-    """[0, h] cut at b, 2b, 4b, … from each end: the integrand decays like e^{-u/b} from both."""
-    cuts, step = [0.0], b
-    while step < h / 2:
+def _near_sums(log_w: np.ndarray, gaps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """below[:, k] = log Σ_{s ≤ k} w_s e^{-(q_k - q_s)/b} and above[:, k] = log Σ_{s ≥ k} w_s e^{-(q_s - q_k)/b},
+    by recursion from level to level (every term relative to its own level: no cancellation)."""
+    below, above = log_w.copy(), log_w.copy()
+    for k, gap in enumerate(gaps):
+        below[:, k + 1] = np.logaddexp(below[:, k] - gap, log_w[:, k + 1])
+    for k in range(len(gaps) - 1, -1, -1):
+        above[:, k] = np.logaddexp(above[:, k + 1] - gaps[k], log_w[:, k])
+    return below, above
+
+
+def _subintervals(extent: float) -> list[tuple[float, float]]:
+    """[0, extent] cut at 1, 2, 4, …: the integrand decays like e^{-s} from its near end."""
+    cuts, step = [0.0], 1.0
+    while step < extent:
         cuts.append(step)
         step *= 2
-    ends = sorted({*cuts, *(h - c for c in cuts), h / 2} if h > 2 * b else {0.0, h})
-    return list(itertools.pairwise(ends))
+    return list(itertools.pairwise([*cuts, extent]))
 
 
 def _gauss_legendre(fn, a: float, c: float) -> tuple[float, float]:
@@ -101,18 +126,49 @@ def _nodes(n: int) -> tuple[np.ndarray, np.ndarray]:
     return np.polynomial.legendre.leggauss(n)
 
 
-def _max_on(fn, a: float, c: float, b: float) -> float:
-    """max of fn on [a, c]: a 33-point scan, refined by bounded Brent around the best point."""
-    u = np.linspace(a, c, 33)
-    values = fn(u)
-    j = int(np.argmax(values))
-    lo, hi = u[max(j - 1, 0)], u[min(j + 1, len(u) - 1)]
-    best = float(values[j])
-    if hi > lo:
-        res = optimize.minimize_scalar(lambda v: -float(fn(np.array([v]))[0]), bounds=(lo, hi), method="bounded",
-                                       options={"xatol": 1e-12 * b})
-        best = max(best, -float(res.fun))
+def _sup_divergence(lo: np.ndarray, hi: np.ndarray, gap: float, log_p: np.ndarray) -> float:
+    """sup of D over one piece. With w = 2s - gap ∈ [-gap, gap] (s: distance from q_k in units of
+    b), g_t ∝ e^{-s} e^{ℓ_t(w)}, ℓ_t(w) = logaddexp(lo_t, hi_t + w), and D depends on the ℓ_t alone:
+
+        D(w) = Σ_t p_t (log p_t + logaddexp(Lo, Hi + w) - ℓ_t(w)),   Lo, Hi = logsumexp of lo, hi.
+
+    Each ℓ_t bends only within a few units of c_t = lo_t - hi_t (and log f of Lo - Hi); farther off
+    D is affine to within 2e^{-WINDOW}. So the sup is at an end of the piece or in a window around
+    a bend: each window is scanned (spacing 1/8) and its best points refined by bounded Brent."""
+    weights = np.exp(log_p)
+    big_lo, big_hi = logsumexp(lo), logsumexp(hi)
+
+    def divergence(w: np.ndarray) -> np.ndarray:
+        log_f = np.logaddexp(big_lo, big_hi + w)
+        ell = np.logaddexp(lo[:, None], hi[:, None] + w[None, :])
+        return weights @ (log_p[:, None] + log_f[None, :] - ell)
+
+    bends = [c for c in [*(lo - hi), big_lo - big_hi] if math.isfinite(c) and -gap - WINDOW < c < gap + WINDOW]
+    best = float(divergence(np.array([-gap, gap])).max())
+    for a, c in _merged((max(x - WINDOW, -gap), min(x + WINDOW, gap)) for x in bends):
+        w = np.linspace(a, c, max(2, math.ceil((c - a) * 8) + 1))
+        values = divergence(w)
+        best = max(best, float(values.max()))
+        peaks = [j for j in range(len(w)) if (j == 0 or values[j] >= values[j - 1])
+                 and (j == len(w) - 1 or values[j] > values[j + 1])]
+        for j in sorted(peaks, key=lambda j: -values[j])[:4]:
+            left, right = w[max(j - 1, 0)], w[min(j + 1, len(w) - 1)]
+            if right > left:
+                res = optimize.minimize_scalar(lambda v: -float(divergence(np.array([v]))[0]), bounds=(left, right),
+                                               method="bounded", options={"xatol": 1e-9})
+                best = max(best, -float(res.fun))
     return best
+
+
+def _merged(intervals) -> list[tuple[float, float]]:
+    """Overlapping intervals joined."""
+    out: list[list[float]] = []
+    for a, c in sorted(intervals):
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], c)
+        else:
+            out.append([a, c])
+    return [(a, c) for a, c in out]
 
 
 def geometric(q: np.ndarray, log_w: np.ndarray, b: float, limit: int | None = None) -> tuple[float, float, float]:
@@ -122,12 +178,12 @@ def geometric(q: np.ndarray, log_w: np.ndarray, b: float, limit: int | None = No
     span = int(q[-1] - q[0]) + 1
     check_states(span * len(q) * len(log_w), f"the information sums ({span:,} integer outputs)", "cells", limit)
     alpha = math.exp(-1 / b)
-    log_c = math.log1p(-alpha) - math.log1p(alpha)
+    log_c = math.log(-math.expm1(-1 / b)) - math.log1p(alpha)  # log((1 - α)/(1 + α)), also when α rounds to 1
     y = np.arange(q[0], q[-1] + 1)
     log_k = log_c - np.abs(y[None, :] - q[:, None]) / b  # (S, N)
     log_g = logsumexp(log_w[:, :, None] + log_k[None], axis=1)  # (T, N)
     mi, kl = _terms(log_g, log_p)
-    tail = alpha / (1 - alpha)  # Σ_{j >= 1} α^j: g_t(q0 - j) = g_t(q0) α^j, the ratios stay those at q0
+    tail = 1 / math.expm1(1 / b)  # Σ_{j >= 1} α^j = α/(1 - α): g_t(q0 - j) = g_t(q0) α^j, the ratios stay those at q0
     return float(mi.sum() + tail * (mi[0] + mi[-1])), float(kl.max()), 0.0
 
 
