@@ -33,6 +33,11 @@ QUERY_HELP = ("sum, count, mean, linear:w0,w1,... (rows separated by ';' for a v
               "(NAME(x) in the model file, x a dict of arrays by variable name)")
 
 
+NOTION_HELP = ("the privacy notion, i.e. the adversaries: dp (classic DP: all others known, any values; "
+               "model-free), idp (nobody known; Wu et al., identity DP), pdp (every known set; Li et al. 2019, "
+               "prior DP), ddp (the tuples independent of the target known; Liu et al. 2016, dependent DP)")
+
+
 def add_sensitivity(parser: argparse.ArgumentParser) -> None:
     """--sensitivity: the global L1 sensitivity of an expr:/fn: query on continuous domains."""
     parser.add_argument("--sensitivity", type=float, metavar="S",
@@ -84,13 +89,16 @@ def add_run_settings(parser: argparse.ArgumentParser, method: bool = False) -> N
     adds audit's own: the sampling route and the greedy pdp search (a lower bound, which a
     calibration must not take for the leakage). A flag left out keeps RunSettings' default."""
     d = RunSettings()
-    parser.add_argument("--engine", choices=("auto", *ENGINES), default=None, help="default auto")
+    parser.add_argument("--engine", choices=("auto", *ENGINES), default=None,
+                        help="auto (default: exact while the joint fits --max-states, then structured, gaussian, "
+                        "sampling), or one engine by name")
     if method:
         parser.add_argument("--method", choices=METHODS, default=None, dest="sampling_method",
-                            help="sampling: likelihood route (default), or the adversary's posterior odds (004 Thm. 1)")
+                            help="sampling: likelihood route (default), or the adversary's posterior odds "
+                            "(Wu et al., IDP, Thm. 1)")
         parser.add_argument("--search", choices=SEARCHES, default=None,
-                            help="pdp: full (default), every known set; greedy, seed 003's search keeping the --top-k "
-                            "best known sets per layer: a lower bound, not a verification")
+                            help="pdp: full (default), every known set; greedy, Li et al. 2019's search keeping the "
+                            "--top-k best known sets per layer: a lower bound, not a verification")
         parser.add_argument("--top-k", type=int, default=None, metavar="K",
                             help=f"pdp, with --search greedy: known sets kept per layer (default {DEFAULT_TOP_K})")
         parser.add_argument("--pdp-greedy", type=int, default=None, metavar="K",
@@ -142,8 +150,11 @@ def run_settings(args: argparse.Namespace) -> RunSettings:
     return settings
 
 
+FORMAT_HELP = "text (default): tables for the terminal; json: one JSON document on stdout with every field"
+
+
 def add_output(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument("--format", choices=("text", "json"), default="text", help=FORMAT_HELP)
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
 
 

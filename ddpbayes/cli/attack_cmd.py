@@ -7,7 +7,7 @@ import json
 import shlex
 import sys
 
-from ddpbayes.cli.args import add_workers, execution
+from ddpbayes.cli.args import FORMAT_HELP, add_workers, execution
 from ddpbayes.errors import InputError
 
 DEFAULT_EPSILONS = "0.1,0.5,1,2,3"
@@ -16,12 +16,13 @@ DEFAULT_EPSILONS = "0.1,0.5,1,2,3"
 def register(sub) -> None:
     p = sub.add_parser(
         "attack",
-        help="seed 002's inference attack: K-means centroids with Laplace noise, independent vs friend-aware adversary",
+        help="Liu et al. 2016's inference attack (NDSS, §IV): K-means centroids with Laplace noise, independent vs "
+        "friend-aware adversary",
         description="The provider clusters the users' positions with K-means and releases the K centroids with Laplace "
         "noise (scale = the centroid vector's L1 sensitivity / epsilon). For each target, an adversary who knows the "
         "others' positions computes its posterior over a G x G grid of cells, with a histogram prior (independent, "
-        "seed 002 Eq. 8) or the fitted CAR model's conditional given the target's friends (dependent). Prints the "
-        "inference error (km, Eq. 10) and the leaked information (bits, Eq. 11) per epsilon and adversary.",
+        "Liu et al. 2016 Eq. 8) or the fitted CAR model's conditional given the target's friends (dependent). "
+        "Prints the inference error (km, Eq. 10) and the leaked information (bits, Eq. 11) per epsilon and adversary.",
     )
     p.add_argument("--locations", default=None, metavar="CSV",
                    help="users: UserID,Latitude,Longitude (default: the shipped Gowalla US users)")
@@ -29,7 +30,7 @@ def register(sub) -> None:
                    help="friendships: Source,Destination (default: the shipped Gowalla US edges)")
     p.add_argument("--fit", default=None, metavar="JSON",
                    help="fitted CAR model: box, alpha, tau, mu (default: the shipped models/data/gowalla_fit.json)")
-    p.add_argument("--k", type=int, default=8, help="K-means clusters (default 8, seed 002's value)")
+    p.add_argument("--k", type=int, default=8, help="K-means clusters (default 8, Liu et al. 2016's value)")
     p.add_argument("--epsilons", type=_epsilons, default=DEFAULT_EPSILONS,
                    help=f"comma-separated privacy budgets (default {DEFAULT_EPSILONS})")
     p.add_argument("--grid", type=int, default=20, help="G: the posterior's G x G cells (default 20)")
@@ -39,7 +40,7 @@ def register(sub) -> None:
     p.add_argument("--targets", type=int, default=None, metavar="M",
                    help="attack a seeded sample of M users (default all)")
     p.add_argument("--seed", type=int, default=0, help="seed for k-means, the noise and the samples (default 0)")
-    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--format", choices=("text", "json"), default="text", help=FORMAT_HELP)
     p.add_argument("--report", default=None, metavar="DIR",
                    help="also write a report: DIR/index.html (self-contained), report.md, results.json, figures/")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
@@ -113,7 +114,7 @@ def attack_text(doc: dict) -> str:
                      f"{r['bound_bits']:>11.3f}")
     lines += [
         "",
-        ("leaked bits: H(histogram prior, Eq. 8) - H(posterior) (seed 002 Eq. 11); release bits: H(own prior) - "
+        ("leaked bits: H(histogram prior, Eq. 8) - H(posterior) (Liu et al. 2016 Eq. 11); release bits: H(own prior) - "
          "H(posterior); Thm 2 bound: epsilon nats, in bits"),
         f"guessing the regional mean: mean error {guess['mean_error_km']:.1f} km, median {guess['median_error_km']:.1f} km",
         f"time {doc['seconds']:.1f} s",

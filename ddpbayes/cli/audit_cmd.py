@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from ddpbayes.cli.args import (
+    NOTION_HELP,
     add_mechanism,
     add_model,
     add_output,
@@ -23,13 +24,15 @@ def register(sub) -> None:
     p = sub.add_parser("audit", help="leakage of a mechanism on a dependence model, with a verdict")
     add_model(p)
     add_mechanism(p, releases=True)
-    p.add_argument("--notion", required=True, choices=NOTIONS)
+    p.add_argument("--notion", required=True, choices=NOTIONS, help=NOTION_HELP)
     p.add_argument("--target", type=index_list, default=None, help="target tuple(s), e.g. 0 or 0,2")
     p.add_argument("--known", type=index_list, default=None, help="pdp: indices the adversary knows ('' for none)")
     p.add_argument("--lattice", action="store_true", help="pdp: list every (target, known set)")
     p.add_argument("--claim", type=float, default=None, help="claimed epsilon to check")
     p.add_argument("--information", choices=("nats", "bits", "none"), default="nats", metavar="UNIT",
-                   help="seed 004's KL/MI/CMI beside the leakage, in nats (default) or bits; none skips them")
+                   help="Wu et al.'s (IDP) information measures beside the leakage: worst KL (Thm. 2), mutual "
+                   "information (Thm. 3), conditional mutual information (Prop. 4), in nats (default) or bits; "
+                   "none skips them")
     add_run_settings(p, method=True)
     add_output(p)
     p.set_defaults(run=run)

@@ -6,7 +6,15 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from ddpbayes.cli.args import QUERY_HELP, add_model, add_output, add_run_settings, add_sensitivity, run_settings
+from ddpbayes.cli.args import (
+    NOTION_HELP,
+    QUERY_HELP,
+    add_model,
+    add_output,
+    add_run_settings,
+    add_sensitivity,
+    run_settings,
+)
 from ddpbayes.cli.audit_cmd import EXIT_CODES
 from ddpbayes.cli.text import fmt
 from ddpbayes.vocabulary import CALIBRATION_METHODS, NOTIONS
@@ -22,10 +30,12 @@ def register(sub) -> None:
         "calibrate",
         help="the Laplace scale (Gaussian sigma) for epsilon: exact (smallest audited), DPM, group baseline, classic DP",
         description="exact: the smallest Laplace scale whose audited leakage under --notion is at most --epsilon; "
-        "dpm: seed 000's DS_Q / epsilon at its fixed point; group: L dQ / epsilon; dp: dQ / epsilon. "
-        "Every scale is audited under every notion and shown with seed 004's IDP bounds. "
+        "dpm: Liu et al. 2016's (DDP) DS_Q / epsilon at its fixed point; group: L dQ / epsilon; dp: dQ / epsilon. "
+        "Every scale is audited under every notion and shown with Wu et al.'s IDP bounds (Prop. 3, Thm. 4). "
         "With --mechanism gaussian --delta D: the smallest sigma whose profile meets (epsilon, D) under --notion; "
-        "dp and group: the analytic Gaussian sigma for the L2 sensitivity and L times it; dpm n/a.",
+        "dp and group: the analytic Gaussian sigma for the L2 sensitivity and L times it; dpm n/a. "
+        "Exit code: that of an audit of the reported scale under --notion with --epsilon as the claim: 0 it meets "
+        "epsilon, 1 it does not (dpm, group or dp can fall short), 4 an estimate cannot settle it.",
     )
     add_model(p)
     p.add_argument("--query", required=True, help=QUERY_HELP)
@@ -33,7 +43,7 @@ def register(sub) -> None:
     p.add_argument("--mechanism", default="laplace", help="the noise to calibrate: laplace (default) or gaussian")
     p.add_argument("--delta", type=float, default=None,
                    help="gaussian only (required): the delta at which the leakage epsilon is read off the profile")
-    p.add_argument("--notion", required=True, choices=NOTIONS)
+    p.add_argument("--notion", required=True, choices=NOTIONS, help=NOTION_HELP)
     p.add_argument("--epsilon", type=float, required=True, help="the privacy level to meet")
     p.add_argument("--method", choices=CALIBRATION_METHODS, default="exact",
                    help="the recipe whose scale is reported (default exact)")
@@ -91,7 +101,7 @@ def calibrate_text(c: Calibration, model: str) -> str:
         "; ? an estimate that cannot settle it" if any(a.ci for r in c.rows for a in r.audits.values()) else ""))
     b = c.rows[0].bounds
     eta = "" if b.eta is None else f", eta = {fmt(b.eta)}"
-    lines.append(f"Prop.3 / Thm.4: seed 004's bounds on idp from the mechanism's DP level (k = {b.k}{eta}); "
+    lines.append(f"Prop.3 / Thm.4: Wu et al.'s (IDP) bounds on idp from the mechanism's DP level (k = {b.k}{eta}); "
                  f"alpha: the noise magnitude exceeded with probability {BETA:g}")
     if b.prop3_premise and b.prop3_premise == b.thm4_premise:
         lines.append(f"Prop.3, Thm.4 n/a (premise: {b.prop3_premise})")

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from ddpbayes.cli.args import index_list
+from ddpbayes.cli.args import FORMAT_HELP, index_list
 from ddpbayes.errors import InputError
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ MAX_TIME_LIMIT = 1e6  # setitimer's range
 
 def register(sub) -> None:
     p = sub.add_parser("derive", help="closed-form leakage with sympy")
-    kinds = p.add_subparsers(dest="kind", required=True)
+    kinds = p.add_subparsers(dest="kind", required=True, help="the model family whose closed form is derived")
 
     g = kinds.add_parser(
         "gaussian",
@@ -56,7 +56,7 @@ def register(sub) -> None:
 
     r = kinds.add_parser(
         "gaussian-rho",
-        help="000's dependence coefficient rho_ij of a Gaussian pair",
+        help="Liu et al. 2016's (DDP) dependence coefficient rho_ij of a Gaussian pair",
         description="rho_ij = |Sigma_ij / Sigma_ii| * width_i / width_j: exp(rho_ij dD_j / sigma) is the sup over "
         "d_i1, d_i2, y of E[Lap_sigma(y - D_j) | D_i = d_i1] / E[Lap_sigma(y - D_j) | D_i = d_i2], with dD_j = width_j "
         "(D_j's domain width); it does not depend on sigma. Symbols width_i, width_j stand in when not given.",
@@ -71,7 +71,7 @@ def register(sub) -> None:
 def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT, metavar="SECONDS",
                    help=f"stop a derivation that takes longer, with exit 2 (default {DEFAULT_TIME_LIMIT:g})")
-    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--format", choices=("text", "json"), default="text", help=FORMAT_HELP)
     p.add_argument("--debug", action="store_true", help="show tracebacks")
 
 

@@ -9,6 +9,8 @@ Parsing the arguments imports no PyMC: `--help` and argument errors answer at on
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
+import re
 import sys
 import warnings
 
@@ -16,17 +18,39 @@ from ddpbayes.cli.signals import Terminated, install_sigterm
 from ddpbayes.errors import InputError
 
 
+# A value that starts with a minus sign and a digit (`--weights -1,2`, `--mean -.5,1`, `--delta -1e-3`)
+# is a value, never an option: argparse's own pattern takes only a lone number ("-1", "-0.5").
+_NEGATIVE_NUMBER = re.compile(r"^-\.?\d")
+
+
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = _NEGATIVE_NUMBER
+
     def error(self, message: str):  # one line, exit 2, as for every bad input
         raise InputError(f"{self.prog}: {message}")
+
+
+def version() -> str:
+    """The installed distribution's version, or the package's own when it is not installed."""
+    try:
+        return importlib.metadata.version("ddpbayes")
+    except importlib.metadata.PackageNotFoundError:
+        from ddpbayes import __version__
+
+        return __version__
 
 
 def build_parser() -> argparse.ArgumentParser:
     from ddpbayes.cli import attack_cmd, audit_cmd, calibrate_cmd, derive_cmd, report_cmd, rho_cmd
 
     parser = _Parser(prog="ddpbayes", description="Verify privacy mechanisms on dependent data (DDP, PDP, IDP).")
+    parser.add_argument("-V", "--version", action="version", version=f"ddpbayes {version()}",
+                        help="print the version and exit")
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser,
+                                help="the command to run (ddpbayes COMMAND --help describes its flags)")
     audit_cmd.register(sub)
     derive_cmd.register(sub)
     rho_cmd.register(sub)

@@ -17,7 +17,8 @@ def register(sub) -> None:
         "rho",
         help="dependence coefficients rho_ij, dependence sets and the dependence size L",
         description="rho_ij = leak_i(D_j released with Laplace(sigma)) * sigma / dD_j: exp(rho_ij dD_j / sigma) is the "
-        "sup over d_i1, d_i2, y of E[Lap_sigma(y - D_j) | D_i = d_i1] / E[Lap_sigma(y - D_j) | D_i = d_i2] (seed 000).",
+        "sup over d_i1, d_i2, y of E[Lap_sigma(y - D_j) | D_i = d_i1] / E[Lap_sigma(y - D_j) | D_i = d_i2] "
+        "(Liu et al. 2016, DDP, Eq. 14-16).",
     )
     add_model(p)
     p.add_argument("--scale", type=float, required=True, help="Laplace scale sigma (rho depends on it)")

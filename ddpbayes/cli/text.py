@@ -48,7 +48,8 @@ def audit_text(r: AuditResult) -> str:
         lines.append(
             f"mcmc       {d.get('runs', 0)} runs, R-hat max {fmt(d.get('rhat_max'))}, bulk ESS min {fmt(d.get('ess_bulk_min'))}, "
             f"divergences {d.get('divergences', 0)}, samplers {'/'.join(d.get('samplers', []))}"
-            + ("" if d.get("ok", True) else "  (diagnostics FAILED)")
+            + ("" if d.get("ok", True) else "  (diagnostics FAILED: the interval is not to be trusted; raise "
+               "--draws/--tune" + (", and a claim would be inconclusive)" if r.claim is None else ")"))
         )
     if r.witness is not None:
         w = r.witness
@@ -58,10 +59,9 @@ def audit_text(r: AuditResult) -> str:
         y = "-" if w.y is None else _abbreviated([fmt(v) for v in w.y])
         lines.append(f"witness    target {r.tuples[w.adversary.target]}, knows {known}, t={fmt(w.t)} vs t'={fmt(w.t_prime)}, y={y}")
     lines.append("")
-    width = max(len(n) for n in r.tuples)
+    width = max(len(n) for n in [*r.tuples, "target"])
     lines.append(f"{'tuple'.ljust(width)}  leakage")
-    for name, v in zip(r.tuples, r.per_target):
-        lines.append(f"{name.ljust(width)}  {fmt(v)}")
+    lines += [f"{name.ljust(width)}  {fmt(v)}" for name, v in zip(r.tuples, r.per_target) if v is not None]  # audited
     if r.dependence_sets is not None:
         lines.append("")
         lines.append("dependence sets: " + "; ".join(

@@ -140,7 +140,7 @@ def _premise(disjoint: bool, pairs: list | None) -> str:
 
 def summary_text(s: dict) -> list[str]:
     """The summary as lines for `audit`'s text output."""
-    lines = ["", "composition (seed 000 Thms 3-4; each release audited alone under the same notion):"]
+    lines = ["", "composition (Liu et al. 2016 (DDP) Thms 3-4; each release audited alone under the same notion):"]
     for r in s["releases"]:
         ci = "" if r["ci"] is None else f"  [{_fmt(r['ci'][0])}, {_fmt(r['ci'][1])}]"
         lines.append(f"  {r['release']:<32} leakage {_fmt(r['leakage'])}{ci}   touches {len(r['touched'])} tuple(s)")

@@ -71,9 +71,10 @@ METHODS = CALIBRATION_METHODS
 BETA = 0.05  # (alpha, beta)-accuracy: P(|noise| > alpha) = beta, alpha = scale ln(1 / beta) (001 Lemmas 1–2)
 MAX_STEPS = 50  # doublings or halvings of the scale when bracketing
 NOISES = ("laplace", "gaussian")
-DPM_NA = ("n/a for Gaussian noise: seed 000's dependent perturbation mechanism (and 001's) sets a Laplace scale "
+DPM_NA = ("n/a for Gaussian noise: Liu et al. 2016's (DDP) dependent perturbation mechanism sets a Laplace scale "
           "DS_Q / epsilon; it has no Gaussian counterpart")
-BOUNDS_NA = "n/a for Gaussian noise: seed 004's Prop. 3 and Thm. 4 bound epsilon-DP mechanisms, and it is (epsilon, delta)"
+BOUNDS_NA = ("n/a for Gaussian noise: Wu et al.'s (IDP) Prop. 3 and Thm. 4 bound epsilon-DP mechanisms, and it is "
+             "(epsilon, delta)")
 
 
 @dataclass

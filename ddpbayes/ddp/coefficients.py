@@ -68,10 +68,10 @@ class Coefficients:
             return None
         i, j = max(self.above_one, key=lambda p: self.rho[p])
         more = f" and {len(self.above_one) - 1} more" if len(self.above_one) > 1 else ""
-        return (f"rho_ij > 1 (rho[{self.tuples[i]}, {self.tuples[j]}] = {self.rho[i, j]:.6g}{more}): seeds 000/001 "
-                "assume 0 <= rho_ij <= 1, which holds when every tuple stays within its declared domain; here the "
-                "model moves a tuple by more than its domain's width, so DPM's derivation does not apply and only "
-                "an audit of its scale says what it guarantees")
+        return (f"rho_ij > 1 (rho[{self.tuples[i]}, {self.tuples[j]}] = {self.rho[i, j]:.6g}{more}): "
+                "Liu et al. 2016 (DDP) assume 0 <= rho_ij <= 1, which holds when every tuple stays within its "
+                "declared domain; here the model moves a tuple by more than its domain's width, so DPM's derivation "
+                "does not apply and only an audit of its scale says what it guarantees")
 
     def dependent_sensitivity(self, sensitivities: np.ndarray) -> float:
         """DS_Q = max_i sum_j rho_ij dQ_j (001 §VI, its Lemmas 1–2), dQ_j the query's sensitivity to tuple j."""

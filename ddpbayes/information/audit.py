@@ -34,8 +34,8 @@ def information_block(problem: Problem, engine_name: str, notion: str, targets: 
     if engine is None:
         return None, f"the {notion} audit runs no engine (model-free): audit idp or ddp for the measures"
     if problem.mechanism.profile:  # 004's bounds compare them with a pure ε, which Gaussian noise has not
-        return None, (f"not computed for {problem.mechanism.kind} noise: 004's bounds compare them with a pure "
-                      "epsilon, and its leakage is a privacy profile (DESIGN §3.5)")
+        return None, (f"not computed for {problem.mechanism.kind} noise: Wu et al.'s (IDP) bounds compare them with "
+                      "a pure epsilon, and its leakage is a privacy profile (DESIGN §3.5)")
     worst = worst_target if worst_target is not None else max(targets, key=lambda i: per_target[i] or 0.0)
 
     def one(i: int) -> TargetMeasures:
@@ -91,8 +91,8 @@ def information_text(block: dict | None, reason: str | None) -> list[str]:
     mark = {True: "<=", False: "> "}
     unit, idp, dp = block["unit"], block["bounds"]["idp"], block["bounds"]["dp"]
     return [
-        (f"information ({unit}, target {block['target_name']}; 004 Thms 2-3, Prop. 4; bound eps = idp {idp:.6g}, "
-         f"dp {dp:.6g})"),
+        (f"information ({unit}, target {block['target_name']}; Wu et al. (IDP) Thms 2-3, Prop. 4; "
+         f"bound eps = idp {idp:.6g}, dp {dp:.6g})"),
         f"  sup_y D(X_i || X_i|Y=y)  {block['kl_max']:.6g}  {mark[holds['kl_max_le_idp']]} idp",
         f"  I(X_i; Y)                {block['mutual_information']:.6g}  {mark[holds['mutual_information_le_idp']]} idp",
         (f"  I(X_i; Y | X_(i))        {block['conditional_mutual_information']:.6g}  "
