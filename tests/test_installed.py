@@ -32,8 +32,10 @@ NOT_BUILT = {".git", ".venv", "build", "dist", "__pycache__", ".pytest_cache", "
 def _build_isolation() -> list[str]:
     """No isolation when this interpreter's setuptools satisfies pyproject.toml (>= 68) and can
     build a wheel (bdist_wheel is built in from 70.1, else it needs the `wheel` package)."""
-    import setuptools
-
+    try:
+        import setuptools
+    except ImportError:  # a venv of Python >= 3.12 has none
+        return []
     version = tuple(int(part) for part in setuptools.__version__.split(".")[:2] if part.isdigit())
     if version >= (70, 1) or (version >= (68, 0) and importlib.util.find_spec("wheel") is not None):
         return ["--no-build-isolation"]
