@@ -1,5 +1,6 @@
 """The attack report's figures (PNG bytes): seed 002 Fig. 5 (a) the CDF of the inference error and
-(b) the leaked information against ε with Theorem 2's bound, and the release itself (Fig. 2)."""
+(b) the leaked information against ε with Theorem 2's bound (here with the release's own part in a
+second panel), and the release itself (Fig. 2)."""
 
 from __future__ import annotations
 
@@ -7,22 +8,23 @@ import numpy as np
 
 from ddpbayes.attack.metrics import theorem2_bound_bits
 from ddpbayes.attack.run import AttackResult
-from ddpbayes.reports.figures import plt, png
+from ddpbayes.reports.figures import log_axis, plt, png
 
 LABEL = {"independent": "w/o social relationships", "dependent": "with social relationships"}
 STYLE = {"independent": "--", "dependent": "-"}
+MARKER = {"independent": "s", "dependent": "o"}
 
 
 def error_cdf_figure(result: AttackResult, epsilons: list[float]) -> bytes:
     """Fig. 5(a): the empirical CDF of the inference error at each ε in `epsilons`, both adversaries,
-    with the first known-set size; and the error of guessing the regional mean for reference."""
+    with the first known-set size; and the error of guessing the regional mean for reference. Each
+    curve is drawn thinner than the one before, so curves that coincide stay visible."""
     everyone = result.meta["n_priors"][0]
     fig, ax = plt.subplots(figsize=(7.2, 4.2))
-    for k, e in enumerate(epsilons):
-        for a in ("independent", "dependent"):
-            km = np.sort(result.errors[(everyone, e, a)])
-            ax.step(km, np.arange(1, len(km) + 1) / len(km), where="post", color=f"C{k}", ls=STYLE[a], lw=1.6,
-                    label=f"ε = {e:g}, {LABEL[a]}")
+    for j, (k, e, a) in enumerate((k, e, a) for k, e in enumerate(epsilons) for a in ("dependent", "independent")):
+        km = np.sort(result.errors[(everyone, e, a)])
+        ax.step(km, np.arange(1, len(km) + 1) / len(km), where="post", color=f"C{k}", ls=STYLE[a],
+                lw=_thinner(j), zorder=2 + j, label=f"ε = {e:g}, {LABEL[a]}")
     km = np.sort(result.guess_errors)
     ax.step(km, np.arange(1, len(km) + 1) / len(km), where="post", color="0.45", ls=":", lw=1.4,
             label="reference: guess the regional mean")
@@ -35,24 +37,43 @@ def error_cdf_figure(result: AttackResult, epsilons: list[float]) -> bytes:
 
 
 def leaked_figure(result: AttackResult) -> bytes:
-    """Fig. 5(b): mean leaked information (Eq. 11, bits) against ε for each adversary and known-set
-    size, the dependent adversary's release-only part, and Theorem 2's bound ε · log₂ e bits."""
+    """Fig. 5(b), in two panels so that no curve hides another. Left: the mean leaked information
+    (Eq. 11, bits) against ε for each adversary and known-set size, with Theorem 2's bound ε · log₂ e
+    bits. Right: what the release alone adds (the adversary's own prior's entropy minus its
+    posterior's; for the independent adversary this is its Eq. 11 value), on a log axis when every
+    value is positive, where the near-zero curves of the left panel come apart. An adversary keeps
+    its line style and marker, a known-set size its colour; each curve is drawn thinner, with
+    smaller hollow markers, than the one before, so curves that coincide stay visible."""
     epsilons = result.meta["epsilons"]
-    fig, ax = plt.subplots(figsize=(7.2, 4.2))
-    for k, n_prior in enumerate(result.meta["n_priors"]):
-        for a in ("dependent", "independent"):
-            bits = [result.row(n_prior, e, a)["leaked_bits"] for e in epsilons]
-            ax.plot(epsilons, bits, marker="o", color=f"C{k}", ls=STYLE[a], label=f"{LABEL[a]}, N_prior = {n_prior:,}")
-        release = [result.row(n_prior, e, "dependent")["release_bits"] for e in epsilons]
-        ax.plot(epsilons, release, marker=".", color=f"C{k}", ls=":", lw=1,
-                label=f"with social relationships, release only, N_prior = {n_prior:,}")
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11.5, 4.2))
+    drawn = [(k, n, a) for k, n in enumerate(result.meta["n_priors"]) for a in ("dependent", "independent")]
+    for j, (k, n_prior, a) in enumerate(drawn):
+        rows = [result.row(n_prior, e, a) for e in epsilons]
+        style = dict(color=f"C{k}", ls=STYLE[a], lw=_thinner(j, 2.2), marker=MARKER[a], ms=max(3.0, 10.0 - 2.0 * j),
+                     mfc="none", mew=1.3, label=f"{LABEL[a]}, N_prior = {n_prior:,}", zorder=3 + j)
+        left.plot(epsilons, [r["leaked_bits"] for r in rows], **style)
+        right.plot(epsilons, [r["release_bits"] for r in rows], **style)
     grid = np.linspace(0, max(epsilons), 50)
-    ax.plot(grid, [theorem2_bound_bits(e) for e in grid], color="k", lw=1.2,
-            label="security guarantee by DP: Thm 2, ε nats = ε·log₂e bits")
-    ax.set_xlabel("privacy budget ε")
-    ax.set_ylabel("leaked information (bits)")
-    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+    bound = [theorem2_bound_bits(e) for e in grid]
+    left.plot(grid, bound, color="k", lw=1.2, label="security guarantee by DP: Thm 2, ε nats = ε·log₂e bits")
+    right.plot(grid[1:], bound[1:], color="k", lw=1.2)
+    release = [r["release_bits"] for r in result.rows]
+    if min(release) > 0:
+        log_axis(right, "y", release + bound[1:])
+    left.set_title("leaked information (Eq. 11)", fontsize=10)
+    right.set_title("the release alone: own prior's entropy − posterior's", fontsize=10)
+    for ax in (left, right):
+        ax.set_xlabel("privacy budget ε")
+        ax.set_ylabel("bits")
+    fig.tight_layout()
+    fig.legend(*left.get_legend_handles_labels(), fontsize=8, loc="upper center", bbox_to_anchor=(0.5, 0.0),
+               frameon=False, ncol=2)
     return png(fig)
+
+
+def _thinner(j: int, first: float = 3.0) -> float:
+    """The line width of the j-th curve drawn: each thinner than the one before (down to 0.8)."""
+    return max(0.8, first - 0.5 * j)
 
 
 def release_figure(result: AttackResult, epsilon: float) -> bytes:

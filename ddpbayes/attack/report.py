@@ -15,7 +15,7 @@ from ddpbayes.reports.document import Code, Document, Figure, Notes, Para, Secti
 from ddpbayes.reports.results import fmt, reproducibility
 
 FORMAT = 1  # results.json layout version, under the key "ddpbayes_attack_report"
-TITLE = "Friends and places: seed 002's inference attack on noisy K-means centroids"
+TITLE = "Friends and places: Liu et al. 2016's inference attack on noisy K-means centroids"
 CDF_EPSILONS = (0.1, 1.0)  # seed 002 Fig. 5(a)
 
 
@@ -79,17 +79,19 @@ def build_document(result: AttackResult, command: str, audited: dict | None = No
                   [[f"{r['epsilon']:g}", r["adversary"], f"{r['n_prior']:,}", fmt(r["mean_error_km"]),
                     fmt(r["median_error_km"]), fmt(r["leaked_bits"]), fmt(r["release_bits"]), fmt(r["bound_bits"])]
                    for r in result.rows],
-                  "Leaked information is seed 002's Eq. 11: the entropy of the histogram prior (Eq. 8) minus that of "
-                  "the adversary's posterior, averaged over targets; release only: the adversary's own prior's "
+                  "Leaked information is Liu et al. 2016's Eq. 11: the entropy of the histogram prior (Eq. 8) minus "
+                  "that of the adversary's posterior, averaged over targets; release only: the adversary's own prior's "
                   "entropy minus the posterior's. Guessing the regional mean for every target errs by "
                   f"{fmt(m['regional_mean_guess']['mean_error_km'])} km on average "
                   f"(median {fmt(m['regional_mean_guess']['median_error_km'])} km)."),
             Figure("error_cdf.png", figures.error_cdf_figure(result, cdf_eps),
-                   f"Seed 002 Fig. 5(a): CDF of the inference error, {_knowledge(m, m['n_priors'][0])}.",
+                   f"Liu et al. 2016, Fig. 5(a): CDF of the inference error, {_knowledge(m, m['n_priors'][0])}.",
                    "error CDF"),
             Figure("leaked_information.png", figures.leaked_figure(result),
-                   "Seed 002 Fig. 5(b): leaked information against ε. Theorem 2 bounds a DP adversary's leakage by "
-                   "ε in nats, drawn here in bits (ε·log₂e).", "leaked information against epsilon"),
+                   "Liu et al. 2016, Fig. 5(b): leaked information against ε (left) and the release's own part "
+                   "(right, own prior's entropy minus the posterior's; for the independent adversary the same as its "
+                   "leaked information). Theorem 2 bounds a DP adversary's leakage by ε in nats, drawn here in bits "
+                   "(ε·log₂e).", "leaked information against epsilon"),
         ]),
         Section("Who gains from friendships", "friends", [
             Table(["ε", "N_prior", "adversary", "mean error, users with located friends (km)",
@@ -188,22 +190,23 @@ def _release_text(result: AttackResult) -> str:
 def _method_notes(result: AttackResult) -> list[str]:
     car = result.meta["car"]
     return [
-        ("Posterior (seed 002 Eq. 6): exp(−‖μ̃ − μ̂(d̂)‖₁/b) · prior(d̂) over the cells, μ̂(d̂) the centroids "
-         "recomputed with the target at the cell's centre in its own cluster (the partition is held fixed, as the "
-         "provider's K-means left it, and the adversary knows it); the other clusters' centroids do not depend on d̂ "
-         "and cancel. The MAP cell is Eq. 7's estimate."),
+        ("Posterior (Liu et al. 2016, Eq. 6): exp(−‖μ̃ − μ̂(d̂)‖₁/b) · prior(d̂) over the cells, μ̂(d̂) the "
+         "centroids recomputed with the target at the cell's centre in its own cluster (the partition is held "
+         "fixed, as the provider's K-means left it, and the adversary knows it); the other clusters' centroids do "
+         "not depend on d̂ and cancel. The MAP cell is Eq. 7's estimate."),
         "Independent adversary: the histogram of the known others' cells (Eq. 8); an empty cell has prior 0.",
         (f"Dependent adversary: the fitted CAR model (α = {car['alpha']:.3g}, τ = {car['tau'][0]:.3g} for x, "
          f"{car['tau'][1]:.3g} for y) gives each coordinate of the target, given the others, a normal law centred at "
          "the regional mean plus α times its friends' mean's offset from it, with variance 1/(τ·degree) (1/τ without "
-         "friends); its mass in each cell, normalised over the box, is the prior. Seed 002's Eq. 9 multiplies the "
-         "histogram by a weight that is high near friends; here the friends' pull is the whole prior, and the "
+         "friends); its mass in each cell, normalised over the box, is the prior. Liu et al. 2016's Eq. 9 multiplies "
+         "the histogram by a weight that is high near friends; here the friends' pull is the whole prior, and the "
          "non-friends carry no information once the friends are known (the CAR's Markov property)."),
         ("Partial knowledge (N_prior below all): each target's adversary knows N_prior of the others, drawn at random "
          "per target. The unknown members of the target's cluster are integrated out as draws from its known members "
          "(their sum normal by the central limit theorem, convolved with the Laplace noise); the CAR conditional "
          "marginalises the unknown users exactly; the histogram counts the known others only."),
-        ("Leaked information (Eq. 11) takes H(D_i) from the histogram prior for both adversaries, as seed 002 states: "
-         "what the dependent adversary's prior gains or loses against the histogram counts too. Theorem 2 (seed 000) "
-         "bounds a DP adversary's leaked information by ε, a log-likelihood ratio in nats: ε·log₂e bits."),
+        ("Leaked information (Eq. 11) takes H(D_i) from the histogram prior for both adversaries, as Liu et al. 2016 "
+         "state: what the dependent adversary's prior gains or loses against the histogram counts too. Theorem 2 "
+         "(Liu et al. 2016) bounds a DP adversary's leaked information by ε, a log-likelihood ratio in nats: "
+         "ε·log₂e bits."),
     ]

@@ -1,4 +1,5 @@
-"""Verification reports: `ddpbayes report SPEC.toml --out DIR` (spec keys in `spec`).
+"""Verification reports: `ddpbayes report SPEC.toml --out DIR` (spec keys in `spec`; a spec with
+`releases` is a composition report, `composition`; one with `[attack]` the attack's, `attack_spec`).
 
 DIR receives index.html (self-contained: inline CSS, figures as data URIs), report.md,
 results.json (every number shown) and figures/*.png, written atomically (`atomic`).
@@ -14,6 +15,7 @@ from ddpbayes.errors import InputError
 from ddpbayes.model import DependenceModel
 from ddpbayes.model.loading import load_model
 from ddpbayes.reports.atomic import write_directory
+from ddpbayes.reports.attack_spec import AttackSpec, attack_report
 from ddpbayes.reports.collect import Progress, collect
 from ddpbayes.reports.composition import CompositionSpec, composition_pages
 from ddpbayes.reports.content import build_document
@@ -41,6 +43,8 @@ def build_report(
     out = Path(out)
     command = command_for(Path(spec_path), out)
     say = Progress(progress, Path(spec_path).stem)
+    if isinstance(spec, AttackSpec):
+        return attack_report(spec, out, command, say, progress, workers, scheduler)
     if isinstance(spec, CompositionSpec):
         return _write(spec, out, say, lambda: composition_pages(spec, _model(spec, models), command, say))
 

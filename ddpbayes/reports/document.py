@@ -3,7 +3,8 @@
 Blocks: `Para` (text; `code` spans in backticks), `Table` (cells are text, or (text, css
 class) to colour a verdict), `Figure` (PNG bytes: a data URI in HTML, a file under figures/
 in Markdown), `Code` (preformatted) and `Notes` (a bullet list). The HTML carries its CSS
-inline and references nothing outside itself, so it opens offline and can be mailed.
+inline and references nothing outside itself, so it opens offline and can be mailed. Both
+renderers name the papers where text taken from elsewhere cites a seed number (`papers.cite`).
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ from __future__ import annotations
 import base64
 import html
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+
+from ddpbayes.reports.papers import cite
 
 Cell = str | tuple[str, str]
 
@@ -94,7 +97,29 @@ ul.notes { color: #3d4752; font-size: 0.93em; }
 """
 
 
+def cited(doc: Document) -> Document:
+    """`doc` with the papers named in every text a reader sees (not in `Code`: commands)."""
+    def cell(c: Cell) -> Cell:
+        return cite(c) if isinstance(c, str) else (cite(c[0]), c[1])
+
+    def block(b: Block) -> Block:
+        if isinstance(b, Para):
+            return Para(cite(b.text))
+        if isinstance(b, Notes):
+            return Notes([cite(i) for i in b.items])
+        if isinstance(b, Figure):
+            return replace(b, caption=cite(b.caption), alt=cite(b.alt))
+        if isinstance(b, Table):
+            return Table([cite(h) for h in b.header], [[cell(c) for c in row] for row in b.rows],
+                         None if b.caption is None else cite(b.caption))
+        return b
+
+    return Document(cite(doc.title), [cite(p) for p in doc.lead],
+                    [Section(cite(s.title), s.anchor, [block(b) for b in s.blocks]) for s in doc.sections])
+
+
 def render_html(doc: Document) -> str:
+    doc = cited(doc)
     nav = " ".join(f'<a href="#{s.anchor}">{_esc(s.title)}</a>' for s in doc.sections)
     parts = [
         "<!DOCTYPE html>",
@@ -115,6 +140,7 @@ def render_html(doc: Document) -> str:
 
 
 def render_markdown(doc: Document) -> str:
+    doc = cited(doc)
     parts = [f"# {doc.title}", "", *[f"{p}\n" for p in doc.lead]]
     for s in doc.sections:
         parts += [f"## {s.title}", ""]

@@ -117,10 +117,7 @@ def sweep_figure(s: Sweep, claim: float | None) -> bytes:
         if any(c is not None for c in cis):
             ax.fill_between(s.values, [c[0] if c else v for c, v in zip(cis, values)],
                             [c[1] if c else v for c, v in zip(cis, values)], color=colour, alpha=0.15, lw=0)
-    ax.set_xscale("log")
-    ticks = _spaced(s.values)
-    ax.set_xticks(ticks, [f"{v:.3g}" for v in ticks], rotation=30 if len(ticks) > 6 else 0)
-    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+    label_values(ax, s.values)
     ax.axvline(s.base, color="k", lw=1, alpha=0.6)
     ax.annotate(f"spec: {s.base:.4g}", xy=(s.base, 1.0), xycoords=("data", "axes fraction"), xytext=(3, -12),
                 textcoords="offset points", fontsize=8)
@@ -147,7 +144,8 @@ def profile_figure(profiles: dict, classic, delta: float) -> bytes:
         ax.plot([e for e, _ in points], [d for _, d in points], marker=marker or None, ls=ls, color=colour,
                 ms=MARKER_SIZE.get(name, 6) * 0.7, mfc="none", mew=1.2, lw=2.2 if name == "classic DP (GDP)" else 1.4,
                 alpha=0.6 if name == "classic DP (GDP)" else 1.0, label=name, zorder=3 + k)
-    ax.set_yscale("log")
+    positive = [d for p in curves.values() for _, d in p.pairs() if d > 0]
+    log_axis(ax, "y", positive + [delta])
     ax.axhline(delta, color="C3", ls=":", lw=1.2, label=f"delta = {delta:g}")
     ax.set_xlabel("epsilon")
     ax.set_ylabel("delta(epsilon)")
@@ -181,6 +179,43 @@ def formula_figure(lines: list[str]) -> bytes:
         display = line.replace(r"\frac", r"\dfrac").replace(r" \mathrm{width}", r"\,\mathrm{width}")
         fig.text(0.01, 1 - (k + 0.6) / len(lines), f"${display}$", fontsize=15, va="center")
     return png(fig)
+
+
+def label_values(ax, values: list[float]) -> None:
+    """A log x axis labelled at the plotted `values` (those `_spaced` keeps), no minor ticks: every
+    swept level readable, at least two labels when two levels differ."""
+    ax.set_xscale("log")
+    ticks = _spaced(values)
+    if len(ticks) == 1 and max(values) > ticks[0]:  # levels closer than `_spaced`'s ratio: label both ends
+        ticks.append(max(values))
+    ax.set_xticks(ticks, [f"{v:.3g}" for v in ticks], rotation=30 if len(ticks) > 6 else 0)
+    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+
+
+def log_axis(ax, which: str, values: list[float], most: int = 8) -> None:
+    """Put the `which` ("x" or "y") axis on a log scale with at least two labelled ticks inside the
+    positive `values`' range: decades when it spans two or more (every k-th, at most `most`), else
+    the 1-2-5 values inside it, else its ends. Minor ticks stay unlabelled."""
+    lo, hi = min(v for v in values if v > 0), max(values)
+    if lo == hi:
+        lo, hi = lo / 2, hi * 2
+    axis = ax.xaxis if which == "x" else ax.yaxis
+    (ax.set_xscale if which == "x" else ax.set_yscale)("log")
+    first, last = math.ceil(math.log10(lo) - 1e-12), math.floor(math.log10(hi) + 1e-12)
+    if last > first:
+        step = math.ceil((last - first + 1) / most)
+        ticks = [10.0**k for k in range(first, last + 1, step)]
+        labels = [f"$10^{{{k}}}$" for k in range(first, last + 1, step)]
+    else:
+        ticks = [m * 10.0**k for k in range(first - 1, last + 1) for m in (1, 2, 5) if lo <= m * 10.0**k <= hi]
+        if len(ticks) < 2:
+            ticks = [lo, hi]
+        labels = [f"{v:.3g}" for v in ticks]
+    axis.set_major_locator(matplotlib.ticker.FixedLocator(ticks))
+    axis.set_major_formatter(matplotlib.ticker.FixedFormatter(labels))
+    axis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    lim = ax.get_xlim() if which == "x" else ax.get_ylim()
+    (ax.set_xlim if which == "x" else ax.set_ylim)(min(lim[0], lo), max(lim[1], hi))
 
 
 def _spaced(values: list[float], ratio: float = 1.3) -> list[float]:

@@ -72,9 +72,9 @@ def information_section(view: InformationView, names: list[str]) -> Section:
              else ""] for key, label, where in MEASURES]
     label = "scale b" if view.parameter == "scale" else "epsilon"
     return Section(title, "information", [
-        Para(f"Seed 004 bounds three information measures of target {b['target_name']} by ε when the mechanism is "
+        Para(f"Wu et al. bound three information measures of target {b['target_name']} by ε when the mechanism is "
              "ε-IDP, i.e. by the target's idp leakage; Prop. 4's proof uses the mechanism's classic DP for the "
-             "tuple instead, so the CMI is shown against both. In nats, from the "
+             "tuple instead, so the CMI is shown against both. In nats, from "
              f"{b['method']}."),
         Table(["measure", "value (nats)", "bound: idp", "holds", "bound: dp (Prop. 4's proof)"], rows,
               caption="; ".join(b["notes"])),
@@ -95,8 +95,7 @@ def figures_information(figures, view: InformationView) -> bytes:
     for k, (key, label, _) in enumerate(MEASURES):
         right.plot(view.values, view.measures[key], marker="os^"[k], mfc="none", color=f"C{k + 1}", label=label)
     for ax, ylabel in ((left, "leakage (nats)"), (right, "nats")):
-        ax.set_xscale("log")
-        ax.xaxis.set_minor_formatter(figures.matplotlib.ticker.NullFormatter())
+        figures.label_values(ax, view.values)
         ax.set_xlabel("noise scale b" if view.parameter == "scale" else "per-bit epsilon")
         ax.set_ylabel(ylabel)
         ax.set_ylim(bottom=0)

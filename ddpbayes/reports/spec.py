@@ -174,6 +174,10 @@ def load_spec(path: str | Path) -> Spec:
         from ddpbayes.reports.composition import load_composition_spec  # it builds on this module
 
         return load_composition_spec(raw, path)
+    if "attack" in raw:  # the inference attack on location data: an attack report
+        from ddpbayes.reports.attack_spec import load_attack_spec
+
+        return load_attack_spec(raw, path)
     _check_keys(raw, TOP, path, "")
     mech = raw["mechanism"]
     _check_keys(mech, MECHANISM, path, "mechanism.")

@@ -1,0 +1,110 @@
+"""Attack specs: the inference attack on location data (`ddpbayes attack --report`, DESIGN §7) as a
+spec, so that every shipped report, the attack's too, is rebuilt from reports/specs/.
+
+A spec whose only table is `[attack]`, with `ddpbayes attack`'s settings (all optional):
+
+    [attack]
+    k = 8                               # K-means clusters
+    epsilons = [0.1, 0.5, 1, 2, 3]      # privacy budgets
+    grid = 20                           # the posterior's G x G cells
+    n_prior = ["all", 1195]             # known-set sizes: "all" or a count
+    targets = 500                       # a seeded sample of the users (default all)
+    seed = 0
+    locations = "users.csv"             # own inputs, relative to the spec (default: the shipped Gowalla data)
+    edges = "edges.csv"
+    fit = "fit.json"
+
+`ddpbayes report SPEC --out DIR` writes the same report as `ddpbayes attack ... --report DIR`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ddpbayes.errors import InputError
+from ddpbayes.reports.spec import _check_keys
+from ddpbayes.settings import SEED_LIMIT, RunSettings
+
+if TYPE_CHECKING:
+    from ddpbayes.attack.run import AttackSettings
+
+KEYS = {"k": (int, False), "epsilons": ((list, float), False), "grid": (int, False), "n_prior": (list, False),
+        "targets": (int, False), "seed": (int, False), "locations": (str, False), "edges": (str, False),
+        "fit": (str, False)}
+INPUTS = ("locations", "edges", "fit")
+
+
+@dataclass(frozen=True)
+class AttackSpec:
+    """A validated attack spec: `path` is the spec file, `settings` the attack's, `inputs` the
+    resolved input files (None: the shipped data)."""
+
+    path: Path
+    settings: AttackSettings
+    inputs: dict[str, Path | None]
+
+    @property
+    def seed(self) -> int:
+        return self.settings.seed
+
+
+def load_attack_spec(raw: dict, path: Path) -> AttackSpec:
+    """Check a spec with `[attack]` (every value that can be checked without the data)."""
+    from ddpbayes.attack.run import MAX_GRID, AttackSettings
+
+    _check_keys(raw, {"attack": (dict, True)}, path, "")
+    table = raw["attack"]
+    _check_keys(table, KEYS, path, "attack.")
+
+    def bad(key: str, must: str) -> InputError:
+        return InputError(f"{path}: key 'attack.{key}' must be {must}, got {table[key]!r}")
+
+    checks = {"k": (lambda v: v >= 1, "a positive integer"),
+              "epsilons": (lambda v: bool(v) and all(math.isfinite(e) and e > 0 for e in v),
+                           "a non-empty list of finite numbers > 0"),
+              "grid": (lambda v: 1 <= v <= MAX_GRID, f"an integer from 1 to {MAX_GRID}"),
+              "n_prior": (lambda v: bool(v) and all(n == "all" or (type(n) is int and n >= 1) for n in v),
+                          'a non-empty list of "all" or positive counts'),
+              "targets": (lambda v: v >= 1, "a positive integer"),
+              "seed": (lambda v: 0 <= v < SEED_LIMIT, f"an integer from 0 to {SEED_LIMIT - 1}")}
+    for key, (ok, must) in checks.items():
+        if key in table and not ok(table[key]):
+            raise bad(key, must)
+    inputs = {}
+    for key in INPUTS:
+        inputs[key] = None if key not in table else (path.parent / table[key]).resolve()
+        if inputs[key] is not None and not inputs[key].is_file():
+            raise bad(key, f"an existing file (resolved to {inputs[key]})")
+    given = {k: table[k] for k in ("k", "grid", "targets", "seed") if k in table}
+    if "epsilons" in table:
+        given["epsilons"] = tuple(dict.fromkeys(float(e) for e in table["epsilons"]))
+    if "n_prior" in table:
+        given["n_prior"] = tuple(dict.fromkeys(None if n == "all" else n for n in table["n_prior"]))
+    return AttackSpec(path, AttackSettings(**given), inputs)
+
+
+def attack_report(spec: AttackSpec, out: Path, command: str, say: Callable[[str], None], progress: bool,
+                  workers: int, scheduler: str | None) -> dict:
+    """Run the attack of `spec` and write its report to `out` (`attack.report.write_report`);
+    return results.json's content. A setting the data rules out names its spec key."""
+    from ddpbayes.attack.report import write_report
+    from ddpbayes.attack.run import load_data, run_attack
+
+    say("loading the location data")
+    data = load_data(*(spec.inputs[k] for k in INPUTS))
+    try:
+        spec.settings.check(data.users)
+    except InputError as exc:
+        named = re.sub(r"--([a-z-]+)", lambda m: f"key 'attack.{m.group(1).replace('-', '_')}'", str(exc))
+        raise InputError(f"{spec.path}: {named}") from exc
+    result = run_attack(data, spec.settings, progress=progress,
+                        where=RunSettings.of(workers=workers, scheduler=scheduler))
+    say("writing figures and pages")
+    written = write_report(result, out, command)
+    say(f"wrote {out}")
+    return written

@@ -1,0 +1,33 @@
+"""The papers by name where a reader meets them: report text cites "Liu et al. 2016, Thm 3",
+never the seed number the code uses ("seed 000 Thm 3"; docs/references.md maps the two).
+
+`cite` rewrites the seed references in text the reports take from elsewhere (a model file's
+docstring, an engine's notes); the reports' own sentences name the papers directly.
+"""
+
+from __future__ import annotations
+
+import re
+
+LIU = "Liu et al. 2016"  # Liu, Chakraborty, Mittal, NDSS 2016 (DDP): seeds 000, 001, 002
+LI = "Li et al. 2019"  # Li, Ren, Yang, Yang, IEEE TIFS 2019 (PDP): seed 003
+WU = "Wu et al."  # Wu et al., identity DP (IDP): seed 004
+PAPERS = {"000": LIU, "001": LIU, "002": LIU, "003": LI, "004": WU}
+
+# "seed 000", "Seeds 000/002/004", "seeds 000 and 003", then an optional "'s" or a locator
+_SEEDS = re.compile(r"\b[Ss]eeds? (00[0-4](?:(?:/|, | and |–|-)00[0-4])*)\b('s)?")
+_LOCATOR = re.compile(r" (?:§|(?:Thms?|Theorems?|Defs?|Eqs?|Figs?|Examples?|Lemmas?|Props?|Corollary|Table|Sec)\b)")
+
+
+def cite(text: str) -> str:
+    """`text` with every "seed NNN" reference replaced by the paper's name ("Seed 004's
+    contagious family" → "Wu et al.'s contagious family", "seed 000 Thm 3" → "Liu et al. 2016,
+    Thm 3", "seeds 000/004" → "Liu et al. 2016 and Wu et al.")."""
+    def name(m: re.Match) -> str:
+        papers = list(dict.fromkeys(PAPERS[s] for s in re.findall(r"00[0-4]", m.group(1))))
+        text = " and ".join(papers)
+        if m.group(2):
+            return text + "'s"
+        return text + ("," if _LOCATOR.match(m.string, m.end()) else "")
+
+    return _SEEDS.sub(name, text)
