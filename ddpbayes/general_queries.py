@@ -289,7 +289,8 @@ class FunctionQuery(_Custom):
         if self.function is None:
             raise InputError(f"query '{self.spec}' has no function: bind it to a model loaded from a file")
         try:
-            raw = self.function(self.variables.arrays(x, flat=True))
+            # copies: a function that updates its input in place must not write into the engine's states
+            raw = self.function({k: v.copy() for k, v in self.variables.arrays(x, flat=True).items()})
             out = np.stack([np.broadcast_to(np.asarray(r, dtype=float), (len(x),)) for r in raw], axis=1) \
                 if isinstance(raw, (list, tuple)) else np.asarray(raw, dtype=float)
         except InputError:

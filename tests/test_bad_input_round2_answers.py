@@ -103,3 +103,47 @@ def test_cli_tiny_scale_prints_the_measures(capsys, models_dir, flag):
     assert code == 0 and err == ""
     line = next(x for x in out.splitlines() if x.strip().startswith("I(X_i; Y) "))
     assert 0 < float(line.split()[2]) < math.log(2)
+
+
+# ----------------------------------------------------------------------------- user code: fn: queries, build()
+
+HOUSEHOLD = '''
+import pymc as pm
+from ddpbayes import DependenceModel
+
+
+def build(n: int = 4):
+    with pm.Model() as m:
+        h = pm.Bernoulli("h", 0.2)
+        for k in range(n):
+            pm.Bernoulli(f"x{k}", pm.math.switch(h, 0.8, 0.1))
+    return DependenceModel(m, tuples=[f"x{k}" for k in range(n)])
+'''
+
+
+def write_model(tmp_path, extra: str = "", name: str = "model.py"):
+    path = tmp_path / name
+    path.write_text(HOUSEHOLD + extra)
+    return path
+
+
+def test_fn_query_updating_its_input_in_place(tmp_path):
+    """`s = x["x0"]; s += x["x1"]; ...` used to write into the engine's own table of states: the
+    leakage stayed right but KL/MI did not. References: scipy quad over y and a dense grid, on the
+    household enumerated here."""
+    from test_information import kl_dense, mi_quad
+
+    path = write_model(tmp_path, '''
+
+def total(x):
+    s = x["x0"]
+    for k in range(1, 4):
+        s += x[f"x{k}"]
+    return s
+''')
+    model = ddpbayes.load_model(path)
+    r = ddpbayes.audit(model, "fn:total", "laplace", "idp", scale=1.0, targets=[0], information="nats")
+    xs, p = household_joint()
+    t, q = xs[:, 0].astype(float), xs.sum(axis=1).astype(float)
+    assert r.information["mutual_information"] == pytest.approx(mi_quad(t, q, p, 1.0), abs=1e-9)
+    assert r.information["kl_max"] == pytest.approx(kl_dense(t, q, p, 1.0), abs=1e-8)
