@@ -316,7 +316,7 @@ def _check_lattice(engine: Engine, problem: Problem, notion: str, targets: list[
     if count > len(targets):
         what = f"the {notion} lattice has {count:,} adversaries ({len(targets)} targets x 2^{n - 1} known sets)"
         advice = ("fix the adversary's knowledge with --known, restrict --target, search it greedily with "
-                  "--search greedy (seed 003; a lower bound), or use the gaussian engine's lattice search for "
+                  "--search greedy (Li et al. 2019; a lower bound), or use the gaussian engine's lattice search for "
                   "Gaussian models")
     else:
         what = f"the {notion} audit has {count:,} adversaries (one per target)"

@@ -150,7 +150,8 @@ def derive_gaussian_rho(
         "independent of the Laplace scale sigma; the supremum over y is a limit as y -> ±inf",
     ]
     if not expression.free_symbols and expression > 1:
-        notes.append("rho > 1: D_j's domain is narrower than the range of its conditional mean (000 assumes rho <= 1)")
+        notes.append("rho > 1: D_j's domain is narrower than the range of its conditional mean "
+                     "(Liu et al. 2016 assume rho <= 1)")
     return Derivation(expression, notes)
 
 
