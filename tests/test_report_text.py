@@ -230,12 +230,16 @@ def _hidden(top, below) -> bool:
     return not top.get_linewidth() < below.get_linewidth()
 
 
-def test_attack_curves_stay_visible_when_they_coincide(drawn):
-    """Fig. 5(a) and (b) with every curve on the same data: within a panel, two labelled curves
-    differ in colour, line style or marker, and the one on top does not hide the other."""
+def test_curves_stay_visible_when_they_coincide(drawn):
+    """Fig. 5(a) and (b) with every curve on the same data, and the composition sweep with idp and
+    ddp equal: within a panel, two labelled curves differ in colour, line style or marker, and the
+    one on top does not hide the other."""
     result = _attack_result(same=True)
     attack_figures.error_cdf_figure(result, [0.5, 1.0])
     attack_figures.leaked_figure(result)
+    points = [{"factor": f, "joint": 1 / f, "sequential_bound": 1.2 / f, "parallel_bound": 0.8 / f}
+              for f in (0.5, 1, 2)]
+    composition_doc._sweep_figure(SimpleNamespace(sweep={"idp": points, "ddp": points}))
     pairs = 0
     for fig in drawn:
         for ax in fig.axes:
@@ -250,7 +254,7 @@ def test_attack_curves_stay_visible_when_they_coincide(drawn):
                         (b.get_color(), b.get_linestyle(), b.get_marker()), (a.get_label(), b.get_label())
                     top, below = (b, a) if (b.get_zorder(), m) > (a.get_zorder(), k) else (a, b)
                     assert not _hidden(top, below), (top.get_label(), below.get_label())
-    assert pairs >= 6 + 6  # the CDF's 4 curves pairwise, and each panel's 4 curves of Fig. 5(b)
+    assert pairs >= 6 + 6 + 6 + 2  # the CDF's 4 curves pairwise, each panel's 4 of Fig. 5(b), idp = ddp
 
 
 def test_attack_report_names_the_paper():

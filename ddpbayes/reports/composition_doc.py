@@ -150,21 +150,24 @@ def _sweep(c: Composed) -> Section:
 
 
 def _sweep_figure(c: Composed) -> bytes:
-    """Left: the joint leakage and both bounds; right: the joint's ratio to each (1: the bound)."""
+    """Left: the joint leakage and both bounds; right: the joint's ratio to each (1: the bound).
+    Markers are hollow and nested (`figures.MARKER_SIZE`) and each notion's bound lines thinner than
+    the previous notion's, so notions with equal values (idp and ddp, often) stay visible."""
     fig, (left, right) = figures.plt.subplots(1, 2, figsize=(10.5, 4.0))
-    for notion, points in c.sweep.items():
+    for k, (notion, points) in enumerate(c.sweep.items()):
         colour, marker, _ = figures.NOTION_STYLE.get(notion, ("C0", "o", "-"))
+        size, width = figures.MARKER_SIZE.get(notion, 6), max(0.6, 2.2 - 0.5 * k)
         x = [p["factor"] for p in points]
         joint = [p["joint"] for p in points]
-        left.plot(x, joint, marker=marker, color=colour, mfc="none", ms=figures.MARKER_SIZE.get(notion, 6),
-                  label=f"{notion} joint")
-        left.plot(x, [p["sequential_bound"] for p in points], ls="--", color=colour, lw=1, label=f"{notion} Σ ε_t")
+        left.plot(x, joint, marker=marker, color=colour, mfc="none", ms=size, label=f"{notion} joint")
+        left.plot(x, [p["sequential_bound"] for p in points], ls="--", color=colour, lw=width, label=f"{notion} Σ ε_t")
         right.plot(x, [_ratio(j, p["sequential_bound"]) for j, p in zip(joint, points)], marker=marker, ls="--",
-                   color=colour, mfc="none", label=f"{notion} joint / Σ")
+                   color=colour, mfc="none", ms=size, label=f"{notion} joint / Σ")
         if all(p["parallel_bound"] is not None for p in points):
-            left.plot(x, [p["parallel_bound"] for p in points], ls=":", color=colour, lw=1, label=f"{notion} max ε_t")
+            left.plot(x, [p["parallel_bound"] for p in points], ls=":", color=colour, lw=width,
+                      label=f"{notion} max ε_t")
             right.plot(x, [_ratio(j, p["parallel_bound"]) for j, p in zip(joint, points)], marker=marker, ls=":",
-                       color=colour, mfc="none", label=f"{notion} joint / max")
+                       color=colour, mfc="none", ms=size, label=f"{notion} joint / max")
     right.axhline(1.0, color="k", lw=1, alpha=0.6)
     factors = [p["factor"] for p in next(iter(c.sweep.values()))]
     for ax, label in ((left, "leakage"), (right, "joint leakage / bound")):
