@@ -3,12 +3,14 @@
 Every limit is checked before the memory is allocated, so an oversized input ends in one line
 (exit 2) naming the size and the flag, never in a MemoryError. `--max-states` bounds every
 enumerated table: the joint state space, an inferred discrete support, the mechanism's kernel
-and the output grid; `--max-adversaries` bounds the pdp lattice an engine must list.
+and the output grid; `--max-adversaries` bounds the pdp lattice an engine must list. Whatever
+they are raised to, a table that would not fit in the machine's available memory is refused.
 """
 
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -17,6 +19,7 @@ from ddpbayes.errors import InputError
 
 DEFAULT_MAX_STATES = 1 << 22
 DEFAULT_MAX_ADVERSARIES = 1 << 17
+FITS_ANYWHERE = 1 << 26  # bytes (64 MiB) below which the machine's memory is not read (50 us a read)
 
 _max_states: ContextVar[int] = ContextVar("ddpbayes_max_states", default=DEFAULT_MAX_STATES)
 
@@ -40,11 +43,50 @@ def state_limit(limit: int | None) -> Iterator[int]:
         _max_states.reset(token)
 
 
-def check_states(size: int, what: str, unit: str = "states", limit: int | None = None, advice: str = "") -> None:
-    """Refuse `what` of `size` cells above the state limit, before it is built."""
+def check_states(size: int, what: str, unit: str = "states", limit: int | None = None, advice: str = "",
+                 bytes_per: int = 8) -> None:
+    """Refuse `what` of `size` cells above the state limit, or needing more than the machine's
+    available memory at `bytes_per` bytes a cell, before it is built."""
     limit = max_states() if limit is None else limit
     if size > limit:
         raise InputError(f"{what} has {size:,} {unit}, over the limit of {limit:,} (raise --max-states{advice})")
+    check_memory(size * bytes_per, what, f"{size:,} {unit}")
+
+
+def available_memory() -> int:
+    """Bytes this machine can still allocate: MemAvailable of /proc/meminfo, else free physical pages."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, AttributeError):
+        return 1 << 62  # no way to tell: no bound
+
+
+def check_memory(nbytes: int, what: str, size: str = "", flag: str = "--max-states") -> None:
+    """Refuse `what`, needing about `nbytes`, when that exceeds the machine's available memory,
+    whatever the limits were raised to (DESIGN §2.4): a limit is a choice, memory is not."""
+    if nbytes <= FITS_ANYWHERE:
+        return
+    free = available_memory()
+    if nbytes > free:
+        of = f" ({size})" if size else ""
+        raise InputError(f"{what}{of} would need about {_bytes(nbytes)}, more than this machine's available memory "
+                         f"({_bytes(free)}), whatever {flag} allows")
+
+
+def _bytes(n: float) -> str:
+    """`n` bytes in binary units (16 TiB)."""
+    units = ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
+    k = 0
+    while n >= 1024 and k < len(units) - 1:
+        n, k = n / 1024, k + 1
+    return f"{n:.3g} {units[k]}"
 
 
 def positive_finite(value) -> bool:

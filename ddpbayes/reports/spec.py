@@ -33,6 +33,7 @@ one line naming the spec file and the key (`InputError`); what only the built mo
 from __future__ import annotations
 
 import math
+import sys
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -170,6 +171,9 @@ def load_spec(path: str | Path) -> Spec:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: not valid TOML: {exc}") from None
+    except RecursionError:  # tomllib recurses once per level of nesting
+        raise InputError(f"{path}: arrays or tables nested too deeply for the TOML reader (Python's recursion limit, "
+                         f"{sys.getrecursionlimit():,} frames)") from None
     if "releases" in raw:  # several releases audited jointly: a composition report
         from ddpbayes.reports.composition import load_composition_spec  # it builds on this module
 

@@ -41,7 +41,8 @@ class ExactEngine(Engine):
         table = self._table(problem)
         outputs = _Outputs(problem, table)
         if problem.mechanism.profile:  # (ε, δ) noise: the privacy profile of the mixtures (DESIGN §3.5)
-            return [_profile_leakage(adv, table, outputs, problem.mechanism) for adv in problem.adversaries]
+            return [_profile_leakage(adv, table, outputs, problem.mechanism, problem.settings.max_states)
+                    for adv in problem.adversaries]
         return [_adversary_leakage(adv, table, outputs, problem.settings.max_states) for adv in problem.adversaries]
 
     def seconds_per_adversary(self, problem: Problem) -> float | None:
@@ -131,40 +132,49 @@ class _Outputs:
 def _adversary_leakage(adv: Adversary, table: JointTable, out: _Outputs, limit: int) -> AdversaryLeakage:
     grouped = grouping(adv, table, out.levels, out.level_of)
     group, n_groups, active, row_levels = grouped.group, grouped.n_groups, grouped.active, grouped.row_levels
-    n_rows = grouped.n_rows
-
-    grid_points = list(itertools.product(*[range(len(out.grid[c])) for c in active]))
-    check_states(n_rows * len(grid_points), f"the output grid for {adv}", "cells", limit)
-    log_k = np.zeros((n_rows, len(grid_points)))
+    n_rows, n_t = grouped.n_rows, len(table.values[adv.target])
+    shape = tuple(len(out.grid[c]) for c in active)
+    n_grid = math.prod(shape)  # counted, never listed: the grid is refused before it is built (DESIGN §2.4)
+    check_states(n_rows * n_grid, f"the output grid for {adv} ({n_rows:,} rows x {n_grid:,} grid points)", "cells",
+                 limit)
+    _check_weights(adv, n_groups, n_t, n_rows, limit)
+    points = np.unravel_index(np.arange(n_grid), shape) if active else ()  # itertools.product's order
+    log_k = np.zeros((n_rows, n_grid))
     for a, c in enumerate(active):
-        g_idx = np.asarray([gp[a] for gp in grid_points], dtype=np.int64)
-        log_k += out.log_kernel[c][g_idx][:, row_levels[:, a]].T
+        log_k += out.log_kernel[c][points[a]][:, row_levels[:, a]].T
 
-    n_t = len(table.values[adv.target])
     log_w = np.full((n_groups, n_t, n_rows), -np.inf)
     cells, weights = cell_weights(grouped, table, adv.target)
     log_w.reshape(-1)[cells] = weights
     log_pt = logsumexp(log_w, axis=2)  # log P(t, x_K)
 
     best = (-1.0, 0, 0, 0, 0)  # value, group, grid point, t, t'
-    per_chunk = max(1, _CHUNK // max(1, n_t * n_rows * len(grid_points)))
-    for g0 in range(0, n_groups, per_chunk):
-        sl = slice(g0, min(n_groups, g0 + per_chunk))
+    per_grid = max(1, min(n_grid, _CHUNK // max(1, n_t * n_rows)))  # a group larger than a chunk: split its grid
+    per_group = max(1, _CHUNK // (n_t * n_rows * per_grid))
+    for g0, p0 in itertools.product(range(0, n_groups, per_group), range(0, n_grid, per_grid)):
+        sl, ps = slice(g0, min(n_groups, g0 + per_group)), slice(p0, min(n_grid, p0 + per_grid))
         possible = log_pt[sl] > -np.inf  # (g, t)
         with np.errstate(invalid="ignore"):
-            log_l = logsumexp(log_w[sl][:, :, :, None] + log_k[None, None], axis=2) - log_pt[sl][:, :, None]
+            log_l = logsumexp(log_w[sl][:, :, :, None] + log_k[None, None, :, ps], axis=2) - log_pt[sl][:, :, None]
         hi = np.where(possible[:, :, None], log_l, -np.inf)
         lo = np.where(possible[:, :, None], log_l, np.inf)
-        ratio = hi.max(axis=1) - lo.min(axis=1)  # (g, grid)
+        ratio = hi.max(axis=1) - lo.min(axis=1)  # (g, grid points of the chunk)
         ratio[possible.sum(axis=1) < 2] = 0.0
         g, p = np.unravel_index(np.argmax(ratio), ratio.shape)
         if ratio[g, p] > best[0]:
-            best = (float(ratio[g, p]), g0 + g, p, *_pair(hi[g, :, p], lo[g, :, p]))
+            best = (float(ratio[g, p]), g0 + g, p0 + p, *_pair(hi[g, :, p], lo[g, :, p]))
     value, g, p, t, t_prime = best
-    return AdversaryLeakage(adv, max(value, 0.0), _witness(adv, table, out, group, g, active, grid_points[p], t, t_prime))
+    grid_point = tuple(int(i) for i in np.unravel_index(p, shape)) if active else ()
+    return AdversaryLeakage(adv, max(value, 0.0), _witness(adv, table, out, group, g, active, grid_point, t, t_prime))
 
 
-def _profile_leakage(adv: Adversary, table: JointTable, out: _Outputs, mechanism) -> AdversaryLeakage:
+def _check_weights(adv: Adversary, n_groups: int, n_t: int, n_rows: int, limit: int) -> None:
+    """Refuse the dense (known values, t, rows) weight table of `adv` above the state limit, before it is built."""
+    check_states(n_groups * n_t * n_rows, f"the mixture weights of {adv} ({n_groups:,} known-value groups x {n_t:,} "
+                 f"target values x {n_rows:,} output rows)", "cells", limit)
+
+
+def _profile_leakage(adv: Adversary, table: JointTable, out: _Outputs, mechanism, limit: int) -> AdversaryLeakage:
     """The adversary's privacy profile under (ε, δ) noise on one varying output coordinate
     (`engines.hockey`); several varying coordinates would need a multi-dimensional integral."""
     grouped = grouping(adv, table, out.levels, out.level_of)
@@ -173,6 +183,7 @@ def _profile_leakage(adv: Adversary, table: JointTable, out: _Outputs, mechanism
                          f"known tuples of {adv}: the privacy profile is then a multi-dimensional integral, not "
                          "computed (release one coordinate, or a jointly Gaussian model on the gaussian engine)")
     n_t = len(table.values[adv.target])
+    _check_weights(adv, grouped.n_groups, n_t, grouped.n_rows, limit)
     log_w = np.full((grouped.n_groups, n_t, grouped.n_rows), -np.inf)
     cells, weights = cell_weights(grouped, table, adv.target)
     log_w.reshape(-1)[cells] = weights

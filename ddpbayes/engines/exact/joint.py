@@ -70,10 +70,18 @@ def oversized_reason(model: DependenceModel, limit: int) -> str | None:
     """Why the joint of `model` is too large to enumerate under `limit`, or None."""
     try:
         check_states(math.prod(len(s.values) for s in _slots(model)), "the joint state space", limit=limit,
-                     advice=", or use the structured engine for models of small treewidth")
+                     advice=", or use the structured engine for models of small treewidth",
+                     bytes_per=bytes_per_state(model.n))
     except InputError as e:
         return str(e)
     return None
+
+
+def bytes_per_state(n: int) -> int:
+    """Memory one enumerated state of `n` tuples takes while the table is built: its
+    log-probability, index, position and a look-up (8 bytes each), and its codes and values
+    (8 bytes per tuple each). Household n = 21 (2^22 states) peaked at 276 bytes a state."""
+    return 8 * (4 + 2 * n)
 
 
 def _slots(model: DependenceModel) -> list[Slot]:
@@ -93,7 +101,7 @@ def _enumerate(model: DependenceModel, max_states: int) -> JointTable:
     sizes = [len(s.values) for s in slots]
     total = math.prod(sizes)
     check_states(total, "the joint state space", limit=max_states,
-                 advice=", or use the structured engine for models of small treewidth")
+                 advice=", or use the structured engine for models of small treewidth", bytes_per=bytes_per_state(model.n))
     factors = tabulate(model, slots, max_states)
     logp = np.zeros(total)
     strides = np.cumprod([1] + sizes[::-1][:-1])[::-1]  # slot 0 is the most significant digit
