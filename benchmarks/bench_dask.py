@@ -96,10 +96,10 @@ def case_lattice(workers: int) -> dict:
     for seed in (0, 1):
         start = time.perf_counter()
         result = ddpbayes.audit(model, "count", "laplace", "pdp", epsilon=1.0, lattice=True, engine="sampling",
-                                seed=seed, max_runs=300, workers=workers)
+                                seed=seed, max_runs=300, workers=workers, information=None)
         walls.append(time.perf_counter() - start)
         assert len(result.lattice) == 32
-        data = result.to_json()
+        data = result.to_dict()
         data.pop("seconds")
         texts.append(json.dumps(data, sort_keys=True))
     return {"wall": walls[0], "warm": walls[1], "units": 80, "json": "".join(texts)}

@@ -57,7 +57,8 @@ def run_one(key: str, profile: bool) -> dict:
     def once():
         start, cpu0 = time.perf_counter(), _cpu()
         model = ddpbayes.load_model(MODEL, {"n": spec["n"]})
-        result = ddpbayes.audit(model, "count", "laplace", spec["notion"], epsilon=1.0, lattice=spec["notion"] == "pdp")
+        result = ddpbayes.audit(model, "count", "laplace", spec["notion"], epsilon=1.0, lattice=spec["notion"] == "pdp",
+                                information=None)
         return time.perf_counter() - start, _cpu() - cpu0, result
 
     profiler = None

@@ -61,7 +61,7 @@ def main() -> None:
         m = model(args.n, seed)
         for query in ("sum", "linear:" + ",".join(f"{v:.3f}" for v in rng.normal(size=args.n))):
             start, cpu = time.perf_counter(), time.process_time()
-            result = audit(m, query, "laplace", "pdp", scale=1.0)
+            result = audit(m, query, "laplace", "pdp", scale=1.0, information=None)
             seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
             problem = Problem(m, parse_query(query), Laplace(1.0))
             excess = spot_check(problem, result.leakage, 2000, rng)

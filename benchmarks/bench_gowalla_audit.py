@@ -102,7 +102,8 @@ def model_at(alpha: float) -> DependenceModel:
 
 def user_level(model: DependenceModel, query: str, scale: float, n: int) -> np.ndarray:
     """Every user's idp when her whole record changes: the sum of her two coordinates' (DESIGN §2.2)."""
-    per_tuple = np.array(audit(model, query, "laplace", "idp", scale=scale).per_target, dtype=float)
+    per_tuple = np.array(audit(model, query, "laplace", "idp", scale=scale, information=None).per_target,
+                         dtype=float)
     return per_tuple[:n] + per_tuple[n:]
 
 
@@ -147,8 +148,9 @@ def main() -> int:
         model = timed("load the model (PyMC graph)", gowalla_friends.build, log)
         query = f"centroids:{path}"
         idp = timed("idp, every tuple (first audit: reads the graph, factorises)", lambda: audit(
-            model, query, "laplace", "idp", scale=scale), log)
-        ddp = timed("ddp, every tuple", lambda: audit(model, query, "laplace", "ddp", scale=scale), log)
+            model, query, "laplace", "idp", scale=scale, information=None), log)
+        ddp = timed("ddp, every tuple", lambda: audit(model, query, "laplace", "ddp", scale=scale, information=None),
+                    log)
         by_alpha = {a: user_level(model_at(a), query, scale, n) for a in fit.alpha_interval}
     assert idp.engine == ddp.engine == "gaussian"
     check_separate_fields(ddp, n, idp.problem.query.matrix(2 * n))

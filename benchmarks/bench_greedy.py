@@ -67,13 +67,14 @@ def _linear(weights: np.ndarray) -> str:
 def searched(model: DependenceModel, query: str, top_ks: list[int], engine: str) -> tuple[np.ndarray, dict, dict]:
     """Every target's full pdp; per K, every target's greedy pdp; the seconds each search took
     (the full one under the key 0), after an idp audit has built what the engine caches on the model."""
-    audit(model, query, "laplace", "idp", scale=1.0, engine=engine)
+    audit(model, query, "laplace", "idp", scale=1.0, engine=engine, information=None)
     start = time.perf_counter()
-    full = np.array(audit(model, query, "laplace", "pdp", scale=1.0, engine=engine).per_target)
+    full = np.array(audit(model, query, "laplace", "pdp", scale=1.0, engine=engine, information=None).per_target)
     greedy, seconds = {}, {0: time.perf_counter() - start}
     for k in top_ks:
         start = time.perf_counter()
-        greedy[k] = np.array(audit(model, query, "laplace", "pdp", scale=1.0, engine=engine, pdp_greedy=k).per_target)
+        greedy[k] = np.array(audit(model, query, "laplace", "pdp", scale=1.0, engine=engine, pdp_greedy=k,
+                                   information=None).per_target)
         seconds[k] = time.perf_counter() - start
         assert np.all(greedy[k] <= full * (1 + 1e-9) + 1e-12), "the greedy search visits a subset of the lattice"
     return full, greedy, seconds

@@ -117,7 +117,7 @@ def engine_child(draws: int, tune: int, seed: int) -> dict:
     start, cpu0 = time.perf_counter(), time.process_time()
     model = ddpbayes.load_model(MODEL, PARAMS)
     r = ddpbayes.audit(model, "mean", "laplace", "idp", epsilon=EPSILON, targets=[TARGET], engine="sampling",
-                       seed=seed, draws=draws, tune=tune, chains=2)
+                       seed=seed, draws=draws, tune=tune, chains=2, information=None)
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu0
     lo, hi = r.ci
     d = r.diagnostics

@@ -70,13 +70,14 @@ def run_one(key: str) -> dict:
         engine, n = key.split(":")[1], int(key.split(":")[2])
         start = time.perf_counter()
         model = ddpbayes.load_model(MODELS / "markov_chain.py", {"n": n})
-        result = ddpbayes.audit(model, "count", "laplace", "idp", epsilon=1.0, targets=[n // 2], engine=engine)
+        result = ddpbayes.audit(model, "count", "laplace", "idp", epsilon=1.0, targets=[n // 2], engine=engine,
+                                information=None)
         return {"key": key, "import_s": import_s, "s": time.perf_counter() - start, "leakage": result.leakage,
                 "engine": result.engine}
     path, params, query, mechanism, targets, _ = BENCHMARKS[key]
     start = time.perf_counter()
     model = ddpbayes.load_model(MODELS / path, params)
-    result = ddpbayes.audit(model, query, mechanism, "idp", epsilon=1.0, targets=targets)
+    result = ddpbayes.audit(model, query, mechanism, "idp", epsilon=1.0, targets=targets, information=None)
     seconds = time.perf_counter() - start
     record = {"key": key, "import_s": import_s, "s": seconds, "leakage": result.leakage, "engine": result.engine,
               "targets": sum(v is not None for v in result.per_target)}

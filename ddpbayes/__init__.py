@@ -42,4 +42,5 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_HOMES))
+    """The public API (what tab completion offers): no imports, private names or loaded submodules."""
+    return sorted([*__all__, "__version__"])

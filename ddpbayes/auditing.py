@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import html
 import itertools
+import json
 import math
 import time
 from collections.abc import Iterator, Sequence
@@ -15,7 +17,7 @@ from ddpbayes.engines import AdversaryLeakage, Engine, Witness, engine_named, pa
 from ddpbayes.errors import InputError
 from ddpbayes.information.audit import check_unit, information_block
 from ddpbayes.lattice_search import greedy_pdp, greedy_reason, layer_bounds
-from ddpbayes.limits import state_limit
+from ddpbayes.limits import MAX_SECONDS, check_memory, state_limit
 from ddpbayes.mechanisms import Mechanism, make_mechanism
 from ddpbayes.model import DependenceModel
 from ddpbayes.notions import (
@@ -37,14 +39,19 @@ from ddpbayes.settings import RunSettings
 RELATIVE_TOLERANCE = 1e-9  # exact leakage within this of the claim passes (floating-point rounding)
 CHUNK = 1024  # adversaries handed to an exact engine at once: the lattice is streamed, never listed
 WINDOW = 64  # batches of CHUNK adversaries handed to the workers at once
+HTML_ROWS = 40  # targets an AuditResult's HTML table shows before it elides the middle
 
 
-@dataclass
+@dataclass(repr=False)
 class AuditResult:
     """The leakage of one audit: the worst adversary of the notion (its value, witness, and for an
     estimate its 90% interval and MCMC diagnostics), the worst per target, the verdict against
     the claim, and what was asked (`problem`: model, query, mechanism and settings; its query and
-    mechanism as given, with epsilon, go to JSON)."""
+    mechanism as given, with epsilon, go to JSON).
+
+    In a notebook it shows itself as a one-line repr and an HTML table (`_repr_html_`, one row per
+    audited target); `to_dict`/`to_json` are the CLI's `--format json` document, `to_dataframe`
+    one row per audited target with its worst adversary's witness."""
 
     notion: str
     leakage: float
@@ -64,18 +71,21 @@ class AuditResult:
     query: str = ""
     tuples: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    problem: Problem | None = field(default=None, repr=False, compare=False)
+    problem: Problem | None = field(default=None, compare=False)
     composition: dict | None = None  # several releases: the joint leakage against Thms 3–4 (`composition.summary`)
     information: dict | None = None  # 004's KL/MI/CMI beside the leakage (`information.audit`); None when not asked
     information_reason: str | None = None  # why `information` is not available
     profile: Profile | None = None  # (ε, δ) mechanisms: the notion's privacy profile; `leakage` is ε at its δ
+    target_worst: dict[int, AdversaryLeakage] | None = field(default=None, compare=False)  # each target's worst
 
     @property
     def lower_bound(self) -> bool:
         """True for a greedy pdp search's result: a lower bound on the notion, not its value."""
         return self.notion == "pdp" and self.problem is not None and self.problem.settings.pdp_greedy > 0
 
-    def to_json(self) -> dict:
+    def to_dict(self) -> dict:
+        """The audit as `ddpbayes audit --format json` prints it (numbers as `encoding.number`:
+        inf and nan as strings)."""
         out = {
             "notion": self.notion,
             "leakage": number(self.leakage),
@@ -117,6 +127,129 @@ class AuditResult:
             out["lattice_summary"] = lattice_summary(self.lattice)
         return jsonable(out)
 
+    def to_json(self) -> str:
+        """`to_dict` as JSON text: exactly what `ddpbayes audit --format json` prints."""
+        return json.dumps(self.to_dict(), indent=2, allow_nan=False)
+
+    def to_dataframe(self):
+        """A pandas DataFrame, one row per audited target: `target` (index), `name`, `leakage`,
+        `lower` and `upper` (an estimate's interval, else NaN), and its worst adversary's witness:
+        `known` (tuple indices), `known_values`, `t`, `t_prime`, `y`. `attrs` holds notion, engine,
+        lower_bound (a greedy search), claim, verdict and delta (Gaussian noise: `leakage` is ε at
+        that δ). Needs pandas: `pip install 'ddpbayes[dataframe]'`."""
+        try:
+            import pandas as pd
+        except ImportError:
+            raise ImportError("AuditResult.to_dataframe needs pandas: pip install 'ddpbayes[dataframe]' "
+                              "(or pip install pandas)") from None
+        rows = []
+        for i, value in self._audited():
+            worst = (self.target_worst or {}).get(i)
+            w = None if worst is None else worst.witness
+            ci = None if worst is None else worst.ci
+            known = None if w is None else sorted(w.adversary.known)
+            rows.append({
+                "target": i, "name": self.tuples[i], "leakage": float(value),
+                "lower": math.nan if ci is None else float(ci[0]), "upper": math.nan if ci is None else float(ci[1]),
+                "known": known,
+                "known_values": None if w is None or w.known_values is None else [_plain(w.known_values.get(k))
+                                                                                   for k in known],
+                "t": None if w is None else _plain(w.t), "t_prime": None if w is None else _plain(w.t_prime),
+                "y": None if w is None or w.y is None else (float(w.y[0]) if len(w.y) == 1
+                                                           else tuple(float(v) for v in w.y)),
+            })
+        columns = ["target", "name", "leakage", "lower", "upper", "known", "known_values", "t", "t_prime", "y"]
+        frame = pd.DataFrame(rows, columns=columns)
+        frame.attrs.update(notion=self.notion, engine=self.engine, lower_bound=self.lower_bound, claim=self.claim,
+                           verdict=self.verdict, delta=self._delta())
+        return frame
+
+    def __repr__(self) -> str:
+        """One line: notion, leakage (ε at δ for Gaussian noise; ≥ for a lower bound), interval,
+        engine, verdict and claim, and the witness."""
+        from ddpbayes.cli.text import fmt
+
+        parts = [f"{self.notion} leakage{'>=' if self.lower_bound else '='}{fmt(self.leakage)}"]
+        if self._delta() is not None:
+            parts.append(f"(epsilon at delta={self._delta():g})")
+        if self.lower_bound:
+            parts.append("(a lower bound: greedy search)")
+        if self.ci is not None:
+            parts.append(f"ci=[{fmt(self.ci[0])}, {fmt(self.ci[1])}]")
+        parts.append(f"engine={self.engine}")
+        if self.claim is not None:
+            parts.append(f"verdict={self.verdict} claim={fmt(self.claim)}")
+        return f"AuditResult({' '.join(parts)}; witness: {self._witness_text(self.witness)})"
+
+    def _repr_html_(self) -> str:
+        """A small self-contained HTML table for Jupyter: a header line (notion, leakage, engine,
+        verdict), then one row per audited target with its leakage, interval and witness (the first
+        and last `HTML_ROWS // 2` when there are more; `to_dataframe` has them all)."""
+        from ddpbayes.cli.text import fmt
+
+        e = html.escape
+        shown = ("kind", "sigma", "rho", "epsilon", "delta") if self.profile is not None else ("kind", "scale",
+                                                                                             "epsilon")
+        mechanism = ", ".join(f"{k}={v}" for k, v in self.mechanism.items() if k in shown)
+        head = (f"<b>{e(self.notion)}</b> leakage {'&ge; ' if self.lower_bound else ''}{e(fmt(self.leakage))}"
+                + (f" (epsilon at delta = {self._delta():g})" if self._delta() is not None else "")
+                + (" (a lower bound: greedy search)" if self.lower_bound else "")
+                + (f", interval [{e(fmt(self.ci[0]))}, {e(fmt(self.ci[1]))}]" if self.ci is not None else "")
+                + f" &middot; engine {e(self.engine)}"
+                + (f" &middot; verdict <b>{e(str(self.verdict))}</b> (claim {e(fmt(self.claim))})"
+                   if self.claim is not None else "")
+                + f" &middot; query {e(self.query)}, mechanism {e(mechanism)}")
+        audited = self._audited()
+        rows_shown = audited if len(audited) <= HTML_ROWS else [*audited[:HTML_ROWS // 2], None,
+                                                            *audited[-(HTML_ROWS // 2):]]
+        estimate = any(w.ci is not None for w in (self.target_worst or {}).values())
+        leakage = ("leakage (lower bound)" if self.lower_bound
+                   else "leakage (epsilon at delta)" if self._delta() is not None else "leakage")
+        cells = ["target", "tuple", leakage, *(["interval"] if estimate else []), "witness"]
+        rows = ["<tr>" + "".join(f"<th>{c}</th>" for c in cells) + "</tr>"]
+        for item in rows_shown:
+            if item is None:
+                rows.append(f'<tr><td colspan="{len(cells)}">&hellip; {len(audited) - HTML_ROWS:,} more targets '
+                            "(to_dataframe() has them all)</td></tr>")
+                continue
+            i, value = item
+            worst = (self.target_worst or {}).get(i)
+            ci = None if worst is None else worst.ci
+            interval = ["" if ci is None else f"[{fmt(ci[0])}, {fmt(ci[1])}]"] if estimate else []
+            witness = "" if worst is None else self._witness_text(worst.witness)
+            rows.append("<tr>" + "".join(f"<td>{e(c)}</td>" for c in (str(i), self.tuples[i], fmt(value),
+                                                                      *interval, witness)) + "</tr>")
+        notes = "".join(f"<p>{e(text)}</p>" for text in (self.reason, self.verdict_reason) if text)
+        return (f'<div class="ddpbayes-audit"><p>AuditResult: {head}</p>{notes}'
+                f"<table>{''.join(rows)}</table></div>")
+
+    def _delta(self) -> float | None:
+        """The δ at which `leakage` is ε (Gaussian noise: DESIGN §3.5), else None."""
+        return None if self.profile is None or self.problem is None else self.problem.mechanism.delta
+
+    def _audited(self) -> list[tuple[int, float]]:
+        """(target, its worst leakage) for every audited target."""
+        return [(i, v) for i, v in enumerate(self.per_target) if v is not None]
+
+    def _witness_text(self, w: Witness | None) -> str:
+        """`target x0, known {x1=1}, t=1 t'=0, y=0.5` (long lists abbreviated)."""
+        from ddpbayes.cli.text import _abbreviated, fmt
+
+        if w is None:
+            return "none"
+        known = sorted(w.adversary.known)
+        names = [self.tuples[k] if k < len(self.tuples) else str(k) for k in known]
+        if w.known_values is not None:
+            names = [f"{name}={fmt(w.known_values.get(k))}" for name, k in zip(names, known)]
+        y = "-" if w.y is None else fmt(w.y[0]) if len(w.y) == 1 else f"({_abbreviated([fmt(v) for v in w.y])})"
+        target = self.tuples[w.adversary.target] if w.adversary.target < len(self.tuples) else w.adversary.target
+        return f"target {target}, known {{{_abbreviated(names)}}}, t={fmt(w.t)} t'={fmt(w.t_prime)}, y={y}"
+
+
+def _plain(v: float | None) -> float | None:
+    """A plain Python float (not np.float64), None kept."""
+    return None if v is None else float(v)
+
 
 def audit(
     model: DependenceModel,
@@ -132,7 +265,7 @@ def audit(
     targets: Sequence[int] | None = None,
     known: Sequence[int] | None = None,
     lattice: bool = False,
-    information: str | None = None,
+    information: str | None = "nats",
     settings: RunSettings | None = None,
     **run,
 ) -> AuditResult:
@@ -147,7 +280,8 @@ def audit(
     method, seed, draws, tune, chains, workers, scheduler, max_runs, max_states, max_adversaries, pdp_greedy,
     progress). With pdp_greedy = k (`--search greedy --top-k k`), pdp is seed 003's greedy search:
     a lower bound (`reason` and `lower_bound` say so), which can fail a claim but never pass it.
-    `information` ("nats" or "bits"; None, the default, skips them) adds seed 004's KL/MI/CMI.
+    `information` ("nats", the default as on the command line, or "bits"; None skips them) adds
+    seed 004's KL/MI/CMI (DESIGN §3.4); loops over audits pass None so as not to pay for them.
     """
     start = time.perf_counter()
     settings = RunSettings.of(settings, **run)
@@ -201,6 +335,7 @@ def audit(
                *_profile_notes(mechanism, profile)],
         problem=problem,
         profile=profile,
+        target_worst=evaluated.by_target,
     )
     if information is not None:  # 004's measures in this unit (nats or bits; DESIGN §3.4)
         result.information, result.information_reason = information_block(
@@ -237,6 +372,7 @@ class _Evaluated:
     lattice: list[AdversaryLeakage] | None = None
     notes: list[str] = field(default_factory=list)
     bound: str | None = None  # why the leakage is only a lower bound on the notion (a greedy search)
+    by_target: dict[int, AdversaryLeakage] = field(default_factory=dict)  # each target's worst adversary
 
 
 def _evaluate(problem: Problem, notion: str, targets: list[int], known: list[int] | None,
@@ -244,7 +380,8 @@ def _evaluate(problem: Problem, notion: str, targets: list[int], known: list[int
     """Every adversary of the notion, by the engine that fits (dp needs none)."""
     n, settings = problem.model.n, problem.settings
     if notion == "dp":
-        return _Evaluated(*aggregate(dp_leakage(problem, targets), n), "analytic")
+        results = dp_leakage(problem, targets)
+        return _Evaluated(*aggregate(results, n), "analytic", by_target=_fold_targets(results, {}, n))
     chosen = select_engine(problem, "sampling" if settings.method == "posterior" else settings.engine)
     dep_sets = chosen.dependence_sets(problem) if notion == "ddp" else None
     greedy = settings.pdp_greedy if notion == "pdp" else 0
@@ -253,19 +390,20 @@ def _evaluate(problem: Problem, notion: str, targets: list[int], known: list[int
         searched = _greedy(chosen, problem, targets, greedy)
     elif notion == "pdp" and known is None and not lattice:
         searched = chosen.pdp_worst(problem, targets)
-    kept = None
+    kept, by_target = None, {}
     if searched is not None:
         worst, per_target = aggregate(searched, n)
+        _fold_targets(searched, by_target, n)
     else:
         count = adversary_count(notion, n, targets, known)
         _check_lattice(chosen, problem, notion, targets, count, settings.max_adversaries, lattice)
         advs = adversaries(notion, n, targets, known, dep_sets)
         chunk = count if chosen.estimates else CHUNK  # an estimating engine plans its MCMC runs as a whole
         bar = Progress(notion, count, "adversaries", enabled=settings.progress and count > chunk)
-        worst, per_target, kept = _stream(chosen, problem, advs, chunk, bar, keep=lattice)
+        worst, per_target, kept = _stream(chosen, problem, advs, chunk, bar, lattice, by_target)
     auto = passed_over(problem, chosen) if settings.engine == "auto" and settings.method != "posterior" else []
     return _Evaluated(worst, per_target, chosen.name, dep_sets, kept, auto + chosen.notes(problem),
-                      greedy_reason(greedy) if greedy else None)
+                      greedy_reason(greedy) if greedy else None, by_target)
 
 
 def _greedy(engine: Engine, problem: Problem, targets: list[int], top_k: int) -> list[AdversaryLeakage]:
@@ -283,11 +421,13 @@ def _greedy(engine: Engine, problem: Problem, targets: list[int], top_k: int) ->
 
 
 def _stream(engine: Engine, problem: Problem, advs: Iterator[Adversary], chunk: int, bar: Progress,
-            keep: bool) -> tuple[AdversaryLeakage, list[float | None], list[AdversaryLeakage] | None]:
+            keep: bool, by_target: dict[int, AdversaryLeakage],
+            ) -> tuple[AdversaryLeakage, list[float | None], list[AdversaryLeakage] | None]:
     """Evaluate the adversaries `chunk` at a time, a batch per unit of work (`parallel.map_units`:
-    here or on Dask workers), `WINDOW` batches in flight, keeping only the running worst (and
-    every result only when `keep`, for --lattice): memory does not grow with the lattice. The
-    batches are the same whatever the workers, and folded in order, so are the results."""
+    here or on Dask workers), `WINDOW` batches in flight, keeping only the running worst, overall
+    and per target in `by_target` (and every result only when `keep`, for --lattice): memory does
+    not grow with the lattice. The batches are the same whatever the workers, and folded in order,
+    so are the results."""
     worst, per_target, kept = None, [None] * problem.model.n, [] if keep else None
     while batches := [b for b in (list(itertools.islice(advs, chunk)) for _ in range(WINDOW)) if b]:
         units = [(engine.name, problem, tuple(batch)) for batch in batches]
@@ -297,7 +437,20 @@ def _stream(engine: Engine, problem: Problem, advs: Iterator[Adversary], chunk: 
                 kept += results
             worst = aggregate(results + ([worst] if worst else []), problem.model.n)[0]
             per_target = worst_by_target(results, problem.model.n, per_target)
+            _fold_targets(results, by_target, problem.model.n)
     return worst, per_target, kept
+
+
+def _fold_targets(results: list[AdversaryLeakage], by_target: dict[int, AdversaryLeakage],
+                 n: int) -> dict[int, AdversaryLeakage]:
+    """Fold `results` into each target's worst adversary so far, as `aggregate` picks the notion's
+    (for estimates by the selection-half score, with the largest upper bound: DESIGN §2.3)."""
+    groups: dict[int, list[AdversaryLeakage]] = {}
+    for r in results:
+        groups.setdefault(r.adversary.target, []).append(r)
+    for i, group in groups.items():
+        by_target[i] = aggregate(group + ([by_target[i]] if i in by_target else []), n)[0]
+    return by_target
 
 
 def _batch_leakage(unit: tuple[str, Problem, tuple[Adversary, ...]]) -> list[AdversaryLeakage]:
@@ -308,10 +461,9 @@ def _batch_leakage(unit: tuple[str, Problem, tuple[Adversary, ...]]) -> list[Adv
 
 def _check_lattice(engine: Engine, problem: Problem, notion: str, targets: list[int], count: int, limit: int,
                    lattice: bool) -> None:
-    """Refuse more adversaries than `limit` before any is evaluated, saying what they would cost
-    and, with --lattice, the memory it would hold."""
-    if count <= limit:
-        return
+    """Before any adversary is evaluated (DESIGN §2.4), refuse: more than `limit`, saying what they
+    would cost and, with --lattice, the memory it would hold; more than the engine estimates it can
+    evaluate in MAX_SECONDS (a day) unless --force; --lattice results that would not fit in memory."""
     n = problem.model.n
     if count > len(targets):
         what = f"the {notion} lattice has {count:,} adversaries ({len(targets)} targets x 2^{n - 1} known sets)"
@@ -323,7 +475,15 @@ def _check_lattice(engine: Engine, problem: Problem, notion: str, targets: list[
         advice = "restrict --target"
     memory = count * (700 + 60 * (n - 1))
     held = f", and --lattice would hold about {memory / 2**30:.3g} GiB" if lattice else ""
-    _refuse(engine, problem, what, count, limit, advice, held)
+    if count > limit:
+        _refuse(engine, problem, what, count, limit, advice, held)
+    each = engine.seconds_per_adversary(problem)
+    if each is not None and count * each > MAX_SECONDS and not problem.settings.force:
+        raise InputError(f"{what}: at roughly {each * 1e3:.3g} ms each the {engine.name} engine would take about "
+                         f"{duration(count * each)}, over the limit of {duration(MAX_SECONDS)} (--force runs it "
+                         f"anyway){held}; {advice}")
+    if lattice:
+        check_memory(memory, f"--lattice's {count:,} kept results", flag="--max-adversaries")
 
 
 def _refuse(engine: Engine, problem: Problem, what: str, count: int, limit: int, advice: str, held: str = "") -> None:

@@ -159,7 +159,7 @@ def test_unbounded_domain_dp_python_api():
     assert math.isinf(r.leakage) and r.leakage > 0
     assert r.verdict == "fail"
     assert r.reason
-    assert r.to_json()["leakage"] == "inf"
+    assert r.to_dict()["leakage"] == "inf"
 
 
 def test_bounded_continuous_domain_dp():
@@ -270,7 +270,7 @@ def test_json_witness_inf_encoding_and_lists(capsys):
     gauss = DependenceModel(m, tuples="x")
     for notion in ("dp", "idp", "pdp", "ddp"):
         r = ddpbayes.audit(gauss, "sum", "laplace", notion, scale=1.0, claim=5.0)
-        doc = _strict_json(r.to_json())
+        doc = _strict_json(r.to_dict())
         assert doc["notion"] == notion
         assert doc["leakage"] == "inf" and doc["per_target"] == ["inf", "inf"], doc
         assert isinstance(doc["reason"], str) and doc["reason"]
@@ -282,7 +282,7 @@ def test_json_witness_inf_encoding_and_lists(capsys):
     with pm.Model() as m:
         pm.Bernoulli("x0", 0.5)
         pm.Bernoulli("x1", 0.5)
-    doc = _strict_json(ddpbayes.audit(DependenceModel(m, ["x0", "x1"]), "count", "laplace", "dp", scale=1.0).to_json())
+    doc = _strict_json(ddpbayes.audit(DependenceModel(m, ["x0", "x1"]), "count", "laplace", "dp", scale=1.0).to_dict())
     assert doc["leakage"] == pytest.approx(1.0, abs=1e-12)
     assert (doc["witness"]["t"], doc["witness"]["t_prime"], doc["witness"]["y"]) == (1, 0, "inf")
 

@@ -283,7 +283,7 @@ def test_function_query_from_the_model_file(model_file):
         for node in r.lattice:
             i, known = node.adversary.target, tuple(sorted(node.adversary.known))
             assert node.value == pytest.approx(leak(X, p, q, 0.8, i, known), abs=1e-9)
-        assert r.to_json()["query"] == f"fn:{fn}"
+        assert r.to_dict()["query"] == f"fn:{fn}"
     assert ddpbayes.audit(model, "fn:product", "laplace", "dp", epsilon=1.0).problem.mechanism.scale == 2.0
     with pytest.raises(InputError, match="raised KeyError"):
         ddpbayes.audit(model, "fn:broken", "laplace", "idp", scale=1.0)

@@ -94,10 +94,10 @@ def test_witness_and_json():
     model = mvnormal([[1, -0.8], [-0.8, 1]], Interval(60, 80))
     r = audit(model, "linear:1,2", "laplace", "idp", scale=4.0, targets=[0])
     assert r.leakage == pytest.approx(20 / 4 * abs(1 - 2 * 0.8))
-    w = r.to_json()["witness"]
+    w = r.to_dict()["witness"]
     assert w["known_values"] is None and w["y"] == "inf"
     assert (w["t"], w["t_prime"]) == (60, 80)  # negative coefficient: t = lo beats t' = hi as y -> +inf
-    assert r.to_json()["engine"] == "gaussian"
+    assert r.to_dict()["engine"] == "gaussian"
 
 
 def test_unbounded_target_gives_inf_with_reason_unless_coefficient_zero():
@@ -106,7 +106,7 @@ def test_unbounded_target_gives_inf_with_reason_unless_coefficient_zero():
     model = DependenceModel(m, tuples="x")
     r = audit(model, "sum", "laplace", "idp", scale=1.0)
     assert math.isinf(r.leakage) and "unbounded" in r.reason
-    assert r.to_json()["leakage"] == "inf"
+    assert r.to_dict()["leakage"] == "inf"
     with pm.Model() as m:
         pm.MvNormal("x", mu=np.zeros(2), cov=np.eye(2))
     zero = audit(DependenceModel(m, tuples="x"), "linear:0,1", "laplace", "idp", scale=1.0, targets=[0])

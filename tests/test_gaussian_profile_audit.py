@@ -117,7 +117,7 @@ def test_dp_is_classic_gaussian_dp(models_dir):
     r = audit(model, "linear:1,2,0", Gaussian(1.5, delta=1e-5), "dp")
     assert r.per_target[1] == pytest.approx(invert(lambda e: gdp_delta(e, 2 / 1.5), 1e-5), rel=1e-10)
     assert r.per_target[2] == 0.0
-    out = r.to_json()
+    out = r.to_dict()
     assert out["gdp_mu"] == pytest.approx(2 / 1.5, rel=1e-14)
     assert out["zcdp_rho"] == pytest.approx((2 / 1.5) ** 2 / 2, rel=1e-14)
     for eps, delta in out["profile"]:
@@ -186,7 +186,7 @@ def test_structured_equals_exact_on_a_chain(models_dir):
 
 def test_json_keys_profile_shape_and_reproducible(models_dir):
     model = load_model(str(models_dir / "household.py"), {"n": 3})
-    runs = [audit(model, "count", "gaussian", "idp", epsilon=1.0, delta=1e-6).to_json() for _ in range(2)]
+    runs = [audit(model, "count", "gaussian", "idp", epsilon=1.0, delta=1e-6).to_dict() for _ in range(2)]
     for run in runs:
         run.pop("seconds")
     assert json.dumps(runs[0]) == json.dumps(runs[1])

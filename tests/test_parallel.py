@@ -44,7 +44,7 @@ def _audit(notion: str = "pdp", **run) -> dict:
     (12 adversaries, 54 MCMC runs)."""
     result = ddpbayes.audit(load_model(HOUSEHOLD, {"n": 3}), "count", "laplace", notion, epsilon=1.0,
                             lattice=notion == "pdp", **{**SMALL, **run})
-    out = result.to_json()
+    out = result.to_dict()
     out.pop("seconds")
     return out
 

@@ -78,7 +78,7 @@ def test_pdp_lattice_household_against_bruteforce(household):
 
 
 def test_lattice_json(household):
-    r = ddpbayes.audit(household(n=3), "count", "laplace", "pdp", scale=1.0, lattice=True).to_json()
+    r = ddpbayes.audit(household(n=3), "count", "laplace", "pdp", scale=1.0, lattice=True).to_dict()
     json.dumps(r)
     assert len(r["lattice"]) == 12
     sizes = r["lattice_summary"]["max_by_known_size"]

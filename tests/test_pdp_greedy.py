@@ -175,7 +175,7 @@ def test_verdict_fails_below_and_is_never_pass_above(models):
     assert "lower bound cannot pass" in above.verdict_reason and above.reason == LOWER_BOUND.format(k=1)
     below = pdp(model, query, pdp_greedy=1, claim=found * 0.9)
     assert below.verdict == "fail"
-    doc = below.to_json()
+    doc = below.to_dict()
     assert doc["reason"] == LOWER_BOUND.format(k=1) and doc["settings"]["pdp_greedy"] == 1
 
 

@@ -92,7 +92,7 @@ def test_numbers_equal_audit_and_closed_form(report):
     assert section["classic"]["gdp_mu"] == pytest.approx(1.0, rel=1e-12)
     assert section["classic"]["epsilon_at_delta"] == pytest.approx(gdp_epsilon(1e-6, 1.0), rel=1e-9)
     direct = ddpbayes.audit(model, "mean", Gaussian(sigma, 1e-6), "idp")
-    assert idp["leakage"] == direct.leakage and idp["profile"] == direct.to_json()["profile"]
+    assert idp["leakage"] == direct.leakage and idp["profile"] == direct.to_dict()["profile"]
 
 
 BAD = [

@@ -104,8 +104,9 @@ def test_numbers_equal_audit(report):
     model = ddpbayes.load_model(CONTAGIOUS, {"k": 2, "p": 0.1})
     assert list(data["audits"]) == ["dp", "idp", "pdp", "ddp"]
     for notion, got in data["audits"].items():
-        want = ddpbayes.audit(model, "count", "laplace", notion, epsilon=1.0, claim=1.0, seed=0).to_json()
-        got, want = dict(got), json.loads(json.dumps(want))
+        want = ddpbayes.audit(model, "count", "laplace", notion, epsilon=1.0, claim=1.0, seed=0,
+                              information=None).to_json()  # a report's audits skip 004's measures
+        got, want = dict(got), json.loads(want)
         got.pop("seconds"), want.pop("seconds")
         assert got == want, notion
     assert data["audits"]["idp"]["leakage"] == pytest.approx(2.0)  # 004 Example 2: 2 eps

@@ -469,7 +469,7 @@ def test_verdicts_exit_codes_and_reproducibility(capsys):
 
     code, high = _cli_household(0, 5.0, capsys)
     assert code == 0 and high["verdict"] == "pass"
-    assert _drop(high, "seconds") == _drop(json.loads(json.dumps(api.to_json())), "seconds")
+    assert _drop(high, "seconds") == _drop(json.loads(api.to_json()), "seconds")
 
     code, low = _cli_household(0, 0.5, capsys)
     assert code == 1 and low["verdict"] == "fail" and "lower bound" in low["verdict_reason"]
@@ -503,7 +503,7 @@ def test_verdicts_and_cli_reproducibility(capsys):
     code, cli = _cli_household(0, 0.5, capsys)
     assert code == 1 and cli["verdict"] == "fail"
     assert cli["information"] is None and "sampling" in cli["information_reason"]  # 004's measures: not estimated
-    assert _drop(cli, "seconds") == _drop(json.loads(json.dumps(low.to_json())), "seconds")
+    assert _drop(cli, "seconds") == _drop(json.loads(low.to_json()), "seconds")
 
 
 # --- 8. posterior route ----------------------------------------------------------------------

@@ -126,7 +126,7 @@ def test_bivariate_normal_sum(r_corr):
     assert r.ci[0] <= r.leakage <= r.ci[1]
     assert {r.witness.t, r.witness.t_prime} == {0.0, 1.0}
     assert "continuous" in r.diagnostics["pass_blocked"]
-    out = r.to_json()
+    out = r.to_dict()
     assert out["delta"] == DELTA and out["epsilon_at_delta"] == r.leakage and out["gdp_mu"] is None
 
 
@@ -146,7 +146,7 @@ def test_same_seed_same_json():
     """Two fresh model instances, the same seed: the same JSON (runs are not shared between them)."""
     runs = [audit(chain_model(), "sum", "discrete_gaussian", "idp", scale=1.0, targets=[0], seed=5, **FAST)
             for _ in range(2)]
-    texts = [json.dumps({k: v for k, v in r.to_json().items() if k != "seconds"}, sort_keys=True) for r in runs]
+    texts = [json.dumps({k: v for k, v in r.to_dict().items() if k != "seconds"}, sort_keys=True) for r in runs]
     assert texts[0] == texts[1]
 
 

@@ -148,7 +148,7 @@ def test_witness_is_a_vector_of_signed_infinities():
     # c = (1, -0.5, -1) for target 0
     assert r.leakage == pytest.approx((HI - LO) * 2.5, rel=1e-12)
     assert (r.witness.t, r.witness.t_prime, r.witness.y) == (HI, LO, (math.inf, -math.inf, -math.inf))
-    assert r.to_json()["witness"]["y"] == ["inf", "-inf", "-inf"]
+    assert r.to_dict()["witness"]["y"] == ["inf", "-inf", "-inf"]
     flipped = audit(mvnormal(cov), "linear:-1,0;0,1", "laplace", "idp", scale=1.0, targets=[0])
     assert (flipped.witness.t, flipped.witness.y) == (LO, (math.inf, -math.inf))
 

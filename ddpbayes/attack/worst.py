@@ -35,7 +35,7 @@ def user_idp(points: np.ndarray, pairs: np.ndarray, fit, labels: np.ndarray, del
                alpha=fit.alpha, tau=1.0)
     model = DependenceModel(m, tuples="pos", domains=Interval(0.0, 1.0))
     query = Centroids("the attack's K-means partition", tuple(int(c) for c in labels))
-    per = np.asarray(audit(model, query, Laplace(delta), "idp").per_target, dtype=float)
+    per = np.asarray(audit(model, query, Laplace(delta), "idp", information=None).per_target, dtype=float)
     return per[:n] + per[n:], time.perf_counter() - start
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 from ddpbayes.cli.args import (
     NOTION_HELP,
     add_mechanism,
@@ -65,5 +63,5 @@ def run(args) -> int:
         information=None if args.information == "none" else args.information,
         settings=settings,
     )
-    print(json.dumps(result.to_json(), indent=2) if args.format == "json" else audit_text(result))
+    print(result.to_json() if args.format == "json" else audit_text(result))
     return EXIT_CODES.get(result.verdict, 0)

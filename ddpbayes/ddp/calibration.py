@@ -256,7 +256,7 @@ def exact_scale(
     name = "Gaussian sigma" if mechanism.profile else "Laplace scale"
 
     def level(b: float) -> float:
-        r = audit(model, query, _at(mechanism, b), notion, settings=settings)
+        r = audit(model, query, _at(mechanism, b), notion, information=None, settings=settings)
         if math.isinf(r.leakage):
             raise InputError(f"no {name} bounds the {notion} leakage: {r.reason or 'it is infinite'}")
         return r.leakage if r.ci is None else max(r.leakage, r.ci[1])
@@ -323,7 +323,8 @@ def _row(model, query, method, scale, epsilon, settings, profile, noise: Mechani
     audits, errors = {}, {}
     for notion in NOTIONS:
         try:
-            audits[notion] = audit(model, query, _at(noise, scale), notion, claim=epsilon, settings=settings)
+            audits[notion] = audit(model, query, _at(noise, scale), notion, claim=epsilon, information=None,
+                                   settings=settings)
         except InputError as exc:  # e.g. a sampling pdp lattice too large to estimate
             errors[notion] = str(exc)
     if noise.profile:

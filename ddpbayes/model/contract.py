@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -11,6 +12,7 @@ from typing import TypeVar
 import pymc as pm
 from pymc.logprob.utils import ParameterValueError
 
+from ddpbayes.cli.text import _abbreviated
 from ddpbayes.errors import InputError
 from ddpbayes.model.domains import Domain, Finite, Interval
 from ddpbayes.model.supports import is_discrete, supports
@@ -48,6 +50,22 @@ class DependenceModel:
         self.domains = _domains(self.slots, domains)
         self._memo: dict[tuple[str, Hashable], object] = {}
         self.origin = None  # the file and parameters it was loaded from (`parallel.ModelRef`)
+
+    def __repr__(self) -> str:
+        """One line: the tuples and their domains (long lists abbreviated), the latent variables and
+        the file the model came from, if any; read from the graph, nothing compiled (DESIGN §4)."""
+        names = self.names
+        domains = [_short_domain(d) for d in self.domains]
+        if len(set(domains)) == 1:
+            tuples = f"{_abbreviated(names)} in {domains[0]}"
+        else:
+            tuples = _abbreviated([f"{name} in {d}" for name, d in zip(names, domains)])
+        latent = _abbreviated([rv.name for rv in self.latent_rvs]) or "none"
+        origin = ""
+        if self.origin is not None:
+            params = ", ".join(f"{k}={v!r}" for k, v in pickle.loads(self.origin.params))
+            origin = f"; from {self.origin.path}" + (f" with {params}" if params else "")
+        return f"DependenceModel({self.n} tuple{'s' if self.n != 1 else ''}: {tuples}; latent: {latent}{origin})"
 
     def __reduce__(self):
         """Pickled by reference: a worker rebuilds the model from its file once and keeps it
@@ -100,6 +118,14 @@ class DependenceModel:
             "tuples": [{"name": s.name, "domain": str(d)} for s, d in zip(self.slots, self.domains)],
             "latent": [rv.name for rv in self.latent_rvs],
         }
+
+
+def _short_domain(domain: Domain) -> str:
+    """A domain as text, a long finite one as its first and last values and its size."""
+    if isinstance(domain, Finite) and len(domain.values) > 6:
+        v = domain.values
+        return f"{{{v[0]:g}, {v[1]:g}, {v[2]:g}, ..., {v[-1]:g}}} ({len(v):,} values)"
+    return str(domain)
 
 
 @contextmanager

@@ -70,7 +70,7 @@ class Auditor:
 
     def __call__(self, notion: str, **overrides) -> AuditResult:
         kwargs = {**self.spec.audit_kwargs(notion, self.progress), "workers": self.workers,
-                  "scheduler": self.scheduler, **overrides}
+                  "scheduler": self.scheduler, "information": None, **overrides}  # measures: on request
         return audit(self.model, self.spec.query_object(), self.spec.kind, notion, **kwargs)
 
     @property

@@ -139,7 +139,8 @@ def collect_composition(spec: CompositionSpec, model: DependenceModel, say: Call
     def run(notion: str, factor: float) -> AuditResult:
         query, mechanism = compose([scaled_release(r, factor) for r in spec.releases], model)
         return audit(model, query, mechanism, notion, claim=spec.claim if factor == 1.0 else None,
-                     targets=None if spec.target is None else list(spec.target), settings=spec.settings())
+                     targets=None if spec.target is None else list(spec.target), information=None,
+                     settings=spec.settings())
 
     results = {}
     for k, notion in enumerate(spec.notions):
@@ -166,5 +167,5 @@ def composition_pages(spec: CompositionSpec, model: DependenceModel, command: st
     return doc, jsonable({
         "ddpbayes_report": 1, "title": title(composed), "finding": finding(composed), "spec": spec.to_json(),
         "model": {"file": spec.model_ref, "params": spec.params, **composed.model.describe()},
-        "audits": {n: r.to_json() for n, r in composed.results.items()}, "sweep": composed.sweep,
+        "audits": {n: r.to_dict() for n, r in composed.results.items()}, "sweep": composed.sweep,
         "reproducibility": reproducibility(spec.seed, command)})

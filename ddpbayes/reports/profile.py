@@ -32,7 +32,7 @@ class ProfileView:
     def to_json(self) -> dict:
         return {"spec": self.spec.to_json(), "sigma": self.sigma, "l2_sensitivity": self.l2,
                 "classic": self.classic.to_json(self.spec.delta),
-                "audits": {n: r.to_json() for n, r in self.results.items()}}
+                "audits": {n: r.to_dict() for n, r in self.results.items()}}
 
 
 def profile_view(spec, model: DependenceModel, say: Callable[[str], None]) -> ProfileView:
@@ -41,7 +41,7 @@ def profile_view(spec, model: DependenceModel, say: Callable[[str], None]) -> Pr
     results = {}
     for notion in p.notions:
         say(f"{p.kind} noise: {notion}")
-        kwargs = {**spec.audit_kwargs(notion, say.enabled), "claim": None}
+        kwargs = {**spec.audit_kwargs(notion, say.enabled), "claim": None, "information": None}
         results[notion] = audit(model, spec.query_object(), p.kind, notion, **{
             **kwargs, "scale": p.sigma, "epsilon": p.epsilon, "delta": p.delta, "rho": p.rho})
     first = next(iter(results.values())).problem

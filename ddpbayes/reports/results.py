@@ -24,7 +24,7 @@ def results_json(c: Collected, command: str) -> dict:
         "spec": spec.to_json(),
         "model": {"file": spec.model_ref, "params": spec.params, **model.describe(),
                   "dependence_sets": c.dependence_sets},
-        "audits": {notion: r.to_json() for notion, r in c.results.items()},
+        "audits": {notion: r.to_dict() for notion, r in c.results.items()},
         "lattice": None if c.lattice is None else c.lattice.to_json(),
         "witness_curves": [curve.to_json() for curve in c.curves],
         "witness_curve_notes": c.curve_notes,
