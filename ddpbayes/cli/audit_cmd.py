@@ -23,10 +23,14 @@ def register(sub) -> None:
     add_model(p)
     add_mechanism(p, releases=True)
     p.add_argument("--notion", required=True, choices=NOTIONS, help=NOTION_HELP)
-    p.add_argument("--target", type=index_list, default=None, help="target tuple(s), e.g. 0 or 0,2")
-    p.add_argument("--known", type=index_list, default=None, help="pdp: indices the adversary knows ('' for none)")
+    p.add_argument("--target", type=index_list, default=None,
+                   help="target tuple(s) by index, e.g. 0 or 0,2 (default every tuple)")
+    p.add_argument("--known", type=index_list, default=None,
+                   help="pdp: indices the adversary knows ('' for none; default every known set)")
     p.add_argument("--lattice", action="store_true", help="pdp: list every (target, known set)")
-    p.add_argument("--claim", type=float, default=None, help="claimed epsilon to check")
+    p.add_argument("--claim", type=float, default=None,
+                   help="claimed epsilon to check: exit 1 when the leakage exceeds it, 4 when an estimate cannot "
+                   "settle it (also when the MCMC diagnostics fail)")
     p.add_argument("--information", choices=("nats", "bits", "none"), default="nats", metavar="UNIT",
                    help="Wu et al.'s (IDP) information measures beside the leakage: worst KL (Thm. 2), mutual "
                    "information (Thm. 3), conditional mutual information (Prop. 4), in nats (default) or bits; "
