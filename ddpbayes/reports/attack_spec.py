@@ -48,10 +48,6 @@ class AttackSpec:
     settings: AttackSettings
     inputs: dict[str, Path | None]
 
-    @property
-    def seed(self) -> int:
-        return self.settings.seed
-
 
 def load_attack_spec(raw: dict, path: Path) -> AttackSpec:
     """Check a spec with `[attack]` (every value that can be checked without the data)."""
