@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from ddpbayes.errors import InputError
-from ddpbayes.parallel.cluster import client_for, scheduler_address
+from ddpbayes.parallel.cluster import check_where
 from ddpbayes.settings import DEFAULT_TOP_K, METHODS, SEARCHES, RunSettings, search_width
 from ddpbayes.vocabulary import ENGINES
 
@@ -133,8 +133,7 @@ def execution(args: argparse.Namespace) -> RunSettings:
     """The settings `add_workers` gives (the others at their defaults), checked; a scheduler that
     was named is reached now, so an unreachable one is one line before any work starts."""
     settings = RunSettings.of(workers=args.workers, scheduler=args.scheduler)
-    if scheduler_address(settings.scheduler):
-        client_for(settings.workers, settings.scheduler)
+    check_where(settings)
     return settings
 
 
@@ -145,8 +144,7 @@ def run_settings(args: argparse.Namespace) -> RunSettings:
     width = search_width(getattr(args, "search", None), getattr(args, "top_k", None), getattr(args, "pdp_greedy", None))
     settings = RunSettings.of(**given, pdp_greedy=width, method=getattr(args, "sampling_method", None),
                               progress=args.format == "text" or sys.stderr.isatty())
-    if scheduler_address(settings.scheduler):  # a cluster named but not there: say so now, not after the model
-        client_for(settings.workers, settings.scheduler)
+    check_where(settings)  # a cluster named but not there, too many workers: say so now, not after the model
     return settings
 
 

@@ -1,11 +1,13 @@
 """SIGTERM handled like Ctrl-C, so that `kill` runs the same cleanup (temporary directories,
-the embedded Dask cluster) and the CLI ends on one line."""
+the embedded Dask cluster) and the CLI ends on one line (DESIGN §2.4)."""
 
 from __future__ import annotations
 
 import os
 import signal
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 
 class Terminated(KeyboardInterrupt):
@@ -27,3 +29,19 @@ def install_sigterm() -> None:
         raise Terminated()
 
     signal.signal(signal.SIGTERM, on_sigterm)
+
+
+@contextmanager
+def held() -> Iterator[None]:
+    """SIGINT and SIGTERM ignored inside (the cleanup after one: a second one would cut it short
+    with a traceback), their handlers restored after; in a thread other than the main one, as is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    saved = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in saved.items():
+            if handler is not None:  # None: not set from Python, nothing to restore
+                signal.signal(sig, handler)

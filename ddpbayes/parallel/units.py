@@ -1,4 +1,5 @@
-"""`map_units`: [fn(item) for item in items], here or on Dask workers, with one progress bar.
+"""`map_units`: [fn(item) for item in items], here or on Dask workers, with one progress bar
+(redrawn every `progress.HEARTBEAT` seconds even while a unit runs long; DESIGN §8).
 
 Dask runs the units when there are at least two, more than one worker, every item can be sent
 (`portable`), and this is not itself a unit on a worker (units do not nest). A worker that dies
@@ -45,16 +46,20 @@ def map_units(fn: Callable[..., T], items: Sequence, settings: RunSettings, labe
     if bar is None:
         bar = Progress(label, sum(size(item) for item in items), unit, enabled=settings.progress and len(items) > 0)
     out: list = []
-    distributes = _distributes(items, settings)
-    at_once = distributes and (settings.workers > 0 or workers_chosen(settings.scheduler) or running(settings))
-    start = time.perf_counter()
-    while len(out) < len(items) and not at_once:
-        out.append(fn(items[len(out)]))
-        bar.advance(size(items[len(out) - 1]))
-        pace = (time.perf_counter() - start) / len(out)
-        at_once = distributes and (len(items) - len(out)) * pace > WORTH
-    if len(out) < len(items):
-        out += _on_dask(fn, items[len(out):], settings, bar, size, group)
+    try:
+        distributes = _distributes(items, settings)
+        at_once = distributes and (settings.workers > 0 or workers_chosen(settings.scheduler) or running(settings))
+        start = time.perf_counter()
+        while len(out) < len(items) and not at_once:
+            out.append(fn(items[len(out)]))
+            bar.advance(size(items[len(out) - 1]))
+            pace = (time.perf_counter() - start) / len(out)
+            at_once = distributes and (len(items) - len(out)) * pace > WORTH
+        if len(out) < len(items):
+            out += _on_dask(fn, items[len(out):], settings, bar, size, group)
+    except BaseException:  # an error or an interrupt ends the loop: its line stops (`Progress.close`)
+        bar.close()
+        raise
     return out
 
 
@@ -91,7 +96,10 @@ def _on_dask(fn: Callable[..., T], items: list, settings: RunSettings, bar: Prog
                 out[k] = future.result()  # a unit's error is raised here
                 bar.advance(size(items[k]))
     finally:
-        client.cancel(futures)
+        try:
+            client.cancel(futures)
+        except Exception:  # the cluster is going away (interrupted): its units go with it
+            pass
     return out
 
 

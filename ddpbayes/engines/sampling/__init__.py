@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import numpy as np
 import pymc as pm
@@ -34,8 +36,10 @@ from ddpbayes.mechanisms.gaussian import Gaussian
 from ddpbayes.model import DependenceModel, Finite
 from ddpbayes.model.condition import ImpossibleEvent
 from ddpbayes.problem import Adversary, Problem
+from ddpbayes.progress import Progress
 from ddpbayes.settings import RunSettings
 
+T, U = TypeVar("T"), TypeVar("U")
 GRID_POINTS = 5  # target values on a continuous domain, endpoints included
 MAX_KNOWN_COMBINATIONS = 16  # discrete x_K enumerated up to this; beyond, prior draws
 KNOWN_DRAWS = 4
@@ -60,15 +64,16 @@ class SamplingEngine(Engine):
 
     def leakage(self, problem: Problem) -> list[AdversaryLeakage]:
         settings = problem.settings
-        plans = [(adv, _known_values(problem.model, adv, settings)) for adv in problem.adversaries]
+        plans = _each(lambda adv: (adv, _known_values(problem.model, adv, settings)), problem.adversaries,
+                      settings, "planning")
         runs = sum(len(kv) * _grid_size(problem.model, adv.target) for adv, kv in plans)
         if runs > settings.max_runs:
             raise InputError(f"this needs about {runs} MCMC runs (over {settings.max_runs}); restrict --target or "
                              "--known, or raise --max-runs")
         if settings.method == "posterior":
-            return [posterior_leakage(problem, adv, known_sets, settings) for adv, known_sets in plans]
+            return _each(lambda plan: posterior_leakage(problem, *plan, settings), plans, settings, "posterior route")
         _draw_all(problem.model, plans, settings)
-        return [_adversary(problem, adv, known_sets, settings) for adv, known_sets in plans]
+        return _each(lambda plan: _adversary(problem, *plan, settings), plans, settings, "estimates")
 
     def dependence_sets(self, problem: Problem) -> list[frozenset[int]]:
         return structural_dependence(problem.model)
@@ -88,6 +93,22 @@ class SamplingEngine(Engine):
         """The query's draws for trace plots: a scalar query's only (none with several outputs)."""
         draws = [(t, _query_draws(problem, witness, t)) for t in (witness.t, witness.t_prime)]
         return [] if draws[0][1].shape[-1] != 1 else [(t, q[..., 0]) for t, q in draws]
+
+
+def _each(fn: Callable[[T], U], items: Sequence[T], settings: RunSettings, phase: str) -> list[U]:
+    """fn over the adversaries (or their plans) here, in order, with a progress line that shows
+    only when the phase is slow (`Progress.slow_only`): the engine's work between its MCMC runs,
+    which the runs' own line does not count (issue #24: planning 5,120 adversaries' x_K draws
+    was ten silent minutes)."""
+    bar = Progress(f"sampling ({phase})", len(items), "adversaries", enabled=settings.progress, slow_only=True)
+    out = []
+    try:
+        for item in items:
+            out.append(fn(item))
+            bar.advance(1)
+    finally:
+        bar.close()
+    return out
 
 
 def _query_draws(problem: Problem, witness: Witness, t: float) -> np.ndarray:
