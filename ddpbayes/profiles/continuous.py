@@ -14,21 +14,35 @@ e^{-z²/2} Σ_s (p_s - e^ε q_s) e^{u_s z - u_s²/2}/√(2π) has at most V sign
 changes of the coefficients in the order of u, with the parity of V; the roots found (in the range,
 plus one for each end whose sign differs from the sign at ±∞) certify the evaluation when they are
 at least V - 1; `certified` reports it. The bound is loose for irregular weights (V large), so an
-uncertified pair is "not proven complete", not "wrong"; a monotone ratio p_s/q_s gives V = 1. Restricting A to the range loses at most P_b(outside) <= 2Φ(-R) < 2e-23 of δ (one-sided).
+uncertified pair is "not proven complete", not "wrong"; a monotone ratio p_s/q_s gives V = 1.
+
+The range is the union of the windows [u_s - R, u_s + R], merged where they overlap into
+segments, each on its own grid in local units z - u_first (so levels many standard deviations
+apart cost 2R/STEP points each, not their distance over STEP, and keep their precision). A point
+outside every window lies more than R from every level, so restricting A to the range loses at
+most P_b(outside) <= Σ_s p_bs 2Φ(-R) = 2Φ(-R) < 2e-23 of δ (one-sided). Roots between
+segments are not searched (A does not reach there); a sign change of ℓ - ε across a gap counts
+as one root for the certificate.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import optimize
+from scipy.special import log_ndtr
 
+from ddpbayes.errors import InputError
+from ddpbayes.limits import check_states
 from ddpbayes.profiles.kernel import log_interval_mass, log_mixture_at, log_mixture_grid, logsumexp
 
-R = 10.0  # the range extends R standard deviations beyond the outer levels
+R = 10.0  # the windows extend R standard deviations around the levels (more for δ below 1e-12: `reach`)
 STEP = 0.05  # grid step in standard deviations
 ROOT = 1e-10  # tolerance on a root, relative to 1 + |z|
 FLAT = 1e-11  # grid differences below this (relative) are rounding: ℓ counts as flat there
+SPAN = 1e152  # levels at most this many standard deviations apart: every (z - u)² stays finite
 
 
 @dataclass(frozen=True)
@@ -58,9 +72,66 @@ class Curves:
         return out
 
 
-def build(logp: np.ndarray, logq: np.ndarray, u: np.ndarray, step: float = STEP) -> Curves:
-    """The pieces of each pair's ℓ (u sorted increasing)."""
-    z = np.linspace(u[0] - R, u[-1] + R, int(np.ceil((u[-1] - u[0] + 2 * R) / step)) + 1)
+@dataclass(frozen=True)
+class Segment:
+    """One segment of the range: the levels in local units u - u_first and the grid's ends."""
+
+    u: np.ndarray
+    lo: float
+    hi: float
+
+    @property
+    def points(self) -> int:
+        return math.ceil((self.hi - self.lo) / STEP) + 1
+
+
+def reach(delta: float) -> float:
+    """The window half-width for profiles read down to `delta`: R, or more when 2Φ(-R) (the mass
+    the range may lose) exceeds 2e-11 δ, so a tiny δ is still resolved to 1e-11 relative."""
+    target = math.log(2e-11) + math.log(delta) - math.log(2.0)
+    if float(log_ndtr(-R)) <= target:
+        return R
+    return float(optimize.brentq(lambda r: float(log_ndtr(-r)) - target, R, 100.0, xtol=1e-6))
+
+
+def segments(levels: np.ndarray, sigma: float, half: float = R) -> list[Segment]:
+    """The merged windows [level_s/σ - half, level_s/σ + half] (levels sorted increasing and
+    distinct), refused when the levels lie more than SPAN standard deviations apart or the grids
+    together exceed --max-states."""
+    with np.errstate(over="ignore"):
+        span = (levels[-1] - levels[0]) / sigma
+    if not span <= SPAN:
+        raise InputError(f"sigma {sigma:g} puts the query's levels {span:.3g} standard deviations apart, over the "
+                         f"limit of {SPAN:g}: the leakage (about the squared distance / 2) would leave the float "
+                         "range; use a larger sigma (--sigma, or a smaller --rho / --epsilon)")
+    gaps = np.diff(levels) / sigma
+    cut = np.concatenate([[0], np.flatnonzero(gaps > 2 * half) + 1, [levels.size]])
+    out = [Segment((levels - levels[a]) / sigma, -half, (levels[b - 1] - levels[a]) / sigma + half)
+           for a, b in zip(cut[:-1], cut[1:])]
+    check_states(sum(s.points for s in out), f"the Gaussian profile's grid at sigma {sigma:g}", "points")
+    return out
+
+
+@dataclass(frozen=True)
+class Segments:
+    """The curves of every segment of the range, in order."""
+
+    parts: list[Curves]
+
+    @property
+    def lmax(self) -> np.ndarray:
+        """sup of ℓ_b over the range: δ_b vanishes beyond it."""
+        return np.max([c.lmax for c in self.parts], axis=0)
+
+
+def build(logp: np.ndarray, logq: np.ndarray, segs: list[Segment]) -> Segments:
+    """The pieces of each pair's ℓ on every segment."""
+    return Segments([_build_part(logp, logq, s.u, s.lo, s.hi) for s in segs])
+
+
+def _build_part(logp: np.ndarray, logq: np.ndarray, u: np.ndarray, lo: float, hi: float) -> Curves:
+    """The pieces of each pair's ℓ on the grid over [lo, hi] (u sorted increasing)."""
+    z = np.linspace(lo, hi, math.ceil((hi - lo) / STEP) + 1)
     ell = log_mixture_grid(logp, u, z) - log_mixture_grid(logq, u, z)
     b, j, kind = _grid_extrema(ell)
     zc = _refine_extrema(logp[b], logq[b], u, z, j, kind)
@@ -168,16 +239,27 @@ def _newton(logp, logq, u, eps, s, a, b, x) -> np.ndarray:
     return x
 
 
-def evaluate(cur: Curves, rows: np.ndarray, eps: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def evaluate(segs: Segments, rows: np.ndarray, eps: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """log P(A_ε), log Q(A_ε) for each query (row, ε), and whether Descartes' bound certifies
-    that every root was found."""
+    that every root was found (a sign change of ℓ - ε across a gap between segments counts as one)."""
+    parts = [_evaluate_part(cur, rows, eps) for cur in segs.parts]
+    log_p = np.logaddexp.reduce([p[0] for p in parts], axis=0)
+    log_q = np.logaddexp.reduce([p[1] for p in parts], axis=0)
+    found = np.sum([p[2] for p in parts], axis=0)
+    for left, right in zip(segs.parts[:-1], segs.parts[1:]):
+        found += (left.ell[rows, -1] > eps) != (right.ell[rows, 0] > eps)
+    return log_p, log_q, _certified(segs.parts[0], segs.parts[-1], rows, eps, found)
+
+
+def _evaluate_part(cur: Curves, rows: np.ndarray, eps: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """log P(A_ε ∩ segment), log Q(A_ε ∩ segment) and the roots found, for each query (row, ε)."""
     k = rows.size
     count = cur.count[rows]
     query = np.repeat(np.arange(k), count)
     piece = np.repeat(cur.start[rows], count) + np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count)
     e = eps[query]
     l0, l1, z0, z1 = cur.l0[piece], cur.l1[piece], cur.z0[piece], cur.z1[piece]
-    cross = (l0 - e) * (l1 - e) < 0
+    cross = ((l0 < e) & (l1 > e)) | ((l0 > e) & (l1 < e))  # no product: ℓ may be near the float range
     root = np.full(piece.size, np.nan)
     if np.any(cross):
         root[cross] = roots(cur, piece[cross], e[cross])
@@ -189,8 +271,7 @@ def evaluate(cur: Curves, rows: np.ndarray, eps: np.ndarray) -> tuple[np.ndarray
     mass = log_interval_mass(a[active], b[active], cur.u)
     log_p = _scatter_logsumexp(logsumexp(cur.logp[pa] + mass, axis=1), q, k)
     log_q = _scatter_logsumexp(logsumexp(cur.logq[pa] + mass, axis=1), q, k)
-    found = np.bincount(query[cross], minlength=k)
-    return log_p, log_q, _certified(cur, rows, eps, found)
+    return log_p, log_q, np.bincount(query[cross], minlength=k)
 
 
 def _scatter_logsumexp(values: np.ndarray, index: np.ndarray, size: int) -> np.ndarray:
@@ -204,15 +285,15 @@ def _scatter_logsumexp(values: np.ndarray, index: np.ndarray, size: int) -> np.n
         return np.log(total) + shift
 
 
-def _certified(cur: Curves, rows: np.ndarray, eps: np.ndarray, found: np.ndarray) -> np.ndarray:
+def _certified(first: Curves, last: Curves, rows: np.ndarray, eps: np.ndarray, found: np.ndarray) -> np.ndarray:
     """Roots found + sign disagreements between the range ends and ±∞ >= V - 1 (Descartes)."""
     with np.errstate(invalid="ignore"):
-        diff = cur.logp[rows] - cur.logq[rows] - eps[:, None]
+        diff = first.logp[rows] - first.logq[rows] - eps[:, None]
     sign = np.where(np.isnan(diff), 0, np.where(diff >= 0, 1, -1)).astype(np.int8)
     filled = _forward_fill(sign)
     changes = np.sum(filled[:, 1:] * filled[:, :-1] < 0, axis=1)
     left = filled[np.arange(rows.size), np.argmax(sign != 0, axis=1)]
     right = filled[:, -1]
-    at_lo = np.where(cur.ell[rows, 0] > eps, 1, -1)
-    at_hi = np.where(cur.ell[rows, -1] > eps, 1, -1)
+    at_lo = np.where(first.ell[rows, 0] > eps, 1, -1)
+    at_hi = np.where(last.ell[rows, -1] > eps, 1, -1)
     return found + (left != at_lo) + (right != at_hi) >= changes - 1

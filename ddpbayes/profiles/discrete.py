@@ -1,8 +1,10 @@
 """Privacy profiles of the discrete Gaussian (DESIGN §3.5; Canonne, Kamath & Steinke 2020).
 
 N_Z(c, σ²) puts mass exp(-(y - c)²/2σ²)/Z(σ) on each integer y. Between two mixtures of them
-δ(ε) = Σ_y max(0, P(y) - e^ε Q(y)) is a finite sum once truncated to
-Y = [min level - ⌈Rσ⌉, max level + ⌈Rσ⌉] (each kernel puts less than 2e-23 outside). With Y
+δ(ε) = Σ_y max(0, P(y) - e^ε Q(y)) is a finite sum once truncated to the union Y of the windows
+[level - ⌈Rσ⌉, level + ⌈Rσ⌉] (each kernel puts less than 2e-23 outside its own window, so the sum
+loses less than that; R grows for δ below 1e-12 as in `continuous.reach`; Y's size is checked
+against --max-states before it is built). With Y
 sorted by ℓ_y = log P(y) - log Q(y) decreasing and cumulative masses P_j, Q_j of the first j points,
 δ(ε) = P_j - e^ε Q_j exactly for ε between the (j+1)-th and j-th largest ℓ, so δ(ε) and its
 inverse ε(δ) = log(P_j - δ) - log Q_j are closed forms on the right piece. The sums are in log space
@@ -16,27 +18,63 @@ import math
 import numpy as np
 
 from ddpbayes.errors import InputError
+from ddpbayes.limits import check_states, max_states
 from ddpbayes.profiles import Profile, zero_profile
+from ddpbayes.profiles.continuous import SPAN, reach
 from ddpbayes.profiles.kernel import discrete_log_normaliser, log_mixture_grid
 
 R = 10.0
 CHUNK = 2_000_000  # pairs x support points handled at once
 
 
-def support(levels: np.ndarray, sigma: float) -> np.ndarray:
-    """The integers Y the sums run over."""
+def _windows(levels: np.ndarray, sigma: float, half: float = R) -> list[tuple[int, int]]:
+    """The merged windows [level - ⌈half σ⌉, level + ⌈half σ⌉] as (first, last) integers, refused (one
+    line) when the levels lie more than SPAN standard deviations apart."""
     if not np.all(np.equal(np.mod(levels, 1), 0)):
         raise InputError("the discrete Gaussian needs integer query levels")
-    reach = math.ceil(R * sigma)
-    return np.arange(levels.min() - reach, levels.max() + reach + 1, dtype=float)
+    with np.errstate(over="ignore"):
+        span = float(np.ptp(levels)) / sigma
+    if not span <= SPAN:
+        raise InputError(f"sigma {sigma:g} puts the query's levels {span:.3g} standard deviations apart, over the "
+                         f"limit of {SPAN:g}: the leakage (about the squared distance / 2) would leave the float "
+                         "range; use a larger sigma (--sigma, or a smaller --rho / --epsilon)")
+    reach = math.ceil(half * sigma)
+    out: list[tuple[int, int]] = []
+    for level in sorted({int(v) for v in np.ravel(levels)}):
+        if out and level - reach <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], level + reach)
+        else:
+            out.append((level - reach, level + reach))
+    return out
 
 
-def _sorted_masses(logp, logq, levels, sigma) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """ℓ_y sorted decreasing and the log-cumulative masses log P_j, log Q_j along that order."""
-    y = support(levels, sigma)
+def _check_support(size: int, what: str) -> None:
+    """`limits.check_states` for a support of `size` integers (a count past 10^15 printed as 1.2e+20)."""
+    if size > max_states() and size >= 10 ** 15:
+        raise InputError(f"{what} has {float(size):.3g} integers, over the limit of {max_states():,} (raise "
+                         "--max-states, or use --mechanism gaussian)")
+    check_states(size, what, "integers", advice=", or use --mechanism gaussian")
+
+
+def support_size(levels: np.ndarray, sigma: float, half: float = R) -> int:
+    """|Y|, without building Y."""
+    return sum(b - a + 1 for a, b in _windows(levels, sigma, half))
+
+
+def support(levels: np.ndarray, sigma: float, half: float = R) -> np.ndarray:
+    """The integers Y the sums run over, refused (one line) above --max-states before they are built."""
+    _check_support(support_size(levels, sigma, half), f"the discrete Gaussian's support at sigma {sigma:g}")
+    return np.concatenate([np.arange(a, b + 1, dtype=float) for a, b in _windows(levels, sigma, half)])
+
+
+def _sorted_masses(logp, logq, levels, sigma, half) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """ℓ_y sorted decreasing and the log-cumulative masses log P_j, log Q_j along that order (in
+    units of σ from the first level, so a tiny σ keeps every exponent finite)."""
+    y = support(levels, sigma, half)
     log_z = discrete_log_normaliser(sigma)
-    lp = log_mixture_grid(logp, levels / sigma, y / sigma) - log_z
-    lq = log_mixture_grid(logq, levels / sigma, y / sigma) - log_z
+    u, z = (levels - levels[0]) / sigma, (y - levels[0]) / sigma
+    lp = log_mixture_grid(logp, u, z) - log_z
+    lq = log_mixture_grid(logq, u, z) - log_z
     ell = lp - lq
     order = np.argsort(-ell, axis=1, kind="stable")
     take = lambda a: np.take_along_axis(a, order, axis=1)
@@ -48,11 +86,11 @@ def _chunks(rows: int, points: int):
     return [slice(s, min(rows, s + size)) for s in range(0, rows, size)]
 
 
-def mixture_hockey_stick(logp, logq, levels, sigma, eps) -> np.ndarray:
-    """δ_b(ε_b) for each pair: P_j - e^ε Q_j with j = #{y : ℓ_y > ε}."""
+def mixture_hockey_stick(logp, logq, levels, sigma, eps, half: float = R) -> np.ndarray:
+    """δ_b(ε_b) for each pair: P_j - e^ε Q_j with j = #{y : ℓ_y > ε} (windows of `half` σ)."""
     out = np.empty(logp.shape[0])
-    for sl in _chunks(logp.shape[0], support(levels, sigma).size):
-        ell, cp, cq = _sorted_masses(logp[sl], logq[sl], levels, sigma)
+    for sl in _chunks(logp.shape[0], support_size(levels, sigma, half)):
+        ell, cp, cq = _sorted_masses(logp[sl], logq[sl], levels, sigma, half)
         out[sl] = _delta(ell, cp, cq, eps[sl])
     return out
 
@@ -72,9 +110,10 @@ def mixture_profiles(logp, logq, levels, sigma, deltas):
     from ddpbayes.profiles.mixture import PairProfiles
 
     b = logp.shape[0]
+    half = reach(float(deltas.min(initial=1.0)))
     eps, tv = np.zeros((b, deltas.size)), np.zeros(b)
-    for sl in _chunks(b, support(levels, sigma).size):
-        ell, cp, cq = _sorted_masses(logp[sl], logq[sl], levels, sigma)
+    for sl in _chunks(b, support_size(levels, sigma, half)):
+        ell, cp, cq = _sorted_masses(logp[sl], logq[sl], levels, sigma, half)
         tv[sl] = _delta(ell, cp, cq, np.zeros(ell.shape[0]))
         eps[sl] = _invert(ell, cp, cq, deltas)
     return PairProfiles(eps, tv, None)
@@ -82,9 +121,13 @@ def mixture_profiles(logp, logq, levels, sigma, deltas):
 
 def _invert(ell, cp, cq, deltas) -> np.ndarray:
     """For each δ: j* = the largest j with V_j = δ(ℓ_(j)) = P_j - e^{ℓ_(j)} Q_j <= δ (V grows with j),
-    then ε = log(P_j* - δ) - log Q_j* on that piece, and 0 if that is negative."""
+    then ε = log(P_j* - δ) - log Q_j* on that piece, and 0 if that is negative. V_j is summed
+    without its j-th terms, which cancel exactly (P(y_j) = e^{ℓ_(j)} Q(y_j)): P_{j-1} - e^{ℓ_(j)} Q_{j-1},
+    so it keeps its relative precision when it is far below P_j (a δ of 1e-300)."""
+    before = lambda c: np.concatenate([np.full((c.shape[0], 1), -np.inf), c[:, :-1]], axis=1)
+    cp0, cq0 = before(cp), before(cq)
     with np.errstate(divide="ignore", invalid="ignore"):
-        log_v = cp + np.log(-np.expm1(np.minimum(0.0, ell + cq - cp)))
+        log_v = cp0 + np.log(-np.expm1(np.minimum(0.0, ell + cq0 - cp0)))
     log_v = np.maximum.accumulate(np.where(np.isnan(log_v), -np.inf, log_v), axis=1)  # monotone despite rounding
     log_d = np.log(deltas)
     j = np.sum(log_v[:, None, :] <= log_d[None, :, None], axis=2)  # (B, D), >= 1 since V_1 = 0
@@ -112,11 +155,11 @@ def shift_profile(shift: int, sigma: float, deltas) -> Profile:
                    "shift^2 / (2 sigma^2): the discrete Gaussian's zCDP bound (Canonne, Kamath, Steinke 2020)")
 
 
-def shift_delta(shift: int, sigma: float, epsilon: float) -> float:
-    """δ(ε) of N_Z(0, σ²) against N_Z(shift, σ²)."""
+def shift_delta(shift: int, sigma: float, epsilon: float, delta: float = 1.0) -> float:
+    """δ(ε) of N_Z(0, σ²) against N_Z(shift, σ²), resolved to 1e-11 relative down to `delta`."""
     levels = np.array([0.0, float(abs(shift))])
     return float(mixture_hockey_stick(np.array([[0.0, -np.inf]]), np.array([[-np.inf, 0.0]]), levels, float(sigma),
-                                      np.array([float(epsilon)]))[0])
+                                      np.array([float(epsilon)]), reach(delta))[0])
 
 
 def discrete_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
@@ -128,8 +171,11 @@ def discrete_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
     if not float(sensitivity).is_integer() or sensitivity <= 0:
         raise InputError(f"the discrete Gaussian is calibrated for an integer sensitivity, got {sensitivity:g}")
     shift = int(sensitivity)
-    meets = lambda s: shift_delta(shift, s, epsilon) <= delta
+    meets = lambda s: shift_delta(shift, s, epsilon, delta) <= delta
     guess = analytic_sigma(epsilon, delta, shift)
+    _check_support(support_size(np.array([0.0, float(shift)]), 2 * guess, reach(delta)),
+                   f"calibrating the discrete Gaussian to epsilon {epsilon:g}, delta {delta:g} (sigma near {guess:.4g}): "
+                   f"its support at sigma {2 * guess:.4g}")
     lo, hi = guess / 2, guess * 2
     while meets(lo):
         lo /= 2

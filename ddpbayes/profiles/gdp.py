@@ -17,21 +17,34 @@ from scipy import optimize, special
 from ddpbayes.errors import InputError
 from ddpbayes.profiles import Profile
 
+FLOOR = -1e4  # log δ below this is 0 to the root finders (log of the smallest double is -744)
+MU_MAX = 1e152  # the largest μ calibrated (profiles.continuous.SPAN): μ²/2 stays inside the float range
+
 
 def gdp_delta(epsilon: float, mu: float) -> float:
-    """δ_μ(ε), without cancellation: Φ(a) (1 - e^{ε + log Φ(b) - log Φ(a)})."""
+    """δ_μ(ε) (`log_gdp_delta`)."""
+    return math.exp(log_gdp_delta(epsilon, mu))
+
+
+def log_gdp_delta(epsilon: float, mu: float) -> float:
+    """log δ_μ(ε) without cancellation: log Φ(a) + log(1 - e^{ε + log Φ(b) - log Φ(a)}); -inf where
+    δ underflows (Φ(a) = 0, or the bracket rounds to 0), never nan."""
     if mu == 0:
-        return 0.0
+        return -math.inf
     if math.isinf(mu):
-        return 1.0
+        return 0.0
     a, b = -epsilon / mu + mu / 2, -epsilon / mu - mu / 2
-    log_a = special.log_ndtr(a)
-    return float(math.exp(log_a) * -math.expm1(min(0.0, epsilon + special.log_ndtr(b) - log_a)))
+    log_a = float(special.log_ndtr(a))
+    if log_a == -math.inf:
+        return -math.inf
+    gap = min(0.0, epsilon + float(special.log_ndtr(b)) - log_a)
+    rest = -math.expm1(gap)
+    return log_a + math.log(rest) if rest > 0 else -math.inf
 
 
 def gdp_epsilon(delta: float, mu: float) -> float:
-    """inf{ε >= 0 : δ_μ(ε) <= δ}: 0 when δ_μ(0) = 2Φ(μ/2) - 1 <= δ; else the root, bracketed by
-    ε_hi = μ²/2 - μ Φ^{-1}(δ), where the first term of δ_μ alone equals δ."""
+    """inf{ε >= 0 : δ_μ(ε) <= δ}: 0 when δ_μ(0) = 2Φ(μ/2) - 1 <= δ; else the root of log δ_μ(ε) = log δ,
+    bracketed by ε_hi = μ²/2 - μ Φ^{-1}(δ), where the first term of δ_μ alone equals δ."""
     if mu == 0:
         return 0.0
     if math.isinf(mu):
@@ -39,7 +52,7 @@ def gdp_epsilon(delta: float, mu: float) -> float:
     if gdp_delta(0.0, mu) <= delta:
         return 0.0
     hi = mu * mu / 2 - mu * float(special.ndtri(delta))
-    f = lambda e: math.log(max(gdp_delta(e, mu), 1e-320)) - math.log(delta)
+    f = lambda e: max(log_gdp_delta(e, mu), FLOOR) - math.log(delta)
     if f(hi) >= 0:  # rounding at the end of the bracket
         return hi
     return float(optimize.brentq(f, 0.0, hi, xtol=1e-15, rtol=1e-15, maxiter=200))
@@ -53,14 +66,16 @@ def gdp_profile(mu: float, deltas: tuple[float, ...]) -> Profile:
 
 
 def gdp_mu(epsilon: float, delta: float) -> float:
-    """The μ whose profile passes through (ε, δ): δ_μ(ε) = δ (increasing in μ)."""
-    hi = 1.0
-    while gdp_delta(epsilon, hi) < delta:
-        hi *= 2
-        if hi > 1e12:
-            raise InputError(f"no Gaussian noise reaches delta = {delta:g} at epsilon = {epsilon:g}")
-    f = lambda m: gdp_delta(epsilon, m) - delta
-    return float(optimize.brentq(f, 0.0, hi, xtol=1e-300, rtol=1e-15, maxiter=500))
+    """The μ whose profile passes through (ε, δ): δ_μ(ε) = δ (increasing in μ), bracketed by
+    doubling from 1 (a huge ε needs μ near √(2ε)) up to MU_MAX, then Brent on log δ_μ(ε)."""
+    lo, hi = 0.0, 1.0
+    while log_gdp_delta(epsilon, hi) < math.log(delta):
+        lo, hi = hi, hi * 2
+        if hi > MU_MAX:
+            raise InputError(f"no Gaussian noise reaches delta = {delta:g} at epsilon = {epsilon:g}: sigma would be "
+                             f"below the sensitivity / {MU_MAX:g}")
+    f = lambda m: max(log_gdp_delta(epsilon, m), FLOOR) - math.log(delta)
+    return float(optimize.brentq(f, lo, hi, xtol=1e-300, rtol=1e-15, maxiter=500))
 
 
 def analytic_sigma(epsilon: float, delta: float, sensitivity: float) -> float:

@@ -17,6 +17,8 @@ from threadpoolctl import threadpool_limits
 
 SHIFT = 300.0  # bound on the exponent a window's factorisation may reach (e^±300 is safe)
 CUT = 400.0  # terms below the window's largest by e^-CUT are dropped
+PER_WINDOW = 8  # fewer grid points per window than this on average: sum the terms directly
+CELLS = 4_000_000  # terms (rows x points x centres) summed directly at once (32 MB)
 
 
 def logsumexp(a: np.ndarray, axis: int) -> np.ndarray:
@@ -36,9 +38,14 @@ def log_mixture_grid(logw: np.ndarray, u: np.ndarray, z: np.ndarray) -> np.ndarr
     exp(a_s - (c - u_s)²/2 - M_b) · exp(-(z - c)(z + c - 2u_s)/2) with M_b the largest first
     exponent, so one matrix product per window sums all terms; the second factor stays within
     e^±SHIFT because |z - c| <= w/2 and w (w/4 + max|c - u|) <= 2 SHIFT. Terms below the window's
-    largest by e^-CUT are dropped: a relative error below m e^-(CUT - SHIFT) < m 1e-43."""
+    largest by e^-CUT are dropped: a relative error below m e^-(CUT - SHIFT) < m 1e-43.
+    Centres far from the grid (levels many standard deviations apart) shrink the windows; when
+    they would hold fewer than PER_WINDOW points on average the terms are summed directly
+    (`_log_mixture_direct`), so the number of windows never exceeds the number of points."""
     reach = float(max(np.max(np.abs(z[-1] - u)), np.max(np.abs(z[0] - u)))) + 1.0
     width = min(4.0, 2 * SHIFT / (reach + 1.0))
+    if (z[-1] - z[0]) / width > z.size / PER_WINDOW:
+        return _log_mixture_direct(logw, u, z)
     out = np.empty((logw.shape[0], z.size))
     edges = np.arange(z[0], z[-1] + width, width)
     bounds = np.searchsorted(z, edges)
@@ -55,6 +62,16 @@ def log_mixture_grid(logw: np.ndarray, u: np.ndarray, z: np.ndarray) -> np.ndarr
         factor = np.exp(-0.5 * (zz[None, :] - c) * (zz[None, :] + c - 2 * u[:, None]))
         with np.errstate(divide="ignore"):
             out[:, lo:hi] = np.log(scaled @ factor) + peak
+    return out
+
+
+def _log_mixture_direct(logw: np.ndarray, u: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """log M_b(z_g) by log-sum-exp over the centres, CELLS terms at a time (exact to rounding)."""
+    out = np.empty((logw.shape[0], z.size))
+    size = max(1, CELLS // max(1, logw.size))
+    for s in range(0, z.size, size):
+        zz = z[s:s + size]
+        out[:, s:s + size] = logsumexp(logw[:, None, :] - 0.5 * (zz[None, :, None] - u[None, None, :]) ** 2, axis=2)
     return out
 
 
@@ -95,5 +112,6 @@ def discrete_log_normaliser(sigma: float) -> float:
     summation Z = σ√(2π) (1 + 2 Σ_{j>=1} exp(-2π²σ²j²)), whose correction is below 2e-34 there."""
     if sigma < 2:
         k = np.arange(-int(40 * sigma) - 2, int(40 * sigma) + 3)
-        return float(logsumexp(-0.5 * (k / sigma) ** 2, axis=0))
+        with np.errstate(over="ignore"):  # a tiny σ: every k ≠ 0 has mass e^-inf = 0
+            return float(logsumexp(-0.5 * (k / sigma) ** 2, axis=0))
     return math.log(sigma * math.sqrt(2 * math.pi)) + math.log1p(2 * math.exp(-2 * math.pi ** 2 * sigma ** 2))

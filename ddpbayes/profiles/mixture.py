@@ -45,17 +45,17 @@ def pair_profiles(logp, logq, levels, sigma, deltas, discrete) -> PairProfiles:
         from ddpbayes.profiles.discrete import mixture_profiles
 
         return mixture_profiles(logp, logq, levels, float(sigma), deltas)
+    segs = continuous.segments(levels, float(sigma), continuous.reach(float(deltas.min(initial=1.0))))
     if logp.shape[0] == 0:
         return PairProfiles(np.zeros((0, deltas.size)), np.zeros(0), np.ones(0, dtype=bool))
-    u = levels / float(sigma)
-    parts = [_continuous_profiles(logp[sl], logq[sl], u, deltas) for sl in _chunks(logp.shape[0], u)]
+    parts = [_continuous_profiles(logp[sl], logq[sl], segs, deltas) for sl in _chunks(logp.shape[0], segs)]
     return PairProfiles(*(np.concatenate(arrays) for arrays in zip(*parts)))
 
 
-def _chunks(rows: int, u: np.ndarray) -> list[slice]:
+def _chunks(rows: int, segs: list[continuous.Segment]) -> list[slice]:
     """Row blocks whose grids of ℓ (rows x grid points) stay near CELLS numbers."""
-    points = (u[-1] - u[0] + 2 * continuous.R) / continuous.STEP
-    size = max(1, int(CELLS // max(points, 1.0)))
+    points = sum(s.points for s in segs)
+    size = max(1, int(CELLS // max(points, 1)))
     return [slice(s, min(rows, s + size)) for s in range(0, rows, size)]
 
 
@@ -67,10 +67,10 @@ def hockey_stick(logp, logq, levels, sigma, epsilon, discrete) -> np.ndarray:
         from ddpbayes.profiles.discrete import mixture_hockey_stick
 
         return mixture_hockey_stick(logp, logq, levels, float(sigma), eps)
-    u = levels / float(sigma)
+    segs = continuous.segments(levels, float(sigma))
     out = np.empty(logp.shape[0])
-    for sl in _chunks(logp.shape[0], u):
-        out[sl] = _continuous_delta(logp[sl], logq[sl], u, eps[sl])
+    for sl in _chunks(logp.shape[0], segs):
+        out[sl] = _continuous_delta(logp[sl], logq[sl], segs, eps[sl])
     return out
 
 
@@ -109,15 +109,15 @@ def log_delta(log_p: np.ndarray, log_q: np.ndarray, eps: np.ndarray) -> np.ndarr
     return np.where(np.isfinite(log_p), out, -np.inf)
 
 
-def _continuous_delta(logp, logq, u, eps) -> np.ndarray:
-    cur = continuous.build(logp, logq, u)
+def _continuous_delta(logp, logq, segs, eps) -> np.ndarray:
+    cur = continuous.build(logp, logq, segs)
     lp, lq, _ = continuous.evaluate(cur, np.arange(logp.shape[0]), eps)
     return np.exp(log_delta(lp, lq, eps))
 
 
-def _continuous_profiles(logp, logq, u, deltas) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _continuous_profiles(logp, logq, segs, deltas) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(ε (B, D), δ(0) (B,), certified (B,))."""
-    cur = continuous.build(logp, logq, u)
+    cur = continuous.build(logp, logq, segs)
     rows = np.arange(logp.shape[0])
     lp, lq, ok = continuous.evaluate(cur, rows, np.zeros(rows.size))
     tv = np.exp(log_delta(lp, lq, np.zeros(rows.size)))

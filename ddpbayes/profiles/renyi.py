@@ -16,6 +16,7 @@ import math
 import numpy as np
 from scipy import optimize
 
+from ddpbayes.limits import max_states
 from ddpbayes.profiles.kernel import discrete_log_normaliser, log_mixture_grid, logsumexp
 
 ALPHA_MAX = 64.0
@@ -42,15 +43,17 @@ class _Divergence:
         return log_mixture_grid(logw, self.u, z)[0] - self.log_norm
 
     def logs(self, lo, hi, h):
-        """(z, log P(z), log Q(z)) on the grid, or None when it outgrows WORK."""
+        """(z, log P(z), log Q(z)) on the grid, or None when it outgrows --max-states points or WORK."""
         key = (lo, hi, h)
         if key not in self._cache:
-            if self.discrete:  # the integers in [lo σ, hi σ], in standard units
-                z = np.arange(math.floor(lo * self.sigma), math.ceil(hi * self.sigma) + 1) / self.sigma
-            else:
-                z = np.linspace(lo, hi, math.ceil((hi - lo) / h) + 1)
-            if z.size * self.u.size > WORK:
+            first, last = math.floor(lo * self.sigma), math.ceil(hi * self.sigma)
+            size = last - first + 1 if self.discrete else math.ceil((hi - lo) / h) + 1
+            if size > max_states() or size * self.u.size > WORK:  # checked before the grid is built
                 return None
+            if self.discrete:  # the integers in [lo σ, hi σ], in standard units
+                z = np.arange(first, last + 1) / self.sigma
+            else:
+                z = np.linspace(lo, hi, size)
             self._cache = {k: v for k, v in self._cache.items() if k[:2] == (lo, hi)}
             self._cache[key] = (z, self._log_density(self.logp, z), self._log_density(self.logq, z))
         return self._cache[key]
@@ -94,8 +97,8 @@ class _Divergence:
 
 
 def pair_rho(logp, logq, levels, sigma, discrete) -> tuple[float, str]:
-    """ρ and a note saying how the sup over α was found."""
-    u = levels / sigma
+    """ρ and a note saying how the sup over α was found (levels in units of σ from the first)."""
+    u = (levels - levels[0]) / sigma
     if np.array_equal(logp, logq):
         return 0.0, "P = Q"
     div = _Divergence(logp, logq, u, sigma, discrete)
@@ -107,7 +110,8 @@ def pair_rho(logp, logq, levels, sigma, discrete) -> tuple[float, str]:
             break
         values.append(v)
     if not values:
-        return math.nan, f"not computed: the grid for alpha = {alphas[0]:g} exceeds {WORK:g} points x levels"
+        return math.nan, (f"not computed: the grid for alpha = {alphas[0]:g} exceeds --max-states points or "
+                          f"{WORK:g} points x levels")
     searched = alphas[: len(values)]
     best = int(np.argmax(values))
     rho, at = values[best], float(searched[best])
