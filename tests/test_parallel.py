@@ -23,13 +23,11 @@ from pathlib import Path
 import pytest
 
 import ddpbayes
-from ddpbayes import progress
 from ddpbayes.cli.main import main
 from ddpbayes.errors import InputError
 from ddpbayes.model.loading import load_model
-from ddpbayes.parallel import client_for, close_clusters, cluster, map_units, portable
+from ddpbayes.parallel import client_for, close_clusters, cluster, portable
 from ddpbayes.parallel import units as parallel_units
-from ddpbayes.settings import RunSettings
 
 ROOT = Path(__file__).resolve().parent.parent
 HOUSEHOLD = ROOT / "models" / "household.py"
@@ -171,8 +169,7 @@ def test_model_built_in_python_runs_here():
     """A model with no file cannot be rebuilt by a worker: `portable` says why, and its units run
     in this process (same numbers as always)."""
     from ddpbayes.engines.sampling.runs import _event_unit
-    from ddpbayes.settings import RunSettings
-
+    
     spec = {"__file__": str(HOUSEHOLD)}
     exec(compile(HOUSEHOLD.read_text(), str(HOUSEHOLD), "exec"), spec)
     model = spec["build"](n=2)
@@ -292,8 +289,7 @@ def test_attack_same_json_on_two_workers():
     as in the process (200 sampled targets, two known-set sizes: two blocks)."""
     from ddpbayes.attack.run import AttackSettings, load_data, run_attack
     from ddpbayes.encoding import jsonable
-    from ddpbayes.settings import RunSettings
-
+    
     data = load_data()
     settings = AttackSettings(targets=200, n_prior=(None, 40), epsilons=(0.5, 2.0))
     out = []
@@ -318,79 +314,6 @@ def test_unguarded_script_is_not_rerun_by_the_workers(tmp_path):
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, check=False)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == ["leakage True"]
-
-
-class _Stderr:
-    """A stand-in for sys.stderr (not a terminal) that notes when each line was written."""
-
-    def __init__(self):
-        self.lines: list[tuple[float, str]] = []
-
-    def isatty(self) -> bool:
-        return False
-
-    def write(self, text: str) -> None:
-        self.lines += [(time.monotonic(), line) for line in text.splitlines() if line]
-
-    def flush(self) -> None:
-        pass
-
-
-def _sleep(seconds: float) -> float:
-    time.sleep(seconds)
-    return seconds
-
-
-def test_heartbeat_redraws_the_line_while_one_unit_runs_long(monkeypatch):
-    """Two units of 3 s each, here, the heartbeat at 0.5 s (the default, HEARTBEAT = 5 s, keeps the
-    issue #24 promise of a line within 10 s and every 10 s with room to spare): the line shows
-    within a heartbeat (and a generous second for a loaded machine), is redrawn at least every
-    heartbeat while a unit runs, says the time left is unknown until a unit is done, and then
-    measures it from the work done (one unit of two done in about 3 s: about 3 s left)."""
-    assert progress.HEARTBEAT <= 5
-    monkeypatch.setattr(progress, "HEARTBEAT", 0.5)
-    err = _Stderr()
-    monkeypatch.setattr(sys, "stderr", err)
-    start = time.monotonic()
-    assert map_units(_sleep, [3.0, 3.0], RunSettings(workers=1, progress=True), "test", "naps") == [3.0, 3.0]
-    end = time.monotonic()
-    times = [start] + [t for t, _ in err.lines]
-    assert times[1] - start < 0.5 + 1.0
-    assert max(b - a for a, b in zip(times, times[1:])) < 0.5 + 1.0
-    texts = [line for _, line in err.lines]
-    pattern = r"ddpbayes: test ([012])/2 naps, (\S+)/s, (\d+) s elapsed, (unknown time|\d+ s) left"
-    assert all(re.fullmatch(pattern, line) for line in texts), texts
-    before = [line for t, line in err.lines if t < start + 2.5]
-    assert before and all(re.fullmatch(pattern, line)[4] == "unknown time" for line in before)
-    one_done = [int(re.fullmatch(pattern, line)[4][:-2]) for line in texts if " 1/2 " in line]
-    assert one_done and all(1 <= left <= 6 for left in one_done)
-    assert texts[-1].startswith("ddpbayes: test 2/2 naps")
-    assert times[-1] <= end  # nothing drawn once the loop is over
-    time.sleep(1.5)
-    assert len(err.lines) == len(texts)
-
-
-def test_slow_only_line_stays_quiet_for_short_work_and_every_line_stops(monkeypatch):
-    """A `slow_only` line (the sampling engine's planning and estimates) prints nothing for work
-    shorter than a heartbeat; one left open by an interrupt is stopped by `close_all`, which the
-    CLI calls before its last line, so no heartbeat follows that line."""
-    monkeypatch.setattr(progress, "HEARTBEAT", 0.3)
-    err = _Stderr()
-    monkeypatch.setattr(sys, "stderr", err)
-    quick = progress.Progress("quick", 3, "steps", slow_only=True)
-    for _ in range(3):
-        quick.advance(1)
-    time.sleep(1.0)
-    assert err.lines == []
-    slow = progress.Progress("slow", 3, "steps", slow_only=True)
-    time.sleep(1.0)
-    assert err.lines and all(line.startswith("ddpbayes: slow 0/3 steps") for _, line in err.lines)
-    progress.close_all()
-    drawn = len(err.lines)
-    time.sleep(1.0)
-    assert len(err.lines) == drawn
-    slow.advance(3)
-    assert len(err.lines) == drawn
 
 
 def test_scratch_folders_of_killed_runs_are_swept(tmp_path, monkeypatch):
