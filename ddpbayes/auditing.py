@@ -278,7 +278,7 @@ def audit(
     adversary's knowledge for pdp; `lattice` keeps every pdp adversary in the result.
     How it runs is `settings` with any `RunSettings` field given by name in `run` (engine,
     method, seed, draws, tune, chains, workers, scheduler, max_runs, max_states, max_adversaries, pdp_greedy,
-    progress). With pdp_greedy = k (`--search greedy --top-k k`), pdp is seed 003's greedy search:
+    progress, force). With pdp_greedy = k (`--search greedy --top-k k`), pdp is seed 003's greedy search:
     a lower bound (`reason` and `lower_bound` say so), which can fail a claim but never pass it.
     `information` ("nats", the default as on the command line, or "bits"; None skips them) adds
     seed 004's KL/MI/CMI (DESIGN §3.4); loops over audits pass None so as not to pay for them.

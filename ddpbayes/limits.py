@@ -19,6 +19,7 @@ from ddpbayes.errors import InputError
 
 DEFAULT_MAX_STATES = 1 << 22
 DEFAULT_MAX_ADVERSARIES = 1 << 17
+MAX_SECONDS = 86_400  # adversaries an engine estimates past a day are refused unless --force
 FITS_ANYWHERE = 1 << 26  # bytes (64 MiB) below which the machine's memory is not read (50 us a read)
 
 _max_states: ContextVar[int] = ContextVar("ddpbayes_max_states", default=DEFAULT_MAX_STATES)
@@ -68,16 +69,17 @@ def available_memory() -> int:
         return 1 << 62  # no way to tell: no bound
 
 
-def check_memory(nbytes: int, what: str, size: str = "", flag: str = "--max-states") -> None:
+def check_memory(nbytes: int, what: str, size: str = "", flag: str = "--max-states", advice: str = "") -> None:
     """Refuse `what`, needing about `nbytes`, when that exceeds the machine's available memory,
-    whatever the limits were raised to (DESIGN §2.4): a limit is a choice, memory is not."""
+    whatever the limits were raised to (DESIGN §2.4): a limit is a choice, memory is not. The
+    message ends with `advice`, by default that `flag` cannot raise it."""
     if nbytes <= FITS_ANYWHERE:
         return
     free = available_memory()
     if nbytes > free:
         of = f" ({size})" if size else ""
         raise InputError(f"{what}{of} would need about {_bytes(nbytes)}, more than this machine's available memory "
-                         f"({_bytes(free)}), whatever {flag} allows")
+                         f"({_bytes(free)})" + (f": {advice}" if advice else f", whatever {flag} allows"))
 
 
 def _bytes(n: float) -> str:

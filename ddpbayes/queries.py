@@ -13,6 +13,8 @@ import csv
 import functools
 import itertools
 import math
+import os
+import stat
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ddpbayes.errors import InputError
+from ddpbayes.limits import check_states
 from ddpbayes.model.domains import Domain, Finite
 
 
@@ -249,6 +252,8 @@ def _centroid_matrix(labels: tuple[int, ...], n: int) -> np.ndarray:
     lab = np.asarray(labels)
     users, d = len(lab), n // len(lab)
     clusters, members = np.unique(lab, return_inverse=True)
+    check_states(len(clusters) * d * n, f"the centroid matrix ({len(clusters):,} clusters x {d} coordinates x {n:,} "
+                 "tuples)", "cells")
     a = np.zeros((len(clusters) * d, n))
     size = np.bincount(members)
     for coord in range(d):
@@ -291,23 +296,39 @@ def parse_query(spec: str) -> Query:
                      "histogram:e0,e1,..., identity, expr:EXPR or fn:NAME)")
 
 
+MAX_ASSIGNMENT_BYTES = 64 << 20  # an assignment file is read only up to this size (about 30 million users)
+
+
 def read_assignment(path: str) -> tuple[int, ...]:
-    """The `cluster` column of the CSV at `path`: one integer label per user (`Centroids`)."""
+    """The `cluster` column of the CSV at `path`: one integer label per user (`Centroids`). Only
+    a regular file of at most MAX_ASSIGNMENT_BYTES is read (not /dev/zero, a pipe or a directory),
+    row by row, keeping the labels only."""
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        raise InputError(f"cannot read the assignment '{path}': {exc.strerror}") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise InputError(f"the assignment '{path}' is not a regular file (a CSV with a 'cluster' column)")
+    if info.st_size > MAX_ASSIGNMENT_BYTES:
+        raise InputError(f"the assignment '{path}' has {info.st_size:,} bytes, over the limit of "
+                         f"{MAX_ASSIGNMENT_BYTES:,} for an assignment file (one short line per user)")
+    labels = []
     try:
         with open(path, newline="", encoding="utf-8-sig") as f:
             reader = csv.DictReader(f)
-            rows = [(reader.line_num, row) for row in reader]
+            if reader.fieldnames is None or "cluster" not in reader.fieldnames:
+                raise InputError(f"the assignment '{path}' needs a header with a 'cluster' column and one row per user")
+            for row in reader:
+                text = (row["cluster"] or "").strip()
+                try:
+                    labels.append(int(text))
+                except ValueError:
+                    raise InputError(f"the assignment '{path}' line {reader.line_num}: cluster '{text}' is not an "
+                                     "integer") from None
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise InputError(f"cannot read the assignment '{path}': {exc}") from None
-    if not rows or "cluster" not in rows[0][1]:
+    if not labels:
         raise InputError(f"the assignment '{path}' needs a header with a 'cluster' column and one row per user")
-    labels = []
-    for line, row in rows:
-        text = (row["cluster"] or "").strip()
-        try:
-            labels.append(int(text))
-        except ValueError:
-            raise InputError(f"the assignment '{path}' line {line}: cluster '{text}' is not an integer") from None
     return tuple(labels)
 
 

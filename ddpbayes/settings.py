@@ -20,7 +20,7 @@ SEED_LIMIT = 2**32  # seeds are 0 .. 2^32 - 1, as NumPy's and PyMC's legacy seed
 MIN_DRAWS = 8  # the estimate splits each chain's draws in halves; ArviZ needs 4 draws per chain in each
 METHODS = ("likelihood", "posterior")
 SEARCHES = ("full", "greedy")  # pdp: every known set, or seed 003's greedy search (a lower bound)
-EXECUTION = ("workers", "scheduler", "progress")  # how a run runs, not what it computes
+EXECUTION = ("workers", "scheduler", "progress", "force")  # how a run runs, not what it computes
 DEFAULT_TOP_K = 3  # known sets kept per layer when --search greedy gives no --top-k
 
 
@@ -59,6 +59,7 @@ class RunSettings:
     max_adversaries: int = DEFAULT_MAX_ADVERSARIES  # adversaries evaluated one by one
     pdp_greedy: int = 0  # pdp: 0 searches every known set; k >= 1 seed 003's greedy search, top k per layer (`search_width`)
     progress: bool = False  # progress lines on stderr
+    force: bool = False  # run adversaries an engine estimates past limits.MAX_SECONDS (a day)
 
     def __post_init__(self):
         if self.engine not in ("auto", *ENGINES):
@@ -81,6 +82,8 @@ class RunSettings:
                              f"{self.scheduler!r}")
         if isinstance(self.pdp_greedy, bool) or not isinstance(self.pdp_greedy, int) or self.pdp_greedy < 0:
             raise InputError(f"--pdp-greedy must be a non-negative integer (0: every known set), got {self.pdp_greedy}")
+        if not isinstance(self.force, bool):
+            raise InputError(f"--force is a switch (True or False), got {self.force!r}")
         for name in ("chains", "max_runs", "max_states", "max_adversaries"):
             check_positive_int(getattr(self, name), "--" + name.replace("_", "-"))
 

@@ -8,7 +8,9 @@ MemoryError while it built the table it was about to refuse; the new code never 
 
 from __future__ import annotations
 
+import json
 import resource
+import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -147,3 +149,167 @@ def test_a_deeply_nested_spec_is_one_line(tmp_path, nested):
     spec.write_text(f"x = {nested}\n", encoding="utf-8")
     with pytest.raises(InputError, match=r"deep\.toml: arrays or tables nested too deeply .*recursion limit"):
         load_spec(spec)
+
+
+# ----------------------------------------------------------------------------- centroids:FILE
+
+
+def test_centroids_of_a_device_are_refused_unread():
+    """centroids:/dev/zero read until 5.4 GB (one endless line): a file that is not regular is refused unread."""
+    from ddpbayes.queries import parse_query
+
+    with bounded_memory(), pytest.raises(InputError, match=r"the assignment '/dev/zero' is not a regular file"):
+        parse_query("centroids:/dev/zero")
+
+
+def test_an_oversized_assignment_is_refused_unread(tmp_path, monkeypatch):
+    """A file above the stated size limit is refused by its size, before a row is read."""
+    from ddpbayes import queries
+
+    path = tmp_path / "big.csv"
+    path.write_text("cluster\n" + "0\n" * 100, encoding="utf-8")
+    size = path.stat().st_size
+    monkeypatch.setattr(queries, "MAX_ASSIGNMENT_BYTES", size - 1)
+    monkeypatch.setattr(queries.csv, "DictReader", None)  # reading would fail loudly
+    with pytest.raises(InputError, match=rf"has {size:,} bytes, over the limit of {size - 1:,} for an assignment file"):
+        queries.parse_query(f"centroids:{path}")
+
+
+def test_the_centroid_matrix_is_bounded(tmp_path):
+    """u users in u clusters, one coordinate: a u x u matrix, refused above --max-states before it is built."""
+    from ddpbayes.limits import state_limit
+    from ddpbayes.queries import parse_query
+
+    path = tmp_path / "distinct.csv"
+    path.write_text("cluster\n" + "".join(f"{k}\n" for k in range(100)), encoding="utf-8")
+    query = parse_query(f"centroids:{path}")
+    with state_limit(100 * 100 - 1), pytest.raises(InputError, match=r"centroid matrix .* has 10,000 cells"):
+        query.matrix(100)
+    assert query.matrix(100).shape == (100, 100)
+
+
+# ----------------------------------------------------------------------------- a lattice that would run for years
+
+
+@contextmanager
+def within(seconds: int) -> Iterator[None]:
+    """Fail the block (TimeoutError) when it runs longer than `seconds`: the old code ran on."""
+
+    def ring(signum, frame):
+        raise TimeoutError(f"still running after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, ring)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_a_lattice_of_years_is_refused_with_its_time(household):
+    """household n = 40, pdp --lattice with --max-adversaries 10^14: 40 x 2^39 adversaries pass the
+    limit, but at the structured engine's estimate (over 5 ms each) they take over 10^11 s: refused at
+    once, naming the time, the day limit and --force (the old code ran with no end in sight)."""
+    with within(120), pytest.raises(InputError) as refusal:
+        audit(household(40), "count", "laplace", "pdp", scale=1.0, lattice=True, max_adversaries=10**14,
+              information=None)
+    message = str(refusal.value)
+    assert f"{40 * 2**39:,} adversaries" in message
+    assert "over the limit of 24.0 h (--force runs it anyway)" in message and " days" in message
+
+
+def test_force_runs_past_the_time_limit(household, monkeypatch):
+    """With the day limit lowered below household n = 4's 32 pdp adversaries (exact: about 1 ms
+    each), the lattice is refused; force runs it, with the same result as without the limit."""
+    from ddpbayes import auditing
+
+    kw = dict(scale=1.0, lattice=True, engine="exact", information=None)
+    expected = audit(household(4), "count", "laplace", "pdp", **kw)
+    monkeypatch.setattr(auditing, "MAX_SECONDS", 1e-3)
+    refusal = r"pdp lattice has 32 adversaries \(4 targets x 2\^3 known sets\): at roughly .*\(--force runs it anyway\)"
+    with pytest.raises(InputError, match=refusal):
+        audit(household(4), "count", "laplace", "pdp", **kw)
+    forced = audit(household(4), "count", "laplace", "pdp", force=True, **kw)
+    assert forced.leakage == expected.leakage and forced.per_target == expected.per_target
+
+
+def test_force_on_the_command_line(models_dir, monkeypatch, capsys):
+    """--force is a run setting: exit 2 with one line without it, 0 with it."""
+    from ddpbayes import auditing
+    from ddpbayes.cli.main import main
+
+    monkeypatch.setattr(auditing, "MAX_SECONDS", 1e-3)
+    base = ["audit", str(models_dir / "household.py"), "--query", "count", "--mechanism", "laplace", "--scale", "1",
+            "--notion", "pdp", "--engine", "exact", "--information", "none", "--format", "json"]
+    assert main(base) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--force runs it anyway" in err
+    assert main([*base, "--force"]) == 0
+    assert json.loads(capsys.readouterr().out)["notion"] == "pdp"
+
+
+def test_lattice_results_that_cannot_fit_are_refused_even_forced(household, monkeypatch):
+    """--lattice keeps about 700 + 60 (n - 1) bytes per adversary: 32 x 880 bytes on household n = 4
+    are refused when the machine has less, naming --max-adversaries, whatever --force says."""
+    from ddpbayes import limits
+
+    monkeypatch.setattr(limits, "available_memory", lambda: 20_000)
+    monkeypatch.setattr(limits, "FITS_ANYWHERE", 0)
+    with pytest.raises(InputError, match=r"--lattice's 32 kept results would need about 27\.5 KiB, more than this "
+                                         r"machine's available memory \(19\.5 KiB\), whatever --max-adversaries allows"):
+        audit(household(4), "count", "laplace", "pdp", scale=1.0, lattice=True, engine="exact", force=True,
+              information=None)
+
+
+# ----------------------------------------------------------------------------- attack --locations BIG.csv
+
+
+def _locations(tmp_path, users: int, bad_line: int | None = None):
+    """A locations CSV of `users` users in the continental US; `bad_line` holds a latitude of 999."""
+    lines = ["UserID,Latitude,Longitude"]
+    for k in range(users):
+        lines.append(f"{k},{999 if k + 2 == bad_line else 40.0 + k * 1e-4},-100.0")
+    path = tmp_path / "locations.csv"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_locations_from_a_device_are_refused_unread():
+    from ddpbayes.geo.data import read_locations
+
+    with bounded_memory(), pytest.raises(InputError, match=r"^/dev/zero is not a regular file"):
+        read_locations("/dev/zero")
+
+
+def test_locations_stop_streaming_once_they_cannot_fit(tmp_path, monkeypatch):
+    """At 1,000 bytes a user and 6,000 bytes available, reading stops at the first look past 6
+    users (every 4 rows: at 8 users), before the bad row on line 20 is reached."""
+    from ddpbayes import limits
+    from ddpbayes.geo import data
+
+    monkeypatch.setattr(limits, "available_memory", lambda: 6_000)
+    monkeypatch.setattr(limits, "FITS_ANYWHERE", 0)
+    monkeypatch.setattr(data, "CHECK_EVERY", 4)
+    path = _locations(tmp_path, 30, bad_line=20)
+    with pytest.raises(InputError, match=r"the table for the 8 users read by line 9 would need about 7\.81 KiB, more "
+                                         r"than this machine's available memory \(5\.86 KiB\): lower --grid"):
+        data.read_locations(path, 1000, "the table")
+    assert len(data.read_locations(_locations(tmp_path, 5), 1000, "the table")) == 5
+
+
+def test_attack_refuses_users_times_cells_beyond_memory(tmp_path, monkeypatch, capsys):
+    """ddpbayes attack: 10 users at --grid 50 take 10 x (4 x 2,500 + 5 x 256) = 112,800 bytes (the
+    float32 cell table, and the masks of a block of min(256, 2^20 // 2,500) targets, a bool and a
+    float32 each), one worker: refused with 100,000 bytes available, in one line naming --grid."""
+    from ddpbayes import limits
+    from ddpbayes.cli.main import main
+
+    monkeypatch.setattr(limits, "available_memory", lambda: 100_000)
+    monkeypatch.setattr(limits, "FITS_ANYWHERE", 0)
+    path = _locations(tmp_path, 10)
+    assert main(["attack", "--locations", str(path), "--grid", "50", "--workers", "1", "--format", "json"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert f"for its 10 users would need about {10 * (4 * 2500 + 5 * 256) / 1024:.3g} KiB" in err
+    assert "lower --grid" in err

@@ -22,6 +22,7 @@ from ddpbayes.errors import InputError
 from ddpbayes.geo.car import CarFit, adjacency, car_precision, conditional, load_fit
 from ddpbayes.geo.data import haversine_km, read_edges, read_locations
 from ddpbayes.parallel import map_units
+from ddpbayes.parallel.cluster import scheduler_address, worker_count
 from ddpbayes.progress import Progress
 from ddpbayes.settings import RunSettings
 
@@ -105,9 +106,13 @@ class AttackResult:
 
 
 def load_data(locations: str | Path | None = None, edges: str | Path | None = None,
-              fit: str | Path | None = None) -> AttackData:
+              fit: str | Path | None = None, grid: int | None = None, where: RunSettings | None = None) -> AttackData:
     """Read the CSVs and the fit (the shipped Gowalla files by default, read from the installed
-    package); every user must lie in the fit's box, whose coordinates the CAR model is fitted in."""
+    package); every user must lie in the fit's box, whose coordinates the CAR model is fitted in.
+    With the attack's `grid`, the locations stop streaming in once the users × G² float32 cell
+    counts (`adversary.histogram_counts`) and a block of targets' masks over the users (a bool
+    and a float32 each), held at once by each of this machine's workers (`where`), would not fit
+    in its memory."""
     given = {"locations": locations, "edges": edges, "fit": fit}
     default = {"locations": LOCATIONS, "edges": EDGES, "fit": FIT}
     paths = {k: Path(v) if v else shipped.path(default[k]) for k, v in given.items()}
@@ -117,7 +122,13 @@ def load_data(locations: str | Path | None = None, edges: str | Path | None = No
         hint = "" if all(given.values()) else (" (the shipped Gowalla data is missing from the installed package: "
                                                 "reinstall ddpbayes, or pass --locations, --edges and --fit)")
         raise InputError(f"missing input file: {', '.join(missing)}{hint}")
-    locs = read_locations(paths["locations"])
+    cells = grid**2 if grid is not None and 1 <= grid <= MAX_GRID else 0
+    block = max(1, min(MAX_BLOCK, CELLS_PER_BLOCK // max(1, cells)))  # as `run_attack` blocks the targets
+    local = where is not None and not scheduler_address(where.scheduler)
+    copies = worker_count(where.workers) if local else 1
+    locs = read_locations(paths["locations"], copies * (4 * cells + 5 * block) if cells else 0,
+                          f"the attack's users x {cells:,} cells float32 table and {block} targets' masks"
+                          + (f", in each of {copies} workers," if copies > 1 else ""))
     links = read_edges(paths["edges"], locs)
     car = load_fit(paths["fit"])
     x, y = car.box.normalise(np.asarray(locs.lat, float), np.asarray(locs.lon, float))

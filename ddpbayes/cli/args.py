@@ -118,6 +118,8 @@ def add_run_settings(parser: argparse.ArgumentParser, method: bool = False) -> N
                         f"(default {d.max_states:,})")
     parser.add_argument("--max-adversaries", type=int, default=None,
                         help=f"refuse to evaluate more adversaries than this (default {d.max_adversaries:,})")
+    parser.add_argument("--force", action="store_true", default=None,
+                        help="evaluate adversaries the engine estimates would take more than a day")
 
 
 def add_workers(parser: argparse.ArgumentParser) -> None:
@@ -140,7 +142,7 @@ def execution(args: argparse.Namespace) -> RunSettings:
 def run_settings(args: argparse.Namespace) -> RunSettings:
     """The RunSettings the flags of `add_run_settings` give (progress on stderr for text output)."""
     given = {name: getattr(args, name, None) for name in ("engine", "seed", "draws", "tune", "chains", "workers", "scheduler",
-                                                          "max_runs", "max_states", "max_adversaries")}
+                                                          "max_runs", "max_states", "max_adversaries", "force")}
     width = search_width(getattr(args, "search", None), getattr(args, "top_k", None), getattr(args, "pdp_greedy", None))
     settings = RunSettings.of(**given, pdp_greedy=width, method=getattr(args, "sampling_method", None),
                               progress=args.format == "text" or sys.stderr.isatty())

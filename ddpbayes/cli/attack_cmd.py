@@ -69,7 +69,7 @@ def run(args) -> int:
     settings = AttackSettings(k=args.k, epsilons=args.epsilons, grid=args.grid, n_prior=args.n_prior,
                               targets=args.targets, seed=args.seed)
     where = execution(args)
-    data = load_data(args.locations, args.edges, args.fit)
+    data = load_data(args.locations, args.edges, args.fit, grid=settings.grid, where=where)
     result = run_attack(data, settings, progress=args.format == "text" or sys.stderr.isatty(), where=where)
     if args.report:
         from ddpbayes.attack.report import write_report

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import csv
 import math
+import os
+import stat
+from array import array
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,9 +21,11 @@ from pathlib import Path
 import numpy as np
 
 from ddpbayes.errors import InputError
+from ddpbayes.limits import check_memory
 
 EARTH_RADIUS_KM = 6371.0088  # the IUGG mean Earth radius R1 = (2a + b) / 3 of WGS84
 _INT64 = (-(2**63), 2**63 - 1)
+CHECK_EVERY = 1 << 16  # rows between two looks at the machine's memory while a locations file streams in
 
 
 @dataclass(frozen=True)
@@ -115,13 +120,17 @@ def haversine_km(lat1, lon1, lat2, lon2) -> np.ndarray:
     return 2 * EARTH_RADIUS_KM * np.arcsin(np.sqrt(np.clip(h, 0.0, 1.0)))
 
 
-def read_locations(path: str | Path) -> Locations:
+def read_locations(path: str | Path, bytes_per_user: int = 0, need: str = "") -> Locations:
     """Users' positions from a CSV whose header holds `UserID,Latitude,Longitude` (exact names,
     any order, other columns ignored). A BOM, CRLF line endings, blank lines and a missing final
     newline are accepted. InputError, naming the file, line and column, for: a missing column or
     value, a non-integer id, a non-numeric or non-finite coordinate, a latitude outside [-90, 90]
-    or a longitude outside [-180, 180], a repeated user id, an empty file or no data rows."""
-    ids, lat, lon, seen = [], [], [], {}
+    or a longitude outside [-180, 180], a repeated user id, an empty file or no data rows.
+
+    The file is streamed row by row into typed arrays; with `bytes_per_user` (what the caller
+    will allocate per user, `need` saying what for), reading stops with an InputError as soon as
+    the users read so far would need more than the machine's available memory (DESIGN §7)."""
+    ids, lat, lon, seen = array("q"), array("d"), array("d"), {}
     for line, cell in _records(path, ("UserID", "Latitude", "Longitude")):
         user = _integer(cell("UserID"), path, line, "UserID")
         if user in seen:
@@ -130,7 +139,14 @@ def read_locations(path: str | Path) -> Locations:
         ids.append(user)
         lat.append(_coordinate(cell("Latitude"), path, line, "Latitude", 90.0))
         lon.append(_coordinate(cell("Longitude"), path, line, "Longitude", 180.0))
-    return Locations(np.array(ids, dtype=np.int64), np.array(lat, dtype=np.float64), np.array(lon, dtype=np.float64))
+        if bytes_per_user and len(ids) % CHECK_EVERY == 0:
+            check_memory(len(ids) * bytes_per_user, f"{path}: {need} for the {len(ids):,} users read by line {line}",
+                         advice="lower --grid or attack fewer users")
+    if bytes_per_user:
+        check_memory(len(ids) * bytes_per_user, f"{path}: {need} for its {len(ids):,} users",
+                     advice="lower --grid or attack fewer users")
+    return Locations(np.frombuffer(ids, dtype=np.int64).copy(), np.frombuffer(lat, dtype=np.float64).copy(),
+                     np.frombuffer(lon, dtype=np.float64).copy())
 
 
 def read_edges(path: str | Path, locations: Locations) -> Edges:
@@ -163,8 +179,11 @@ def read_edges(path: str | Path, locations: Locations) -> Edges:
 
 
 def _records(path: str | Path, columns: tuple[str, ...]) -> Iterator[tuple[int, Callable[[str], str]]]:
-    """(line number, cell getter) for every non-blank data row of a CSV with these columns."""
+    """(line number, cell getter) for every non-blank data row of a CSV with these columns (a
+    regular file: a device such as /dev/zero or a pipe is refused unread)."""
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise InputError(f"{path} is not a regular file (a CSV with the columns {', '.join(columns)})")
         with open(path, newline="", encoding="utf-8-sig") as f:
             reader = csv.reader(f)
             header = next(reader, None)

@@ -22,7 +22,13 @@ from ddpbayes.engines.logspace import law_changes, logsumexp
 from ddpbayes.engines.structured.continual import continual_leakage, continual_reason
 from ddpbayes.engines.structured.graph import QUADRATURE_START, FactorGraph, calibrate, factor_graph, model_reason
 from ddpbayes.engines.structured.potential import Potential
-from ddpbayes.engines.structured.scope import linear_reason, query_span, quick_work_reason, width_reason
+from ddpbayes.engines.structured.scope import (
+    linear_reason,
+    query_span,
+    quick_work_reason,
+    seconds_per_pass,
+    width_reason,
+)
 from ddpbayes.engines.terms import elements
 from ddpbayes.errors import InputError
 from ddpbayes.mechanisms import Mechanism
@@ -123,6 +129,12 @@ class StructuredEngine(Engine):
         graph = self._graph(problem)
         return structured_mixtures(problem, graph, adversary, _contributions(problem, graph),
                                    _relevant(graph, adversary.known), _mixture)
+
+    def seconds_per_adversary(self, problem: Problem) -> float | None:
+        """One elimination pass per known set (`scope.seconds_per_pass`); continual release: unknown."""
+        if isinstance(problem.query, Identity):
+            return None
+        return seconds_per_pass(self._graph(problem), query_span(problem))
 
     @staticmethod
     def _graph(problem: Problem) -> FactorGraph:
