@@ -201,3 +201,55 @@ def test_cli_discrete_sigma_1e7_is_one_line(capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2
     assert len(err) == 1 and "integers, over the limit of 4,194,304 (raise --max-states" in err[0]
+
+
+# ------------------------------------------------------------------------------- sampling engine
+
+
+def test_sampling_discrete_event_over_max_states_is_refused_before_allocating():
+    """The held-out event's integers at σ = 1e7, levels 0..3: 3 + 2 ⌈10σ⌉ + 1 of them (built before
+    the old size check), checked against --max-states first."""
+    from ddpbayes.engines.sampling.profile import outcome_event
+    from ddpbayes.mechanisms.gaussian import DiscreteGaussian
+
+    q = np.array([[0.0, 1.0, 1.0, 2.0]])
+    tracemalloc.start()
+    try:
+        with pytest.raises(InputError, match=re.escape("sigma 1e+07 has 200,000,004 integers, over the limit")):
+            outcome_event(q, q + 1, 0.5, DiscreteGaussian(1e7))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 10_000_000
+
+
+@pytest.mark.parametrize("sigma", [1e-200, 1e9])
+def test_sampling_discrete_masses_at_extreme_sigma(sigma):
+    """Mass of {0, 3} under N_Z(v, σ²) averaged over draws v: at σ = 1e-200 a point mass (the draws at
+    0 and 3 count 1, the others 0; the old code warned of overflow); at σ = 1e9 Z = σ√(2π) to 1e-30
+    (Poisson summation; the old normaliser built 2 ⌈13σ⌉ + 3 integers, 2.6e10 at σ = 1e9)."""
+    from ddpbayes.engines.sampling.profile import Event, mean_mass
+    from ddpbayes.mechanisms.gaussian import DiscreteGaussian
+
+    points, q = np.array([0.0, 3.0]), np.array([[0.0, 1.0, 3.0, 5.0]])
+    if sigma < 1:
+        expected = 0.5
+    else:
+        z = sigma * math.sqrt(2 * math.pi)
+        expected = np.mean([np.exp(-0.5 * ((points - v) / sigma) ** 2).sum() / z for v in q.ravel()])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        log_mean, _ = mean_mass(Event(np.empty(0), np.empty(0), points), q, DiscreteGaussian(sigma))
+    assert math.exp(log_mean) == pytest.approx(expected, rel=1e-12)
+
+
+def test_gaussian_engine_gdp_inverse_at_huge_mu():
+    """μ = 1e150 (σ = 1e-150 on a jointly Gaussian model): e^ε Φ(b) is below Φ(a) by a factor ~1/μ,
+    so Φ(a) = δ and ε = μ²/2 - μ Φ^{-1}(δ) (the old bisection read a cancelled difference of
+    exponents near 1e299 and stopped 1.5e-8 short)."""
+    from ddpbayes.engines.gaussian.noise import gdp_profiles
+
+    mu = 1e150
+    profile = gdp_profiles(np.array([mu]), (1e-2, 1e-6, 1e-300))[0]
+    for eps, delta in zip(profile.epsilons, profile.deltas):
+        assert eps == pytest.approx(mu * mu / 2 - mu * ndtri(delta), rel=1e-14)

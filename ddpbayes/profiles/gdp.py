@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 from scipy import optimize, special
 
 from ddpbayes.errors import InputError
@@ -27,19 +28,28 @@ def gdp_delta(epsilon: float, mu: float) -> float:
 
 
 def log_gdp_delta(epsilon: float, mu: float) -> float:
-    """log δ_μ(ε) without cancellation: log Φ(a) + log(1 - e^{ε + log Φ(b) - log Φ(a)}); -inf where
-    δ underflows (Φ(a) = 0, or the bracket rounds to 0), never nan."""
+    """log δ_μ(ε) (`log_gdp_deltas`); -inf where δ underflows, never nan."""
     if mu == 0:
         return -math.inf
     if math.isinf(mu):
         return 0.0
-    a, b = -epsilon / mu + mu / 2, -epsilon / mu - mu / 2
-    log_a = float(special.log_ndtr(a))
-    if log_a == -math.inf:
-        return -math.inf
-    gap = min(0.0, epsilon + float(special.log_ndtr(b)) - log_a)
-    rest = -math.expm1(gap)
-    return log_a + math.log(rest) if rest > 0 else -math.inf
+    return float(log_gdp_deltas(np.array([float(epsilon)]), np.array([float(mu)]))[0])
+
+
+def log_gdp_deltas(eps: np.ndarray, mu: np.ndarray) -> np.ndarray:
+    """log δ_μ(ε) elementwise (μ > 0 finite, ε >= 0), without cancellation at any scale. With
+    a, b = -ε/μ ± μ/2 (b < 0), ε - b²/2 = -a²/2, so e^ε Φ(b) = e^{-a²/2} erfcx(-b/√2)/2 and, for
+    a < 0, Φ(a) = e^{-a²/2} erfcx(-a/√2)/2: the ratio of the two terms of δ is a ratio of erfcx
+    values, not a difference of huge exponents (μ up to 1e152 keeps ε(δ) to rounding)."""
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        a, b = -eps / mu + mu / 2, -eps / mu - mu / 2
+        half = -0.5 * a * a
+        second = np.log(special.erfcx(-b / math.sqrt(2)) / 2)  # log(e^ε Φ(b)) - half
+        low = np.log(special.erfcx(-a / math.sqrt(2)) / 2)  # log Φ(a) - half, for a < 0
+        log_a = np.where(a < 0, half + low, special.log_ndtr(a))
+        gap = np.where(a < 0, second - low, half + second - special.log_ndtr(a))
+        out = log_a + np.log(-np.expm1(np.minimum(0.0, gap)))
+    return np.where(np.isnan(out), -np.inf, out)
 
 
 def gdp_epsilon(delta: float, mu: float) -> float:

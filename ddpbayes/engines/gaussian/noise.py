@@ -27,10 +27,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.special import log_ndtr, ndtri
+from scipy.special import ndtri
 
 from ddpbayes.profiles import Profile
-from ddpbayes.profiles.gdp import gdp_profile
+from ddpbayes.profiles.gdp import gdp_profile, log_gdp_deltas
 
 ROUNDING = 1e-11  # Sherman–Morrison's error bound above this: solve W directly
 HALVINGS = 80  # bisection steps for ε(δ): the bracket shrinks to 1e-24 of itself (below one ulp)
@@ -84,7 +84,6 @@ def gdp_profiles(mus: np.ndarray, deltas: tuple[float, ...]) -> list[Profile]:
 
 
 def _log_gdp_delta(eps: np.ndarray, mu: np.ndarray) -> np.ndarray:
-    """log δ_μ(ε) = log Φ(a) + log(1 - e^{ε + log Φ(b) - log Φ(a)}), a, b = -ε/μ ± μ/2 (no cancellation)."""
-    log_a, log_b = log_ndtr(-eps / mu + mu / 2), log_ndtr(-eps / mu - mu / 2)
-    with np.errstate(divide="ignore"):
-        return log_a + np.log(-np.expm1(np.minimum(0.0, eps + log_b - log_a)))
+    """log δ_μ(ε) = log Φ(a) + log(1 - e^ε Φ(b) / Φ(a)), a, b = -ε/μ ± μ/2, without cancellation at
+    any μ (`profiles.gdp.log_gdp_deltas`)."""
+    return log_gdp_deltas(*np.broadcast_arrays(eps, mu))

@@ -33,6 +33,8 @@ from ddpbayes.engines.sampling.runs import quiet_arviz
 from ddpbayes.errors import InputError
 from ddpbayes.mechanisms.gaussian import Gaussian
 from ddpbayes.profiles import Profile, zero_profile
+from ddpbayes.profiles.discrete import support
+from ddpbayes.profiles.kernel import discrete_log_normaliser
 from ddpbayes.profiles.mixture import pair_profiles
 
 REACH = 10.0  # the event is searched within [min q − REACH σ, max q + REACH σ]; the noise's mass beyond < 1e-23
@@ -158,11 +160,7 @@ def outcome_event(qa: np.ndarray, qb: np.ndarray, eps: float, mech: Gaussian) ->
     """A = {y : L̂_a(y) > e^ε L̂_b(y)} for the draw-mixtures of `qa` and `qb`."""
     levels, logp, logq = pair_weights(qa, qb)
     if mech.discrete:
-        reach = math.ceil(REACH * mech.sigma)
-        y = np.arange(levels.min() - reach, levels.max() + reach + 1)
-        if y.size > MAX_POINTS * 8:
-            raise InputError(f"the discrete Gaussian's sigma {mech.sigma:g} spans {y.size:,} integers per event: "
-                             "use the gaussian mechanism for the sampling engine")
+        y = support(levels, mech.sigma, REACH)  # checked against --max-states before it is built
         return Event(np.empty(0), np.empty(0), y[log_ratio(y, levels, logp, logq, mech.sigma) > eps])
     u = levels / mech.sigma
     count = min(MAX_POINTS, math.ceil((np.ptp(u) + 2 * REACH) / STEP) + 1)
@@ -181,7 +179,8 @@ def log_ratio(y: np.ndarray, levels: np.ndarray, logp: np.ndarray, logq: np.ndar
     out = np.empty(y.size)
     chunk = max(1, (1 << 22) // max(levels.size, 1))
     for s in range(0, y.size, chunk):
-        k = -0.5 * ((y[s:s + chunk, None] - levels[None, :]) / sigma) ** 2
+        with np.errstate(over="ignore"):  # far from every level at a tiny σ: e^-inf = 0
+            k = -0.5 * ((y[s:s + chunk, None] - levels[None, :]) / sigma) ** 2
         out[s:s + chunk] = special.logsumexp(k + logp, axis=1) - special.logsumexp(k + logq, axis=1)
     return out
 
@@ -219,10 +218,9 @@ def _log_mass_discrete(points: np.ndarray, levels: np.ndarray, sigma: float) -> 
     """log P(N_Z(v, σ²) ∈ points) for every integer level v: Σ e^{−(y − v)²/2σ²} / Σ_k e^{−k²/2σ²}."""
     if points.size == 0:
         return np.full(levels.size, -np.inf)
-    reach = math.ceil((REACH + 3) * sigma) + 1
-    k = np.arange(-reach, reach + 1)
-    log_z = special.logsumexp(-0.5 * (k / sigma) ** 2)
-    return special.logsumexp(-0.5 * ((points[None, :] - levels[:, None]) / sigma) ** 2, axis=1) - log_z
+    with np.errstate(over="ignore"):  # a tiny σ: e^-inf = 0 away from the level
+        log_k = -0.5 * ((points[None, :] - levels[:, None]) / sigma) ** 2
+    return special.logsumexp(log_k, axis=1) - discrete_log_normaliser(sigma)
 
 
 def _mcse(k: np.ndarray) -> float:
