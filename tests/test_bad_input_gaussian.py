@@ -253,3 +253,19 @@ def test_gaussian_engine_gdp_inverse_at_huge_mu():
     profile = gdp_profiles(np.array([mu]), (1e-2, 1e-6, 1e-300))[0]
     for eps, delta in zip(profile.epsilons, profile.deltas):
         assert eps == pytest.approx(mu * mu / 2 - mu * ndtri(delta), rel=1e-14)
+
+
+def test_mu_beyond_the_float_range_is_refused_in_one_line():
+    """dp at σ = 1e-300: μ = 1e300 and ε ≈ μ²/2 has no double (the old bracket μ²/2 was inf and the
+    root finder crashed); the gaussian engine's W = V + diag(σ²) cannot hold σ² = 1e-600."""
+    from ddpbayes.engines.gaussian.noise import gdp_profiles, noise_variances
+    from ddpbayes.mechanisms.gaussian import Gaussian
+    from ddpbayes.profiles.gdp import gdp_profile
+
+    with pytest.raises(InputError, match=r"1e\+300 standard deviations apart \(mu\), over the limit of 1e\+152"):
+        gdp_profile(1e300, (1e-6,))
+    with pytest.raises(InputError, match=r"over the limit of 1e\+152"):
+        gdp_profiles(np.array([1.0, 1e300]), (1e-6,))
+    with pytest.raises(InputError, match=r"sigma 1e-300 squares below the smallest double.*sigma >= 1.49e-154"):
+        noise_variances(Gaussian(1e-300), 1)
+    assert noise_variances(Gaussian(1e-150), 1)[0] == pytest.approx(1e-300, rel=1e-15)

@@ -68,8 +68,17 @@ def gdp_epsilon(delta: float, mu: float) -> float:
     return float(optimize.brentq(f, 0.0, hi, xtol=1e-15, rtol=1e-15, maxiter=200))
 
 
+def check_mu(mu: float) -> None:
+    """Refuse a finite μ above MU_MAX (ε near μ²/2 would leave the float range) in one line."""
+    if math.isfinite(mu) and mu > MU_MAX:
+        raise InputError(f"sigma puts the two outputs compared {mu:.3g} standard deviations apart (mu), over the "
+                         f"limit of {MU_MAX:g}: the leakage (about mu^2 / 2) would leave the float range; use a "
+                         "larger sigma (--sigma, or a smaller --rho / --epsilon)")
+
+
 def gdp_profile(mu: float, deltas: tuple[float, ...]) -> Profile:
-    """The profile of μ-GDP on `deltas`, with δ(0) = 2Φ(μ/2) - 1 and ρ = μ²/2."""
+    """The profile of μ-GDP on `deltas`, with δ(0) = 2Φ(μ/2) - 1 and ρ = μ²/2 (μ at most MU_MAX)."""
+    check_mu(mu)
     tv = 0.0 if mu == 0 else 1.0 if math.isinf(mu) else float(math.erf(mu / (2 * math.sqrt(2))))
     return Profile(deltas, tuple(gdp_epsilon(d, mu) for d in deltas), tv, float(mu), float(mu) ** 2 / 2,
                    "mu^2 / 2: the privacy loss is Gaussian")

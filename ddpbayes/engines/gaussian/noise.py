@@ -25,12 +25,14 @@ the same bound without the amplification).
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 from scipy.special import ndtri
 
 from ddpbayes.profiles import Profile
-from ddpbayes.profiles.gdp import gdp_profile, log_gdp_deltas
+from ddpbayes.errors import InputError
+from ddpbayes.profiles.gdp import check_mu, gdp_profile, log_gdp_deltas
 
 ROUNDING = 1e-11  # Sherman–Morrison's error bound above this: solve W directly
 HALVINGS = 80  # bisection steps for ε(δ): the bracket shrinks to 1e-24 of itself (below one ulp)
@@ -52,8 +54,15 @@ def loss_scale(cov_y: np.ndarray, c: np.ndarray, d: np.ndarray, floor: float) ->
 
 
 def noise_variances(mechanism, rows: int) -> np.ndarray:
-    """σ_c² of every output coordinate (`Mechanism.coordinate(c).sigma`)."""
-    return np.array([mechanism.coordinate(c).sigma ** 2 for c in range(rows)], dtype=float)
+    """σ_c² of every output coordinate (`Mechanism.coordinate(c).sigma`), refused in one line when
+    one is not a normal double (σ below 1.5e-154: W = V + diag(σ²) would lose the noise)."""
+    sigmas = [mechanism.coordinate(c).sigma for c in range(rows)]
+    small = min(sigmas, default=1.0)
+    if small * small < sys.float_info.min:
+        raise InputError(f"sigma {small:g} squares below the smallest double ({sys.float_info.min:.3g}): the gaussian "
+                         f"engine needs sigma >= {math.sqrt(sys.float_info.min):.3g}; use a larger sigma (--sigma, or "
+                         "a smaller --rho / --epsilon)")
+    return np.array(sigmas, dtype=float) ** 2
 
 
 def gdp_profiles(mus: np.ndarray, deltas: tuple[float, ...]) -> list[Profile]:
@@ -62,6 +71,7 @@ def gdp_profiles(mus: np.ndarray, deltas: tuple[float, ...]) -> list[Profile]:
     bracketed by 0 and μ²/2 - μ Φ^{-1}(δ), where the first term of δ_μ alone equals δ."""
     mus = np.asarray(mus, dtype=float)
     unique, inverse = np.unique(mus, return_inverse=True)
+    check_mu(float(np.max(unique[np.isfinite(unique)], initial=0.0)))
     inner = (unique > 0) & np.isfinite(unique)
     mu, delta = unique[inner][:, None], np.array(deltas)[None, :]
     lo = np.zeros((len(mu), len(deltas)))
