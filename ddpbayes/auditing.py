@@ -8,7 +8,8 @@ import json
 import math
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from ddpbayes.composition import ComposedMechanism
 from ddpbayes.composition.joint import composition_block
@@ -28,6 +29,7 @@ from ddpbayes.notions import (
     dp_leakage,
     lattice_summary,
     worst_by_target,
+    worst_of,
 )
 from ddpbayes.parallel import map_units
 from ddpbayes.problem import Adversary, Problem
@@ -35,6 +37,9 @@ from ddpbayes.profiles import Profile
 from ddpbayes.progress import Progress, duration
 from ddpbayes.queries import Query, parse_query
 from ddpbayes.settings import RunSettings
+
+if TYPE_CHECKING:
+    import pandas
 
 RELATIVE_TOLERANCE = 1e-9  # exact leakage within this of the claim passes (floating-point rounding)
 CHUNK = 1024  # adversaries handed to an exact engine at once: the lattice is streamed, never listed
@@ -131,8 +136,8 @@ class AuditResult:
         """`to_dict` as JSON text: exactly what `ddpbayes audit --format json` prints."""
         return json.dumps(self.to_dict(), indent=2, allow_nan=False)
 
-    def to_dataframe(self):
-        """A pandas DataFrame, one row per audited target: `target` (index), `name`, `leakage`,
+    def to_dataframe(self) -> pandas.DataFrame:
+        """A pandas DataFrame, one row per audited target: `target` (its index), `name`, `leakage`,
         `lower` and `upper` (an estimate's interval, else NaN), and its worst adversary's witness:
         `known` (tuple indices), `known_values`, `t`, `t_prime`, `y`. `attrs` holds notion, engine,
         lower_bound (a greedy search), claim, verdict and delta (Gaussian noise: `leakage` is ε at
@@ -335,7 +340,7 @@ def audit(
                *_profile_notes(mechanism, profile)],
         problem=problem,
         profile=profile,
-        target_worst=evaluated.by_target,
+        target_worst={i: _settled(r) for i, r in sorted(evaluated.by_target.items())},
     )
     if information is not None:  # 004's measures in this unit (nats or bits; DESIGN §3.4)
         result.information, result.information_reason = information_block(
@@ -344,6 +349,14 @@ def audit(
         result.composition = composition_block(result, evaluated.engine, evaluated.dependence_sets, notion, targets,
                                                known, lower_bounds=evaluated.bound is not None)
     return result
+
+
+def _settled(record: AdversaryLeakage) -> AdversaryLeakage:
+    """A target's worst adversary as the result keeps it: a privacy profile without its pending ρ
+    search (a closure over the engine's data; only the notion's worst adversary pays for ρ)."""
+    if record.profile is None or record.profile.pending is None:
+        return record
+    return replace(record, profile=replace(record.profile, pending=None))
 
 
 def _profile_notes(mechanism: Mechanism, profile: Profile | None) -> list[str]:
@@ -381,7 +394,7 @@ def _evaluate(problem: Problem, notion: str, targets: list[int], known: list[int
     n, settings = problem.model.n, problem.settings
     if notion == "dp":
         results = dp_leakage(problem, targets)
-        return _Evaluated(*aggregate(results, n), "analytic", by_target=_fold_targets(results, {}, n))
+        return _Evaluated(*aggregate(results, n), "analytic", by_target=_fold_targets(results, {}))
     chosen = select_engine(problem, "sampling" if settings.method == "posterior" else settings.engine)
     dep_sets = chosen.dependence_sets(problem) if notion == "ddp" else None
     greedy = settings.pdp_greedy if notion == "pdp" else 0
@@ -393,7 +406,7 @@ def _evaluate(problem: Problem, notion: str, targets: list[int], known: list[int
     kept, by_target = None, {}
     if searched is not None:
         worst, per_target = aggregate(searched, n)
-        _fold_targets(searched, by_target, n)
+        _fold_targets(searched, by_target)
     else:
         count = adversary_count(notion, n, targets, known)
         _check_lattice(chosen, problem, notion, targets, count, settings.max_adversaries, lattice)
@@ -437,19 +450,19 @@ def _stream(engine: Engine, problem: Problem, advs: Iterator[Adversary], chunk: 
                 kept += results
             worst = aggregate(results + ([worst] if worst else []), problem.model.n)[0]
             per_target = worst_by_target(results, problem.model.n, per_target)
-            _fold_targets(results, by_target, problem.model.n)
+            _fold_targets(results, by_target)
     return worst, per_target, kept
 
 
-def _fold_targets(results: list[AdversaryLeakage], by_target: dict[int, AdversaryLeakage],
-                 n: int) -> dict[int, AdversaryLeakage]:
+def _fold_targets(results: list[AdversaryLeakage],
+                  by_target: dict[int, AdversaryLeakage]) -> dict[int, AdversaryLeakage]:
     """Fold `results` into each target's worst adversary so far, as `aggregate` picks the notion's
-    (for estimates by the selection-half score, with the largest upper bound: DESIGN §2.3)."""
+    (`worst_of`: for estimates by the selection-half score, with the largest upper bound: DESIGN §2.3)."""
     groups: dict[int, list[AdversaryLeakage]] = {}
     for r in results:
         groups.setdefault(r.adversary.target, []).append(r)
     for i, group in groups.items():
-        by_target[i] = aggregate(group + ([by_target[i]] if i in by_target else []), n)[0]
+        by_target[i] = worst_of(group + ([by_target[i]] if i in by_target else []))
     return by_target
 
 

@@ -107,31 +107,34 @@ def _dp_witness(problem: Problem, i: int) -> tuple[float, float, tuple[float, ..
 
 
 def aggregate(results: list[AdversaryLeakage], n: int) -> tuple[AdversaryLeakage, list[float | None]]:
-    """The worst adversary and the worst leakage for every target (None where not a target).
+    """The worst adversary (`worst_of`) and the worst leakage for every target (None where not a target)."""
+    return worst_of(results), worst_by_target(results, n)
+
+
+def worst_of(results: list[AdversaryLeakage]) -> AdversaryLeakage:
+    """The worst adversary of `results`, with the largest leakage among them.
 
     For estimates, the worst adversary is chosen by its selection-half score, so that its
     held-out lower bound stays valid (DESIGN §2.3); its upper bound becomes the largest of all."""
-    per_target = worst_by_target(results, n)
     if all(r.ci is None for r in results):
         top = max(r.value for r in results)
         slack = TIE * max(1.0, abs(top)) if math.isfinite(top) else 0.0  # rounding noise is a tie
         tied = [r for r in results if r.value >= top - slack]
         worst = min(tied, key=lambda r: (len(r.adversary.known), r.adversary.target))
-        return replace(worst, value=top, profile=merged_profile(results, worst)), per_target
+        return replace(worst, value=top, profile=merged_profile(results, worst))
     worst = max(results, key=lambda r: (r.score if r.score is not None else r.value, -len(r.adversary.known)))
     upper = max(r.ci[1] if r.ci else r.value for r in results)
     if all(r.diagnostics is None for r in results):  # sure ranges (dp of an expr: query whose sensitivity is bounded)
         lower = max(r.ci[0] if r.ci else r.value for r in results)
-        return (replace(worst, value=max(r.value for r in results), ci=(lower, upper),
-                        profile=merged_profile(results, worst)),
-                per_target)
+        return replace(worst, value=max(r.value for r in results), ci=(lower, upper),
+                       profile=merged_profile(results, worst))
     diagnostics = dict(worst.diagnostics or {})
     diagnostics["ok"] = all((r.diagnostics or {}).get("ok", True) for r in results)
     diagnostics["pass_blocked"] = next(
         ((r.diagnostics or {}).get("pass_blocked") for r in results if (r.diagnostics or {}).get("pass_blocked")), None)
     value = max(r.value for r in results)
-    return (replace(worst, value=value, ci=(worst.ci[0], max(upper, value)), diagnostics=diagnostics,
-                    profile=merged_profile(results, worst)), per_target)
+    return replace(worst, value=value, ci=(worst.ci[0], max(upper, value)), diagnostics=diagnostics,
+                   profile=merged_profile(results, worst))
 
 
 def merged_profile(results: list[AdversaryLeakage], worst: AdversaryLeakage) -> Profile | None:

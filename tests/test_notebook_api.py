@@ -9,6 +9,7 @@ import json
 import math
 import subprocess
 import sys
+import warnings
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -168,6 +169,26 @@ def test_dataframe_of_an_estimate_has_its_interval():
     assert frame["lower"].tolist() == [1.2, 1.0] and frame["upper"].tolist() == [1.8, 1.4]
 
 
+def test_each_targets_worst_estimate_is_picked_as_the_notions():
+    """Folded over two batches, a target's worst estimate is the one with the best selection-half
+    score (its held-out lower bound stays valid), with the largest value and upper bound of all
+    (DESIGN §2.3): A (1.0, score 0.9, [0.8, 1.1]) and B (1.2, score 0.7, [0.6, 1.5]) give A's
+    witness, value 1.2 and interval [0.8, 1.5]; target 1's only estimate is kept as it is."""
+    from ddpbayes.auditing import _fold_targets
+
+    def est(i: int, known: frozenset, value: float, score: float, ci: tuple[float, float]) -> AdversaryLeakage:
+        adversary = Adversary(i, known)
+        return AdversaryLeakage(adversary, value, Witness(adversary, {}, 1.0, 0.0, None), ci,
+                                diagnostics={"ok": True}, score=score)
+
+    a, b = est(0, frozenset({1}), 1.0, 0.9, (0.8, 1.1)), est(0, frozenset(), 1.2, 0.7, (0.6, 1.5))
+    c = est(1, frozenset(), 0.5, 0.5, (0.4, 0.6))
+    by_target = _fold_targets([b, c], {})
+    _fold_targets([a], by_target)
+    assert by_target[0].witness is a.witness and by_target[0].value == 1.2 and by_target[0].ci == (0.8, 1.5)
+    assert by_target[1].witness is c.witness and by_target[1].ci == (0.4, 0.6)
+
+
 def test_dataframe_without_pandas_says_how_to_get_it(independent_pair, monkeypatch):
     r = ddpbayes.audit(independent_pair, "count", "laplace", "dp", scale=B)
     monkeypatch.setitem(sys.modules, "pandas", None)
@@ -197,6 +218,16 @@ def test_information_by_default_as_on_the_command_line(independent_pair):
     skipped = ddpbayes.audit(independent_pair, "count", "laplace", "idp", scale=B, information=None)
     assert default.information is not None and default.information == asked.information
     assert skipped.information is None and "information" not in skipped.to_dict()
+
+
+def test_information_by_default_warns_nothing_on_huge_levels(contagious):
+    """The query at 0 or 2e300 (linear:1e300,1e300; test_exact's edge just below the overflow):
+    the default measures group the mixtures by levels rounded to 12 decimals, which overflowed
+    (a RuntimeWarning on stderr); a double that large has no decimals to round."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        r = ddpbayes.audit(contagious(2), "linear:1e300,1e300", "laplace", "idp", scale=1.0)
+    assert r.information["holds"]["kl_max_le_idp"] and r.information["bounds"]["idp"] == pytest.approx(2e300)
 
 
 def test_dependence_model_repr():

@@ -48,11 +48,19 @@ def _distinct_groups(owner, starts, t, rel, lv) -> tuple[np.ndarray, np.ndarray]
     sig = np.zeros((len(starts), 1 + int(counts.max()) * width))
     sig[:, 0] = counts
     pos = np.arange(len(owner)) - starts[owner]
-    cols = np.column_stack([t, np.round(rel, DIGITS), np.round(lv, DIGITS)])
+    cols = np.column_stack([t, _rounded(rel), _rounded(lv)])
     for k in range(width):
         sig[owner, 1 + pos * width + k] = cols[:, k]
     _, first, inverse = np.unique(sig, axis=0, return_index=True, return_inverse=True)
     return first, inverse.reshape(-1)
+
+
+def _rounded(x: np.ndarray) -> np.ndarray:
+    """`x` to DIGITS decimals; beyond 1e280, where x·10^DIGITS would overflow (to inf, merging
+    distinct levels, with a RuntimeWarning), `x` as it is: a double there has no decimals."""
+    x = np.asarray(x, dtype=float)
+    big = ~(np.abs(x) <= 1e280)  # and ±inf, nan
+    return np.where(big, x, np.round(np.where(big, 0.0, x), DIGITS))
 
 
 def _group(log_prob: float, t, row, rel, lv, n_t: int) -> MixtureGroup:
