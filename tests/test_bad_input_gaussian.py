@@ -26,7 +26,7 @@ from ddpbayes.limits import state_limit
 from ddpbayes.profiles import delta_grid
 from ddpbayes.profiles.discrete import discrete_sigma, shift_profile
 from ddpbayes.profiles.gdp import analytic_sigma, gdp_epsilon
-from ddpbayes.profiles.mixture import pair_profiles
+from ddpbayes.profiles.mixture import pair_profiles, pair_rho
 
 HOUSEHOLD = str(Path(__file__).resolve().parent.parent / "models" / "household.py")
 SINGLE = (np.array([[0.0, -np.inf]]), np.array([[-np.inf, 0.0]]))  # N(0, σ²) against N(1, σ²)
@@ -269,3 +269,18 @@ def test_mu_beyond_the_float_range_is_refused_in_one_line():
     with pytest.raises(InputError, match=r"sigma 1e-300 squares below the smallest double.*sigma >= 1.49e-154"):
         noise_variances(Gaussian(1e-300), 1)
     assert noise_variances(Gaussian(1e-150), 1)[0] == pytest.approx(1e-300, rel=1e-15)
+
+
+def test_zcdp_rho_of_the_household_pair_at_sigma_1e3():
+    """ρ = sup_α D_α/α for x0 = 1 vs x0 = 0 at σ = 1e-3: D_α(P‖Q) is carried by P's count = 4 against
+    Q's count = 3 (g = 1000 σ apart), ∫ (p4 φ(z - g))^α (q3 φ(z))^{1-α} = p4^α q3^{1-α} e^{α(α-1)g²/2},
+    so D_α/α = g²/2 + (α log p4 + (1 - α) log q3) / (α(α - 1)) (the other order gives less). The old
+    refinement reused the window the largest α had widened, found no grid within the limits and
+    kept the coarse α grid's best (0.025 short)."""
+    p, q = household_weights()
+    with np.errstate(divide="ignore"):
+        rho, _ = pair_rho(np.log(p), np.log(q), np.arange(5.0), 1e-3, False)
+    excess = lambda a: (a * math.log(p[4]) + (1 - a) * math.log(q[3])) / (a * (a - 1))
+    best = optimize.minimize_scalar(lambda a: -excess(a), bounds=(1.01, 10.0), method="bounded",
+                                    options={"xatol": 1e-10})
+    assert rho - 5e5 == pytest.approx(-best.fun, abs=1e-6)

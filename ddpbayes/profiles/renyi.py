@@ -115,8 +115,9 @@ def pair_rho(logp, logq, levels, sigma, discrete) -> tuple[float, str]:
     searched = alphas[: len(values)]
     best = int(np.argmax(values))
     rho, at = values[best], float(searched[best])
-    if 0 < best < len(values) - 1:  # an interior maximum: refine it
-        res = optimize.minimize_scalar(lambda a: -np.nan_to_num(div.value(a), nan=-1e300),
+    if 0 < best < len(values) - 1:  # an interior maximum: refine it, from a fresh window (the larger α widened it)
+        fresh = _Divergence(logp, logq, u, sigma, discrete)
+        res = optimize.minimize_scalar(lambda a: -np.nan_to_num(fresh.value(a), nan=-1e300),
                                        bounds=(searched[best - 1], searched[best + 1]), method="bounded",
                                        options={"xatol": 1e-4 * searched[best - 1], "maxiter": 20})
         if -res.fun > rho:
@@ -131,4 +132,7 @@ def pair_rho(logp, logq, levels, sigma, discrete) -> tuple[float, str]:
         note = f"D_alpha/alpha largest as alpha -> 1 (alpha = {at:.4g}; the sup is approached there)"
     else:
         note = f"sup over alpha of D_alpha/alpha at alpha = {at:.6g}"
+    if len(values) < alphas.size:  # the search stopped early: the sup may lie beyond
+        note += (f"; alpha searched up to {top:g} only (the grid for alpha = {alphas[len(values)]:g} exceeds "
+                 f"--max-states points or {WORK:g} points x levels)")
     return max(rho, 0.0), note
