@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import operator
+import sys
 from collections.abc import Callable, Mapping
 
 import numpy as np
@@ -109,6 +110,10 @@ def _check(node: ast.AST, text: str) -> None:
     if isinstance(node, ast.Constant):
         if isinstance(node.value, bool) or not isinstance(node.value, (int, float)):
             raise bad(f"the constant {node.value!r}")
+        if not abs(node.value) <= sys.float_info.max:  # a 400-digit integer; 1e400 reads as inf
+            shown = ast.get_source_segment(text, node) or "a constant"
+            raise InputError(f"expression '{_short(text)}': the constant {_short(shown)} is beyond double precision "
+                             f"(|c| <= {sys.float_info.max:.4g})")
     elif isinstance(node, ast.Name):
         pass
     elif isinstance(node, ast.Call):
@@ -126,6 +131,9 @@ def _check(node: ast.AST, text: str) -> None:
     elif isinstance(node, ast.Subscript):
         if not _constant_index(node.slice):
             raise bad(f"the index [{ast.unparse(node.slice)}] (use an integer or a constant slice)")
+        if isinstance(node.slice, ast.Slice) and node.slice.step is not None and ast.literal_eval(node.slice.step) == 0:
+            raise InputError(f"expression '{_short(text)}': the slice [{ast.unparse(node.slice)}] has step 0 "
+                             "(a slice's step is a nonzero integer)")
         _check(node.value, text)
     elif isinstance(node, ast.BinOp | ast.UnaryOp | ast.BoolOp | ast.Compare | ast.IfExp):
         if isinstance(node, ast.BinOp) and type(node.op) not in _BINARY:
@@ -139,6 +147,11 @@ def _check(node: ast.AST, text: str) -> None:
                 _check(child, text)
     else:
         raise bad(f"'{ast.unparse(node)}'")
+
+
+def _short(text: str, width: int = 80) -> str:
+    """`text`, cut to `width` characters for a one-line message."""
+    return text if len(text) <= width else text[:width - 3] + "..."
 
 
 def _constant_index(node: ast.AST) -> bool:

@@ -24,6 +24,7 @@ from ddpbayes.expression import evaluate, names_in, parse_expression
 from ddpbayes.interval_bound import interval_sensitivities
 from ddpbayes.limits import check_positive_finite, check_states
 from ddpbayes.model.domains import Domain, Finite
+from ddpbayes.model.usercode import user_code
 from ddpbayes.queries import Query
 
 LOWER_GRID = 32  # intervals per bounded domain in the grid of points giving the lower bound
@@ -289,12 +290,16 @@ class FunctionQuery(_Custom):
         if self.function is None:
             raise InputError(f"query '{self.spec}' has no function: bind it to a model loaded from a file")
         try:
-            # copies: a function that updates its input in place must not write into the engine's states
-            raw = self.function({k: v.copy() for k, v in self.variables.arrays(x, flat=True).items()})
-            out = np.stack([np.broadcast_to(np.asarray(r, dtype=float), (len(x),)) for r in raw], axis=1) \
-                if isinstance(raw, (list, tuple)) else np.asarray(raw, dtype=float)
+            with user_code():  # its prints to stderr, an exit raised (DESIGN §4)
+                # copies: a function that updates its input in place must not write into the engine's states
+                raw = self.function({k: v.copy() for k, v in self.variables.arrays(x, flat=True).items()})
+                out = np.stack([np.broadcast_to(np.asarray(r, dtype=float), (len(x),)) for r in raw], axis=1) \
+                    if isinstance(raw, (list, tuple)) else np.asarray(raw, dtype=float)
         except InputError:
             raise
+        except SystemExit as exc:
+            raise InputError(f"query '{self.spec}' called exit({exc.code!r}): a query function must return "
+                             "its values, not exit") from exc
         except Exception as exc:  # the user's function: any error is bad input
             raise InputError(f"query '{self.spec}' raised {type(exc).__name__}: {exc}") from exc
         if out.ndim <= 1 and out.size in (1, len(x)):

@@ -50,8 +50,19 @@ def check_states(size: int, what: str, unit: str = "states", limit: int | None =
     available memory at `bytes_per` bytes a cell, before it is built."""
     limit = max_states() if limit is None else limit
     if size > limit:
-        raise InputError(f"{what} has {size:,} {unit}, over the limit of {limit:,} (raise --max-states{advice})")
-    check_memory(size * bytes_per, what, f"{size:,} {unit}")
+        raise InputError(f"{what} has {count_text(size)} {unit}, over the limit of {count_text(limit)} "
+                         f"(raise --max-states{advice})")
+    check_memory(size * bytes_per, what, f"{count_text(size)} {unit}")
+
+
+def count_text(n: int) -> str:
+    """A count for a message: `4,194,304`, or `about 1.13e+4515` past 18 digits (a state space of
+    thousands of tuples has more digits than Python will turn into a string)."""
+    if abs(n) < 10**18:
+        return f"{n:,}"
+    exponent = math.floor(math.log10(abs(n)))
+    mantissa = 10 ** (math.log10(abs(n)) - exponent)
+    return f"about {'-' if n < 0 else ''}{mantissa:.3g}e+{exponent}"
 
 
 def available_memory() -> int:

@@ -147,3 +147,175 @@ def total(x):
     t, q = xs[:, 0].astype(float), xs.sum(axis=1).astype(float)
     assert r.information["mutual_information"] == pytest.approx(mi_quad(t, q, p, 1.0), abs=1e-9)
     assert r.information["kl_max"] == pytest.approx(kl_dense(t, q, p, 1.0), abs=1e-8)
+
+
+def cli(*argv: str) -> tuple[int, str, str]:
+    """`ddpbayes argv` in a subprocess: (exit code, stdout, stderr)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "ddpbayes", *argv], capture_output=True, text=True, timeout=300)
+    return done.returncode, done.stdout, done.stderr
+
+
+PRINTS = '''
+
+print("hello from the import")
+_build = build
+
+
+def build(n: int = 4):
+    print("hello from build()")
+    return _build(n)
+
+
+def loud(x):
+    print("hello from the query")
+    return x["x0"] + x["x1"]
+'''
+
+
+def test_user_prints_keep_json_clean(tmp_path):
+    """Before: build()'s and the query's prints went into stdout and broke --format json."""
+    import json
+
+    path = write_model(tmp_path, PRINTS)
+    code, out, err = cli("audit", str(path), "--query", "fn:loud", "--mechanism", "laplace", "--scale", "1",
+                         "--notion", "idp", "--format", "json", "--information", "none")
+    assert code == 0, err
+    assert json.loads(out)["notion"] == "idp"
+    assert "hello from build()" in err and "hello from the query" in err and "hello from the import" in err
+
+
+@pytest.mark.parametrize("where,call", [("build", "os._exit(0)"), ("build", "sys.exit(0)"),
+                                        ("query", "os._exit(0)"), ("query", "raise SystemExit(0)"),
+                                        ("import", "os._exit(0)")])
+def test_an_exit_in_user_code_is_one_line(tmp_path, where, call):
+    """Before: os._exit(0) in build() or a query ended the run with exit 0 and no output."""
+    body = {"build": f"\n\n_build = build\n\n\ndef build(n: int = 4):\n    {call}\n",
+            "query": f"\n\ndef leave(x):\n    {call}\n",
+            "import": f"\n{call}\n"}[where]
+    path = write_model(tmp_path, "\nimport os\nimport sys\n" + body)
+    query = "fn:leave" if where == "query" else "count"
+    code, out, err = cli("audit", str(path), "--query", query, "--mechanism", "laplace", "--scale", "1",
+                         "--notion", "idp")
+    assert (code, out) == (2, "")
+    assert len(err.splitlines()) == 1 and "exit(0)" in err and err.startswith("error: "), err
+
+
+def test_an_endless_build_shows_life_and_stops_on_ctrl_c(tmp_path):
+    """Before: a build() that never returns gave no sign of life. Now a line on stderr after a few seconds
+    (NOTICE_AFTER, shortened here), and Ctrl-C ends the run: exit 130, last line 'interrupted'."""
+    import signal
+    import subprocess
+    import sys
+
+    path = write_model(tmp_path, "\n\ndef build(n: int = 4):\n    while True:\n        pass\n")
+    script = ("import sys; from ddpbayes.model import usercode; usercode.NOTICE_AFTER = 0.5; "
+              "from ddpbayes.cli.main import main; sys.exit(main(sys.argv[1:]))")
+    proc = subprocess.Popen([sys.executable, "-c", script, "audit", str(path), "--query", "count", "--mechanism",
+                             "laplace", "--scale", "1", "--notion", "idp"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        first = proc.stderr.readline()
+        assert "build() in model file" in first and "still running" in first and "Ctrl-C" in first
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130 and out == ""
+    assert err.splitlines()[-1] == "interrupted"
+
+
+def test_a_worker_builds_the_model_the_audit_started_with(tmp_path):
+    """Before: a worker rebuilt the model from the file as it was when the unit arrived, so editing the
+    file during a --workers/--scheduler audit mixed two models. The reference now carries the text: the
+    model a worker unpickles (`ModelRef.load`, what `DependenceModel.__reduce__` runs there) is the
+    original, whatever the file says now."""
+    import pickle
+
+    path = write_model(tmp_path, "\nP_HOUSE = 0.2\n")
+    model = ddpbayes.load_model(path)
+    path.write_text(HOUSEHOLD + "\nP_HOUSE = 0.5\n")
+    rebuilt = pickle.loads(pickle.dumps(model))
+    assert rebuilt is not model and rebuilt.source.P_HOUSE == 0.2
+    assert rebuilt.origin == model.origin
+
+
+# ----------------------------------------------------------------------------- parameters, expressions, counts
+
+
+def test_a_long_run_of_minus_signs_is_one_line():
+    """Before: MemoryError in the parser (exit 3), and the message would have echoed 100,000 characters."""
+    from ddpbayes.errors import InputError
+    from ddpbayes.model.loading import parse_params
+
+    with pytest.raises(InputError, match="nested too deeply") as info:
+        parse_params(["n=" + "-" * 100_000 + "1"])
+    assert len(str(info.value)) < 300
+
+
+@pytest.mark.parametrize("text,match", [("x0[::0]", "step 0"), ("x0 + " + "9" * 400, "beyond double precision"),
+                                        ("x0 * 1e400", "beyond double precision"), ("x0[::-0]", "step 0")])
+def test_expression_constants_are_checked_when_parsed(text, match):
+    """Before: 'slice step cannot be zero' (ValueError) and 'int too large to convert to float', exit 3."""
+    from ddpbayes.errors import InputError
+    from ddpbayes.expression import parse_expression
+
+    with pytest.raises(InputError, match=match) as info:
+        parse_expression(text)
+    assert len(str(info.value)) < 300
+
+
+def test_a_state_count_of_thousands_of_digits_is_one_line():
+    """markov_chain.py -p n=15000: 2^15000 states. Before: 'Exceeds the limit (4300 digits) for integer string
+    conversion' (exit 3). log10(2^15000) = 15000 log10(2) = 4515.45: about 2.82e+4515."""
+    from ddpbayes.errors import InputError
+    from ddpbayes.limits import check_states, count_text
+
+    with pytest.raises(InputError, match=r"about 2\.82e\+4515 states, over the limit of 4,194,304 \(raise --max-states"):
+        check_states(2**15000, "the joint state space")
+    assert count_text(4_194_304) == "4,194,304"
+    assert count_text(10**18) == "about 1e+18"
+
+
+# ----------------------------------------------------------------------------- the attack at extreme epsilons
+
+
+@pytest.mark.parametrize("b", [1e-300, 1e-200, 1e-3, 0.7, 1e3, 1e200, 1e300])
+def test_laplace_normal_density_at_every_scale(b):
+    """log of the Laplace(b) + Normal(σ²) density. Before: b**2 overflowed (OverflowError at epsilon 1e-300)
+    or underflowed (RuntimeWarnings and nan at 1e300). References: as b -> 0 the Normal density, as
+    b -> inf 1/(2b) (relative error of order σ/b or b/σ, far below the tolerance at the extremes); between,
+    the convolution integrated numerically around its kink."""
+    import warnings
+
+    from scipy import integrate
+
+    from ddpbayes.attack.posterior import laplace_normal_logpdf
+
+    sigma, r = 0.1, np.array([-0.35, 0.0, 0.02, 0.5])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = laplace_normal_logpdf(r, b, np.full(r.shape, sigma))
+    if b <= 1e-200:
+        expected = -r**2 / (2 * sigma**2) - math.log(sigma * math.sqrt(2 * math.pi))
+    elif b >= 1e200:
+        expected = np.full(r.shape, -math.log(2) - math.log(b))
+    else:
+        def density(x):  # over the Normal's ±12σ, cut at the Laplace kernel's kink z = x
+            def integrand(z):
+                return math.exp(-abs(x - z) / b - z * z / (2 * sigma**2)) / (2 * b * sigma * math.sqrt(2 * math.pi))
+            return sum(integrate.quad(integrand, lo, hi, epsabs=0, epsrel=1e-12, limit=200)[0]
+                       for lo, hi in ((-12 * sigma, x), (x, 12 * sigma)))
+        expected = np.log([density(x) for x in r])
+    assert got == pytest.approx(expected, rel=1e-9, abs=1e-9)
+
+
+@pytest.mark.parametrize("epsilon", ["1e-300", "1e300"])
+def test_attack_at_extreme_epsilons(epsilon):
+    """Before: OverflowError (exit 3) at 1e-300; RuntimeWarnings on stderr at 1e300."""
+    code, out, err = cli("attack", "--epsilons", epsilon, "--targets", "5", "--grid", "5")
+    assert code == 0, err
+    assert "Warning" not in err and "nan" not in out

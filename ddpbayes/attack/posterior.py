@@ -11,7 +11,7 @@ Everything is in natural logs; entropies are in bits.
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import log_ndtr, logsumexp
+from scipy.special import erfcx, log_ndtr, logsumexp
 
 
 def centres(grid: int) -> np.ndarray:
@@ -36,13 +36,27 @@ def laplace_normal_logpdf(r: np.ndarray, b: float, sigma: np.ndarray) -> np.ndar
         f(r) = e^{σ²/2b²} / 2b · [e^{−r/b} Φ(r/σ − σ/b) + e^{r/b} Φ(−r/σ − σ/b)].
 
     The Normal part is the adversary's uncertainty about the unknown members of the target's
-    cluster (`adversary.ClusterView`)."""
+    cluster (`adversary.ClusterView`). Each bracketed term is `_log_term`, finite for every b from
+    the smallest to the largest double (ε = Δ/b from 1e-300 to 1e300)."""
     sigma = np.broadcast_to(sigma, r.shape)
-    exact = -np.abs(r) / b - np.log(2 * b)
+    log_2b = np.log(2.0) + np.log(b)
+    with np.errstate(over="ignore"):  # |r|/b beyond double precision: a log-density of -inf, as it is
+        exact = -np.abs(r) / b - log_2b
     s = np.where(sigma > 0, sigma, 1.0)
-    mixed = (s**2 / (2 * b**2) - np.log(2 * b)
-             + np.logaddexp(-r / b + log_ndtr(r / s - s / b), r / b + log_ndtr(-r / s - s / b)))
+    u, v = s / b, r / s
+    mixed = np.logaddexp(_log_term(u, v), _log_term(u, -v)) - log_2b
     return np.where(sigma > 0, mixed, exact)
+
+
+def _log_term(u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """log(e^{u²/2 − uv} Φ(v − u)) for u = σ/b > 0: with x = u − v, as −v²/2 + log(erfcx(x/√2)/2) when
+    x >= 0 (Φ(−x) = e^{−x²/2} erfcx(x/√2)/2: u² never formed) and as u(u/2 − v) + log Φ(−x) when x < 0
+    (then u < v and the exponent is negative)."""
+    x = u - v
+    with np.errstate(over="ignore", invalid="ignore"):  # each branch overflows only where the other is taken
+        upper = -0.5 * v * v + np.log(0.5 * erfcx(np.maximum(x, 0.0) / np.sqrt(2.0)))
+        lower = u * (0.5 * u - v) + log_ndtr(-x)
+    return np.where(x >= 0, upper, lower)
 
 
 def log_likelihood(noisy: np.ndarray, expected_others: np.ndarray, sigma: np.ndarray, size: np.ndarray,

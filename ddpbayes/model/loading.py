@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import ast
-import importlib.util
 import inspect
 import sys
+import types
 from pathlib import Path
 
 from ddpbayes import shipped
 from ddpbayes.errors import InputError
 from ddpbayes.limits import state_limit
 from ddpbayes.model.contract import DependenceModel
+from ddpbayes.model.usercode import user_code, watched
 from ddpbayes.parallel.modelref import ModelRef
 
 
@@ -22,14 +23,21 @@ def parse_params(items: list[str]) -> dict:
         key, sep, text = item.partition("=")
         key = key.strip()
         if not sep or not key.isidentifier():
-            raise InputError(f"malformed parameter '{item}': expected key=value, e.g. -p n=4")
+            raise InputError(f"malformed parameter '{_short(item)}': expected key=value, e.g. -p n=4")
         try:
             params[key] = ast.literal_eval(text.strip())
         except (ValueError, SyntaxError):
-            raise InputError(
-                f"malformed parameter '{item}': '{text}' is not a Python literal (quote strings: -p {key}=\"'{text}'\")"
-            ) from None
+            raise InputError(f"malformed parameter '{_short(item)}': '{_short(text)}' is not a Python literal "
+                             f"(quote strings: -p {key}=\"'{_short(text)}'\")") from None
+        except (MemoryError, RecursionError):  # the parser's nesting limit (a long run of '-', '(' or '[')
+            raise InputError(f"malformed parameter '{_short(item)}': nested too deeply to read as a Python literal "
+                             "(-p takes numbers, strings, lists, ...)") from None
     return params
+
+
+def _short(text: str, width: int = 60) -> str:
+    """`text`, cut to `width` characters for a one-line message."""
+    return text if len(text) <= width else f"{text[:width]}... ({len(text):,} characters)"
 
 
 def load_model(path: str | Path, params: dict | None = None, max_states: int | None = None) -> DependenceModel:
@@ -43,14 +51,27 @@ def load_model(path: str | Path, params: dict | None = None, max_states: int | N
     if not path.is_file():
         raise InputError(f"model file '{path}' does not exist (shipped example models, by name or as "
                          f"models/NAME.py: {', '.join(shipped.names(shipped.MODELS))})")
-    name = f"ddpbayes_model_{abs(hash(path.resolve()))}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
+    if path.suffix != ".py":
         raise InputError(f"model file '{path}' cannot be imported (is it a .py file?)")
-    module = importlib.util.module_from_spec(spec)
+    try:
+        source = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"model file '{path}' cannot be read: {exc.strerror or exc}") from None
+    return load_source(path, source, params or {}, max_states)
+
+
+def load_source(path: str | Path, source: bytes, params: dict, max_states: int | None) -> DependenceModel:
+    """The model of `source`, the text of the model file at `path`, as `load_model` builds it; a Dask
+    worker rebuilds a model from the text its reference carries (`ModelRef`), never from the file,
+    which may have been edited since."""
+    path = Path(path)
+    name = f"ddpbayes_model_{abs(hash(path.resolve()))}"
+    module = types.ModuleType(name)
+    module.__file__ = str(path)
     sys.modules[name] = module
     try:
-        spec.loader.exec_module(module)
+        with user_code():
+            exec(compile(source, str(path), "exec"), module.__dict__)
     except (Exception, SystemExit) as exc:  # the user's file: any error, or an exit, is bad input
         raise InputError(f"model file '{path}' failed to import: {_describe(exc)}") from exc
     finally:
@@ -58,10 +79,9 @@ def load_model(path: str | Path, params: dict | None = None, max_states: int | N
     build = getattr(module, "build", None)
     if not callable(build):
         raise InputError(f"model file '{path}' has no function build(**params)")
-    params = params or {}
     _check_params(build, params, path)
     try:
-        with state_limit(max_states):
+        with state_limit(max_states), watched(f"build() in model file '{path}'"), user_code():
             model = build(**params)
     except InputError:
         raise
@@ -70,7 +90,7 @@ def load_model(path: str | Path, params: dict | None = None, max_states: int | N
     if not isinstance(model, DependenceModel):
         raise InputError(f"build() in '{path}' returned {type(model).__name__}, not a DependenceModel")
     model.source = module  # where `fn:NAME` queries find NAME (general_queries.FunctionQuery)
-    model.origin = ModelRef.of(path, params, max_states)  # how a Dask worker rebuilds it (`parallel`)
+    model.origin = ModelRef.of(path, source, params, max_states)  # how a Dask worker rebuilds it (`parallel`)
     return model
 
 

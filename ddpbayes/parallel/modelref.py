@@ -1,5 +1,5 @@
-"""Models by reference: a unit sent to a worker names its model file and parameters, and the
-worker rebuilds the model once and keeps it (with the MCMC steps compiled on it, and its runs)
+"""Models by reference: a unit sent to a worker carries its model file's text and parameters, and
+the worker rebuilds the model once and keeps it (with the MCMC steps compiled on it, and its runs)
 for every later unit: compile once per worker, not once per task.
 
 A model built in Python rather than loaded from a file has no reference; its units run in this
@@ -8,9 +8,10 @@ process (`portable` says so before anything is sent).
 
 from __future__ import annotations
 
+import hashlib
 import pickle
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 KEPT = 8  # models a worker keeps (least recently used dropped)
@@ -20,27 +21,29 @@ _models: OrderedDict[tuple, object] = OrderedDict()
 
 @dataclass(frozen=True)
 class ModelRef:
-    """Where a model comes from: `load_model(path, params, max_states)`."""
+    """Where a model comes from: the model file's path and text (`load_source(path, source, params,
+    max_states)`). The text travels with the reference, so a worker builds the model the audit
+    started with even when the file is edited while it runs (issue #25)."""
 
     path: str
     params: bytes  # the parameters, pickled in key order
     max_states: int | None
-    stamp: tuple[int, int]  # the file's modification time and size: an edited file is rebuilt
+    digest: str  # sha256 of the text: two references to the same text are the same model
+    source: bytes = field(compare=False, repr=False)
 
     @classmethod
-    def of(cls, path: str | Path, params: dict, max_states: int | None) -> ModelRef:
-        path = Path(path).resolve()
-        stat = path.stat()
-        return cls(str(path), pickle.dumps(sorted(params.items())), max_states, (stat.st_mtime_ns, stat.st_size))
+    def of(cls, path: str | Path, source: bytes, params: dict, max_states: int | None) -> ModelRef:
+        return cls(str(Path(path).resolve()), pickle.dumps(sorted(params.items())), max_states,
+                   hashlib.sha256(source).hexdigest(), source)
 
     def load(self):
         """The model this process built from the reference (built now on first use)."""
         if self in _models:
             _models.move_to_end(self)
             return _models[self]
-        from ddpbayes.model.loading import load_model
+        from ddpbayes.model.loading import load_source
 
-        model = load_model(self.path, dict(pickle.loads(self.params)), self.max_states)
+        model = load_source(self.path, self.source, dict(pickle.loads(self.params)), self.max_states)
         _models[self] = model
         while len(_models) > KEPT:
             _models.popitem(last=False)

@@ -1,0 +1,71 @@
+"""Running the user's code — a model file, its build(), a `fn:` query (DESIGN §4).
+
+Inside `user_code`: what it prints goes to stderr, so stdout carries the result alone (`--format
+json` stays JSON); and an exit (sys.exit, exit(), os._exit) raises SystemExit, which the caller
+turns into one line of bad input instead of the end of the run. `watched` adds a line on stderr
+while a build() runs long, so that an endless one shows a sign of life (Ctrl-C stops it: the
+KeyboardInterrupt unwinds as anywhere else).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import threading
+from collections.abc import Iterator
+
+NOTICE_AFTER = 5.0  # seconds of build() before the first "still building" line
+NOTICE_EVERY = 30.0  # seconds between the later ones
+
+_real_exit = os._exit
+_lock = threading.Lock()
+_depth = 0  # user_code blocks running (any thread): os._exit is patched while above zero
+
+
+def _exit_raises(code: int = 0) -> None:
+    """os._exit while user code runs: an exit the caller reports, not a silent end of the process."""
+    raise SystemExit(code)
+
+
+@contextlib.contextmanager
+def user_code() -> Iterator[None]:
+    """Run the block as the user's code: its stdout goes to stderr, os._exit raises SystemExit."""
+    global _depth
+    with _lock:
+        _depth += 1
+        os._exit = _exit_raises
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        with _lock:
+            _depth -= 1
+            if _depth == 0:
+                os._exit = _real_exit
+
+
+@contextlib.contextmanager
+def watched(what: str) -> Iterator[None]:
+    """While the block runs (in the main thread), a line on stderr after NOTICE_AFTER seconds and
+    every NOTICE_EVERY after: `what` is still running, and Ctrl-C stops it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    done = threading.Event()
+    stream = sys.stderr
+
+    def beat() -> None:
+        waited, wait = 0.0, NOTICE_AFTER
+        while not done.wait(wait):
+            waited += wait
+            print(f"{what} is still running after {waited:.0f} s (Ctrl-C stops it)", file=stream, flush=True)
+            wait = NOTICE_EVERY
+
+    thread = threading.Thread(target=beat, name="ddpbayes-build-notice", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
