@@ -154,7 +154,7 @@ class AuditResult:
             ci = None if worst is None else worst.ci
             known = None if w is None else sorted(w.adversary.known)
             rows.append({
-                "target": i, "name": self.tuples[i], "leakage": float(value),
+                "target": i, "name": self._name(i), "leakage": float(value),
                 "lower": math.nan if ci is None else float(ci[0]), "upper": math.nan if ci is None else float(ci[1]),
                 "known": known,
                 "known_values": None if w is None or w.known_values is None else [_plain(w.known_values.get(k))
@@ -222,7 +222,7 @@ class AuditResult:
             ci = None if worst is None else worst.ci
             interval = ["" if ci is None else f"[{fmt(ci[0])}, {fmt(ci[1])}]"] if estimate else []
             witness = "" if worst is None else self._witness_text(worst.witness)
-            rows.append("<tr>" + "".join(f"<td>{e(c)}</td>" for c in (str(i), self.tuples[i], fmt(value),
+            rows.append("<tr>" + "".join(f"<td>{e(c)}</td>" for c in (str(i), self._name(i), fmt(value),
                                                                       *interval, witness)) + "</tr>")
         notes = "".join(f"<p>{e(text)}</p>" for text in (self.reason, self.verdict_reason) if text)
         return (f'<div class="ddpbayes-audit"><p>AuditResult: {head}</p>{notes}'
@@ -236,6 +236,10 @@ class AuditResult:
         """(target, its worst leakage) for every audited target."""
         return [(i, v) for i, v in enumerate(self.per_target) if v is not None]
 
+    def _name(self, k: int) -> str:
+        """Tuple k's name (its index when the result names no tuples)."""
+        return self.tuples[k] if k < len(self.tuples) else str(k)
+
     def _witness_text(self, w: Witness | None) -> str:
         """`target x0, known {x1=1}, t=1 t'=0, y=0.5` (long lists abbreviated)."""
         from ddpbayes.cli.text import _abbreviated, fmt
@@ -243,12 +247,12 @@ class AuditResult:
         if w is None:
             return "none"
         known = sorted(w.adversary.known)
-        names = [self.tuples[k] if k < len(self.tuples) else str(k) for k in known]
+        names = [self._name(k) for k in known]
         if w.known_values is not None:
             names = [f"{name}={fmt(w.known_values.get(k))}" for name, k in zip(names, known)]
         y = "-" if w.y is None else fmt(w.y[0]) if len(w.y) == 1 else f"({_abbreviated([fmt(v) for v in w.y])})"
-        target = self.tuples[w.adversary.target] if w.adversary.target < len(self.tuples) else w.adversary.target
-        return f"target {target}, known {{{_abbreviated(names)}}}, t={fmt(w.t)} t'={fmt(w.t_prime)}, y={y}"
+        return (f"target {self._name(w.adversary.target)}, known {{{_abbreviated(names)}}}, "
+                f"t={fmt(w.t)} t'={fmt(w.t_prime)}, y={y}")
 
 
 def _plain(v: float | None) -> float | None:
