@@ -18,7 +18,7 @@ from ddpbayes.engines import AdversaryLeakage, Engine, Witness, engine_named, pa
 from ddpbayes.errors import InputError
 from ddpbayes.information.audit import check_unit, information_block
 from ddpbayes.lattice_search import greedy_pdp, greedy_reason, layer_bounds
-from ddpbayes.limits import MAX_SECONDS, check_memory, state_limit
+from ddpbayes.limits import MAX_SECONDS, byte_text, check_memory, count_text, state_limit
 from ddpbayes.mechanisms import Mechanism, make_mechanism
 from ddpbayes.model import DependenceModel
 from ddpbayes.notions import (
@@ -483,31 +483,41 @@ def _check_lattice(engine: Engine, problem: Problem, notion: str, targets: list[
     evaluate in MAX_SECONDS (a day) unless --force; --lattice results that would not fit in memory."""
     n = problem.model.n
     if count > len(targets):
-        what = f"the {notion} lattice has {count:,} adversaries ({len(targets)} targets x 2^{n - 1} known sets)"
+        what = (f"the {notion} lattice has {count_text(count)} adversaries ({len(targets)} targets x 2^{n - 1} known "
+                "sets)")
         advice = ("fix the adversary's knowledge with --known, restrict --target, search it greedily with "
                   "--search greedy (Li et al. 2019; a lower bound), or use the gaussian engine's lattice search for "
                   "Gaussian models")
     else:
-        what = f"the {notion} audit has {count:,} adversaries (one per target)"
+        what = f"the {notion} audit has {count_text(count)} adversaries (one per target)"
         advice = "restrict --target"
     memory = count * (700 + 60 * (n - 1))
-    held = f", and --lattice would hold about {memory / 2**30:.3g} GiB" if lattice else ""
+    held = f", and --lattice would hold about {byte_text(memory)}" if lattice else ""
     if count > limit:
         _refuse(engine, problem, what, count, limit, advice, held)
     each = engine.seconds_per_adversary(problem)
-    if each is not None and count * each > MAX_SECONDS and not problem.settings.force:
+    if each is not None and count > MAX_SECONDS / each and not problem.settings.force:
         raise InputError(f"{what}: at roughly {each * 1e3:.3g} ms each the {engine.name} engine would take about "
-                         f"{duration(count * each)}, over the limit of {duration(MAX_SECONDS)} (--force runs it "
+                         f"{_time_text(count, each)}, over the limit of {duration(MAX_SECONDS)} (--force runs it "
                          f"anyway){held}; {advice}")
     if lattice:
-        check_memory(memory, f"--lattice's {count:,} kept results", flag="--max-adversaries")
+        check_memory(memory, f"--lattice's {count_text(count)} kept results", flag="--max-adversaries")
 
 
 def _refuse(engine: Engine, problem: Problem, what: str, count: int, limit: int, advice: str, held: str = "") -> None:
     """The one-line refusal of `count` adversaries over `limit`, with the engine's own estimate of the time."""
     each = engine.seconds_per_adversary(problem)
-    cost = "" if each is None else f"; at roughly {each * 1e3:.3g} ms each it would take about {duration(count * each)}"
-    raise InputError(f"{what}, over the limit of {limit:,} (raise --max-adversaries){cost}{held}; {advice}")
+    cost = "" if each is None else f"; at roughly {each * 1e3:.3g} ms each it would take about " + _time_text(count, each)
+    raise InputError(f"{what}, over the limit of {count_text(limit)} (raise --max-adversaries){cost}{held}; "
+                     f"{advice}")
+
+
+def _time_text(count: int, each: float) -> str:
+    """`count` adversaries at `each` seconds as a duration; a count past a float's range in
+    seconds as a power of ten (a lattice of 2^20000 adversaries)."""
+    if count.bit_length() < 1000:
+        return duration(count * each)
+    return f"{count_text(count * round(each * 1e9) // 10**9).removeprefix('about ')} s"
 
 
 def judge(worst: AdversaryLeakage, claim: float | None, lower_bound: bool = False) -> tuple[str | None, str | None]:

@@ -89,17 +89,19 @@ def check_memory(nbytes: int, what: str, size: str = "", flag: str = "--max-stat
     free = available_memory()
     if nbytes > free:
         of = f" ({size})" if size else ""
-        raise InputError(f"{what}{of} would need about {_bytes(nbytes)}, more than this machine's available memory "
-                         f"({_bytes(free)})" + (f": {advice}" if advice else f", whatever {flag} allows"))
+        raise InputError(f"{what}{of} would need about {byte_text(nbytes)}, more than this machine's available "
+                         f"memory ({byte_text(free)})" + (f": {advice}" if advice else f", whatever {flag} allows"))
 
 
-def _bytes(n: float) -> str:
-    """`n` bytes in binary units (16 TiB)."""
+def byte_text(n: int) -> str:
+    """`n` bytes in binary units: 384 KiB, 1.31 PiB; past 1024 EiB, `about 1.2e+40 EiB`."""
     units = ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
-    k = 0
-    while n >= 1024 and k < len(units) - 1:
-        n, k = n / 1024, k + 1
-    return f"{n:.3g} {units[k]}"
+    k = min(len(units) - 1, max(0, (int(n).bit_length() - 1) // 10))
+    if k == 0:
+        return f"{int(n)} bytes"
+    if n >= 1 << 70:  # n / 1024**6 may not fit in a float
+        return f"{count_text(n >> 60)} EiB"
+    return f"{n / 1024**k:.3g} {units[k]}"
 
 
 def positive_finite(value) -> bool:

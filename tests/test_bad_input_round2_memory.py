@@ -9,6 +9,7 @@ MemoryError while it built the table it was about to refuse; the new code never 
 from __future__ import annotations
 
 import json
+import math
 import resource
 import signal
 from collections.abc import Iterator
@@ -20,6 +21,7 @@ from bruteforce import coordinate_grid, household_joint, laplace_log_kernel, lea
 
 from ddpbayes import InputError, audit, load_model
 from ddpbayes.engines.exact import engine as exact_engine
+from ddpbayes.limits import count_text
 
 HEADROOM = 512 << 20  # bytes of address space a refused case may take beyond what the process holds
 
@@ -75,7 +77,7 @@ def test_identity_grid_is_counted_not_listed(household):
     (5.3 GB, MemoryError)."""
     message = _refused(household(14), "identity", "laplace", "idp", scale=1.0, targets=[0])
     assert "output grid" in message and "--max-states" in message
-    assert f"{4**14:,} grid points" in message
+    assert f"{count_text(4**14)} grid points" in message
 
 
 @pytest.mark.parametrize("outputs", [10, 30])
@@ -83,7 +85,7 @@ def test_many_expression_outputs(household, outputs):
     """expr:x0;x1;... with 10 or 30 outputs on household n = 4: 4^outputs grid points."""
     spec = "expr:" + ";".join(f"x{k % 4}" for k in range(outputs))
     message = _refused(household(4), spec, "laplace", "idp", scale=1.0, targets=[0])
-    assert "output grid" in message and f"{4**outputs:,} grid points" in message
+    assert "output grid" in message and f"{count_text(4**outputs)} grid points" in message
 
 
 @pytest.mark.parametrize(("releases", "noise"), [(12, "laplace"), (20, "laplace"), (50, "laplace"), (12, "geometric"),
@@ -96,7 +98,7 @@ def test_many_count_releases(household, releases, noise):
     model = household(4)
     query, mechanism = compose([f"count:{noise}:1"] * releases, model)
     message = _refused(model, query, mechanism, "idp", targets=[0])
-    assert "output grid" in message and f"{7**releases:,} grid points" in message
+    assert "output grid" in message and f"{count_text(7**releases)} grid points" in message
 
 
 def test_a_group_larger_than_a_chunk_splits_its_grid(household, monkeypatch):
@@ -256,8 +258,9 @@ def test_lattice_results_that_cannot_fit_are_refused_even_forced(household, monk
 
     monkeypatch.setattr(limits, "available_memory", lambda: 20_000)
     monkeypatch.setattr(limits, "FITS_ANYWHERE", 0)
-    with pytest.raises(InputError, match=r"--lattice's 32 kept results would need about 27\.5 KiB, more than this "
-                                         r"machine's available memory \(19\.5 KiB\), whatever --max-adversaries allows"):
+    refusal = (r"--lattice's 32 kept results would need about 27\.5 KiB, more than this machine's available memory "
+               r"\(19\.5 KiB\), whatever --max-adversaries allows")
+    with pytest.raises(InputError, match=refusal):
         audit(household(4), "count", "laplace", "pdp", scale=1.0, lattice=True, engine="exact", force=True,
               information=None)
 
@@ -313,3 +316,28 @@ def test_attack_refuses_users_times_cells_beyond_memory(tmp_path, monkeypatch, c
     assert err.count("\n") == 1
     assert f"for its 10 users would need about {10 * (4 * 2500 + 5 * 256) / 1024:.3g} KiB" in err
     assert "lower --grid" in err
+
+
+# ----------------------------------------------------------------------------- counts past a float and past 4,300 digits
+
+
+def test_counts_of_thousands_of_digits_are_stated():
+    """A pdp lattice of 2^19999 adversaries and its time: past a float (count x seconds would
+    overflow) and past Python's 4,300-digit string conversion, still one line with a power of ten."""
+    from ddpbayes.auditing import _time_text
+    from ddpbayes.limits import byte_text
+
+    count = 2**19999
+    digits = 19999 * math.log10(2)  # log10 of the count: 6,020.3
+    mantissa, exponent = 10 ** (digits % 1), math.floor(digits)
+    assert count_text(count) == f"about {mantissa:.3g}e+{exponent}"
+    assert _time_text(count, 1e-3) == f"{mantissa:.3g}e+{exponent - 3} s"  # a millisecond each
+    assert byte_text(count) == f"{count_text(count >> 60)} EiB"
+    assert byte_text(1023) == "1023 bytes" and byte_text(300 << 10) == "300 KiB" and byte_text(3 << 50) == "3 PiB"
+
+
+def test_a_vector_grid_of_thousands_of_digits_is_one_line(household):
+    """expr: with 8,000 outputs on household n = 4: 4^8000 grid points (4,817 digits), refused in one line."""
+    spec = "expr:" + ";".join(f"x{k % 4}" for k in range(8000))
+    message = _refused(household(4), spec, "laplace", "idp", scale=1.0, targets=[0])
+    assert "output grid" in message and "e+4816 grid points" in message

@@ -25,7 +25,7 @@ from ddpbayes.engines.exact.profile import dependence_profile
 from ddpbayes.engines.hockey import learns_nothing, mixture_profile
 from ddpbayes.engines.logspace import law_changes, logsumexp
 from ddpbayes.errors import InputError
-from ddpbayes.limits import check_states
+from ddpbayes.limits import check_states, count_text
 from ddpbayes.problem import Adversary, Problem
 
 _CHUNK = 1 << 22  # elements of the (groups, t, rows, outputs) array evaluated at once
@@ -135,8 +135,8 @@ def _adversary_leakage(adv: Adversary, table: JointTable, out: _Outputs, limit: 
     n_rows, n_t = grouped.n_rows, len(table.values[adv.target])
     shape = tuple(len(out.grid[c]) for c in active)
     n_grid = math.prod(shape)  # counted, never listed: the grid is refused before it is built (DESIGN §2.4)
-    check_states(n_rows * n_grid, f"the output grid for {adv} ({n_rows:,} rows x {n_grid:,} grid points)", "cells",
-                 limit)
+    check_states(n_rows * n_grid, f"the output grid for {adv} ({n_rows:,} rows x {count_text(n_grid)} grid points)",
+                 "cells", limit)
     _check_weights(adv, n_groups, n_t, n_rows, limit)
     points = np.unravel_index(np.arange(n_grid), shape) if active else ()  # itertools.product's order
     log_k = np.zeros((n_rows, n_grid))

@@ -101,7 +101,8 @@ def _enumerate(model: DependenceModel, max_states: int) -> JointTable:
     sizes = [len(s.values) for s in slots]
     total = math.prod(sizes)
     check_states(total, "the joint state space", limit=max_states,
-                 advice=", or use the structured engine for models of small treewidth", bytes_per=bytes_per_state(model.n))
+                 advice=", or use the structured engine for models of small treewidth",
+                 bytes_per=bytes_per_state(model.n))
     factors = tabulate(model, slots, max_states)
     logp = np.zeros(total)
     strides = np.cumprod([1] + sizes[::-1][:-1])[::-1]  # slot 0 is the most significant digit
