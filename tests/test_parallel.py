@@ -28,6 +28,7 @@ from ddpbayes.errors import InputError
 from ddpbayes.model.loading import load_model
 from ddpbayes.parallel import client_for, close_clusters, cluster, portable
 from ddpbayes.parallel import units as parallel_units
+from ddpbayes.settings import RunSettings
 
 ROOT = Path(__file__).resolve().parent.parent
 HOUSEHOLD = ROOT / "models" / "household.py"
@@ -169,7 +170,7 @@ def test_model_built_in_python_runs_here():
     """A model with no file cannot be rebuilt by a worker: `portable` says why, and its units run
     in this process (same numbers as always)."""
     from ddpbayes.engines.sampling.runs import _event_unit
-    
+
     spec = {"__file__": str(HOUSEHOLD)}
     exec(compile(HOUSEHOLD.read_text(), str(HOUSEHOLD), "exec"), spec)
     model = spec["build"](n=2)
@@ -275,12 +276,12 @@ def test_cli_one_progress_bar_over_the_units():
     JSON's equality across worker counts is tested above, through the same `audit`)."""
     text = subprocess.run([*AUDIT, "--workers", "2"], capture_output=True, text=True, timeout=300)
     assert text.returncode == 0, text.stderr
-    lines = [line for line in text.stderr.splitlines() if line.startswith("ddpbayes: sampling")]
+    lines = [line for line in text.stderr.splitlines() if line.startswith("ddpbayes: sampling") and "MCMC" in line]
     assert "ddpbayes: sampling: 6 MCMC runs on 2 Dask workers (the embedded cluster)" in lines
     bar = [line for line in lines if "on 2 Dask workers" not in line]
     assert all(re.fullmatch(r"ddpbayes: sampling [0-6]/6 MCMC runs, \S+/s, .+ elapsed, .+ left", line)
                for line in bar), bar
-    assert lines[-1].startswith("ddpbayes: sampling 6/6 MCMC runs")
+    assert bar[-1].startswith("ddpbayes: sampling 6/6 MCMC runs")
     assert not [line for line in text.stderr.splitlines() if "given" in line]  # no second, per-run bar
 
 
@@ -289,7 +290,6 @@ def test_attack_same_json_on_two_workers():
     as in the process (200 sampled targets, two known-set sizes: two blocks)."""
     from ddpbayes.attack.run import AttackSettings, load_data, run_attack
     from ddpbayes.encoding import jsonable
-    
     data = load_data()
     settings = AttackSettings(targets=200, n_prior=(None, 40), epsilons=(0.5, 2.0))
     out = []
