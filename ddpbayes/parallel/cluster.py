@@ -225,7 +225,7 @@ def _alive(pid: int) -> bool:
 
 def _quiet_logs() -> None:
     """Dask's own logging is noise on ddpbayes's stderr (a stopped worker, a closed comm): off."""
-    for name in ("distributed", "tornado", "asyncio"):
+    for name in ("distributed", "tornado"):
         logging.getLogger(name).setLevel(logging.CRITICAL + 1)
 
 
