@@ -18,7 +18,7 @@ import math
 import numpy as np
 
 from ddpbayes.errors import InputError
-from ddpbayes.limits import check_states, max_states
+from ddpbayes.limits import check_states
 from ddpbayes.profiles import Profile, zero_profile
 from ddpbayes.profiles.continuous import SPAN, reach
 from ddpbayes.profiles.kernel import discrete_log_normaliser, log_mixture_grid
@@ -49,10 +49,7 @@ def _windows(levels: np.ndarray, sigma: float, half: float = R) -> list[tuple[in
 
 
 def _check_support(size: int, what: str) -> None:
-    """`limits.check_states` for a support of `size` integers (a count past 10^15 printed as 1.2e+20)."""
-    if size > max_states() and size >= 10 ** 15:
-        raise InputError(f"{what} has {float(size):.3g} integers, over the limit of {max_states():,} (raise "
-                         "--max-states, or use --mechanism gaussian)")
+    """`limits.check_states` for a support of `size` integers."""
     check_states(size, what, "integers", advice=", or use --mechanism gaussian")
 
 
