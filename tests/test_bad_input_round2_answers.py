@@ -42,7 +42,8 @@ def conditional_entropy(x: np.ndarray, key: np.ndarray, p: np.ndarray) -> float:
 
 def kl_at_top(xs: np.ndarray, p: np.ndarray, b: float) -> float:
     """D(y) for y >= n (where it is largest as b -> 0): only X_0 = 1 can give count n, X_0 = 0 is one
-    level below, so g_0/g_1 -> (w_{0,n-1}/w_{1,n}) e^{-1/b} and D -> p_0/b + p_0 log(p_0 w_{1,n}/w_{0,n-1}) + p_1 log p_1."""
+    level below, so g_0/g_1 -> (w_{0,n-1}/w_{1,n}) e^{-1/b} and
+    D -> p_0/b + p_0 log(p_0 w_{1,n}/w_{0,n-1}) + p_1 log p_1."""
     n, count, x0 = xs.shape[1], xs.sum(axis=1), xs[:, 0]
     p0, p1 = p[x0 == 0].sum(), p[x0 == 1].sum()
     w0, w1 = p[(x0 == 0) & (count == n - 1)].sum(), p[(x0 == 1) & (count == n)].sum()
@@ -274,7 +275,7 @@ def test_a_state_count_of_thousands_of_digits_is_one_line():
     from ddpbayes.errors import InputError
     from ddpbayes.limits import check_states, count_text
 
-    with pytest.raises(InputError, match=r"about 2\.82e\+4515 states, over the limit of 4,194,304 \(raise --max-states"):
+    with pytest.raises(InputError, match=r"about 2\.82e\+4515 states, over the limit of 4,194,304 \(raise"):
         check_states(2**15000, "the joint state space")
     assert count_text(4_194_304) == "4,194,304"
     assert count_text(10**18) == "about 1e+18"

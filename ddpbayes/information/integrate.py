@@ -63,13 +63,15 @@ def laplace(q: np.ndarray, log_w: np.ndarray, b: float) -> tuple[float, float, f
     reach = REACH + math.log(max(1.0, -float(log_p.min())))  # MI integrand beyond: below 2e^{-REACH} in all
     mi, error = 0.0, 0.0
     kl = -math.inf
-    # below q_0 every g_t(y) ∝ e^{near_above[:, 0] + (y - q_0)/b}; above q_max ∝ e^{near_below[:, -1] - (y - q_max)/b}
+    # below q_0 every g_t(y) ∝ e^{near_above[:, 0] + (y - q_0)/b};
+    # above q_max ∝ e^{near_below[:, -1] - (y - q_max)/b}
     for log_tail in (near_above[:, 0], near_below[:, -1]):
         tail_mi, tail_kl = _terms(log_tail[:, None] - LOG2, log_p)  # each tail holds mass e^{log_tail}/2
         mi += float(tail_mi[0])
         kl = max(kl, float(tail_kl[0]))
     for k, gap in enumerate(gaps):
-        lo, hi = near_below[:, k], near_above[:, k + 1]  # the levels at or below q_k seen from q_k; the rest from q_{k+1}
+        # the levels at or below q_k seen from q_k; the rest from q_{k+1}
+        lo, hi = near_below[:, k], near_above[:, k + 1]
         ends = ((lo, hi), (hi, lo)) if gap > 2 else ((lo, hi),)
         extent = min(gap / 2, reach) if gap > 2 else gap
         for near, far in ends:  # s: the distance in units of b from the near end, up to `extent`
@@ -183,7 +185,8 @@ def geometric(q: np.ndarray, log_w: np.ndarray, b: float, limit: int | None = No
     log_k = log_c - np.abs(y[None, :] - q[:, None]) / b  # (S, N)
     log_g = logsumexp(log_w[:, :, None] + log_k[None], axis=1)  # (T, N)
     mi, kl = _terms(log_g, log_p)
-    tail = 1 / math.expm1(1 / b)  # Σ_{j >= 1} α^j = α/(1 - α): g_t(q0 - j) = g_t(q0) α^j, the ratios stay those at q0
+    # Σ_{j >= 1} α^j = α/(1 - α): g_t(q0 - j) = g_t(q0) α^j, the ratios stay those at q0
+    tail = 1 / math.expm1(1 / b)
     return float(mi.sum() + tail * (mi[0] + mi[-1])), float(kl.max()), 0.0
 
 
