@@ -204,6 +204,46 @@ def test_an_exit_in_user_code_is_one_line(tmp_path, where, call):
     assert len(err.splitlines()) == 1 and "exit(0)" in err and err.startswith("error: "), err
 
 
+def test_user_code_blocks_interleaved_across_threads_restore_stdout_and_exit(capsys):
+    """Two threads (a Dask worker's) enter and leave `user_code` out of order: inside, prints go to stderr
+    and os._exit raises SystemExit; after the last one leaves, stdout and os._exit are the originals."""
+    import os
+    import sys
+    import threading
+
+    from ddpbayes.model.usercode import user_code
+
+    before = (sys.stdout, os._exit)
+    a_in, b_in, a_out = threading.Event(), threading.Event(), threading.Event()
+    caught = []
+
+    def a():
+        with user_code():
+            a_in.set()
+            b_in.wait()
+            print("from a")
+        a_out.set()
+
+    def b():
+        a_in.wait()
+        with user_code():
+            b_in.set()
+            a_out.wait()
+            try:
+                os._exit(3)
+            except SystemExit as exc:
+                caught.append(exc.code)
+
+    threads = [threading.Thread(target=a), threading.Thread(target=b)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert caught == [3] and (sys.stdout, os._exit) == before
+    out, err = capsys.readouterr()
+    assert out == "" and "from a" in err
+
+
 def test_an_endless_build_shows_life_and_stops_on_ctrl_c(tmp_path):
     """Before: a build() that never returns gave no sign of life. Now a line on stderr after a few seconds
     (NOTICE_AFTER, shortened here), and Ctrl-C ends the run: exit 130, last line 'interrupted'."""

@@ -18,9 +18,9 @@ from collections.abc import Iterator
 NOTICE_AFTER = 5.0  # seconds of build() before the first "still building" line
 NOTICE_EVERY = 30.0  # seconds between the later ones
 
-_real_exit = os._exit
 _lock = threading.Lock()
-_depth = 0  # user_code blocks running (any thread): os._exit is patched while above zero
+_depth = 0  # user_code blocks running, in any thread: stdout and os._exit are swapped while above zero
+_saved: tuple = ()
 
 
 def _exit_raises(code: int = 0) -> None:
@@ -30,19 +30,22 @@ def _exit_raises(code: int = 0) -> None:
 
 @contextlib.contextmanager
 def user_code() -> Iterator[None]:
-    """Run the block as the user's code: its stdout goes to stderr, os._exit raises SystemExit."""
-    global _depth
+    """Run the block as the user's code: its stdout goes to stderr, os._exit raises SystemExit.
+    Both are process-wide, so they are swapped by the first block to enter and restored by the last
+    to leave (threads of a Dask worker may run several at once)."""
+    global _depth, _saved
     with _lock:
+        if _depth == 0:
+            _saved = (sys.stdout, os._exit)
+            sys.stdout, os._exit = sys.stderr, _exit_raises
         _depth += 1
-        os._exit = _exit_raises
     try:
-        with contextlib.redirect_stdout(sys.stderr):
-            yield
+        yield
     finally:
         with _lock:
             _depth -= 1
             if _depth == 0:
-                os._exit = _real_exit
+                sys.stdout, os._exit = _saved
 
 
 @contextlib.contextmanager
