@@ -244,14 +244,17 @@ def test_user_code_blocks_interleaved_across_threads_restore_stdout_and_exit(cap
     assert out == "" and "from a" in err
 
 
-def test_an_endless_build_shows_life_and_stops_on_ctrl_c(tmp_path):
-    """Before: a build() that never returns gave no sign of life. Now a line on stderr after a few seconds
-    (NOTICE_AFTER, shortened here), and Ctrl-C ends the run: exit 130, last line 'interrupted'."""
+@pytest.mark.parametrize("where", ["build", "import"])
+def test_an_endless_build_shows_life_and_stops_on_ctrl_c(tmp_path, where):
+    """Before: a build() (or a model file) that never returns gave no sign of life. Now a line on stderr
+    after a few seconds (NOTICE_AFTER, shortened here), and Ctrl-C ends the run: exit 130, last line
+    'interrupted'."""
     import signal
     import subprocess
     import sys
 
-    path = write_model(tmp_path, "\n\ndef build(n: int = 4):\n    while True:\n        pass\n")
+    loop = "\n    while True:\n        pass\n"
+    path = write_model(tmp_path, "\n\ndef build(n: int = 4):" + loop if where == "build" else "\n\nif True:" + loop)
     script = ("import sys; from ddpbayes.model import usercode; usercode.NOTICE_AFTER = 0.5; "
               "from ddpbayes.cli.main import main; sys.exit(main(sys.argv[1:]))")
     proc = subprocess.Popen([sys.executable, "-c", script, "audit", str(path), "--query", "count", "--mechanism",
@@ -260,7 +263,8 @@ def test_an_endless_build_shows_life_and_stops_on_ctrl_c(tmp_path):
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         first = proc.stderr.readline()
-        assert "build() in model file" in first and "still running" in first and "Ctrl-C" in first
+        said = {"build": "build() in model file", "import": "the import of model file"}[where]
+        assert first.startswith(said) and "still running" in first and "Ctrl-C" in first
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=30)
     finally:

@@ -70,7 +70,7 @@ def load_source(path: str | Path, source: bytes, params: dict, max_states: int |
     module.__file__ = str(path)
     sys.modules[name] = module
     try:
-        with user_code():
+        with watched(f"the import of model file '{path}'"), user_code():
             exec(compile(source, str(path), "exec"), module.__dict__)
     except (Exception, SystemExit) as exc:  # the user's file: any error, or an exit, is bad input
         raise InputError(f"model file '{path}' failed to import: {_describe(exc)}") from exc

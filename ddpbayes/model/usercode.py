@@ -3,7 +3,7 @@
 Inside `user_code`: what it prints goes to stderr, so stdout carries the result alone (`--format
 json` stays JSON); and an exit (sys.exit, exit(), os._exit) raises SystemExit, which the caller
 turns into one line of bad input instead of the end of the run. `watched` adds a line on stderr
-while a build() runs long, so that an endless one shows a sign of life (Ctrl-C stops it: the
+while a model file's import or build() runs long, so that an endless one shows a sign of life (Ctrl-C stops it: the
 KeyboardInterrupt unwinds as anywhere else).
 """
 
@@ -15,7 +15,7 @@ import sys
 import threading
 from collections.abc import Iterator
 
-NOTICE_AFTER = 5.0  # seconds of build() before the first "still building" line
+NOTICE_AFTER = 5.0  # seconds of a model file's import or build() before the first "still running" line
 NOTICE_EVERY = 30.0  # seconds between the later ones
 
 _lock = threading.Lock()
