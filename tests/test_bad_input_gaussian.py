@@ -284,3 +284,22 @@ def test_zcdp_rho_of_the_household_pair_at_sigma_1e3():
     best = optimize.minimize_scalar(lambda a: -excess(a), bounds=(1.01, 10.0), method="bounded",
                                     options={"xatol": 1e-10})
     assert rho - 5e5 == pytest.approx(-best.fun, abs=1e-6)
+
+
+def test_household_at_delta_1e300_against_a_direct_integral():
+    """Count on household, x0 = 1 vs 0, σ = the analytic σ for (ε, δ) = (1, 1e-300): δ(ε) at the ε
+    found, integrated here by the trapezoid rule in log space over z in [-45, 45] (step 1e-3), is
+    1e-300. The old 10 σ range lost 2e-23 of δ, so it read ε = 0.65 instead of 2.45 (a silent
+    underestimate)."""
+    p, q = household_weights()
+    sigma = analytic_sigma(1.0, 1e-300, 1.0)
+    with np.errstate(divide="ignore"):
+        logp, logq = np.log(p), np.log(q)
+    eps = pair_profiles(logp[None], logq[None], np.arange(5.0), sigma, np.array([1e-300]), False).epsilons[0, 0]
+    z = np.linspace(-45.0, 45.0, 90_001)
+    terms = -0.5 * (z[:, None] - np.arange(5.0)[None, :] / sigma) ** 2 - 0.5 * math.log(2 * math.pi)
+    lp, lq = logsumexp(terms + logp, axis=1), logsumexp(terms + logq, axis=1)
+    keep = lp - lq > eps
+    log_f = lp[keep] + np.log(-np.expm1(eps + lq[keep] - lp[keep]))
+    log_delta = logsumexp(log_f + np.log(z[1] - z[0]))  # the integrand vanishes at the interval ends
+    assert log_delta == pytest.approx(math.log(1e-300), abs=1e-4)
