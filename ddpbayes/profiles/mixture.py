@@ -45,9 +45,9 @@ def pair_profiles(logp, logq, levels, sigma, deltas, discrete) -> PairProfiles:
         from ddpbayes.profiles.discrete import mixture_profiles
 
         return mixture_profiles(logp, logq, levels, float(sigma), deltas)
-    segs = continuous.segments(levels, float(sigma), continuous.reach(float(deltas.min(initial=1.0))))
     if logp.shape[0] == 0:
         return PairProfiles(np.zeros((0, deltas.size)), np.zeros(0), np.ones(0, dtype=bool))
+    segs = continuous.segments(levels, float(sigma), continuous.reach(float(deltas.min(initial=1.0))))
     parts = [_continuous_profiles(logp[sl], logq[sl], segs, deltas) for sl in _chunks(logp.shape[0], segs)]
     return PairProfiles(*(np.concatenate(arrays) for arrays in zip(*parts)))
 
