@@ -303,3 +303,18 @@ def test_household_at_delta_1e300_against_a_direct_integral():
     log_f = lp[keep] + np.log(-np.expm1(eps + lq[keep] - lp[keep]))
     log_delta = logsumexp(log_f + np.log(z[1] - z[0]))  # the integrand vanishes at the interval ends
     assert log_delta == pytest.approx(math.log(1e-300), abs=1e-4)
+
+
+def test_discrete_support_beyond_memory_is_refused_whatever_max_states_allows():
+    """σ = 1e9 with --max-states raised past its 2e10 integers: about 160 bytes each (the sorted
+    masses and their temporaries) is 3 TiB, more than the machine has: refused before building
+    (the old code, given the room, went on allocating: 20 GB at σ = 1e7 before it was killed)."""
+    tracemalloc.start()
+    try:
+        with state_limit(10**12), pytest.raises(InputError, match=r"integers\) would need about .* more than this "
+                                                                   r"machine's available memory"):
+            shift_profile(1, 1e9, (1e-6,))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 10_000_000

@@ -43,6 +43,7 @@ STEP = 0.05  # grid step in standard deviations
 ROOT = 1e-10  # tolerance on a root, relative to 1 + |z|
 FLAT = 1e-11  # grid differences below this (relative) are rounding: ℓ counts as flat there
 SPAN = 1e152  # levels at most this many standard deviations apart: every (z - u)² stays finite
+BYTES = 64  # bytes per grid point of one pair: z, ℓ, both log-densities and their temporaries
 
 
 @dataclass(frozen=True)
@@ -108,7 +109,8 @@ def segments(levels: np.ndarray, sigma: float, half: float = R) -> list[Segment]
     cut = np.concatenate([[0], np.flatnonzero(gaps > 2 * half) + 1, [levels.size]])
     out = [Segment((levels - levels[a]) / sigma, -half, (levels[b - 1] - levels[a]) / sigma + half)
            for a, b in zip(cut[:-1], cut[1:])]
-    check_states(sum(s.points for s in out), f"the Gaussian profile's grid at sigma {sigma:g}", "points")
+    check_states(sum(s.points for s in out), f"the Gaussian profile's grid at sigma {sigma:g}", "points",
+                 bytes_per=BYTES)
     return out
 
 

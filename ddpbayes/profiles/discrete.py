@@ -25,6 +25,7 @@ from ddpbayes.profiles.kernel import discrete_log_normaliser, log_mixture_grid
 
 R = 10.0
 CHUNK = 2_000_000  # pairs x support points handled at once
+BYTES = 160  # bytes per support point of one pair at the peak, with a margin (measured 84)
 
 
 def _windows(levels: np.ndarray, sigma: float, half: float = R) -> list[tuple[int, int]]:
@@ -49,8 +50,9 @@ def _windows(levels: np.ndarray, sigma: float, half: float = R) -> list[tuple[in
 
 
 def _check_support(size: int, what: str) -> None:
-    """`limits.check_states` for a support of `size` integers."""
-    check_states(size, what, "integers", advice=", or use --mechanism gaussian")
+    """`limits.check_states` for a support of `size` integers, each costing about BYTES (the sorted
+    masses of one pair, with their temporaries) against the machine's available memory."""
+    check_states(size, what, "integers", advice=", or use --mechanism gaussian", bytes_per=BYTES)
 
 
 def support_size(levels: np.ndarray, sigma: float, half: float = R) -> int:
