@@ -22,7 +22,7 @@ from ddpbayes.cli.main import main
 from ddpbayes.symbolic import derive_gaussian
 from ddpbayes.symbolic.parse import MAX_CHARS, MAX_DEPTH, MAX_NODES, parse_vector
 
-TIMEOUT = 20  # seconds: about 1 s on an idle machine; a hang (9**9**9) would run for hours
+TIMEOUT = 90  # seconds: about 1 s on an idle machine, generous for a loaded one; a hang (9**9**9) runs for hours
 EYE = "[[1,0],[0,1]]"
 SYMBOLIC_6X6 = str([[f"s{min(i, j)}{max(i, j)}" for j in range(6)] for i in range(6)]).replace("'", "")
 
