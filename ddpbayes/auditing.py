@@ -16,6 +16,7 @@ from ddpbayes.composition.joint import composition_block
 from ddpbayes.encoding import jsonable, number
 from ddpbayes.engines import AdversaryLeakage, Engine, Witness, engine_named, passed_over, select_engine
 from ddpbayes.errors import InputError
+from ddpbayes.formatting import abbreviated, fmt
 from ddpbayes.information.audit import check_unit, information_block
 from ddpbayes.lattice_search import greedy_pdp, greedy_reason, layer_bounds
 from ddpbayes.limits import MAX_SECONDS, byte_text, check_memory, count_text, state_limit
@@ -172,8 +173,6 @@ class AuditResult:
     def __repr__(self) -> str:
         """One line: notion, leakage (ε at δ for Gaussian noise; ≥ for a lower bound), interval,
         engine, verdict and claim, and the witness."""
-        from ddpbayes.cli.text import fmt
-
         parts = [f"{self.notion} leakage{'>=' if self.lower_bound else '='}{fmt(self.leakage)}"]
         if self._delta() is not None:
             parts.append(f"(epsilon at delta={self._delta():g})")
@@ -190,8 +189,6 @@ class AuditResult:
         """A small self-contained HTML table for Jupyter: a header line (notion, leakage, engine,
         verdict), then one row per audited target with its leakage, interval and witness (the first
         and last `HTML_ROWS // 2` when there are more; `to_dataframe` has them all)."""
-        from ddpbayes.cli.text import fmt
-
         e = html.escape
         shown = ("kind", "sigma", "rho", "epsilon", "delta") if self.profile is not None else ("kind", "scale",
                                                                                              "epsilon")
@@ -242,16 +239,14 @@ class AuditResult:
 
     def _witness_text(self, w: Witness | None) -> str:
         """`target x0, known {x1=1}, t=1 t'=0, y=0.5` (long lists abbreviated)."""
-        from ddpbayes.cli.text import _abbreviated, fmt
-
         if w is None:
             return "none"
         known = sorted(w.adversary.known)
         names = [self._name(k) for k in known]
         if w.known_values is not None:
             names = [f"{name}={fmt(w.known_values.get(k))}" for name, k in zip(names, known)]
-        y = "-" if w.y is None else fmt(w.y[0]) if len(w.y) == 1 else f"({_abbreviated([fmt(v) for v in w.y])})"
-        return (f"target {self._name(w.adversary.target)}, known {{{_abbreviated(names)}}}, "
+        y = "-" if w.y is None else fmt(w.y[0]) if len(w.y) == 1 else f"({abbreviated([fmt(v) for v in w.y])})"
+        return (f"target {self._name(w.adversary.target)}, known {{{abbreviated(names)}}}, "
                 f"t={fmt(w.t)} t'={fmt(w.t_prime)}, y={y}")
 
 

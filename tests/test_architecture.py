@@ -50,3 +50,18 @@ def test_the_checks_see_a_violation():
     assert _imports(tree) == ["ddpbayes.engines.exact.joint"]
     assert _engine_name_comparisons(tree) == ["line 2: r.engine == 'sampling'"]
     assert len(OUTSIDE) > 30
+
+
+# The command line is the top layer: nothing below it imports it. `__main__` is the command line's
+# own entry point; `reports/regenerate.py` is a command too and moves under cli/ with issue #26.
+CLI_USERS = {"__main__.py", "reports/regenerate.py"}
+BELOW_CLI = [p for p in PACKAGE.rglob("*.py")
+             if p.relative_to(PACKAGE).parts[0] != "cli" and str(p.relative_to(PACKAGE)) not in CLI_USERS]
+
+
+@pytest.mark.parametrize("path", BELOW_CLI, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_nothing_below_the_command_line_imports_it(path):
+    """A model's repr or an audit's table once imported `ddpbayes.cli.text` (an upward import, and
+    a circle through the CLI): formatting for people lives in `ddpbayes/formatting.py`."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    assert [m for m in _imports(tree) if m == "ddpbayes.cli" or m.startswith("ddpbayes.cli.")] == []

@@ -16,7 +16,7 @@ from ddpbayes.cli.args import (
     run_settings,
 )
 from ddpbayes.cli.audit_cmd import EXIT_CODES
-from ddpbayes.cli.text import fmt
+from ddpbayes.formatting import fmt
 from ddpbayes.vocabulary import CALIBRATION_METHODS, NOTIONS
 
 if TYPE_CHECKING:

@@ -6,7 +6,8 @@ import json
 from typing import TYPE_CHECKING
 
 from ddpbayes.cli.args import add_model, add_output, add_run_settings, run_settings
-from ddpbayes.cli.text import INTERVAL, fmt
+from ddpbayes.cli.text import INTERVAL
+from ddpbayes.formatting import fmt
 
 if TYPE_CHECKING:
     from ddpbayes.ddp import Coefficients

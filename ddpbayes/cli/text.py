@@ -2,21 +2,14 @@
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING
+
+from ddpbayes.formatting import abbreviated, fmt
 
 if TYPE_CHECKING:
     from ddpbayes.auditing import AuditResult
 
 INTERVAL = "90% interval (two one-sided 95% bounds)"  # the sampling engine's `ci`: (lower, upper)
-
-
-def fmt(v: float | None) -> str:
-    if v is None:
-        return "-"
-    if math.isinf(v):
-        return "+inf" if v > 0 else "-inf"
-    return f"{v + 0.0:.6g}"  # -0.0 prints as 0
 
 
 def audit_text(r: AuditResult) -> str:
@@ -53,10 +46,10 @@ def audit_text(r: AuditResult) -> str:
         )
     if r.witness is not None:
         w = r.witness
-        known = "{" + _abbreviated([r.tuples[k] for k in sorted(w.adversary.known)]) + "}"
+        known = "{" + abbreviated([r.tuples[k] for k in sorted(w.adversary.known)]) + "}"
         if w.known_values:
-            known += " = (" + _abbreviated([fmt(v) for _, v in sorted(w.known_values.items())]) + ")"
-        y = "-" if w.y is None else _abbreviated([fmt(v) for v in w.y])
+            known += " = (" + abbreviated([fmt(v) for _, v in sorted(w.known_values.items())]) + ")"
+        y = "-" if w.y is None else abbreviated([fmt(v) for v in w.y])
         lines.append(f"witness    target {r.tuples[w.adversary.target]}, knows {known}, t={fmt(w.t)} vs t'={fmt(w.t_prime)}, y={y}")
     lines.append("")
     width = max(len(n) for n in [*r.tuples, "target"])
@@ -90,11 +83,3 @@ def _profile_text(profile, delta: float) -> list[str]:
     return [f"profile    (epsilon, delta): {points}", *([f"           {'    '.join(k for k in known if k)}"]
                                                           if any(known) else [])]
 
-
-def _abbreviated(items: list[str], keep: int = 12) -> str:
-    """The items joined; beyond `keep` the first and last few and how many are left out (the
-    JSON output keeps them all)."""
-    if len(items) <= keep:
-        return ", ".join(items)
-    half = keep // 2
-    return ", ".join(items[:half]) + f", ... ({len(items) - keep:,} more) ..., " + ", ".join(items[-half:])

@@ -12,8 +12,8 @@ from typing import TypeVar
 import pymc as pm
 from pymc.logprob.utils import ParameterValueError
 
-from ddpbayes.cli.text import _abbreviated
 from ddpbayes.errors import InputError
+from ddpbayes.formatting import abbreviated
 from ddpbayes.model.domains import Domain, Finite, Interval
 from ddpbayes.model.supports import is_discrete, supports
 
@@ -57,10 +57,10 @@ class DependenceModel:
         names = self.names
         domains = [_short_domain(d) for d in self.domains]
         if len(set(domains)) == 1:
-            tuples = f"{_abbreviated(names)} in {domains[0]}"
+            tuples = f"{abbreviated(names)} in {domains[0]}"
         else:
-            tuples = _abbreviated([f"{name} in {d}" for name, d in zip(names, domains)])
-        latent = _abbreviated([rv.name for rv in self.latent_rvs]) or "none"
+            tuples = abbreviated([f"{name} in {d}" for name, d in zip(names, domains)])
+        latent = abbreviated([rv.name for rv in self.latent_rvs]) or "none"
         origin = ""
         if self.origin is not None:
             params = ", ".join(f"{k}={v!r}" for k, v in pickle.loads(self.origin.params))
