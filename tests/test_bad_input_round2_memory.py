@@ -341,3 +341,21 @@ def test_a_vector_grid_of_thousands_of_digits_is_one_line(household):
     spec = "expr:" + ";".join(f"x{k % 4}" for k in range(8000))
     message = _refused(household(4), spec, "laplace", "idp", scale=1.0, targets=[0])
     assert "output grid" in message and "e+4816 grid points" in message
+
+
+def test_attack_report_spec_refuses_users_times_cells_beyond_memory(tmp_path, monkeypatch, capsys):
+    """The same bound when the attack comes from a report spec's `[attack]` table (it read its
+    locations without it): 10 users at grid 50 need 112,800 bytes on one worker (as above)."""
+    from ddpbayes import limits
+    from ddpbayes.cli.main import main
+
+    monkeypatch.setattr(limits, "available_memory", lambda: 100_000)
+    monkeypatch.setattr(limits, "FITS_ANYWHERE", 0)
+    _locations(tmp_path, 10)
+    spec = tmp_path / "attack.toml"
+    spec.write_text('[attack]\ngrid = 50\nlocations = "locations.csv"\n', encoding="utf-8")
+    assert main(["report", str(spec), "--out", str(tmp_path / "out"), "--workers", "1"]) == 2
+    err = capsys.readouterr().err
+    assert [line for line in err.splitlines() if line.startswith("error:")] == [err.strip().splitlines()[-1]]
+    assert f"for its 10 users would need about {10 * (4 * 2500 + 5 * 256) / 1024:.3g} KiB" in err
+    assert not (tmp_path / "out").exists()

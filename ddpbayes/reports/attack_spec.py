@@ -92,14 +92,14 @@ def attack_report(spec: AttackSpec, out: Path, command: str, say: Callable[[str]
     from ddpbayes.attack.run import load_data, run_attack
 
     say("loading the location data")
-    data = load_data(*(spec.inputs[k] for k in INPUTS))
+    where = RunSettings.of(workers=workers, scheduler=scheduler)
+    data = load_data(*(spec.inputs[k] for k in INPUTS), grid=spec.settings.grid, where=where)  # memory-bounded
     try:
         spec.settings.check(data.users)
     except InputError as exc:
         named = re.sub(r"--([a-z-]+)", lambda m: f"key 'attack.{m.group(1).replace('-', '_')}'", str(exc))
         raise InputError(f"{spec.path}: {named}") from exc
-    result = run_attack(data, spec.settings, progress=progress,
-                        where=RunSettings.of(workers=workers, scheduler=scheduler))
+    result = run_attack(data, spec.settings, progress=progress, where=where)
     say("writing figures and pages")
     written = write_report(result, out, command)
     say(f"wrote {out}")
