@@ -205,14 +205,16 @@ def test_unreachable_scheduler_is_one_line_exit_2_within_10_s(how, monkeypatch, 
     assert len(lines) == 1 and lines[0].startswith(f"error: cannot reach the Dask scheduler at {address}"), lines
 
 
-def test_scheduler_without_workers_is_one_line_exit_2(monkeypatch, capsys):
+def test_scheduler_without_workers_is_one_line_exit_2(monkeypatch, capsys, tmp_path):
     """A scheduler that answers but has no worker would take the units and never run them (issue
     #25: the audit waited forever): the command waits WORKER_WAIT seconds for a worker (1 s here),
     then says so in one line, exit 2."""
+    import dask
     from distributed import LocalCluster
 
     monkeypatch.setattr(cluster, "WORKER_WAIT", 1)
-    empty = LocalCluster(n_workers=0, processes=False, dashboard_address=":0")
+    with dask.config.set({"temporary-directory": str(tmp_path)}):  # its scratch space, not the system's /tmp
+        empty = LocalCluster(n_workers=0, processes=False, dashboard_address=":0")
     try:
         address = empty.scheduler_address
         start = time.monotonic()
