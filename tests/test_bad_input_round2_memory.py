@@ -359,3 +359,43 @@ def test_attack_report_spec_refuses_users_times_cells_beyond_memory(tmp_path, mo
     assert [line for line in err.splitlines() if line.startswith("error:")] == [err.strip().splitlines()[-1]]
     assert f"for its 10 users would need about {10 * (4 * 2500 + 5 * 256) / 1024:.3g} KiB" in err
     assert not (tmp_path / "out").exists()
+
+
+# ----------------------------------------------------------------------------- other input files: devices and sizes
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["audit", "/dev/zero", "--query", "count", "--mechanism", "laplace", "--scale", "1", "--notion", "idp"],
+     "error: model file '/dev/zero' is not a regular file (a device or a pipe is not read)"),
+    (["report", "/dev/zero", "--out", "OUT"], "error: spec file '/dev/zero' is not a regular file"),
+    (["attack", "--edges", "/dev/zero", "--targets", "5"],
+     "error: --edges /dev/zero is not a regular file (a device or a folder is not read)"),
+], ids=["model", "spec", "edges"])
+def test_devices_are_refused_unread(argv, message, tmp_path, capsys):
+    """A device named as an input file was read until memory ran out, or called missing."""
+    from ddpbayes.cli.main import main
+
+    argv = [str(tmp_path / "out") if a == "OUT" else a for a in argv]
+    with bounded_memory():
+        assert main(argv) == 2
+    assert capsys.readouterr().err.splitlines() == [message]
+
+
+def test_oversized_model_and_spec_files_are_refused_unread(tmp_path, capsys):
+    """Sizes are read from the file system, not by reading: a sparse 17 MiB model file and a
+    2 MiB spec are refused at once with the limits (16 MiB, 1 MiB)."""
+    from ddpbayes.cli.main import main
+
+    model, spec = tmp_path / "big.py", tmp_path / "big.toml"
+    with open(model, "wb") as f:
+        f.truncate(17 * 2**20)
+    with open(spec, "wb") as f:
+        f.truncate(2 * 2**20)
+    assert main(["audit", str(model), "--query", "count", "--mechanism", "laplace", "--scale", "1",
+                 "--notion", "idp"]) == 2
+    assert main(["report", str(spec), "--out", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: model file '{model}' has 17,825,792 bytes, over the 16,777,216 a model file may have "
+        "(keep data in files the model reads)",
+        f"error: spec file '{spec}' has 2,097,152 bytes, over the 1,048,576 a spec may have"]
+    assert not (tmp_path / "out").exists()

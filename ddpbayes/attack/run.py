@@ -117,10 +117,14 @@ def load_data(locations: str | Path | None = None, edges: str | Path | None = No
     default = {"locations": LOCATIONS, "edges": EDGES, "fit": FIT}
     paths = {k: Path(v) if v else shipped.path(default[k]) for k, v in given.items()}
     shown = {k: str(v) if v else default[k] for k, v in given.items()}  # the shipped ones repo-relative
+    for k, p in paths.items():
+        if given[k] and p.exists() and not p.is_file():
+            raise InputError(f"--{k} {p} is not a regular file (a device or a folder is not read)")
     missing = [f"{k} {p}" for k, p in paths.items() if not p.is_file()]
     if missing:
-        hint = "" if all(given.values()) else (" (the shipped Gowalla data is missing from the installed package: "
-                                                "reinstall ddpbayes, or pass --locations, --edges and --fit)")
+        hint = "" if all(given[k.split()[0]] for k in missing) else (
+            " (the shipped Gowalla data is missing from the installed package: reinstall ddpbayes, or pass "
+            "--locations, --edges and --fit)")
         raise InputError(f"missing input file: {', '.join(missing)}{hint}")
     cells = grid**2 if grid is not None and 1 <= grid <= MAX_GRID else 0
     block = max(1, min(MAX_BLOCK, CELLS_PER_BLOCK // max(1, cells)))  # as `run_attack` blocks the targets

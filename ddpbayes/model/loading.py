@@ -15,6 +15,8 @@ from ddpbayes.model.contract import DependenceModel
 from ddpbayes.model.usercode import user_code, watched
 from ddpbayes.parallel.modelref import ModelRef
 
+MAX_SOURCE_BYTES = 16 * 2**20  # a model file larger than this is refused before it is read (it travels to workers)
+
 
 def parse_params(items: list[str]) -> dict:
     """`["n=4", "p=0.2"]` -> `{"n": 4, "p": 0.2}`; values are Python literals."""
@@ -48,9 +50,14 @@ def load_model(path: str | Path, params: dict | None = None, max_states: int | N
     path = shipped.resolve(path, shipped.MODELS)
     if path.is_dir():
         raise InputError(f"model file '{path}' is a directory: name the .py file that defines build(**params)")
+    if path.exists() and not path.is_file():
+        raise InputError(f"model file '{path}' is not a regular file (a device or a pipe is not read)")
     if not path.is_file():
         raise InputError(f"model file '{path}' does not exist (shipped example models, by name or as "
                          f"models/NAME.py: {', '.join(shipped.names(shipped.MODELS))})")
+    if path.stat().st_size > MAX_SOURCE_BYTES:
+        raise InputError(f"model file '{path}' has {path.stat().st_size:,} bytes, over the "
+                         f"{MAX_SOURCE_BYTES:,} a model file may have (keep data in files the model reads)")
     if path.suffix != ".py":
         raise InputError(f"model file '{path}' cannot be imported (is it a .py file?)")
     try:

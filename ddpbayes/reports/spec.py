@@ -51,6 +51,7 @@ from ddpbayes.settings import MIN_DRAWS, SEED_LIMIT, RunSettings, search_width
 from ddpbayes.symbolic.parse import parse_matrix
 from ddpbayes.vocabulary import ENGINES, NOTIONS
 
+MAX_SPEC_BYTES = 2**20  # a spec larger than this is refused before it is read (the shipped ones are under 2 KiB)
 _TYPES = {bool: "true or false", int: "an integer", float: "a number", str: "a string", dict: "a table", list: "a list"}
 
 # key -> (type, required); lists give their element type as a tuple (list, element type)
@@ -166,7 +167,11 @@ def load_spec(path: str | Path) -> Spec:
     shipped spec NAME (`shipped.resolve`, DESIGN §4)."""
     path = shipped.resolve(path, shipped.SPECS)
     if not path.is_file():
-        raise InputError(f"spec file '{path}' " + ("is a directory" if path.is_dir() else "does not exist"))
+        raise InputError(f"spec file '{path}' " + ("is a directory" if path.is_dir() else
+                                                   "is not a regular file" if path.exists() else "does not exist"))
+    if path.stat().st_size > MAX_SPEC_BYTES:
+        raise InputError(f"spec file '{path}' has {path.stat().st_size:,} bytes, over the {MAX_SPEC_BYTES:,} a "
+                         "spec may have")
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
