@@ -28,7 +28,8 @@ class Progress:
     line is not drawn until the timer first draws it: a phase shorter than HEARTBEAT seconds
     prints nothing."""
 
-    def __init__(self, label: str, total: int, unit: str, enabled: bool = True, slow_only: bool = False):
+    def __init__(self, label: str, total: int | None, unit: str, enabled: bool = True, slow_only: bool = False):
+        """`total` None: a loop of unknown length (a root-finding), whose line gives no time left."""
         self.label, self.total, self.unit, self.enabled = label, total, unit, enabled
         self.silent = slow_only  # True until the timer draws the line
         self.done, self.start, self.shown_tenth = 0, time.monotonic(), 0
@@ -45,14 +46,14 @@ class Progress:
             self.enabled = not self.finished  # done before the timer drew it: never shown
             return
         now = time.monotonic()
-        tenth = 10 * self.done // max(1, self.total)
+        tenth = 10 * self.done // max(1, self.total) if self.total is not None else self.shown_tenth
         if (self.tty and now - self.shown_at >= 0.1) or (not self.tty and tenth > self.shown_tenth) or self.finished:
             self.shown_tenth = tenth
             self._draw(now)
 
     @property
     def finished(self) -> bool:
-        return self.done >= self.total
+        return self.total is not None and self.done >= self.total
 
     def close(self) -> None:
         """No more lines from this bar (its loop ended, early or, `slow_only`, before it was drawn)."""
@@ -71,6 +72,9 @@ class Progress:
     def _line(self, now: float) -> str:
         elapsed = max(now - self.start, 1e-9)
         rate = self.done / elapsed
+        if self.total is None:  # no end known: no time left to promise
+            return (f"ddpbayes: {self.label} {self.done:,} {self.unit} so far, {_rate(rate)}/s, "
+                    f"{duration(elapsed)} elapsed, time left unknown")
         left = (self.total - self.done) / rate if rate > 0 else float("inf")
         return (f"ddpbayes: {self.label} {self.done:,}/{self.total:,} {self.unit}, {_rate(rate)}/s, "
                 f"{duration(elapsed)} elapsed, {duration(left)} left")

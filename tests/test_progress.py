@@ -16,6 +16,7 @@ from ddpbayes import progress
 from ddpbayes.engines import AdversaryLeakage, Engine, Witness
 from ddpbayes.lattice_search import greedy_pdp, layer_bounds
 from ddpbayes.mechanisms import Laplace
+from ddpbayes.model.loading import load_model
 from ddpbayes.parallel import map_units
 from ddpbayes.problem import Problem
 from ddpbayes.queries import parse_query
@@ -134,3 +135,29 @@ def test_greedy_search_line_is_redrawn_during_a_long_engine_call(household, monk
     times = [start] + [t for t, _ in err.lines]
     assert len(times) > 6 and max(b - a for a, b in zip(times, times[1:])) < 0.3 + SLACK
     assert err.lines[-1][1].startswith("ddpbayes: pdp greedy 4/4 adversaries")
+
+
+def test_calibration_root_finding_shows_a_line_without_a_time_left(monkeypatch, models_dir):
+    """`calibrate`'s root-finding runs audits until the scale is found, a number nobody knows in
+    advance: once it has taken a heartbeat its line counts the audits and promises no time left.
+    Each audit is slowed by 0.3 s here; the household's idp scale comes out as without the delay
+    (the scale's value is checked in test_ddp_calibration.py; here only the line)."""
+    from ddpbayes.ddp import calibration
+
+    monkeypatch.setattr(progress, "HEARTBEAT", 0.5)
+    real = calibration.audit
+
+    def slow_audit(*args, **kwargs):
+        time.sleep(0.3)
+        return real(*args, **kwargs)
+
+    model = load_model(models_dir / "household.py", {"n": 3})
+    quick = calibration.exact_scale(model, parse_query("count"), "idp", 1.0, RunSettings(workers=1))[0]
+    monkeypatch.setattr(calibration, "audit", slow_audit)
+    err = _Stderr()
+    monkeypatch.setattr(sys, "stderr", err)
+    scale = calibration.exact_scale(model, parse_query("count"), "idp", 1.0, RunSettings(workers=1, progress=True))[0]
+    assert scale == quick
+    lines = [line for _, line in err.lines]
+    assert lines and all(re.fullmatch(r"ddpbayes: calibrate \(idp, Laplace scale\) \d+ audits so far, \S+/s, "
+                                      r"\d+ s elapsed, time left unknown", line) for line in lines), lines

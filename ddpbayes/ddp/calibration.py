@@ -63,6 +63,7 @@ from ddpbayes.model import DependenceModel
 from ddpbayes.notions import NOTIONS, check_notion
 from ddpbayes.problem import dependence_size
 from ddpbayes.profiles.gdp import analytic_sigma
+from ddpbayes.progress import Progress
 from ddpbayes.queries import Query, parse_query
 from ddpbayes.settings import RunSettings
 from ddpbayes.vocabulary import CALIBRATION_METHODS
@@ -254,27 +255,33 @@ def exact_scale(
     settings = settings or RunSettings()
     mechanism = mechanism or Laplace(1.0)
     name = "Gaussian sigma" if mechanism.profile else "Laplace scale"
+    # the root-finding's length is not known: a line once it has taken HEARTBEAT seconds (DESIGN §2.4)
+    bar = Progress(f"calibrate ({notion}, {name})", None, "audits", enabled=settings.progress, slow_only=True)
 
     def level(b: float) -> float:
         r = audit(model, query, _at(mechanism, b), notion, information=None, settings=settings)
+        bar.advance(1)
         if math.isinf(r.leakage):
             raise InputError(f"no {name} bounds the {notion} leakage: {r.reason or 'it is infinite'}")
         return r.leakage if r.ci is None else max(r.leakage, r.ci[1])
 
-    if mechanism.profile:
-        b0 = analytic_sigma(epsilon, mechanism.delta, global_l2_sensitivity(query, model.domains))
-    else:
-        b0 = dp_scale(model, query, epsilon)
-    v0 = level(b0)
-    notes: list[str] = []
-    start = b0 * v0 / epsilon if v0 > 0 else b0
-    lo, hi = _bracket(level, epsilon, start)
-    if lo is None:
-        notes.append(f"the {notion} leakage stays at or below epsilon down to scale {hi:.3g}: "
-                     "no noise to speak of is needed")
-        return hi, notes
-    b = hi if lo == hi else safe_root(lambda s: level(s) - epsilon, lo, hi, epsilon * 1e-12)
-    return float(b), notes
+    try:
+        if mechanism.profile:
+            b0 = analytic_sigma(epsilon, mechanism.delta, global_l2_sensitivity(query, model.domains))
+        else:
+            b0 = dp_scale(model, query, epsilon)
+        v0 = level(b0)
+        notes: list[str] = []
+        start = b0 * v0 / epsilon if v0 > 0 else b0
+        lo, hi = _bracket(level, epsilon, start)
+        if lo is None:
+            notes.append(f"the {notion} leakage stays at or below epsilon down to scale {hi:.3g}: "
+                         "no noise to speak of is needed")
+            return hi, notes
+        b = hi if lo == hi else safe_root(lambda s: level(s) - epsilon, lo, hi, epsilon * 1e-12)
+        return float(b), notes
+    finally:
+        bar.close()
 
 
 def _at(mechanism: Mechanism, scale: float) -> Mechanism:
