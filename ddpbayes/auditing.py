@@ -25,11 +25,9 @@ from ddpbayes.model import DependenceModel
 from ddpbayes.notions import (
     adversaries,
     adversary_count,
-    aggregate,
     check_notion,
     dp_leakage,
     lattice_summary,
-    worst_by_target,
     worst_of,
 )
 from ddpbayes.parallel import map_units
@@ -190,9 +188,6 @@ class AuditResult:
         verdict), then one row per audited target with its leakage, interval and witness (the first
         and last `HTML_ROWS // 2` when there are more; `to_dataframe` has them all)."""
         e = html.escape
-        shown = ("kind", "sigma", "rho", "epsilon", "delta") if self.profile is not None else ("kind", "scale",
-                                                                                             "epsilon")
-        mechanism = ", ".join(f"{k}={v}" for k, v in self.mechanism.items() if k in shown)
         head = (f"<b>{e(self.notion)}</b> leakage {'&ge; ' if self.lower_bound else ''}{e(fmt(self.leakage))}"
                 + (f" (epsilon at delta = {self._delta():g})" if self._delta() is not None else "")
                 + (" (a lower bound: greedy search)" if self.lower_bound else "")
@@ -200,7 +195,7 @@ class AuditResult:
                 + f" &middot; engine {e(self.engine)}"
                 + (f" &middot; verdict <b>{e(str(self.verdict))}</b> (claim {e(fmt(self.claim))})"
                    if self.claim is not None else "")
-                + f" &middot; query {e(self.query)}, mechanism {e(mechanism)}")
+                + f" &middot; query {e(self.query)}, mechanism {e(self.mechanism_text())}")
         audited = self._audited()
         rows_shown = audited if len(audited) <= HTML_ROWS else [*audited[:HTML_ROWS // 2], None,
                                                             *audited[-(HTML_ROWS // 2):]]
@@ -224,6 +219,13 @@ class AuditResult:
         notes = "".join(f"<p>{e(text)}</p>" for text in (self.reason, self.verdict_reason) if text)
         return (f'<div class="ddpbayes-audit"><p>AuditResult: {head}</p>{notes}'
                 f"<table>{''.join(rows)}</table></div>")
+
+    def mechanism_text(self) -> str:
+        """The mechanism's parameters as given, `kind=laplace, scale=1.0, epsilon=1.0` (Gaussian
+        noise: sigma, rho, epsilon and delta)."""
+        shown = ("kind", "sigma", "rho", "epsilon", "delta") if self.profile is not None else ("kind", "scale",
+                                                                                             "epsilon")
+        return ", ".join(f"{k}={v}" for k, v in self.mechanism.items() if k in shown)
 
     def _delta(self) -> float | None:
         """The δ at which `leakage` is ε (Gaussian noise: DESIGN §3.5), else None."""
@@ -393,7 +395,8 @@ def _evaluate(problem: Problem, notion: str, targets: list[int], known: list[int
     n, settings = problem.model.n, problem.settings
     if notion == "dp":
         results = dp_leakage(problem, targets)
-        return _Evaluated(*aggregate(results, n), "analytic", by_target=_fold_targets(results, {}))
+        by_target = _fold_targets(results, {})
+        return _Evaluated(worst_of(results), _values(by_target, n), "analytic", by_target=by_target)
     chosen = select_engine(problem, "sampling" if settings.method == "posterior" else settings.engine)
     dep_sets = chosen.dependence_sets(problem) if notion == "ddp" else None
     greedy = settings.pdp_greedy if notion == "pdp" else 0
@@ -404,7 +407,7 @@ def _evaluate(problem: Problem, notion: str, targets: list[int], known: list[int
         searched = chosen.pdp_worst(problem, targets)
     kept, by_target = None, {}
     if searched is not None:
-        worst, per_target = aggregate(searched, n)
+        worst = worst_of(searched)
         _fold_targets(searched, by_target)
     else:
         count = adversary_count(notion, n, targets, known)
@@ -412,9 +415,9 @@ def _evaluate(problem: Problem, notion: str, targets: list[int], known: list[int
         advs = adversaries(notion, n, targets, known, dep_sets)
         chunk = count if chosen.estimates else CHUNK  # an estimating engine plans its MCMC runs as a whole
         bar = Progress(notion, count, "adversaries", enabled=settings.progress and count > chunk)
-        worst, per_target, kept = _stream(chosen, problem, advs, chunk, bar, lattice, by_target)
+        worst, kept = _stream(chosen, problem, advs, chunk, bar, lattice, by_target)
     auto = passed_over(problem, chosen) if settings.engine == "auto" and settings.method != "posterior" else []
-    return _Evaluated(worst, per_target, chosen.name, dep_sets, kept, auto + chosen.notes(problem),
+    return _Evaluated(worst, _values(by_target, n), chosen.name, dep_sets, kept, auto + chosen.notes(problem),
                       greedy_reason(greedy) if greedy else None, by_target)
 
 
@@ -434,35 +437,40 @@ def _greedy(engine: Engine, problem: Problem, targets: list[int], top_k: int) ->
 
 def _stream(engine: Engine, problem: Problem, advs: Iterator[Adversary], chunk: int, bar: Progress,
             keep: bool, by_target: dict[int, AdversaryLeakage],
-            ) -> tuple[AdversaryLeakage, list[float | None], list[AdversaryLeakage] | None]:
+            ) -> tuple[AdversaryLeakage, list[AdversaryLeakage] | None]:
     """Evaluate the adversaries `chunk` at a time, a batch per unit of work (`parallel.map_units`:
     here or on Dask workers), `WINDOW` batches in flight, keeping only the running worst, overall
     and per target in `by_target` (and every result only when `keep`, for --lattice): memory does
     not grow with the lattice. The batches are the same whatever the workers, and folded in order,
     so are the results."""
-    worst, per_target, kept = None, [None] * problem.model.n, [] if keep else None
+    worst, kept = None, [] if keep else None
     while batches := [b for b in (list(itertools.islice(advs, chunk)) for _ in range(WINDOW)) if b]:
         units = [(engine.name, problem, tuple(batch)) for batch in batches]
         for results in map_units(_batch_leakage, units, problem.settings, "adversaries",
                                  "adversaries", bar=bar, weight=lambda unit: len(unit[2])):
             if keep:
                 kept += results
-            worst = aggregate(results + ([worst] if worst else []), problem.model.n)[0]
-            per_target = worst_by_target(results, problem.model.n, per_target)
+            worst = worst_of(results + ([worst] if worst else []))
             _fold_targets(results, by_target)
-    return worst, per_target, kept
+    return worst, kept
 
 
 def _fold_targets(results: list[AdversaryLeakage],
                   by_target: dict[int, AdversaryLeakage]) -> dict[int, AdversaryLeakage]:
-    """Fold `results` into each target's worst adversary so far, as `aggregate` picks the notion's
-    (`worst_of`: for estimates by the selection-half score, with the largest upper bound: DESIGN §2.3)."""
+    """Fold `results` into each target's worst adversary so far, picked as the notion's is (`worst_of`:
+    for estimates by the selection-half score, with the largest upper bound: DESIGN §2.3)."""
     groups: dict[int, list[AdversaryLeakage]] = {}
     for r in results:
         groups.setdefault(r.adversary.target, []).append(r)
     for i, group in groups.items():
         by_target[i] = worst_of(group + ([by_target[i]] if i in by_target else []))
     return by_target
+
+
+def _values(by_target: dict[int, AdversaryLeakage], n: int) -> list[float | None]:
+    """Each target's worst leakage (None where not a target): its worst adversary's value, which
+    `worst_of` makes the largest of the target's (as `notions.worst_by_target` takes it)."""
+    return [by_target[i].value if i in by_target else None for i in range(n)]
 
 
 def _batch_leakage(unit: tuple[str, Problem, tuple[Adversary, ...]]) -> list[AdversaryLeakage]:

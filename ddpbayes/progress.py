@@ -59,6 +59,13 @@ class Progress:
         """No more lines from this bar (its loop ended, early or, `slow_only`, before it was drawn)."""
         self.enabled = False
 
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        """The loop is over, finished or not (an error, an interrupt): `close`."""
+        self.close()
+
     def _draw(self, now: float) -> None:
         with _lock:
             if not self.enabled:

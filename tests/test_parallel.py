@@ -250,11 +250,11 @@ def test_worker_bound_by_cores_and_by_memory(monkeypatch):
     whichever is smaller, for the flag and for DDPBAYES_WORKERS; within it, the count as asked."""
     gib = 2**30
     monkeypatch.setattr(cluster, "cores", lambda: 2)
-    monkeypatch.setattr(cluster, "memory", lambda: 100 * gib)
+    monkeypatch.setattr(cluster, "available_memory", lambda: 100 * gib)
     assert cluster.worker_count(8) == 8  # 4 per core on 2 cores
     with pytest.raises(InputError, match=r"--workers 9: this machine runs at most 8 Dask workers \(4 per core on 2"):
         cluster.worker_count(9)
-    monkeypatch.setattr(cluster, "memory", lambda: 3 * gib + gib // 2)  # 3.5 GiB: three workers of 1 GiB
+    monkeypatch.setattr(cluster, "available_memory", lambda: 3 * gib + gib // 2)  # 3.5 GiB: three workers of 1 GiB
     assert cluster.worker_count(3) == 3
     with pytest.raises(InputError, match=r"at most 3 Dask workers \(1 GiB each in 3.5 GiB of available memory"):
         cluster.worker_count(4)

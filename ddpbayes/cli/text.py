@@ -13,11 +13,9 @@ INTERVAL = "90% interval (two one-sided 95% bounds)"  # the sampling engine's `c
 
 
 def audit_text(r: AuditResult) -> str:
-    shown = ("kind", "sigma", "rho", "epsilon", "delta") if r.profile is not None else ("kind", "scale", "epsilon")
-    mech = ", ".join(f"{k}={v}" for k, v in r.mechanism.items() if k in shown)
     lines = [
         f"notion     {r.notion}",
-        f"query      {r.query}    mechanism  {mech}",
+        f"query      {r.query}    mechanism  {r.mechanism_text()}",
         f"leakage    {'>= ' if r.lower_bound else ''}{fmt(r.leakage)}"
         + (f" (epsilon at delta = {r.problem.mechanism.delta:g})" if r.profile is not None else "")
         + (f"    {INTERVAL if r.engine != 'analytic' else 'sure range'} [{fmt(r.ci[0])}, {fmt(r.ci[1])}]" if r.ci else "")

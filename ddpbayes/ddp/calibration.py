@@ -256,16 +256,15 @@ def exact_scale(
     mechanism = mechanism or Laplace(1.0)
     name = "Gaussian sigma" if mechanism.profile else "Laplace scale"
     # the root-finding's length is not known: a line once it has taken HEARTBEAT seconds (DESIGN §2.4)
-    bar = Progress(f"calibrate ({notion}, {name})", None, "audits", enabled=settings.progress, slow_only=True)
+    with Progress(f"calibrate ({notion}, {name})", None, "audits", enabled=settings.progress, slow_only=True) as bar:
 
-    def level(b: float) -> float:
-        r = audit(model, query, _at(mechanism, b), notion, information=None, settings=settings)
-        bar.advance(1)
-        if math.isinf(r.leakage):
-            raise InputError(f"no {name} bounds the {notion} leakage: {r.reason or 'it is infinite'}")
-        return r.leakage if r.ci is None else max(r.leakage, r.ci[1])
+        def level(b: float) -> float:
+            r = audit(model, query, _at(mechanism, b), notion, information=None, settings=settings)
+            bar.advance(1)
+            if math.isinf(r.leakage):
+                raise InputError(f"no {name} bounds the {notion} leakage: {r.reason or 'it is infinite'}")
+            return r.leakage if r.ci is None else max(r.leakage, r.ci[1])
 
-    try:
         if mechanism.profile:
             b0 = analytic_sigma(epsilon, mechanism.delta, global_l2_sensitivity(query, model.domains))
         else:
@@ -280,8 +279,6 @@ def exact_scale(
             return hi, notes
         b = hi if lo == hi else safe_root(lambda s: level(s) - epsilon, lo, hi, epsilon * 1e-12)
         return float(b), notes
-    finally:
-        bar.close()
 
 
 def _at(mechanism: Mechanism, scale: float) -> Mechanism:

@@ -27,6 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ddpbayes.errors import InputError
+from ddpbayes.limits import available_memory
 
 CONNECT_TIMEOUT = 3  # seconds to reach an existing scheduler
 WORKER_WAIT = 30  # seconds an existing scheduler has to show a worker
@@ -88,26 +89,16 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
-def memory() -> int:
-    """Bytes of memory available to new processes (Linux's MemAvailable, else the total)."""
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-
-
 def _bounded(count: int, flag: str) -> int:
     """`count` embedded workers, unless the machine cannot run them (issue #25: --workers 1000
     started processes until the task limit): at most MAX_PER_CORE per core and WORKER_MEMORY each."""
     if count < 2:
         return count
-    by_cores, by_memory = MAX_PER_CORE * cores(), memory() // WORKER_MEMORY
+    free = available_memory()
+    by_cores, by_memory = MAX_PER_CORE * cores(), free // WORKER_MEMORY
     if count > min(by_cores, by_memory):
         why = (f"{MAX_PER_CORE} per core on {cores()} cores" if by_cores <= by_memory else
-               f"{WORKER_MEMORY / 2**30:g} GiB each in {memory() / 2**30:.1f} GiB of available memory")
+               f"{WORKER_MEMORY / 2**30:g} GiB each in {free / 2**30:.1f} GiB of available memory")
         raise InputError(f"{flag} {count}: this machine runs at most {max(1, min(by_cores, by_memory))} Dask workers "
                          f"({why}); lower {flag}, or run a cluster and pass --scheduler")
     return count
@@ -144,7 +135,7 @@ def _connect(address: str):
     client = Client(address, timeout=CONNECT_TIMEOUT, set_as_default=False)
     try:
         client.wait_for_workers(1, timeout=WORKER_WAIT)
-    except Exception as exc:  # dask's TimeoutError: no worker joined
+    except Exception:  # dask's TimeoutError: no worker joined
         client.close()
         raise InputError(f"the Dask scheduler at {address} has no workers: none joined within {WORKER_WAIT} s "
                          f"(WORKER_WAIT); start some (dask worker {address}), or drop --scheduler / "

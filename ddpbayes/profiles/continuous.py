@@ -95,16 +95,21 @@ def reach(delta: float) -> float:
     return float(optimize.brentq(lambda r: float(log_ndtr(-r)) - target, R, 100.0, xtol=1e-6))
 
 
-def segments(levels: np.ndarray, sigma: float, half: float = R) -> list[Segment]:
-    """The merged windows [level_s/σ - half, level_s/σ + half] (levels sorted increasing and
-    distinct), refused when the levels lie more than SPAN standard deviations apart or the grids
-    together exceed --max-states."""
+def check_span(levels: np.ndarray, sigma: float) -> None:
+    """Refuse (one line) levels more than SPAN standard deviations apart, continuous or discrete."""
     with np.errstate(over="ignore"):
-        span = (levels[-1] - levels[0]) / sigma
+        span = float(np.ptp(levels)) / sigma
     if not span <= SPAN:
         raise InputError(f"sigma {sigma:g} puts the query's levels {span:.3g} standard deviations apart, over the "
                          f"limit of {SPAN:g}: the leakage (about the squared distance / 2) would leave the float "
                          "range; use a larger sigma (--sigma, or a smaller --rho / --epsilon)")
+
+
+def segments(levels: np.ndarray, sigma: float, half: float = R) -> list[Segment]:
+    """The merged windows [level_s/σ - half, level_s/σ + half] (levels sorted increasing and
+    distinct), refused when the levels lie more than SPAN standard deviations apart or the grids
+    together exceed --max-states."""
+    check_span(levels, sigma)
     gaps = np.diff(levels) / sigma
     cut = np.concatenate([[0], np.flatnonzero(gaps > 2 * half) + 1, [levels.size]])
     out = [Segment((levels - levels[a]) / sigma, -half, (levels[b - 1] - levels[a]) / sigma + half)

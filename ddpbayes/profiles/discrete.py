@@ -20,7 +20,7 @@ import numpy as np
 from ddpbayes.errors import InputError
 from ddpbayes.limits import check_states
 from ddpbayes.profiles import Profile, zero_profile
-from ddpbayes.profiles.continuous import SPAN, reach
+from ddpbayes.profiles.continuous import check_span, reach
 from ddpbayes.profiles.kernel import discrete_log_normaliser, log_mixture_grid
 
 R = 10.0
@@ -33,12 +33,7 @@ def _windows(levels: np.ndarray, sigma: float, half: float = R) -> list[tuple[in
     line) when the levels lie more than SPAN standard deviations apart."""
     if not np.all(np.equal(np.mod(levels, 1), 0)):
         raise InputError("the discrete Gaussian needs integer query levels")
-    with np.errstate(over="ignore"):
-        span = float(np.ptp(levels)) / sigma
-    if not span <= SPAN:
-        raise InputError(f"sigma {sigma:g} puts the query's levels {span:.3g} standard deviations apart, over the "
-                         f"limit of {SPAN:g}: the leakage (about the squared distance / 2) would leave the float "
-                         "range; use a larger sigma (--sigma, or a smaller --rho / --epsilon)")
+    check_span(levels, sigma)
     reach = math.ceil(half * sigma)
     out: list[tuple[int, int]] = []
     for level in sorted({int(v) for v in np.ravel(levels)}):

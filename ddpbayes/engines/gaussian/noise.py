@@ -30,8 +30,8 @@ import sys
 import numpy as np
 from scipy.special import ndtri
 
-from ddpbayes.profiles import Profile
 from ddpbayes.errors import InputError
+from ddpbayes.profiles import Profile
 from ddpbayes.profiles.gdp import check_mu, gdp_profile, log_gdp_deltas
 
 ROUNDING = 1e-11  # Sherman–Morrison's error bound above this: solve W directly

@@ -100,14 +100,11 @@ def _each(fn: Callable[[T], U], items: Sequence[T], settings: RunSettings, phase
     only when the phase is slow (`Progress.slow_only`): the engine's work between its MCMC runs,
     which the runs' own line does not count (issue #24: planning 5,120 adversaries' x_K draws
     was ten silent minutes)."""
-    bar = Progress(f"sampling ({phase})", len(items), "adversaries", enabled=settings.progress, slow_only=True)
     out = []
-    try:
+    with Progress(f"sampling ({phase})", len(items), "adversaries", enabled=settings.progress, slow_only=True) as bar:
         for item in items:
             out.append(fn(item))
             bar.advance(1)
-    finally:
-        bar.close()
     return out
 
 
