@@ -306,7 +306,7 @@ def test_a_long_run_of_minus_signs_is_one_line():
 def test_expression_constants_are_checked_when_parsed(text, match):
     """Before: 'slice step cannot be zero' (ValueError) and 'int too large to convert to float', exit 3."""
     from ddpbayes.errors import InputError
-    from ddpbayes.expression import parse_expression
+    from ddpbayes.queries.expression import parse_expression
 
     with pytest.raises(InputError, match=match) as info:
         parse_expression(text)

@@ -166,7 +166,7 @@ def test_centroids_of_a_device_are_refused_unread():
 
 def test_an_oversized_assignment_is_refused_unread(tmp_path, monkeypatch):
     """A file above the stated size limit is refused by its size, before a row is read."""
-    from ddpbayes import queries
+    from ddpbayes.queries import kinds as queries
 
     path = tmp_path / "big.csv"
     path.write_text("cluster\n" + "0\n" * 100, encoding="utf-8")

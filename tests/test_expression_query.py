@@ -23,7 +23,7 @@ from scipy.special import logsumexp
 import ddpbayes
 from ddpbayes import DependenceModel, Finite, InputError, Interval
 from ddpbayes.cli.main import main
-from ddpbayes.general_queries import ExpressionQuery, FunctionQuery
+from ddpbayes.queries.general import ExpressionQuery, FunctionQuery
 from ddpbayes.queries import parse_query
 
 ROOT = Path(__file__).resolve().parents[1]

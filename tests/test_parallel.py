@@ -77,7 +77,7 @@ def test_existing_cluster_gives_the_same_json(serial):
 
 def _count_builds() -> None:
     """On a worker: count model loads, compiled step sets and MCMC runs from now on."""
-    import ddpbayes.parallel.modelref as refs
+    import ddpbayes.model.reference as refs
     from ddpbayes.engines.sampling import runs
 
     counts = {"loads": 0, "compiled": 0, "runs": 0}

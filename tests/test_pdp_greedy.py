@@ -16,7 +16,7 @@ from ddpbayes import DependenceModel, InputError, Interval, RunSettings
 from ddpbayes.auditing import judge
 from ddpbayes.cli.main import main
 from ddpbayes.engines import ENGINES, AdversaryLeakage, Engine, Witness
-from ddpbayes.lattice_search import greedy_pdp, layer_bounds
+from ddpbayes.notions.lattice import greedy_pdp, layer_bounds
 from ddpbayes.mechanisms import Laplace
 from ddpbayes.problem import Adversary, Problem
 from ddpbayes.progress import Progress

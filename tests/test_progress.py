@@ -14,7 +14,7 @@ import time
 
 from ddpbayes import progress
 from ddpbayes.engines import AdversaryLeakage, Engine, Witness
-from ddpbayes.lattice_search import greedy_pdp, layer_bounds
+from ddpbayes.notions.lattice import greedy_pdp, layer_bounds
 from ddpbayes.mechanisms import Laplace
 from ddpbayes.model.loading import load_model
 from ddpbayes.parallel import map_units

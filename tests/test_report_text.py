@@ -24,7 +24,7 @@ from ddpbayes.reports.attack_spec import AttackSpec
 from ddpbayes.reports.document import Document, Figure, Notes, Para, Section, Table, render_html, render_markdown
 from ddpbayes.reports.information import InformationView, figures_information, information_section
 from ddpbayes.reports.papers import cite
-from ddpbayes.reports.regenerate import regenerate, spec_files
+from ddpbayes.cli.regenerate import regenerate, spec_files
 from ddpbayes.reports.sweep import Sweep
 from ddpbayes.settings import RunSettings
 

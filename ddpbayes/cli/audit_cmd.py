@@ -44,7 +44,7 @@ def run(args) -> int:
     from ddpbayes.auditing import audit
     from ddpbayes.cli.text import audit_text
     from ddpbayes.composition import compose
-    from ddpbayes.general_queries import with_sensitivity
+    from ddpbayes.queries.general import with_sensitivity
     from ddpbayes.model.loading import load_model, parse_params
     from ddpbayes.queries import parse_query
 

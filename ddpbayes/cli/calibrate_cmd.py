@@ -54,7 +54,7 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from ddpbayes.ddp import calibrate
-    from ddpbayes.general_queries import with_sensitivity
+    from ddpbayes.queries.general import with_sensitivity
     from ddpbayes.model.loading import load_model, parse_params
     from ddpbayes.queries import parse_query
 

@@ -31,7 +31,7 @@ def audit_text(r: AuditResult) -> str:
         lines.append(f"reason     {r.reason}")
     lines.append(f"engine     {r.engine}    time  {r.seconds:.2f} s")
     if r.information is not None or r.information_reason is not None:
-        from ddpbayes.information.audit import information_text  # not at import: `--help` must not load PyMC
+        from ddpbayes.auditing.information import information_text  # not at import: `--help` must not load PyMC
 
         lines.extend(information_text(r.information, r.information_reason))
     if r.diagnostics:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ddpbayes.engines.base import AdversaryLeakage, Witness
-from ddpbayes.engines.logspace import logsumexp
+from ddpbayes.numerics import logsumexp
 from ddpbayes.problem import Adversary
 from ddpbayes.profiles import Profile, zero_profile
 

@@ -73,7 +73,7 @@ class DependenceModel:
         if self.origin is None:
             raise TypeError("the model was built in Python, not loaded from a model file, so Dask workers cannot "
                             "rebuild it")
-        from ddpbayes.parallel.modelref import rebuild
+        from ddpbayes.model.reference import rebuild
 
         return rebuild, (self.origin,)
 

@@ -13,7 +13,7 @@ from ddpbayes.errors import InputError
 from ddpbayes.limits import state_limit
 from ddpbayes.model.contract import DependenceModel
 from ddpbayes.model.usercode import user_code, watched
-from ddpbayes.parallel.modelref import ModelRef
+from ddpbayes.model.reference import ModelRef
 
 MAX_SOURCE_BYTES = 16 * 2**20  # a model file larger than this is refused before it is read (it travels to workers)
 

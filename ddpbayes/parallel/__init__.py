@@ -11,7 +11,7 @@ rebuilds a model file once and keeps it, with everything compiled on it, for lat
 """
 
 from ddpbayes.parallel.cluster import client_for, close_clusters, worker_count
-from ddpbayes.parallel.modelref import ModelRef, portable
+from ddpbayes.model.reference import ModelRef, portable
 from ddpbayes.parallel.units import map_units
 
 __all__ = ["ModelRef", "client_for", "close_clusters", "map_units", "portable", "worker_count"]

@@ -16,7 +16,7 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import TypeVar
 
 from ddpbayes.parallel.cluster import client_for, running, scheduler_address, worker_count, workers_chosen
-from ddpbayes.parallel.modelref import portable
+from ddpbayes.model.reference import portable
 from ddpbayes.progress import Progress
 from ddpbayes.settings import RunSettings
 

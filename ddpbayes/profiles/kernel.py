@@ -15,19 +15,12 @@ import numpy as np
 from scipy.special import log_ndtr
 from threadpoolctl import threadpool_limits
 
+from ddpbayes.numerics import logsumexp
+
 SHIFT = 300.0  # bound on the exponent a window's factorisation may reach (e^±300 is safe)
 CUT = 400.0  # terms below the window's largest by e^-CUT are dropped
 PER_WINDOW = 8  # fewer grid points per window than this on average: sum the terms directly
 CELLS = 4_000_000  # terms (rows x points x centres) summed directly at once (32 MB)
-
-
-def logsumexp(a: np.ndarray, axis: int) -> np.ndarray:
-    """log Σ exp along `axis`, -inf where every term is -inf (kept here: importing the engines'
-    copy would import the engines, which import this package)."""
-    peak = np.max(a, axis=axis, keepdims=True)
-    peak = np.where(np.isfinite(peak), peak, 0.0)
-    with np.errstate(divide="ignore"):
-        return np.log(np.sum(np.exp(a - peak), axis=axis)) + np.squeeze(peak, axis=axis)
 
 
 @threadpool_limits.wrap(limits=1, user_api="blas")  # small products: threads only contend

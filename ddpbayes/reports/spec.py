@@ -41,7 +41,7 @@ from pathlib import Path
 
 from ddpbayes import shipped
 from ddpbayes.errors import InputError
-from ddpbayes.general_queries import with_sensitivity
+from ddpbayes.queries.general import with_sensitivity
 from ddpbayes.limits import positive_finite
 from ddpbayes.mechanisms import MECHANISMS
 from ddpbayes.queries import Identity, Query, parse_query

@@ -37,7 +37,7 @@ import sympy
 from ddpbayes.encoding import number
 from ddpbayes.errors import InputError
 from ddpbayes.limits import check_positive_finite
-from ddpbayes.linalg import eigenvalues_min
+from ddpbayes.numerics import eigenvalues_min
 from ddpbayes.symbolic.parse import parse_matrix, parse_vector
 
 WIDTH = sympy.Symbol("width", positive=True)

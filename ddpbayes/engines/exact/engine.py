@@ -23,7 +23,7 @@ from ddpbayes.engines.exact.joint import JointTable, joint_table, oversized_reas
 from ddpbayes.engines.exact.mixtures import exact_mixtures
 from ddpbayes.engines.exact.profile import dependence_profile
 from ddpbayes.engines.hockey import learns_nothing, mixture_profile
-from ddpbayes.engines.logspace import law_changes, logsumexp
+from ddpbayes.numerics import law_changes, logsumexp
 from ddpbayes.errors import InputError
 from ddpbayes.limits import check_states, count_text
 from ddpbayes.problem import Adversary, Problem

@@ -43,7 +43,7 @@ from scipy.linalg import solve_triangular
 from scipy.sparse.linalg import splu
 
 from ddpbayes.errors import InputError
-from ddpbayes.linalg import check_positive_definite
+from ddpbayes.numerics import check_positive_definite
 from ddpbayes.model import DependenceModel
 from ddpbayes.model.precision import in_float64
 

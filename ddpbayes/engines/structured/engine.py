@@ -18,7 +18,7 @@ import numpy as np
 from ddpbayes.composition import ComposedQuery
 from ddpbayes.engines.base import AdversaryLeakage, Engine, Mixtures, NoMixtures, Witness
 from ddpbayes.engines.hockey import MixtureProfile, learns_nothing, mixture_profiles
-from ddpbayes.engines.logspace import law_changes, logsumexp
+from ddpbayes.numerics import law_changes, logsumexp
 from ddpbayes.engines.structured.continual import continual_leakage, continual_reason
 from ddpbayes.engines.structured.graph import QUADRATURE_START, FactorGraph, calibrate, factor_graph, model_reason
 from ddpbayes.engines.structured.potential import Potential

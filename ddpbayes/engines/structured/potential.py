@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ddpbayes.engines.logspace import logsumexp
+from ddpbayes.numerics import logsumexp
 from ddpbayes.limits import check_states
 
 

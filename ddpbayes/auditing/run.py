@@ -12,13 +12,13 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from ddpbayes.composition import ComposedMechanism
-from ddpbayes.composition.joint import composition_block
+from ddpbayes.auditing.joint import composition_block
 from ddpbayes.encoding import jsonable, number
 from ddpbayes.engines import AdversaryLeakage, Engine, Witness, engine_named, passed_over, select_engine
 from ddpbayes.errors import InputError
 from ddpbayes.formatting import abbreviated, fmt
-from ddpbayes.information.audit import check_unit, information_block
-from ddpbayes.lattice_search import greedy_pdp, greedy_reason, layer_bounds
+from ddpbayes.auditing.information import check_unit, information_block
+from ddpbayes.notions.lattice import greedy_pdp, greedy_reason, layer_bounds
 from ddpbayes.limits import MAX_SECONDS, byte_text, check_memory, count_text, state_limit
 from ddpbayes.mechanisms import Mechanism, make_mechanism
 from ddpbayes.model import DependenceModel

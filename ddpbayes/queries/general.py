@@ -20,8 +20,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ddpbayes.errors import InputError
-from ddpbayes.expression import evaluate, names_in, parse_expression
-from ddpbayes.interval_bound import interval_sensitivities
+from ddpbayes.queries.expression import evaluate, names_in, parse_expression
+from ddpbayes.queries.interval import interval_sensitivities
 from ddpbayes.limits import check_positive_finite, check_states
 from ddpbayes.model.domains import Domain, Finite
 from ddpbayes.model.usercode import user_code
@@ -194,7 +194,7 @@ def exact_sensitivities(values: Callable[[np.ndarray], np.ndarray],
 
 @dataclass(frozen=True)
 class ExpressionQuery(_Custom):
-    """`expr:EXPR[;EXPR...]`: expressions over the model's variable names (`ddpbayes.expression`)."""
+    """`expr:EXPR[;EXPR...]`: expressions over the model's variable names (`ddpbayes.queries.expression`)."""
 
     text: str
     variables: Variables | None = None

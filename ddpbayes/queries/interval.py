@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ddpbayes.expression import _index, names_in
+from ddpbayes.queries.expression import _index, names_in
 from ddpbayes.model.domains import Domain, Finite
 
 CELLS = 1 << 16  # grid cells at most: m = the largest cut of the bounded intervals within it

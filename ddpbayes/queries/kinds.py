@@ -269,7 +269,7 @@ def parse_query(spec: str) -> Query:
     kind, _, arg = spec.partition(":")
     kind = kind.strip().lower()
     if kind in ("expr", "fn"):
-        from ddpbayes.general_queries import parse_general  # it builds on this module
+        from ddpbayes.queries.general import parse_general  # it builds on this module
 
         return parse_general(kind, arg)
     if kind in ("sum", "count", "mean", "identity") and arg:
