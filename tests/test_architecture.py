@@ -1,12 +1,14 @@
-"""The engine interface is the only door to engine mathematics (issue 12): no module outside
-`ddpbayes/engines/` imports an engine's own modules or asks which engine ran. Read from the
-source with `ast`, so a new import or comparison anywhere fails here."""
+"""The architecture, read from the source with `ast` so that a new import or comparison anywhere
+fails here: the engine interface is the only door to engine mathematics (issue 12); the layers of
+docs/design.md §1 hold, no circle spans two packages, and a notion's or mechanism kind's name lives
+only in its home (issue 26)."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
+import importgraph  # tests/ is on sys.path (conftest)
 import pytest
 
 from ddpbayes.vocabulary import ENGINES
@@ -53,8 +55,8 @@ def test_the_checks_see_a_violation():
 
 
 # The command line is the top layer: nothing below it imports it. `__main__` is the command line's
-# own entry point; `reports/regenerate.py` is a command too and moves under cli/ with issue #26.
-CLI_USERS = {"__main__.py", "reports/regenerate.py"}
+# own entry point.
+CLI_USERS = {"__main__.py"}
 BELOW_CLI = [p for p in PACKAGE.rglob("*.py")
              if p.relative_to(PACKAGE).parts[0] != "cli" and str(p.relative_to(PACKAGE)) not in CLI_USERS]
 
@@ -65,3 +67,104 @@ def test_nothing_below_the_command_line_imports_it(path):
     a circle through the CLI): formatting for people lives in `ddpbayes/formatting.py`."""
     tree = ast.parse(path.read_text(), filename=str(path))
     assert [m for m in _imports(tree) if m == "ddpbayes.cli" or m.startswith("ddpbayes.cli.")] == []
+
+
+# One home per concept (issue #26). The layer table of docs/design.md §1 is the law: a module
+# imports from its own layer or below, every module has a layer, and no import circle spans two
+# packages. Names of a notion or a mechanism kind appear as string literals only in their home.
+ROOT = PACKAGE.parent
+ORDER = importgraph.layer_order(ROOT / "docs" / "design.md")
+
+
+def test_every_module_has_a_layer():
+    assert ORDER, "docs/design.md §1 has no '### Layers' table"
+    homeless = [m for m in importgraph.modules(PACKAGE) if m != "ddpbayes" and importgraph.layer_of(m, ORDER) is None]
+    assert homeless == [], f"modules missing from the layer table of docs/design.md §1: {homeless}"
+
+
+def test_no_import_runs_up_a_layer():
+    found = [f"{i.source}:{i.line} imports {i.target} (layer {importgraph.layer_of(i.target, ORDER)} > "
+             f"{importgraph.layer_of(i.source, ORDER)})" for i in importgraph.upward(PACKAGE, ORDER)]
+    assert found == []
+
+
+def _package(module: str) -> str:
+    return module if (PACKAGE.parent / module.replace(".", "/") / "__init__.py").exists() else module.rpartition(".")[0]
+
+
+def test_no_import_circle_spans_two_packages():
+    spanning = [c for c in importgraph.circles(importgraph.graph(PACKAGE)) if len({_package(m) for m in c}) > 1]
+    assert spanning == []
+
+
+def _homes() -> dict[str, set[str]]:
+    """Each name -> the package paths (relative to ddpbayes/) where it may be written as a literal."""
+    from ddpbayes.mechanisms import REGISTRY
+    from ddpbayes.vocabulary import CALIBRATION_METHODS, NOTIONS
+
+    homes: dict[str, set[str]] = {}
+    for name in NOTIONS:
+        homes.setdefault(name, set()).update({"notions", "vocabulary.py"})
+    for name in ENGINES:
+        homes.setdefault(name, set()).update({"engines", "vocabulary.py"})
+    for name in CALIBRATION_METHODS:  # `dp` is also a recipe of `ddpbayes calibrate` (DESIGN §3.1)
+        homes.setdefault(name, set()).update({"ddp", "vocabulary.py"})
+    for cls in set(REGISTRY.values()):
+        for name in (cls.kind, *cls.aliases):
+            homes.setdefault(name, set()).add("mechanisms")
+    return homes
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                out.add(id(first.value))
+    return out
+
+
+def _names_outside_home(tree: ast.AST, where: str, homes: dict[str, set[str]]) -> list[str]:
+    """String literals equal to a notion name or a mechanism kind (compared, in a tuple tested for
+    membership, passed to a selector, used as a key) in a file outside that name's home."""
+    skip = _docstrings(tree)
+    return [f"line {node.lineno}: {node.value!r}" for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in homes
+            and id(node) not in skip and where not in homes[node.value]]
+
+
+ALL = sorted(PACKAGE.rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", ALL, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_kind_and_notion_names_only_in_their_home(path):
+    """`kind == "laplace"`, `notion in ("pdp", "ddp")`, `audit(..., "idp")` outside mechanisms/ or
+    notions/ fail here: ask the Mechanism's capabilities or the Notion object instead."""
+    rel = path.relative_to(PACKAGE)
+    where = rel.parts[0]
+    found = _names_outside_home(ast.parse(path.read_text(), filename=str(path)), where, _homes())
+    assert found == [], f"{rel} names a notion or mechanism kind outside its home: {found}"
+
+
+def test_the_layer_checks_see_a_violation(tmp_path):
+    """The checks are not vacuous: an upward import, a circle across two packages and a notion
+    name in a selector are all found in a small package written here."""
+    pkg = tmp_path / "ddpbayes"
+    (pkg / "low").mkdir(parents=True)
+    (pkg / "high").mkdir()
+    (pkg / "low" / "__init__.py").write_text("")
+    (pkg / "high" / "__init__.py").write_text("")
+    (pkg / "low" / "a.py").write_text("def f():\n    from ddpbayes.high.b import g\n")
+    (pkg / "high" / "b.py").write_text("from ddpbayes.low.a import f\n")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "design.md").write_text("### Layers\n\n| layer | home |\n| --- | --- |\n"
+                                                 "| 0 | `low/` |\n| 1 | `high/` |\n\nafter\n")
+    order = importgraph.layer_order(tmp_path / "docs" / "design.md")
+    assert order == {"ddpbayes.low": 0, "ddpbayes.high": 1}
+    assert [(i.source, i.target, i.inside_function) for i in importgraph.upward(pkg, order)] == [
+        ("ddpbayes.low.a", "ddpbayes.high.b", True)]
+    assert importgraph.circles(importgraph.graph(pkg)) == [["ddpbayes.high.b", "ddpbayes.low.a"]]
+    tree = ast.parse('"""pdp in a docstring is prose."""\nif n in ("pdp", "x"): audit(m, "idp")\n')
+    assert _names_outside_home(tree, "reports", {"pdp": {"notions"}, "idp": {"notions"}}) == [
+        "line 2: 'pdp'", "line 2: 'idp'"]

@@ -26,7 +26,8 @@ import ddpbayes
 from ddpbayes.cli.main import main
 from ddpbayes.errors import InputError
 from ddpbayes.model.loading import load_model
-from ddpbayes.parallel import client_for, close_clusters, cluster, portable
+from ddpbayes.model.reference import portable
+from ddpbayes.parallel import client_for, close_clusters, cluster
 from ddpbayes.parallel import units as parallel_units
 from ddpbayes.settings import RunSettings
 

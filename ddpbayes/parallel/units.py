@@ -16,7 +16,6 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import TypeVar
 
 from ddpbayes.parallel.cluster import client_for, running, scheduler_address, worker_count, workers_chosen
-from ddpbayes.model.reference import portable
 from ddpbayes.progress import Progress
 from ddpbayes.settings import RunSettings
 
@@ -68,6 +67,9 @@ def _distributes(items: list, settings: RunSettings) -> bool:
         return False
     if not scheduler_address(settings.scheduler) and worker_count(settings.workers) < 2:
         return False
+    # imported on use: the model package loads PyMC, and the CLI's argument parsing imports this package
+    from ddpbayes.model.reference import portable
+
     return portable(items) is None
 
 
