@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from ddpbayes.encoding import jsonable, number
 from ddpbayes.engines import AdversaryLeakage, Witness
 from ddpbayes.formatting import abbreviated, fmt
-from ddpbayes.notions import notion
+from ddpbayes.notions import notion as named
 from ddpbayes.notions.lattice import lattice_summary
 from ddpbayes.problem import Problem
 from ddpbayes.profiles import Profile
@@ -62,7 +62,7 @@ class AuditResult:
     @property
     def lower_bound(self) -> bool:
         """True for a greedy pdp search's result: a lower bound on the notion, not its value."""
-        return notion(self.notion).lattice and self.problem is not None and self.problem.settings.pdp_greedy > 0
+        return named(self.notion).lattice and self.problem is not None and self.problem.settings.pdp_greedy > 0
 
     def to_dict(self) -> dict:
         """The audit as `ddpbayes audit --format json` prints it (numbers as `encoding.number`:
