@@ -15,7 +15,6 @@ import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-import numpy as np
 import pytest
 from bruteforce import coordinate_grid, household_joint, laplace_log_kernel, leak_grid, states
 
@@ -224,7 +223,7 @@ def test_a_lattice_of_years_is_refused_with_its_time(household):
 def test_force_runs_past_the_time_limit(household, monkeypatch):
     """With the day limit lowered below household n = 4's 32 pdp adversaries (exact: about 1 ms
     each), the lattice is refused; force runs it, with the same result as without the limit."""
-    from ddpbayes import auditing
+    from ddpbayes.auditing import cost as auditing
 
     kw = dict(scale=1.0, lattice=True, engine="exact", information=None)
     expected = audit(household(4), "count", "laplace", "pdp", **kw)
@@ -238,7 +237,7 @@ def test_force_runs_past_the_time_limit(household, monkeypatch):
 
 def test_force_on_the_command_line(models_dir, monkeypatch, capsys):
     """--force is a run setting: exit 2 with one line without it, 0 with it."""
-    from ddpbayes import auditing
+    from ddpbayes.auditing import cost as auditing
     from ddpbayes.cli.main import main
 
     monkeypatch.setattr(auditing, "MAX_SECONDS", 1e-3)
@@ -324,7 +323,7 @@ def test_attack_refuses_users_times_cells_beyond_memory(tmp_path, monkeypatch, c
 def test_counts_of_thousands_of_digits_are_stated():
     """A pdp lattice of 2^19999 adversaries and its time: past a float (count x seconds would
     overflow) and past Python's 4,300-digit string conversion, still one line with a power of ten."""
-    from ddpbayes.auditing import _time_text
+    from ddpbayes.auditing.cost import time_text as _time_text
     from ddpbayes.limits import byte_text
 
     count = 2**19999

@@ -174,7 +174,7 @@ def test_each_targets_worst_estimate_is_picked_as_the_notions():
     score (its held-out lower bound stays valid), with the largest value and upper bound of all
     (DESIGN §2.3): A (1.0, score 0.9, [0.8, 1.1]) and B (1.2, score 0.7, [0.6, 1.5]) give A's
     witness, value 1.2 and interval [0.8, 1.5]; target 1's only estimate is kept as it is."""
-    from ddpbayes.auditing import _fold_targets
+    from ddpbayes.notions import fold_targets as _fold_targets
 
     def est(i: int, known: frozenset, value: float, score: float, ci: tuple[float, float]) -> AdversaryLeakage:
         adversary = Adversary(i, known)

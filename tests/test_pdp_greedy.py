@@ -11,7 +11,7 @@ import pymc as pm
 import pytest
 
 import ddpbayes
-import ddpbayes.auditing as audit_module
+import ddpbayes.auditing.run as audit_module
 from ddpbayes import DependenceModel, InputError, Interval, RunSettings
 from ddpbayes.auditing import judge
 from ddpbayes.cli.main import main

@@ -26,7 +26,7 @@ import pytest
 from bruteforce import household_idp_closed_form, leak_bruteforce
 
 import ddpbayes
-import ddpbayes.auditing as audit_module
+import ddpbayes.auditing.run as audit_module
 from ddpbayes import DependenceModel, InputError
 from ddpbayes.cli.main import main
 from ddpbayes.model import supports as supports_module

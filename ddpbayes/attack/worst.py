@@ -20,6 +20,7 @@ from ddpbayes.geo.car import adjacency, car_vector_weights
 from ddpbayes.mechanisms import Laplace
 from ddpbayes.model import DependenceModel
 from ddpbayes.model.domains import Interval
+from ddpbayes.notions import IDP
 from ddpbayes.queries import Centroids
 
 QUANTILES = (0.5, 0.9, 0.99, 1.0)
@@ -35,7 +36,7 @@ def user_idp(points: np.ndarray, pairs: np.ndarray, fit, labels: np.ndarray, del
                alpha=fit.alpha, tau=1.0)
     model = DependenceModel(m, tuples="pos", domains=Interval(0.0, 1.0))
     query = Centroids("the attack's K-means partition", tuple(int(c) for c in labels))
-    per = np.asarray(audit(model, query, Laplace(delta), "idp", information=None).per_target, dtype=float)
+    per = np.asarray(audit(model, query, Laplace(delta), IDP, information=None).per_target, dtype=float)
     return per[:n] + per[n:], time.perf_counter() - start
 
 

@@ -12,6 +12,7 @@ from ddpbayes.engines.base import NoMixtures
 from ddpbayes.errors import InputError
 from ddpbayes.information.integrate import NotAvailable
 from ddpbayes.information.measures import TargetMeasures, target_measures
+from ddpbayes.notions import Notion
 from ddpbayes.problem import Adversary, Problem
 
 UNITS = {"nats": 1.0, "bits": 1 / math.log(2)}
@@ -26,7 +27,7 @@ def check_unit(unit: str | None) -> None:
         raise InputError(f"unknown information unit '{unit}' (use nats or bits)")
 
 
-def information_block(problem: Problem, engine_name: str, notion: str, targets: Sequence[int],
+def information_block(problem: Problem, engine_name: str, notion: Notion, targets: Sequence[int],
                       per_target: Sequence[float | None], worst_target: int | None,
                       unit: str) -> tuple[dict | None, str | None]:
     """(the JSON block, None), or (None, why the measures are not available)."""
@@ -61,9 +62,9 @@ def information_block(problem: Problem, engine_name: str, notion: str, targets: 
     return block, None
 
 
-def _idp(engine, problem: Problem, notion: str, target: int, per_target: Sequence[float | None]) -> float:
-    """leak(i, ∅), the bound 004 states: the audit's own value when it was idp."""
-    if notion == "idp" and per_target[target] is not None:
+def _idp(engine, problem: Problem, notion: Notion, target: int, per_target: Sequence[float | None]) -> float:
+    """leak(i, ∅), the bound 004 states: the audit's own value when it was idp (the weakest adversary)."""
+    if notion.weakest and per_target[target] is not None:
         return float(per_target[target])
     return engine.leakage(problem.with_adversaries([Adversary(target)]))[0].value
 

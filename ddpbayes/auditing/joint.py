@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ddpbayes.composition.summary import Leak, summary, touched
 from ddpbayes.engines import engine_named
+from ddpbayes.notions import Notion
 from ddpbayes.settings import RunSettings
 
 
-def composition_block(joint, engine_name: str, dependence_sets, notion: str, targets: list[int],
+def composition_block(audit: Callable, joint, engine_name: str, dependence_sets, notion: Notion, targets: list[int],
                       known: list[int] | None, lower_bounds: bool) -> dict:
-    """Each release of `joint` (an AuditResult of a composition) audited alone under the same
-    notion, engine and settings, set against the joint by `summary` (dependence sets from the
-    engine, none for model-free dp)."""
-    from ddpbayes.auditing import audit  # the joint audit calls this: imported on use
-
+    """Each release of `joint` (an AuditResult of a composition) audited alone by `audit` (the
+    joint's own audit, passed in: it calls this) under the same notion, engine and settings, set
+    against the joint by `summary` (dependence sets from the engine, none for model-free dp)."""
     problem = joint.problem
     model, query, mechanism, settings = problem.model, problem.query, problem.mechanism, problem.settings
     engine = engine_named(engine_name)

@@ -60,7 +60,8 @@ from ddpbayes.mechanisms import Gaussian, Laplace, Mechanism
 from ddpbayes.mechanisms.gaussian import check_delta, global_l2_sensitivity
 from ddpbayes.mechanisms.make import make_mechanism
 from ddpbayes.model import DependenceModel
-from ddpbayes.notions import NOTIONS, check_notion
+from ddpbayes.notions import NOTIONS, Notion
+from ddpbayes.notions import notion as named
 from ddpbayes.problem import dependence_size
 from ddpbayes.profiles.gdp import analytic_sigma
 from ddpbayes.progress import Progress
@@ -169,7 +170,7 @@ class Calibration:
 def calibrate(
     model: DependenceModel,
     query: str | Query,
-    notion: str,
+    notion: str | Notion,
     epsilon: float,
     *,
     method: str = "exact",
@@ -180,7 +181,7 @@ def calibrate(
     """The Laplace scale (or Gaussian σ, with `delta`) each method prescribes for `epsilon`,
     audited under every notion."""
     settings = settings or RunSettings()
-    check_notion(notion)
+    notion = named(notion).name  # a name or a Notion; the calibration keeps the name (JSON)
     if method not in METHODS:
         raise InputError(f"unknown method '{method}' (use {', '.join(METHODS)})")
     check_positive_finite(epsilon, "epsilon")

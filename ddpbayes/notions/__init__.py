@@ -1,21 +1,17 @@
 """Privacy notions as sets of adversaries over the one quantity leak(i, K) (DESIGN §1): a
-`Notion` per notion (`base`; `notion(name)` looks one up); `adversaries` yields each notion's adversaries and folds their leakages; `lattice` is seed 003's
-greedy search of the pdp lattice."""
+`Notion` per notion (`base`; `notion(name)` looks one up), one module each (`dp`, `idp`, `pdp`,
+`ddp`) exporting the notion itself; `worst` folds the adversaries' leakages into the notion's;
+`lattice` is pdp's lattice: seed 003's greedy search and its summary by layer."""
 
-from ddpbayes.notions.adversaries import (
-    TIE,
-    adversaries,
-    adversary_count,
-    aggregate,
-    check_notion,
-    dp_leakage,
-    lattice_summary,
-    merged_profile,
-    worst_by_target,
-    worst_of,
-)
 from ddpbayes.notions.base import REGISTRY, Notion, notion
+from ddpbayes.notions.dp import DP
+from ddpbayes.notions.idp import IDP
+from ddpbayes.notions.pdp import PDP
+from ddpbayes.notions.ddp import DDP
+from ddpbayes.notions.worst import TIE, aggregate, fold_targets, merged_profile, worst_by_target, worst_of
 from ddpbayes.vocabulary import NOTIONS
 
-__all__ = ["NOTIONS", "REGISTRY", "TIE", "Notion", "notion", "adversaries", "adversary_count", "aggregate", "check_notion", "dp_leakage", "lattice_summary",
-           "merged_profile", "worst_by_target", "worst_of"]
+assert tuple(REGISTRY) == NOTIONS, "vocabulary.NOTIONS lists the notions a user types, in this order"
+
+__all__ = ["DDP", "DP", "IDP", "NOTIONS", "PDP", "REGISTRY", "TIE", "Notion", "aggregate", "fold_targets", "merged_profile", "notion",
+           "worst_by_target", "worst_of"]

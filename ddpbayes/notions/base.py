@@ -1,27 +1,30 @@
 """A privacy notion is a set of adversaries A(i, K) over the one quantity leak(i, K) (DESIGN §1).
 
-| notion | adversaries                                            | source           |
-| dp     | K = all others, x_{-i} over the product of the domains  | model-free       |
-| idp    | K = {} for every target                                | 004 Def. 3       |
-| pdp    | every K for every target (the WHG lattice)             | 003 Def. 2       |
-| ddp    | K = the tuples outside the target's dependence set     | 000 Def. 3–4     |
+| notion | adversaries                                            | source           | module |
+| dp     | K = all others, x_{-i} over the product of the domains  | model-free       | `dp`   |
+| idp    | K = {} for every target                                | 004 Def. 3       | `idp`  |
+| pdp    | every K for every target (the WHG lattice)             | 003 Def. 2       | `pdp`  |
+| ddp    | K = the tuples outside the target's dependence set     | 000 Def. 3–4     | `ddp`  |
 
-Callers ask a `Notion` what it needs (`model_free`, `needs_dependence_sets`, `lattice`) and
-for its adversaries; no notion's name is compared outside this package.
+Callers ask a `Notion` what it needs (`model_free`, `needs_dependence_sets`, `lattice`,
+`weakest`), which options it takes (`check_known`, `check_lattice`, `check_search`) and for its
+adversaries; no notion's name is compared outside this package. A new notion is a `Notion`
+subclass in its own module, `register`ed there and imported by `ddpbayes.notions`.
 """
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator, Sequence
 
+from ddpbayes.engines import AdversaryLeakage, Engine
 from ddpbayes.errors import InputError
-from ddpbayes.problem import Adversary
+from ddpbayes.problem import Adversary, Problem
 from ddpbayes.vocabulary import NOTIONS
 
 
 class Notion:
-    """One notion: its adversaries, how many they are, and what computing them needs."""
+    """One notion: its adversaries, how many they are, what computing them needs, and the
+    options of `audit` it takes (the base refuses those only pdp takes)."""
 
     name: str
     source: str
@@ -39,6 +42,36 @@ class Notion:
         """How many adversaries `adversaries` yields."""
         return len(targets)
 
+    def leakage(self, problem: Problem, targets: Sequence[int]) -> list[AdversaryLeakage]:
+        """A model-free notion's adversaries' leakages, without an engine (dp)."""
+        raise InputError(f"notion '{self.name}' is not model-free: its leakage needs an engine")
+
+    def dependence_sets(self, engine: Engine, problem: Problem) -> list[frozenset[int]] | None:
+        """The dependence sets the adversaries are built from (ddp), by `engine`; None when not needed."""
+        return None
+
+    def searched(self, engine: Engine, problem: Problem, targets: Sequence[int], known: Sequence[int] | None,
+                 keep: bool) -> list[AdversaryLeakage] | None:
+        """Each target's worst adversary found by `engine` without listing the adversaries (pdp's
+        lattice search), or None: they are evaluated one by one (`keep`: every result is wanted)."""
+        return None
+
+    def check_known(self, known: Sequence[int] | None) -> None:
+        """--known fixes pdp's adversary; every other notion fixes its own."""
+        if known is not None:
+            raise InputError(f"--known fixes the adversary of pdp; {self.name} fixes its own (use --notion pdp)")
+
+    def check_lattice(self, lattice: bool) -> None:
+        """--lattice lists pdp's adversaries."""
+        if lattice:
+            raise InputError("--lattice lists the pdp adversaries: use it with --notion pdp")
+
+    def check_search(self, top_k: int, known: Sequence[int] | None, lattice: bool) -> None:
+        """--search greedy (`top_k` > 0) searches pdp's known sets."""
+        if top_k:
+            raise InputError(f"--search greedy (--pdp-greedy) searches the pdp lattice: use it with --notion pdp, "
+                             f"not {self.name}")
+
     def __str__(self) -> str:
         return self.name
 
@@ -46,50 +79,19 @@ class Notion:
         return f"notion({self.name!r})"
 
 
-class DP(Notion):
-    name, source, model_free = "dp", "the classic guarantee", True
-
-    def adversaries(self, n, targets, known=None, dependence_sets=None):
-        everyone = frozenset(range(n))
-        return (Adversary(i, everyone - {i}) for i in targets)
+REGISTRY: dict[str, Notion] = {}  # name -> the notion, in the order `ddpbayes.notions` imports their modules
 
 
-class IDP(Notion):
-    name, source, weakest = "idp", "004 Def. 3", True
-
-    def adversaries(self, n, targets, known=None, dependence_sets=None):
-        return (Adversary(i) for i in targets)
-
-
-class PDP(Notion):
-    name, source, lattice = "pdp", "003 Def. 2", True
-
-    def adversaries(self, n, targets, known=None, dependence_sets=None):
-        if known is not None:
-            return (Adversary(i, frozenset(known)) for i in targets)
-        return (Adversary(i, frozenset(k)) for i in targets for size in range(n)
-                for k in itertools.combinations([j for j in range(n) if j != i], size))
-
-    def adversary_count(self, n, targets, known=None):
-        return len(targets) * 2 ** (n - 1) if known is None else len(targets)
-
-
-class DDP(Notion):
-    name, source, needs_dependence_sets = "ddp", "000 Def. 3-4", True
-
-    def adversaries(self, n, targets, known=None, dependence_sets=None):
-        everyone = frozenset(range(n))
-        return (Adversary(i, everyone - dependence_sets[i] - {i}) for i in targets)
-
-
-REGISTRY: dict[str, Notion] = {cls.name: cls() for cls in (DP, IDP, PDP, DDP)}
-assert tuple(REGISTRY) == NOTIONS, "vocabulary.NOTIONS lists the notions a user types, in this order"
+def register(one: Notion) -> Notion:
+    """Add a notion to `REGISTRY` (its module does, once) and return it."""
+    REGISTRY[one.name] = one
+    return one
 
 
 def notion(which: str | Notion) -> Notion:
     """The notion named `which` (a `Notion` is returned as it is); an unknown name is refused."""
     if isinstance(which, Notion):
         return which
-    if which not in REGISTRY:
+    if not isinstance(which, str) or which not in REGISTRY:
         raise InputError(f"unknown notion '{which}' (use {', '.join(NOTIONS)})")
     return REGISTRY[which]

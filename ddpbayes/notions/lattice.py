@@ -1,4 +1,5 @@
-"""Seed 003's greedy search of the pdp lattice, for any engine (DESIGN §3.2).
+"""The pdp lattice: seed 003's greedy search of it, for any engine (DESIGN §3.2), and its summary
+by layer (`lattice_summary`, the --lattice JSON).
 
 Li et al. order the adversaries A(i, K) of target i in a weighted hierarchical graph by the
 size of K and search it greedily: layer 0 is K = {}; layer L + 1 extends each of the `top_k`
@@ -25,8 +26,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import numpy as np
+
 from ddpbayes.engines import AdversaryLeakage, Engine
-from ddpbayes.notions import TIE, aggregate
+from ddpbayes.notions.worst import TIE, aggregate
 from ddpbayes.problem import Adversary, Problem
 from ddpbayes.progress import Progress
 
@@ -103,3 +106,12 @@ def _extend(kept: list[AdversaryLeakage], n: int, target: int) -> list[frozenset
     """The next layer's known sets: every kept set with one more tuple, once, in lexicographic order."""
     children = {r.adversary.known | {j} for r in kept for j in range(n) if j != target and j not in r.adversary.known}
     return sorted(children, key=sorted)
+
+
+def lattice_summary(results: list[AdversaryLeakage]) -> dict:
+    """PDP lattice by layer |K|: the max per layer, and whether the weakest adversary leaks most."""
+    layers: dict[int, float] = {}
+    for r in results:
+        size = len(r.adversary.known)
+        layers[size] = max(layers.get(size, -np.inf), r.value)
+    return {"max_by_known_size": {str(k): layers[k] for k in sorted(layers)}}

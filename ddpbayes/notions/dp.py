@@ -1,0 +1,62 @@
+"""dp, the classic guarantee: K = all others, x_{-i} over the product of the domains. It is
+model-free: the mechanism's leakage at the query's sensitivity to each tuple, no engine."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from ddpbayes.engines import AdversaryLeakage, Witness
+from ddpbayes.mechanisms import l2_sensitivity
+from ddpbayes.model import Finite
+from ddpbayes.notions.base import Notion, register
+from ddpbayes.problem import Adversary, Problem
+from ddpbayes.queries import Linear
+
+
+class ClassicDP(Notion):
+    name, source, model_free = "dp", "the classic guarantee", True
+
+    def adversaries(self, n, targets, known=None, dependence_sets=None):
+        everyone = frozenset(range(n))
+        return (Adversary(i, everyone - {i}) for i in targets)
+
+    def leakage(self, problem: Problem, targets: Sequence[int]) -> list[AdversaryLeakage]:
+        """sup over x_{-i} in the product of domains, t, t', y: the mechanism's leakage at the
+        query's L1 sensitivity to tuple i; infinite for an unbounded domain."""
+        model, query, mech = problem.model, problem.query, problem.mechanism
+        out = []
+        for adv in self.adversaries(model.n, targets):
+            i = adv.target
+            dom = model.domains[i]
+            value, reason = mech.tuple_dp_leakage(query, i, model.domains)
+            profile = mech.classic_profile(l2_sensitivity(query, i, model.domains)) if mech.profile else None
+            t, t_prime, y = _witness(problem, i)
+            if math.isinf(value):
+                reason = f"tuple {model.names[i]} has the unbounded domain {dom}: additive noise cannot hide it"
+            bounds = getattr(query, "sensitivity_range", lambda *_: None)(i, model.domains)  # expr: on continuous domains
+            ci = None if bounds is None or bounds[0] >= bounds[1] else (mech.dp_leakage(bounds[0]), value)
+            if ci is not None:  # a sure range (no diagnostics), not a 95% interval
+                reason = (f"the query's sensitivity to {model.names[i]} is bounded in [{bounds[0]:.6g}, {bounds[1]:.6g}], "
+                          "not computed: the leakage lies between the two (give --sensitivity to state it)")
+            y = None if mech.profile else y  # a profile's witness is a set of outputs, not one
+            out.append(AdversaryLeakage(adv, value, Witness(adv, None, t, t_prime, y), ci=ci, reason=reason,
+                                        profile=profile))
+        return out
+
+
+def _witness(problem: Problem, i: int) -> tuple[float, float, tuple[float, ...] | None]:
+    """The values t, t' of tuple i (and output y) attaining the sup."""
+    dom = problem.model.domains[i]
+    lo, hi = (dom.values[0], dom.values[-1]) if isinstance(dom, Finite) else (dom.lo, dom.hi)
+    if isinstance(problem.query, Linear):
+        w = problem.query.weights(problem.model.n)[i]
+        return (hi, lo, (math.inf,)) if w >= 0 else (lo, hi, (math.inf,))
+    pair = getattr(problem.query, "sensitivity_pair", None)  # an expr:/fn: query: the values attaining it
+    if pair is not None:
+        t, t_prime = pair(i, problem.model.domains) or (None, None)
+        return t, t_prime, None
+    return hi, lo, None
+
+
+DP = register(ClassicDP())
