@@ -15,6 +15,7 @@ from pymc.logprob.utils import ParameterValueError
 from ddpbayes.errors import InputError
 from ddpbayes.formatting import abbreviated
 from ddpbayes.model.domains import Domain, Finite, Interval
+from ddpbayes.model.reference import rebuild
 from ddpbayes.model.supports import is_discrete, supports
 
 T = TypeVar("T")
@@ -69,12 +70,10 @@ class DependenceModel:
 
     def __reduce__(self):
         """Pickled by reference: a worker rebuilds the model from its file once and keeps it
-        (`parallel.modelref`); a model built in Python, with no file, cannot be sent."""
+        (`model.reference`); a model built in Python, with no file, cannot be sent."""
         if self.origin is None:
             raise TypeError("the model was built in Python, not loaded from a model file, so Dask workers cannot "
                             "rebuild it")
-        from ddpbayes.model.reference import rebuild
-
         return rebuild, (self.origin,)
 
     def memo(self, owner: str, key: Hashable, compute: Callable[[], T]) -> T:

@@ -97,7 +97,7 @@ def load_source(path: str | Path, source: bytes, params: dict, max_states: int |
     if not isinstance(model, DependenceModel):
         raise InputError(f"build() in '{path}' returned {type(model).__name__}, not a DependenceModel")
     model.source = module  # where `fn:NAME` queries find NAME (general_queries.FunctionQuery)
-    model.origin = ModelRef.of(path, source, params, max_states)  # how a Dask worker rebuilds it (`parallel`)
+    model.origin = ModelRef.of(path, source, params, max_states, load_source)  # how a Dask worker rebuilds it
     return model
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import pickle
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,29 +22,30 @@ _models: OrderedDict[tuple, object] = OrderedDict()
 
 @dataclass(frozen=True)
 class ModelRef:
-    """Where a model comes from: the model file's path and text (`load_source(path, source, params,
-    max_states)`). The text travels with the reference, so a worker builds the model the audit
-    started with even when the file is edited while it runs (issue #25)."""
+    """Where a model comes from: the model file's path and text, and the function that builds it
+    from them (`loading.load_source(path, source, params, max_states)`, pickled by name). The text
+    travels with the reference, so a worker builds the model the audit started with even when the
+    file is edited while it runs (issue #25)."""
 
     path: str
     params: bytes  # the parameters, pickled in key order
     max_states: int | None
     digest: str  # sha256 of the text: two references to the same text are the same model
     source: bytes = field(compare=False, repr=False)
+    build: Callable[[str, bytes, dict, int | None], object] = field(compare=False, repr=False)
 
     @classmethod
-    def of(cls, path: str | Path, source: bytes, params: dict, max_states: int | None) -> ModelRef:
+    def of(cls, path: str | Path, source: bytes, params: dict, max_states: int | None,
+           build: Callable[[str, bytes, dict, int | None], object]) -> ModelRef:
         return cls(str(Path(path).resolve()), pickle.dumps(sorted(params.items())), max_states,
-                   hashlib.sha256(source).hexdigest(), source)
+                   hashlib.sha256(source).hexdigest(), source, build)
 
     def load(self):
         """The model this process built from the reference (built now on first use)."""
         if self in _models:
             _models.move_to_end(self)
             return _models[self]
-        from ddpbayes.model.loading import load_source
-
-        model = load_source(self.path, self.source, dict(pickle.loads(self.params)), self.max_states)
+        model = self.build(self.path, self.source, dict(pickle.loads(self.params)), self.max_states)
         _models[self] = model
         while len(_models) > KEPT:
             _models.popitem(last=False)
