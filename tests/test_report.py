@@ -15,8 +15,8 @@ import pytest
 import ddpbayes
 from ddpbayes.cli.main import main
 from ddpbayes.reports import build_report, load_spec
-from ddpbayes.reports import document as document_module
-from ddpbayes.reports.attack_spec import AttackSpec
+from ddpbayes.reports.input import AttackSpec
+from ddpbayes.reports.render import document as document_module
 
 ROOT = Path(__file__).resolve().parent.parent
 CONTAGIOUS = ROOT / "models" / "contagious_family.py"
