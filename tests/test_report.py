@@ -145,7 +145,7 @@ def test_failure_while_writing_keeps_old_report(tmp_path, monkeypatch, report):
     def boom(doc):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr("ddpbayes.reports.render_markdown", boom)
+    monkeypatch.setattr("ddpbayes.reports.render.pages.render_markdown", boom)
     with pytest.raises(RuntimeError):
         build_report(_spec(tmp_path, GOOD), out, progress=False)
     assert _entries(tmp_path) == ["r", "spec.toml"]

@@ -20,7 +20,8 @@ from ddpbayes.reports.render.atomic import write_directory
 from ddpbayes.reports.render.attack import write_report
 from ddpbayes.reports.render.composition_doc import composition_document, composition_json
 from ddpbayes.reports.render.content import build_document
-from ddpbayes.reports.render.document import Document, render_html, render_markdown
+from ddpbayes.reports.render.document import Document
+from ddpbayes.reports.render.pages import write_pages
 from ddpbayes.reports.render.results import command_for, results_json
 from ddpbayes.reports.views.attack import attack_result
 from ddpbayes.reports.views.collect import Progress, collect
@@ -80,14 +81,8 @@ def _write(spec, out: Path, say: Progress, pages: Callable[[], tuple[Document, d
                 raise
             raise InputError(f"{spec.path}: {exc}") from exc
         say("writing figures and pages")
-        (tmp / "figures").mkdir()
-        for fig in doc.figures:
-            (tmp / "figures" / fig.name).write_bytes(fig.png)
-        (tmp / "index.html").write_text(render_html(doc), encoding="utf-8")
-        (tmp / "report.md").write_text(render_markdown(doc), encoding="utf-8")
         data.update(results)
-        (tmp / "results.json").write_text(json.dumps(data, indent=1, ensure_ascii=False, allow_nan=False) + "\n",
-                                          encoding="utf-8")
+        write_pages(tmp, doc, data)
 
     write_directory(out, "results.json", build)
     say(f"wrote {out}")
