@@ -107,15 +107,16 @@ def case_lattice(workers: int) -> dict:
 
 def case_sweep(workers: int) -> dict:
     from ddpbayes.model.loading import load_model
-    from ddpbayes.reports.collect import Auditor
-    from ddpbayes.reports.spec import load_spec
-    from ddpbayes.reports.sweep import sweep
+    from ddpbayes.reports.input import load_spec
+    from ddpbayes.reports.views.auditor import Auditor
+    from ddpbayes.reports.views.sweep import sweep
+    from ddpbayes.settings import RunSettings
 
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "sweep.toml"
         path.write_text(SPEC)
         spec = load_spec(path)
-        run = Auditor(spec, load_model(spec.model, spec.params), workers=workers)
+        run = Auditor(spec, load_model(spec.model, spec.params), RunSettings(workers=workers))
         results = {"pdp": run("pdp")}
         start = time.perf_counter()
         swept = sweep(run, results, tuple(SWEEP), {}, lambda message: None)

@@ -144,7 +144,7 @@ def test_the_memory_bound_reads_the_machine(models_dir, monkeypatch):
 def test_a_deeply_nested_spec_is_one_line(tmp_path, nested):
     """Arrays or inline tables nested 5,000 deep: tomllib recurses once per level; the old code
     ended in a RecursionError (exit 3)."""
-    from ddpbayes.reports.spec import load_spec
+    from ddpbayes.reports.input import load_spec
 
     spec = tmp_path / "deep.toml"
     spec.write_text(f"x = {nested}\n", encoding="utf-8")

@@ -327,7 +327,7 @@ def test_interval_domains_refuse_only_what_needs_the_sensitivity():
 
 
 def test_report_spec_takes_a_sensitivity(tmp_path):
-    from ddpbayes.reports.spec import load_spec
+    from ddpbayes.reports.input import load_spec
 
     def spec(query: str, extra: str = "") -> object:
         path = tmp_path / "s.toml"

@@ -294,8 +294,9 @@ def test_structured_equals_exact_on_a_chain(mechanism):
 
 
 def test_report_view_follows_the_sweep(contagious):
-    from ddpbayes.reports.information import information_section, information_view
-    from ddpbayes.reports.sweep import sweep
+    from ddpbayes.reports.render.information import information_section
+    from ddpbayes.reports.views.information import information_view
+    from ddpbayes.reports.views.sweep import sweep
 
     model = contagious(2)
 

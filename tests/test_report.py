@@ -15,8 +15,8 @@ import pytest
 import ddpbayes
 from ddpbayes.cli.main import main
 from ddpbayes.reports import build_report, load_spec
-from ddpbayes.reports import document as document_module
-from ddpbayes.reports.attack_spec import AttackSpec
+from ddpbayes.reports.input import AttackSpec
+from ddpbayes.reports.render import document as document_module
 
 ROOT = Path(__file__).resolve().parent.parent
 CONTAGIOUS = ROOT / "models" / "contagious_family.py"
@@ -145,7 +145,7 @@ def test_failure_while_writing_keeps_old_report(tmp_path, monkeypatch, report):
     def boom(doc):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr("ddpbayes.reports.render_markdown", boom)
+    monkeypatch.setattr("ddpbayes.reports.render.pages.render_markdown", boom)
     with pytest.raises(RuntimeError):
         build_report(_spec(tmp_path, GOOD), out, progress=False)
     assert _entries(tmp_path) == ["r", "spec.toml"]

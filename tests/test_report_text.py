@@ -14,18 +14,19 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from ddpbayes.attack import figures as attack_figures
-from ddpbayes.attack.report import build_document as attack_document
 from ddpbayes.attack.run import AttackData, AttackResult, AttackSettings, run_attack
 from ddpbayes.geo.data import US_BOX
-from ddpbayes.reports import composition_doc, load_spec
-from ddpbayes.reports import figures as report_figures
-from ddpbayes.reports.attack_spec import AttackSpec
-from ddpbayes.reports.document import Document, Figure, Notes, Para, Section, Table, render_html, render_markdown
-from ddpbayes.reports.information import InformationView, figures_information, information_section
-from ddpbayes.reports.papers import cite
+from ddpbayes.reports import load_spec
+from ddpbayes.reports.input import AttackSpec
+from ddpbayes.reports.render import attack_figures, composition_doc
+from ddpbayes.reports.render import figures as report_figures
+from ddpbayes.reports.render.attack import build_document as attack_document
+from ddpbayes.reports.render.document import Document, Figure, Notes, Para, Section, Table, render_html, render_markdown
+from ddpbayes.reports.render.information import figures_information, information_section
+from ddpbayes.reports.render.papers import cite
 from ddpbayes.cli.regenerate import regenerate, spec_files
-from ddpbayes.reports.sweep import Sweep
+from ddpbayes.reports.views.information import InformationView
+from ddpbayes.reports.views.sweep import Sweep
 from ddpbayes.settings import RunSettings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,7 +54,7 @@ def test_cite_names_the_paper(text, named):
 def test_rendered_text_names_papers_but_commands_stay():
     """Text from elsewhere (a model's docstring, an engine's note) is cited in both renderings;
     a command is left as it is."""
-    from ddpbayes.reports.document import Code
+    from ddpbayes.reports.render.document import Code
 
     doc = Document("Seed 004's family", ["seed 000 Thm 3 bounds it"], [Section("Model", "model", [
         Para("Seed 003's two-tuple database"), Notes(["idp: seed 004 Prop. 2"]),
@@ -301,7 +302,7 @@ def test_regenerate_builds_an_attack_spec(tmp_path):
         targets = 40
         seed = 3
         """))
-    regenerate(tmp_path, progress=False, workers=1)
+    regenerate(tmp_path, progress=False, where=RunSettings(workers=1))
     data = json.loads((tmp_path / "small_attack" / "results.json").read_text(encoding="utf-8"))
     assert data["targets"] == 40 and data["seed"] == 3 and len(data["rows"]) == 2 * 2
     assert sorted(p.name for p in (tmp_path / "small_attack" / "figures").iterdir()) == [

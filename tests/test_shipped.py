@@ -59,7 +59,7 @@ def test_a_file_in_the_working_directory_wins(tmp_path, monkeypatch):
 
 def test_load_model_and_load_spec_take_the_shipped_files(tmp_path, monkeypatch):
     import ddpbayes
-    from ddpbayes.reports.spec import load_spec
+    from ddpbayes.reports.input import load_spec
 
     monkeypatch.chdir(tmp_path)
     assert ddpbayes.load_model("models/household.py", {"n": 3}).names == ["x0", "x1", "x2"]

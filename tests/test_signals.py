@@ -25,7 +25,7 @@ import pytest
 
 from ddpbayes.cli.main import main
 from ddpbayes.errors import InputError
-from ddpbayes.reports.atomic import write_directory
+from ddpbayes.reports.render.atomic import write_directory
 
 ROOT = Path(__file__).resolve().parent.parent
 DDPBAYES = Path(sys.executable).with_name("ddpbayes")

@@ -5,5 +5,6 @@ adversary.py  what each target's adversary knows: known sets, its cluster, the C
 posterior.py  the grid posterior (Eq. 6), the histogram (Eq. 8) and CAR priors, entropies
 metrics.py    inference error (Eq. 10), leaked information (Eq. 11), Theorem 2's bound
 run.py        the experiment: inputs, seeding, progress, rows
-report.py, figures.py   `--report DIR`
+
+Its report (`--report DIR`) is `ddpbayes.reports.render.attack`: attack/ is below reports/.
 """

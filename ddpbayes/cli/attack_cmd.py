@@ -72,7 +72,7 @@ def run(args) -> int:
     data = load_data(args.locations, args.edges, args.fit, grid=settings.grid, where=where)
     result = run_attack(data, settings, progress=args.format == "text" or sys.stderr.isatty(), where=where)
     if args.report:
-        from ddpbayes.attack.report import write_report
+        from ddpbayes.reports.render.attack import write_report  # matplotlib: off the --help path
 
         write_report(result, args.report, command(args))
     if args.format == "json":

@@ -1,7 +1,7 @@
 """Regenerate the shipped reports: `python -m ddpbayes.cli.regenerate` (from the repository root).
 
 Every spec reports/specs/NAME.toml becomes the report reports/NAME/ (the attack's too: its spec
-has an `[attack]` table, `reports.attack_spec`), and reports/README.md indexes them with each
+has an `[attack]` table, `reports.input.attack_spec`), and reports/README.md indexes them with each
 report's one-line finding (read back from its results.json). Specs
 that share a model file and parameters share one built model, so the sampling engine's
 MCMC runs are drawn once for all of them. `--only NAME` regenerates some reports and
@@ -21,6 +21,7 @@ from ddpbayes.cli.args import add_workers, execution
 from ddpbayes.errors import InputError
 from ddpbayes.parallel import close_clusters
 from ddpbayes.reports import build_report
+from ddpbayes.settings import RunSettings
 
 HEADER = """# Verification reports
 
@@ -42,10 +43,10 @@ the repository README, Reproducibility).
 """
 
 
-def regenerate(reports: Path, only: list[str] | None = None, progress: bool = True, workers: int = 0,
-               scheduler: str | None = None) -> dict[str, float]:
-    """Rebuild the reports (all, or those named in `only`; their units of work on `workers` or
-    the cluster at `scheduler`: `parallel`); return seconds per report."""
+def regenerate(reports: Path, only: list[str] | None = None, progress: bool = True,
+               where: RunSettings | None = None) -> dict[str, float]:
+    """Rebuild the reports (all, or those named in `only`; their units of work where `where` says:
+    `parallel`); return seconds per report."""
     specs = spec_files(reports)
     if not specs:
         raise InputError(f"no specs in {reports / 'specs'}")
@@ -58,8 +59,7 @@ def regenerate(reports: Path, only: list[str] | None = None, progress: bool = Tr
         if only and spec.stem not in only:
             continue
         start = time.perf_counter()
-        build_report(spec, reports / spec.stem, progress=progress, models=models, workers=workers,
-                     scheduler=scheduler)
+        build_report(spec, reports / spec.stem, progress=progress, models=models, where=where)
         seconds[spec.stem] = time.perf_counter() - start
     write_index(reports, specs)
     return seconds
@@ -99,9 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     warnings.filterwarnings("ignore", message=".*could not link to a BLAS.*")  # PyTensor's, as in the CLI
     start = time.perf_counter()
     try:
-        where = execution(args)
-        seconds = regenerate(args.reports, args.only, progress=not args.quiet, workers=where.workers,
-                             scheduler=where.scheduler)
+        seconds = regenerate(args.reports, args.only, progress=not args.quiet, where=execution(args))
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

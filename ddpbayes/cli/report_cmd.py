@@ -12,7 +12,7 @@ def register(sub) -> None:
         description="Audit the spec's model under each of its notions and write DIR/index.html (self-contained), "
         "DIR/report.md, DIR/results.json and DIR/figures/*.png. DIR is replaced atomically.",
     )
-    p.add_argument("spec", help="TOML audit spec (keys mirror `ddpbayes audit`; see ddpbayes/reports/spec.py)")
+    p.add_argument("spec", help="TOML audit spec (keys mirror `ddpbayes audit`; see ddpbayes/reports/input/spec.py)")
     p.add_argument("--out", required=True, help="output directory (created, or replaced if it holds a report)")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
@@ -21,10 +21,8 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ddpbayes.reports import build_report
+    from ddpbayes.reports import build_report  # PyMC and matplotlib: off the --help path
 
-    where = execution(args)
-    data = build_report(args.spec, args.out, progress=not args.quiet, workers=where.workers,
-                        scheduler=where.scheduler)
+    data = build_report(args.spec, args.out, progress=not args.quiet, where=execution(args))
     print(f"{args.out}/index.html  {data['finding']}")
     return 0

@@ -1,8 +1,9 @@
-"""Verification reports: `ddpbayes report SPEC.toml --out DIR` (spec keys in `spec`; a spec with
-`releases` is a composition report, `composition`; one with `[attack]` the attack's, `attack_spec`).
+"""Verification reports: `ddpbayes report SPEC.toml --out DIR`. A report is built in three steps:
+its spec is read and checked (`input`: an audit spec, one with `releases` a composition spec, one
+with `[attack]` the attack's), what it shows is computed (`views`) and rendered (`render`).
 
 DIR receives index.html (self-contained: inline CSS, figures as data URIs), report.md,
-results.json (every number shown) and figures/*.png, written atomically (`atomic`).
+results.json (every number shown) and figures/*.png, written atomically (`render.atomic`).
 """
 
 from __future__ import annotations
@@ -14,14 +15,18 @@ from pathlib import Path
 from ddpbayes.errors import InputError
 from ddpbayes.model import DependenceModel
 from ddpbayes.model.loading import load_model
-from ddpbayes.reports.atomic import write_directory
-from ddpbayes.reports.attack_spec import AttackSpec, attack_report
-from ddpbayes.reports.collect import Progress, collect
-from ddpbayes.reports.composition import CompositionSpec, composition_pages
-from ddpbayes.reports.content import build_document
-from ddpbayes.reports.document import Document, render_html, render_markdown
-from ddpbayes.reports.results import command_for, results_json
-from ddpbayes.reports.spec import Spec, load_spec
+from ddpbayes.reports.input import AttackSpec, CompositionSpec, Spec, load_spec
+from ddpbayes.reports.render.atomic import write_directory
+from ddpbayes.reports.render.attack import write_report
+from ddpbayes.reports.render.composition_doc import composition_document, composition_json
+from ddpbayes.reports.render.content import build_document
+from ddpbayes.reports.render.document import Document
+from ddpbayes.reports.render.pages import write_pages
+from ddpbayes.reports.render.results import command_for, results_json
+from ddpbayes.reports.views.attack import attack_result
+from ddpbayes.reports.views.collect import Progress, collect
+from ddpbayes.reports.views.composition import collect_composition
+from ddpbayes.settings import RunSettings
 
 __all__ = ["Spec", "build_report", "load_spec"]
 
@@ -32,24 +37,30 @@ def build_report(
     *,
     progress: bool = True,
     models: dict | None = None,
-    workers: int = 0,
-    scheduler: str | None = None,
+    where: RunSettings | None = None,
 ) -> dict:
     """Write the report of the spec at `spec_path` to the directory `out`; return results.json's
     content. `models` caches built models across reports by (file, params): the sampling
-    engine's MCMC runs are cached on the model, so specs sharing a model share them. `workers`
-    and `scheduler` say where units of work run (`parallel`: the sweep's points, MCMC runs)."""
+    engine's MCMC runs are cached on the model, so specs sharing a model share them. `where`
+    says where units of work run (`parallel`: the sweep's points, MCMC runs, the attack's blocks)."""
     spec = load_spec(spec_path)
     out = Path(out)
     command = command_for(Path(spec_path), out)
     say = Progress(progress, Path(spec_path).stem)
+    where = RunSettings.of(where, progress=progress)
     if isinstance(spec, AttackSpec):
-        return attack_report(spec, out, command, say, progress, workers, scheduler)
-    if isinstance(spec, CompositionSpec):
-        return _write(spec, out, say, lambda: composition_pages(spec, _model(spec, models), command, say))
+        result = attack_result(spec, say, where)
+        say("writing figures and pages")
+        written = write_report(result, out, command)
+        say(f"wrote {out}")
+        return written
 
-    def pages():
-        collected = collect(spec, _model(spec, models), say, workers, scheduler)
+    def pages() -> tuple[Document, dict]:
+        model = _model(spec, models)
+        if isinstance(spec, CompositionSpec):  # its audits run with the spec's settings alone
+            composed = collect_composition(spec, model, say)
+            return composition_document(composed, command), composition_json(composed, command)
+        collected = collect(spec, model, say, where)
         return build_document(collected, command), results_json(collected, command)
 
     return _write(spec, out, say, pages)
@@ -70,14 +81,8 @@ def _write(spec, out: Path, say: Progress, pages: Callable[[], tuple[Document, d
                 raise
             raise InputError(f"{spec.path}: {exc}") from exc
         say("writing figures and pages")
-        (tmp / "figures").mkdir()
-        for fig in doc.figures:
-            (tmp / "figures" / fig.name).write_bytes(fig.png)
-        (tmp / "index.html").write_text(render_html(doc), encoding="utf-8")
-        (tmp / "report.md").write_text(render_markdown(doc), encoding="utf-8")
         data.update(results)
-        (tmp / "results.json").write_text(json.dumps(data, indent=1, ensure_ascii=False, allow_nan=False) + "\n",
-                                          encoding="utf-8")
+        write_pages(tmp, doc, data)
 
     write_directory(out, "results.json", build)
     say(f"wrote {out}")

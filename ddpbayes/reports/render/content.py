@@ -6,13 +6,14 @@ import ast
 import math
 
 from ddpbayes.auditing import AuditResult
-from ddpbayes.reports import figures
-from ddpbayes.reports.closed_form import GENERAL
-from ddpbayes.reports.collect import Collected
-from ddpbayes.reports.document import Code, Document, Figure, Notes, Para, Section, Table
-from ddpbayes.reports.information import information_section
-from ddpbayes.reports.profile import profile_section
-from ddpbayes.reports.results import finding, fmt, reproducibility, set_text, title
+from ddpbayes.notions import notion
+from ddpbayes.reports.render import figures
+from ddpbayes.reports.render.document import Code, Document, Figure, Notes, Para, Section, Table
+from ddpbayes.reports.render.information import information_section
+from ddpbayes.reports.render.profile import profile_section
+from ddpbayes.reports.render.results import finding, fmt, reproducibility, set_text, title
+from ddpbayes.reports.views.closed_form import GENERAL
+from ddpbayes.reports.views.collect import Collected
 
 NOTION_MEANING = {
     "dp": "classic DP: model-free, the adversary knows every other tuple, whatever their values",
@@ -47,14 +48,14 @@ def _summary(c: Collected) -> Section:
     names = c.model.names
     rows = []
     notes: dict[str, list[str]] = {}  # note -> the notions it applies to (a model's note once, not per notion)
-    for notion, r in c.results.items():
+    for name, r in c.results.items():
         ci = f"[{fmt(r.ci[0])}, {fmt(r.ci[1])}]" if r.ci else "exact"
         verdict = (r.verdict.upper(), r.verdict) if r.verdict else "–"
         leakage = f"≥ {fmt(r.leakage)} (lower bound)" if r.lower_bound else fmt(r.leakage)
-        rows.append([notion, leakage, ci, fmt(r.claim), verdict, r.engine, _witness_text(r, names)])
+        rows.append([name, leakage, ci, fmt(r.claim), verdict, r.engine, _witness_text(r, names)])
         for text in (r.reason, r.verdict_reason, *r.notes):
             if text:
-                notes.setdefault(text, []).append(notion)
+                notes.setdefault(text, []).append(name)
     mech = next(iter(c.results.values())).mechanism
     blocks = [
         Para(f"Query `{c.spec.query}` released with {mech.get('noise', mech['kind'])}"
@@ -220,7 +221,7 @@ def _sweep(c: Collected) -> Section:
 
 def _greedy_pdp(c: Collected) -> bool:
     """Was pdp searched greedily (the spec's `search = "greedy"`): its values are lower bounds."""
-    return "pdp" in c.results and c.results["pdp"].lower_bound
+    return any(notion(n).lattice and r.lower_bound for n, r in c.results.items())
 
 
 def _closed_form(c: Collected) -> Section:
@@ -252,12 +253,12 @@ def _tex(name: str) -> str:
 
 def _mcmc(c: Collected) -> Section:
     rows = []
-    for notion, r in c.results.items():
+    for name, r in c.results.items():
         d = r.diagnostics
         if not d:
             continue
         ok = ("ok", "pass") if d.get("ok") else ("FAILED", "fail")
-        rows.append([notion, str(d.get("runs", 0)), fmt(d.get("rhat_max")), fmt(d.get("ess_bulk_min")),
+        rows.append([name, str(d.get("runs", 0)), fmt(d.get("rhat_max")), fmt(d.get("ess_bulk_min")),
                      str(d.get("divergences", 0)), "/".join(d.get("samplers", [])), ok])
     spec = c.spec
     blocks = [

@@ -14,7 +14,7 @@ import html
 import re
 from dataclasses import dataclass, field, replace
 
-from ddpbayes.reports.papers import cite
+from ddpbayes.reports.render.papers import cite
 
 Cell = str | tuple[str, str]
 

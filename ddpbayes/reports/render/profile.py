@@ -1,60 +1,17 @@
-"""A report section on Gaussian noise (DESIGN §3.5), from the spec's `[profile]` table
-(`reports.profile_spec`).
-
-The same query is audited with that noise under each notion (`ddpbayes.audit`, the spec's
-engine settings and targets); the section shows ε at δ, zCDP ρ and GDP μ per notion, the profile
-ε(δ) on the δ grid beside classic DP's (μ = Δ₂ / σ, `Gaussian.classic_profile`) and a figure.
-"""
+"""A report section on Gaussian noise (DESIGN §3.5), from `views.profile`: ε at δ, zCDP ρ and GDP μ
+per notion, the profile ε(δ) on the δ grid beside classic DP's and a figure."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-
-from ddpbayes.auditing import AuditResult, audit
-from ddpbayes.mechanisms.gaussian import global_l2_sensitivity
-from ddpbayes.model import DependenceModel
-from ddpbayes.profiles import Profile
-from ddpbayes.reports.document import Figure, Para, Section, Table
-from ddpbayes.reports.profile_spec import ProfileSpec
-
-
-@dataclass(frozen=True)
-class ProfileView:
-    """The audits with Gaussian noise, one per notion, and classic DP's profile for comparison."""
-
-    spec: ProfileSpec
-    results: dict[str, AuditResult]
-    sigma: float
-    l2: float
-    classic: Profile
-
-    def to_json(self) -> dict:
-        return {"spec": self.spec.to_json(), "sigma": self.sigma, "l2_sensitivity": self.l2,
-                "classic": self.classic.to_json(self.spec.delta),
-                "audits": {n: r.to_dict() for n, r in self.results.items()}}
-
-
-def profile_view(spec, model: DependenceModel, say: Callable[[str], None]) -> ProfileView:
-    """Audit the spec's query with the `[profile]` noise under each of its notions."""
-    p: ProfileSpec = spec.profile
-    results = {}
-    for notion in p.notions:
-        say(f"{p.kind} noise: {notion}")
-        kwargs = {**spec.audit_kwargs(notion, say.enabled), "claim": None, "information": None}
-        results[notion] = audit(model, spec.query_object(), p.kind, notion, **{
-            **kwargs, "scale": p.sigma, "epsilon": p.epsilon, "delta": p.delta, "rho": p.rho})
-    first = next(iter(results.values())).problem
-    query, mechanism = first.query, first.mechanism
-    l2 = global_l2_sensitivity(query, model.domains)
-    return ProfileView(p, results, mechanism.sigma, l2, mechanism.classic_profile(l2))
+from ddpbayes.auditing import AuditResult
+from ddpbayes.reports.render.document import Figure, Para, Section, Table
+from ddpbayes.reports.render.figures import profile_figure
+from ddpbayes.reports.render.results import fmt, set_text
+from ddpbayes.reports.views.profile import ProfileView
 
 
 def profile_section(view: ProfileView, names: list[str]) -> Section:
     """ε at δ, ρ and μ per notion; the profile on the δ grid against classic DP's; the figure."""
-    from ddpbayes.reports.figures import profile_figure
-    from ddpbayes.reports.results import fmt  # results imports collect, which imports this module
-
     p, delta = view.spec, view.spec.delta
     setting = (f"zCDP rho = {fmt(p.rho)}: sigma = Δ₂ / √(2 rho)" if p.rho is not None else
                f"(epsilon, delta) = ({fmt(p.epsilon)}, {delta:g}): the analytic Gaussian sigma" if p.epsilon is not None
@@ -86,8 +43,6 @@ def profile_section(view: ProfileView, names: list[str]) -> Section:
 
 
 def _worst(r: AuditResult, names: list[str]) -> str:
-    from ddpbayes.reports.results import fmt, set_text
-
     w = r.witness
     if w is None:
         return "–"

@@ -14,8 +14,8 @@ import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
 import numpy as np  # noqa: E402
 
 from ddpbayes.engines import Curve  # noqa: E402
-from ddpbayes.reports.lattice import LatticeView  # noqa: E402
-from ddpbayes.reports.sweep import SAME, Sweep  # noqa: E402
+from ddpbayes.reports.views.lattice import LatticeView  # noqa: E402
+from ddpbayes.reports.views.sweep import SAME, Sweep  # noqa: E402
 
 DPI = 90
 JITTER_TARGETS = 6

@@ -49,21 +49,21 @@ class LatticeView:
 
 
 def pdp_lattice(
-    run: Callable[..., AuditResult], pdp: AuditResult, engine: Engine, n: int, targets: list[int], seed: int,
-    say: Callable[[str], None],
+    run: Callable[..., AuditResult], name: str, pdp: AuditResult, engine: Engine, n: int, targets: list[int],
+    seed: int, say: Callable[[str], None],
 ) -> LatticeView:
     """The lattice over `targets`; `run(notion, **overrides)` audits with the spec's settings,
-    `engine` is the one that audited pdp."""
+    `name` is the lattice's notion (pdp), `pdp` its result and `engine` the one that audited it."""
     total = len(targets) * 2 ** (n - 1)
     if total <= (ESTIMATED_FULL_LIMIT if engine.estimates else FULL_LIMIT):
         say(f"pdp lattice: all {total} adversaries")
-        full = run("pdp", lattice=True, known=None, pdp_greedy=0)  # every node, whatever the spec's search
+        full = run(name, lattice=True, known=None, pdp_greedy=0)  # every node, whatever the spec's search
         points = [Point(r.adversary.target, r.adversary.known, r.value) for r in full.lattice]
         return LatticeView(points, total, n, None)
     per_layer = ESTIMATED_PER_LAYER if engine.estimates else PER_LAYER
     chosen = _subset(n, targets, per_layer, seed, pdp)
     say(f"pdp lattice: {total:,} adversaries, too many; computing {len(chosen)} of them")
-    points = [Point(i, k, run("pdp", targets=[i], known=sorted(k), pdp_greedy=0).leakage) for i, k in chosen]
+    points = [Point(i, k, run(name, targets=[i], known=sorted(k), pdp_greedy=0).leakage) for i, k in chosen]
     note = (
         f"The lattice has {total:,} adversaries, too many to compute one by one; shown are {len(points)}: every "
         "target's weakest (K = {}) and strongest (K = all others) adversary, pdp's worst adversary"

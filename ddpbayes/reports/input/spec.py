@@ -33,26 +33,23 @@ one line naming the spec file and the key (`InputError`); what only the built mo
 from __future__ import annotations
 
 import math
-import sys
-import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ddpbayes import shipped
 from ddpbayes.errors import InputError
 from ddpbayes.queries.general import with_sensitivity
 from ddpbayes.limits import positive_finite
 from ddpbayes.mechanisms import MECHANISMS
+from ddpbayes.notions import notion
 from ddpbayes.queries import Identity, Query, parse_query
-from ddpbayes.reports.profile_spec import KINDS as PROFILE_KINDS
-from ddpbayes.reports.profile_spec import ProfileSpec, parse_profile
+from ddpbayes.reports.input.keys import check_keys
+from ddpbayes.reports.input.profile_spec import KINDS as PROFILE_KINDS
+from ddpbayes.reports.input.profile_spec import ProfileSpec, parse_profile
 from ddpbayes.settings import MIN_DRAWS, SEED_LIMIT, RunSettings, search_width
 from ddpbayes.symbolic.parse import parse_matrix
 from ddpbayes.vocabulary import ENGINES, NOTIONS
 
-MAX_SPEC_BYTES = 2**20  # a spec larger than this is refused before it is read (the shipped ones are under 2 KiB)
-_TYPES = {bool: "true or false", int: "an integer", float: "a number", str: "a string", dict: "a table", list: "a list"}
 
 # key -> (type, required); lists give their element type as a tuple (list, element type)
 TOP = {
@@ -117,21 +114,24 @@ class Spec:
         """The query, with the spec's `sensitivity` (an expr:/fn: query on continuous domains)."""
         return with_sensitivity(parse_query(self.query), self.sensitivity)
 
-    def settings(self, progress: bool = False, pdp: bool = False) -> RunSettings:
-        """How the spec's audits run (with `pdp`, the spec's pdp search: `search_width`)."""
+    def settings(self, where: RunSettings | None = None, pdp: bool = False) -> RunSettings:
+        """How the spec's audits run: `where` (workers, scheduler, progress) with the spec's engine
+        settings (with `pdp`, the spec's pdp search: `search_width`)."""
         width = search_width(self.search, self.top_k, None) if pdp else None
-        return RunSettings.of(engine=self.engine, seed=self.seed, draws=self.draws, tune=self.tune, chains=self.chains,
-                              pdp_greedy=width, progress=progress)
+        return RunSettings.of(where, engine=self.engine, seed=self.seed, draws=self.draws, tune=self.tune,
+                              chains=self.chains, pdp_greedy=width)
 
-    def audit_kwargs(self, notion: str, progress: bool = False) -> dict:
-        """Keyword arguments of `audit` for one notion (the known set is pdp's only)."""
+    def audit_kwargs(self, name: str, where: RunSettings | None = None) -> dict:
+        """Keyword arguments of `audit` for the notion `name` (the known set and the search are the
+        lattice's only: pdp's)."""
+        lattice = notion(name).lattice
         return {
             "scale": self.scale,
             "epsilon": self.epsilon,
             "claim": self.claim,
             "targets": None if self.target is None else list(self.target),
-            "known": None if self.known is None or notion != "pdp" else list(self.known),
-            "settings": self.settings(progress, pdp=notion == "pdp"),
+            "known": None if self.known is None or not lattice else list(self.known),
+            "settings": self.settings(where, pdp=lattice),
         }
 
     def to_json(self) -> dict:
@@ -160,36 +160,11 @@ class Spec:
         }
 
 
-def load_spec(path: str | Path) -> Spec:
-    """Read and validate the spec at `path` (every value that can be checked without the model); a
-    spec with `releases` is a composition spec (`reports.composition.CompositionSpec`). A
-    `reports/specs/NAME.toml` or bare `NAME` naming no file from the working directory is the
-    shipped spec NAME (`shipped.resolve`, DESIGN §4)."""
-    path = shipped.resolve(path, shipped.SPECS)
-    if not path.is_file():
-        raise InputError(f"spec file '{path}' " + ("is a directory" if path.is_dir() else
-                                                   "is not a regular file" if path.exists() else "does not exist"))
-    if path.stat().st_size > MAX_SPEC_BYTES:
-        raise InputError(f"spec file '{path}' has {path.stat().st_size:,} bytes, over the {MAX_SPEC_BYTES:,} a "
-                         "spec may have")
-    try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: not valid TOML: {exc}") from None
-    except RecursionError:  # tomllib recurses once per level of nesting
-        raise InputError(f"{path}: arrays or tables nested too deeply for the TOML reader (Python's recursion limit, "
-                         f"{sys.getrecursionlimit():,} frames)") from None
-    if "releases" in raw:  # several releases audited jointly: a composition report
-        from ddpbayes.reports.composition import load_composition_spec  # it builds on this module
-
-        return load_composition_spec(raw, path)
-    if "attack" in raw:  # the inference attack on location data: an attack report
-        from ddpbayes.reports.attack_spec import load_attack_spec
-
-        return load_attack_spec(raw, path)
-    _check_keys(raw, TOP, path, "")
+def audit_spec(raw: dict, path: Path) -> Spec:
+    """Check an audit spec read from `path` (every value that can be checked without the model)."""
+    check_keys(raw, TOP, path, "")
     mech = raw["mechanism"]
-    _check_keys(mech, MECHANISM, path, "mechanism.")
+    check_keys(mech, MECHANISM, path, "mechanism.")
     model = _check_values(raw, path)
     target, known, sweep = raw.get("target"), raw.get("known"), raw.get("sweep")
     return Spec(
@@ -272,7 +247,7 @@ def _check_values(raw: dict, path: Path) -> Path:
     within("target", "a non-empty list of non-negative tuple indices", lambda v: bool(v) and min(v) >= 0)
     within("known", "a list of non-negative tuple indices", lambda v: all(k >= 0 for k in v))
     if "known" in raw:
-        if "pdp" not in notions:
+        if not _has_lattice(notions):
             raise InputError(f"{path}: key 'known' fixes pdp's adversary, but 'notions' has no pdp")
         clash = sorted(set(raw["known"]) & set(raw.get("target", ())))
         if clash:
@@ -292,7 +267,7 @@ def _check_search(raw: dict, path: Path) -> None:
     """`search` and `top_k` as `audit --search --top-k` takes them, and only with pdp among the notions."""
     if "search" not in raw and "top_k" not in raw:
         return
-    if "pdp" not in raw["notions"]:
+    if not _has_lattice(raw["notions"]):
         raise InputError(f"{path}: key '{'search' if 'search' in raw else 'top_k'}' sets pdp's search, but 'notions' "
                          "has no pdp")
     try:
@@ -304,37 +279,9 @@ def _check_search(raw: dict, path: Path) -> None:
         raise InputError(f"{path}: key 'search': the greedy search searches the known sets and 'known' fixes one")
 
 
-def _check_keys(table: dict, schema: dict, path: Path, prefix: str) -> None:
-    for key in table:
-        if key not in schema:
-            raise InputError(f"{path}: unknown key '{prefix}{key}' (allowed: {', '.join(schema)})")
-    for key, (kind, required) in schema.items():
-        if key not in table:
-            if required:
-                raise InputError(f"{path}: missing key '{prefix}{key}'")
-            continue
-        value = table[key]
-        if key == "target" and _is(value, int):
-            table[key] = value = [value]
-        if not _is(value, kind):
-            raise InputError(f"{path}: key '{prefix}{key}' must be {_describe(kind)}, "
-                             f"got {type(value).__name__} {value!r}")
-
-
-def _is(value, kind) -> bool:
-    if isinstance(kind, tuple):
-        return isinstance(value, list) and all(_is(v, kind[1]) for v in value)
-    if isinstance(value, bool) or kind is bool:
-        return isinstance(value, bool) and kind is bool
-    if kind is float:
-        return isinstance(value, (int, float))
-    return isinstance(value, kind)
-
-
-def _describe(kind) -> str:
-    if isinstance(kind, tuple):
-        return f"a list of {_TYPES[kind[1]].split(' ', 1)[1]}s"
-    return _TYPES[kind]
+def _has_lattice(notions: list[str]) -> bool:
+    """Is pdp, the notion searching the lattice of known sets, among the spec's (checked) notions?"""
+    return any(notion(n).lattice for n in notions)
 
 
 def _float(value) -> float | None:

@@ -1,18 +1,20 @@
-"""`ddpbayes attack --report DIR`: the attack as a self-contained report (index.html, report.md,
-results.json, figures/), written atomically like `ddpbayes report`'s."""
+"""The attack's report (`ddpbayes attack --report DIR`, or an attack spec): the attack as a
+self-contained report (index.html, report.md, results.json, figures/), written atomically like
+`ddpbayes report`'s."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from ddpbayes.attack import figures, worst
+from ddpbayes.attack import worst
 from ddpbayes.attack.metrics import error_percentiles, theorem2_bound_bits
 from ddpbayes.attack.run import AttackResult
 from ddpbayes.encoding import jsonable
-from ddpbayes.reports.atomic import write_directory
-from ddpbayes.reports.document import Code, Document, Figure, Notes, Para, Section, Table, render_html, render_markdown
-from ddpbayes.reports.results import fmt, reproducibility
+from ddpbayes.reports.render import attack_figures as figures
+from ddpbayes.reports.render.atomic import write_directory
+from ddpbayes.reports.render.document import Code, Document, Figure, Notes, Para, Section, Table
+from ddpbayes.reports.render.pages import write_pages
+from ddpbayes.reports.render.results import fmt, reproducibility
 
 FORMAT = 1  # results.json layout version, under the key "ddpbayes_attack_report"
 TITLE = "Friends and places: Liu et al. 2016's inference attack on noisy K-means centroids"
@@ -28,16 +30,7 @@ def write_report(result: AttackResult, out: str | Path, command: str) -> dict:
     doc = build_document(result, command, audited)
     data = {**results_json(result, command), "worst_case": audited}
 
-    def build(tmp: Path) -> None:
-        (tmp / "figures").mkdir()
-        for fig in doc.figures:
-            (tmp / "figures" / fig.name).write_bytes(fig.png)
-        (tmp / "index.html").write_text(render_html(doc), encoding="utf-8")
-        (tmp / "report.md").write_text(render_markdown(doc), encoding="utf-8")
-        (tmp / "results.json").write_text(json.dumps(data, indent=1, ensure_ascii=False, allow_nan=False) + "\n",
-                                          encoding="utf-8")
-
-    write_directory(Path(out), "results.json", build)
+    write_directory(Path(out), "results.json", lambda tmp: write_pages(tmp, doc, data))
     return data
 
 

@@ -1,4 +1,4 @@
-"""The spec's `[profile]` table: Gaussian noise for a report section (`reports.profile`).
+"""The spec's `[profile]` table: Gaussian noise for a report section (`reports.views.profile`).
 
     [profile]
     kind = "gaussian"          # or "discrete_gaussian"

@@ -1,6 +1,6 @@
 """Everything a report shows, computed from a spec and its model with the public engines.
 
-Every audit goes through `ddpbayes.audit` with the spec's settings (`Spec.audit_kwargs`), so
+Every audit goes through `ddpbayes.audit` with the spec's settings (`Auditor`), so
 the numbers in a report are those a user gets from `audit` or `ddpbayes audit`.
 """
 
@@ -12,17 +12,19 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ddpbayes.auditing import AuditResult, audit
+from ddpbayes.auditing import AuditResult
 from ddpbayes.engines import Curve, NoCurve, engine_named, select_engine
 from ddpbayes.model import DependenceModel
+from ddpbayes.notions import notion
 from ddpbayes.problem import Problem
-from ddpbayes.reports.calibrated import calibrated_scales
-from ddpbayes.reports.closed_form import ClosedForm, closed_forms
-from ddpbayes.reports.information import InformationView, information_view
-from ddpbayes.reports.lattice import LatticeView, pdp_lattice
-from ddpbayes.reports.profile import ProfileView, profile_view
-from ddpbayes.reports.spec import Spec
-from ddpbayes.reports.sweep import Sweep, sweep
+from ddpbayes.reports.input.spec import Spec
+from ddpbayes.reports.views.auditor import Auditor
+from ddpbayes.reports.views.calibrated import calibrated_scales
+from ddpbayes.reports.views.closed_form import ClosedForm, closed_forms
+from ddpbayes.reports.views.information import InformationView, information_view
+from ddpbayes.reports.views.lattice import LatticeView, pdp_lattice
+from ddpbayes.reports.views.profile import ProfileView, profile_view
+from ddpbayes.reports.views.sweep import Sweep, sweep
 from ddpbayes.settings import RunSettings
 
 
@@ -52,44 +54,23 @@ class Collected:
     calibration_notes: list[str]
     closed_forms: list[ClosedForm]
     traces: list[tuple[str, np.ndarray]]
-    information: InformationView | None = None  # seed 004's measures (`reports.information`)
-    profile: ProfileView | None = None  # the spec's [profile]: Gaussian noise (`reports.profile`)
+    information: InformationView | None = None  # seed 004's measures (`views.information`)
+    profile: ProfileView | None = None  # the spec's [profile]: Gaussian noise (`views.profile`)
 
 
-@dataclass(frozen=True)
-class Auditor:
-    """`audit` of the spec's model, query and mechanism for any notion, with the spec's settings
-    and where units run (`workers`, `scheduler`); `overrides` replace any of them. Picklable, so
-    an audit can itself be a unit of work (the sweep's points)."""
-
-    spec: Spec
-    model: DependenceModel
-    progress: bool = False
-    workers: int = 0
-    scheduler: str | None = None
-
-    def __call__(self, notion: str, **overrides) -> AuditResult:
-        kwargs = {**self.spec.audit_kwargs(notion, self.progress), "workers": self.workers,
-                  "scheduler": self.scheduler, "information": None, **overrides}  # measures: on request
-        return audit(self.model, self.spec.query_object(), self.spec.kind, notion, **kwargs)
-
-    @property
-    def settings(self) -> RunSettings:
-        """Where the audits' units run, and whether progress is shown."""
-        return RunSettings.of(workers=self.workers, scheduler=self.scheduler, progress=self.progress)
-
-
-def collect(spec: Spec, model: DependenceModel, say: Progress, workers: int = 0,
-            scheduler: str | None = None) -> Collected:
-    run = Auditor(spec, model, say.enabled, workers, scheduler)
+def collect(spec: Spec, model: DependenceModel, say: Progress, where: RunSettings | None = None) -> Collected:
+    """Every audit and view of the spec's report; `where` says where units of work run and whether
+    the audits show progress."""
+    run = Auditor(spec, model, RunSettings.of(where))
     results = {}
-    for k, notion in enumerate(spec.notions):
-        say(f"audit {k + 1}/{len(spec.notions)}: {notion}")
-        results[notion] = run(notion)
+    for k, name in enumerate(spec.notions):
+        say(f"audit {k + 1}/{len(spec.notions)}: {name}")
+        results[name] = run(name)
     problem = next(iter(results.values())).problem  # what the audits ran: query, mechanism, settings
     targets = list(spec.target) if spec.target is not None else list(range(model.n))
-    lattice = (pdp_lattice(run, results["pdp"], engine_named(results["pdp"].engine), model.n, targets, spec.seed, say)
-               if "pdp" in results else None)
+    pdp = next((name for name in results if notion(name).lattice), None)
+    lattice = (pdp_lattice(run, pdp, results[pdp], engine_named(results[pdp].engine), model.n, targets, spec.seed,
+                           say) if pdp is not None else None)
     curves, notes = _curves(problem, results)
     dependence_sets = _dependence_sets(problem, results, spec.engine)
     scales, calibration_notes = calibrated_scales(spec, problem, dependence_sets, say)
@@ -120,27 +101,28 @@ def _curves(problem: Problem, results: dict[str, AuditResult]) -> tuple[list[Cur
     """One curve per distinct witness of the model-based notions, and why any is missing."""
     curves: dict[tuple, Curve] = {}
     missing: dict[str, list[str]] = {}  # reason -> notions
-    for notion, r in results.items():
-        if notion == "dp":
+    for name, r in results.items():
+        if notion(name).model_free:
             continue
         w = r.witness
         key = None if w is None else (w.adversary, tuple(sorted((w.known_values or {}).items())), w.t, w.t_prime)
         if key in curves:
-            curves[key] = replace(curves[key], notion=f"{curves[key].notion}, {notion}")
+            curves[key] = replace(curves[key], notion=f"{curves[key].notion}, {name}")
             continue
         try:
             engine = engine_named(r.engine)
             if engine is None:
                 raise NoCurve("dp is model-free: its witness ratio is that of two Laplace densities a sensitivity apart")
-            curves[key] = engine.witness_curve(problem, notion, w)
+            curves[key] = engine.witness_curve(problem, name, w)
         except NoCurve as exc:
-            missing.setdefault(str(exc), []).append(notion)
+            missing.setdefault(str(exc), []).append(name)
     return list(curves.values()), [f"{', '.join(notions)}: {reason}" for reason, notions in missing.items()]
 
 
 def _dependence_sets(problem: Problem, results: dict[str, AuditResult], engine: str) -> list[list[int]]:
-    if "ddp" in results and results["ddp"].dependence_sets is not None:
-        return results["ddp"].dependence_sets
+    ddp = [r.dependence_sets for name, r in results.items() if notion(name).needs_dependence_sets]
+    if ddp and ddp[0] is not None:
+        return ddp[0]
     return [sorted(s) for s in select_engine(problem, engine).dependence_sets(problem)]
 
 

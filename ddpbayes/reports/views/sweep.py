@@ -20,6 +20,7 @@ from ddpbayes.auditing import AuditResult
 from ddpbayes.encoding import number
 from ddpbayes.engines import engine_named
 from ddpbayes.parallel import map_units
+from ddpbayes.reports.views.auditor import Auditor
 
 DEFAULT_FACTORS = 2.0 ** np.linspace(-2, 2, 9)
 SPAN = 16.0  # calibrated scales within [base / SPAN, base * SPAN] join the sweep
@@ -71,15 +72,13 @@ def sweep(
     other = "scale" if parameter == "epsilon" else "epsilon"
     points = [(notion, {parameter: v, other: None}) for v in grid for notion in results]
     say(f"sweep: {len(grid)} values of the {parameter}")
-    from ddpbayes.reports.collect import Auditor  # collect imports this module
-
     shared = isinstance(run, Auditor)  # any other callable runs its points here
     here = [p for p in points if not shared or _estimated(results[p[0]])]
     there = [p for p in points if p not in here]
     done = dict(zip(map(_key, here), (_point((run, *p)) for p in here)))
     if there:
-        units = [(replace(run, progress=False), *p) for p in there]
-        done.update(zip(map(_key, there), map_units(_point, units, run.settings, "sweep", "audits")))
+        units = [(replace(run, where=replace(run.where, progress=False)), *p) for p in there]
+        done.update(zip(map(_key, there), map_units(_point, units, run.where, "sweep", "audits")))
     leakage = {n: [done[_key((n, {parameter: v}))][0] for v in grid] for n in results}
     ci = {n: [done[_key((n, {parameter: v}))][1] for v in grid] for n in results}
     return Sweep(parameter, base, grid, leakage, ci, calibrated)

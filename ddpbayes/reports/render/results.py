@@ -9,7 +9,8 @@ from importlib import metadata
 from pathlib import Path
 
 from ddpbayes.encoding import jsonable
-from ddpbayes.reports.collect import Collected
+from ddpbayes.notions import notion
+from ddpbayes.reports.views.collect import Collected
 
 FORMAT = 1  # results.json layout version, under the key "ddpbayes_report"
 PACKAGES = ("ddpbayes", "pymc", "pytensor", "arviz", "numpy", "scipy", "sympy", "matplotlib")
@@ -44,7 +45,7 @@ def finding(c: Collected) -> str:
     """One line with the numbers: each notion's leakage, the claim's fate, and what the lattice says."""
     r = c.results
     parts = [f"{n} {'>= ' if x.lower_bound else ''}{fmt(x.leakage)}"
-             + (f" (K = {known_set(x, c.model.names)})" if n == "pdp" else "")
+             + (f" (K = {known_set(x, c.model.names)})" if notion(n).lattice else "")
              for n, x in r.items()]
     line = ", ".join(parts)
     if c.spec.claim is not None:
@@ -55,13 +56,16 @@ def finding(c: Collected) -> str:
             else "every notion passes" if not unsure else "none fails")
         if unsure:
             line += f", {_and(unsure)} inconclusive"
-    if "pdp" in r and "idp" in r and r["pdp"].leakage > r["idp"].leakage * (1 + 1e-9) + 1e-12:
-        line += (f"; a stronger adversary (K = {known_set(r['pdp'], c.model.names)}) leaks more than the weakest "
-                 f"({fmt(r['pdp'].leakage)} > {fmt(r['idp'].leakage)})")
-    elif "dp" in r:
+    pdp = next((x for n, x in r.items() if notion(n).lattice), None)
+    idp = next((x for n, x in r.items() if notion(n).weakest), None)
+    dp = next((x for n, x in r.items() if notion(n).model_free), None)
+    if pdp is not None and idp is not None and pdp.leakage > idp.leakage * (1 + 1e-9) + 1e-12:
+        line += (f"; a stronger adversary (K = {known_set(pdp, c.model.names)}) leaks more than the weakest "
+                 f"({fmt(pdp.leakage)} > {fmt(idp.leakage)})")
+    elif dp is not None:
         top = max(r.items(), key=lambda kv: kv[1].leakage)
-        if top[0] != "dp" and top[1].leakage > r["dp"].leakage * (1 + 1e-9):
-            line += f"; dependence takes {top[0]} to {top[1].leakage / r['dp'].leakage:.3g}x the DP promise"
+        if not notion(top[0]).model_free and top[1].leakage > dp.leakage * (1 + 1e-9):
+            line += f"; dependence takes {top[0]} to {top[1].leakage / dp.leakage:.3g}x the DP promise"
     return line + "."
 
 

@@ -20,18 +20,13 @@ A spec whose only table is `[attack]`, with `ddpbayes attack`'s settings (all op
 from __future__ import annotations
 
 import math
-import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from ddpbayes.attack.run import MAX_GRID, AttackSettings
 from ddpbayes.errors import InputError
-from ddpbayes.reports.spec import _check_keys
-from ddpbayes.settings import SEED_LIMIT, RunSettings
-
-if TYPE_CHECKING:
-    from ddpbayes.attack.run import AttackSettings
+from ddpbayes.reports.input.keys import check_keys
+from ddpbayes.settings import SEED_LIMIT
 
 KEYS = {"k": (int, False), "epsilons": ((list, float), False), "grid": (int, False), "n_prior": (list, False),
         "targets": (int, False), "seed": (int, False), "locations": (str, False), "edges": (str, False),
@@ -51,11 +46,9 @@ class AttackSpec:
 
 def load_attack_spec(raw: dict, path: Path) -> AttackSpec:
     """Check a spec with `[attack]` (every value that can be checked without the data)."""
-    from ddpbayes.attack.run import MAX_GRID, AttackSettings
-
-    _check_keys(raw, {"attack": (dict, True)}, path, "")
+    check_keys(raw, {"attack": (dict, True)}, path, "")
     table = raw["attack"]
-    _check_keys(table, KEYS, path, "attack.")
+    check_keys(table, KEYS, path, "attack.")
 
     def bad(key: str, must: str) -> InputError:
         return InputError(f"{path}: key 'attack.{key}' must be {must}, got {table[key]!r}")
@@ -82,25 +75,3 @@ def load_attack_spec(raw: dict, path: Path) -> AttackSpec:
     if "n_prior" in table:
         given["n_prior"] = tuple(dict.fromkeys(None if n == "all" else n for n in table["n_prior"]))
     return AttackSpec(path, AttackSettings(**given), inputs)
-
-
-def attack_report(spec: AttackSpec, out: Path, command: str, say: Callable[[str], None], progress: bool,
-                  workers: int, scheduler: str | None) -> dict:
-    """Run the attack of `spec` and write its report to `out` (`attack.report.write_report`);
-    return results.json's content. A setting the data rules out names its spec key."""
-    from ddpbayes.attack.report import write_report
-    from ddpbayes.attack.run import load_data, run_attack
-
-    say("loading the location data")
-    where = RunSettings.of(workers=workers, scheduler=scheduler)
-    data = load_data(*(spec.inputs[k] for k in INPUTS), grid=spec.settings.grid, where=where)  # memory-bounded
-    try:
-        spec.settings.check(data.users)
-    except InputError as exc:
-        named = re.sub(r"--([a-z-]+)", lambda m: f"key 'attack.{m.group(1).replace('-', '_')}'", str(exc))
-        raise InputError(f"{spec.path}: {named}") from exc
-    result = run_attack(data, spec.settings, progress=progress, where=where)
-    say("writing figures and pages")
-    written = write_report(result, out, command)
-    say(f"wrote {out}")
-    return written

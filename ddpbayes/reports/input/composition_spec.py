@@ -1,4 +1,4 @@
-"""Composition reports: several releases of one model audited jointly (DESIGN §3.1b).
+"""Composition specs: several releases of one model audited jointly (DESIGN §3.1b).
 
 A spec with `releases` instead of `query` and `[mechanism]`:
 
@@ -11,26 +11,17 @@ A spec with `releases` instead of `query` and `[mechanism]`:
     engine = "auto"                                 # optional; seed, target, claim, draws, tune, chains too
     sweep = [0.25, 0.5, 1, 2, 4]                    # optional: factors on every release's noise
 
-Every audit goes through `ddpbayes.audit` with the composed query and mechanism, so the report
-shows what `ddpbayes audit --release ...` prints: for every notion the joint leakage against
-Σ ε_t (Thm 3) and, for disjoint releases, max ε_t (Thm 4), per target, and across a sweep of
-the noise (every release's scale times the factor; randomized response's ε divided by it).
+What the report computes from it: `reports.views.composition`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ddpbayes.auditing import AuditResult, audit
-from ddpbayes.composition import compose
-from ddpbayes.encoding import jsonable
 from ddpbayes.errors import InputError
 from ddpbayes.limits import positive_finite
-from ddpbayes.model import DependenceModel
-from ddpbayes.reports.document import Document
-from ddpbayes.reports.spec import _check_keys
+from ddpbayes.reports.input.keys import check_keys
 from ddpbayes.settings import MIN_DRAWS, SEED_LIMIT, RunSettings
 from ddpbayes.vocabulary import ENGINES, NOTIONS
 
@@ -76,7 +67,7 @@ class CompositionSpec:
 
 def load_composition_spec(raw: dict, path: Path) -> CompositionSpec:
     """Check a spec with `releases` (every value that can be checked without the model)."""
-    _check_keys(raw, KEYS, path, "")
+    check_keys(raw, KEYS, path, "")
     model = (path.parent / raw["model"]).resolve()
 
     def bad(key: str, must: str) -> InputError:
@@ -107,65 +98,3 @@ def load_composition_spec(raw: dict, path: Path) -> CompositionSpec:
         seed=raw.get("seed", 0), target=None if "target" not in raw else tuple(raw["target"]),
         draws=raw.get("draws"), tune=raw.get("tune"), chains=raw.get("chains"), title=raw.get("title"),
         description=raw.get("description"))
-
-
-def scaled_release(spec: str, factor: float) -> str:
-    """The release `spec` with `factor` times its noise: a scale b (or eps=E) for Laplace and
-    geometric noise becomes factor·b (E / factor), randomized response's ε becomes ε / factor."""
-    if factor == 1.0:
-        return spec
-    query, kind, param = spec.rsplit(":", 2)
-    by_epsilon = param.strip().lower().startswith("eps=")
-    rr = kind.strip().lower() in ("randomized_response", "rr", "randomized-response")
-    try:
-        value = float(param.strip()[4:] if by_epsilon else param)
-    except ValueError:
-        return spec  # compose reports the bad PARAM
-    value = value / factor if (by_epsilon or rr) else value * factor
-    return f"{query}:{kind}:{'eps=' if by_epsilon else ''}{value!r}"
-
-
-@dataclass
-class Composed:
-    """What a composition report shows: the audits at the spec's noise, and the sweep."""
-
-    spec: CompositionSpec
-    model: DependenceModel
-    results: dict[str, AuditResult]
-    sweep: dict[str, list[dict]]  # notion -> per factor: joint, sequential and parallel bounds
-
-
-def collect_composition(spec: CompositionSpec, model: DependenceModel, say: Callable[[str], None]) -> Composed:
-    def run(notion: str, factor: float) -> AuditResult:
-        query, mechanism = compose([scaled_release(r, factor) for r in spec.releases], model)
-        return audit(model, query, mechanism, notion, claim=spec.claim if factor == 1.0 else None,
-                     targets=None if spec.target is None else list(spec.target), information=None,
-                     settings=spec.settings())
-
-    results = {}
-    for k, notion in enumerate(spec.notions):
-        say(f"audit {k + 1}/{len(spec.notions)}: {notion}")
-        results[notion] = run(notion, 1.0)
-    sweep: dict[str, list[dict]] = {n: [] for n in spec.notions}
-    for k, factor in enumerate(spec.sweep):
-        say(f"sweep {k + 1}/{len(spec.sweep)}: noise x {factor:g}")
-        for notion in spec.notions:
-            c = results[notion].composition if factor == 1.0 else run(notion, factor).composition
-            sweep[notion].append({"factor": factor, **{key: c[key] for key in (
-                "joint", "sequential_bound", "parallel_bound", "sequential_respected", "parallel_respected")}})
-    return Composed(spec, model, results, sweep)
-
-
-def composition_pages(spec: CompositionSpec, model: DependenceModel, command: str,
-                      say: Callable[[str], None]) -> tuple[Document, dict]:
-    """The composition report of `spec` and its results.json content (`reports._write` writes them)."""
-    from ddpbayes.reports.composition_doc import composition_document, finding, title
-    from ddpbayes.reports.results import reproducibility
-
-    composed = collect_composition(spec, model, say)
-    doc = composition_document(composed, command)
-    return doc, jsonable({
-        "ddpbayes_report": 1, "title": title(composed), "finding": finding(composed), "spec": spec.to_json(),
-        "model": {"file": spec.model_ref, "params": spec.params, **composed.model.describe()},
-        "audits": {n: r.to_dict() for n, r in composed.results.items()}, "sweep": composed.sweep,
-        "reproducibility": reproducibility(spec.seed, command)})

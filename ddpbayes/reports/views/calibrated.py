@@ -14,8 +14,9 @@ from dataclasses import replace
 
 from ddpbayes.ddp import dp_scale, dpm_scale, exact_scale, group_scale
 from ddpbayes.errors import InputError
+from ddpbayes.notions import notion
 from ddpbayes.problem import Problem, dependence_size
-from ddpbayes.reports.spec import Spec
+from ddpbayes.reports.input.spec import Spec
 
 
 def calibrated_scales(
@@ -36,7 +37,7 @@ def calibrated_scales(
              + ", over every target"]
     steps: list[tuple[str, Callable[[], float]]] = [
         (f"exact ({n})", lambda n=n: exact_scale(model, query, n, epsilon, settings)[0])
-        for n in spec.notions if n != "dp"
+        for n in spec.notions if not notion(n).model_free
     ]
     steps += [
         ("dpm", lambda: dpm_scale(model, query, epsilon, settings).scale),

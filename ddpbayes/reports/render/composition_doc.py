@@ -1,13 +1,15 @@
-"""A composition report as a `Document`: the joint leakage against Thms 3–4 (DESIGN §3.1b)."""
+"""A composition report as a `Document` and its results.json: the joint leakage against Thms 3–4
+(DESIGN §3.1b)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ddpbayes.reports import figures
-from ddpbayes.reports.composition import Composed
-from ddpbayes.reports.document import Code, Document, Figure, Notes, Para, Section, Table
-from ddpbayes.reports.results import fmt, reproducibility
+from ddpbayes.encoding import jsonable
+from ddpbayes.reports.render import figures
+from ddpbayes.reports.render.document import Code, Document, Figure, Notes, Para, Section, Table
+from ddpbayes.reports.render.results import FORMAT, fmt, reproducibility
+from ddpbayes.reports.views.composition import Composed
 
 RESPECTED = {True: ("respected", "pass"), False: ("VIOLATED", "fail"), None: ("undecided", "inconclusive")}
 
@@ -53,6 +55,16 @@ def thm3_levels(r) -> tuple[tuple[str, str | None], tuple[str, str | None]]:
     if over:
         return wide, (f"fails for {over} of {len(compared)} target{'s' if len(compared) > 1 else ''}", "fail")
     return wide, (f"holds for every target ({len(compared)})", "pass")
+
+
+def composition_json(c: Composed, command: str) -> dict:
+    """results.json of a composition report: every number it shows."""
+    spec = c.spec
+    return jsonable({
+        "ddpbayes_report": FORMAT, "title": title(c), "finding": finding(c), "spec": spec.to_json(),
+        "model": {"file": spec.model_ref, "params": spec.params, **c.model.describe()},
+        "audits": {n: r.to_dict() for n, r in c.results.items()}, "sweep": c.sweep,
+        "reproducibility": reproducibility(spec.seed, command)})
 
 
 def composition_document(c: Composed, command: str) -> Document:

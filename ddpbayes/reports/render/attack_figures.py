@@ -8,7 +8,7 @@ import numpy as np
 
 from ddpbayes.attack.metrics import theorem2_bound_bits
 from ddpbayes.attack.run import AttackResult
-from ddpbayes.reports.figures import log_axis, plt, png
+from ddpbayes.reports.render.figures import log_axis, plt, png
 
 LABEL = {"independent": "w/o social relationships", "dependent": "with social relationships"}
 STYLE = {"independent": "--", "dependent": "-"}

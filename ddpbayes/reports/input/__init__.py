@@ -1,0 +1,15 @@
+"""What a report is asked: its spec, read and checked before anything runs (`load.load_spec`).
+
+spec.py              an audit spec (one model, query and mechanism; `Spec`)
+profile_spec.py      its optional `[profile]` table (Gaussian noise)
+composition_spec.py  several releases audited jointly (`CompositionSpec`)
+attack_spec.py       the inference attack on location data (`AttackSpec`)
+keys.py              the keys and types every spec table is checked against
+"""
+
+from ddpbayes.reports.input.attack_spec import AttackSpec
+from ddpbayes.reports.input.composition_spec import CompositionSpec
+from ddpbayes.reports.input.load import load_spec
+from ddpbayes.reports.input.spec import Spec
+
+__all__ = ["AttackSpec", "CompositionSpec", "Spec", "load_spec"]
