@@ -41,7 +41,7 @@ from ddpbayes.errors import InputError
 from ddpbayes.queries.general import with_sensitivity
 from ddpbayes.limits import positive_finite
 from ddpbayes.mechanisms import MECHANISMS
-from ddpbayes.notions import notion
+from ddpbayes.notions import Notion, notion
 from ddpbayes.queries import Identity, Query, parse_query
 from ddpbayes.reports.input.keys import check_keys
 from ddpbayes.reports.input.profile_spec import KINDS as PROFILE_KINDS
@@ -121,7 +121,7 @@ class Spec:
         return RunSettings.of(where, engine=self.engine, seed=self.seed, draws=self.draws, tune=self.tune,
                               chains=self.chains, pdp_greedy=width)
 
-    def audit_kwargs(self, name: str, where: RunSettings | None = None) -> dict:
+    def audit_kwargs(self, name: str | Notion, where: RunSettings | None = None) -> dict:
         """Keyword arguments of `audit` for the notion `name` (the known set and the search are the
         lattice's only: pdp's)."""
         lattice = notion(name).lattice

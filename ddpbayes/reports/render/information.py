@@ -6,7 +6,8 @@ from __future__ import annotations
 from ddpbayes.reports.render import figures
 from ddpbayes.reports.render.document import Figure, Para, Section, Table
 from ddpbayes.reports.render.results import fmt
-from ddpbayes.reports.views.information import MEASURES, WEAKEST, InformationView
+from ddpbayes.notions import IDP
+from ddpbayes.reports.views.information import MEASURES, InformationView
 
 
 def information_section(view: InformationView, names: list[str]) -> Section:
@@ -29,7 +30,7 @@ def information_section(view: InformationView, names: list[str]) -> Section:
         Figure("information.png", figures_information(figures, view),
                f"The measures of {b['target_name']} against the noise {label}, beside its idp leakage.",
                f"information measures against the noise {label}"),
-        Table([label, WEAKEST.name, *(lbl for _, lbl, _ in MEASURES)],
+        Table([label, IDP.name, *(lbl for _, lbl, _ in MEASURES)],
               [[fmt(v), fmt(view.idp[k]), *(fmt(view.measures[key][k]) for key, _, _ in MEASURES)]
                for k, v in enumerate(view.values)]),
     ])

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from ddpbayes.auditing import AuditResult, audit
 from ddpbayes.model import DependenceModel
+from ddpbayes.notions import Notion
 from ddpbayes.reports.input.spec import Spec
 from ddpbayes.settings import RunSettings
 
@@ -20,6 +21,6 @@ class Auditor:
     model: DependenceModel
     where: RunSettings = RunSettings()
 
-    def __call__(self, notion: str, **overrides) -> AuditResult:
+    def __call__(self, notion: str | Notion, **overrides) -> AuditResult:
         kwargs = {**self.spec.audit_kwargs(notion, self.where), "information": None, **overrides}  # measures: on request
         return audit(self.model, self.spec.query_object(), self.spec.kind, notion, **kwargs)

@@ -9,13 +9,12 @@ from dataclasses import dataclass, field
 from ddpbayes.auditing import AuditResult
 from ddpbayes.encoding import number
 from ddpbayes.engines import engine_named
-from ddpbayes.notions.base import REGISTRY
+from ddpbayes.notions import IDP
 from ddpbayes.reports.views.sweep import Sweep
 
 MEASURES = (("kl_max", "sup_y D(X_i ‖ X_i | Y = y)", "Thm 2, Eq. 26"),
             ("mutual_information", "I(X_i; Y)", "Thm 3, Eq. 28"),
             ("conditional_mutual_information", "I(X_i; Y | X_(i))", "Prop. 4, Eq. 30"))
-WEAKEST = next(n for n in REGISTRY.values() if n.weakest)  # idp: its leakage bounds the measures (004 Thms 2–3)
 
 
 @dataclass(frozen=True)
@@ -45,15 +44,15 @@ def information_view(run: Callable[..., AuditResult], results: dict[str, AuditRe
         return InformationView(reason=f"the {names} engine has no exact mixture weights to integrate (the measures "
                                       "are not estimated)")
     say("information measures")
-    base = run(WEAKEST.name, information="nats")
+    base = run(IDP, information="nats")
     if base.information is None:
         return InformationView(reason=base.information_reason)
     target = base.information["target"]
     other = "scale" if swept.parameter == "epsilon" else "epsilon"
     idp, measures = [], {key: [] for key, _, _ in MEASURES}
     for v in swept.values:
-        r = run(WEAKEST.name, information="nats", targets=[target], **{swept.parameter: v, other: None})
-        idp.append(r.information["bounds"]["idp"])
+        r = run(IDP, information="nats", targets=[target], **{swept.parameter: v, other: None})
+        idp.append(r.information["bounds"][IDP.name])
         for key, values in measures.items():
             values.append(r.information[key])
     return InformationView(None, base.information, swept.parameter, list(swept.values), idp, measures)
