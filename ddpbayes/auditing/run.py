@@ -11,7 +11,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from ddpbayes.composition import ComposedMechanism
 from ddpbayes.auditing.joint import composition_block
 from ddpbayes.encoding import jsonable, number
 from ddpbayes.engines import AdversaryLeakage, Engine, Witness, engine_named, passed_over, select_engine
@@ -346,7 +345,7 @@ def audit(
     if information is not None:  # 004's measures in this unit (nats or bits; DESIGN §3.4)
         result.information, result.information_reason = information_block(
             problem, evaluated.engine, notion, targets, per_target, worst.adversary.target, information)
-    if isinstance(mechanism, ComposedMechanism):
+    if mechanism.composed:
         result.composition = composition_block(result, evaluated.engine, evaluated.dependence_sets, notion, targets,
                                                known, lower_bounds=evaluated.bound is not None)
     return result
