@@ -22,6 +22,7 @@ from scipy.special import logsumexp
 
 from ddpbayes.engines.base import Curve, NoCurve, Witness
 from ddpbayes.errors import InputError
+from ddpbayes.mechanisms.laplace import weighted_log_mixture
 from ddpbayes.problem import Problem
 
 GRID = 241  # y values on the regular part of the grid
@@ -64,21 +65,13 @@ def mixture_curve(problem: Problem, notion: str, witness: Witness, mixture: Mixt
         breaks = np.array([])
     witness_y = [v for v in (witness.y or ()) if math.isfinite(v)]
     y = grid(lo - 5 * b, hi + 5 * b, [*breaks, *witness_y], integer=problem.mechanism.discrete)
-    r = _log_mixture(lw1, q1, y, b) - _log_mixture(lw2, q2, y, b)
+    r = weighted_log_mixture(lw1, q1, y, b) - weighted_log_mixture(lw2, q2, y, b)
     limits = (
         float(logsumexp(lw1 - q1 / b) - logsumexp(lw2 - q2 / b)),
         float(logsumexp(lw1 + q1 / b) - logsumexp(lw2 + q2 / b)),
     )
     return Curve(notion, witness, dict(witness.known_values or {}), y, r, limits, method,
                  problem.mechanism.discrete)
-
-
-def _log_mixture(logw: np.ndarray, q: np.ndarray, y: np.ndarray, b: float) -> np.ndarray:
-    """log sum_r w_r exp(-|y - q_r| / b) for every y (the common 1/(2b) cancels in ratios)."""
-    values, inverse = np.unique(q, return_inverse=True)
-    merged = np.full(values.size, -np.inf)
-    np.logaddexp.at(merged, inverse, logw)
-    return logsumexp(merged[None, :] - np.abs(y[:, None] - values[None, :]) / b, axis=1)
 
 
 def grid(lo: float, hi: float, extra: list[float], integer: bool) -> np.ndarray:
