@@ -10,7 +10,7 @@ from ddpbayes.encoding import number
 from ddpbayes.engines import engine_named
 from ddpbayes.engines.base import NoMixtures
 from ddpbayes.errors import InputError
-from ddpbayes.information.integrate import NotAvailable
+from ddpbayes.mechanisms import NotAvailable
 from ddpbayes.information.measures import TargetMeasures, target_measures
 from ddpbayes.notions import Notion
 from ddpbayes.problem import Adversary, Problem

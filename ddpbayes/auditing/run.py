@@ -15,7 +15,6 @@ from ddpbayes.auditing.information import check_unit, information_block
 from ddpbayes.auditing.joint import composition_block
 from ddpbayes.auditing.result import AuditResult
 from ddpbayes.auditing.verdict import judge
-from ddpbayes.composition import ComposedMechanism
 from ddpbayes.engines import AdversaryLeakage, Engine, engine_named, passed_over, select_engine
 from ddpbayes.errors import InputError
 from ddpbayes.limits import state_limit
@@ -90,7 +89,7 @@ def audit(
         result.information, result.information_reason = information_block(
             problem, evaluated.engine, notion, targets, result.per_target, evaluated.worst.adversary.target,
             information)
-    if isinstance(mechanism, ComposedMechanism):
+    if mechanism.composed:
         result.composition = composition_block(audit, result, evaluated.engine, evaluated.dependence_sets, notion,
                                                targets, known, lower_bounds=evaluated.bound is not None)
     return result

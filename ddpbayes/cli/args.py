@@ -161,7 +161,10 @@ def add_output(parser: argparse.ArgumentParser) -> None:
 def noise(args: argparse.Namespace) -> dict:
     """The noise flags as `make_mechanism`'s keywords: --sigma is the Gaussian's scale, refused
     for other noise (whose scale is --scale)."""
-    if args.sigma is not None and args.mechanism not in ("gaussian", "discrete_gaussian", "discrete-gaussian"):
+    from ddpbayes.mechanisms import lookup  # not at import: `--help` must not load PyMC
+
+    kind = lookup(args.mechanism)
+    if args.sigma is not None and (kind is None or not kind.gaussian):
         raise InputError(f"--sigma is the standard deviation of Gaussian noise: {args.mechanism} noise takes --scale "
                          "or --epsilon")
     scale = args.sigma if args.sigma is not None else args.scale

@@ -76,9 +76,10 @@ def _add_common(p: argparse.ArgumentParser) -> None:
 
 
 def _run_gaussian(args) -> int:
+    from ddpbayes.mechanisms import REGISTRY  # not at import: `--help` must not load PyMC
     from ddpbayes.symbolic import derive_gaussian, derive_gaussian_gdp
 
-    if args.mechanism == "laplace":
+    if REGISTRY[args.mechanism].laplace:  # a choice of --mechanism: laplace or gaussian
         for flag, value in (("--sigma", args.sigma), ("--delta", args.delta)):
             if value is not None:
                 raise InputError(f"{flag} is for --mechanism gaussian; Laplace noise takes --scale b")

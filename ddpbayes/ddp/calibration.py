@@ -56,7 +56,7 @@ from ddpbayes.ddp.roots import safe_root
 from ddpbayes.encoding import jsonable, number
 from ddpbayes.errors import InputError
 from ddpbayes.limits import check_positive_finite, state_limit
-from ddpbayes.mechanisms import Gaussian, Laplace, Mechanism
+from ddpbayes.mechanisms import REGISTRY, Laplace, Mechanism
 from ddpbayes.mechanisms.gaussian import check_delta, global_l2_sensitivity
 from ddpbayes.mechanisms.make import make_mechanism
 from ddpbayes.model import DependenceModel
@@ -72,7 +72,7 @@ from ddpbayes.vocabulary import CALIBRATION_METHODS
 METHODS = CALIBRATION_METHODS
 BETA = 0.05  # (alpha, beta)-accuracy: P(|noise| > alpha) = beta, alpha = scale ln(1 / beta) (001 Lemmas 1–2)
 MAX_STEPS = 50  # doublings or halvings of the scale when bracketing
-NOISES = ("laplace", "gaussian")
+NOISES = tuple(kind for kind, cls in REGISTRY.items() if cls.calibratable)  # laplace, gaussian
 DPM_NA = ("n/a for Gaussian noise: Liu et al. 2016's (DDP) dependent perturbation mechanism sets a Laplace scale "
           "DS_Q / epsilon; it has no Gaussian counterpart")
 BOUNDS_NA = ("n/a for Gaussian noise: Wu et al.'s (IDP) Prop. 3 and Thm. 4 bound epsilon-DP mechanisms, and it is "
@@ -214,17 +214,18 @@ def calibrate(
 
 def _noise(kind: str, delta: float | None, method: str, query: Query, model: DependenceModel) -> Mechanism:
     """The mechanism at scale 1 whose scale is solved for: Laplace, or Gaussian read at `delta`."""
-    if kind not in NOISES:
+    cls = REGISTRY.get(kind)
+    if cls is None or not cls.calibratable:
         raise InputError(f"calibrate sets the scale of Laplace or Gaussian noise: the mechanism must be "
                          f"{' or '.join(NOISES)}, not '{kind}'")
-    if kind == "laplace":
-        return make_mechanism("laplace", query, model.domains, scale=1.0, delta=delta)  # refuses a delta
+    if not cls.profile:
+        return make_mechanism(kind, query, model.domains, scale=1.0, delta=delta)  # refuses a delta
     if delta is None:
         raise InputError("calibrating Gaussian noise needs --delta: the leakage is epsilon at delta of the profile")
     check_delta(delta)
     if method == "dpm":
         raise InputError(f"--method dpm is {DPM_NA}")
-    return Gaussian(1.0, float(delta))
+    return make_mechanism(kind, query, model.domains, scale=1.0, delta=float(delta))
 
 
 def _gaussian(model, query, notion, epsilon, method, noise, exact, notes, size, engine, settings) -> Calibration:
@@ -236,7 +237,7 @@ def _gaussian(model, query, notion, epsilon, method, noise, exact, notes, size, 
     final = _final(next(r for r in rows if r.method == method), notion, method)
     notes += [n for n in final.notes if n not in notes]
     return Calibration(method, notion, float(epsilon), scales[method], final, rows, None, size, engine,
-                       query.spec, model.names, notes, "gaussian", noise.delta)
+                       query.spec, model.names, notes, noise.kind, noise.delta)
 
 
 def _final(chosen: MethodRow, notion: str, method: str) -> AuditResult:
@@ -283,8 +284,8 @@ def exact_scale(
 
 
 def _at(mechanism: Mechanism, scale: float) -> Mechanism:
-    """`mechanism` with its scale set: Gaussian σ via `with_scale`, or Laplace(scale)."""
-    return mechanism.with_scale(scale) if isinstance(mechanism, Gaussian) else Laplace(scale)
+    """`mechanism` with its scale set (Gaussian σ or Laplace scale: `Mechanism.with_scale`)."""
+    return mechanism.with_scale(scale)
 
 
 def _bracket(level: Callable[[float], float], epsilon: float, start: float) -> tuple[float | None, float]:

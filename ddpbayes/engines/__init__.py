@@ -5,8 +5,8 @@ A new engine is one module (or subpackage) here implementing `Engine`, added to 
 
 from __future__ import annotations
 
-from ddpbayes.engines.base import AdversaryLeakage, DependenceProfile, Engine, NoCurve, Witness, merge_diagnostics
-from ddpbayes.engines.curves import Curve
+from ddpbayes.engines.base import (AdversaryLeakage, Curve, DependenceProfile, Engine, NoCurve, Witness,
+                                   merge_diagnostics)
 from ddpbayes.engines.exact import ExactEngine
 from ddpbayes.engines.gaussian import GaussianEngine
 from ddpbayes.engines.sampling import SamplingEngine

@@ -9,16 +9,11 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from ddpbayes.encoding import number
 from ddpbayes.problem import Adversary, Problem, dependence_size
 from ddpbayes.profiles import Profile
-
-if TYPE_CHECKING:
-    from ddpbayes.engines.curves import Curve
 
 
 @dataclass(frozen=True)
@@ -97,6 +92,36 @@ class Mixtures:
 
 class NoCurve(Exception):
     """The witness curve cannot be drawn for this witness; the message says why."""
+
+
+@dataclass(frozen=True)
+class Curve:
+    """The witness's log-ratio r(y) against the output y, with its limits as y -> ±inf, as
+    `Engine.witness_curve` returns it (`engines.curves` draws it)."""
+
+    notion: str
+    witness: Witness
+    known_values: dict[int, float]  # the x_K the curve conditions on
+    y: np.ndarray
+    log_ratio: np.ndarray
+    limits: tuple[float, float]  # r(y) as y -> -inf and y -> +inf
+    method: str
+    integer: bool  # geometric noise: only integer outputs exist
+
+    def to_json(self) -> dict:
+        return {
+            "notion": self.notion,
+            "target": self.witness.adversary.target,
+            "known": sorted(self.witness.adversary.known),
+            "known_values": {str(k): v for k, v in sorted(self.known_values.items())},
+            "t": self.witness.t,
+            "t_prime": self.witness.t_prime,
+            "method": self.method,
+            "limit_minus_inf": self.limits[0],
+            "limit_plus_inf": self.limits[1],
+            "y": [float(v) for v in self.y],
+            "log_ratio": [float(v) for v in self.log_ratio],
+        }
 
 
 @dataclass(frozen=True)

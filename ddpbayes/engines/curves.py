@@ -4,9 +4,9 @@
 
 for a scalar query released with Laplace or geometric noise of scale b, with its limits as
 y -> ±inf (the horizontal asymptotes). Each engine computes L from what it computed the leakage
-from (`Engine.witness_curve`); this module holds what they share: the `Curve` they return, the
-checks that a curve applies, and the curve of a finite mixture of Laplace kernels (the exact
-engine's enumerated joint, the sampling engine's draws).
+from (`Engine.witness_curve`, returning a `base.Curve`); this module holds what they share: the
+checks that a curve applies, its y grid, and the curve of a finite mixture of Laplace kernels (the
+exact engine's enumerated joint, the sampling engine's draws).
 
 The y grid holds the witness output and, up to MAX_BREAKS of them, the mixture's breakpoints (every
 one for an exact mixture), so the curve's maximum, or a limit, is the supremum the engine found.
@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 from scipy.special import logsumexp
 
-from ddpbayes.engines.base import NoCurve, Witness
+from ddpbayes.engines.base import Curve, NoCurve, Witness
 from ddpbayes.errors import InputError
-from ddpbayes.mechanisms import Laplace
+from ddpbayes.mechanisms.laplace import weighted_log_mixture
 from ddpbayes.problem import Problem
 
 GRID = 241  # y values on the regular part of the grid
@@ -32,38 +31,11 @@ MAX_BREAKS = 400  # a sampled mixture's breakpoints join the grid up to this man
 Mixture = Callable[[Problem, Witness, float], tuple[np.ndarray, np.ndarray]]  # t -> (log weights, query values)
 
 
-@dataclass(frozen=True)
-class Curve:
-    notion: str
-    witness: Witness
-    known_values: dict[int, float]  # the x_K the curve conditions on
-    y: np.ndarray
-    log_ratio: np.ndarray
-    limits: tuple[float, float]  # r(y) as y -> -inf and y -> +inf
-    method: str
-    integer: bool  # geometric noise: only integer outputs exist
-
-    def to_json(self) -> dict:
-        return {
-            "notion": self.notion,
-            "target": self.witness.adversary.target,
-            "known": sorted(self.witness.adversary.known),
-            "known_values": {str(k): v for k, v in sorted(self.known_values.items())},
-            "t": self.witness.t,
-            "t_prime": self.witness.t_prime,
-            "method": self.method,
-            "limit_minus_inf": self.limits[0],
-            "limit_plus_inf": self.limits[1],
-            "y": [float(v) for v in self.y],
-            "log_ratio": [float(v) for v in self.log_ratio],
-        }
-
-
 def check_drawable(problem: Problem, witness: Witness | None) -> None:
     """NoCurve unless the problem is a scalar query (one output: linear, or an expr:/fn: one) with
     Laplace or geometric noise and the witness names its pair (t, t')."""
     mech = problem.mechanism
-    if not isinstance(mech, Laplace):
+    if not mech.laplace:
         raise NoCurve(f"the curve is drawn for Laplace or geometric noise, not {mech.kind}")
     if problem.query.weights(problem.model.n) is None and not _scalar(problem):
         raise NoCurve(f"the curve is drawn for a scalar query, not {problem.query.spec} (several outputs)")
@@ -92,22 +64,14 @@ def mixture_curve(problem: Problem, notion: str, witness: Witness, mixture: Mixt
     if breaks.size > MAX_BREAKS and not every_break:  # thousands of MCMC draws
         breaks = np.array([])
     witness_y = [v for v in (witness.y or ()) if math.isfinite(v)]
-    y = grid(lo - 5 * b, hi + 5 * b, [*breaks, *witness_y], integer=problem.mechanism.kind == "geometric")
-    r = _log_mixture(lw1, q1, y, b) - _log_mixture(lw2, q2, y, b)
+    y = grid(lo - 5 * b, hi + 5 * b, [*breaks, *witness_y], integer=problem.mechanism.discrete)
+    r = weighted_log_mixture(lw1, q1, y, b) - weighted_log_mixture(lw2, q2, y, b)
     limits = (
         float(logsumexp(lw1 - q1 / b) - logsumexp(lw2 - q2 / b)),
         float(logsumexp(lw1 + q1 / b) - logsumexp(lw2 + q2 / b)),
     )
     return Curve(notion, witness, dict(witness.known_values or {}), y, r, limits, method,
-                 problem.mechanism.kind == "geometric")
-
-
-def _log_mixture(logw: np.ndarray, q: np.ndarray, y: np.ndarray, b: float) -> np.ndarray:
-    """log sum_r w_r exp(-|y - q_r| / b) for every y (the common 1/(2b) cancels in ratios)."""
-    values, inverse = np.unique(q, return_inverse=True)
-    merged = np.full(values.size, -np.inf)
-    np.logaddexp.at(merged, inverse, logw)
-    return logsumexp(merged[None, :] - np.abs(y[:, None] - values[None, :]) / b, axis=1)
+                 problem.mechanism.discrete)
 
 
 def grid(lo: float, hi: float, extra: list[float], integer: bool) -> np.ndarray:

@@ -5,7 +5,7 @@
     cmi    = I(X_i; Y | X_(i)) = Σ_x P(x) I(X_i; Y | X_(i) = x)   from A(i, all others)
 
 in nats, from the engine's mixture weights (`Engine.mixtures`), each group integrated exactly
-(`integrate`). Bounds: Thms 2–3 and Prop. 4 state ≤ ε under ε-IDP (the target's idp leakage);
+(`Mechanism.information`). Bounds: Thms 2–3 and Prop. 4 state ≤ ε under ε-IDP (the target's idp leakage);
 Prop. 4's proof uses the mechanism's classic DP for tuple i (its dp leakage), reported beside it.
 """
 
@@ -19,9 +19,7 @@ import numpy as np
 from scipy.special import logsumexp
 
 from ddpbayes.engines.base import Engine, MixtureGroup, Mixtures
-from ddpbayes.information import integrate
-from ddpbayes.information.integrate import NotAvailable
-from ddpbayes.mechanisms import Geometric, Laplace, Mechanism, RandomizedResponse
+from ddpbayes.mechanisms import Mechanism
 from ddpbayes.problem import Adversary, Problem
 
 TOLERANCE = 1e-9  # relative slack of a bound check (rounding), on top of the quadrature error
@@ -56,7 +54,7 @@ class TargetMeasures:
 
 def shift_invariant(mechanism: Mechanism) -> bool:
     """True when every output coordinate's noise is a translation kernel (Laplace, geometric)."""
-    return all(isinstance(m, Laplace) for m in getattr(mechanism, "mechanisms", (mechanism,)))
+    return all(m.laplace for m in mechanism.releases)
 
 
 def target_measures(engine: Engine, problem: Problem, target: int, idp: Callable[[], float]) -> TargetMeasures:
@@ -94,14 +92,4 @@ def group_measures(mechanism: Mechanism, mixtures: Mixtures, group: MixtureGroup
         merged[:, u] = np.logaddexp(merged[:, u], log_w[:, s])
     merged -= logsumexp(merged)
     kernels = [mechanism.coordinate(mixtures.coordinates[a]) for a in varying]
-    if all(isinstance(k, RandomizedResponse) for k in kernels):
-        return integrate.randomized_response(levels, merged, np.array([k.epsilon for k in kernels]))
-    if len(kernels) > 1:
-        raise NotAvailable(f"{len(kernels)} output coordinates vary with the target under continuous noise: the "
-                           "integral over y is multi-dimensional (only scalar Laplace/geometric outputs are integrated)")
-    kernel = kernels[0]
-    if isinstance(kernel, Geometric):
-        return integrate.geometric(levels[:, 0], merged, kernel.scale)
-    if isinstance(kernel, Laplace):
-        return integrate.laplace(levels[:, 0], merged, kernel.scale)
-    raise NotAvailable(f"no integral for the {kernel.kind} mechanism")
+    return kernels[0].information(levels, merged, kernels)  # NotAvailable when not integrated

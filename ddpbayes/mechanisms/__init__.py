@@ -1,12 +1,17 @@
-"""Noise mechanisms p_M(y | q(x)) (DESIGN §1): `base.Mechanism` is the interface engines read
-(and users subclass), `laplace`, `randomized_response` the pure-ε mechanisms, `gaussian` the
-(ε, δ) ones whose leakage is a privacy profile (DESIGN §3.5), `make` builds one from flags."""
+"""Noise mechanisms p_M(y | q(x)) (DESIGN §1), everything a noise kernel can do: `base.Mechanism` is
+the interface engines read (and users subclass), with its capabilities; `registry` maps each kind
+(and alias) to its class; `laplace` (with its mixture and information integrals) and
+`randomized_response` the pure-ε mechanisms, `gaussian` the (ε, δ) ones whose leakage is a privacy
+profile (DESIGN §3.5); `make` builds one from flags."""
 
 from ddpbayes.mechanisms.base import Mechanism
 from ddpbayes.mechanisms.gaussian import DiscreteGaussian, Gaussian, l2_sensitivity
+from ddpbayes.mechanisms.information import NotAvailable
 from ddpbayes.mechanisms.laplace import Geometric, Laplace, laplace_sums
-from ddpbayes.mechanisms.make import MECHANISMS, make_mechanism
+from ddpbayes.mechanisms.make import make_mechanism
 from ddpbayes.mechanisms.randomized_response import RandomizedResponse
+from ddpbayes.mechanisms.registry import MECHANISMS, REGISTRY, canonical_kind, lookup
 
-__all__ = ["MECHANISMS", "DiscreteGaussian", "Gaussian", "Geometric", "Laplace", "Mechanism", "RandomizedResponse",
-           "l2_sensitivity", "laplace_sums", "make_mechanism"]
+__all__ = ["MECHANISMS", "REGISTRY", "DiscreteGaussian", "Gaussian", "Geometric", "Laplace", "Mechanism",
+           "NotAvailable", "RandomizedResponse", "canonical_kind", "l2_sensitivity", "laplace_sums", "lookup",
+           "make_mechanism"]

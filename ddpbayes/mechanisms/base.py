@@ -44,6 +44,7 @@ import numpy as np
 
 from ddpbayes.errors import InputError
 from ddpbayes.limits import check_positive_finite, check_states
+from ddpbayes.mechanisms.information import NotAvailable
 from ddpbayes.model.domains import Domain
 from ddpbayes.queries import Query
 
@@ -56,7 +57,16 @@ class Mechanism(ABC):
     `dp_leakage` and `describe` (the module docstring says what each must return)."""
 
     kind: str
+    # Capabilities callers ask instead of comparing kinds; the defaults say "not available"
+    # (as `Engine`'s do). Not dataclass fields: subclasses set them without annotation.
+    aliases: tuple[str, ...] = ()  # other spellings of `kind` a user may type (`registry.canonical_kind`)
     profile: bool = False  # True: the leakage is ε at `delta` on the privacy profile (mechanisms.gaussian)
+    gaussian: bool = False  # N(0, σ²) noise (N_Z with `discrete`) on every output coordinate, σ = `sigma`
+    laplace: bool = False  # p(y | q) ∝ e^{-|y - q| / scale} per coordinate (Laplace; geometric on the integers)
+    discrete: bool = False  # the outputs are integers (geometric, discrete Gaussian)
+    flips_bits: bool = False  # the outputs are the 0/1 tuples themselves, set by ε alone (randomized response)
+    calibratable: bool = False  # `calibrate` solves for its scale (`with_scale`)
+    composed: bool = False  # several releases' noise, one per output coordinate range (`releases`)
 
     @abstractmethod
     def log_kernel(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -93,6 +103,31 @@ class Mechanism(ABC):
                      "cells", limit)
         grid, log_k = self.log_kernel(q)
         return grid, np.logaddexp.reduce(logw[:, None, :] + log_k[None], axis=2)
+
+    @property
+    def releases(self) -> tuple[Mechanism, ...]:
+        """The mechanisms of the releases composed into this one: itself unless `composed`."""
+        return (self,)
+
+    def laplace_scales(self, rows: int) -> np.ndarray | None:
+        """The Laplace scale b_c of each of `rows` output coordinates, or None unless every one
+        is continuous Laplace noise (the Gaussian engine's closed form, DESIGN §2.2)."""
+        return None
+
+    def with_scale(self, scale: float) -> Mechanism:
+        """This mechanism with its noise scale set (what calibration solves for)."""
+        raise InputError(f"{self.kind} noise has no scale to set")
+
+    def information(self, levels: np.ndarray, log_w: np.ndarray,
+                    kernels: Sequence[Mechanism]) -> tuple[float, float, float]:
+        """(I(X_i; Y), sup_y D, error) of one mixture group (004 Eqs. 26, 28): `log_w` (T, S) over the
+        distinct `levels` (S, d) of the d output coordinates that vary, `kernels` their noise
+        (this one first); NotAvailable when not integrated (`mechanisms.information`)."""
+        if len(kernels) > 1:
+            raise NotAvailable(f"{len(kernels)} output coordinates vary with the target under continuous noise: the "
+                               "integral over y is multi-dimensional (only scalar Laplace/geometric outputs are "
+                               "integrated)")
+        raise NotAvailable(f"no integral for the {self.kind} mechanism")
 
     @abstractmethod
     def describe(self) -> dict: ...

@@ -35,7 +35,8 @@ class Gaussian(Mechanism):
     rho: float | None = field(default=None, compare=False)  # the zCDP level σ came from, if given
     epsilon: float | None = field(default=None, compare=False)  # the (ε, delta) σ came from, if given
     profile = True
-    discrete = False
+    gaussian = True
+    calibratable = True
 
     def __post_init__(self):
         _positive(self.sigma, "sigma")
@@ -95,7 +96,9 @@ class DiscreteGaussian(Gaussian):
     """y = q(x) + N_Z(0, σ²) on an integer query: P(y | q) ∝ exp(-(y - q)² / 2σ²) on the integers."""
 
     kind: str = "discrete_gaussian"
+    aliases = ("discrete-gaussian",)
     discrete = True
+    calibratable = False
 
     def check(self, query: Query, domains: Sequence[Domain]) -> None:
         w = query.matrix(len(domains))

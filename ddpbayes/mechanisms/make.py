@@ -8,16 +8,11 @@ from collections.abc import Sequence
 
 from ddpbayes.errors import InputError
 from ddpbayes.mechanisms.base import Mechanism, _positive
-from ddpbayes.mechanisms.gaussian import DiscreteGaussian, Gaussian, check_delta, gaussian_sigma, global_l2_sensitivity
-from ddpbayes.mechanisms.laplace import Geometric, Laplace
-from ddpbayes.mechanisms.randomized_response import RandomizedResponse
+from ddpbayes.mechanisms.gaussian import Gaussian, check_delta, gaussian_sigma, global_l2_sensitivity
+from ddpbayes.mechanisms.registry import REGISTRY, canonical_kind
 from ddpbayes.model.domains import Domain
 from ddpbayes.profiles import DEFAULT_DELTA
 from ddpbayes.queries import Query
-
-MECHANISMS = ("laplace", "geometric", "randomized_response", "gaussian", "discrete_gaussian")
-ALIASES = {"rr": "randomized_response", "randomized-response": "randomized_response",
-           "discrete-gaussian": "discrete_gaussian"}
 
 
 def make_mechanism(
@@ -28,10 +23,8 @@ def make_mechanism(
     Laplace/geometric scale = global L1 sensitivity / `epsilon`; Gaussian σ from zCDP `rho` or
     from (`epsilon`, `delta`) (mechanisms.gaussian). `delta` is also the δ at which a Gaussian
     leakage is read (default 1e-6); pure-ε mechanisms refuse it."""
-    kind = ALIASES.get(kind, kind)
-    if kind not in MECHANISMS:
-        raise InputError(f"unknown mechanism '{kind}' (use {', '.join(MECHANISMS)})")
-    if kind in ("gaussian", "discrete_gaussian"):
+    kind = canonical_kind(kind)
+    if REGISTRY[kind].gaussian:
         mech = _gaussian(kind, query, domains, scale, epsilon, delta, rho)
     else:
         if delta is not None:
@@ -51,14 +44,14 @@ def _pure(kind: str, query: Query, domains: Sequence[Domain], scale: float | Non
         _positive(epsilon, "epsilon")
     if scale is not None:
         _positive(scale, "scale")
-    if kind == "randomized_response":
+    if REGISTRY[kind].flips_bits:
         if epsilon is None:
             raise InputError("randomized response is set by --epsilon (the per-bit DP level), not --scale")
-        return RandomizedResponse(epsilon)
+        return REGISTRY[kind](epsilon)
     if scale is None:
         scale = _from_sensitivity(query.global_sensitivity(domains), "L1", lambda gs: gs / epsilon,
                                   f"--epsilon {epsilon:g}")
-    return (Laplace if kind == "laplace" else Geometric)(scale, epsilon=epsilon)
+    return REGISTRY[kind](scale, epsilon=epsilon)
 
 
 def _gaussian(kind: str, query: Query, domains: Sequence[Domain], sigma: float | None, epsilon: float | None,
@@ -77,8 +70,7 @@ def _gaussian(kind: str, query: Query, domains: Sequence[Domain], sigma: float |
         sigma = _from_sensitivity(global_l2_sensitivity(query, domains), "L2",
                                   lambda gs: gaussian_sigma(kind, gs, rho=rho, epsilon=epsilon, delta=delta),
                                   f"--rho {rho:g}" if rho is not None else f"--epsilon {epsilon:g}")
-    cls = DiscreteGaussian if kind == "discrete_gaussian" else Gaussian
-    return cls(sigma, DEFAULT_DELTA if delta is None else delta, rho=rho, epsilon=epsilon)
+    return REGISTRY[kind](sigma, DEFAULT_DELTA if delta is None else delta, rho=rho, epsilon=epsilon)
 
 
 def _from_sensitivity(gs: float, norm: str, recipe, given: str) -> float:

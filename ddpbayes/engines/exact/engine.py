@@ -16,8 +16,8 @@ import math
 import numpy as np
 from scipy import special
 
-from ddpbayes.engines.base import AdversaryLeakage, DependenceProfile, Engine, Mixtures, Witness
-from ddpbayes.engines.curves import Curve, check_drawable, mixture_curve
+from ddpbayes.engines.base import AdversaryLeakage, Curve, DependenceProfile, Engine, Mixtures, Witness
+from ddpbayes.engines.curves import check_drawable, mixture_curve
 from ddpbayes.engines.exact.grouping import cell_weights, grouping
 from ddpbayes.engines.exact.joint import JointTable, joint_table, oversized_reason, unsupported_reason
 from ddpbayes.engines.exact.mixtures import exact_mixtures

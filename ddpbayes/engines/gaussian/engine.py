@@ -36,16 +36,14 @@ from collections.abc import Sequence
 import numpy as np
 from scipy.special import log_ndtr
 
-from ddpbayes.composition import ComposedMechanism
-from ddpbayes.engines.base import AdversaryLeakage, Engine, NoCurve, Witness
-from ddpbayes.engines.curves import Curve, check_drawable, grid
+from ddpbayes.engines.base import AdversaryLeakage, Curve, Engine, NoCurve, Witness
+from ddpbayes.engines.curves import check_drawable, grid
 from ddpbayes.engines.gaussian.graph import tuple_covariance, tuple_mean, unsupported_reason, use_sparse
 from ddpbayes.engines.gaussian.lattice import exhaustive, greedy, snap
 from ddpbayes.engines.gaussian.noise import gdp_profiles, loss_scale, noise_variances
 from ddpbayes.engines.gaussian.sparse import sparse_law
 from ddpbayes.engines.gaussian.sparse_noise import gaussian_scores
 from ddpbayes.errors import InputError
-from ddpbayes.mechanisms import Gaussian, Laplace
 from ddpbayes.model.supports import wider_than_declared
 from ddpbayes.problem import Adversary, Problem
 
@@ -59,10 +57,10 @@ class GaussianEngine(Engine):
     def supports(self, problem: Problem) -> str | None:
         mech = problem.mechanism
         if _row_scales(problem, 1) is None and not gaussian_noise(mech):
-            if mech.kind == "composition":
+            if mech.composed:
                 return "it takes Laplace noise in every release of a composition"
             return f"it takes Laplace or Gaussian noise, not {mech.kind}" + (
-                " (integer outputs: the privacy loss is not Gaussian)" if mech.kind == "discrete_gaussian" else "")
+                " (integer outputs: the privacy loss is not Gaussian)" if mech.gaussian and mech.discrete else "")
         if problem.query.matrix(problem.model.n) is None:
             return f"it takes a linear query (sum, count, mean, linear:, centroids:, identity), not {problem.query.name}"
         return unsupported_reason(problem.model)
@@ -203,7 +201,7 @@ def _slope(a_s: np.ndarray, c: np.ndarray) -> np.ndarray:
 
 def gaussian_noise(mechanism) -> bool:
     """Continuous Gaussian noise (`mechanisms.Gaussian`, not the discrete one)."""
-    return isinstance(mechanism, Gaussian) and not mechanism.discrete
+    return mechanism.gaussian and not mechanism.discrete
 
 
 def _gaussian_leakage(problem: Problem, a: np.ndarray, advs: Sequence[Adversary]) -> list[AdversaryLeakage]:
@@ -253,10 +251,7 @@ def _log_laplace_normal(u: np.ndarray, b: float, var: float) -> np.ndarray:
 def _row_scales(problem: Problem, rows: int) -> np.ndarray | None:
     """The Laplace scale b_c of every output row (one b for Laplace noise, each release's own for
     a composition), or None when some noise is not Laplace."""
-    mech = problem.mechanism
-    if isinstance(mech, ComposedMechanism):
-        return mech.scales()
-    return np.full(rows, mech.scale) if isinstance(mech, Laplace) and mech.kind == "laplace" else None
+    return problem.mechanism.laplace_scales(rows)
 
 
 def _results(problem: Problem, advs: Sequence[Adversary], coefs: np.ndarray) -> list[AdversaryLeakage]:

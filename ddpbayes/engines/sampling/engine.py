@@ -23,16 +23,13 @@ import pymc as pm
 from pytensor.graph.traversal import ancestors
 from pytensor.tensor.random.op import RandomVariable
 
-from ddpbayes.composition import ComposedMechanism
-from ddpbayes.engines.base import AdversaryLeakage, Engine, Witness
-from ddpbayes.engines.curves import Curve, check_drawable, mixture_curve
+from ddpbayes.engines.base import AdversaryLeakage, Curve, Engine, Witness
+from ddpbayes.engines.curves import check_drawable, mixture_curve
 from ddpbayes.engines.sampling.estimate import Draws, estimate
 from ddpbayes.engines.sampling.posterior import posterior_leakage
 from ddpbayes.engines.sampling.profile import profile_estimate, scalar_groups
 from ddpbayes.engines.sampling.runs import Run, sample_event, sample_events, summarise
 from ddpbayes.errors import InputError
-from ddpbayes.mechanisms import Laplace
-from ddpbayes.mechanisms.gaussian import Gaussian
 from ddpbayes.model import DependenceModel, Finite
 from ddpbayes.model.condition import ImpossibleEvent
 from ddpbayes.problem import Adversary, Problem
@@ -55,10 +52,9 @@ class SamplingEngine(Engine):
         every output coordinate (one mechanism, or a composition of such releases); Gaussian or
         discrete Gaussian noise on a query with one varying output (`profile`)."""
         mech = problem.mechanism
-        if isinstance(mech, Gaussian):
+        if mech.gaussian:
             return None
-        parts = mech.mechanisms if isinstance(mech, ComposedMechanism) else (mech,)
-        if not all(isinstance(m, Laplace) for m in parts):
+        if not all(m.laplace for m in mech.releases):
             return "the sampling engine handles Laplace, geometric and Gaussian noise"
         return None
 

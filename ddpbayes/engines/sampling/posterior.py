@@ -23,7 +23,6 @@ from ddpbayes.engines.base import AdversaryLeakage, Witness
 from ddpbayes.engines.sampling.estimate import Z95
 from ddpbayes.engines.sampling.runs import Chains, Run, quiet_arviz, sample_event, sample_events, summarise
 from ddpbayes.errors import InputError
-from ddpbayes.mechanisms import Laplace
 from ddpbayes.model import Finite
 from ddpbayes.model.condition import TUPLES, ImpossibleEvent, condition
 from ddpbayes.parallel import map_units
@@ -36,7 +35,7 @@ def posterior_leakage(problem: Problem, adv: Adversary, known_sets, settings: Ru
     dom = model.domains[adv.target]
     if not isinstance(dom, Finite):
         raise InputError("--method posterior compares odds of target values: it needs a discrete target")
-    if problem.query.weights(model.n) is None or not isinstance(problem.mechanism, Laplace):
+    if problem.query.weights(model.n) is None or not problem.mechanism.laplace:
         raise InputError("--method posterior conditions on one noisy output: it needs a scalar linear query (sum, count, "
                          "mean, linear:) with Laplace or geometric noise; use the likelihood route")
     w, b = problem.query.weights(model.n), problem.mechanism.scale

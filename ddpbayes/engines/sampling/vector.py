@@ -25,8 +25,9 @@ import math
 
 import numpy as np
 
-from ddpbayes.engines.sampling.mixture import candidate_outputs, log_mixture
+from ddpbayes.engines.sampling.mixture import candidate_outputs
 from ddpbayes.errors import InputError
+from ddpbayes.mechanisms.laplace import log_mixture
 
 GRID_MAX = 2048  # output points searched jointly over the varying coordinates
 ASCENT_ROUNDS = 5

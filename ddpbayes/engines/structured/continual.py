@@ -34,7 +34,7 @@ import numpy as np
 from ddpbayes.engines.base import AdversaryLeakage, Witness
 from ddpbayes.engines.structured.graph import FactorGraph
 from ddpbayes.errors import InputError
-from ddpbayes.mechanisms import Laplace, Mechanism, RandomizedResponse
+from ddpbayes.mechanisms import Mechanism
 from ddpbayes.problem import Adversary, Problem
 from ddpbayes.queries import Identity
 
@@ -45,7 +45,7 @@ def continual_reason(problem: Problem, graph: FactorGraph) -> str | None:
     """None when `problem` is a continual release on a chain of two-valued tuples, else why not."""
     if not isinstance(problem.query, Identity):
         return f"the query '{problem.query.spec}' is not identity (continual release perturbs every tuple)"
-    if not isinstance(problem.mechanism, (Laplace, RandomizedResponse)):
+    if not (problem.mechanism.laplace or problem.mechanism.flips_bits):
         return f"the {problem.mechanism.kind} mechanism is not randomized response, Laplace or geometric noise"
     names = problem.model.names
     if graph.slots > len(names):

@@ -8,7 +8,6 @@ import math
 import numpy as np
 
 from ddpbayes.engines.structured.graph import FactorGraph, tree
-from ddpbayes.mechanisms import Gaussian, Laplace
 from ddpbayes.model.domains import Finite
 from ddpbayes.problem import Problem
 from ddpbayes.queries import Linear
@@ -25,8 +24,7 @@ def linear_reason(problem: Problem) -> str | None:
     for k, d in enumerate(problem.model.domains):
         if not (isinstance(d, Finite) and all(float(v).is_integer() for v in d.values)):
             return f"tuple '{problem.model.names[k]}' is not integer-valued (domain {d})"
-    if not (isinstance(problem.mechanism, Laplace) and problem.mechanism.kind in ("laplace", "geometric")
-            or isinstance(problem.mechanism, Gaussian)):
+    if not (problem.mechanism.laplace or problem.mechanism.gaussian):
         return f"the {problem.mechanism.kind} mechanism is not Laplace, geometric or Gaussian noise"
     return None
 

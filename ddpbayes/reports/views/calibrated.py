@@ -28,7 +28,7 @@ def calibrated_scales(
         return {}, ["calibration is turned off in the spec (calibrate = false)"]
     if epsilon is None or epsilon <= 0:
         return {}, ["no calibration: the spec has neither a positive claim nor an epsilon to calibrate to"]
-    if problem.mechanism.kind != "laplace":
+    if problem.mechanism.profile or not problem.mechanism.calibratable:  # calibrate sets Laplace scales
         return {}, [f"no calibration: calibrate sets Laplace scales, and the mechanism is {problem.mechanism.kind}"]
     model, query = problem.model, problem.query
     settings = replace(problem.settings, pdp_greedy=0)  # a calibration takes no lower bound for the leakage

@@ -1,10 +1,5 @@
-"""I(X_i; Y) and sup_y D(X_i ‖ X_i | Y = y) of one mixture group, per noise mechanism (004 Eqs. 26, 28).
-
-A group is the law of (X_i, q) given what is fixed: log P(X_i = t, q = q_s) as `log_w` (T, S)
-over distinct query levels `q` (S,), every row t of positive mass, summing to one. With
-g_t(y) = Σ_s P(t, q_s) p(y | q_s), f = Σ_t g_t and p_t = Σ_s P(t, q_s):
-
-    I(X_i; Y) = Σ_t ∫ g_t log(g_t / (p_t f)) dy,     D(y) = Σ_t p_t log(p_t f(y) / g_t(y)).
+"""I(X_i; Y) and sup_y D(X_i ‖ X_i | Y = y) of one mixture group under Laplace and geometric noise
+(004 Eqs. 26, 28; the group and the integrands: `mechanisms.information`).
 
 Laplace(b), in units of b from a level (exact at every scale down to the smallest double):
 between consecutive levels every g_t is A e^{-s} + B e^{s - gap}; each piece is integrated from both
@@ -14,8 +9,7 @@ two passes agree to 1e-13 + 1e-12·|value| ("quadrature to 1e-10"); the tails, w
 g_t ∝ e^{∓y/b}, in closed form. sup_y D: affine between the windows around its bends, so the
 piece's ends and a scan of each window refined by bounded Brent (`_sup_divergence`); D is
 constant on the tails. Geometric: exact sums over the integers
-between the extreme levels, geometric series beyond. Randomized response: exact sums over the
-finite output space. Everything in log space.
+between the extreme levels, geometric series beyond. Everything in log space.
 """
 
 from __future__ import annotations
@@ -29,6 +23,7 @@ from scipy import optimize
 from scipy.special import logsumexp
 
 from ddpbayes.limits import check_states
+from ddpbayes.mechanisms.information import terms
 
 TOL_ABS, TOL_REL, MAX_NODES = 1e-13, 1e-12, 1024
 REACH = 40.0  # units of b from a level beyond which the MI integrand is dropped (bounded, added to the error)
@@ -36,21 +31,7 @@ WINDOW = 40.0  # half-width (in w = 2s - gap) of the window around a bend of D
 LOG2 = math.log(2)
 
 
-class NotAvailable(Exception):
-    """The measures cannot be computed exactly for this group; the message says why."""
-
-
-def _terms(log_g: np.ndarray, log_p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per output (columns of log_g (T, N)): Σ_t g_t log(g_t/(p_t f)) and D = Σ_t p_t log(p_t f/g_t)."""
-    peak = log_g.max(axis=0)  # finite: every output has positive density under some t
-    log_f = np.log(np.exp(log_g - peak).sum(axis=0)) + peak  # scipy's logsumexp costs ~50 us a call here
-    log_ratio = log_g - log_p[:, None] - log_f[None, :]
-    mi = np.sum(np.exp(log_g) * log_ratio, axis=0)
-    kl = -np.sum(np.exp(log_p)[:, None] * log_ratio, axis=0)
-    return mi, kl
-
-
-def laplace(q: np.ndarray, log_w: np.ndarray, b: float) -> tuple[float, float, float]:
+def laplace_information(q: np.ndarray, log_w: np.ndarray, b: float) -> tuple[float, float, float]:
     """(I(X_i; Y), sup_y D, quadrature error estimate) for y = q + Lap(b), q sorted and distinct.
 
     Everything is measured in units of b from a level, so every scale down to the smallest
@@ -66,7 +47,7 @@ def laplace(q: np.ndarray, log_w: np.ndarray, b: float) -> tuple[float, float, f
     # below q_0 every g_t(y) ∝ e^{near_above[:, 0] + (y - q_0)/b};
     # above q_max ∝ e^{near_below[:, -1] - (y - q_max)/b}
     for log_tail in (near_above[:, 0], near_below[:, -1]):
-        tail_mi, tail_kl = _terms(log_tail[:, None] - LOG2, log_p)  # each tail holds mass e^{log_tail}/2
+        tail_mi, tail_kl = terms(log_tail[:, None] - LOG2, log_p)  # each tail holds mass e^{log_tail}/2
         mi += float(tail_mi[0])
         kl = max(kl, float(tail_kl[0]))
     for k, gap in enumerate(gaps):
@@ -78,7 +59,7 @@ def laplace(q: np.ndarray, log_w: np.ndarray, b: float) -> tuple[float, float, f
 
             def mi_at(s: np.ndarray, near=near, far=far) -> np.ndarray:
                 log_g = np.logaddexp(near[:, None] - s[None, :], far[:, None] - (gap - s)[None, :]) - LOG2
-                return _terms(log_g, log_p)[0]
+                return terms(log_g, log_p)[0]
 
             for a, c in _subintervals(extent):
                 value, err = _gauss_legendre(mi_at, a, c)
@@ -173,7 +154,7 @@ def _merged(intervals) -> list[tuple[float, float]]:
     return [(a, c) for a, c in out]
 
 
-def geometric(q: np.ndarray, log_w: np.ndarray, b: float, limit: int | None = None) -> tuple[float, float, float]:
+def geometric_information(q: np.ndarray, log_w: np.ndarray, b: float, limit: int | None = None) -> tuple[float, float, float]:
     """(I(X_i; Y), sup_y D, 0) for y = q + two-sided geometric noise, P(y | q) ∝ α^{|y - q|}, α = e^{-1/b}."""
     q = np.rint(q).astype(np.int64)
     log_p = logsumexp(log_w, axis=1)
@@ -184,23 +165,7 @@ def geometric(q: np.ndarray, log_w: np.ndarray, b: float, limit: int | None = No
     y = np.arange(q[0], q[-1] + 1)
     log_k = log_c - np.abs(y[None, :] - q[:, None]) / b  # (S, N)
     log_g = logsumexp(log_w[:, :, None] + log_k[None], axis=1)  # (T, N)
-    mi, kl = _terms(log_g, log_p)
+    mi, kl = terms(log_g, log_p)
     # Σ_{j >= 1} α^j = α/(1 - α): g_t(q0 - j) = g_t(q0) α^j, the ratios stay those at q0
     tail = 1 / math.expm1(1 / b)
     return float(mi.sum() + tail * (mi[0] + mi[-1])), float(kl.max()), 0.0
-
-
-def randomized_response(levels: np.ndarray, log_w: np.ndarray, epsilon: np.ndarray,
-                        limit: int | None = None) -> tuple[float, float, float]:
-    """(I(X_i; Y), max_y D, 0) for randomized response on the bits `levels` (S, d), coordinate c
-    kept with probability 1 / (1 + e^{-ε_c}): exact sums over the 2^d outputs."""
-    d = levels.shape[1]
-    check_states((2 ** d) * len(levels) * len(log_w), f"the information sums (2^{d} outputs)", "cells", limit)
-    log_p = logsumexp(log_w, axis=1)
-    log_keep = -np.log1p(np.exp(-epsilon))
-    outputs = (np.arange(2 ** d)[:, None] >> np.arange(d)[None, :]) & 1  # (N, d)
-    flips = outputs[:, None, :] != levels[None, :, :]  # (N, S, d)
-    log_k = log_keep.sum() - (flips * epsilon).sum(axis=2)  # (N, S)
-    log_g = logsumexp(log_w[:, None, :] + log_k[None], axis=2)  # (T, N)
-    mi, kl = _terms(log_g, log_p)
-    return float(mi.sum()), float(kl.max()), 0.0

@@ -1,16 +1,19 @@
 """Laplace and two-sided geometric noise: pure-ε mechanisms whose supremum over outputs lies on
-the query's levels and the two tails (DESIGN §2.1; 004 Lemma 1)."""
+the query's levels and the two tails (DESIGN §2.1; 004 Lemma 1). Their mixtures: `mixture`; their
+information integrals: `information`."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from ddpbayes.errors import InputError
 from ddpbayes.mechanisms.base import Mechanism, _positive
+from ddpbayes.mechanisms.laplace.information import geometric_information, laplace_information
+from ddpbayes.mechanisms.laplace.mixture import laplace_sums
 from ddpbayes.model.domains import Domain, Finite
 from ddpbayes.queries import Query
 
@@ -22,9 +25,23 @@ class Laplace(Mechanism):
     scale: float
     kind: str = "laplace"
     epsilon: float | None = field(default=None, compare=False)  # the DP level the scale came from, if given
+    laplace = True
+    calibratable = True
 
     def __post_init__(self):
         _positive(self.scale, "scale")
+
+    def laplace_scales(self, rows: int) -> np.ndarray | None:
+        return np.full(rows, self.scale)
+
+    def with_scale(self, scale: float) -> Laplace:
+        return replace(self, scale=scale, epsilon=None)
+
+    def information(self, levels: np.ndarray, log_w: np.ndarray,
+                    kernels: Sequence[Mechanism]) -> tuple[float, float, float]:
+        if len(kernels) > 1:
+            return super().information(levels, log_w, kernels)
+        return laplace_information(levels[:, 0], log_w, self.scale)
 
     def log_kernel(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         # Between consecutive q_k the log-ratio is monotone in y (004 Lemma 1), so the sup is at
@@ -72,18 +89,6 @@ class Laplace(Mechanism):
         return {} if self.epsilon is None else {"epsilon": self.epsilon}
 
 
-def laplace_sums(logw: np.ndarray, q: np.ndarray, b: float) -> tuple[np.ndarray, ...]:
-    """For increasing levels q (m,) and log-weights logw (T, m), in log space: left[:, k] =
-    log Σ_{s ≤ k} w_s e^{-(q_k - q_s)/b}, right[:, k] = log Σ_{s > k} w_s e^{-(q_s - q_k)/b} (-inf at
-    k = m - 1), plus = log Σ_s w_s e^{(q_s - q_max)/b} and minus = log Σ_s w_s e^{(q_min - q_s)/b}.
-    Running log-sums, O(T·m), absolute error about 1e-16 · (max|log w| + (q_max - q_min)/b)."""
-    up, down = (q - q[-1]) / b, (q[0] - q) / b  # both <= 0
-    left = np.logaddexp.accumulate(logw + up, axis=1) - up
-    after = np.logaddexp.accumulate((logw + down)[:, ::-1], axis=1)[:, ::-1]
-    right = np.concatenate([after[:, 1:], np.full((len(logw), 1), -np.inf)], axis=1) - down
-    return left, right, np.logaddexp.reduce(logw + up, axis=1), np.logaddexp.reduce(logw + down, axis=1)
-
-
 @dataclass(frozen=True)
 class Geometric(Laplace):
     """Two-sided geometric noise on an integer query: P(y | q) ∝ α^{|y - q|}, α = e^{-1/b}.
@@ -92,6 +97,17 @@ class Geometric(Laplace):
     attained at the same points as for Laplace(b), so the kernel is the same."""
 
     kind: str = "geometric"
+    discrete = True
+    calibratable = False
+
+    def laplace_scales(self, rows: int) -> np.ndarray | None:
+        return None  # integer outputs: not the continuous kernel of the Gaussian engine's closed form
+
+    def information(self, levels: np.ndarray, log_w: np.ndarray,
+                    kernels: Sequence[Mechanism]) -> tuple[float, float, float]:
+        if len(kernels) > 1:
+            return super().information(levels, log_w, kernels)
+        return geometric_information(levels[:, 0], log_w, self.scale)
 
     def check(self, query: Query, domains: Sequence[Domain]) -> None:
         w = query.weights(len(domains))

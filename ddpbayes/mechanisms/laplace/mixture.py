@@ -1,0 +1,55 @@
+"""The mixture of Laplace kernels Σ_s w_s e^{-|y - q_s|/b} in log space, the home of its evaluations
+(004 Lemma 1; DESIGN §2.1): at the levels and both tails (`laplace_sums`: `Laplace.log_mixtures`),
+at any y for equal weights (`log_mixture`: the sampling engine's draws, DESIGN §2.3) or for given
+weights (`weighted_log_mixture`: witness curves). The information integrals' level-to-level
+recursion is `information._near_sums`."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.special import logsumexp
+
+
+def laplace_sums(logw: np.ndarray, q: np.ndarray, b: float) -> tuple[np.ndarray, ...]:
+    """For increasing levels q (m,) and log-weights logw (T, m), in log space: left[:, k] =
+    log Σ_{s ≤ k} w_s e^{-(q_k - q_s)/b}, right[:, k] = log Σ_{s > k} w_s e^{-(q_s - q_k)/b} (-inf at
+    k = m - 1), plus = log Σ_s w_s e^{(q_s - q_max)/b} and minus = log Σ_s w_s e^{(q_min - q_s)/b}.
+    Running log-sums, O(T·m), absolute error about 1e-16 · (max|log w| + (q_max - q_min)/b)."""
+    up, down = (q - q[-1]) / b, (q[0] - q) / b  # both <= 0
+    left = np.logaddexp.accumulate(logw + up, axis=1) - up
+    after = np.logaddexp.accumulate((logw + down)[:, ::-1], axis=1)[:, ::-1]
+    right = np.concatenate([after[:, 1:], np.full((len(logw), 1), -np.inf)], axis=1) - down
+    return left, right, np.logaddexp.reduce(logw + up, axis=1), np.logaddexp.reduce(logw + down, axis=1)
+
+
+def log_mixture(q: np.ndarray, y: np.ndarray, b: float) -> np.ndarray:
+    """log mean_s k(y, q_s) for every y, where k(y, q) = exp(-|y - q|/b) for finite y,
+    exp((q - y0)/b) at y = +inf and exp((y0 - q)/b) at y = -inf (y0 = 0: the factor that
+    depends on y alone cancels in every ratio of two mixtures at the same y)."""
+    q = np.sort(np.asarray(q, dtype=float).ravel())
+    y = np.asarray(y, dtype=float)
+    out = np.empty(y.shape)
+    up, down = np.isposinf(y), np.isneginf(y)
+    out[up] = logsumexp(q / b) - math.log(q.size)
+    out[down] = logsumexp(-q / b) - math.log(q.size)
+    fin = ~(up | down)
+    yf = y[fin]
+    # left: sum_{q <= y} e^{(q - y)/b};  right: sum_{q > y} e^{(y - q)/b}
+    cum_left = np.concatenate([[-np.inf], np.logaddexp.accumulate(q / b)])
+    cum_right = np.concatenate([np.logaddexp.accumulate((-q / b)[::-1])[::-1], [-np.inf]])
+    idx = np.searchsorted(q, yf, side="right")
+    with np.errstate(invalid="ignore"):
+        left = cum_left[idx] - yf / b
+        right = cum_right[idx] + yf / b
+    out[fin] = np.logaddexp(left, right) - math.log(q.size)
+    return out
+
+
+def weighted_log_mixture(logw: np.ndarray, q: np.ndarray, y: np.ndarray, b: float) -> np.ndarray:
+    """log sum_r w_r exp(-|y - q_r| / b) for every y (the common 1/(2b) cancels in ratios)."""
+    values, inverse = np.unique(q, return_inverse=True)
+    merged = np.full(values.size, -np.inf)
+    np.logaddexp.at(merged, inverse, logw)
+    return logsumexp(merged[None, :] - np.abs(y[:, None] - values[None, :]) / b, axis=1)

@@ -1,0 +1,28 @@
+"""The one registry of built-in mechanisms, `{kind: class}`: each class declares its `kind` and
+the `aliases` a user may type (DESIGN §1). A new mechanism is a class here and nowhere else."""
+
+from __future__ import annotations
+
+from ddpbayes.errors import InputError
+from ddpbayes.mechanisms.base import Mechanism
+from ddpbayes.mechanisms.gaussian import DiscreteGaussian, Gaussian
+from ddpbayes.mechanisms.laplace import Geometric, Laplace
+from ddpbayes.mechanisms.randomized_response import RandomizedResponse
+
+REGISTRY: dict[str, type[Mechanism]] = {cls.kind: cls for cls in
+                                        (Laplace, Geometric, RandomizedResponse, Gaussian, DiscreteGaussian)}
+MECHANISMS = tuple(REGISTRY)  # the kinds, in the order messages list them
+ALIASES = {alias: kind for kind, cls in REGISTRY.items() for alias in cls.aliases}
+
+
+def lookup(name: str) -> type[Mechanism] | None:
+    """The class of the kind or alias `name`, None when no mechanism is called so."""
+    return REGISTRY.get(ALIASES.get(name, name))
+
+
+def canonical_kind(name: str) -> str:
+    """The kind `name` spells (itself or an alias); InputError naming the kinds when none."""
+    cls = lookup(name)
+    if cls is None:
+        raise InputError(f"unknown mechanism '{name}' (use {', '.join(MECHANISMS)})")
+    return cls.kind
