@@ -98,20 +98,17 @@ def test_no_import_circle_spans_two_packages():
 
 
 def _homes() -> dict[str, set[str]]:
-    """Each name -> the package paths (relative to ddpbayes/) where it may be written as a literal."""
+    """Each notion name and mechanism kind (aliases too) -> where it may be written as a literal:
+    its package (and `vocabulary.py`, the names the command line offers without importing PyMC)."""
     from ddpbayes.mechanisms import REGISTRY
     from ddpbayes.vocabulary import CALIBRATION_METHODS, NOTIONS
 
-    homes: dict[str, set[str]] = {}
-    for name in NOTIONS:
-        homes.setdefault(name, set()).update({"notions", "vocabulary.py"})
-    for name in ENGINES:
-        homes.setdefault(name, set()).update({"engines", "vocabulary.py"})
-    for name in CALIBRATION_METHODS:  # `dp` is also a recipe of `ddpbayes calibrate` (DESIGN §3.1)
-        homes.setdefault(name, set()).update({"ddp", "vocabulary.py"})
+    homes: dict[str, set[str]] = {name: {"notions", "vocabulary.py"} for name in NOTIONS}
     for cls in set(REGISTRY.values()):
         for name in (cls.kind, *cls.aliases):
-            homes.setdefault(name, set()).add("mechanisms")
+            homes.setdefault(name, set()).update({"mechanisms", "engines"} if name in ENGINES else {"mechanisms"})
+    for name in set(CALIBRATION_METHODS) & set(homes):  # `dp` is also a recipe of calibrate (DESIGN §3.1)
+        homes[name].add("ddp")
     return homes
 
 
