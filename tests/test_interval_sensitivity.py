@@ -1,4 +1,4 @@
-"""Sensitivities of `expr:` queries on continuous domains (DESIGN §1.1, `interval_bound.py`).
+"""Sensitivities of `expr:` queries on continuous domains (DESIGN §1.1, `queries/interval.py`).
 
 Interval arithmetic must be sound: every value numpy computes at a point of a box lies in the
 interval `evaluate_box` gives (checked on random expressions and boxes, with nans masked by
