@@ -23,6 +23,7 @@ class Query(ABC):
     and `spec`, the text `parse_query` reads it back from."""
 
     name: str
+    given: float | None = None  # the sensitivity the user stated (`--sensitivity`; expr:/fn: only)
 
     @property
     def spec(self) -> str:
@@ -54,6 +55,20 @@ class Query(ABC):
 
     def global_sensitivity(self, domains: Sequence[Domain]) -> float:
         return max(self.sensitivity(k, domains) for k in range(len(domains)))
+
+    def sensitivity_range(self, k: int, domains: Sequence[Domain]) -> tuple[float, float] | None:
+        """(lower, upper) when tuple k's sensitivity is only bounded (DESIGN §1.1), else None:
+        here it is computed."""
+        return None
+
+    def sensitivity_pair(self, k: int, domains: Sequence[Domain]) -> tuple[float, float] | None:
+        """Values (t, t') of tuple k for dp's witness, None when unknown: here the ends of its
+        domain (hi, lo)."""
+        return domains[k].hi, domains[k].lo
+
+    def sensitivity_notes(self, domains: Sequence[Domain]) -> list[str]:
+        """How the sensitivity was obtained, for the audit's notes: here nothing to say."""
+        return []
 
 
 def no_argument(kind: str, arg: str, spec: str) -> None:

@@ -61,7 +61,6 @@ class NamedQuery(Query):
     """Shared by `ExpressionQuery` and `FunctionQuery`: binding, checked values, sensitivity."""
 
     variables: Variables | None
-    given: float | None
     _memo: dict
 
     def _outputs(self, x: np.ndarray) -> np.ndarray:
