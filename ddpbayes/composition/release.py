@@ -13,7 +13,7 @@ from ddpbayes.errors import InputError
 from ddpbayes.mechanisms import Mechanism, make_mechanism
 from ddpbayes.model import DependenceModel
 from ddpbayes.model.domains import Domain, Finite
-from ddpbayes.queries import Histogram, Identity, Query, output_count, parse_query
+from ddpbayes.queries import ComposedQuery, Histogram, Identity, Query, output_count, parse_query
 
 
 @dataclass(frozen=True)
@@ -67,37 +67,6 @@ def compose(specs: Sequence[str], model: DependenceModel) -> tuple[ComposedQuery
     query = ComposedQuery(tuple(r.query for r in releases))
     widths = tuple(output_count(r.query, model.domains) for r in releases)
     return query, ComposedMechanism(tuple(r.mechanism for r in releases), widths, tuple(specs))
-
-
-@dataclass(frozen=True)
-class ComposedQuery(Query):
-    """The releases' queries, their outputs stacked into one vector (release by release)."""
-
-    queries: tuple[Query, ...]
-    name: str = "composition"
-
-    @property
-    def spec(self) -> str:
-        return " + ".join(q.spec for q in self.queries)
-
-    def values(self, x: np.ndarray) -> np.ndarray:
-        return np.concatenate([q.values(x) for q in self.queries], axis=1)
-
-    def sensitivity(self, k: int, domains: Sequence[Domain]) -> float:
-        """The L1 sensitivity of the stacked output: the sum of the releases' (a bound when
-        they are attained by different changes of tuple k)."""
-        return float(sum(q.sensitivity(k, domains) for q in self.queries))
-
-    def check(self, domains: Sequence[Domain]) -> None:
-        for q in self.queries:
-            q.check(domains)
-
-    def bind(self, model: DependenceModel) -> ComposedQuery:
-        return ComposedQuery(tuple(q.bind(model) for q in self.queries))
-
-    def matrix(self, n: int) -> np.ndarray | None:
-        rows = [q.matrix(n) for q in self.queries]
-        return None if any(r is None for r in rows) else np.vstack(rows)
 
 
 @dataclass(frozen=True)
