@@ -165,15 +165,15 @@ def test_centroids_of_a_device_are_refused_unread():
 
 def test_an_oversized_assignment_is_refused_unread(tmp_path, monkeypatch):
     """A file above the stated size limit is refused by its size, before a row is read."""
-    from ddpbayes.queries import kinds as queries
+    from ddpbayes.queries import centroids, parse_query
 
     path = tmp_path / "big.csv"
     path.write_text("cluster\n" + "0\n" * 100, encoding="utf-8")
     size = path.stat().st_size
-    monkeypatch.setattr(queries, "MAX_ASSIGNMENT_BYTES", size - 1)
-    monkeypatch.setattr(queries.csv, "DictReader", None)  # reading would fail loudly
+    monkeypatch.setattr(centroids, "MAX_ASSIGNMENT_BYTES", size - 1)
+    monkeypatch.setattr(centroids.csv, "DictReader", None)  # reading would fail loudly
     with pytest.raises(InputError, match=rf"has {size:,} bytes, over the limit of {size - 1:,} for an assignment file"):
-        queries.parse_query(f"centroids:{path}")
+        parse_query(f"centroids:{path}")
 
 
 def test_the_centroid_matrix_is_bounded(tmp_path):

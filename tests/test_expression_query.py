@@ -23,8 +23,7 @@ from scipy.special import logsumexp
 import ddpbayes
 from ddpbayes import DependenceModel, Finite, InputError, Interval
 from ddpbayes.cli.main import main
-from ddpbayes.queries.general import ExpressionQuery, FunctionQuery
-from ddpbayes.queries import parse_query
+from ddpbayes.queries import ExpressionQuery, FunctionQuery, parse_query
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE1 = ROOT / "models" / "ddp_example1.py"

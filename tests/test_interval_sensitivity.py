@@ -1,4 +1,4 @@
-"""Sensitivities of `expr:` queries on continuous domains (DESIGN §1.1, `interval_bound.py`).
+"""Sensitivities of `expr:` queries on continuous domains (DESIGN §1.1, `queries/interval.py`).
 
 Interval arithmetic must be sound: every value numpy computes at a point of a box lies in the
 interval `evaluate_box` gives (checked on random expressions and boxes, with nans masked by
@@ -20,7 +20,7 @@ import ddpbayes
 from ddpbayes import DependenceModel, InputError, Interval
 from ddpbayes.queries.expression import evaluate, parse_expression
 from ddpbayes.queries.general import with_sensitivity
-from ddpbayes.queries.interval import evaluate_box
+from ddpbayes.queries.inclusion import evaluate_box
 from ddpbayes.queries import parse_query
 
 EXAMPLE1 = Path(__file__).resolve().parents[1] / "models" / "ddp_example1.py"

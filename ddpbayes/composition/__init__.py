@@ -9,8 +9,8 @@ the dependent pairs across releases that break Thm 4's premise. Under Bayesian l
 mixture over the unknown tuples) neither bound need hold: a violation is reported, never hidden.
 """
 
-from ddpbayes.composition.release import ComposedQuery, Release, compose, parse_release
+from ddpbayes.composition.release import Release, compose, parse_release
 from ddpbayes.composition.summary import Leak, summary, summary_text, touched
 
-__all__ = ["ComposedQuery", "Leak", "Release", "compose", "parse_release", "summary",
+__all__ = ["Leak", "Release", "compose", "parse_release", "summary",
            "summary_text", "touched"]

@@ -8,10 +8,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ddpbayes.composition.release import ComposedQuery
 from ddpbayes.errors import InputError
 from ddpbayes.model.domains import Domain
-from ddpbayes.queries import Query
+from ddpbayes.queries import ComposedQuery, Query
 
 TOLERANCE = 1e-9  # relative: a joint leakage within this of a bound respects it (rounding)
 

@@ -96,7 +96,7 @@ def load_source(path: str | Path, source: bytes, params: dict, max_states: int |
         raise InputError(f"build() in '{path}' raised {_describe(exc)}") from exc
     if not isinstance(model, DependenceModel):
         raise InputError(f"build() in '{path}' returned {type(model).__name__}, not a DependenceModel")
-    model.source = module  # where `fn:NAME` queries find NAME (general_queries.FunctionQuery)
+    model.source = module  # where `fn:NAME` queries find NAME (queries/fn.py, FunctionQuery)
     model.origin = ModelRef.of(path, source, params, max_states, load_source)  # how a Dask worker rebuilds it
     return model
 

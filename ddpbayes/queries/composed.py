@@ -1,4 +1,5 @@
-"""The query of a composition: the releases' queries, their outputs stacked (DESIGN §3.1b)."""
+"""Several releases' queries as one (seed 000 §V-A; DESIGN §3.1b): their outputs stacked into
+one vector, audited as any vector release (`composition` pairs it with the releases' noise)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import numpy as np
 
 from ddpbayes.model import DependenceModel
 from ddpbayes.model.domains import Domain
-from ddpbayes.queries import Query
+from ddpbayes.queries.base import Query
 
 
 @dataclass(frozen=True)

@@ -9,25 +9,23 @@ Global sensitivity (seed 000 §III; Query.sensitivity): sup over x_{-k}, t, t' o
 ||q(t, x_{-k}) - q(t', x_{-k})||_1, exact when every domain is finite (by enumerating their
 product); on a continuous domain it is not computed: the user states it (`--sensitivity S`,
 recorded as given), and whatever needs it fails with one line until they do.
+
+This module holds what both kinds share (`NamedQuery`, `Variables`, `exact_sensitivities`,
+`with_sensitivity`); `expr` and `fn` hold each kind and its parser.
 """
+
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ddpbayes.errors import InputError
-from ddpbayes.queries.expression import evaluate, names_in, parse_expression
-from ddpbayes.queries.interval import interval_sensitivities
 from ddpbayes.limits import check_positive_finite, check_states
 from ddpbayes.model.domains import Domain, Finite
-from ddpbayes.model.usercode import user_code
-from ddpbayes.queries import Query
-
-LOWER_GRID = 32  # intervals per bounded domain in the grid of points giving the lower bound
+from ddpbayes.queries.base import Query
 
 
 @dataclass(frozen=True)
@@ -58,18 +56,18 @@ class Variables:
                 for name, cols, vec in zip(self.names, self.columns, self.vector)}
 
 
-class _Custom(Query):
+
+class NamedQuery(Query):
     """Shared by `ExpressionQuery` and `FunctionQuery`: binding, checked values, sensitivity."""
 
     variables: Variables | None
-    given: float | None
     _memo: dict
 
     def _outputs(self, x: np.ndarray) -> np.ndarray:
         """The raw outputs for states `x` (S, n), as an (S, C) array."""
         raise NotImplementedError
 
-    def _resolve(self, model) -> _Custom:
+    def _resolve(self, model) -> NamedQuery:
         return self
 
     def bind(self, model) -> Query:
@@ -163,6 +161,7 @@ class _Custom(Query):
         return self._memo[key]
 
 
+
 def exact_sensitivities(values: Callable[[np.ndarray], np.ndarray],
                         domains: Sequence[Finite]) -> list[tuple[float, tuple[float, float]]]:
     """For every tuple k, max over the product of the domains of ||q(t, x_{-k}) - q(t', x_{-k})||_1
@@ -192,139 +191,12 @@ def exact_sensitivities(values: Callable[[np.ndarray], np.ndarray],
     return out
 
 
-@dataclass(frozen=True)
-class ExpressionQuery(_Custom):
-    """`expr:EXPR[;EXPR...]`: expressions over the model's variable names (`ddpbayes.queries.expression`)."""
-
-    text: str
-    variables: Variables | None = None
-    given: float | None = None
-    name: str = "expr"
-    _memo: dict = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
-
-    def __post_init__(self):
-        self.trees  # noqa: B018 — parse now: bad syntax is reported when the query is read
-
-    @property
-    def spec(self) -> str:
-        return f"expr:{self.text}"
-
-    @property
-    def trees(self) -> list[ast.expr]:
-        if "trees" not in self._memo:
-            self._memo["trees"] = [parse_expression(part) for part in self.text.split(";")]
-        return self._memo["trees"]
-
-    def _bounds(self, domains: Sequence[Domain]) -> tuple[np.ndarray, np.ndarray, int]:
-        """Interval arithmetic's upper bounds (`interval_bound`), and lower bounds: the exact
-        sensitivity over a grid of points of the domains (finite ones whole)."""
-        key = ("bounds", tuple(domains))
-        if key not in self._memo:
-            columns = dict(zip(self.variables.names, map(list, self.variables.columns)))
-            upper, m = interval_sensitivities(self.trees, columns, domains)
-            cut = min(m, LOWER_GRID)
-            points = [d if isinstance(d, Finite) else Finite(np.linspace(d.lo, d.hi, cut + 1) if np.isfinite(d.width)
-                                                              else [d.lo if np.isfinite(d.lo) else min(d.hi, 0.0)])
-                      for d in domains]
-            try:
-                lower = np.minimum([s for s, _ in exact_sensitivities(self.values, points)], upper)
-            except InputError:  # not finite at some grid point: no lower bound
-                lower = np.zeros(len(domains))
-            self._memo[key] = (lower, upper, m)
-        return self._memo[key]
-
-    def _resolve(self, model) -> ExpressionQuery:
-        known = set(self.variables.names)
-        for tree in self.trees:
-            unknown = [n for n in names_in(tree) if n not in known]
-            if unknown:
-                raise InputError(f"expression '{ast.unparse(tree)}' names '{unknown[0]}', which is not a tuple "
-                                 f"variable of the model (it has: {', '.join(self.variables.names)})")
-        return self
-
-    def _outputs(self, x: np.ndarray) -> np.ndarray:
-        env = self.variables.arrays(x, flat=False)
-        parts = []
-        for tree in self.trees:
-            v = evaluate(tree, env)
-            width = v.shape[-1] if v.ndim == 2 else 1
-            if v.ndim > 2 or (v.ndim >= 1 and v.shape[0] not in (1, len(x))):
-                raise InputError(f"expression '{ast.unparse(tree)}' gives values of shape {v.shape}")
-            parts.append(np.broadcast_to(v.reshape(-1, width) if v.ndim else v, (len(x), width)))
-        return np.concatenate(parts, axis=1).astype(float)
-
-
-@dataclass(frozen=True)
-class FunctionQuery(_Custom):
-    """`fn:NAME`: NAME(x) from the model file, x a dict from variable name to its values — an (S,)
-    array for a scalar tuple, (S, k) for a vector variable — returning an (S,) or (S, C) array
-    (or a list of (S,) arrays, one per output)."""
-
-    function_name: str
-    function: Callable | None = field(default=None, compare=False)
-    variables: Variables | None = None
-    given: float | None = None
-    name: str = "fn"
-    _memo: dict = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
-
-    @property
-    def spec(self) -> str:
-        return f"fn:{self.function_name}"
-
-    def _resolve(self, model) -> FunctionQuery:
-        if self.function is not None:
-            return self
-        module = getattr(model, "source", None)
-        if module is None:
-            raise InputError(f"query '{self.spec}' reads a function from the model file, but this model was not "
-                             f"loaded from one (in Python, pass FunctionQuery('{self.function_name}', function))")
-        fn = getattr(module, self.function_name, None)
-        if not callable(fn):
-            defined = sorted(k for k, v in vars(module).items() if callable(v) and getattr(v, "__module__", None)
-                             == module.__name__ and k != "build")
-            raise InputError(f"the model file has no function '{self.function_name}' "
-                             f"(it defines: {', '.join(defined) or 'none besides build'})")
-        return replace(self, function=fn)
-
-    def _outputs(self, x: np.ndarray) -> np.ndarray:
-        if self.function is None:
-            raise InputError(f"query '{self.spec}' has no function: bind it to a model loaded from a file")
-        try:
-            with user_code():  # its prints to stderr, an exit raised (DESIGN §4)
-                # copies: a function that updates its input in place must not write into the engine's states
-                raw = self.function({k: v.copy() for k, v in self.variables.arrays(x, flat=True).items()})
-                out = np.stack([np.broadcast_to(np.asarray(r, dtype=float), (len(x),)) for r in raw], axis=1) \
-                    if isinstance(raw, (list, tuple)) else np.asarray(raw, dtype=float)
-        except InputError:
-            raise
-        except SystemExit as exc:
-            raise InputError(f"query '{self.spec}' called exit({exc.code!r}): a query function must return "
-                             "its values, not exit") from exc
-        except Exception as exc:  # the user's function: any error is bad input
-            raise InputError(f"query '{self.spec}' raised {type(exc).__name__}: {exc}") from exc
-        if out.ndim <= 1 and out.size in (1, len(x)):
-            return np.broadcast_to(out.reshape(-1, 1), (len(x), 1)).astype(float)
-        if out.ndim == 2 and out.shape[0] == len(x):
-            return out
-        raise InputError(f"query '{self.spec}' returned shape {out.shape} for {len(x)} states: "
-                         f"return ({len(x)},) or ({len(x)}, C)")
-
-
-def parse_general(kind: str, arg: str) -> Query:
-    """`expr:EXPR` or `fn:NAME` (called by `queries.parse_query`)."""
-    if kind == "expr":
-        return ExpressionQuery(arg.strip())
-    name = arg.strip()
-    if not name.isidentifier():
-        raise InputError(f"fn: needs the name of a function in the model file, got '{arg}'")
-    return FunctionQuery(name)
-
 
 def with_sensitivity(query: Query, value: float | None) -> Query:
     """`query` with the user's `--sensitivity` (None: unchanged); only expr:/fn: queries take one."""
     if value is None:
         return query
-    if not isinstance(query, _Custom):
+    if not isinstance(query, NamedQuery):
         raise InputError(f"--sensitivity applies to expr: and fn: queries; the sensitivity of '{query.spec}' is "
                          "computed from the domains")
     return query.with_sensitivity(value)

@@ -15,7 +15,6 @@ import math
 
 import numpy as np
 
-from ddpbayes.composition import ComposedQuery
 from ddpbayes.engines.base import AdversaryLeakage, Engine, Mixtures, NoMixtures, Witness
 from ddpbayes.engines.hockey import MixtureProfile, learns_nothing, mixture_profiles
 from ddpbayes.numerics import law_changes, logsumexp
@@ -34,7 +33,7 @@ from ddpbayes.errors import InputError
 from ddpbayes.mechanisms import Mechanism
 from ddpbayes.model.supports import wider_than_declared
 from ddpbayes.problem import Adversary, Problem
-from ddpbayes.queries import Identity
+from ddpbayes.queries import ComposedQuery, Identity
 
 
 class StructuredEngine(Engine):

@@ -1,0 +1,104 @@
+"""Queries q(x): a scalar or vector statistic of the tuples (DESIGN §1).
+
+Every query maps tuple values `x` (shape (S, n)) to outputs (shape (S, C)) and knows its
+per-tuple L1 sensitivity over the tuples' domains, which fixes classic DP's noise scale. Each
+family of kinds has its module (`linear`, `centroids`, `histogram`, `expr`, `fn`) and one line
+in `parse.KINDS`, the registry `parse_query` reads a query's text with.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+
+import numpy as np
+
+from ddpbayes.errors import InputError
+from ddpbayes.model.domains import Domain, Finite
+
+
+class Query(ABC):
+    """A statistic q(x) of the tuples: its values, its per-tuple L1 sensitivity over the domains,
+    and `spec`, the text `parse_query` reads it back from."""
+
+    name: str
+    given: float | None = None  # the sensitivity the user stated (`--sensitivity`; expr:/fn: only)
+
+    @property
+    def spec(self) -> str:
+        return self.name
+
+    @abstractmethod
+    def values(self, x: np.ndarray) -> np.ndarray:
+        """Outputs for tuple values `x` of shape (S, n): an array of shape (S, C)."""
+
+    @abstractmethod
+    def sensitivity(self, k: int, domains: Sequence[Domain]) -> float:
+        """sup over x_{-k} and t, t' in the domain of tuple k of ||q(t, x_{-k}) - q(t', x_{-k})||_1."""
+
+    def check(self, domains: Sequence[Domain]) -> None:
+        """Raise InputError if the query does not apply to tuples with these domains."""
+
+    def bind(self, model) -> Query:
+        """This query on `model`'s tuples: `expr:`/`fn:` queries resolve the names they use here."""
+        return self
+
+    def weights(self, n: int) -> np.ndarray | None:
+        """w for a scalar linear query w·x, else None."""
+        return None
+
+    def matrix(self, n: int) -> np.ndarray | None:
+        """A (C, n) for a linear query A x (the row w of w·x for a scalar one), else None."""
+        w = self.weights(n)
+        return None if w is None else w[None, :]
+
+    def global_sensitivity(self, domains: Sequence[Domain]) -> float:
+        return max(self.sensitivity(k, domains) for k in range(len(domains)))
+
+    def sensitivity_range(self, k: int, domains: Sequence[Domain]) -> tuple[float, float] | None:
+        """(lower, upper) when tuple k's sensitivity is only bounded (DESIGN §1.1), else None:
+        here it is computed."""
+        return None
+
+    def sensitivity_pair(self, k: int, domains: Sequence[Domain]) -> tuple[float, float] | None:
+        """Values (t, t') of tuple k for dp's witness, None when unknown: here the ends of its
+        domain (hi, lo)."""
+        return domains[k].hi, domains[k].lo
+
+    def sensitivity_notes(self, domains: Sequence[Domain]) -> list[str]:
+        """How the sensitivity was obtained, for the audit's notes: here nothing to say."""
+        return []
+
+
+def no_argument(kind: str, arg: str, spec: str) -> None:
+    """Refuse an argument after a kind that takes none (`sum:3`)."""
+    if arg:
+        raise InputError(f"query '{kind}' takes no argument, got '{spec}'")
+
+
+def join_numbers(values: tuple[float, ...]) -> str:
+    """Numbers as `parse_query` reads them back exactly (integers without a decimal point)."""
+    return ",".join(str(int(v)) if float(v).is_integer() and abs(v) < 2**53 else repr(float(v)) for v in values)
+
+
+def read_numbers(text: str, spec: str) -> tuple[float, ...]:
+    """The comma-separated finite numbers of `text`, the argument of the query `spec`."""
+    try:
+        vals = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        raise InputError(f"query '{spec}' needs comma-separated numbers after ':'") from None
+    if not vals or not all(math.isfinite(v) for v in vals):
+        raise InputError(f"query '{spec}' needs finite numbers after ':'")
+    return vals
+
+
+def output_count(query: Query, domains: Sequence[Domain]) -> int:
+    """How many output coordinates `query` has: its value at one point of every domain."""
+    point = [float(d.values[0]) if isinstance(d, Finite) else _inside(d.lo, d.hi) for d in domains]
+    return int(query.values(np.array([point])).shape[1])
+
+
+def _inside(lo: float, hi: float) -> float:
+    ends = [v for v in (lo, hi) if math.isfinite(v)]
+    return float(np.mean(ends)) if ends else 0.0

@@ -1,0 +1,135 @@
+"""Linear queries A x (DESIGN §1, §2.2): `sum`, `count`, `mean` and `linear:w0,...` (one row,
+`Linear`), `linear:` with rows separated by `;` (`LinearRows`) and `identity` (A = I)."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ddpbayes.errors import InputError
+from ddpbayes.model.domains import Domain, Finite
+from ddpbayes.queries.base import Query, join_numbers, no_argument, read_numbers
+
+
+@dataclass(frozen=True)
+class Linear(Query):
+    """w·x: `sum` (w = 1), `count` (w = 1 on 0/1 tuples), `mean` (w = 1/n) and `linear:w0,...`."""
+
+    name: str
+    coefficients: tuple[float, ...] | None = None  # None: every weight is `scale`
+    scale_by_n: bool = False
+
+    @property
+    def spec(self) -> str:
+        return self.name if self.coefficients is None else f"linear:{join_numbers(self.coefficients)}"
+
+    def weights(self, n: int) -> np.ndarray:
+        """w (read-only, computed once per n: sensitivities ask for it once per tuple)."""
+        return _linear_weights(self.coefficients, self.scale_by_n, n)
+
+    def values(self, x: np.ndarray) -> np.ndarray:
+        return (x @ self.weights(x.shape[1]))[:, None]
+
+    def sensitivity(self, k: int, domains: Sequence[Domain]) -> float:
+        w = self.weights(len(domains))[k]
+        return 0.0 if w == 0 else abs(w) * domains[k].width
+
+    def check(self, domains: Sequence[Domain]) -> None:
+        if self.coefficients is not None and len(self.coefficients) != len(domains):
+            raise InputError(f"linear query has {len(self.coefficients)} weights but the model has {len(domains)} tuples")
+        if self.name == "count":
+            bad = [k for k, d in enumerate(domains) if not (isinstance(d, Finite) and set(d.values) <= {0.0, 1.0})]
+            if bad:
+                raise InputError(f"count needs 0/1 tuples, but tuple {bad[0]} has domain {domains[bad[0]]}")
+
+
+class MatrixQuery(Query):
+    """A x for a matrix A (C, n) fixed by the query: C linear statistics released together, each
+    with its own noise (DESIGN §2.2). A tuple's sensitivity is the L1 norm of its column of A
+    times its domain's width."""
+
+    def values(self, x: np.ndarray) -> np.ndarray:
+        return x @ self.matrix(x.shape[1]).T
+
+    def sensitivity(self, k: int, domains: Sequence[Domain]) -> float:
+        column = float(np.abs(self.matrix(len(domains))[:, k]).sum())
+        return 0.0 if column == 0 else column * domains[k].width
+
+
+@dataclass(frozen=True)
+class LinearRows(MatrixQuery):
+    """`linear:a00,a01,...;a10,a11,...`: the rows of A, one output coordinate each."""
+
+    rows: tuple[tuple[float, ...], ...]
+    name: str = "linear"
+
+    @property
+    def spec(self) -> str:
+        return "linear:" + ";".join(join_numbers(r) for r in self.rows)
+
+    def matrix(self, n: int) -> np.ndarray:
+        return _frozen(self.rows)
+
+    def check(self, domains: Sequence[Domain]) -> None:
+        if len(self.rows[0]) != len(domains):
+            raise InputError(f"linear query has {len(self.rows[0])} weights per row but the model has "
+                             f"{len(domains)} tuples")
+
+
+@dataclass(frozen=True)
+class Identity(Query):
+    """The tuples themselves (a local mechanism such as randomized response perturbs each)."""
+
+    name: str = "identity"
+
+    def values(self, x: np.ndarray) -> np.ndarray:
+        return np.asarray(x, dtype=float)
+
+    def matrix(self, n: int) -> np.ndarray:
+        """A = I: identity is linear, one output per tuple (the Gaussian engine's multi-row
+        formula with A = I; DESIGN §2.2)."""
+        return _eye(n)
+
+    def sensitivity(self, k: int, domains: Sequence[Domain]) -> float:
+        return domains[k].width
+
+
+def parse_linear(kind: str, arg: str, spec: str) -> Query:
+    """`sum`, `count`, `mean` (no argument) or `linear:w0,w1,...` (rows separated by `;`)."""
+    if kind != "linear":
+        no_argument(kind, arg, spec)
+        return Linear(kind, scale_by_n=kind == "mean")
+    rows = tuple(read_numbers(row, spec) for row in arg.split(";"))
+    if len({len(r) for r in rows}) > 1:
+        raise InputError(f"query '{spec}' has rows of different lengths {[len(r) for r in rows]}")
+    return Linear("linear", coefficients=rows[0]) if len(rows) == 1 else LinearRows(rows)
+
+
+def parse_identity(kind: str, arg: str, spec: str) -> Query:
+    """`identity` (no argument)."""
+    no_argument(kind, arg, spec)
+    return Identity()
+
+
+@functools.lru_cache(maxsize=16)
+def _linear_weights(coefficients: tuple[float, ...] | None, scale_by_n: bool, n: int) -> np.ndarray:
+    w = np.asarray(coefficients, dtype=float) if coefficients is not None else np.full(n, 1.0 / n if scale_by_n else 1.0)
+    w.setflags(write=False)
+    return w
+
+
+@functools.lru_cache(maxsize=16)
+def _frozen(rows: tuple[tuple[float, ...], ...]) -> np.ndarray:
+    a = np.asarray(rows, dtype=float)
+    a.setflags(write=False)
+    return a
+
+
+@functools.lru_cache(maxsize=4)
+def _eye(n: int) -> np.ndarray:
+    a = np.eye(n)
+    a.setflags(write=False)
+    return a
