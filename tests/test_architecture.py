@@ -106,29 +106,44 @@ def _homes() -> dict[str, set[str]]:
     homes: dict[str, set[str]] = {name: {"notions", "vocabulary.py"} for name in NOTIONS}
     for cls in set(REGISTRY.values()):
         for name in (cls.kind, *cls.aliases):
-            homes.setdefault(name, set()).update({"mechanisms", "engines"} if name in ENGINES else {"mechanisms"})
+            homes.setdefault(name, set()).update({"mechanisms", "engines", "vocabulary.py"} if name in ENGINES
+                                                  else {"mechanisms"})
     for name in set(CALIBRATION_METHODS) & set(homes):  # `dp` is also a recipe of calibrate (DESIGN §3.1)
         homes[name].add("ddp")
     return homes
 
 
-def _docstrings(tree: ast.AST) -> set[int]:
-    out = set()
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
-            first = node.body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
-                out.add(id(first.value))
-    return out
+def _literals(node: ast.AST) -> list[ast.Constant]:
+    """The string literals of an expression, looking into tuples, lists, sets and dict values."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node]
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return [c for item in node.elts for c in _literals(item)]
+    if isinstance(node, ast.Dict):
+        return [c for item in node.values for c in _literals(item)]
+    return []
+
+
+def _names_a_command(call: ast.Call) -> bool:
+    """`add_parser("gaussian")` names a subcommand (a model family for `derive`), not a mechanism."""
+    return isinstance(call.func, ast.Attribute) and call.func.attr == "add_parser"
 
 
 def _names_outside_home(tree: ast.AST, where: str, homes: dict[str, set[str]]) -> list[str]:
-    """String literals equal to a notion name or a mechanism kind (compared, in a tuple tested for
-    membership, passed to a selector, used as a key) in a file outside that name's home."""
-    skip = _docstrings(tree)
-    return [f"line {node.lineno}: {node.value!r}" for node in ast.walk(tree)
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in homes
-            and id(node) not in skip and where not in homes[node.value]]
+    """Literals equal to a notion name or a mechanism kind, in a file outside that name's home,
+    where they select: compared (`kind == "laplace"`, `notion in ("pdp", "ddp")`), passed to a
+    call (`audit(..., "idp")`, `choices=(...)`; a parameter's `default=` is not a selection) or used
+    as a subscript (`bounds["idp"]`)."""
+    used = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            used += [c for side in (node.left, *node.comparators) for c in _literals(side)]
+        elif isinstance(node, ast.Call) and not _names_a_command(node):
+            used += [c for arg in (*node.args, *(k.value for k in node.keywords if k.arg != "default"))
+                     for c in _literals(arg)]
+        elif isinstance(node, ast.Subscript):
+            used += _literals(node.slice)
+    return [f"line {c.lineno}: {c.value!r}" for c in used if c.value in homes and where not in homes[c.value]]
 
 
 ALL = sorted(PACKAGE.rglob("*.py"))
@@ -162,6 +177,17 @@ def test_the_layer_checks_see_a_violation(tmp_path):
     assert [(i.source, i.target, i.inside_function) for i in importgraph.upward(pkg, order)] == [
         ("ddpbayes.low.a", "ddpbayes.high.b", True)]
     assert importgraph.circles(importgraph.graph(pkg)) == [["ddpbayes.high.b", "ddpbayes.low.a"]]
-    tree = ast.parse('"""pdp in a docstring is prose."""\nif n in ("pdp", "x"): audit(m, "idp")\n')
-    assert _names_outside_home(tree, "reports", {"pdp": {"notions"}, "idp": {"notions"}}) == [
-        "line 2: 'pdp'", "line 2: 'idp'"]
+    tree = ast.parse('"""pdp in prose."""\nif n in ("pdp", "x"): audit(m, "idp")\nb["ddp"]\nlabel = "pdp"\n')
+    assert sorted(_names_outside_home(tree, "reports", {n: {"notions"} for n in ("pdp", "idp", "ddp")})) == [
+        "line 2: 'idp'", "line 2: 'pdp'", "line 3: 'ddp'"]
+
+
+def test_the_vocabulary_names_what_the_homes_hold():
+    """vocabulary.py lets the command line offer names without importing PyMC; they must be the
+    names the notions' and mechanisms' registries hold."""
+    from ddpbayes.mechanisms import REGISTRY as MECHANISMS
+    from ddpbayes.notions import REGISTRY as NOTION_REGISTRY
+    from ddpbayes.vocabulary import DERIVED_NOISES, NOTIONS
+
+    assert tuple(NOTION_REGISTRY) == NOTIONS
+    assert set(DERIVED_NOISES) <= set(MECHANISMS)

@@ -12,7 +12,7 @@ from ddpbayes.engines.base import NoMixtures
 from ddpbayes.errors import InputError
 from ddpbayes.mechanisms import NotAvailable
 from ddpbayes.information.measures import TargetMeasures, target_measures
-from ddpbayes.notions import Notion
+from ddpbayes.notions import DP, IDP, Notion
 from ddpbayes.problem import Adversary, Problem
 
 UNITS = {"nats": 1.0, "bits": 1 / math.log(2)}
@@ -77,7 +77,7 @@ def _json(m: TargetMeasures, unit: str, names: Sequence[str]) -> dict:
         "kl_max": number(k * m.kl_max),
         "mutual_information": number(k * m.mutual_information),
         "conditional_mutual_information": number(k * m.conditional_mutual_information),
-        "bounds": {"idp": number(k * m.idp), "dp": number(k * m.dp)},
+        "bounds": {IDP.name: number(k * m.idp), DP.name: number(k * m.dp)},
         "holds": m.holds(),
         "error": number(k * m.error),
         **({"dp_note": m.dp_note} if m.dp_note else {}),
@@ -90,7 +90,7 @@ def information_text(block: dict | None, reason: str | None) -> list[str]:
         return [f"information not available: {reason}"] if reason else []
     holds = block["holds"]
     mark = {True: "<=", False: "> "}
-    unit, idp, dp = block["unit"], block["bounds"]["idp"], block["bounds"]["dp"]
+    unit, idp, dp = block["unit"], block["bounds"][IDP.name], block["bounds"][DP.name]
     return [
         (f"information ({unit}, target {block['target_name']}; Wu et al. (IDP) Thms 2-3, Prop. 4; "
          f"bound eps = idp {idp:.6g}, dp {dp:.6g})"),

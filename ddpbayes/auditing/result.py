@@ -96,7 +96,7 @@ class AuditResult:
             out["composition"] = self.composition
         if self.problem is not None:
             out["settings"] = self.problem.settings.to_json()
-            if getattr(self.problem.query, "given", None) is not None:  # an expr:/fn: query's --sensitivity
+            if self.problem.query.given is not None:  # an expr:/fn: query's --sensitivity
                 out["sensitivity_given"] = self.problem.query.given
         if self.dependence_sets is not None:
             out["dependence_sets"] = self.dependence_sets

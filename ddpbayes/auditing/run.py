@@ -255,7 +255,7 @@ def _result(problem: Problem, notion: Notion, evaluated: _Evaluated, claim: floa
         mechanism=mechanism.describe(),
         query=query.spec,
         tuples=model.names,
-        notes=[*evaluated.notes, *getattr(query, "sensitivity_notes", lambda _: [])(model.domains),  # expr:/fn:
+        notes=[*evaluated.notes, *query.sensitivity_notes(model.domains),  # expr:/fn:
                *_profile_notes(mechanism, profile)],
         problem=problem,
         profile=profile,

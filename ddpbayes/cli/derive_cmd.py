@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from ddpbayes.cli.args import FORMAT_HELP, index_list
 from ddpbayes.errors import InputError
+from ddpbayes.vocabulary import DERIVED_NOISES
 
 if TYPE_CHECKING:
     from ddpbayes.symbolic import Derivation
@@ -46,7 +47,7 @@ def register(sub) -> None:
     g.add_argument("--weights", default=None, help="query weights w0,w1,... (numbers or symbols; default all 1)")
     g.add_argument("--width", type=float, default=None, help="width hi - lo of the target's domain")
     g.add_argument("--scale", type=float, default=None, help="Laplace scale b (with gaussian: sigma)")
-    g.add_argument("--mechanism", choices=("laplace", "gaussian"), default="laplace",
+    g.add_argument("--mechanism", choices=DERIVED_NOISES, default="laplace",
                    help="the noise: laplace (default) or gaussian (the loss is Gaussian: mu-GDP)")
     g.add_argument("--sigma", type=float, default=None, help="Gaussian noise's standard deviation sigma")
     g.add_argument("--delta", type=float, default=None,

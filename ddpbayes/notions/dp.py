@@ -8,7 +8,6 @@ from collections.abc import Sequence
 
 from ddpbayes.engines import AdversaryLeakage, Witness
 from ddpbayes.mechanisms import l2_sensitivity
-from ddpbayes.model import Finite
 from ddpbayes.notions.base import Notion, register
 from ddpbayes.problem import Adversary, Problem
 from ddpbayes.queries import Linear
@@ -34,7 +33,7 @@ class ClassicDP(Notion):
             t, t_prime, y = _witness(problem, i)
             if math.isinf(value):
                 reason = f"tuple {model.names[i]} has the unbounded domain {dom}: additive noise cannot hide it"
-            bounds = getattr(query, "sensitivity_range", lambda *_: None)(i, model.domains)  # expr: on continuous domains
+            bounds = query.sensitivity_range(i, model.domains)  # expr: on continuous domains
             ci = None if bounds is None or bounds[0] >= bounds[1] else (mech.dp_leakage(bounds[0]), value)
             if ci is not None:  # a sure range (no diagnostics), not a 95% interval
                 reason = (f"the query's sensitivity to {model.names[i]} is bounded in [{bounds[0]:.6g}, {bounds[1]:.6g}], "
@@ -48,15 +47,11 @@ class ClassicDP(Notion):
 def _witness(problem: Problem, i: int) -> tuple[float, float, tuple[float, ...] | None]:
     """The values t, t' of tuple i (and output y) attaining the sup."""
     dom = problem.model.domains[i]
-    lo, hi = (dom.values[0], dom.values[-1]) if isinstance(dom, Finite) else (dom.lo, dom.hi)
     if isinstance(problem.query, Linear):
         w = problem.query.weights(problem.model.n)[i]
-        return (hi, lo, (math.inf,)) if w >= 0 else (lo, hi, (math.inf,))
-    pair = getattr(problem.query, "sensitivity_pair", None)  # an expr:/fn: query: the values attaining it
-    if pair is not None:
-        t, t_prime = pair(i, problem.model.domains) or (None, None)
-        return t, t_prime, None
-    return hi, lo, None
+        return (dom.hi, dom.lo, (math.inf,)) if w >= 0 else (dom.lo, dom.hi, (math.inf,))
+    t, t_prime = problem.query.sensitivity_pair(i, problem.model.domains) or (None, None)
+    return t, t_prime, None
 
 
 DP = register(ClassicDP())

@@ -40,7 +40,7 @@ from pathlib import Path
 from ddpbayes.errors import InputError
 from ddpbayes.queries.general import with_sensitivity
 from ddpbayes.limits import positive_finite
-from ddpbayes.mechanisms import MECHANISMS
+from ddpbayes.mechanisms import MECHANISMS, lookup
 from ddpbayes.notions import Notion, notion
 from ddpbayes.queries import Identity, Query, parse_query
 from ddpbayes.reports.input.keys import check_keys
@@ -220,7 +220,8 @@ def _check_values(raw: dict, path: Path) -> Path:
     for key in ("scale", "epsilon"):
         if key in mech and not positive_finite(mech[key]):
             raise bad(f"mechanism.{key}", "a positive finite number", mech[key])
-    if mech["kind"] == "randomized_response" and "scale" in mech:
+    flips_bits = lookup(mech["kind"]).flips_bits  # a kind in `pure`, checked above
+    if flips_bits and "scale" in mech:
         raise InputError(f"{path}: key 'mechanism.scale' does not apply to randomized_response: "
                          "give 'mechanism.epsilon' (the per-bit DP level)")
     try:
@@ -231,7 +232,7 @@ def _check_values(raw: dict, path: Path) -> Path:
         with_sensitivity(query, raw.get("sensitivity"))
     except InputError as exc:
         raise InputError(f"{path}: key 'sensitivity': {exc}") from None
-    if mech["kind"] == "randomized_response" and not isinstance(query, Identity):
+    if flips_bits and not isinstance(query, Identity):
         raise bad("query", "'identity' with randomized_response (it perturbs the tuples themselves)", raw["query"])
     notions = raw["notions"]
     if not notions or len(set(notions)) != len(notions) or any(n not in NOTIONS for n in notions):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ddpbayes.reports.render import figures
 from ddpbayes.reports.render.document import Figure, Para, Section, Table
 from ddpbayes.reports.render.results import fmt
-from ddpbayes.notions import IDP
+from ddpbayes.notions import DP, IDP
 from ddpbayes.reports.views.information import MEASURES, InformationView
 
 
@@ -16,8 +16,8 @@ def information_section(view: InformationView, names: list[str]) -> Section:
         return Section(title, "information", [Para(f"Not available: {view.reason}.")])
     b = view.block
     holds = b["holds"]
-    rows = [[f"{label} ({where})", fmt(b[key]), fmt(b["bounds"]["idp"]), "yes" if holds[f"{key}_le_idp"] else "NO",
-             (fmt(b["bounds"]["dp"]) + (" (yes)" if holds[f"{key}_le_dp"] else " (NO)")) if f"{key}_le_dp" in holds
+    rows = [[f"{label} ({where})", fmt(b[key]), fmt(b["bounds"][IDP.name]), "yes" if holds[f"{key}_le_idp"] else "NO",
+             (fmt(b["bounds"][DP.name]) + (" (yes)" if holds[f"{key}_le_dp"] else " (NO)")) if f"{key}_le_dp" in holds
              else ""] for key, label, where in MEASURES]
     label = "scale b" if view.parameter == "scale" else "epsilon"
     return Section(title, "information", [

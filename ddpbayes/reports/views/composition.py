@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from ddpbayes.auditing import AuditResult, audit
 from ddpbayes.composition import compose
+from ddpbayes.mechanisms import lookup
 from ddpbayes.model import DependenceModel
 from ddpbayes.reports.input.composition_spec import CompositionSpec
 
@@ -24,7 +25,8 @@ def scaled_release(spec: str, factor: float) -> str:
         return spec
     query, kind, param = spec.rsplit(":", 2)
     by_epsilon = param.strip().lower().startswith("eps=")
-    rr = kind.strip().lower() in ("randomized_response", "rr", "randomized-response")
+    cls = lookup(kind.strip().lower())
+    rr = cls is not None and cls.flips_bits
     try:
         value = float(param.strip()[4:] if by_epsilon else param)
     except ValueError:

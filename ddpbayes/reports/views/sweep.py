@@ -19,6 +19,7 @@ import numpy as np
 from ddpbayes.auditing import AuditResult
 from ddpbayes.encoding import number
 from ddpbayes.engines import engine_named
+from ddpbayes.mechanisms import lookup
 from ddpbayes.parallel import map_units
 from ddpbayes.reports.views.auditor import Auditor
 
@@ -63,7 +64,7 @@ def sweep(
     order: an estimating engine's draws are cached on this process's model and shared by every
     point."""
     mechanism = next(iter(results.values())).mechanism
-    parameter = "epsilon" if mechanism["kind"] == "randomized_response" else "scale"
+    parameter = "epsilon" if lookup(mechanism["kind"]).flips_bits else "scale"
     base = float(mechanism[parameter])
     grid = sorted(values) if values else [float(base * f) for f in DEFAULT_FACTORS]
     for scale in sorted(calibrated.values()):
