@@ -2,7 +2,7 @@
 
 Random models of two families, every target's pdp found by the full search (every known set)
 and by the greedy search (`audit --search greedy --top-k K`, the one code path every engine
-uses, `ddpbayes/lattice_search.py`), Laplace(1) noise:
+uses, `ddpbayes/notions/lattice.py`), Laplace(1) noise:
 
 - discrete: random Bayesian networks of n binary tuples (n drawn from 5..7), each tuple with up
   to two parents among the earlier ones and P(x_k = 1 | parents) uniform on [0.05, 0.95] per
