@@ -2,7 +2,8 @@
 top of a module or inside a function, resolved to the ddpbayes module it loads.
 
 `python tests/importgraph.py [ROOT]` prints the measures the closing notes quote: modules, lines,
-floors (the longest chain of imports once circles are condensed), circles, imports inside
+floors (the longest chain of imports once circles are condensed; between modules, and between
+the top-level packages), circles, imports inside
 functions, upward imports (against the layer table of docs/design.md §1, when ROOT has one) and
 the largest module and function.
 """
@@ -122,6 +123,17 @@ def circles(edges: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+def packages(edges: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The graph between the top-level modules and packages of ddpbayes (`ddpbayes.reports`, ...)."""
+    def top(module: str) -> str:
+        return ".".join(module.split(".")[:2])
+
+    out: dict[str, set[str]] = {}
+    for m, targets in edges.items():
+        out.setdefault(top(m), set()).update(top(t) for t in targets if top(t) != top(m))
+    return out
+
+
 def floors(edges: dict[str, set[str]]) -> int:
     """The longest chain of imports, counted in modules, each circle counted as one module."""
     owner = {m: m for m in edges}
@@ -198,7 +210,9 @@ def measures(root: Path) -> dict[str, object]:
         "modules": len(edges),
         "lines": sum(lines.values()),
         "floors": floors(edges),
+        "floors between packages": floors(packages(edges)),
         "circles": [" <-> ".join(c) for c in circles(edges)],
+        "circles between packages": [" <-> ".join(c) for c in circles(packages(edges))],
         "imports inside functions": sum(imp.inside_function for imp in imports(package)),
         "upward imports": [f"{i.source}:{i.line} -> {i.target}" for i in upward(package, order)]
         if order else "no layer table",
