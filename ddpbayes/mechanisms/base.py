@@ -15,7 +15,8 @@ package and passed as an instance: `audit(model, query, MyMechanism(...), notion
 engine (finite models) audits it under every notion; the other engines refuse it with a reason
 (exit 2), and 004's information measures are skipped with a reason. It defines:
 
-- `kind`: a name for messages and the JSON (not one of the built-in kinds);
+- `kind`: a name for messages and the JSON (not one of the built-in kinds; a subclass of
+  `Laplace` under its own kind keeps its methods but is not taken for Laplace: `BuiltInKinds`);
 - `log_kernel(q)`: for the distinct values q (m,) one output coordinate of the query takes,
   the outputs y (G,) and log p(y | q_s) (G, m), up to an additive constant per y. The grid
   must contain every output at which sup_y of log Σ_s w_s p(y|q_s) − log Σ_s v_s p(y|q_s) can
@@ -62,10 +63,11 @@ class Mechanism(ABC):
     aliases: tuple[str, ...] = ()  # other spellings of `kind` a user may type (`registry.canonical_kind`)
     profile: bool = False  # True: the leakage is ε at `delta` on the privacy profile (mechanisms.gaussian)
     gaussian: bool = False  # N(0, σ²) noise (N_Z with `discrete`) on every output coordinate, σ = `sigma`
-    laplace: bool = False  # p(y | q) ∝ e^{-|y - q| / scale} per coordinate (Laplace; geometric on the integers)
+    laplace: bool = False  # p(y | q) ∝ e^{-|y - q| / scale} per coordinate (Laplace; geometric on the integers;
+    #                        their kinds only, `BuiltInKinds`)
     discrete: bool = False  # the outputs are integers (geometric, discrete Gaussian)
     flips_bits: bool = False  # the outputs are the 0/1 tuples themselves, set by ε alone (randomized response)
-    calibratable: bool = False  # `calibrate` solves for its scale (`with_scale`)
+    calibratable: bool = False  # `calibrate` solves for its scale (`with_scale`; built-in kinds only)
     composed: bool = False  # several releases' noise, one per output coordinate range (`releases`)
 
     @abstractmethod
@@ -131,6 +133,19 @@ class Mechanism(ABC):
 
     @abstractmethod
     def describe(self) -> dict: ...
+
+
+class BuiltInKinds:
+    """A capability only the package's own noise has (DESIGN §5.1): true on a class whose `kind` is
+    one of `kinds`, and on an instance whose `kind` is. A user's subclass that names its own kind
+    inherits the methods but may bring its own kernel, so no closed form, engine or calibration
+    meant for the built-in noise takes it for that noise."""
+
+    def __init__(self, *kinds: str):
+        self.kinds = frozenset(kinds)
+
+    def __get__(self, mechanism: Mechanism | None, cls: type[Mechanism]) -> bool:
+        return (cls if mechanism is None else mechanism).kind in self.kinds
 
 
 def _positive(value: float, what: str) -> None:
