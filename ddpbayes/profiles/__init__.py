@@ -5,6 +5,8 @@ so the leakage becomes a profile: δ(ε) = sup over the notion's adversaries, x_
 hockey-stick divergence ∫ max(0, L(y|t,x_K) - e^ε L(y|t',x_K)) dy. A `Profile` holds its inverse
 ε(δ) = inf{ε >= 0 : δ(ε) <= δ} on a fixed grid of δ (plus the user's), so the profile of a notion
 is the pointwise maximum of its adversaries' profiles: every point is a point of the sup curve.
+This is what holds for any (ε, δ) noise; the maths of Gaussian noise's profiles is its mechanism's
+(`mechanisms.gaussian`).
 """
 
 from __future__ import annotations
