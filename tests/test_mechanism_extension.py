@@ -166,6 +166,18 @@ def test_independent_tuples_leak_exactly_eps():
         assert audit(model, "identity", KaryResponse(1.3, 3), notion).leakage == pytest.approx(1.3, abs=1e-9)
 
 
+def test_profile_capabilities_default_to_not_available():
+    """A pure-ε mechanism has no privacy profile: `delta` None, no δ grid, and the profile
+    questions an engine asks of a `profile` mechanism are refused with a reason naming it."""
+    mech = KaryResponse(1.0, 3)
+    assert not mech.profile and mech.delta is None and mech.deltas == ()
+    levels, logw = np.array([0.0, 1.0]), np.log([[0.5, 0.5]])
+    for ask in (lambda: mech.pair_profiles(logw, logw, levels), lambda: mech.pair_rho(logw[0], logw[0], levels),
+                lambda: mech.classic_profile(1.0)):
+        with pytest.raises(InputError, match="kary_response noise has no privacy profile"):
+            ask()
+
+
 def test_user_check_refuses_what_it_cannot_release():
     model, _ = latent_class_model(5, 2, 3)
     with pytest.raises(InputError, match="identity"):

@@ -8,7 +8,8 @@ classic guarantee it gives. Two kinds exist:
   and the leakage is that supremum;
 - profile mechanisms (`profile = True`: Gaussian, discrete Gaussian; `mechanisms.gaussian`):
   the log-ratio is unbounded in the tails, so the leakage is read off the privacy profile δ(ε)
-  at the mechanism's `delta` (DESIGN §3.5).
+  at the mechanism's `delta` (DESIGN §3.5); they answer `deltas`, `pair_profiles`, `pair_rho`
+  and `classic_profile`, which the others refuse.
 
 Extension point. A user's pure-ε mechanism is a subclass of `Mechanism` written outside the
 package and passed as an instance: `audit(model, query, MyMechanism(...), notion)`. The exact
@@ -47,6 +48,7 @@ from ddpbayes.errors import InputError
 from ddpbayes.limits import check_positive_finite, check_states
 from ddpbayes.mechanisms.information import NotAvailable
 from ddpbayes.model.domains import Domain
+from ddpbayes.profiles import PairProfiles, Profile
 from ddpbayes.queries import Query
 
 
@@ -69,6 +71,9 @@ class Mechanism(ABC):
     flips_bits: bool = False  # the outputs are the 0/1 tuples themselves, set by ε alone (randomized response)
     calibratable: bool = False  # `calibrate` solves for its scale (`with_scale`; built-in kinds only)
     composed: bool = False  # several releases' noise, one per output coordinate range (`releases`)
+    delta: float | None = None  # with `profile`: the δ at which the leakage is read off the profile
+    # `sigma` (with `gaussian`) and `scale` (with `laplace`) are fields without a default of those
+    # classes: a class attribute here would become that default (dataclasses read it off the base).
 
     @abstractmethod
     def log_kernel(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -119,6 +124,29 @@ class Mechanism(ABC):
     def with_scale(self, scale: float) -> Mechanism:
         """This mechanism with its noise scale set (what calibration solves for)."""
         raise InputError(f"{self.kind} noise has no scale to set")
+
+    @property
+    def deltas(self) -> tuple[float, ...]:
+        """With `profile`: the δ grid every profile is read on (`profiles.delta_grid`, `delta` included)."""
+        return ()
+
+    def pair_profiles(self, logp: np.ndarray, logq: np.ndarray, levels: np.ndarray,
+                      deltas: Sequence[float] | None = None) -> PairProfiles:
+        """With `profile`: ε(δ) on `deltas` (default `self.deltas`) and δ(0) for each pair of mixtures
+        Σ_s p_s p(y | levels_s) vs Σ_s q_s p(y | levels_s), rows of normalised log-weights (B, m):
+        what an engine that has the mixture weights asks (DESIGN §3.5)."""
+        raise InputError(self._no_profile())
+
+    def pair_rho(self, logp: np.ndarray, logq: np.ndarray, levels: np.ndarray) -> tuple[float, str]:
+        """With `profile`: the zCDP ρ = sup_α D_α / α of one pair (both orders), with how it was found."""
+        raise InputError(self._no_profile())
+
+    def classic_profile(self, l2: float) -> Profile:
+        """With `profile`: the model-free profile when one tuple moves the query by `l2` in L2 norm."""
+        raise InputError(self._no_profile())
+
+    def _no_profile(self) -> str:
+        return f"{self.kind} noise has no privacy profile: its leakage is a supremum over outputs (pure epsilon)"
 
     def information(self, levels: np.ndarray, log_w: np.ndarray,
                     kernels: Sequence[Mechanism]) -> tuple[float, float, float]:

@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+import numpy as np
+
 from ddpbayes.encoding import number
 
 DEFAULT_DELTA = 1e-6
@@ -86,3 +88,14 @@ class Profile:
 def zero_profile(deltas: tuple[float, ...]) -> Profile:
     """An adversary who learns nothing: ε(δ) = 0 everywhere, μ = ρ = 0."""
     return Profile(deltas, tuple(0.0 for _ in deltas), 0.0, 0.0, 0.0, None)
+
+
+@dataclass(frozen=True)
+class PairProfiles:
+    """What a profile mechanism returns for B pairs of mixtures (`Mechanism.pair_profiles`): ε_b(δ_d)
+    for each pair b and each δ of the grid (B, D), δ_b(0) (B,), and whether every evaluation was
+    certified complete (B,; None when that does not apply: the discrete Gaussian's direct sums)."""
+
+    epsilons: np.ndarray
+    tv: np.ndarray
+    certified: np.ndarray | None = None

@@ -101,7 +101,7 @@ def _delta(ell, cp, cq, eps) -> np.ndarray:
 
 
 def mixture_profiles(logp, logq, levels, sigma, deltas) -> tuple[np.ndarray, np.ndarray]:
-    """ε_b(δ) on `deltas` (B, D) and δ_b(0) (B,) by the closed-form inverse (`mixture.PairProfiles`)."""
+    """ε_b(δ) on `deltas` (B, D) and δ_b(0) (B,) by the closed-form inverse (`profiles.PairProfiles`)."""
     b = logp.shape[0]
     half = reach(float(deltas.min(initial=1.0)))
     eps, tv = np.zeros((b, deltas.size)), np.zeros(b)

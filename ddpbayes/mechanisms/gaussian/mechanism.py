@@ -23,7 +23,7 @@ from ddpbayes.mechanisms.gaussian.discrete import discrete_sigma, shift_profile
 from ddpbayes.mechanisms.gaussian.gdp import analytic_sigma, gdp_profile, zcdp_sigma
 from ddpbayes.mechanisms.gaussian.mixture import pair_profiles, pair_rho
 from ddpbayes.model.domains import Domain, Finite
-from ddpbayes.profiles import DEFAULT_DELTA, Profile, delta_grid
+from ddpbayes.profiles import DEFAULT_DELTA, PairProfiles, Profile, delta_grid
 from ddpbayes.queries import Histogram, Query, output_count
 
 
@@ -56,11 +56,13 @@ class Gaussian(Mechanism):
     def with_scale(self, sigma: float) -> Gaussian:
         return replace(self, sigma=sigma, rho=None, epsilon=None)
 
-    def pair_profiles(self, logp: np.ndarray, logq: np.ndarray, levels: np.ndarray):
-        """ε(δ) on `deltas` for each pair of mixtures Σ_s p_s N(levels_s, σ²) vs Σ_s q_s N(levels_s, σ²)
-        (rows of log-weights (B, m), each normalised; `mixture.PairProfiles`): what an engine
-        that has the mixture weights asks."""
-        return pair_profiles(logp, logq, np.asarray(levels, dtype=float), self.sigma, self.deltas, self.discrete)
+    def pair_profiles(self, logp: np.ndarray, logq: np.ndarray, levels: np.ndarray,
+                      deltas: Sequence[float] | None = None) -> PairProfiles:
+        """ε(δ) on `deltas` (default `self.deltas`) for each pair of mixtures Σ_s p_s N(levels_s, σ²)
+        vs Σ_s q_s N(levels_s, σ²) (rows of log-weights (B, m), each normalised; `mixture.pair_profiles`):
+        what an engine that has the mixture weights asks."""
+        return pair_profiles(logp, logq, np.asarray(levels, dtype=float), self.sigma,
+                             self.deltas if deltas is None else deltas, self.discrete)
 
     def pair_rho(self, logp: np.ndarray, logq: np.ndarray, levels: np.ndarray) -> tuple[float, str]:
         """zCDP ρ = sup_α D_α / α of one pair (both orders), with how it was found."""

@@ -15,28 +15,16 @@ convex and decreasing with dδ_b/dε = -e^ε Q_b(A_ε), A_ε = {dP_b/dQ_b > e^ε
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 from scipy import special
 
 from ddpbayes.mechanisms.gaussian import continuous
 from ddpbayes.mechanisms.gaussian.discrete import mixture_hockey_stick, mixture_profiles
 from ddpbayes.mechanisms.gaussian.renyi import pair_rho as rho
+from ddpbayes.profiles import PairProfiles
 
 TOL = 1e-13  # relative tolerance on ε of the Newton iteration
 CELLS = 4e6  # grid values of ℓ held at once (32 MB)
-
-
-@dataclass(frozen=True)
-class PairProfiles:
-    """ε_b(δ_d) for each pair b and each δ of `deltas` (B, D), δ_b(0) (B,), and for the continuous
-    case whether every evaluation was certified complete by Descartes' rule (B,; None: discrete,
-    which is a direct sum)."""
-
-    epsilons: np.ndarray
-    tv: np.ndarray
-    certified: np.ndarray | None = None
 
 
 def pair_profiles(logp, logq, levels, sigma, deltas, discrete) -> PairProfiles:
