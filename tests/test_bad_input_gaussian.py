@@ -24,9 +24,9 @@ from ddpbayes.cli.main import main
 from ddpbayes.errors import InputError
 from ddpbayes.limits import state_limit
 from ddpbayes.profiles import delta_grid
-from ddpbayes.profiles.discrete import discrete_sigma, shift_profile
-from ddpbayes.profiles.gdp import analytic_sigma, gdp_epsilon
-from ddpbayes.profiles.mixture import pair_profiles, pair_rho
+from ddpbayes.mechanisms.gaussian.discrete import discrete_sigma, shift_profile
+from ddpbayes.mechanisms.gaussian.gdp import analytic_sigma, gdp_epsilon
+from ddpbayes.mechanisms.gaussian.mixture import pair_profiles, pair_rho
 
 HOUSEHOLD = str(Path(__file__).resolve().parent.parent / "models" / "household.py")
 SINGLE = (np.array([[0.0, -np.inf]]), np.array([[-np.inf, 0.0]]))  # N(0, σ²) against N(1, σ²)
@@ -260,7 +260,7 @@ def test_mu_beyond_the_float_range_is_refused_in_one_line():
     root finder crashed); the gaussian engine's W = V + diag(σ²) cannot hold σ² = 1e-600."""
     from ddpbayes.engines.gaussian.noise import gdp_profiles, noise_variances
     from ddpbayes.mechanisms.gaussian import Gaussian
-    from ddpbayes.profiles.gdp import gdp_profile
+    from ddpbayes.mechanisms.gaussian.gdp import gdp_profile
 
     with pytest.raises(InputError, match=r"1e\+300 standard deviations apart \(mu\), over the limit of 1e\+152"):
         gdp_profile(1e300, (1e-6,))

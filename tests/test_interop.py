@@ -24,7 +24,7 @@ from scipy import stats
 
 from ddpbayes.mechanisms import make_mechanism
 from ddpbayes.model.domains import Finite
-from ddpbayes.profiles.gdp import analytic_sigma
+from ddpbayes.mechanisms.gaussian.gdp import analytic_sigma
 from ddpbayes.queries import parse_query
 
 N = 100_000

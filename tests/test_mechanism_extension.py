@@ -16,6 +16,7 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import numpy as np
 import pymc as pm
@@ -25,9 +26,13 @@ import pytest
 from ddpbayes import DependenceModel
 from ddpbayes.auditing import audit
 from ddpbayes.errors import InputError
-from ddpbayes.mechanisms import Mechanism
-from ddpbayes.model.domains import Domain, Finite
-from ddpbayes.queries import Identity, Query
+from ddpbayes.engines.gaussian import GaussianEngine
+from ddpbayes.engines.structured import StructuredEngine
+from ddpbayes.mechanisms import Laplace, Mechanism
+from ddpbayes.model.domains import Domain, Finite, Interval
+from ddpbayes.problem import Problem
+from ddpbayes.queries import Identity, Query, parse_query
+from ddpbayes.reports.views.calibrated import calibrated_scales
 
 # ----------------------------------------------------------------------------- the user's mechanism
 
@@ -61,6 +66,17 @@ class KaryResponse(Mechanism):
 
     def describe(self) -> dict:
         return {"kind": self.kind, "epsilon": self.epsilon, "categories": self.k}
+
+
+@dataclass(frozen=True)
+class WideLaplace(Laplace):
+    """A user's kernel built on Laplace under its own kind: Laplace of twice `scale`, so no closed
+    form of Laplace(scale) is its leakage."""
+
+    kind: str = "wide_laplace"
+
+    def log_kernel(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return Laplace(2 * self.scale).log_kernel(q)
 
 
 # ----------------------------------------------------------------------------- models and brute force
@@ -150,9 +166,47 @@ def test_independent_tuples_leak_exactly_eps():
         assert audit(model, "identity", KaryResponse(1.3, 3), notion).leakage == pytest.approx(1.3, abs=1e-9)
 
 
+def test_profile_capabilities_default_to_not_available():
+    """A pure-ε mechanism has no privacy profile: `delta` None, no δ grid, and the profile
+    questions an engine asks of a `profile` mechanism are refused with a reason naming it."""
+    mech = KaryResponse(1.0, 3)
+    assert not mech.profile and mech.delta is None and mech.deltas == ()
+    levels, logw = np.array([0.0, 1.0]), np.log([[0.5, 0.5]])
+    for ask in (lambda: mech.pair_profiles(logw, logw, levels), lambda: mech.pair_rho(logw[0], logw[0], levels),
+                lambda: mech.classic_profile(1.0)):
+        with pytest.raises(InputError, match="kary_response noise has no privacy profile"):
+            ask()
+
+
 def test_user_check_refuses_what_it_cannot_release():
     model, _ = latent_class_model(5, 2, 3)
     with pytest.raises(InputError, match="identity"):
         audit(model, "sum", KaryResponse(1.0, 3), "idp")
     with pytest.raises(InputError, match="categories 0..1"):
         audit(model, "identity", KaryResponse(1.0, 2), "idp")
+
+
+def test_a_laplace_subclass_under_its_own_kind_is_not_taken_for_laplace():
+    """The Gaussian and structured engines and the report's calibration read Laplace's closed forms
+    and scale: they take the built-in kind only (as they compared kinds before #26), and refuse a
+    subclass with its own kind and kernel with a reason naming it."""
+    with pm.Model() as m:  # a binary chain (structured) and a Gaussian pair (gaussian engine)
+        x0 = pm.Bernoulli("x0", 0.3)
+        pm.Bernoulli("x1", pt.switch(x0, 0.8, 0.2))
+    chain = DependenceModel(m, tuples=["x0", "x1"])
+    with pm.Model() as m:
+        pm.MvNormal("x", mu=np.zeros(2), cov=np.array([[1.0, 0.5], [0.5, 1.0]]))
+    pair = DependenceModel(m, tuples="x", domains=Interval(0, 1))
+    spec = SimpleNamespace(claim=1.0, epsilon=None, calibrate=True)
+    for mech in (Laplace(1.0), WideLaplace(1.0), Laplace(1.0, kind="wide_laplace")):
+        refused = mech.kind == "wide_laplace"
+        assert mech.laplace is not refused and mech.calibratable is not refused
+        assert (mech.laplace_scales(2) is None) is refused
+        for engine, model, reason in ((GaussianEngine(), pair, "not wide_laplace"),
+                                      (StructuredEngine(), chain, "wide_laplace mechanism is not Laplace")):
+            found = engine.supports(Problem(model, parse_query("sum").bind(model), mech))
+            assert (found is not None and reason in found) is refused, (engine.name, mech, found)
+        if refused:
+            scales, notes = calibrated_scales(spec, Problem(chain, parse_query("sum").bind(chain), mech), [], print)
+            assert scales == {} and notes == ["no calibration: calibrate sets Laplace scales, and the mechanism is "
+                                              "wide_laplace"]

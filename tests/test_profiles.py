@@ -13,9 +13,9 @@ from scipy import integrate, optimize
 from scipy.stats import norm
 
 from ddpbayes.profiles import delta_grid
-from ddpbayes.profiles.discrete import discrete_sigma, shift_profile
-from ddpbayes.profiles.gdp import analytic_sigma, gdp_delta, gdp_epsilon
-from ddpbayes.profiles.mixture import hockey_stick, pair_profiles, pair_rho
+from ddpbayes.mechanisms.gaussian.discrete import discrete_sigma, shift_profile
+from ddpbayes.mechanisms.gaussian.gdp import analytic_sigma, gdp_delta, gdp_epsilon
+from ddpbayes.mechanisms.gaussian.mixture import hockey_stick, pair_profiles, pair_rho
 
 DELTAS = np.array(delta_grid(1e-6))
 

@@ -63,7 +63,7 @@ from ddpbayes.model import DependenceModel
 from ddpbayes.notions import NOTIONS, Notion
 from ddpbayes.notions import notion as named
 from ddpbayes.problem import dependence_size
-from ddpbayes.profiles.gdp import analytic_sigma
+from ddpbayes.mechanisms.gaussian.gdp import analytic_sigma
 from ddpbayes.progress import Progress
 from ddpbayes.queries import Query, parse_query
 from ddpbayes.settings import RunSettings

@@ -5,7 +5,7 @@ Given x_K, L(y | t, x_K) = Σ_s P(q = q_s | t, x_K) p_M(y | q_s), a mixture over
 The adversary's δ(ε) is the largest hockey-stick divergence between L(· | t) and L(· | t') over
 the groups x_K of positive probability and the ordered pairs t ≠ t' possible in them; its ε(δ)
 is therefore the largest of the pairs' ε(δ), δ by δ, which the mechanism computes
-(`Gaussian.pair_profiles`, `profiles.mixture`). The worst pair at the user's δ is the witness,
+(`Gaussian.pair_profiles`, `mechanisms.gaussian.mixture`). The worst pair at the user's δ is the witness,
 and its Rényi ρ is the adversary's zCDP ρ.
 """
 
@@ -37,7 +37,7 @@ class MixtureProfile:
     logp: np.ndarray
     logq: np.ndarray
     levels: np.ndarray
-    certified: bool | None = None  # every pair's sign changes proved complete (profiles.mixture)
+    certified: bool | None = None  # every pair's sign changes proved complete (mechanisms.gaussian.mixture)
 
     def merge(self, other: MixtureProfile | None) -> MixtureProfile:
         """Both together: the pointwise maximum, the worse witness (this one on ties)."""

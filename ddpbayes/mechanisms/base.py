@@ -8,14 +8,16 @@ classic guarantee it gives. Two kinds exist:
   and the leakage is that supremum;
 - profile mechanisms (`profile = True`: Gaussian, discrete Gaussian; `mechanisms.gaussian`):
   the log-ratio is unbounded in the tails, so the leakage is read off the privacy profile δ(ε)
-  at the mechanism's `delta` (DESIGN §3.5).
+  at the mechanism's `delta` (DESIGN §3.5); they answer `deltas`, `pair_profiles`, `pair_rho`
+  and `classic_profile`, which the others refuse.
 
 Extension point. A user's pure-ε mechanism is a subclass of `Mechanism` written outside the
 package and passed as an instance: `audit(model, query, MyMechanism(...), notion)`. The exact
 engine (finite models) audits it under every notion; the other engines refuse it with a reason
 (exit 2), and 004's information measures are skipped with a reason. It defines:
 
-- `kind`: a name for messages and the JSON (not one of the built-in kinds);
+- `kind`: a name for messages and the JSON (not one of the built-in kinds; a subclass of
+  `Laplace` under its own kind keeps its methods but is not taken for Laplace: `BuiltInKinds`);
 - `log_kernel(q)`: for the distinct values q (m,) one output coordinate of the query takes,
   the outputs y (G,) and log p(y | q_s) (G, m), up to an additive constant per y. The grid
   must contain every output at which sup_y of log Σ_s w_s p(y|q_s) − log Σ_s v_s p(y|q_s) can
@@ -46,6 +48,7 @@ from ddpbayes.errors import InputError
 from ddpbayes.limits import check_positive_finite, check_states
 from ddpbayes.mechanisms.information import NotAvailable
 from ddpbayes.model.domains import Domain
+from ddpbayes.profiles import PairProfiles, Profile
 from ddpbayes.queries import Query
 
 
@@ -62,11 +65,15 @@ class Mechanism(ABC):
     aliases: tuple[str, ...] = ()  # other spellings of `kind` a user may type (`registry.canonical_kind`)
     profile: bool = False  # True: the leakage is ε at `delta` on the privacy profile (mechanisms.gaussian)
     gaussian: bool = False  # N(0, σ²) noise (N_Z with `discrete`) on every output coordinate, σ = `sigma`
-    laplace: bool = False  # p(y | q) ∝ e^{-|y - q| / scale} per coordinate (Laplace; geometric on the integers)
+    laplace: bool = False  # p(y | q) ∝ e^{-|y - q| / scale} per coordinate (Laplace; geometric on the integers;
+    #                        their kinds only, `BuiltInKinds`)
     discrete: bool = False  # the outputs are integers (geometric, discrete Gaussian)
     flips_bits: bool = False  # the outputs are the 0/1 tuples themselves, set by ε alone (randomized response)
-    calibratable: bool = False  # `calibrate` solves for its scale (`with_scale`)
+    calibratable: bool = False  # `calibrate` solves for its scale (`with_scale`; built-in kinds only)
     composed: bool = False  # several releases' noise, one per output coordinate range (`releases`)
+    delta: float | None = None  # with `profile`: the δ at which the leakage is read off the profile
+    # `sigma` (with `gaussian`) and `scale` (with `laplace`) are fields without a default of those
+    # classes: a class attribute here would become that default (dataclasses read it off the base).
 
     @abstractmethod
     def log_kernel(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -118,6 +125,29 @@ class Mechanism(ABC):
         """This mechanism with its noise scale set (what calibration solves for)."""
         raise InputError(f"{self.kind} noise has no scale to set")
 
+    @property
+    def deltas(self) -> tuple[float, ...]:
+        """With `profile`: the δ grid every profile is read on (`profiles.delta_grid`, `delta` included)."""
+        return ()
+
+    def pair_profiles(self, logp: np.ndarray, logq: np.ndarray, levels: np.ndarray,
+                      deltas: Sequence[float] | None = None) -> PairProfiles:
+        """With `profile`: ε(δ) on `deltas` (default `self.deltas`) and δ(0) for each pair of mixtures
+        Σ_s p_s p(y | levels_s) vs Σ_s q_s p(y | levels_s), rows of normalised log-weights (B, m):
+        what an engine that has the mixture weights asks (DESIGN §3.5)."""
+        raise InputError(self._no_profile())
+
+    def pair_rho(self, logp: np.ndarray, logq: np.ndarray, levels: np.ndarray) -> tuple[float, str]:
+        """With `profile`: the zCDP ρ = sup_α D_α / α of one pair (both orders), with how it was found."""
+        raise InputError(self._no_profile())
+
+    def classic_profile(self, l2: float) -> Profile:
+        """With `profile`: the model-free profile when one tuple moves the query by `l2` in L2 norm."""
+        raise InputError(self._no_profile())
+
+    def _no_profile(self) -> str:
+        return f"{self.kind} noise has no privacy profile: its leakage is a supremum over outputs (pure epsilon)"
+
     def information(self, levels: np.ndarray, log_w: np.ndarray,
                     kernels: Sequence[Mechanism]) -> tuple[float, float, float]:
         """(I(X_i; Y), sup_y D, error) of one mixture group (004 Eqs. 26, 28): `log_w` (T, S) over the
@@ -131,6 +161,19 @@ class Mechanism(ABC):
 
     @abstractmethod
     def describe(self) -> dict: ...
+
+
+class BuiltInKinds:
+    """A capability only the package's own noise has (DESIGN §5.1): true on a class whose `kind` is
+    one of `kinds`, and on an instance whose `kind` is. A user's subclass that names its own kind
+    inherits the methods but may bring its own kernel, so no closed form, engine or calibration
+    meant for the built-in noise takes it for that noise."""
+
+    def __init__(self, *kinds: str):
+        self.kinds = frozenset(kinds)
+
+    def __get__(self, mechanism: Mechanism | None, cls: type[Mechanism]) -> bool:
+        return (cls if mechanism is None else mechanism).kind in self.kinds
 
 
 def _positive(value: float, what: str) -> None:

@@ -5,12 +5,16 @@ so the leakage becomes a profile: δ(ε) = sup over the notion's adversaries, x_
 hockey-stick divergence ∫ max(0, L(y|t,x_K) - e^ε L(y|t',x_K)) dy. A `Profile` holds its inverse
 ε(δ) = inf{ε >= 0 : δ(ε) <= δ} on a fixed grid of δ (plus the user's), so the profile of a notion
 is the pointwise maximum of its adversaries' profiles: every point is a point of the sup curve.
+This is what holds for any (ε, δ) noise; the maths of Gaussian noise's profiles is its mechanism's
+(`mechanisms.gaussian`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+
+import numpy as np
 
 from ddpbayes.encoding import number
 
@@ -84,3 +88,14 @@ class Profile:
 def zero_profile(deltas: tuple[float, ...]) -> Profile:
     """An adversary who learns nothing: ε(δ) = 0 everywhere, μ = ρ = 0."""
     return Profile(deltas, tuple(0.0 for _ in deltas), 0.0, 0.0, 0.0, None)
+
+
+@dataclass(frozen=True)
+class PairProfiles:
+    """What a profile mechanism returns for B pairs of mixtures (`Mechanism.pair_profiles`): ε_b(δ_d)
+    for each pair b and each δ of the grid (B, D), δ_b(0) (B,), and whether every evaluation was
+    certified complete (B,; None when that does not apply: the discrete Gaussian's direct sums)."""
+
+    epsilons: np.ndarray
+    tv: np.ndarray
+    certified: np.ndarray | None = None

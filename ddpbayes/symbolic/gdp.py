@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import sympy
 
 from ddpbayes.errors import InputError
-from ddpbayes.profiles.gdp import gdp_epsilon
+from ddpbayes.mechanisms.gaussian.gdp import gdp_epsilon
 from ddpbayes.symbolic.gaussian import WIDTH, Derivation, Matrixish, _covariance, _index, _positive, _vector
 from ddpbayes.symbolic.parse import parse_vector
 

@@ -32,7 +32,7 @@ from scipy.special import ndtri
 
 from ddpbayes.errors import InputError
 from ddpbayes.profiles import Profile
-from ddpbayes.profiles.gdp import check_mu, gdp_profile, log_gdp_deltas
+from ddpbayes.mechanisms.gaussian.gdp import check_mu, gdp_profile, log_gdp_deltas
 
 ROUNDING = 1e-11  # Sherman–Morrison's error bound above this: solve W directly
 HALVINGS = 80  # bisection steps for ε(δ): the bracket shrinks to 1e-24 of itself (below one ulp)
@@ -66,7 +66,7 @@ def noise_variances(mechanism, rows: int) -> np.ndarray:
 
 
 def gdp_profiles(mus: np.ndarray, deltas: tuple[float, ...]) -> list[Profile]:
-    """μ-GDP's profile for every μ (`profiles.gdp.gdp_profile`, all at once): ε(δ) = inf{ε >= 0 :
+    """μ-GDP's profile for every μ (`mechanisms.gaussian.gdp.gdp_profile`, all at once): ε(δ) = inf{ε >= 0 :
     δ_μ(ε) <= δ} by bisection of log δ_μ(ε) - log δ (decreasing in ε) on every (μ, δ) together,
     bracketed by 0 and μ²/2 - μ Φ^{-1}(δ), where the first term of δ_μ alone equals δ."""
     mus = np.asarray(mus, dtype=float)
@@ -95,5 +95,5 @@ def gdp_profiles(mus: np.ndarray, deltas: tuple[float, ...]) -> list[Profile]:
 
 def _log_gdp_delta(eps: np.ndarray, mu: np.ndarray) -> np.ndarray:
     """log δ_μ(ε) = log Φ(a) + log(1 - e^ε Φ(b) / Φ(a)), a, b = -ε/μ ± μ/2, without cancellation at
-    any μ (`profiles.gdp.log_gdp_deltas`)."""
+    any μ (`mechanisms.gaussian.gdp.log_gdp_deltas`)."""
     return log_gdp_deltas(*np.broadcast_arrays(eps, mu))

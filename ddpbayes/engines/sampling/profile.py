@@ -3,7 +3,7 @@
 L(y | t, x_K) is estimated by the mixture (1/S) Σ_s N(q_s, σ²) over the S draws of the query
 given X_i = t, x_K (the discrete Gaussian N_Z(q_s, σ²) for integer queries): the exact
 mechanism density averaged over the draws, as for Laplace noise. For every x_K and ordered pair
-t ≠ t' the mixtures' profile ε(δ) comes from `profiles.mixture.pair_profiles`,
+t ≠ t' the mixtures' profile ε(δ) comes from the mechanism (`Gaussian.pair_profiles`),
 with every distinct draw as a level weighted by its count: no thinning, so the plug-in is the
 profile of the estimated mixtures themselves. The adversary's plug-in profile is the pointwise
 maximum over x_K and pairs.
@@ -32,10 +32,9 @@ from ddpbayes.engines.sampling.estimate import Z95, Draws
 from ddpbayes.engines.sampling.runs import quiet_arviz
 from ddpbayes.errors import InputError
 from ddpbayes.mechanisms.gaussian import Gaussian
+from ddpbayes.mechanisms.gaussian.discrete import support
+from ddpbayes.mechanisms.gaussian.kernel import discrete_log_normaliser
 from ddpbayes.profiles import Profile, zero_profile
-from ddpbayes.profiles.discrete import support
-from ddpbayes.profiles.kernel import discrete_log_normaliser
-from ddpbayes.profiles.mixture import pair_profiles
 
 REACH = 10.0  # the event is searched within [min q − REACH σ, max q + REACH σ]; the noise's mass beyond < 1e-23
 STEP = 0.125  # grid step (in σ) on which the sign changes of the log-ratio are bracketed
@@ -104,8 +103,7 @@ def worst_pair(groups: list[list[Draws]], mech: Gaussian, half: int | None) -> F
         for a in range(len(group)):
             for c in range(a + 1, len(group)):
                 levels, logp, logq = pair_weights(group[a].half(half), group[c].half(half))
-                found = pair_profiles(np.stack([logp, logq]), np.stack([logq, logp]), levels, mech.sigma, deltas,
-                                      mech.discrete)
+                found = mech.pair_profiles(np.stack([logp, logq]), np.stack([logq, logp]), levels, deltas)
                 eps, tv_max = np.maximum(eps, found.epsilons.max(axis=0)), max(tv_max, float(found.tv.max()))
                 for row, first, second in ((0, group[a], group[c]), (1, group[c], group[a])):
                     key = (float(found.epsilons[row, at]), float(found.tv[row]))

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ddpbayes.errors import InputError
-from ddpbayes.mechanisms.base import Mechanism, _positive
+from ddpbayes.mechanisms.base import BuiltInKinds, Mechanism, _positive
 from ddpbayes.mechanisms.laplace.information import geometric_information, laplace_information
 from ddpbayes.mechanisms.laplace.mixture import laplace_sums
 from ddpbayes.model.domains import Domain, Finite
@@ -25,14 +25,15 @@ class Laplace(Mechanism):
     scale: float
     kind: str = "laplace"
     epsilon: float | None = field(default=None, compare=False)  # the DP level the scale came from, if given
-    laplace = True
-    calibratable = True
+    laplace = BuiltInKinds("laplace", "geometric")  # not a subclass's own kind: its kernel may differ
+    calibratable = BuiltInKinds("laplace")
 
     def __post_init__(self):
         _positive(self.scale, "scale")
 
     def laplace_scales(self, rows: int) -> np.ndarray | None:
-        return np.full(rows, self.scale)
+        # the built-in continuous kernel only: not geometric's integers, nor a subclass's own kind
+        return np.full(rows, self.scale) if self.kind == Laplace.kind else None
 
     def with_scale(self, scale: float) -> Laplace:
         return replace(self, scale=scale, epsilon=None)
@@ -98,10 +99,6 @@ class Geometric(Laplace):
 
     kind: str = "geometric"
     discrete = True
-    calibratable = False
-
-    def laplace_scales(self, rows: int) -> np.ndarray | None:
-        return None  # integer outputs: not the continuous kernel of the Gaussian engine's closed form
 
     def information(self, levels: np.ndarray, log_w: np.ndarray,
                     kernels: Sequence[Mechanism]) -> tuple[float, float, float]:

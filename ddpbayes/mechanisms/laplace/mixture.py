@@ -2,7 +2,9 @@
 (004 Lemma 1; DESIGN §2.1): at the levels and both tails (`laplace_sums`: `Laplace.log_mixtures`),
 at any y for equal weights (`log_mixture`: the sampling engine's draws, DESIGN §2.3) or for given
 weights (`weighted_log_mixture`: witness curves). The information integrals' level-to-level
-recursion is `information._near_sums`."""
+recursion is `information._near_sums`. Each sums in its own order (offsets from the extreme level;
+absolute q/b; every term directly; gaps level to level), so one computed by another's algorithm
+moves the reports' numbers in their last digits (measured for issue #26): they stay apart."""
 
 from __future__ import annotations
 

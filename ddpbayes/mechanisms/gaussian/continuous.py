@@ -37,7 +37,7 @@ from scipy.special import log_ndtr
 from ddpbayes.errors import InputError
 from ddpbayes.limits import check_states
 from ddpbayes.numerics import logsumexp
-from ddpbayes.profiles.kernel import log_interval_mass, log_mixture_at, log_mixture_grid
+from ddpbayes.mechanisms.gaussian.kernel import log_interval_mass, log_mixture_at, log_mixture_grid
 
 R = 10.0  # the windows extend R standard deviations around the levels (more for δ below 1e-12: `reach`)
 STEP = 0.05  # grid step in standard deviations

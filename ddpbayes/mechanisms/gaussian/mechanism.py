@@ -19,9 +19,11 @@ import numpy as np
 
 from ddpbayes.errors import InputError
 from ddpbayes.mechanisms.base import Mechanism, _positive
+from ddpbayes.mechanisms.gaussian.discrete import discrete_sigma, shift_profile
+from ddpbayes.mechanisms.gaussian.gdp import analytic_sigma, gdp_profile, zcdp_sigma
+from ddpbayes.mechanisms.gaussian.mixture import pair_profiles, pair_rho
 from ddpbayes.model.domains import Domain, Finite
-from ddpbayes.profiles import DEFAULT_DELTA, Profile, delta_grid
-from ddpbayes.profiles.gdp import analytic_sigma, gdp_profile, zcdp_sigma
+from ddpbayes.profiles import DEFAULT_DELTA, PairProfiles, Profile, delta_grid
 from ddpbayes.queries import Histogram, Query, output_count
 
 
@@ -54,18 +56,16 @@ class Gaussian(Mechanism):
     def with_scale(self, sigma: float) -> Gaussian:
         return replace(self, sigma=sigma, rho=None, epsilon=None)
 
-    def pair_profiles(self, logp: np.ndarray, logq: np.ndarray, levels: np.ndarray):
-        """ε(δ) on `deltas` for each pair of mixtures Σ_s p_s N(levels_s, σ²) vs Σ_s q_s N(levels_s, σ²)
-        (rows of log-weights (B, m), each normalised; `profiles.mixture.PairProfiles`): what an engine
-        that has the mixture weights asks."""
-        from ddpbayes.profiles.mixture import pair_profiles
-
-        return pair_profiles(logp, logq, np.asarray(levels, dtype=float), self.sigma, self.deltas, self.discrete)
+    def pair_profiles(self, logp: np.ndarray, logq: np.ndarray, levels: np.ndarray,
+                      deltas: Sequence[float] | None = None) -> PairProfiles:
+        """ε(δ) on `deltas` (default `self.deltas`) for each pair of mixtures Σ_s p_s N(levels_s, σ²)
+        vs Σ_s q_s N(levels_s, σ²) (rows of log-weights (B, m), each normalised; `mixture.pair_profiles`):
+        what an engine that has the mixture weights asks."""
+        return pair_profiles(logp, logq, np.asarray(levels, dtype=float), self.sigma,
+                             self.deltas if deltas is None else deltas, self.discrete)
 
     def pair_rho(self, logp: np.ndarray, logq: np.ndarray, levels: np.ndarray) -> tuple[float, str]:
         """zCDP ρ = sup_α D_α / α of one pair (both orders), with how it was found."""
-        from ddpbayes.profiles.mixture import pair_rho
-
         return pair_rho(logp, logq, np.asarray(levels, dtype=float), self.sigma, self.discrete)
 
     def classic_profile(self, l2: float) -> Profile:
@@ -114,8 +114,6 @@ class DiscreteGaussian(Gaussian):
         if not float(l2).is_integer():
             raise InputError(f"the discrete Gaussian's classic profile needs an integer shift, got {l2:g} (a vector "
                              "query's change: use the gaussian mechanism)")
-        from ddpbayes.profiles.discrete import shift_profile
-
         return shift_profile(int(l2), self.sigma, self.deltas)
 
     def tuple_dp_leakage(self, query: Query, k: int, domains: Sequence[Domain]) -> tuple[float, str | None]:
@@ -165,7 +163,5 @@ def gaussian_sigma(kind: str, sensitivity: float, *, rho: float | None = None, e
     if rho is not None:
         return zcdp_sigma(rho, sensitivity)
     if kind == "discrete_gaussian":
-        from ddpbayes.profiles.discrete import discrete_sigma
-
         return discrete_sigma(epsilon, delta, sensitivity)
     return analytic_sigma(epsilon, delta, sensitivity)

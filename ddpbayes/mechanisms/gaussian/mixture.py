@@ -15,26 +15,16 @@ convex and decreasing with dδ_b/dε = -e^ε Q_b(A_ε), A_ε = {dP_b/dQ_b > e^ε
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 from scipy import special
 
-from ddpbayes.profiles import continuous
+from ddpbayes.mechanisms.gaussian import continuous
+from ddpbayes.mechanisms.gaussian.discrete import mixture_hockey_stick, mixture_profiles
+from ddpbayes.mechanisms.gaussian.renyi import pair_rho as rho
+from ddpbayes.profiles import PairProfiles
 
 TOL = 1e-13  # relative tolerance on ε of the Newton iteration
 CELLS = 4e6  # grid values of ℓ held at once (32 MB)
-
-
-@dataclass(frozen=True)
-class PairProfiles:
-    """ε_b(δ_d) for each pair b and each δ of `deltas` (B, D), δ_b(0) (B,), and for the continuous
-    case whether every evaluation was certified complete by Descartes' rule (B,; None: discrete,
-    which is a direct sum)."""
-
-    epsilons: np.ndarray
-    tv: np.ndarray
-    certified: np.ndarray | None = None
 
 
 def pair_profiles(logp, logq, levels, sigma, deltas, discrete) -> PairProfiles:
@@ -42,9 +32,7 @@ def pair_profiles(logp, logq, levels, sigma, deltas, discrete) -> PairProfiles:
     logp, logq, levels = _inputs(logp, logq, levels)
     deltas = np.asarray(deltas, dtype=float)
     if discrete:
-        from ddpbayes.profiles.discrete import mixture_profiles
-
-        return mixture_profiles(logp, logq, levels, float(sigma), deltas)
+        return PairProfiles(*mixture_profiles(logp, logq, levels, float(sigma), deltas), None)
     if logp.shape[0] == 0:
         return PairProfiles(np.zeros((0, deltas.size)), np.zeros(0), np.ones(0, dtype=bool))
     segs = continuous.segments(levels, float(sigma), continuous.reach(float(deltas.min(initial=1.0))))
@@ -64,8 +52,6 @@ def hockey_stick(logp, logq, levels, sigma, epsilon, discrete) -> np.ndarray:
     logp, logq, levels = _inputs(logp, logq, levels)
     eps = np.broadcast_to(np.asarray(epsilon, dtype=float), (logp.shape[0],)).copy()
     if discrete:
-        from ddpbayes.profiles.discrete import mixture_hockey_stick
-
         return mixture_hockey_stick(logp, logq, levels, float(sigma), eps)
     segs = continuous.segments(levels, float(sigma))
     out = np.empty(logp.shape[0])
@@ -76,8 +62,6 @@ def hockey_stick(logp, logq, levels, sigma, epsilon, discrete) -> np.ndarray:
 
 def pair_rho(logp, logq, levels, sigma, discrete) -> tuple[float, str]:
     """zCDP ρ = sup_α max(D_α(P‖Q), D_α(Q‖P)) / α of one pair (1-D rows), with how it was found."""
-    from ddpbayes.profiles.renyi import pair_rho as rho
-
     logp2, logq2, levels = _inputs(np.atleast_2d(logp), np.atleast_2d(logq), levels)
     return rho(logp2[0], logq2[0], levels, float(sigma), bool(discrete))
 

@@ -19,7 +19,7 @@ from ddpbayes.errors import InputError
 from ddpbayes.profiles import Profile
 
 FLOOR = -1e4  # log δ below this is 0 to the root finders (log of the smallest double is -744)
-MU_MAX = 1e152  # the largest μ calibrated (profiles.continuous.SPAN): μ²/2 stays inside the float range
+MU_MAX = 1e152  # the largest μ calibrated (continuous.SPAN): μ²/2 stays inside the float range
 
 
 def gdp_delta(epsilon: float, mu: float) -> float:

@@ -18,7 +18,7 @@ from scipy import optimize
 
 from ddpbayes.limits import max_states
 from ddpbayes.numerics import logsumexp
-from ddpbayes.profiles.kernel import discrete_log_normaliser, log_mixture_grid
+from ddpbayes.mechanisms.gaussian.kernel import discrete_log_normaliser, log_mixture_grid
 
 ALPHA_MAX = 64.0
 DROP = 80.0  # the log-integrand is this far below its peak at the window's ends

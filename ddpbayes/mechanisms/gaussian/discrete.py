@@ -19,9 +19,10 @@ import numpy as np
 
 from ddpbayes.errors import InputError
 from ddpbayes.limits import check_states
+from ddpbayes.mechanisms.gaussian.continuous import check_span, reach
+from ddpbayes.mechanisms.gaussian.gdp import analytic_sigma
+from ddpbayes.mechanisms.gaussian.kernel import discrete_log_normaliser, log_mixture_grid
 from ddpbayes.profiles import Profile, zero_profile
-from ddpbayes.profiles.continuous import check_span, reach
-from ddpbayes.profiles.kernel import discrete_log_normaliser, log_mixture_grid
 
 R = 10.0
 CHUNK = 2_000_000  # pairs x support points handled at once
@@ -99,10 +100,8 @@ def _delta(ell, cp, cq, eps) -> np.ndarray:
     return np.where(j > 0, val, 0.0)
 
 
-def mixture_profiles(logp, logq, levels, sigma, deltas):
-    """ε_b(δ) on `deltas` and δ_b(0) (`mixture.PairProfiles`) by the closed-form inverse."""
-    from ddpbayes.profiles.mixture import PairProfiles
-
+def mixture_profiles(logp, logq, levels, sigma, deltas) -> tuple[np.ndarray, np.ndarray]:
+    """ε_b(δ) on `deltas` (B, D) and δ_b(0) (B,) by the closed-form inverse (`profiles.PairProfiles`)."""
     b = logp.shape[0]
     half = reach(float(deltas.min(initial=1.0)))
     eps, tv = np.zeros((b, deltas.size)), np.zeros(b)
@@ -110,7 +109,7 @@ def mixture_profiles(logp, logq, levels, sigma, deltas):
         ell, cp, cq = _sorted_masses(logp[sl], logq[sl], levels, sigma, half)
         tv[sl] = _delta(ell, cp, cq, np.zeros(ell.shape[0]))
         eps[sl] = _invert(ell, cp, cq, deltas)
-    return PairProfiles(eps, tv, None)
+    return eps, tv
 
 
 def _invert(ell, cp, cq, deltas) -> np.ndarray:
@@ -143,9 +142,9 @@ def shift_profile(shift: int, sigma: float, deltas) -> Profile:
     levels = np.array([0.0, float(abs(shift))])
     logp = np.array([[0.0, -np.inf]])
     logq = np.array([[-np.inf, 0.0]])
-    pairs = mixture_profiles(logp, logq, levels, float(sigma), np.asarray(deltas))
+    eps, tv = mixture_profiles(logp, logq, levels, float(sigma), np.asarray(deltas))
     rho = shift * shift / (2 * sigma * sigma)
-    return Profile(deltas, tuple(float(e) for e in pairs.epsilons[0]), float(pairs.tv[0]), None, rho,
+    return Profile(deltas, tuple(float(e) for e in eps[0]), float(tv[0]), None, rho,
                    "shift^2 / (2 sigma^2): the discrete Gaussian's zCDP bound (Canonne, Kamath, Steinke 2020)")
 
 
@@ -160,8 +159,6 @@ def discrete_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
     """The smallest σ (to 1e-10 relative, rounded up) whose shift profile at the integer
     `sensitivity` has δ(ε) <= δ, by bisection on σ (δ(ε) decreases as σ grows), bracketed around
     the continuous analytic Gaussian's σ."""
-    from ddpbayes.profiles.gdp import analytic_sigma
-
     if not float(sensitivity).is_integer() or sensitivity <= 0:
         raise InputError(f"the discrete Gaussian is calibrated for an integer sensitivity, got {sensitivity:g}")
     shift = int(sensitivity)
