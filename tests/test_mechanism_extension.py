@@ -210,3 +210,19 @@ def test_a_laplace_subclass_under_its_own_kind_is_not_taken_for_laplace():
             scales, notes = calibrated_scales(spec, Problem(chain, parse_query("sum").bind(chain), mech), [], print)
             assert scales == {} and notes == ["no calibration: calibrate sets Laplace scales, and the mechanism is "
                                               "wide_laplace"]
+
+
+def test_a_laplace_subclass_under_its_own_kind_is_audited_with_its_own_kernel():
+    """The exact engine sums a subclass's own kernel, not Laplace's running sums at its `scale`.
+    A perfectly dependent pair of bits released as a count through Laplace(B): idp = 2/B (004
+    Example 2); WideLaplace(b) is Laplace(2b), so idp = 2/(2b) = 1/b, where Laplace's sums at b
+    would give 2/b."""
+    with pm.Model() as m:
+        x0 = pm.Bernoulli("x0", 0.4)
+        pm.Bernoulli("x1", pt.switch(x0, 1.0, 0.0))
+    twins = DependenceModel(m, tuples=["x0", "x1"])
+    for b in (0.5, 1.0, 3.0):
+        r = audit(twins, "count", WideLaplace(b), "idp", engine="exact", information=None)
+        assert r.leakage == pytest.approx(1 / b, rel=1e-12)
+        laplace = audit(twins, "count", Laplace(b), "idp", engine="exact", information=None)
+        assert laplace.leakage == pytest.approx(2 / b, rel=1e-12)

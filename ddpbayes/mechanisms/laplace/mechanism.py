@@ -40,7 +40,7 @@ class Laplace(Mechanism):
 
     def information(self, levels: np.ndarray, log_w: np.ndarray,
                     kernels: Sequence[Mechanism]) -> tuple[float, float, float]:
-        if len(kernels) > 1:
+        if len(kernels) > 1 or not self.laplace:  # a subclass's own kernel: not Laplace's integral
             return super().information(levels, log_w, kernels)
         return laplace_information(levels[:, 0], log_w, self.scale)
 
@@ -60,7 +60,10 @@ class Laplace(Mechanism):
 
     def log_mixtures(self, logw: np.ndarray, q: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray]:
         """As `Mechanism.log_mixtures`, in O(T·m) (nothing to check against `limit`): the running
-        log-sums of `laplace_sums` on either side of every level."""
+        log-sums of `laplace_sums` on either side of every level. A subclass under its own kind
+        (its own `log_kernel`) gets the dense sums of its kernel."""
+        if not self.laplace:
+            return super().log_mixtures(logw, q, limit)
         order = np.argsort(q, kind="stable")
         q, logw = np.asarray(q, dtype=float)[order], logw[:, order]
         self._check_span(float(q[-1] - q[0]))
@@ -102,7 +105,7 @@ class Geometric(Laplace):
 
     def information(self, levels: np.ndarray, log_w: np.ndarray,
                     kernels: Sequence[Mechanism]) -> tuple[float, float, float]:
-        if len(kernels) > 1:
+        if len(kernels) > 1 or not self.laplace:
             return super().information(levels, log_w, kernels)
         return geometric_information(levels[:, 0], log_w, self.scale)
 
