@@ -213,16 +213,23 @@ def test_a_laplace_subclass_under_its_own_kind_is_not_taken_for_laplace():
 
 
 def test_a_laplace_subclass_under_its_own_kind_is_audited_with_its_own_kernel():
-    """The exact engine sums a subclass's own kernel, not Laplace's running sums at its `scale`.
+    """Laplace's running sums and information integrals at `scale` are not a subclass's kernel.
     A perfectly dependent pair of bits released as a count through Laplace(B): idp = 2/B (004
-    Example 2); WideLaplace(b) is Laplace(2b), so idp = 2/(2b) = 1/b, where Laplace's sums at b
-    would give 2/b."""
+    Example 2); WideLaplace(b) is Laplace(2b), so idp = 1/b. Its mixtures are its own kernel's
+    (those of Laplace(2b)), and 004's integrals, written for Laplace(b), are not available."""
     with pm.Model() as m:
         x0 = pm.Bernoulli("x0", 0.4)
         pm.Bernoulli("x1", pt.switch(x0, 1.0, 0.0))
     twins = DependenceModel(m, tuples=["x0", "x1"])
+    rng = np.random.default_rng(7)
     for b in (0.5, 1.0, 3.0):
-        r = audit(twins, "count", WideLaplace(b), "idp", engine="exact", information=None)
+        r = audit(twins, "count", WideLaplace(b), "idp", engine="exact", information="nats")
         assert r.leakage == pytest.approx(1 / b, rel=1e-12)
+        assert r.information is None and r.information_reason == "no integral for the wide_laplace mechanism"
         laplace = audit(twins, "count", Laplace(b), "idp", engine="exact", information=None)
         assert laplace.leakage == pytest.approx(2 / b, rel=1e-12)
+        q, logw = np.sort(rng.uniform(-3, 3, 6)), np.log(rng.dirichlet(np.ones(6), size=4))
+        grid, mixtures = WideLaplace(b).log_mixtures(logw, q, 10**6)
+        wide_grid, wide = Laplace(2 * b).log_mixtures(logw, q, 10**6)
+        np.testing.assert_array_equal(grid, wide_grid)
+        np.testing.assert_allclose(mixtures, wide, rtol=1e-12)
