@@ -246,6 +246,21 @@ def test_help_and_argument_errors_do_not_import_pymc():
     assert out.stdout.strip().splitlines()[-1] == "[2, 2, 2, 2, 0, 0, 0] []", (out.stdout, out.stderr)
 
 
+def test_derivations_and_noise_checks_do_not_import_pymc():
+    """`ddpbayes derive` is sympy alone, and the mechanisms (asked by the command line's noise
+    checks) and queries read only the model's domains: none loads PyMC (#26 moved the GDP maths
+    under mechanisms/, and the model package loaded the contract, hence PyMC, on any import)."""
+    code = textwrap.dedent("""
+        import sys
+        from ddpbayes.cli.main import main
+        code = main(["derive", "gaussian", "--cov", "[[1, 0.5], [0.5, 1]]", "--mechanism", "gaussian", "--sigma", "2"])
+        import ddpbayes.mechanisms, ddpbayes.queries, ddpbayes.symbolic
+        print(code, sorted(m for m in ("pymc", "pytensor", "arviz") if m in sys.modules))
+        """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert out.stdout.strip().splitlines()[-1] == "0 []", (out.stdout, out.stderr)
+
+
 # ----------------------------------------------------------------------------- exit codes and messages
 
 

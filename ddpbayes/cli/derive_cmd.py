@@ -20,6 +20,8 @@ from ddpbayes.cli.args import FORMAT_HELP, index_list
 from ddpbayes.errors import InputError
 from ddpbayes.vocabulary import DERIVED_NOISES
 
+LAPLACE = DERIVED_NOISES[0]  # `--mechanism`'s default; the other choice is Gaussian noise
+
 if TYPE_CHECKING:
     from ddpbayes.symbolic import Derivation
 
@@ -77,10 +79,9 @@ def _add_common(p: argparse.ArgumentParser) -> None:
 
 
 def _run_gaussian(args) -> int:
-    from ddpbayes.mechanisms import REGISTRY  # not at import: `--help` must not load PyMC
-    from ddpbayes.symbolic import derive_gaussian, derive_gaussian_gdp
+    from ddpbayes.symbolic import derive_gaussian, derive_gaussian_gdp  # not at import: `--help` must not load sympy
 
-    if REGISTRY[args.mechanism].laplace:  # a choice of --mechanism: laplace or gaussian
+    if args.mechanism == LAPLACE:  # the choices are DERIVED_NOISES: the mechanisms need PyMC, derive does not
         for flag, value in (("--sigma", args.sigma), ("--delta", args.delta)):
             if value is not None:
                 raise InputError(f"{flag} is for --mechanism gaussian; Laplace noise takes --scale b")

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ddpbayes.model import DependenceModel
 from ddpbayes.model.domains import Domain
 from ddpbayes.queries.base import Query
+
+if TYPE_CHECKING:
+    from ddpbayes.model import DependenceModel
 
 
 @dataclass(frozen=True)
