@@ -161,7 +161,7 @@ def add_output(parser: argparse.ArgumentParser) -> None:
 def noise(args: argparse.Namespace) -> dict:
     """The noise flags as `make_mechanism`'s keywords: --sigma is the Gaussian's scale, refused
     for other noise (whose scale is --scale)."""
-    from ddpbayes.mechanisms import lookup  # not at import: `--help` must not load PyMC
+    from ddpbayes.mechanisms import lookup  # not at import: `--help` loads nothing heavy (scipy)
 
     kind = lookup(args.mechanism)
     if args.sigma is not None and (kind is None or not kind.gaussian):
