@@ -1,0 +1,388 @@
+"""Benchmark: coverage of the sampling engine's bounds on models with exact answers (issue #27; not a test).
+
+For each model below and each notion the sampling engine supports (idp, pdp with a fixed known
+set, ddp; dp is model-free and needs no engine), the truth is computed once by an exact route on
+the same problem — the exact engine (discrete models), the structured engine's quadrature
+(Beta / logit-normal latents), the gaussian engine's closed form (Gaussian models) or a formula
+written here — and the same audit is then run with `engine="sampling"` for seeds 0 .. N-1, with
+`claim = truth`. For every (model, notion) the script prints:
+
+- LB miss: how often the one-sided 95% lower bound `ci[0]` exceeds the truth (nominal <= 5%);
+- UB miss: how often the (approximate) one-sided 95% upper bound `ci[1]` is below the truth;
+- CI miss: how often the interval [ci[0], ci[1]] ("90%: two one-sided 95% bounds") misses it;
+- false FAIL: how often the verdict is `fail` with the claim equal to the truth (a FAIL must
+  mean the mechanism misses its claim, so any FAIL here is false; target <= 5%);
+- inconclusive-by-diagnostics count (R-hat / ESS / divergences failed), mean and max |estimate -
+  truth|, and seconds per sampling audit (wall clock; the first seed of a model includes
+  PyTensor compilation of its step methods, hence also the median).
+
+Each rate comes with its Clopper–Pearson 95% interval (scipy.stats.beta). A "miss" compares with
+a relative tolerance of 1e-9 (the exact routes agree to ~1e-13). A last block pools each bound
+over every (model, notion) row.
+
+Every audit releases the model's query with Laplace noise at `--epsilon` (classic DP's scale:
+sensitivity / epsilon) and audits one target (tuple 0, or the one named in the table) so that a
+full run stays feasible; the sampling settings are the engine's defaults (2 chains, 1000 tuning
+steps, 1000 draws per chain) unless --draws / --tune / --chains say otherwise, with workers = 1
+(one process: another job may share the cores).
+
+Models (name: what, exact route):
+    household      models/household.py n=4, count; exact
+    independent    models/independent.py n=3 p=0.3, count; exact (every notion 1/b)
+    pair           models/correlated_pair.py positive, sum; exact
+    markov         models/markov_chain.py n=4, count (a binary chain); exact
+    catchain       models/categorical_chain.py n=3 k=3, sum (a 3-state chain); exact
+    hmm            models/hmm_regimes.py n=4, count (hidden regimes); exact
+    family         models/family_tree.py generations=2, count (ddp != idp); exact
+    hier_bern      inline: region -> 2 households -> 2 members each (discrete hierarchy); exact
+    beta_bern      models/beta_bernoulli.py n=5 a=2 b=5, count (the issue's siblings); structured
+    logit_bern     inline: r ~ N(0, 1.5), X_k ~ Bernoulli(sigmoid(r)), n=4, count; structured
+    galton         models/galton_families.py k=3, mean (continuous, MvNormal); gaussian
+    hier_gauss     inline: mu ~ N(0,1), a_j ~ N(mu,1), X_jk ~ N(a_j,1), 2x2 on [-1, 1], sum; gaussian
+    ddp_ex1        models/ddp_example1.py, sum, target d_i (Uniform, non-Gaussian); formula 1.5/b
+
+Usage (from the repository root):
+    python benchmarks/bench_coverage.py                          # every model, 20 seeds
+    python benchmarks/bench_coverage.py --seeds 5                # reduced scale
+    python benchmarks/bench_coverage.py --models household beta_bern --notions idp --seeds 40
+    python benchmarks/bench_coverage.py --draws 500 --json out.json
+    python benchmarks/bench_coverage.py --table out.json --markdown   # reprint a saved run
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import os
+import statistics
+import sys
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MODELS_DIR = ROOT / "models"
+NOTIONS = ("idp", "pdp", "ddp")  # the notions the sampling engine estimates (dp is model-free)
+REL_TOL = 1e-9
+
+
+def _quiet():
+    warnings.filterwarnings("ignore")
+    for name in ("pymc", "pytensor", "arviz"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
+# --- inline models ------------------------------------------------------------------------
+
+
+def hier_bern():
+    """A discrete hierarchy: a region's exposure z ~ Bernoulli(0.3); household j's exposure
+    h_j | z ~ Bernoulli(0.7 if z else 0.1), j = 0, 1; member (j, k)'s infection
+    X_jk | h_j ~ Bernoulli(0.8 if h_j else 0.1). Tuples x0, x1 (household 0), x2, x3 (household 1)."""
+    import pymc as pm
+
+    from ddpbayes import DependenceModel
+
+    with pm.Model() as m:
+        z = pm.Bernoulli("z", 0.3)
+        names = []
+        for j in range(2):
+            h = pm.Bernoulli(f"h{j}", pm.math.switch(z, 0.7, 0.1))
+            for k in range(2):
+                names.append(f"x{2 * j + k}")
+                pm.Bernoulli(names[-1], pm.math.switch(h, 0.8, 0.1))
+    return DependenceModel(m, tuples=names)
+
+
+def logit_bern():
+    """Exchangeable binary records with a logit-normal rate: r ~ N(0, 1.5),
+    X_k | r ~ Bernoulli(sigmoid(r)), n = 4."""
+    import pymc as pm
+
+    from ddpbayes import DependenceModel
+
+    with pm.Model() as m:
+        r = pm.Normal("r", 0.0, 1.5)
+        pm.Bernoulli("x", pm.math.sigmoid(r), shape=4)
+    return DependenceModel(m, tuples="x")
+
+
+def hier_gauss():
+    """A Gaussian hierarchy: mu ~ N(0, 1); group means a_j ~ N(mu, 1), j = 0, 1; members
+    X_jk ~ N(a_j, 1), two per group; every domain [-1, 1]. Tuples x0, x1 (group 0), x2, x3."""
+    import pymc as pm
+
+    from ddpbayes import DependenceModel, Interval
+
+    with pm.Model() as m:
+        mu = pm.Normal("mu", 0.0, 1.0)
+        names = []
+        for j in range(2):
+            a = pm.Normal(f"a{j}", mu, 1.0)
+            for k in range(2):
+                names.append(f"x{2 * j + k}")
+                pm.Normal(names[-1], a, 1.0)
+    return DependenceModel(m, tuples=names, domains=Interval(-1.0, 1.0))
+
+
+# --- the benchmark's models ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    load: object  # (file name, params) or a function returning a DependenceModel
+    query: str
+    truth_engine: str  # exact, structured, gaussian, or "formula"
+    target: int = 0
+    known: tuple[int, ...] = (1,)  # pdp's adversary: A(target, known)
+    notions: tuple[str, ...] = NOTIONS
+    formula: dict = field(default_factory=dict)  # notion -> truth as a function of the scale b
+    note: str = ""
+
+
+CASES = [
+    Case("household", ("household.py", {"n": 4}), "count", "exact"),
+    Case("independent", ("independent.py", {"n": 3, "p": 0.3}), "count", "exact"),
+    Case("pair", ("correlated_pair.py", {}), "sum", "exact"),
+    Case("markov", ("markov_chain.py", {"n": 4}), "count", "exact"),
+    Case("catchain", ("categorical_chain.py", {"n": 3, "k": 3}), "sum", "exact"),
+    Case("hmm", ("hmm_regimes.py", {"n": 4}), "count", "exact"),
+    Case("family", ("family_tree.py", {"generations": 2}), "count", "exact"),
+    Case("hier_bern", hier_bern, "count", "exact", known=(2,)),
+    Case("beta_bern", ("beta_bernoulli.py", {"n": 5, "a": 2.0, "b": 5.0}), "count", "structured"),
+    Case("logit_bern", logit_bern, "count", "structured"),
+    Case("galton", ("galton_families.py", {"k": 3}), "mean", "gaussian"),
+    Case("hier_gauss", hier_gauss, "sum", "gaussian", known=(2,)),
+    # d_i's sum with D_j = 0.5 d_i + 0.5 X is 1.5 t + 0.5 X, a location family in t: 1.5 / b for
+    # idp; N(d_i) = {d_j}, so ddp = idp. pdp with d_j known has no closed form here: left out.
+    Case("ddp_ex1", ("ddp_example1.py", {}), "sum", "formula", notions=("idp", "ddp"),
+         formula={"idp": lambda b: 1.5 / b, "ddp": lambda b: 1.5 / b}),
+]
+BY_NAME = {c.name: c for c in CASES}
+
+
+def load_case(case: Case):
+    import ddpbayes
+
+    if callable(case.load):
+        return case.load()
+    file, params = case.load
+    return ddpbayes.load_model(MODELS_DIR / file, params)
+
+
+def audit_args(case: Case, notion: str, epsilon: float) -> dict:
+    args = {"epsilon": epsilon, "targets": [case.target], "information": None}
+    if notion == "pdp":
+        args["known"] = list(case.known)
+    return args
+
+
+# --- statistics --------------------------------------------------------------------------
+
+
+def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """The exact (Clopper–Pearson) two-sided interval for a binomial proportion k / n."""
+    from scipy.stats import beta
+
+    if n == 0:
+        return (math.nan, math.nan)
+    a = (1 - level) / 2
+    lo = 0.0 if k == 0 else float(beta.ppf(a, k, n - k + 1))
+    hi = 1.0 if k == n else float(beta.ppf(1 - a, k + 1, n - k))
+    return lo, hi
+
+
+def rate(k: int, n: int) -> str:
+    lo, hi = clopper_pearson(k, n)
+    return f"{k}/{n} [{lo:.2f},{hi:.2f}]"
+
+
+def above(x: float, truth: float) -> bool:
+    return x > truth + REL_TOL * max(1.0, abs(truth))
+
+
+def below(x: float, truth: float) -> bool:
+    return x < truth - REL_TOL * max(1.0, abs(truth))
+
+
+# --- the run -----------------------------------------------------------------------------
+
+
+def truth_of(case: Case, model, notion: str, epsilon: float) -> tuple[float, float]:
+    """(truth, scale b) by the case's exact route."""
+    import ddpbayes
+
+    r = ddpbayes.audit(model, case.query, "laplace", notion,
+                       engine="exact" if case.truth_engine == "formula" else case.truth_engine,
+                       **audit_args(case, notion, epsilon)) if case.truth_engine != "formula" else None
+    if r is not None:
+        return float(r.leakage), float(r.mechanism["scale"])
+    from ddpbayes.mechanisms import make_mechanism
+
+    b = make_mechanism("laplace", ddpbayes.parse_query(case.query), model.domains, epsilon=epsilon).scale
+    return float(case.formula[notion](b)), float(b)
+
+
+def run_case(case: Case, args) -> list[dict]:
+    import ddpbayes
+
+    rows = []
+    model = load_case(case)
+    for notion in case.notions:
+        if notion not in args.notions:
+            continue
+        truth, b = truth_of(case, model, notion, args.epsilon)
+        row = {"model": case.name, "notion": notion, "truth": truth, "truth_engine": case.truth_engine, "scale": b,
+               "target": case.target, "known": list(case.known) if notion == "pdp" else None, "audits": []}
+        print(f"  {case.name:11s} {notion}: truth {truth:.5f} ({case.truth_engine}), b = {b:.4g}", flush=True)
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
+            start = time.perf_counter()
+            r = ddpbayes.audit(model, case.query, "laplace", notion, claim=truth, engine="sampling", seed=seed,
+                               draws=args.draws, tune=args.tune, chains=args.chains, workers=1,
+                               **audit_args(case, notion, args.epsilon))
+            wall = time.perf_counter() - start
+            lo, hi = r.ci
+            d = r.diagnostics or {}
+            a = {"seed": seed, "estimate": float(r.leakage), "lo": float(lo), "hi": float(hi), "verdict": r.verdict,
+                 "diag_ok": bool(d.get("ok", True)), "held_out": d.get("held_out"), "held_out_se": d.get("held_out_se"),
+                 "seconds": wall, "K": sorted(r.witness.adversary.known) if r.witness is not None else None}
+            row["audits"].append(a)
+            if args.verbose:
+                print(f"    seed {seed:3d}: est {a['estimate']:.4f} [{lo:.4f}, {hi:.4f}] {r.verdict:12s} "
+                      f"diag {'ok' if a['diag_ok'] else 'FAILED'} {wall:6.1f} s"
+                      f"{'  LB>truth' if above(lo, truth) else ''}{'  UB<truth' if below(hi, truth) else ''}",
+                      flush=True)
+        rows.append(summarise(row))
+        mark_repeats(rows)
+        print("    " + line(rows[-1]), flush=True)
+    return rows
+
+
+def mark_repeats(rows: list[dict]) -> None:
+    """A row whose adversary (target, K) an earlier row of the same model already audited — ddp
+    with K = {} is idp, ddp with K = pdp's known set is that pdp — reuses its cached MCMC runs
+    and repeats its figures: `repeats` names that row; it is shown, not pooled."""
+    for j, row in enumerate(rows):
+        ks = {tuple(a["K"] or ()) for a in row["audits"]}
+        row["repeats"] = None
+        for prev in rows[:j]:
+            if (prev["model"] == row["model"] and len(ks) == 1
+                    and {tuple(a["K"] or ()) for a in prev["audits"]} == ks and prev["truth"] == row["truth"]):
+                row["repeats"] = prev["notion"]
+                break
+
+
+def summarise(row: dict) -> dict:
+    truth, audits = row["truth"], row["audits"]
+    n = len(audits)
+    row["n"] = n
+    row["lb_miss"] = sum(above(a["lo"], truth) for a in audits)
+    row["ub_miss"] = sum(below(a["hi"], truth) for a in audits)
+    row["ci_miss"] = sum(above(a["lo"], truth) or below(a["hi"], truth) for a in audits)
+    row["false_fail"] = sum(a["verdict"] == "fail" for a in audits)
+    row["diag_failed"] = sum(not a["diag_ok"] for a in audits)
+    errs = [abs(a["estimate"] - truth) for a in audits]
+    row["mean_abs_err"] = statistics.fmean(errs)
+    row["max_abs_err"] = max(errs)
+    secs = [a["seconds"] for a in audits]
+    row["mean_s"], row["median_s"] = statistics.fmean(secs), statistics.median(secs)
+    return row
+
+
+HEADER = (f"{'model':11s} {'notion':8s} {'truth':>8s} {'LB miss [CP 95%]':>18s} {'UB miss [CP 95%]':>18s} "
+          f"{'CI miss [CP 95%]':>18s} {'false FAIL [CP 95%]':>19s} {'diag':>4s} {'|err| mean/max':>15s} "
+          f"{'s/audit mean/med':>16s}")
+
+
+def line(row: dict) -> str:
+    n = row["n"]
+    notion = row["notion"] + (f"={row['repeats']}" if row.get("repeats") else "")
+    return (f"{row['model']:11s} {notion:8s} {row['truth']:8.5f} {rate(row['lb_miss'], n):>18s} "
+            f"{rate(row['ub_miss'], n):>18s} {rate(row['ci_miss'], n):>18s} {rate(row['false_fail'], n):>19s} "
+            f"{row['diag_failed']:4d} {row['mean_abs_err']:7.4f}/{row['max_abs_err']:.4f} "
+            f"{row['mean_s']:7.1f}/{row['median_s']:.1f}")
+
+
+def markdown(rows: list[dict]) -> str:
+    out = ["| model | notion | truth (route) | LB > truth | UB < truth | interval misses | "
+           "false FAIL (claim = truth) | "
+           "diag. failed | mean / max abs. error | s per audit (mean / median) |",
+           "| --- | --- | ---: | --- | --- | --- | --- | ---: | ---: | ---: |"]
+    for r in rows:
+        n = r["n"]
+        notion = r["notion"] + (f" (= {r['repeats']}: same K, same runs)" if r.get("repeats") else "")
+        out.append(f"| {r['model']} | {notion} | {r['truth']:.5f} ({r['truth_engine']}) | {rate(r['lb_miss'], n)} | "
+                   f"{rate(r['ub_miss'], n)} | {rate(r['ci_miss'], n)} | {rate(r['false_fail'], n)} | "
+                   f"{r['diag_failed']} | {r['mean_abs_err']:.4f} / {r['max_abs_err']:.4f} | "
+                   f"{r['mean_s']:.1f} / {r['median_s']:.1f} |")
+    return "\n".join(out)
+
+
+def pooled(rows: list[dict]) -> dict:
+    """Sums over the rows, a row that repeats an earlier row's adversary counted once."""
+    keys = ("n", "lb_miss", "ub_miss", "ci_miss", "false_fail", "diag_failed")
+    return {k: sum(r[k] for r in rows if not r.get("repeats")) for k in keys}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--models", nargs="+", choices=list(BY_NAME), default=list(BY_NAME), metavar="MODEL",
+                   help=f"models to run (default all: {' '.join(BY_NAME)})")
+    p.add_argument("--notions", nargs="+", choices=NOTIONS, default=list(NOTIONS))
+    p.add_argument("--seeds", type=int, default=20, help="seeds per model and notion (default 20)")
+    p.add_argument("--first-seed", type=int, default=0)
+    p.add_argument("--draws", type=int, default=1000, help="draws per chain (the engine's default 1000)")
+    p.add_argument("--tune", type=int, default=1000, help="tuning steps per chain (default 1000)")
+    p.add_argument("--chains", type=int, default=2)
+    p.add_argument("--epsilon", type=float, default=1.0, help="Laplace at classic DP's scale for this epsilon")
+    p.add_argument("--json", type=Path, help="write every audit's figures here")
+    p.add_argument("--markdown", action="store_true", help="print the table as Markdown too")
+    p.add_argument("-v", "--verbose", action="store_true", help="one line per audit")
+    p.add_argument("--table", type=Path, help="print the table of a --json file written earlier, run nothing")
+    args = p.parse_args(argv)
+    if args.table:
+        rows = [summarise(r) for r in json.loads(args.table.read_text())["rows"]]
+        mark_repeats(rows)
+        report(rows, args.markdown)
+        return 0
+    _quiet()
+    print(f"bench_coverage: {time.strftime('%Y-%m-%d %H:%M')} cpus={os.cpu_count()} load {os.getloadavg()}")
+    print(f"  seeds {args.first_seed}..{args.first_seed + args.seeds - 1}, draws {args.draws}, tune {args.tune}, "
+          f"chains {args.chains}, Laplace at epsilon {args.epsilon}, workers 1", flush=True)
+    start = time.perf_counter()
+    rows = []
+    for name in args.models:
+        rows += run_case(BY_NAME[name], args)
+    report(rows, args.markdown)
+    print(f"total wall {time.perf_counter() - start:.0f} s; load after {os.getloadavg()}")
+    if args.json:
+        args.json.write_text(json.dumps({"settings": {k: str(v) if isinstance(v, Path) else v
+                                                      for k, v in vars(args).items()}, "rows": rows}, indent=1))
+    return 0
+
+
+def report(rows: list[dict], as_markdown: bool) -> None:
+    print()
+    print(HEADER)
+    for r in rows:
+        print(line(r))
+    tot = pooled(rows)
+    n = tot["n"]
+    print("(ddp=idp / ddp=pdp: ddp's adversary is that row's (same K), on the same cached runs; not pooled)")
+    distinct = sum(not r.get("repeats") for r in rows)
+    print(f"pooled over {distinct} distinct rows ({n} audits): LB miss {rate(tot['lb_miss'], n)}, UB miss "
+          f"{rate(tot['ub_miss'], n)}, CI miss {rate(tot['ci_miss'], n)}, false FAIL {rate(tot['false_fail'], n)}, "
+          f"diagnostics failed {tot['diag_failed']}")
+    if as_markdown:
+        print()
+        print(markdown(rows))
+        print(f"| pooled | all | | {rate(tot['lb_miss'], n)} | {rate(tot['ub_miss'], n)} | {rate(tot['ci_miss'], n)} | "
+              f"{rate(tot['false_fail'], n)} | {tot['diag_failed']} | | |")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
