@@ -111,6 +111,8 @@ def one_seed(spec, model, seed: int, draws: int, arm: str, targets: list[int]) -
             group.append(Draws({}, t, q))
         b = np.array([B])
         peak, value, (lo, hi), held = estimate([group], b)
+        first, second = (group[1], group[0]) if peak.t == 1.0 else (group[0], group[1])
+        se_sel = ratio_at(first, second, peak.y, b, half=0)[1]  # the se on the half that chose the witness
         one, zero = group[1], group[0]
         e1, s1 = ratio_at(one, zero, (math.inf,), b, half=0)
         e2, s2 = ratio_at(one, zero, (math.inf,), b, half=1)
@@ -118,7 +120,7 @@ def one_seed(spec, model, seed: int, draws: int, arm: str, targets: list[int]) -
         fixed_i = dict(est1=e1, se1=s1, est2=e2, se2=s2, est=ea, se=sa, **alternatives(one, zero))
         fixed = fixed or fixed_i
         per.append(dict(target=i, score=peak.value, t=peak.t, t_prime=peak.t_prime, y=peak.y[0], plug_in=value, lo=lo,
-                        hi=hi, held=held.get("held_out"), se=held.get("held_out_se"),
+                        hi=hi, held=held.get("held_out"), se=held.get("held_out_se"), se_sel=se_sel,
                         exact_at_witness=exact_ratio(spec, peak.t, peak.t_prime, peak.y[0]), fixed=fixed_i,
                         mean_q_t1=float(one.q.mean()), mean_q_t0=float(zero.q.mean())))
     worst = max(per, key=lambda r: r["score"])
@@ -168,6 +170,7 @@ def summary(spec, rows: list[dict]) -> dict:
     wit_miss = sum(r["worst"]["held"] - Z95 * r["worst"]["se"] > r["worst"]["exact_at_witness"] for r in rows)
     per_miss = sum(p["held"] - Z95 * p["se"] > p["exact_at_witness"] for r in rows for p in r["per"])
     per_n = sum(len(r["per"]) for r in rows)
+    sel_miss = sum(r["worst"]["held"] - Z95 * r["worst"]["se_sel"] > r["worst"]["exact_at_witness"] for r in rows)
     f = {k: np.array([r["fixed"][k] for r in rows]) for k in rows[0]["fixed"]}
     fixed_miss = int(np.sum(f["est2"] - Z95 * f["se2"] > truth))
     err1, err2 = f["est1"] - truth, f["est2"] - truth
@@ -177,6 +180,7 @@ def summary(spec, rows: list[dict]) -> dict:
         "LB > truth (final)": rate(lb_miss),
         "UB < truth (final)": rate(ub_miss),
         "held-out LB > exact at its own witness (worst adversary)": rate(wit_miss),
+        "held-out est - 1.645 se(selection half) > exact at the witness (worst adversary)": rate(sel_miss),
         "held-out LB > exact at its own witness (every target)": f"{per_miss}/{per_n} = {per_miss / per_n:.2f}",
         "fixed witness: est2 - 1.645 se2 > truth": rate(fixed_miss),
         "fixed witness: est2 - 1.645 se1 > truth (se from the other half)": rate(int(np.sum(f["est2"] - Z95 * f["se1"] > truth))),
