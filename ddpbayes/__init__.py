@@ -8,9 +8,8 @@ notion, with the engine that fits the model. The names below are imported on fir
 
 from __future__ import annotations
 
-import importlib
-
 from ddpbayes.errors import InputError
+from ddpbayes.lazy import on_first_use
 
 __version__ = "0.1.0"
 
@@ -33,12 +32,7 @@ _HOMES = {
 __all__ = ["InputError", *sorted(_HOMES)]
 
 
-def __getattr__(name: str):
-    if name not in _HOMES:
-        raise AttributeError(f"module 'ddpbayes' has no attribute '{name}'")
-    value = getattr(importlib.import_module(_HOMES[name]), name)
-    globals()[name] = value
-    return value
+__getattr__ = on_first_use(__name__, _HOMES, globals())
 
 
 def __dir__() -> list[str]:

@@ -6,18 +6,11 @@ derive` and the command line's argument checks never load PyMC)."""
 
 from __future__ import annotations
 
-import importlib
-
+from ddpbayes.lazy import on_first_use
 from ddpbayes.model.domains import Domain, Finite, Interval
 
 _LAZY = {"DependenceModel": "ddpbayes.model.contract", "TupleSlot": "ddpbayes.model.contract"}
 
 __all__ = ["DependenceModel", "Domain", "Finite", "Interval", "TupleSlot"]
 
-
-def __getattr__(name: str):
-    if name not in _LAZY:
-        raise AttributeError(f"module 'ddpbayes.model' has no attribute '{name}'")
-    value = getattr(importlib.import_module(_LAZY[name]), name)
-    globals()[name] = value
-    return value
+__getattr__ = on_first_use(__name__, _LAZY, globals())

@@ -11,7 +11,5 @@ from ddpbayes.notions.ddp import DDP
 from ddpbayes.notions.worst import TIE, aggregate, fold_targets, merged_profile, worst_by_target, worst_of
 from ddpbayes.vocabulary import NOTIONS
 
-assert tuple(REGISTRY) == NOTIONS, "vocabulary.NOTIONS lists the notions a user types, in this order"
-
-__all__ = ["DDP", "DP", "IDP", "NOTIONS", "PDP", "REGISTRY", "TIE", "Notion", "aggregate", "fold_targets", "merged_profile", "notion",
-           "worst_by_target", "worst_of"]
+__all__ = ["DDP", "DP", "IDP", "NOTIONS", "PDP", "REGISTRY", "TIE", "Notion", "aggregate", "fold_targets",
+           "merged_profile", "notion", "worst_by_target", "worst_of"]
