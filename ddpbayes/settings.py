@@ -20,7 +20,8 @@ SEED_LIMIT = 2**32  # seeds are 0 .. 2^32 - 1, as NumPy's and PyMC's legacy seed
 MIN_DRAWS = 8  # the estimate splits each chain's draws in halves; ArviZ needs 4 draws per chain in each
 METHODS = ("likelihood", "posterior")
 SEARCHES = ("full", "greedy")  # pdp: every known set, or seed 003's greedy search (a lower bound)
-EXECUTION = ("workers", "scheduler", "progress", "force")  # how a run runs, not what it computes
+EXECUTION = ("workers", "scheduler", "progress", "force", "role")  # how a run runs, not what it computes
+ROLES = ("choose", "bound")  # the sampling engine's two independent sets of runs (issue #27)
 DEFAULT_TOP_K = 3  # known sets kept per layer when --search greedy gives no --top-k
 
 
@@ -60,6 +61,7 @@ class RunSettings:
     pdp_greedy: int = 0  # pdp: 0 searches every known set; k >= 1 seed 003's greedy search, top k per layer (`search_width`)
     progress: bool = False  # progress lines on stderr
     force: bool = False  # run adversaries an engine estimates past limits.MAX_SECONDS (a day)
+    role: str = "choose"  # sampling, internal: the runs that choose a witness, or the fresh ones that bound it
 
     def __post_init__(self):
         if self.engine not in ("auto", *ENGINES):
@@ -84,6 +86,8 @@ class RunSettings:
             raise InputError(f"--pdp-greedy must be a non-negative integer (0: every known set), got {self.pdp_greedy}")
         if not isinstance(self.force, bool):
             raise InputError(f"--force is a switch (True or False), got {self.force!r}")
+        if self.role not in ROLES:
+            raise InputError(f"unknown run role '{self.role}' (use {' or '.join(ROLES)})")
         for name in ("chains", "max_runs", "max_states", "max_adversaries"):
             check_positive_int(getattr(self, name), "--" + name.replace("_", "-"))
 

@@ -38,7 +38,8 @@ def _judge(worst: AdversaryLeakage, claim: float | None) -> tuple[str | None, st
             f"bulk ESS min {diag.get('ess_bulk_min', float('nan')):.4g}, divergences {diag.get('divergences', 0)}); "
             "raise --draws/--tune"
         )
-    level = "95% " if diag else ""  # no diagnostics: a sure range (dp of an expr: query with a bounded sensitivity)
+    # no diagnostics: a sure range (dp of an expr: query with a bounded sensitivity); exact: summed, width zero
+    level = "" if not diag or diag.get("exact") else "95% "
     if lower > claim:
         return "fail", f"the {level}lower bound {lower:.4g} exceeds the claim"
     if upper <= claim and not diag.get("pass_blocked"):

@@ -18,7 +18,7 @@ def audit_text(r: AuditResult) -> str:
         f"query      {r.query}    mechanism  {r.mechanism_text()}",
         f"leakage    {'>= ' if r.lower_bound else ''}{fmt(r.leakage)}"
         + (f" (epsilon at delta = {r.problem.mechanism.delta:g})" if r.profile is not None else "")
-        + (f"    {INTERVAL if r.engine != 'analytic' else 'sure range'} [{fmt(r.ci[0])}, {fmt(r.ci[1])}]" if r.ci else "")
+        + (f"    {_interval_name(r)} [{fmt(r.ci[0])}, {fmt(r.ci[1])}]" if r.ci else "")
         + ("    (a lower bound: greedy search)" if r.lower_bound else ""),
     ]
     if r.profile is not None:
@@ -34,7 +34,9 @@ def audit_text(r: AuditResult) -> str:
         from ddpbayes.auditing.information import information_text  # not at import: `--help` must not load PyMC
 
         lines.extend(information_text(r.information, r.information_reason))
-    if r.diagnostics:
+    if r.diagnostics and r.diagnostics.get("summed"):
+        lines.append(f"mcmc       none: {r.diagnostics['summed']}")
+    elif r.diagnostics:
         d = r.diagnostics
         lines.append(
             f"mcmc       {d.get('runs', 0)} runs, R-hat max {fmt(d.get('rhat_max'))}, bulk ESS min {fmt(d.get('ess_bulk_min'))}, "
@@ -42,6 +44,8 @@ def audit_text(r: AuditResult) -> str:
             + ("" if d.get("ok", True) else "  (diagnostics FAILED: the interval is not to be trusted; raise "
                "--draws/--tune" + (", and a claim would be inconclusive)" if r.claim is None else ")"))
         )
+        if d.get("runs_chose"):
+            lines.append(f"           chose the witness on {d['runs_chose']}; bounded it on {d['runs_bounded']}")
     if r.witness is not None:
         w = r.witness
         known = "{" + abbreviated([r.tuples[k] for k in sorted(w.adversary.known)]) + "}"
@@ -69,6 +73,12 @@ def audit_text(r: AuditResult) -> str:
         lines.extend(summary_text(r.composition))
     lines.extend(f"note: {n}" for n in r.notes)
     return "\n".join(lines)
+
+
+def _interval_name(r: AuditResult) -> str:
+    if r.engine == "analytic":
+        return "sure range"
+    return "exact (summed, width zero)" if (r.diagnostics or {}).get("exact") else INTERVAL
 
 
 def _profile_text(profile, delta: float) -> list[str]:

@@ -65,6 +65,12 @@ def merge_diagnostics(records: list[dict]) -> dict | None:
         if values:
             out[key] = pick(values)
     out["divergences"] = sum(d.get("divergences", 0) for d in records)
+    for key in ("summed", "runs_chose", "runs_bounded"):  # how the estimate was made, when every record agrees
+        values = {d.get(key) for d in records}
+        if len(values) == 1 and None not in values:
+            out[key] = values.pop()
+    if all(d.get("exact") for d in records):
+        out["exact"] = True
     return out
 
 

@@ -16,6 +16,8 @@ boundaries; `starting_points` reports that, and the engine then samples with Sli
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -26,7 +28,7 @@ import pytensor
 import pytensor.tensor as pt
 from pymc.initial_point import make_initial_point_fn
 from pymc.model.transform.conditioning import remove_value_transforms
-from pytensor.graph.replace import graph_replace
+from pytensor.graph.replace import graph_replace, vectorize_graph
 
 from ddpbayes.errors import InputError
 from ddpbayes.model.contract import DependenceModel, rejected_parameters
@@ -34,6 +36,8 @@ from ddpbayes.model.domains import Finite
 from ddpbayes.model.supports import is_discrete, support
 
 TUPLES = "ddp_tuples"
+WEIGHTS = "ddp_summed_logp"  # summed: log P(configuration c | continuous values, event), shape (C,)
+MAX_SUMMED = 256  # joint configurations of the free discrete variables summed out at most (else Gibbs)
 
 
 class ImpossibleEvent(InputError):
@@ -66,7 +70,13 @@ class Conditioned:
     base: pm.Model
     free: tuple[_Free, ...]
     pins: tuple[_Pin, ...]
+    configurations: int = 1  # summed: joint values of the free discrete variables (else 1)
     _candidates: dict = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def summed(self) -> bool:
+        """True when the free discrete variables are summed out (`WEIGHTS` holds their law)."""
+        return WEIGHTS in self.model.named_vars
 
     @property
     def fixed(self) -> frozenset[int]:
@@ -145,8 +155,16 @@ def _sweeps(points: list[dict], free: tuple[_Free, ...]) -> list[dict]:
 _SWEEP = (-30.0, -20.0, -12.0, -8.0, -5.0, -3.0, -1.5, 0.0, 1.5, 3.0, 5.0, 8.0, 12.0, 20.0, 30.0)
 
 
-def condition(model: DependenceModel, fixed: Mapping[int, float]) -> Conditioned:
-    """A PyMC model of p(free variables | X_k = fixed[k] for k in fixed)."""
+def condition(model: DependenceModel, fixed: Mapping[int, float], summed: bool = False) -> Conditioned:
+    """A PyMC model of p(free variables | X_k = fixed[k] for k in fixed).
+
+    With `summed`, the free discrete variables are summed out exactly when their joint values
+    number at most MAX_SUMMED (issue #27: MCMC only over what cannot be summed): every
+    configuration c is enumerated, the joint log-density is vectorised over c
+    (`pytensor.graph.replace.vectorize_graph`), the Potential is its log-sum-exp (the marginal
+    density of the continuous variables), `TUPLES` holds each configuration's tuple values
+    (C, n) and `WEIGHTS` the configurations' conditional log-probabilities given the continuous
+    values: each draw of the continuous variables carries the exact law of the discrete ones."""
     fixed = {int(k): float(v) for k, v in fixed.items()}
     fixed_rvs = {model.slots[k].rv.name for k in fixed}
     transformed = [rv for rv in model.model.free_RVs if rv.name in fixed_rvs and model.model.rvs_to_transforms.get(rv)]
@@ -159,7 +177,8 @@ def condition(model: DependenceModel, fixed: Mapping[int, float]) -> Conditioned
     for k, s in enumerate(model.slots):
         slots_of.setdefault(s.rv.name, []).append((k, s.index))
 
-    replace, free, pins = {}, [], []
+    configurations = _configurations(model, base, slots_of, fixed) if summed else None
+    replace, free, pins, enumerated = {}, [], [], {}
     with pm.Model() as conditioned:
         for rv in base.free_RVs:
             value = base.rvs_to_values[rv]
@@ -176,15 +195,54 @@ def condition(model: DependenceModel, fixed: Mapping[int, float]) -> Conditioned
                 continue
             index = [i for i in range(size) if i not in pinned] if pinned else None
             shape = (len(index),) if pinned else value.type.shape
-            stand_in, spec = _stand_in(rv, value, shape, index, init)
-            free.append(spec)
+            if configurations is not None and is_discrete(rv):
+                stand_in = enumerated[rv.name] = pt.tensor(dtype=value.dtype, shape=shape, name=f"{value.name}_summed")
+            else:
+                stand_in, spec = _stand_in(rv, value, shape, index, init)
+                free.append(spec)
             replace[value] = pt.set_subtensor(var[index], stand_in) if pinned else stand_in
-        pm.Potential("ddp_joint", graph_replace(logp, replace, strict=False))
-        exprs = graph_replace(tuple_values, replace, strict=False)
-        pm.Deterministic(TUPLES, _stack(model, exprs))
-    cond = Conditioned(conditioned, base, tuple(free), tuple(pins))
+        joint = graph_replace(logp, replace, strict=False)
+        tuples = _stack(model, graph_replace(tuple_values, replace, strict=False))
+        if configurations is not None:
+            batched = {enumerated[name]: pt.as_tensor(values) for name, values in configurations.items()}
+            joint, tuples = vectorize_graph([joint, tuples], batched)
+            marginal = pt.logsumexp(joint)
+            pm.Deterministic(WEIGHTS, joint - marginal)
+            joint = marginal
+        pm.Potential("ddp_joint", joint)
+        pm.Deterministic(TUPLES, tuples)
+    size = len(next(iter(configurations.values()))) if configurations else 1
+    cond = Conditioned(conditioned, base, tuple(free), tuple(pins), size)
     cond.pin(fixed)
     return cond
+
+
+def _configurations(model: DependenceModel, base: pm.Model, slots_of: dict, fixed: dict[int, float]
+                    ) -> dict[str, np.ndarray] | None:
+    """Every joint value of the free discrete variables, by variable name (C, *free shape), or
+    None when they number more than MAX_SUMMED (or none is free): those are then sampled."""
+    axes: list[tuple[str, int, np.ndarray, tuple]] = []  # (name, free elements, levels, stand-in shape)
+    for rv in base.free_RVs:
+        if not is_discrete(rv):
+            continue
+        size = int(np.prod(rv.type.shape)) if rv.ndim else 1
+        pinned = sum(1 for k, _ in slots_of.get(rv.name, []) if k in fixed)
+        if pinned == size:
+            continue
+        dom = support(rv)
+        if not isinstance(dom, Finite):
+            return None
+        axes.append((rv.name, size - pinned, np.asarray(dom.values, dtype=float), (size - pinned,) if pinned
+                     else tuple(rv.type.shape)))
+    if not axes or math.prod(len(levels) ** m for _, m, levels, _ in axes) > MAX_SUMMED:
+        return None
+    columns = [levels for _, m, levels, _ in axes for _ in range(m)]
+    grid = np.stack([g.ravel() for g in np.meshgrid(*columns, indexing="ij")], axis=1)
+    out, at = {}, 0
+    for name, m, _, shape in axes:
+        out[name] = grid[:, at:at + m].astype(base[name].dtype).reshape(len(grid), *shape)
+        at += m
+    return out
 
 
 def _stand_in(rv, value, shape, index, init) -> tuple[pt.TensorVariable, _Free]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import dataclass
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
@@ -23,11 +24,12 @@ import pymc as pm
 from pytensor.graph.traversal import ancestors
 from pytensor.tensor.random.op import RandomVariable
 
-from ddpbayes.engines.base import AdversaryLeakage, Curve, Engine, Witness
+from ddpbayes.engines.base import AdversaryLeakage, Curve, Engine, Mixtures, Witness
 from ddpbayes.engines.curves import check_drawable, mixture_curve
-from ddpbayes.engines.sampling.estimate import Draws, estimate
+from ddpbayes.engines.sampling.estimate import Draws, Peak, bound, choose
 from ddpbayes.engines.sampling.posterior import posterior_leakage
-from ddpbayes.engines.sampling.profile import profile_estimate, scalar_groups
+from ddpbayes.engines.sampling.profile import Found, profile_estimate, scalar_groups, worst_pair
+from ddpbayes.engines.sampling.summed import summed_leakage, summing_engine
 from ddpbayes.engines.sampling.runs import Run, sample_event, sample_events, summarise
 from ddpbayes.errors import InputError
 from ddpbayes.model import DependenceModel, Finite
@@ -59,6 +61,8 @@ class SamplingEngine(Engine):
         return None
 
     def leakage(self, problem: Problem) -> list[AdversaryLeakage]:
+        """Every adversary's estimate; a model with no continuous variable is summed exactly
+        instead (`summed`), and only the posterior route samples it."""
         settings = problem.settings
         plans = _each(lambda adv: (adv, _known_values(problem.model, adv, settings)), problem.adversaries,
                       settings, "planning")
@@ -68,26 +72,53 @@ class SamplingEngine(Engine):
                              "--known, or raise --max-runs")
         if settings.method == "posterior":
             return _each(lambda plan: posterior_leakage(problem, *plan, settings), plans, settings, "posterior route")
+        summing = summing_engine(problem)
+        if summing is not None:
+            return summed_leakage(problem, summing)
         _draw_all(problem.model, plans, settings)
-        return _each(lambda plan: _adversary(problem, *plan, settings), plans, settings, "estimates")
+        choices = _each(lambda plan: _choose(problem, *plan, settings), plans, settings, "choosing")
+        sample_events(problem.model, [e for c in choices for e in c.bounding_events()], bounding(settings),
+                      "sampling (bounding)")
+        return _each(lambda choice: _bound(problem, choice, settings), choices, settings, "bounding")
 
     def dependence_sets(self, problem: Problem) -> list[frozenset[int]]:
         return structural_dependence(problem.model)
 
+    def notes(self, problem: Problem) -> list[str]:
+        summing = summing_engine(problem) if problem.settings.method != "posterior" else None
+        if summing is None:
+            return []
+        return [f"nothing to sample: every variable is discrete, so the {summing.name} engine summed the model "
+                "exactly (the interval has width zero)", *summing.notes(problem)]
+
+    def mixtures(self, problem: Problem, adversary: Adversary, shift_invariant: bool) -> Mixtures:
+        """The exact engine's mixture weights when the model was summed; otherwise none."""
+        summing = summing_engine(problem) if problem.settings.method != "posterior" else None
+        if summing is None:
+            return super().mixtures(problem, adversary, shift_invariant)
+        return summing.mixtures(problem, adversary, shift_invariant)
+
     def witness_curve(self, problem: Problem, notion: str, witness: Witness | None) -> Curve:
-        """The same Rao–Blackwellised mixture the engine estimated, from its cached draws."""
+        """The same Rao–Blackwellised mixture the engine estimated, from its cached draws (the
+        exact engine's curve when the model was summed)."""
+        summing = summing_engine(problem) if problem.settings.method != "posterior" else None
+        if summing is not None:
+            return summing.witness_curve(problem, notion, witness)
         check_drawable(problem, witness)
 
         def mixture(problem: Problem, witness: Witness, t: float) -> tuple[np.ndarray, np.ndarray]:
-            q = _query_draws(problem, witness, t)[..., 0].ravel()
-            return np.full(q.size, -math.log(q.size)), q
+            points, logw = _query_draws(problem, witness, t).mixture()
+            return logw, points[:, 0]
 
         return mixture_curve(problem, notion, witness, mixture,
                              "sampling: Monte Carlo estimate from the engine's MCMC draws", every_break=False)
 
     def witness_draws(self, problem: Problem, witness: Witness) -> list[tuple[float, np.ndarray]] | None:
-        """The query's draws for trace plots: a scalar query's only (none with several outputs)."""
-        draws = [(t, _query_draws(problem, witness, t)) for t in (witness.t, witness.t_prime)]
+        """The query's draws for trace plots: a scalar query's only (none with several outputs,
+        None when the model was summed exactly)."""
+        if problem.settings.method != "posterior" and summing_engine(problem) is not None:
+            return None
+        draws = [(t, _query_draws(problem, witness, t).expected()) for t in (witness.t, witness.t_prime)]
         return [] if draws[0][1].shape[-1] != 1 else [(t, q[..., 0]) for t, q in draws]
 
 
@@ -104,20 +135,31 @@ def _each(fn: Callable[[T], U], items: Sequence[T], settings: RunSettings, phase
     return out
 
 
-def _query_draws(problem: Problem, witness: Witness, t: float) -> np.ndarray:
-    """The query's draws (chains, draws, C) given X_i = t and the witness's x_K (a cached run)."""
-    event = {**(witness.known_values or {}), witness.adversary.target: t}
-    return query_values(problem, sample_event(problem.model, event, problem.settings))
+def _query_draws(problem: Problem, witness: Witness, t: float) -> Draws:
+    """The query's draws given X_i = t and the witness's x_K (the cached choosing run)."""
+    known = witness.known_values or {}
+    run = sample_event(problem.model, {**known, witness.adversary.target: t}, problem.settings)
+    return Draws(known, t, query_values(problem, run), run.logw)
 
 
 def query_values(problem: Problem, run: Run) -> np.ndarray:
-    """q(x) for every draw of a run: (chains, draws, C)."""
-    chains, draws, n = run.x.shape
+    """q(x) for every draw of a run: (chains, draws, C), or (chains, draws, K, C) when the run
+    summed its discrete variables out (a value per configuration)."""
+    n = run.x.shape[-1]
     with np.errstate(all="ignore"):
         q = np.asarray(problem.query.values(run.x.reshape(-1, n)), dtype=float)
-    if not np.all(np.isfinite(q)):
+    finite = np.isfinite(q).reshape(*run.x.shape[:-1], -1)
+    if run.logw is not None:
+        finite |= ~np.isfinite(run.logw)[..., None]  # a configuration of probability zero does not count
+    if not np.all(finite):
         raise InputError(f"the query {problem.query.spec} is not finite on some of the model's draws")
-    return q.reshape(chains, draws, -1)
+    return q.reshape(*run.x.shape[:-1], -1)
+
+
+def bounding(settings: RunSettings) -> RunSettings:
+    """The settings of the fresh runs that bound a chosen witness: other seeds (their role is in
+    every run's key and seed) and twice the chains, half to estimate, half for its standard error."""
+    return RunSettings.of(settings, role="bound", chains=2 * settings.chains)
 
 
 def output_scales(problem: Problem, outputs: int) -> np.ndarray:
@@ -207,7 +249,39 @@ def _impossible(model: DependenceModel, event: dict[int, float], settings: RunSe
     return False
 
 
-def _adversary(problem: Problem, adv: Adversary, known_sets, settings: RunSettings) -> AdversaryLeakage:
+@dataclass(frozen=True)
+class Choice:
+    """One adversary's choosing runs and the witness chosen on them (`estimate.choose`; Gaussian
+    noise: `profile.choose`)."""
+
+    adversary: Adversary
+    known_sets: list
+    groups: list[list[Draws]]
+    runs: list
+    peak: Peak | Found
+    upper: tuple[float, float] = (0.0, 0.0)  # (plug-in, approximate upper bound)
+
+    def witness_events(self) -> tuple[dict[int, float], dict[int, float]] | None:
+        """The two conditioning events of the chosen witness (given t, given t'), if any."""
+        if isinstance(self.peak, Found):
+            if self.peak.first is None:
+                return None
+            known, t, t_prime = self.peak.first.known, self.peak.first.t, self.peak.second.t
+        else:
+            if math.isnan(self.peak.t):
+                return None
+            known, t, t_prime = self.peak.known, self.peak.t, self.peak.t_prime
+        target = self.adversary.target
+        return {**known, target: t}, {**known, target: t_prime}
+
+    def bounding_events(self) -> list[dict[int, float]]:
+        events = self.witness_events()
+        return [] if events is None else list(events)
+
+
+def _choose(problem: Problem, adv: Adversary, known_sets, settings: RunSettings) -> Choice:
+    """The adversary's choosing runs (one per x_K and target value: the first feasible try) and
+    the witness chosen on them."""
     model = problem.model
     groups, runs = [], []
     for known in known_sets:
@@ -219,29 +293,51 @@ def _adversary(problem: Problem, adv: Adversary, known_sets, settings: RunSettin
                 except ImpossibleEvent:
                     continue
                 q = query_values(problem, run)
-                group.append(Draws(known, t, q))
-                runs.append((run, q))
+                group.append(Draws(known, t, q, run.logw))
+                runs.append(run)
                 break
         if len(group) >= 2:
             groups.append(group)
     if problem.mechanism.profile:
-        return _profile_adversary(problem, adv, known_sets, groups, runs)
-    b = output_scales(problem, runs[0][1].shape[-1]) if runs else np.ones(1)
-    peak, value, ci, held = estimate(groups, b)
-    diagnostics = {**summarise([run_diagnostics(run, q) for run, q in runs]), **held}
+        scalar = scalar_groups(groups, settings.seed)
+        return Choice(adv, known_sets, scalar, runs, worst_pair(scalar, problem.mechanism))
+    peak, upper = choose(groups, _scales(problem, groups))
+    return Choice(adv, known_sets, groups, runs, peak, upper)
+
+
+def _scales(problem: Problem, groups: list[list[Draws]]) -> np.ndarray:
+    return output_scales(problem, groups[0][0].q.shape[-1]) if groups else np.ones(1)
+
+
+def _bound(problem: Problem, choice: Choice, settings: RunSettings) -> AdversaryLeakage:
+    """The chosen witness bounded on fresh runs of its two events (`bounding`)."""
+    adv, model = choice.adversary, problem.model
+    events = choice.witness_events()
+    fresh = [sample_event(model, e, bounding(settings)) for e in events] if events else []
+    draws = [Draws(e, e[adv.target], query_values(problem, r), r.logw) for e, r in zip(events or (), fresh)]
+    records = [run_diagnostics(r, _expected(problem, r)) for r in [*choice.runs, *fresh]]
+    diagnostics = {**summarise(records), **_roles(settings)}
+    diagnostics["pass_blocked"] = _pass_blocked(model, adv, choice.known_sets)
+    if problem.mechanism.profile:
+        return _profile_adversary(problem, choice, draws, diagnostics)
+    peak = choice.peak
+    lower, held = bound(peak, *draws, _scales(problem, choice.groups)) if draws else (0.0, {})
+    value, upper = choice.upper
     witness = Witness(adv, peak.known or ({} if not adv.known else None), _nan_none(peak.t), _nan_none(peak.t_prime),
                       peak.y)
-    diagnostics["pass_blocked"] = _pass_blocked(model, adv, known_sets) or _grid_blocked(peak, len(b))
-    return AdversaryLeakage(adv, value, witness, ci=ci, diagnostics=diagnostics, score=peak.value)
+    diagnostics.update(held)
+    diagnostics["pass_blocked"] = diagnostics["pass_blocked"] or _grid_blocked(peak, len(_scales(problem, choice.groups)))
+    return AdversaryLeakage(adv, value, witness, ci=(lower, max(upper, held.get("held_out", 0.0))),
+                            diagnostics=diagnostics, score=peak.value)
 
 
-def _profile_adversary(problem: Problem, adv: Adversary, known_sets, groups: list[list[Draws]],
-                       runs: list) -> AdversaryLeakage:
+def _profile_adversary(problem: Problem, choice: Choice, draws: list[Draws], diagnostics: dict) -> AdversaryLeakage:
     """Gaussian noise: ε at the mechanism's δ of the plug-in profile, with its interval (`profile`);
     the witness is (x_K, t, t') with no output (the profile's witness is a set of outputs)."""
-    chosen, value, ci, held, profile = profile_estimate(scalar_groups(groups), problem.mechanism)
-    diagnostics = {**summarise([run_diagnostics(run, q) for run, q in runs]), **held}
-    diagnostics["pass_blocked"] = _pass_blocked(problem.model, adv, known_sets)
+    adv, chosen = choice.adversary, choice.peak
+    fresh = [d.sampled(problem.settings.seed) for d in draws]
+    value, ci, held, profile = profile_estimate(chosen, fresh, problem.mechanism)
+    diagnostics.update(held)
     if chosen.first is None:
         witness = Witness(adv, {} if not adv.known else None, None, None, None)
     else:
@@ -249,6 +345,20 @@ def _profile_adversary(problem: Problem, adv: Adversary, known_sets, groups: lis
                           chosen.second.t, None)
     return AdversaryLeakage(adv, value, witness, ci=ci, diagnostics=diagnostics, score=chosen.value,
                             profile=profile)
+
+
+def _expected(problem: Problem, run: Run) -> np.ndarray:
+    """Each draw's query (chains, draws, C), its summed law's mean when summed: what ArviZ judges."""
+    return Draws({}, math.nan, query_values(problem, run), run.logw).expected()
+
+
+def _roles(settings: RunSettings) -> dict:
+    """Which runs chose the witness and which bounded it, in words (the output says so)."""
+    c, d = settings.chains, settings.draws
+    return {"runs_chose": f"the choosing runs (seed {settings.seed}, role 'choose': {c} chains x {d} draws per "
+                          "conditioning event, every x_K and target value)",
+            "runs_bounded": f"fresh runs of the chosen witness's two events (role 'bound', other seeds: chains 1-{c} "
+                            f"estimate, chains {c + 1}-{2 * c} give the standard error)"}
 
 
 def _pass_blocked(model: DependenceModel, adv: Adversary, known_sets) -> str | None:

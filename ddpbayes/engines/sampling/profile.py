@@ -9,11 +9,13 @@ profile of the estimated mixtures themselves. The adversary's plug-in profile is
 maximum over x_K and pairs.
 
 Interval. Any event A gives δ(ε) >= P_t(A) − e^ε P_t'(A), so ε(δ) >= ε_A(δ) = log((P_t(A) − δ) / P_t'(A)).
-A = {y : L̂_t(y) > e^ε* L̂_t'(y)} is fixed on the first half of every chain (the pair worst at the
-user's δ, ε* its ε there); on the second halves P_t(A) and P_t'(A) are means over draws of the
-noise's exact mass of A (Φ in closed form; a finite sum on the integers), each with ArviZ's
-MCSE (the runs for t and t' are independent), and the delta method gives a one-sided 95% lower
-confidence bound on ε_A(δ), hence on ε(δ). The estimate is the plug-in ε(δ) over all draws; the
+A = {y : L̂_t(y) > e^ε* L̂_t'(y)} is fixed on the choosing runs (the pair worst at the user's δ,
+ε* its ε there); on fresh bounding runs of its two events (`estimate`: other seeds, twice the
+chains) P_t(A) and P_t'(A) are means over draws of the noise's exact mass of A (Φ in closed form;
+a finite sum on the integers), each with ArviZ's MCSE (the runs for t and t' are independent),
+and the delta method gives a one-sided 95% lower confidence bound on ε_A(δ), hence on ε(δ); the
+first half of the bounding chains estimates, and the larger of the two halves' standard errors
+scales it. The estimate is the plug-in ε(δ) over all draws; the
 approximate upper bound moves it by 1.645 standard errors of δ̂(ε̂) = P̂_t(A) − e^ε̂ P̂_t'(A) at the
 plug-in event, through dε/dδ = −1/(e^ε̂ P_t'(A)) (first order: δ(ε) is convex, so the true shift
 is at least this).
@@ -63,10 +65,12 @@ class Event:
     points: np.ndarray | None = None
 
 
-def scalar_groups(groups: list[list[Draws]]) -> list[list[Draws]]:
+def scalar_groups(groups: list[list[Draws]], seed: int) -> list[list[Draws]]:
     """The draws of the one output coordinate that varies (the others, constant over every
-    event, cancel in every ratio); several varying coordinates are refused."""
-    q = np.concatenate([d.flat(None) for g in groups for d in g]) if groups else np.zeros((0, 1))
+    event, cancel in every ratio), unweighted (`Draws.sampled`: one configuration per draw when
+    the discrete variables were summed); several varying coordinates are refused."""
+    groups = [[d.sampled(seed) for d in g] for g in groups]
+    q = np.concatenate([d.q.reshape(-1, d.q.shape[-1]) for g in groups for d in g]) if groups else np.zeros((0, 1))
     varying = [c for c in range(q.shape[1]) if np.ptp(q[:, c]) > 0] if q.size else []
     if len(varying) > 1:
         raise InputError(f"Gaussian noise on {len(varying)} varying output coordinates: the sampling engine's privacy "
@@ -75,34 +79,36 @@ def scalar_groups(groups: list[list[Draws]]) -> list[list[Draws]]:
     return [[Draws(d.known, d.t, d.q[..., c]) for d in g] for g in groups]
 
 
-def profile_estimate(groups: list[list[Draws]], mech: Gaussian) -> tuple[Found, float, tuple[float, float], dict,
-                                                                           Profile]:
-    """(the pair chosen on the first halves, plug-in ε at the user's δ, (lower, upper), the held-out
-    ε_A and its standard error, the plug-in profile). `groups`: scalar draws (chains, draws)."""
-    chosen = worst_pair(groups, mech, half=0)
+def profile_estimate(chosen: Found, fresh: list[Draws], mech: Gaussian) -> tuple[float, tuple[float, float], dict,
+                                                                             Profile]:
+    """(plug-in ε at the user's δ, (lower, upper), the held-out ε_A and its standard error, the
+    plug-in profile) for the pair `chosen` on the choosing runs; `fresh`: unweighted scalar draws
+    of its two events on the bounding runs (first half of the chains estimates, second half gives
+    the standard error, the larger of the two halves' is used)."""
     if chosen.first is None:
-        return chosen, 0.0, (0.0, 0.0), {}, zero_profile(mech.deltas)
-    plug = worst_pair(groups, mech, half=None)
-    event = outcome_event(chosen.first.half(0), chosen.second.half(0), chosen.value, mech)
-    held, se_held = held_out(event, chosen.first, chosen.second, mech)
-    lower = max(0.0, min(held - Z95 * se_held, plug.value)) if math.isfinite(held) else 0.0
-    upper = plug.value + upper_margin(plug, mech)
-    profile = plug_in_profile(plug, mech)
-    return chosen, plug.value, (lower, upper), {"held_out": held, "held_out_se": se_held}, profile
+        return 0.0, (0.0, 0.0), {}, zero_profile(mech.deltas)
+    event = outcome_event(chosen.first.q, chosen.second.q, chosen.value, mech)
+    first, second = fresh
+    half = first.chains // 2
+    held, se_own = held_out(event, first.part(slice(0, half)), second.part(slice(0, half)), mech)
+    _, se_other = held_out(event, first.part(slice(half, None)), second.part(slice(half, None)), mech)
+    se = max(se_own, se_other) if math.isfinite(se_other) else se_own
+    lower = max(0.0, min(held - Z95 * se, chosen.value)) if math.isfinite(held) and math.isfinite(se) else 0.0
+    upper = chosen.value + upper_margin(chosen, mech)
+    return chosen.value, (lower, upper), {"held_out": held, "held_out_se": se}, plug_in_profile(chosen, mech)
 
 
-def worst_pair(groups: list[list[Draws]], mech: Gaussian, half: int | None) -> Found:
+def worst_pair(groups: list[list[Draws]], mech: Gaussian) -> Found:
     """The plug-in profile of every x_K and ordered pair (t, t') on these draws (pointwise maximum
-    over `mech.deltas`; only at the user's δ on a selection half, which needs no more) and the pair
-    worst at the user's δ (ties: the larger δ(0))."""
-    deltas = mech.deltas if half is None else (mech.delta,)
+    over `mech.deltas`) and the pair worst at the user's δ (ties: the larger δ(0))."""
+    deltas = mech.deltas
     at = deltas.index(mech.delta)
     eps, tv_max = np.zeros(len(deltas)), 0.0
     best: tuple = (-1.0, 0.0, None, None)
     for group in groups:
         for a in range(len(group)):
             for c in range(a + 1, len(group)):
-                levels, logp, logq = pair_weights(group[a].half(half), group[c].half(half))
+                levels, logp, logq = pair_weights(group[a].q, group[c].q)
                 found = mech.pair_profiles(np.stack([logp, logq]), np.stack([logq, logp]), levels, deltas)
                 eps, tv_max = np.maximum(eps, found.epsilons.max(axis=0)), max(tv_max, float(found.tv.max()))
                 for row, first, second in ((0, group[a], group[c]), (1, group[c], group[a])):
@@ -131,10 +137,10 @@ def plug_in_profile(plug: Found, mech: Gaussian) -> Profile:
 
 
 def held_out(event: Event, first: Draws, second: Draws, mech: Gaussian) -> tuple[float, float]:
-    """ε_A(δ) = log((P_t(A) − δ) / P_t'(A)) on the second halves and its delta-method standard error
+    """ε_A(δ) = log((P_t(A) − δ) / P_t'(A)) on fresh draws and its delta-method standard error
     (−inf when P_t(A) <= δ: this event shows nothing at δ)."""
-    log_a, rel_a = mean_mass(event, first.half(1), mech)
-    log_b, rel_b = mean_mass(event, second.half(1), mech)
+    log_a, rel_a = mean_mass(event, first.q, mech)
+    log_b, rel_b = mean_mass(event, second.q, mech)
     a, delta = math.exp(log_a), mech.delta
     if a <= delta:
         return -math.inf, math.nan

@@ -31,7 +31,7 @@ import pymc as pm
 import scipy.special
 
 from ddpbayes.model import DependenceModel
-from ddpbayes.model.condition import TUPLES, Conditioned, ImpossibleEvent, condition
+from ddpbayes.model.condition import TUPLES, WEIGHTS, Conditioned, ImpossibleEvent, condition
 from ddpbayes.parallel import map_units
 from ddpbayes.settings import RunSettings
 
@@ -42,12 +42,15 @@ SLICE_W = 1.0  # Slice's initial interval width (PyMC's default), restored befor
 
 @dataclass(frozen=True)
 class Run:
-    """Tuple draws (chains, draws, n) under one conditioning event, and how the chains behaved."""
+    """Tuple draws under one conditioning event, and how the chains behaved: x (chains, draws, n),
+    or, when the discrete variables were summed out, x (chains, draws, C, n) with `logw`
+    (chains, draws, C), each configuration's log-probability given the draw's continuous values."""
 
     key: tuple
     x: np.ndarray
     sampler: str
     divergences: int
+    logw: np.ndarray | None = None
     _diagnosed: dict = field(default_factory=dict, compare=False, repr=False)
 
     def diagnose(self, q: np.ndarray) -> dict:
@@ -144,16 +147,22 @@ def _event_unit(job: tuple[DependenceModel, dict[int, float], RunSettings]) -> R
 
 
 def _run_key(event: dict[int, float], settings: RunSettings) -> tuple:
-    return ("run", tuple(sorted(event.items())), settings.draws, settings.tune, settings.chains, settings.seed)
+    return ("run", tuple(sorted(event.items())), settings.draws, settings.tune, settings.chains, settings.seed,
+            settings.role)
 
 
 def _sample(model: DependenceModel, event: dict[int, float], settings: RunSettings, key) -> Run:
-    chains = model.memo("sampling", ("conditioned", frozenset(event)), lambda: Chains(condition(model, event)))
-    if not chains.cond.free:  # every variable is pinned: one exact point
-        x = np.array([[[event[k] for k in range(model.n)]]] * settings.chains)
-        return Run(key, np.repeat(x, settings.draws, axis=1), "none", 0)
+    chains = model.memo("sampling", ("conditioned", frozenset(event)),
+                        lambda: Chains(condition(model, event, summed=True)))
     chains.cond.pin(event)
+    if not chains.cond.free:  # nothing left to sample: one exact point (with the summed law, if any)
+        x, logw = chains.evaluate({})
+        return Run(key, _repeat(x, settings), "none", 0, None if logw is None else _repeat(logw, settings))
     return chains.run(settings, key)
+
+
+def _repeat(a: np.ndarray, settings: RunSettings) -> np.ndarray:
+    return np.broadcast_to(a, (settings.chains, settings.draws, *a.shape)).copy()
 
 
 class Chains:
@@ -162,8 +171,15 @@ class Chains:
     def __init__(self, cond: Conditioned):
         self.cond = cond
         self._steps: dict[bool, object] = {}
-        (tuples,) = cond.model.replace_rvs_by_values([cond.model[TUPLES]])
-        self._tuples = cond.model.compile_fn(tuples, inputs=cond.model.value_vars, on_unused_input="ignore")
+        outputs = [cond.model[TUPLES]] + ([cond.model[WEIGHTS]] if cond.summed else [])
+        outputs = cond.model.replace_rvs_by_values(outputs)
+        self._outputs = cond.model.compile_fn(outputs, inputs=cond.model.value_vars, on_unused_input="ignore")
+
+    def evaluate(self, point: dict) -> tuple[np.ndarray, np.ndarray | None]:
+        """The tuple values at `point` (n, or C × n when summed) and the summed law (C) or None."""
+        out = self._outputs(point)
+        return (np.asarray(out[0], dtype=float), np.asarray(out[1], dtype=float)) if self.cond.summed else \
+            (np.asarray(out[0], dtype=float), None)
 
     def run(self, settings: RunSettings, key) -> Run:
         """Tune, then draw, `settings.chains` chains from the event currently pinned; the seed
@@ -173,22 +189,25 @@ class Chains:
         step = self._step(confined)
         rngs = np.random.default_rng(seed).spawn(settings.chains)
         chains = [self._chain(step, start, settings, rng) for start, rng in zip(starts, rngs)]
-        x = np.asarray([draws for draws, _ in chains], dtype=float)
-        return Run(key, x, self._sampler_name(confined), sum(d for _, d in chains))
+        x = np.asarray([draws for draws, _, _ in chains], dtype=float)
+        logw = np.asarray([w for _, w, _ in chains], dtype=float) if self.cond.summed else None
+        return Run(key, x, self._sampler_name(confined), sum(d for _, _, d in chains), logw)
 
-    def _chain(self, step, start: dict, settings: RunSettings, rng) -> tuple[np.ndarray, int]:
+    def _chain(self, step, start: dict, settings: RunSettings, rng) -> tuple[np.ndarray, np.ndarray | None, int]:
         """One chain, as PyMC's `_iter_sample` runs it: reset the adaptation, tune, stop tuning, draw."""
         step.set_rng(rng)
         _restart(step, settings.tune > 0)
-        point, out, diverged = dict(start), [], 0
+        point, out, weights, diverged = dict(start), [], [], 0
         for i in range(settings.tune + settings.draws):
             if i == settings.tune:
                 step.stop_tuning()
             point, stats = step.step(point)
             if i >= settings.tune:
-                out.append(self._tuples(point))
+                x, logw = self.evaluate(point)
+                out.append(x)
+                weights.append(logw)
                 diverged += sum(bool(s.get("diverging", False)) for s in stats)
-        return np.asarray(out), diverged
+        return np.asarray(out), (np.asarray(weights) if self.cond.summed else None), diverged
 
     def _step(self, confined: bool):
         """Heat-bath Gibbs for discrete stand-ins (`HeatBathGibbs`); Slice for continuous ones
@@ -208,7 +227,8 @@ class Chains:
 
     def _sampler_name(self, confined: bool) -> str:
         kinds = {f.discrete for f in self.cond.free}
-        parts = (("gibbs", True in kinds), ("slice", False in kinds and confined), ("nuts", False in kinds and not confined))
+        parts = (("gibbs", True in kinds), ("slice", False in kinds and confined), ("nuts", False in kinds and not confined),
+                 (f"summed {self.cond.configurations}", self.cond.summed))
         return "+".join(name for name, used in parts if used)
 
 

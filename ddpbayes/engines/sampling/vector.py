@@ -2,7 +2,8 @@
 (identity, histograms, several linear rows, expr:/fn: with several outputs, compositions;
 DESIGN §2.3).
 
-With Laplace(b_c) noise on coordinate c, L(y | t, x_K) ≈ mean_s Π_c exp(-|y_c - q_sc| / b_c).
+With Laplace(b_c) noise on coordinate c, L(y | t, x_K) ≈ Σ_s w_s Π_c exp(-|y_c - q_sc| / b_c) over the
+estimated law's points q_s and weights w_s (`estimate.Draws.mixture`).
 - A coordinate constant over the draws of both events (e.g. the target's own coordinate under
   identity: y_i = t + noise) is a separate factor of both mixtures: its log-ratio sup is
   exactly |v - v'| / b_c, attained as y_c -> ±inf.
@@ -27,7 +28,6 @@ import numpy as np
 
 from ddpbayes.engines.sampling.mixture import candidate_outputs
 from ddpbayes.errors import InputError
-from ddpbayes.mechanisms.laplace import log_mixture
 
 GRID_MAX = 2048  # output points searched jointly over the varying coordinates
 ASCENT_ROUNDS = 5
@@ -49,26 +49,28 @@ def log_kernels(q: np.ndarray, y: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out
 
 
-def log_mixture_nd(q: np.ndarray, y: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """log mean_s Π_c k(y_gc, q_sc) for every row of y (G, C)."""
+def log_mixture_nd(q: np.ndarray, wq: np.ndarray, y: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """log Σ_s w_s Π_c k(y_gc, q_sc) for every row of y (G, C); wq: the points' log-weights."""
     rows = max(1, _CHUNK // max(1, len(q)))
     parts = []
     for g in range(0, len(y), rows):
-        z = log_kernels(q, y[g:g + rows], b)
+        z = log_kernels(q, y[g:g + rows], b) + wq[None, :]
         top = z.max(axis=1, keepdims=True)
         parts.append(np.log(np.exp(z - top).sum(axis=1)) + top[:, 0])
-    return np.concatenate(parts) - math.log(len(q))
+    return np.concatenate(parts)
 
 
-def pair_sup(qa: np.ndarray, qc: np.ndarray, b: np.ndarray) -> tuple[list[tuple[float, np.ndarray]], bool]:
-    """For draws qa (S_a, C) given t and qc (S_c, C) given t': [(sup_y log L_a/L_c, its y),
-    (sup_y log L_c/L_a, its y)] and whether the search was exhaustive over the breakpoints."""
+def pair_sup(qa: np.ndarray, wa: np.ndarray, qc: np.ndarray, wc: np.ndarray,
+             b: np.ndarray) -> tuple[list[tuple[float, np.ndarray]], bool]:
+    """For the estimated law of the query given t (points qa (M_a, C), log-weights wa) and given
+    t' (qc, wc): [(sup_y log L_a/L_c, its y), (sup_y log L_c/L_a, its y)] and whether the search
+    was exhaustive over the breakpoints."""
     const = np.ptp(qa, axis=0) == 0
     const &= np.ptp(qc, axis=0) == 0
     delta = np.where(const, qa[0] - qc[0], 0.0)
     fixed = float(np.sum(np.abs(delta) / b))
     varying = np.flatnonzero(~const)
-    both, complete = _varying_sup(qa[:, varying], qc[:, varying], b[varying]) if varying.size else (None, True)
+    both, complete = _varying_sup(qa[:, varying], wa, qc[:, varying], wc, b[varying]) if varying.size else (None, True)
     out = []
     for d, sign in enumerate((1.0, -1.0)):
         y = np.where(delta * sign > 0, math.inf, np.where(delta * sign < 0, -math.inf, qa[0]))
@@ -80,21 +82,22 @@ def pair_sup(qa: np.ndarray, qc: np.ndarray, b: np.ndarray) -> tuple[list[tuple[
     return out, complete
 
 
-def _varying_sup(qa: np.ndarray, qc: np.ndarray, b: np.ndarray) -> tuple[list[tuple[float, np.ndarray]], bool]:
+def _varying_sup(qa: np.ndarray, wa: np.ndarray, qc: np.ndarray, wc: np.ndarray,
+                 b: np.ndarray) -> tuple[list[tuple[float, np.ndarray]], bool]:
     """sup over y of ±(log L_a(y) - log L_c(y)) on the varying coordinates, each with its y."""
     if qa.shape[1] == 1:
         ys = candidate_outputs(qa, qc)
-        r = log_mixture(qa, ys, b[0]) - log_mixture(qc, ys, b[0])
+        r = log_mixture_nd(qa, wa, ys[:, None], b) - log_mixture_nd(qc, wc, ys[:, None], b)
         return [(float(sign * r[k]), ys[k:k + 1]) for sign, k in ((1, np.argmax(r)), (-1, np.argmin(r)))], True
     grid, complete = _grid(qa, qc)
-    r = log_mixture_nd(qa, grid, b) - log_mixture_nd(qc, grid, b)
+    r = log_mixture_nd(qa, wa, grid, b) - log_mixture_nd(qc, wc, grid, b)
     starts = [(float(sign * r[k]), grid[k].copy()) for sign, k in ((1, np.argmax(r)), (-1, np.argmin(r)))]
     if complete:
         return starts, True
-    return [_ascent(qa, qc, b, sign, *start) for sign, start in zip((1.0, -1.0), starts)], False
+    return [_ascent(qa, wa, qc, wc, b, sign, *start) for sign, start in zip((1.0, -1.0), starts)], False
 
 
-def _ascent(qa: np.ndarray, qc: np.ndarray, b: np.ndarray, sign: float, best: float,
+def _ascent(qa: np.ndarray, wa: np.ndarray, qc: np.ndarray, wc: np.ndarray, b: np.ndarray, sign: float, best: float,
             y: np.ndarray) -> tuple[float, np.ndarray]:
     """Coordinate ascent from y: each step the best of one coordinate's candidate outputs."""
     for _ in range(ASCENT_ROUNDS):
@@ -103,7 +106,7 @@ def _ascent(qa: np.ndarray, qc: np.ndarray, b: np.ndarray, sign: float, best: fl
             cands = candidate_outputs(qa[:, c], qc[:, c])
             trial = np.repeat(y[None], len(cands), axis=0)
             trial[:, c] = cands
-            rc = sign * (log_mixture_nd(qa, trial, b) - log_mixture_nd(qc, trial, b))
+            rc = sign * (log_mixture_nd(qa, wa, trial, b) - log_mixture_nd(qc, wc, trial, b))
             j = int(np.argmax(rc))
             if rc[j] > best + 1e-12:
                 best, y, moved = float(rc[j]), trial[j].copy(), True
