@@ -39,6 +39,8 @@ Models (name: what, exact route):
     logit_bern     inline: r ~ N(0, 1.5), X_k ~ Bernoulli(sigmoid(r)), n=4, count; structured
     galton         models/galton_families.py k=3, mean (continuous, MvNormal); gaussian
     hier_gauss     inline: mu ~ N(0,1), a_j ~ N(mu,1), X_jk ~ N(a_j,1), 2x2 on [-1, 1], sum; gaussian
+    hier_logit     models/hierarchical_logit.py (s ~ HalfNormal, r ~ N(0, s), X_k ~ Bernoulli(sigmoid(r))), count;
+                   formula (a two-normal Gauss–Hermite rule, `hier_logit_truth`)
     ddp_ex1        models/ddp_example1.py, sum, target d_i (Uniform, non-Gaussian); formula 1.5/b
 
 Usage (from the repository root):
@@ -128,6 +130,39 @@ def hier_gauss():
     return DependenceModel(m, tuples=names, domains=Interval(-1.0, 1.0))
 
 
+def hier_logit_truth(b: float, known: tuple[int, ...] = (), n: int = 4, nodes: int = 300) -> float:
+    """The exact leakage of models/hierarchical_logit.py (tau = 1) for a count with Laplace(b),
+    target 0 and known tuples `known` (every value of theirs tried): r = s·u with s = |z|, so
+    r has the law of z·u for independent standard normals z, u, and P(X = x) = E[Π_k sigmoid(r)^x_k
+    (1 - sigmoid(r))^(1 - x_k)] by a tensor Gauss–Hermite rule (300² nodes: settled to ~1e-11).
+    The sup over y of the Laplace mixtures' log-ratio is at a count level or y -> ±inf (004 Lemma 1)."""
+    import itertools
+
+    import numpy as np
+    from scipy.special import comb, expit, roots_hermite
+
+    x, w = roots_hermite(nodes)
+    z, wz = math.sqrt(2) * x, w / math.sqrt(math.pi)
+    p, weight = expit(np.outer(z, z).ravel()), np.outer(wz, wz).ravel()
+    levels = np.arange(n + 1, dtype=float)
+    free = n - 1 - len(known)
+    best = 0.0
+    for xk in itertools.product((0, 1), repeat=len(known)):
+        laws = []
+        for t in (0, 1):
+            fixed = t + sum(xk)
+            like = weight * np.prod([p if v else 1 - p for v in (t, *xk)], axis=0)
+            law = np.zeros(n + 1)
+            for m in range(free + 1):
+                law[fixed + m] = np.sum(like * comb(free, m) * p ** m * (1 - p) ** (free - m))
+            laws.append(law / law.sum())
+        for y in [*levels, math.inf, -math.inf]:
+            k = np.exp(levels / b) if y == math.inf else np.exp(-levels / b) if y == -math.inf else \
+                np.exp(-np.abs(y - levels) / b)
+            best = max(best, abs(math.log(laws[1] @ k) - math.log(laws[0] @ k)))
+    return best
+
+
 # --- the benchmark's models ---------------------------------------------------------------
 
 
@@ -155,6 +190,11 @@ CASES = [
     Case("hier_bern", hier_bern, "count", "exact", known=(2,)),
     Case("beta_bern", ("beta_bernoulli.py", {"n": 5, "a": 2.0, "b": 5.0}), "count", "structured"),
     Case("logit_bern", logit_bern, "count", "structured"),
+    # s ~ HalfNormal(1), r ~ Normal(0, s), X_k ~ Bernoulli(sigmoid(r)): quadrature does not settle;
+    # truth by the two-normal Gauss–Hermite formula above (ddp = idp: every record depends on every other)
+    Case("hier_logit", ("hierarchical_logit.py", {}), "count", "formula",
+         formula={"idp": lambda b: hier_logit_truth(b), "pdp": lambda b: hier_logit_truth(b, (1,)),
+                  "ddp": lambda b: hier_logit_truth(b)}),
     Case("galton", ("galton_families.py", {"k": 3}), "mean", "gaussian"),
     Case("hier_gauss", hier_gauss, "sum", "gaussian", known=(2,)),
     # d_i's sum with D_j = 0.5 d_i + 0.5 X is 1.5 t + 0.5 X, a location family in t: 1.5 / b for

@@ -79,7 +79,7 @@ class Draws:
         z = log_kernels(self.q.reshape(-1, self.q.shape[-1]), np.asarray(y, dtype=float)[None, :], b)[0]
         if self.logw is None:
             return z.reshape(chains, draws)
-        return logsumexp((z + self.logw.reshape(-1)).reshape(chains, draws, -1), axis=2)[..., 0]
+        return logsumexp((z + self.logw.reshape(-1)).reshape(chains, draws, -1), axis=2)
 
     def expected(self) -> np.ndarray:
         """Each draw's query (chains, draws, C): the draw itself, or the mean of its summed law."""

@@ -37,6 +37,7 @@ from ddpbayes.settings import RunSettings
 
 RHAT_MAX = 1.01
 ESS_MIN = 400  # bulk effective sample size over all chains
+TARGET_ACCEPT = 0.95  # NUTS: smaller steps than PyMC's 0.8 (a scale's log has a stiff tail: HalfNormal's grows as e^(2u))
 SLICE_W = 1.0  # Slice's initial interval width (PyMC's default), restored before every chain
 
 
@@ -155,6 +156,8 @@ def _sample(model: DependenceModel, event: dict[int, float], settings: RunSettin
     chains = model.memo("sampling", ("conditioned", frozenset(event)),
                         lambda: Chains(condition(model, event, summed=True)))
     chains.cond.pin(event)
+    if settings.role != "choose":  # fresh runs: their own seeds (the choosing runs' stay those of the event alone)
+        key = (key, settings.role)
     if not chains.cond.free:  # nothing left to sample: one exact point (with the summed law, if any)
         x, logw = chains.evaluate({})
         return Run(key, _repeat(x, settings), "none", 0, None if logw is None else _repeat(logw, settings))
@@ -221,7 +224,7 @@ class Chains:
             with model:
                 steps = [HeatBathGibbs(discrete, proposal="proportional")] if discrete else []
                 if continuous:
-                    steps.append(pm.Slice(continuous, w=SLICE_W) if confined else pm.NUTS(continuous))
+                    steps.append(pm.Slice(continuous, w=SLICE_W) if confined else pm.NUTS(continuous, target_accept=TARGET_ACCEPT))
             self._steps[confined] = steps[0] if len(steps) == 1 else pm.CompoundStep(steps)
         return self._steps[confined]
 
