@@ -26,9 +26,9 @@ def judge(worst: AdversaryLeakage, claim: float | None, lower_bound: bool = Fals
 def _judge(worst: AdversaryLeakage, claim: float | None) -> tuple[str | None, str | None]:
     if claim is None:
         return None, None
-    if worst.ci is None:
-        return ("pass" if worst.value <= claim * (1 + RELATIVE_TOLERANCE) + 1e-12 else "fail"), worst.reason
     diag = worst.diagnostics or {}
+    if worst.ci is None or diag.get("exact"):  # exact, or summed exactly by the sampling engine (width zero)
+        return ("pass" if worst.value <= claim * (1 + RELATIVE_TOLERANCE) + 1e-12 else "fail"), worst.reason
     lower, upper = worst.ci
     if not diag.get("ok", True):
         if diag.get("chains", 2) < 2:
@@ -38,8 +38,7 @@ def _judge(worst: AdversaryLeakage, claim: float | None) -> tuple[str | None, st
             f"bulk ESS min {diag.get('ess_bulk_min', float('nan')):.4g}, divergences {diag.get('divergences', 0)}); "
             "raise --draws/--tune"
         )
-    # no diagnostics: a sure range (dp of an expr: query with a bounded sensitivity); exact: summed, width zero
-    level = "" if not diag or diag.get("exact") else "95% "
+    level = "95% " if diag else ""  # no diagnostics: a sure range (dp of an expr: query with a bounded sensitivity)
     if lower > claim:
         return "fail", f"the {level}lower bound {lower:.4g} exceeds the claim"
     if upper <= claim and not diag.get("pass_blocked"):

@@ -30,7 +30,7 @@ from ddpbayes.engines.sampling.estimate import Draws, Peak, bound, choose
 from ddpbayes.engines.sampling.posterior import posterior_leakage
 from ddpbayes.engines.sampling.profile import Found, profile_estimate, scalar_groups, worst_pair
 from ddpbayes.engines.sampling.summed import summed_leakage, summing_engine
-from ddpbayes.engines.sampling.runs import Run, sample_event, sample_events, summarise
+from ddpbayes.engines.sampling.runs import Run, bounding, sample_event, sample_events, summarise
 from ddpbayes.errors import InputError
 from ddpbayes.model import DependenceModel, Finite
 from ddpbayes.model.condition import ImpossibleEvent
@@ -155,11 +155,6 @@ def query_values(problem: Problem, run: Run) -> np.ndarray:
         raise InputError(f"the query {problem.query.spec} is not finite on some of the model's draws")
     return q.reshape(*run.x.shape[:-1], -1)
 
-
-def bounding(settings: RunSettings) -> RunSettings:
-    """The settings of the fresh runs that bound a chosen witness: other seeds (their role is in
-    every run's key and seed) and twice the chains, half to estimate, half for its standard error."""
-    return RunSettings.of(settings, role="bound", chains=2 * settings.chains)
 
 
 def output_scales(problem: Problem, outputs: int) -> np.ndarray:

@@ -6,8 +6,9 @@ more potential), and compares the posterior odds of two target values with their
 by Bayes' rule, log(posterior odds / prior odds) = log L(y | t) - log L(y | t'), the quantity
 of the likelihood route, which it cross-checks. Needs a discrete target (odds of events
 X_i = t). Outputs tried: the prior predictive's extremes pushed out by the noise scale (where
-the ratio reaches its limits) and its median. As in the likelihood route, (y, t, t') is chosen
-on the first half of the draws and the bound computed on the second half.
+the ratio reaches its limits) and its median. As in the likelihood route (`estimate`), (x_K, y,
+t, t') is chosen on the choosing runs and bounded on fresh runs of the chosen prior and
+posterior (`bounding`). The runs sample every variable (the target's draws are counted).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import pytensor
 
 from ddpbayes.engines.base import AdversaryLeakage, Witness
 from ddpbayes.engines.sampling.estimate import Z95
-from ddpbayes.engines.sampling.runs import Chains, Run, quiet_arviz, sample_event, sample_events, summarise
+from ddpbayes.engines.sampling.runs import Chains, Run, bounding, quiet_arviz, sample_event, sample_events, summarise
 from ddpbayes.errors import InputError
 from ddpbayes.model import Finite
 from ddpbayes.model.condition import TUPLES, ImpossibleEvent, condition
@@ -55,26 +56,44 @@ def posterior_leakage(problem: Problem, adv: Adversary, known_sets, settings: Ru
         for y in _outputs(prior.x @ w, b):
             post = _posterior_run(model, known, w, b, float(y), settings)
             runs.append((post, post.x @ w))
-            for half in (0, 1):
-                log_odds = _log_odds(post, adv.target, levels, half) - _log_odds(prior, adv.target, levels, half)
-                if half == 0:
-                    a, c = int(np.argmax(log_odds)), int(np.argmin(log_odds))
-                    score = log_odds[a] - log_odds[c]
-                else:
-                    held = log_odds[a] - log_odds[c]
-                    se = _se(post, prior, adv.target, levels[[a, c]])
-                    if best is None or score > best[0]:
-                        best = (score, held, se, known, levels[a], levels[c], float(y))
+            log_odds = _log_odds(post, adv.target, levels) - _log_odds(prior, adv.target, levels)
+            a, c = int(np.argmax(log_odds)), int(np.argmin(log_odds))
+            if best is None or log_odds[a] - log_odds[c] > best[0]:
+                best = (log_odds[a] - log_odds[c], known, a, c, float(y))
     if best is None:
         raise InputError(f"no x_K value with at least two possible target values for {adv}")
-    score, held, se, known, t, t_prime, y = best
-    diagnostics = {**summarise([r.diagnose(q) for r, q in runs]), "method": "posterior", "held_out": held,
-                   "held_out_se": se,
+    score, known, a, c, y = best
+    held, se, fresh = _bound(model, adv.target, levels[[a, c]], known, w, b, y, settings)
+    diagnostics = {**summarise([r.diagnose(q) for r, q in [*runs, *((r, r.x @ w) for r in fresh)]]),
+                   "method": "posterior", "held_out": held, "held_out_se": se, **_roles(settings),
                    "pass_blocked": "the posterior route bounds the leakage at the outputs it tried only; "
                                    "a pass needs the likelihood route"}
     ci = (max(0.0, held - Z95 * se), max(0.0, held) + Z95 * se)
-    witness = Witness(adv, dict(known), float(t), float(t_prime), (y,))
+    witness = Witness(adv, dict(known), float(levels[a]), float(levels[c]), (y,))
     return AdversaryLeakage(adv, max(held, 0.0), witness, ci=ci, diagnostics=diagnostics, score=score)
+
+
+def _bound(model, target: int, pair: np.ndarray, known: dict, w: np.ndarray, b: float, y: float,
+           settings: RunSettings) -> tuple[float, float, list[Run]]:
+    """The chosen log odds ratio on fresh runs (`bounding`: other seeds, twice the chains) of the
+    prior and the posterior at the chosen (x_K, y): the first half of the chains estimates, the
+    larger of the two halves' standard errors scales it (as the likelihood route, `estimate`)."""
+    fresh = bounding(settings)
+    prior = sample_event(model, dict(known), fresh)
+    post = _posterior_run(model, known, w, b, y, fresh)
+    half = settings.chains
+    parts = (slice(0, half), slice(half, None))
+    odds = [_log_odds(post, target, pair, part) - _log_odds(prior, target, pair, part) for part in parts]
+    se = max(_se(post, prior, target, pair, part) for part in parts)
+    return float(odds[0][0] - odds[0][1]), se, [prior, post]
+
+
+def _roles(settings: RunSettings) -> dict:
+    c = settings.chains
+    return {"runs_chose": f"the choosing runs (seed {settings.seed}, role 'choose': {c} chains x {settings.draws} "
+                          "draws per prior and posterior, every x_K and output tried)",
+            "runs_bounded": f"fresh runs of the chosen prior and posterior (role 'bound', other seeds: chains 1-{c} "
+                            f"estimate, chains {c + 1}-{2 * c} give the standard error)"}
 
 
 def _outputs(q: np.ndarray, b: float) -> np.ndarray:
@@ -99,7 +118,7 @@ def _posterior_unit(job: tuple) -> Run:
 
 def _posterior_key(known: dict, w: np.ndarray, b: float, y: float, settings: RunSettings) -> tuple:
     return ("posterior", tuple(sorted(known.items())), tuple(w), b, y, settings.draws, settings.tune, settings.chains,
-            settings.seed)
+            settings.seed, settings.role)
 
 
 def _posterior_run(model, known: dict, w: np.ndarray, b: float, y: float, settings: RunSettings) -> Run:
@@ -110,7 +129,7 @@ def _posterior_run(model, known: dict, w: np.ndarray, b: float, y: float, settin
         chains, output = _posterior_chains(model, known, w, b)
         chains.cond.pin(known)
         output.set_value(y)
-        return chains.run(settings, key)
+        return chains.run(settings, key if settings.role == "choose" else (key, settings.role))
 
     return model.memo("sampling", key, draw)
 
@@ -127,27 +146,25 @@ def _posterior_chains(model, known: dict, w: np.ndarray, b: float) -> tuple[Chai
     return model.memo("sampling", ("posterior-chains", frozenset(known), tuple(w), b), build)
 
 
-def _frequencies(run: Run, target: int, levels: np.ndarray, half: int | None) -> np.ndarray:
-    x = run.x[:, :, target]
-    d = x.shape[1] // 2
-    x = x if half is None else (x[:, :d] if half == 0 else x[:, d:])
+def _frequencies(run: Run, target: int, levels: np.ndarray, chains: slice = slice(None)) -> np.ndarray:
+    x = run.x[chains, :, target]
     counts = np.array([(x == v).sum() for v in levels], dtype=float)
     return (counts + 0.5) / (x.size + 0.5 * len(levels))  # Jeffreys: no log of zero
 
 
-def _log_odds(run: Run, target: int, levels: np.ndarray, half: int) -> np.ndarray:
-    return np.log(_frequencies(run, target, levels, half))
+def _log_odds(run: Run, target: int, levels: np.ndarray, chains: slice = slice(None)) -> np.ndarray:
+    return np.log(_frequencies(run, target, levels, chains))
 
 
-def _se(post: Run, prior: Run, target: int, pair: np.ndarray) -> float:
-    """Delta-method standard error of the held-out log odds ratio, ESS-corrected.
+def _se(post: Run, prior: Run, target: int, pair: np.ndarray, chains: slice = slice(None)) -> float:
+    """Delta-method standard error of the log odds ratio on some chains, ESS-corrected.
 
     Within one run the frequencies of two levels are multinomial: Var(log p_a - log p_c) =
     ((1 - p_a)/p_a + (1 - p_c)/p_c + 2) / N, the +2/N from Cov(p_a, p_c) = -p_a p_c / N (for
     a binary target p_c = 1 - p_a and this is 1/(N p (1 - p))). The two runs are independent."""
     var = 0.0
     for run in (post, prior):
-        x = run.x[:, run.x.shape[1] // 2:, target]
+        x = run.x[chains, :, target]
         terms, ess = 2.0, float(x.size)
         for v in pair:
             ind = (x == v).astype(float)

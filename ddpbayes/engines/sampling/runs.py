@@ -147,14 +147,27 @@ def _event_unit(job: tuple[DependenceModel, dict[int, float], RunSettings]) -> R
         return e
 
 
+def bounding(settings: RunSettings) -> RunSettings:
+    """The settings of the fresh runs that bound a chosen witness: other seeds (the role is in
+    every run's key and seed) and twice the chains, half to estimate, half for its standard error."""
+    return RunSettings.of(settings, role="bound", chains=2 * settings.chains)
+
+
 def _run_key(event: dict[int, float], settings: RunSettings) -> tuple:
     return ("run", tuple(sorted(event.items())), settings.draws, settings.tune, settings.chains, settings.seed,
-            settings.role)
+            settings.role, _summed(settings))
+
+
+def _summed(settings: RunSettings) -> bool:
+    """Whether runs sum the discrete variables out: the likelihood route does; the posterior
+    route counts the target's sampled values, so it samples them."""
+    return settings.method != "posterior"
 
 
 def _sample(model: DependenceModel, event: dict[int, float], settings: RunSettings, key) -> Run:
-    chains = model.memo("sampling", ("conditioned", frozenset(event)),
-                        lambda: Chains(condition(model, event, summed=True)))
+    summed = _summed(settings)
+    chains = model.memo("sampling", ("conditioned", frozenset(event), summed),
+                        lambda: Chains(condition(model, event, summed=summed)))
     chains.cond.pin(event)
     if settings.role != "choose":  # fresh runs: their own seeds (the choosing runs' stay those of the event alone)
         key = (key, settings.role)
