@@ -50,7 +50,7 @@ class AdversaryLeakage:
     ci: tuple[float, float] | None = None  # estimates: (one-sided 95% lower bound, approximate upper bound)
     reason: str | None = None  # why the leakage is what it is when that needs saying (e.g. inf)
     diagnostics: dict | None = None  # estimates: MCMC diagnostics; "ok" False makes verdicts inconclusive
-    score: float | None = None  # estimates: the value on the selection half, to pick the worst adversary
+    score: float | None = None  # estimates: the value on the choosing runs, to pick the worst adversary
     profile: Profile | None = None  # (ε, δ) mechanisms: ε(δ) on the δ grid; `value` is ε at mechanism.delta
 
 

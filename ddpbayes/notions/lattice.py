@@ -83,7 +83,7 @@ def _leakages(engine: Engine, problem: Problem, adversaries: list[Adversary], ch
 
 
 def _rank(r: AdversaryLeakage) -> float:
-    """What the search ranks by: the value, or for an estimate its selection-half score (as
+    """What the search ranks by: the value, or for an estimate its choosing-run score (as
     `aggregate` picks the worst, so that the held-out lower bound stays valid)."""
     return r.value if r.score is None else r.score
 

@@ -1,5 +1,5 @@
 """A notion's leakage is the supremum over its adversaries: `worst_of` folds their leakages into
-the worst (ties to the weakest adversary; estimates by their selection-half score, DESIGN §2.3),
+the worst (ties to the weakest adversary; estimates by their choosing-run score, DESIGN §2.3),
 `worst_by_target` into each target's, `merged_profile` into the notion's privacy profile (§3.5)."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ def aggregate(results: list[AdversaryLeakage], n: int) -> tuple[AdversaryLeakage
 def worst_of(results: list[AdversaryLeakage]) -> AdversaryLeakage:
     """The worst adversary of `results`, with the largest leakage among them.
 
-    For estimates, the worst adversary is chosen by its selection-half score, so that its
+    For estimates, the worst adversary is chosen by its choosing-run score, so that its
     held-out lower bound stays valid (DESIGN §2.3); its upper bound becomes the largest of all."""
     if all(r.ci is None for r in results):
         top = max(r.value for r in results)
@@ -67,7 +67,7 @@ def worst_by_target(results: list[AdversaryLeakage], n: int,
 def fold_targets(results: list[AdversaryLeakage],
                  by_target: dict[int, AdversaryLeakage]) -> dict[int, AdversaryLeakage]:
     """Fold `results` into each target's worst adversary so far, picked as the notion's is (`worst_of`:
-    for estimates by the selection-half score, with the largest upper bound: DESIGN §2.3)."""
+    for estimates by the choosing-run score, with the largest upper bound: DESIGN §2.3)."""
     groups: dict[int, list[AdversaryLeakage]] = {}
     for r in results:
         groups.setdefault(r.adversary.target, []).append(r)

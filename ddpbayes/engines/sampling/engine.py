@@ -26,7 +26,7 @@ from pytensor.tensor.random.op import RandomVariable
 
 from ddpbayes.engines.base import AdversaryLeakage, Curve, Engine, Mixtures, Witness
 from ddpbayes.engines.curves import check_drawable, mixture_curve
-from ddpbayes.engines.sampling.estimate import Draws, Peak, bound, choose
+from ddpbayes.engines.sampling.estimate import Z95, Draws, Peak, bound, choose
 from ddpbayes.engines.sampling.posterior import posterior_leakage
 from ddpbayes.engines.sampling.profile import Found, profile_estimate, scalar_groups, worst_pair
 from ddpbayes.engines.sampling.summed import summed_leakage, summing_engine
@@ -322,8 +322,9 @@ def _bound(problem: Problem, choice: Choice, settings: RunSettings) -> Adversary
                       peak.y)
     diagnostics.update(held)
     diagnostics["pass_blocked"] = diagnostics["pass_blocked"] or _grid_blocked(peak, len(_scales(problem, choice.groups)))
-    return AdversaryLeakage(adv, value, witness, ci=(lower, max(upper, held.get("held_out", 0.0))),
-                            diagnostics=diagnostics, score=peak.value)
+    if held:  # the upper bound's margin: the larger of the choosing runs' and the bounding runs' standard errors
+        upper = max(upper, value + Z95 * held["held_out_se"], held["held_out"])
+    return AdversaryLeakage(adv, value, witness, ci=(lower, upper), diagnostics=diagnostics, score=peak.value)
 
 
 def _profile_adversary(problem: Problem, choice: Choice, draws: list[Draws], diagnostics: dict) -> AdversaryLeakage:

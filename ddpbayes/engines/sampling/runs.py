@@ -37,7 +37,7 @@ from ddpbayes.settings import RunSettings
 
 RHAT_MAX = 1.01
 ESS_MIN = 400  # bulk effective sample size over all chains
-TARGET_ACCEPT = 0.95  # NUTS: smaller steps than PyMC's 0.8 (a scale's log has a stiff tail: HalfNormal's grows as e^(2u))
+SLICE_DIMS = 3  # continuous dimensions up to which Slice samples them (`Chains._slice`)
 SLICE_W = 1.0  # Slice's initial interval width (PyMC's default), restored before every chain
 
 
@@ -227,8 +227,9 @@ class Chains:
 
     def _step(self, confined: bool):
         """Heat-bath Gibbs for discrete stand-ins (`HeatBathGibbs`); Slice for continuous ones
-        when the event confines them; NUTS otherwise."""
-        if confined not in self._steps:
+        when the event confines them or they are few (`_slice`); NUTS otherwise."""
+        use_slice = self._slice(confined)
+        if use_slice not in self._steps:
             model = self.cond.model
             names = {f.name for f in self.cond.free if f.discrete}
             discrete = [rv for rv in model.free_RVs if rv.name in names]
@@ -237,14 +238,25 @@ class Chains:
             with model:
                 steps = [HeatBathGibbs(discrete, proposal="proportional")] if discrete else []
                 if continuous:
-                    steps.append(pm.Slice(continuous, w=SLICE_W) if confined else pm.NUTS(continuous, target_accept=TARGET_ACCEPT))
-            self._steps[confined] = steps[0] if len(steps) == 1 else pm.CompoundStep(steps)
-        return self._steps[confined]
+                    steps.append(pm.Slice(continuous, w=SLICE_W) if use_slice else pm.NUTS(continuous))
+            self._steps[use_slice] = steps[0] if len(steps) == 1 else pm.CompoundStep(steps)
+        return self._steps[use_slice]
+
+    def _slice(self, confined: bool) -> bool:
+        """Slice when the event confines the continuous stand-ins (NUTS diverges at hard
+        boundaries) or they have at most SLICE_DIMS dimensions: there NUTS builds trees of one
+        to three leapfrog steps and its draws are autocorrelated (a Beta rate's log-odds given
+        one record: bulk ESS 887 of 2,000 draws at target acceptance 0.8, 642 at 0.95; Slice
+        1,733; the hierarchical logit's (log s, u): 668/973 against 1,271/1,876)."""
+        dims = sum(int(np.prod(self.cond.model.rvs_to_values[self.cond.model[f.name]].type.shape or (1,)))
+                   for f in self.cond.free if not f.discrete)
+        return confined or dims <= SLICE_DIMS
 
     def _sampler_name(self, confined: bool) -> str:
         kinds = {f.discrete for f in self.cond.free}
-        parts = (("gibbs", True in kinds), ("slice", False in kinds and confined), ("nuts", False in kinds and not confined),
-                 (f"summed {self.cond.configurations}", self.cond.summed))
+        use_slice = self._slice(confined)
+        parts = (("gibbs", True in kinds), ("slice", False in kinds and use_slice),
+                 ("nuts", False in kinds and not use_slice), (f"summed {self.cond.configurations}", self.cond.summed))
         return "+".join(name for name, used in parts if used)
 
 
