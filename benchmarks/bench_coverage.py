@@ -37,6 +37,10 @@ Models (name: what, exact route):
     hier_bern      inline: region -> 2 households -> 2 members each (discrete hierarchy); exact
     beta_bern      models/beta_bernoulli.py n=5 a=2 b=5, count (the issue's siblings); structured
     logit_bern     inline: r ~ N(0, 1.5), X_k ~ Bernoulli(sigmoid(r)), n=4, count; structured
+    beta_chain     inline: a binary chain n=4 with stay probability p ~ Beta(2, 2), count; structured
+    beta_hmm       inline: hidden regimes (stay 0.8), emission accuracy a ~ Beta(8, 2), n=3, count; structured
+    mixed_latent   inline: r ~ N(0, 1.5), h ~ Bernoulli(0.3), X_k ~ Bernoulli(sigmoid(r + 2h)), n=3; structured
+    beta_bern10    models/beta_bernoulli.py n=10 a=2 b=5, count (512 configurations: Gibbs, not summed); structured
     galton         models/galton_families.py k=3, mean (continuous, MvNormal); gaussian
     hier_gauss     inline: mu ~ N(0,1), a_j ~ N(mu,1), X_jk ~ N(a_j,1), 2x2 on [-1, 1], sum; gaussian
     hier_logit     models/hierarchical_logit.py (s ~ HalfNormal, r ~ N(0, s), X_k ~ Bernoulli(sigmoid(r))), count;
@@ -130,6 +134,53 @@ def hier_gauss():
     return DependenceModel(m, tuples=names, domains=Interval(-1.0, 1.0))
 
 
+def beta_chain():
+    """A binary chain whose stay probability is unknown: p ~ Beta(2, 2); X_0 ~ Bernoulli(0.5);
+    X_k = X_(k-1) with probability p, n = 4. Given p the chain is summed; p is sampled."""
+    import pymc as pm
+
+    from ddpbayes import DependenceModel
+
+    with pm.Model() as m:
+        p = pm.Beta("p", 2.0, 2.0)
+        prev = pm.Bernoulli("x0", 0.5)
+        for k in range(1, 4):
+            prev = pm.Bernoulli(f"x{k}", pm.math.switch(prev, p, 1 - p))
+    return DependenceModel(m, tuples=[f"x{k}" for k in range(4)])
+
+
+def beta_hmm():
+    """Hidden regimes with an unknown emission accuracy: a ~ Beta(8, 2); regimes z_k a binary
+    chain (z_0 ~ Bernoulli(0.5), stay 0.8); X_k | z_k ~ Bernoulli(a if z_k else 1 - a), n = 3."""
+    import pymc as pm
+
+    from ddpbayes import DependenceModel
+
+    with pm.Model() as m:
+        a = pm.Beta("a", 8.0, 2.0)
+        z = pm.Bernoulli("z0", 0.5)
+        for k in range(3):
+            if k:
+                z = pm.Bernoulli(f"z{k}", pm.math.switch(z, 0.8, 0.2))
+            pm.Bernoulli(f"x{k}", pm.math.switch(z, a, 1 - a))
+    return DependenceModel(m, tuples=[f"x{k}" for k in range(3)])
+
+
+def mixed_latent():
+    """A household with a continuous effect too: r ~ N(0, 1.5), h ~ Bernoulli(0.3),
+    X_k | r, h ~ Bernoulli(sigmoid(r + 2h)), n = 3 (h is summed with the records, r sampled)."""
+    import pymc as pm
+
+    from ddpbayes import DependenceModel
+
+    with pm.Model() as m:
+        r = pm.Normal("r", 0.0, 1.5)
+        h = pm.Bernoulli("h", 0.3)
+        for k in range(3):
+            pm.Bernoulli(f"x{k}", pm.math.sigmoid(r + 2 * h))
+    return DependenceModel(m, tuples=[f"x{k}" for k in range(3)])
+
+
 def hier_logit_truth(b: float, known: tuple[int, ...] = (), n: int = 4, nodes: int = 300) -> float:
     """The exact leakage of models/hierarchical_logit.py (tau = 1) for a count with Laplace(b),
     target 0 and known tuples `known` (every value of theirs tried): r = s·u with s = |z|, so
@@ -190,6 +241,11 @@ CASES = [
     Case("hier_bern", hier_bern, "count", "exact", known=(2,)),
     Case("beta_bern", ("beta_bernoulli.py", {"n": 5, "a": 2.0, "b": 5.0}), "count", "structured"),
     Case("logit_bern", logit_bern, "count", "structured"),
+    Case("beta_chain", beta_chain, "count", "structured"),
+    Case("beta_hmm", beta_hmm, "count", "structured"),
+    Case("mixed_latent", mixed_latent, "count", "structured"),
+    # ten siblings: 2^9 = 512 joint values of the others, over the 256 summed: heat-bath Gibbs samples them
+    Case("beta_bern10", ("beta_bernoulli.py", {"n": 10, "a": 2.0, "b": 5.0}), "count", "structured"),
     # s ~ HalfNormal(1), r ~ Normal(0, s), X_k ~ Bernoulli(sigmoid(r)): quadrature does not settle;
     # truth by the two-normal Gauss–Hermite formula above (ddp = idp: every record depends on every other)
     Case("hier_logit", ("hierarchical_logit.py", {}), "count", "formula",

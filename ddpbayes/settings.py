@@ -17,7 +17,7 @@ from ddpbayes.limits import DEFAULT_MAX_ADVERSARIES, DEFAULT_MAX_STATES, check_p
 from ddpbayes.vocabulary import ENGINES
 
 SEED_LIMIT = 2**32  # seeds are 0 .. 2^32 - 1, as NumPy's and PyMC's legacy seeding accept
-MIN_DRAWS = 8  # the estimate splits each chain's draws in halves; ArviZ needs 4 draws per chain in each
+MIN_DRAWS = 8  # ArviZ's diagnostics and standard errors need a few draws per chain
 METHODS = ("likelihood", "posterior")
 SEARCHES = ("full", "greedy")  # pdp: every known set, or seed 003's greedy search (a lower bound)
 EXECUTION = ("workers", "scheduler", "progress", "force", "role")  # how a run runs, not what it computes
@@ -73,8 +73,8 @@ class RunSettings:
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < SEED_LIMIT:
             raise InputError(f"--seed must be an integer from 0 to {SEED_LIMIT - 1}, got {self.seed}")
         if check_positive_int(self.draws, "--draws") < MIN_DRAWS:
-            raise InputError(f"--draws must be at least {MIN_DRAWS} (the estimate splits each chain's draws in "
-                             f"halves, and ArviZ's diagnostics need 4 draws per chain in each), got {self.draws}")
+            raise InputError(f"--draws must be at least {MIN_DRAWS} (ArviZ's diagnostics and Monte Carlo standard "
+                             f"errors need a few draws per chain), got {self.draws}")
         if isinstance(self.tune, bool) or not isinstance(self.tune, int) or self.tune < 0:
             raise InputError(f"--tune must be a non-negative integer, got {self.tune}")
         if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 0:

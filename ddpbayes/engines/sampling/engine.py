@@ -64,17 +64,17 @@ class SamplingEngine(Engine):
         """Every adversary's estimate; a model with no continuous variable is summed exactly
         instead (`summed`), and only the posterior route samples it."""
         settings = problem.settings
+        summing = _summing(problem)
+        if summing is not None:
+            return summed_leakage(problem, summing)
         plans = _each(lambda adv: (adv, _known_values(problem.model, adv, settings)), problem.adversaries,
                       settings, "planning")
-        runs = sum(len(kv) * _grid_size(problem.model, adv.target) for adv, kv in plans)
+        runs = sum(len(kv) * _grid_size(problem.model, adv.target) + 2 for adv, kv in plans)  # + 2 bounding runs
         if runs > settings.max_runs:
             raise InputError(f"this needs about {runs} MCMC runs (over {settings.max_runs}); restrict --target or "
                              "--known, or raise --max-runs")
         if settings.method == "posterior":
             return _each(lambda plan: posterior_leakage(problem, *plan, settings), plans, settings, "posterior route")
-        summing = summing_engine(problem)
-        if summing is not None:
-            return summed_leakage(problem, summing)
         _draw_all(problem.model, plans, settings)
         choices = _each(lambda plan: _choose(problem, *plan, settings), plans, settings, "choosing")
         sample_events(problem.model, [e for c in choices for e in c.bounding_events()], bounding(settings),
@@ -85,7 +85,7 @@ class SamplingEngine(Engine):
         return structural_dependence(problem.model)
 
     def notes(self, problem: Problem) -> list[str]:
-        summing = summing_engine(problem) if problem.settings.method != "posterior" else None
+        summing = _summing(problem)
         if summing is None:
             return []
         return [f"nothing to sample: every variable is discrete, so the {summing.name} engine summed the model "
@@ -93,7 +93,7 @@ class SamplingEngine(Engine):
 
     def mixtures(self, problem: Problem, adversary: Adversary, shift_invariant: bool) -> Mixtures:
         """The exact engine's mixture weights when the model was summed; otherwise none."""
-        summing = summing_engine(problem) if problem.settings.method != "posterior" else None
+        summing = _summing(problem)
         if summing is None:
             return super().mixtures(problem, adversary, shift_invariant)
         return summing.mixtures(problem, adversary, shift_invariant)
@@ -101,7 +101,7 @@ class SamplingEngine(Engine):
     def witness_curve(self, problem: Problem, notion: str, witness: Witness | None) -> Curve:
         """The same Rao–Blackwellised mixture the engine estimated, from its cached draws (the
         exact engine's curve when the model was summed)."""
-        summing = summing_engine(problem) if problem.settings.method != "posterior" else None
+        summing = _summing(problem)
         if summing is not None:
             return summing.witness_curve(problem, notion, witness)
         check_drawable(problem, witness)
@@ -116,10 +116,16 @@ class SamplingEngine(Engine):
     def witness_draws(self, problem: Problem, witness: Witness) -> list[tuple[float, np.ndarray]] | None:
         """The query's draws for trace plots: a scalar query's only (none with several outputs,
         None when the model was summed exactly)."""
-        if problem.settings.method != "posterior" and summing_engine(problem) is not None:
+        if _summing(problem) is not None:
             return None
         draws = [(t, _query_draws(problem, witness, t).expected()) for t in (witness.t, witness.t_prime)]
         return [] if draws[0][1].shape[-1] != 1 else [(t, q[..., 0]) for t, q in draws]
+
+
+def _summing(problem: Problem):
+    """The exact engine that sums the model when nothing is left to sample (likelihood route only:
+    the posterior route counts the target's draws), else None."""
+    return summing_engine(problem) if problem.settings.method != "posterior" else None
 
 
 def _each(fn: Callable[[T], U], items: Sequence[T], settings: RunSettings, phase: str) -> list[U]:

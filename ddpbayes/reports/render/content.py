@@ -65,8 +65,8 @@ def _summary(c: Collected) -> Section:
                       "notion sees, over the values x_K it knows, two values t, t' of its target and the output y; "
                       "L(y | t, x_K) is the output's density given them, the other tuples integrated out under the "
                       "model. Estimates (sampling engine) come with a 90% interval (two one-sided 95% bounds: "
-                      "a held-out lower bound and an approximate upper bound); exact and closed-form values "
-                      "need none."),
+                      "a lower bound at a witness chosen on other runs than those that bound it, and an approximate "
+                      "upper bound); exact and closed-form values need none."),
         Notes([f"`{n}`: {NOTION_MEANING[n]}" for n in c.results]
               + [f"{', '.join(which)}: {text}" for text, which in notes.items()]),
     ]
@@ -263,8 +263,12 @@ def _mcmc(c: Collected) -> Section:
     spec = c.spec
     blocks = [
         Para(f"The sampling engine ran one MCMC run per conditioning event (draws {spec.draws or 'default'}, tune "
-             f"{spec.tune or 'default'}, chains {spec.chains or 'default'} per run, seed {spec.seed}). Its verdicts "
-             "need R-hat ≤ 1.01, bulk ESS ≥ 400 and no divergences in every run (else inconclusive)."),
+             f"{spec.tune or 'default'}, chains {spec.chains or 'default'} per run, seed {spec.seed}) to choose each "
+             "witness, then fresh runs of the witness's two events, with twice the chains and other seeds, to bound "
+             "it (half of their chains estimate, the other half give the standard error); discrete variables are "
+             "summed out exactly given each draw of the continuous ones (the samplers column says how many "
+             "configurations). Its verdicts need R-hat ≤ 1.01, bulk ESS ≥ 400 and no divergences in every run "
+             "(else inconclusive)."),
         Table(["notion", "runs", "R-hat max", "bulk ESS min", "divergences", "samplers", "diagnostics"], rows),
     ]
     if c.traces:
