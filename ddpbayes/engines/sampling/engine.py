@@ -29,7 +29,7 @@ from ddpbayes.engines.curves import check_drawable, mixture_curve
 from ddpbayes.engines.sampling.estimate import Z95, Draws, Peak, bound, choose
 from ddpbayes.engines.sampling.posterior import posterior_leakage
 from ddpbayes.engines.sampling.profile import Found, profile_estimate, scalar_groups, worst_pair
-from ddpbayes.engines.sampling.summed import summed_leakage, summing_engine
+from ddpbayes.engines.sampling.summed import exact_dependence, summed_leakage, summing_engine
 from ddpbayes.engines.sampling.runs import Run, bounding, sample_event, sample_events, summarise
 from ddpbayes.errors import InputError
 from ddpbayes.model import DependenceModel, Finite
@@ -82,7 +82,9 @@ class SamplingEngine(Engine):
         return _each(lambda choice: _bound(problem, choice, settings), choices, settings, "bounding")
 
     def dependence_sets(self, problem: Problem) -> list[frozenset[int]]:
-        return structural_dependence(problem.model)
+        """An exact engine's N(i) where one reads the model (`summed.exact_dependence`), else the
+        structural sets."""
+        return exact_dependence(problem) or structural_dependence(problem.model)
 
     def notes(self, problem: Problem) -> list[str]:
         summing = _summing(problem)
