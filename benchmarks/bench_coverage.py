@@ -386,6 +386,7 @@ def summarise(row: dict) -> dict:
     row["max_abs_err"] = max(errs)
     secs = [a["seconds"] for a in audits]
     row["mean_s"], row["median_s"] = statistics.fmean(secs), statistics.median(secs)
+    row["summed"] = all(a["lo"] == a["hi"] == a["estimate"] for a in audits)  # no MCMC: summed exactly
     return row
 
 
@@ -411,7 +412,8 @@ def markdown(rows: list[dict]) -> str:
     for r in rows:
         n = r["n"]
         notion = r["notion"] + (f" (= {r['repeats']}: same K, same runs)" if r.get("repeats") else "")
-        out.append(f"| {r['model']} | {notion} | {r['truth']:.5f} ({r['truth_engine']}) | {rate(r['lb_miss'], n)} | "
+        route = r["truth_engine"] + ("; sampling engine summed it exactly" if r.get("summed") else "")
+        out.append(f"| {r['model']} | {notion} | {r['truth']:.5f} ({route}) | {rate(r['lb_miss'], n)} | "
                    f"{rate(r['ub_miss'], n)} | {rate(r['ci_miss'], n)} | {rate(r['false_fail'], n)} | "
                    f"{r['diag_failed']} | {r['mean_abs_err']:.4f} / {r['max_abs_err']:.4f} | "
                    f"{r['mean_s']:.1f} / {r['median_s']:.1f} |")
@@ -422,6 +424,13 @@ def pooled(rows: list[dict]) -> dict:
     """Sums over the rows, a row that repeats an earlier row's adversary counted once."""
     keys = ("n", "lb_miss", "ub_miss", "ci_miss", "false_fail", "diag_failed")
     return {k: sum(r[k] for r in rows if not r.get("repeats")) for k in keys}
+
+
+def pooled_lines(rows: list[dict]) -> list[tuple[str, dict, int]]:
+    """(label, sums, distinct rows) over every row and over the estimated ones (MCMC ran)."""
+    estimated = [r for r in rows if not r.get("summed")]
+    return [("all", pooled(rows), sum(not r.get("repeats") for r in rows)),
+            ("estimated (MCMC)", pooled(estimated), sum(not r.get("repeats") for r in estimated))]
 
 
 def main(argv=None) -> int:
@@ -438,10 +447,20 @@ def main(argv=None) -> int:
     p.add_argument("--json", type=Path, help="write every audit's figures here")
     p.add_argument("--markdown", action="store_true", help="print the table as Markdown too")
     p.add_argument("-v", "--verbose", action="store_true", help="one line per audit")
-    p.add_argument("--table", type=Path, help="print the table of a --json file written earlier, run nothing")
+    p.add_argument("--table", type=Path, nargs="+",
+                   help="print the table of --json files written earlier (merged; a later file's row replaces an "
+                        "earlier one of the same model and notion), run nothing")
     args = p.parse_args(argv)
     if args.table:
-        rows = [summarise(r) for r in json.loads(args.table.read_text())["rows"]]
+        merged: dict = {}
+        for path in args.table:
+            for r in json.loads(path.read_text())["rows"]:
+                merged[(r["model"], r["notion"])] = r
+        order = {name: k for k, name in enumerate(BY_NAME)}
+        rows = [summarise(r) for r in sorted(merged.values(), key=lambda r: (order.get(r["model"], 99),
+                                                                             NOTIONS.index(r["notion"])))]
+        for r in rows:
+            r.pop("repeats", None)
         mark_repeats(rows)
         report(rows, args.markdown)
         return 0
@@ -466,18 +485,19 @@ def report(rows: list[dict], as_markdown: bool) -> None:
     print(HEADER)
     for r in rows:
         print(line(r))
-    tot = pooled(rows)
-    n = tot["n"]
     print("(ddp=idp / ddp=pdp: ddp's adversary is that row's (same K), on the same cached runs; not pooled)")
-    distinct = sum(not r.get("repeats") for r in rows)
-    print(f"pooled over {distinct} distinct rows ({n} audits): LB miss {rate(tot['lb_miss'], n)}, UB miss "
-          f"{rate(tot['ub_miss'], n)}, CI miss {rate(tot['ci_miss'], n)}, false FAIL {rate(tot['false_fail'], n)}, "
-          f"diagnostics failed {tot['diag_failed']}")
+    for label, tot, distinct in pooled_lines(rows):
+        n = tot["n"]
+        print(f"pooled, {label}, over {distinct} distinct rows ({n} audits): LB miss {rate(tot['lb_miss'], n)}, UB miss "
+              f"{rate(tot['ub_miss'], n)}, CI miss {rate(tot['ci_miss'], n)}, false FAIL "
+              f"{rate(tot['false_fail'], n)}, diagnostics failed {tot['diag_failed']}")
     if as_markdown:
         print()
         print(markdown(rows))
-        print(f"| pooled | all | | {rate(tot['lb_miss'], n)} | {rate(tot['ub_miss'], n)} | {rate(tot['ci_miss'], n)} | "
-              f"{rate(tot['false_fail'], n)} | {tot['diag_failed']} | | |")
+        for label, tot, distinct in pooled_lines(rows):
+            n = tot["n"]
+            print(f"| pooled | {label} ({distinct} rows) | | {rate(tot['lb_miss'], n)} | {rate(tot['ub_miss'], n)} | "
+                  f"{rate(tot['ci_miss'], n)} | {rate(tot['false_fail'], n)} | {tot['diag_failed']} | | |")
 
 
 if __name__ == "__main__":
