@@ -201,12 +201,20 @@ def test_logistic_normal_latent_audit_warns_nothing():
 
 @pytest.mark.parametrize("claim, code", [(None, 0), ("10", 4)])
 def test_failed_diagnostics_are_said_and_a_claim_is_inconclusive(models_dir, capsys, claim, code):
-    """2 chains x 20 draws: bulk ESS at most 40, below the 400 the diagnostics ask (README, Exit
-    codes): no claim, exit 0 with the failure on the mcmc line; a claim, exit 4 (inconclusive)."""
-    argv = ["audit", str(models_dir / "household.py"), "-p", "n=3", "--query", "count", "--mechanism", "laplace",
+    """2 chains x 20 draws untuned (4 chains on the bounding runs): bulk ESS far below the 400 the
+    diagnostics ask (README, Exit codes): no claim, exit 0 with the failure on the mcmc line; a
+    claim, exit 4 (inconclusive). The Beta-Bernoulli model, whose rate is continuous, is sampled
+    (by MCMC, its records summed; a model with every variable discrete is summed exactly, issue #27),
+    and the next line says which runs chose the witness and which bounded it."""
+    argv = ["audit", str(models_dir / "beta_bernoulli.py"), "-p", "n=4", "--query", "count", "--mechanism", "laplace",
             "--scale", "1", "--notion", "idp", "--target", "0", "--engine", "sampling", "--seed", "3", "--draws", "20",
             "--tune", "0", "--information", "none", *(["--claim", claim] if claim else [])]
     assert main(argv) == code
-    mcmc = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("mcmc"))
+    lines = capsys.readouterr().out.splitlines()
+    at = next(k for k, line in enumerate(lines) if line.startswith("mcmc"))
+    mcmc = lines[at]
     assert "diagnostics FAILED" in mcmc and "raise --draws/--tune" in mcmc
+    assert re.search(r"samplers (nuts|slice)\+summed 8\b", mcmc), mcmc  # the rate sampled, the 3 other records summed
     assert ("a claim would be inconclusive" in mcmc) == (claim is None)
+    assert re.fullmatch(r"\s+chose the witness on the choosing runs \(seed 3, .*\); bounded it on fresh runs .*",
+                        lines[at + 1]), lines[at + 1]

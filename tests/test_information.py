@@ -270,10 +270,25 @@ def test_unavailable_says_why(contagious):
     from ddpbayes.problem import Adversary, Problem
     from ddpbayes.queries import parse_query
 
-    model = contagious(2)
-    problem = Problem(model, parse_query("sum").bind(model), ddpbayes.mechanisms.Laplace(1.0))
+    # a model the sampling engine samples (a continuous rate; issue #27): no exact mixture weights
+    model = load_model("models/beta_bernoulli.py", {"n": 3})
+    problem = Problem(model, parse_query("count").bind(model), ddpbayes.mechanisms.Laplace(1.0))
     with pytest.raises(NoMixtures, match="sampling engine .* not estimated"):
         engine_named("sampling").mixtures(problem, Adversary(0), True)
+    r = ddpbayes.audit(model, "count", "laplace", "idp", scale=1.0, targets=[0], engine="sampling", draws=50,
+                       tune=50, seed=0, information="nats")
+    assert r.information is None and "sampling" in r.information_reason
+
+
+def test_summed_discrete_model_has_the_exact_measures(contagious):
+    """Every variable discrete: the sampling engine sums the model exactly (issue #27) and its
+    mixtures are the exact engine's, so the measures are those of `engine="exact"` (checked
+    against quadrature above), digit for digit."""
+    kw = dict(scale=1.0, information="nats")
+    summed = ddpbayes.audit(contagious(2), "sum", "laplace", "idp", engine="sampling", **kw)
+    exact = ddpbayes.audit(contagious(2), "sum", "laplace", "idp", engine="exact", **kw)
+    assert summed.engine == "sampling" and "summed" in summed.diagnostics
+    assert summed.information is not None and summed.information == exact.information
 
 
 def test_bad_unit_is_one_line(contagious):

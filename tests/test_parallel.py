@@ -2,8 +2,11 @@
 worker compiles once, a killed worker's unit is rerun elsewhere, an unreachable scheduler is one
 line and exit 2, and `--workers 1` runs without Dask.
 
-Real LocalClusters of real worker processes, real PyMC sampling. The audits are small (household
-of three: an MCMC run per event of a fraction of a second) so the module takes about a minute.
+Real LocalClusters of real worker processes, real PyMC sampling. The audits are small (the
+Beta-Bernoulli model of three records: MCMC over its continuous rate, the records summed given it,
+an MCMC run per event of a fraction of a second) so the module takes about a minute. (A model
+whose variables are all discrete, such as the household, is summed exactly since issue #27: it
+would run no MCMC, hence no unit, at all.)
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import ddpbayes
@@ -32,7 +36,7 @@ from ddpbayes.parallel import units as parallel_units
 from ddpbayes.settings import RunSettings
 
 ROOT = Path(__file__).resolve().parent.parent
-HOUSEHOLD = ROOT / "models" / "household.py"
+BETA = ROOT / "models" / "beta_bernoulli.py"
 DDPBAYES = Path(sys.executable).with_name("ddpbayes")
 SMALL = dict(engine="sampling", draws=100, tune=100, chains=2, seed=11)
 
@@ -44,10 +48,10 @@ def clusters():
     close_clusters()
 
 
-def _audit(notion: str = "pdp", **run) -> dict:
-    """The household audit's JSON without its timing: every pdp adversary of three members
-    (12 adversaries, 54 MCMC runs)."""
-    result = ddpbayes.audit(load_model(HOUSEHOLD, {"n": 3}), "count", "laplace", notion, epsilon=1.0,
+def _audit(notion: str = "pdp", n: int = 2, **run) -> dict:
+    """The Beta-Bernoulli audit's JSON without its timing: by default every pdp adversary of two
+    records (4 adversaries; 8 events choose their witnesses, fresh runs bound them)."""
+    result = ddpbayes.audit(load_model(BETA, {"n": n}), "count", "laplace", notion, epsilon=1.0,
                             lattice=notion == "pdp", **{**SMALL, **run})
     out = result.to_dict()
     out.pop("seconds")
@@ -66,7 +70,7 @@ def serial() -> str:
 def test_same_json_for_one_two_and_three_workers(serial):
     for workers in (2, 3):
         assert _text(_audit(workers=workers)) == serial, f"{workers} workers"
-    assert len(json.loads(serial)["lattice"]) == 12
+    assert len(json.loads(serial)["lattice"]) == 4
 
 
 def test_existing_cluster_gives_the_same_json(serial):
@@ -90,8 +94,10 @@ def _count_builds() -> None:
         return original_load(self)
 
     def step(self, confined):
-        counts["compiled"] += confined not in self._steps
-        return original_step(self, confined)
+        before = len(self._steps)
+        out = original_step(self, confined)
+        counts["compiled"] += len(self._steps) > before  # a step set built (however the engine keys them)
+        return out
 
     def run(self, settings, key):
         counts["runs"] += 1
@@ -108,15 +114,17 @@ def _read_counts() -> dict:
 
 
 def test_each_worker_compiles_once():
-    """pdp with x0 known, targets x1 and x2: 8 events on two sets of fixed tuples ({0,1} and
-    {0,2}). Each worker builds the model once and compiles at most one step set per fixed set,
-    however many of the 8 runs it draws: the compile cost is per worker, not per unit."""
+    """pdp with x0 known, targets x1 and x2: 8 events that choose the witnesses, on two sets of
+    fixed tuples ({0,1} and {0,2}), then 2 fresh runs per adversary that bound them (issue #27:
+    the same events, so the same fixed sets): 12 MCMC runs. Each worker builds the model once
+    and compiles at most one step set per fixed set, however many of the 12 runs it draws: the
+    compile cost is per worker, not per unit."""
     client = client_for(2)
     client.run(_count_builds)
-    ddpbayes.audit(load_model(HOUSEHOLD, {"n": 3}), "count", "laplace", "pdp", epsilon=1.0, known=[0],
+    ddpbayes.audit(load_model(BETA, {"n": 3}), "count", "laplace", "pdp", epsilon=1.0, known=[0],
                    targets=[1, 2], workers=2, **{**SMALL, "seed": 12})
     counts = list(client.run(_read_counts).values())
-    assert sum(c["runs"] for c in counts) == 8
+    assert sum(c["runs"] for c in counts) == 8 + 2 * 2
     for c in counts:
         assert c["loads"] <= 1
         assert c["compiled"] <= 2
@@ -132,7 +140,7 @@ def test_killed_worker_unit_is_rerun_and_result_unchanged():
     """SIGKILL one of the LocalCluster's worker processes while it draws a unit: the scheduler
     reruns the unit on the other worker (the nanny restarts the dead one) and the audit's JSON is
     that of the serial run, bit for bit."""
-    run = dict(notion="idp", draws=1500, tune=500)
+    run = dict(notion="idp", n=3, draws=800, tune=200)  # 12 units of about half a second each
     expected = _text(_audit(workers=1, **run))
     client = client_for(2)
     pids = client.run(os.getpid)
@@ -172,12 +180,16 @@ def test_model_built_in_python_runs_here():
     in this process (same numbers as always)."""
     from ddpbayes.engines.sampling.runs import _event_unit
 
-    spec = {"__file__": str(HOUSEHOLD)}
-    exec(compile(HOUSEHOLD.read_text(), str(HOUSEHOLD), "exec"), spec)
+    spec = {"__file__": str(BETA)}
+    exec(compile(BETA.read_text(), str(BETA), "exec"), spec)
     model = spec["build"](n=2)
+    loaded = load_model(BETA, {"n": 2})
     assert "built in Python" in portable([(model, {0: 1.0}, RunSettings())])
-    assert portable([(load_model(HOUSEHOLD, {"n": 2}), {0: 1.0}, RunSettings())]) is None
-    assert _event_unit((model, {0: 1.0}, RunSettings(draws=20, tune=20))).x.shape == (2, 20, 2)
+    assert portable([(loaded, {0: 1.0}, RunSettings())]) is None
+    here = _event_unit((model, {0: 1.0}, RunSettings(draws=20, tune=20)))
+    # MCMC over the rate, x1's two values summed given each draw: (chains, draws, configurations, tuples)
+    assert re.fullmatch(r"(nuts|slice)\+summed 2", here.sampler) and here.x.shape == (2, 20, 2, 2)
+    np.testing.assert_array_equal(here.x, _event_unit((loaded, {0: 1.0}, RunSettings(draws=20, tune=20))).x)
 
 
 def _free_port() -> int:
@@ -186,7 +198,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-AUDIT = [str(DDPBAYES), "audit", str(HOUSEHOLD), "-p", "n=3", "--query", "count", "--mechanism", "laplace",
+AUDIT = [str(DDPBAYES), "audit", str(BETA), "-p", "n=3", "--query", "count", "--mechanism", "laplace",
          "--epsilon", "1", "--notion", "idp", "--engine", "sampling", "--draws", "100", "--tune", "100"]
 
 
@@ -268,7 +280,7 @@ def test_worker_bound_by_cores_and_by_memory(monkeypatch):
 def test_one_worker_runs_without_dask():
     """`--workers 1`: the units run in this process, and neither dask nor distributed is imported."""
     code = ("import sys, ddpbayes; from ddpbayes.model.loading import load_model; "
-            f"r = ddpbayes.audit(load_model({str(HOUSEHOLD)!r}, {{'n': 2}}), 'count', 'laplace', 'idp', epsilon=1.0, "
+            f"r = ddpbayes.audit(load_model({str(BETA)!r}, {{'n': 2}}), 'count', 'laplace', 'idp', epsilon=1.0, "
             "engine='sampling', draws=20, tune=20, workers=1); "
             "print(r.leakage > 0, sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')))")
     env = {k: v for k, v in os.environ.items() if k != "DDPBAYES_WORKERS"}
@@ -277,16 +289,20 @@ def test_one_worker_runs_without_dask():
 
 
 def test_cli_one_progress_bar_over_the_units():
-    """The CLI on two workers: one progress line over every MCMC run, saying where they run (the
-    JSON's equality across worker counts is tested above, through the same `audit`)."""
+    """The CLI on two workers: one progress line over every MCMC run of each phase, saying where
+    they run (the JSON's equality across worker counts is tested above, through the same `audit`).
+    idp of three records: 6 events choose the witnesses, then 2 fresh runs per target bound them
+    (issue #27): two phases of 6 runs each, each with its own line."""
     text = subprocess.run([*AUDIT, "--workers", "2"], capture_output=True, text=True, timeout=300)
     assert text.returncode == 0, text.stderr
     lines = [line for line in text.stderr.splitlines() if line.startswith("ddpbayes: sampling") and "MCMC" in line]
-    assert "ddpbayes: sampling: 6 MCMC runs on 2 Dask workers (the embedded cluster)" in lines
-    bar = [line for line in lines if "on 2 Dask workers" not in line]
-    assert all(re.fullmatch(r"ddpbayes: sampling [0-6]/6 MCMC runs, \S+/s, .+ elapsed, .+ left", line)
-               for line in bar), bar
-    assert bar[-1].startswith("ddpbayes: sampling 6/6 MCMC runs")
+    for phase in ("sampling", "sampling (bounding)"):
+        assert f"ddpbayes: {phase}: 6 MCMC runs on 2 Dask workers (the embedded cluster)" in lines, lines
+        bar = [line for line in lines if re.match(rf"ddpbayes: {re.escape(phase)} \d", line)]
+        assert bar and all(re.fullmatch(rf"ddpbayes: {re.escape(phase)} [0-6]/6 MCMC runs, \S+/s, .+ elapsed, .+ left",
+                                        line) for line in bar), bar
+        assert bar[-1].startswith(f"ddpbayes: {phase} 6/6 MCMC runs")
+    assert len([line for line in lines if "on 2 Dask workers" in line]) == 2  # one line per phase, no other
     assert not [line for line in text.stderr.splitlines() if "given" in line]  # no second, per-run bar
 
 
@@ -312,7 +328,7 @@ def test_unguarded_script_is_not_rerun_by_the_workers(tmp_path):
     script = tmp_path / "audit_me.py"
     script.write_text(
         "import ddpbayes\n"
-        f"model = ddpbayes.load_model({str(HOUSEHOLD)!r}, {{'n': 2}})\n"
+        f"model = ddpbayes.load_model({str(BETA)!r}, {{'n': 2}})\n"
         "r = ddpbayes.audit(model, 'count', 'laplace', 'idp', epsilon=1.0, engine='sampling', draws=20, tune=20,\n"
         "                   workers=2)\n"
         "print('leakage', r.leakage > 0)\n")

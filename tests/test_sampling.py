@@ -7,11 +7,18 @@ upper)) must contain the truth; the lower bound is a one-sided 95% bound, the up
 approximate, so one run can miss by chance: the seeds are fixed (same seed, same numbers) and
 the slow coverage tests (tests/test_sampling_slow.py) measure how often the bounds hold.
 
+Since issue #27 the engine samples only what it cannot sum: a model whose variables are all
+discrete (the household, Markov chains) is summed exactly (interval of width zero, no MCMC run:
+those tests check the exact value, to 1e-9); in a model with continuous variables (Beta-Bernoulli)
+the discrete ones are summed given each draw of the continuous ones. The witness is chosen on one
+set of runs and bounded on fresh runs of its two events, so `runs` counts both. Tests of the MCMC
+machinery use models that still sample.
+
 Runs are cached on a model instance, so tests that share a fixture model and the same sampler
 settings share the MCMC runs; reproducibility checks load fresh instances.
 
-Default run: small draws (household: 500-1000 draws, Gaussian and example-1: 500), each test a
-few seconds. The heavier end-to-end checks (4000 draws, dense quadrature, several fresh
+Default run: small draws (Beta-Bernoulli: 20-1000 draws, Gaussian and example-1: 500), each test
+a few seconds. The heavier end-to-end checks (4000 draws, dense quadrature, several fresh
 1000-draw runs) are marked slow here, next to a fast test that covers the same code path
 (named in the slow test's docstring); coverage frequencies are in tests/test_sampling_slow.py,
 also marked slow.
@@ -22,6 +29,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import re
 import textwrap
 
 import arviz as az
@@ -29,6 +37,7 @@ import numpy as np
 import pymc as pm
 import pytensor
 import pytest
+from bruteforce import leak_bruteforce, markov_joint
 from conftest import MODELS
 from scipy import stats
 from scipy.special import logsumexp
@@ -43,6 +52,7 @@ HOUSEHOLD = str(MODELS / "household.py")
 EXAMPLE1 = str(MODELS / "ddp_example1.py")
 BETA_BERNOULLI = str(MODELS / "beta_bernoulli.py")
 HOME = str(MODELS / "home_occupancy.py")
+MARKOV = str(MODELS / "markov_chain.py")
 
 FAST = dict(engine="sampling", draws=500, tune=500, chains=2)
 
@@ -93,6 +103,12 @@ def household_leak(n=3, b=1.0, target=0, known=(), **params) -> float:
             for y in ys:
                 best = max(best, enumerated_log_ratio(y, q, prob, sel_t, sel_tp, b))
     return best
+
+
+def sampled_and_summed(samplers: list[str], configurations: int) -> bool:
+    """Every run sampled the continuous variables (NUTS or Slice: the engine's choice) and summed
+    the `configurations` joint values of the free discrete ones given each draw (issue #27)."""
+    return len(samplers) == 1 and re.fullmatch(rf"(nuts|slice)\+summed {configurations}", samplers[0]) is not None
 
 
 def contains(ci, truth, below=0.0, above=0.0) -> bool:
@@ -236,20 +252,61 @@ def test_household_idp_hand_derivation():
     assert exact.leakage == pytest.approx(closed, abs=1e-9)
 
 
-def test_household_idp_within_interval(household3):
+def assert_summed(r, truth: float) -> None:
+    """`r` is the sampling engine's exact summation (issue #27: a model whose variables are all
+    discrete is not sampled): the value `truth` (derived in the test) to 1e-9, an interval of
+    width zero on it, no MCMC run, and a diagnostics record that says so."""
+    assert r.engine == "sampling"
+    assert r.leakage == pytest.approx(truth, abs=1e-9)
+    assert tuple(r.ci) == (r.leakage, r.leakage)
+    assert r.diagnostics["runs"] == 0 and r.diagnostics["ok"] is True and r.diagnostics["exact"] is True
+    assert "summed" in r.diagnostics and "samplers" not in r.diagnostics
+
+
+def test_household_idp_summed_exactly(household3):
+    """Every variable of the household (h and the members) is discrete, so engine="sampling"
+    sums it exactly: the hand derivation above, 1.9705551596, to 1e-9, with no MCMC run; the
+    engine has no draws to plot (`witness_draws`)."""
+    from ddpbayes.engines import engine_named
+    from ddpbayes.mechanisms import Laplace
+    from ddpbayes.problem import Problem
+    from ddpbayes.queries import parse_query
+    from ddpbayes.settings import RunSettings
+
     truth = household_leak(3)  # 1.9705551596 (derivation above)
     r = audit(household3, "count", "laplace", "idp", scale=1, targets=[0], seed=0, **FAST)
-    assert r.engine == "sampling"
-    lo, hi = r.ci
-    assert 0 < lo <= r.leakage <= hi
-    assert contains(r.ci, truth), (r.ci, truth)
+    assert_summed(r, truth)
     assert {r.witness.t, r.witness.t_prime} == {0.0, 1.0}
-    assert r.diagnostics["runs"] == 2 and r.diagnostics["samplers"] == ["gibbs"]
-    assert hi - lo < 0.5  # an interval that says something
+    problem = Problem(household3, parse_query("count").bind(household3), Laplace(1.0), settings=RunSettings(**FAST))
+    assert engine_named("sampling").witness_draws(problem, r.witness) is None
+
+
+def test_discrete_model_summed_exactly_api_and_text(capsys):
+    """A second all-discrete model, markov_chain.py (n = 5, p_stay = 0.8, stationary start: X_0 ~
+    Bernoulli(1/2), P(X_k = X_(k-1)) = 0.8), pdp of the middle day X_2 knowing days 0 and 4, count,
+    Laplace(1): by brute force over the 32 configurations on a y grid holding every breakpoint and
+    both tails (tests/bruteforce.py, no ddpbayes), 2.04765 (the model's docstring). The sampling
+    engine sums it exactly (value to 1e-9, width zero, no run), and the text output says so: the
+    interval is named "exact (summed, width zero)" and the mcmc line says nothing was sampled."""
+    truth = leak_bruteforce(markov_joint(5, p0=0.5, p_stay1=0.8, p_up=0.2), [[0.0, 1.0]] * 5, np.ones(5), 1.0,
+                            target=2, known=(0, 4))
+    assert truth == pytest.approx(2.04765, abs=1e-5)
+    r = audit(load_model(MARKOV), "count", "laplace", "pdp", scale=1, targets=[2], known=[0, 4], seed=0, **FAST)
+    assert_summed(r, truth)
+    assert r.verdict is None
+    code = main(["audit", MARKOV, "--query", "count", "--mechanism", "laplace", "--scale", "1", "--notion", "pdp",
+                 "--target", "2", "--known", "0,4", "--engine", "sampling", "--claim", "2.05"])
+    out = capsys.readouterr().out
+    assert code == 0, out  # 2.04765 <= 2.05: an exact value passes a claim it meets
+    assert f"exact (summed, width zero) [{truth:.6g}, {truth:.6g}]" in out, out
+    mcmc = [line for line in out.splitlines() if line.startswith("mcmc")]
+    assert len(mcmc) == 1 and mcmc[0].startswith("mcmc       none: summed exactly") and "no MCMC run" in mcmc[0]
+    assert "chose the witness" not in out and "90% interval" not in out
 
 
 def test_household_pdp_known_exhaustive(household3):
-    """pdp with K = {1}: x_1 is discrete, so both values x_1 in {0, 1} are enumerated (4 runs).
+    """pdp with K = {1}: x_1 is discrete, so both values x_1 in {0, 1} are enumerated; every
+    variable is discrete, so the sampling engine sums them exactly (no MCMC run, issue #27).
     Truth by numpy enumeration: max over x_1, (t, t') and y of the enumerated log-ratio; it is
     reached at x_1 = 1, y <= 0 (t = 0 vs t' = 1): 1.4309428760."""
     truth = household_leak(3, known=(1,))
@@ -258,10 +315,9 @@ def test_household_pdp_known_exhaustive(household3):
                   engine="exact")
     assert exact.leakage == pytest.approx(truth, abs=1e-9)
     r = audit(household3, "count", "laplace", "pdp", scale=1, targets=[0], known=[1], seed=0, **FAST)
-    assert r.diagnostics["pass_blocked"] is None
-    assert r.diagnostics["runs"] == 4
-    assert contains(r.ci, truth), (r.ci, truth)
-    assert r.witness.known_values is not None and set(r.witness.known_values) == {1}
+    assert_summed(r, truth)  # every variable discrete: summed exactly, no run (issue #27)
+    assert r.witness.known_values == {1: 1.0}
+    assert (r.witness.t, r.witness.t_prime) == (0.0, 1.0)  # reached at x_1 = 1, y <= 0, t = 0 vs t' = 1
 
 
 # --- 2. agreement with the gaussian engine --------------------------------------------------
@@ -276,7 +332,7 @@ def test_gaussian_within_interval(gaussian3):
     assert g.leakage == pytest.approx(truth, abs=1e-9)
     r = audit(gaussian3, "sum", "laplace", "idp", scale=1, targets=[0], seed=1, **FAST)
     assert contains(r.ci, truth), (r.ci, truth)
-    assert r.diagnostics["samplers"] == ["nuts"] and r.diagnostics["divergences"] == 0
+    assert r.diagnostics["samplers"] in (["nuts"], ["slice"]) and r.diagnostics["divergences"] == 0
     assert {r.witness.t, r.witness.t_prime} == {0.0, 1.0}  # the sup pairs the domain's ends
 
 
@@ -291,12 +347,15 @@ def test_example1_target_di(example1):
     e^{-|y - 1.5 - c|/b} / e^{-|y - c|/b} <= e^{1.5/b}, hence so is g's, and as y -> +inf every
     kernel ratio equals e^{1.5/b}: leak = 1.5/b (t = 1 vs t' = 0).
     Difference D_i - D_j = 0.5 t - 0.5 X: the same argument with shift 0.5: leak = 0.5/b.
-    Both queries use the same runs (given D_i = t), cached on the model."""
+    Both queries use the same choosing runs (given D_i = t), cached on the model."""
     s = audit(example1, "sum", "laplace", "idp", scale=1, targets=[0], seed=0, **FAST)
     assert contains(s.ci, 1.5), s.ci
     d = audit(example1, "linear:1,-1", "laplace", "idp", scale=1, targets=[0], seed=0, **FAST)
     assert contains(d.ci, 0.5), d.ci
-    assert s.diagnostics["runs"] == d.diagnostics["runs"] == 5  # the 5-point grid of D_i, endpoints included
+    # the 5-point grid of D_i (endpoints included) chose the witness, and fresh runs of its two
+    # events bounded it (issue #27): 5 + 2 runs
+    assert s.diagnostics["runs"] == d.diagnostics["runs"] == 5 + 2
+    assert "2 chains x 500 draws" in s.diagnostics["runs_chose"] and "chains 3-4" in s.diagnostics["runs_bounded"]
 
 
 def test_example1_target_dj(example1):
@@ -356,7 +415,9 @@ def test_beta_bernoulli_closed_form():
     assert hand == pytest.approx(1.8403102153, abs=1e-9)
     r = audit(load_model(BETA_BERNOULLI, {"n": 4}), "count", "laplace", "idp", scale=1, targets=[0], seed=0, **FAST)
     assert contains(r.ci, hand), (r.ci, hand)
-    assert "nuts" in r.diagnostics["samplers"][0]  # continuous latent rate (NUTS) + Gibbs for the records
+    # the continuous rate sampled; given it, the 3 other records' 2^3 = 8 values are summed exactly (issue #27)
+    assert sampled_and_summed(r.diagnostics["samplers"], 8), r.diagnostics["samplers"]
+    assert r.diagnostics["runs"] == 2 + 2  # t = 0, 1 chose the witness; fresh runs of both bounded it
 
 
 # --- 5. home_occupancy (continuous, non-Gaussian) --------------------------------------------
@@ -411,10 +472,12 @@ def check_home_pair(b: float, truth: float) -> None:
 
 def test_failing_diagnostics_inconclusive():
     """20 draws without tuning: R-hat / ESS cannot pass (ESS_MIN is 400 over all chains, and
-    2 chains x 20 draws = 40 < 400), so no verdict may be drawn even where the bounds alone
-    would decide: claim 10 lies above the upper bound (would pass), claim 0.01 below the lower
-    bound (would fail); both must be inconclusive, with the reason."""
-    m = load_model(HOUSEHOLD, {"n": 3})
+    2 chains x 20 draws = 40 on the choosing runs, 4 x 20 = 80 on the bounding ones, far below),
+    so no verdict may be drawn even where the bounds alone would decide: claim 10 lies above the
+    upper bound (would pass), claim 0.01 below the lower bound (would fail); both must be
+    inconclusive, with the reason. Beta-Bernoulli n = 4 (truth 1.8403): its continuous rate is
+    sampled by MCMC (a model with every variable discrete is summed exactly, issue #27)."""
+    m = load_model(BETA_BERNOULLI, {"n": 4})
     kw = dict(scale=1, targets=[0], engine="sampling", seed=3, draws=20, tune=0)
     r = audit(m, "count", "laplace", "idp", claim=10.0, **kw)
     assert r.diagnostics["ok"] is False
@@ -427,19 +490,21 @@ def test_failing_diagnostics_inconclusive():
 
 
 def test_failing_diagnostics_cli_exit_4(capsys):
-    code = main(["audit", HOUSEHOLD, "-p", "n=3", "--query", "count", "--mechanism", "laplace", "--scale", "1",
+    """The same run as test_failing_diagnostics_inconclusive through the CLI: exit 4."""
+    code = main(["audit", BETA_BERNOULLI, "-p", "n=4", "--query", "count", "--mechanism", "laplace", "--scale", "1",
                  "--notion", "idp", "--target", "0", "--claim", "10", "--engine", "sampling", "--seed", "3",
                  "--draws", "20", "--tune", "0", "--format", "json"])
     out = json.loads(capsys.readouterr().out)
     assert code == 4
     assert out["verdict"] == "inconclusive" and "diagnostics" in out["verdict_reason"]
+    assert out["diagnostics"]["ok"] is False and out["diagnostics"]["runs"] == 4
 
 
 # --- 7. verdict logic, exit codes, reproducibility ---------------------------------------------
 
 
-def _cli_household(seed: int, claim: float, capsys) -> tuple[int, dict]:
-    code = main(["audit", HOUSEHOLD, "-p", "n=3", "--query", "count", "--mechanism", "laplace", "--scale", "1",
+def _cli_beta_bernoulli(seed: int, claim: float, capsys) -> tuple[int, dict]:
+    code = main(["audit", BETA_BERNOULLI, "-p", "n=4", "--query", "count", "--mechanism", "laplace", "--scale", "1",
                  "--notion", "idp", "--target", "0", "--claim", str(claim), "--engine", "sampling",
                  "--seed", str(seed), "--draws", "1000", "--tune", "1000", "--format", "json"])
     return code, json.loads(capsys.readouterr().out)
@@ -451,15 +516,17 @@ def _drop(d: dict, *keys) -> dict:
 
 @pytest.mark.slow
 def test_verdicts_exit_codes_and_reproducibility(capsys):
-    """1000 draws pass the diagnostics on household n = 3 (seed 0). The truth is 1.97056;
-    claim 5 is far above any upper bound (the count's range is 3, so no estimate can exceed
-    3 + a small margin) -> pass, exit 0; claim 0.5 is far below -> fail, exit 1. The same seed
-    on fresh model loads (the API, then the CLI twice) gives the same JSON but for `seconds`
-    (and the claim-dependent fields between the two claims); another seed gives other numbers.
-    Slow: four fresh 1000-draw audits. Fast counterpart: test_verdicts_and_cli_reproducibility
-    (pass, fail and inside-the-interval from one API run, the CLI once)."""
+    """1000 draws pass the diagnostics on Beta-Bernoulli n = 4 (seed 0; its rate is sampled by
+    MCMC, the household is summed exactly since issue #27). The truth is 1.84031
+    (beta_bernoulli_leak); claim 5 is far above any upper bound (the count's range is 4, so no
+    estimate can exceed 4 + a small margin) -> pass, exit 0; claim 0.5 is far below -> fail,
+    exit 1. The same seed on fresh model loads (the API, then the CLI twice) gives the same JSON
+    but for `seconds` (and the claim-dependent fields between the two claims); another seed
+    gives other numbers. Slow: four fresh 1000-draw audits. Fast counterpart:
+    test_verdicts_and_cli_reproducibility (pass, fail and inside-the-interval from one API run,
+    the CLI once)."""
     kw = dict(scale=1, targets=[0], engine="sampling", seed=0, draws=1000, tune=1000)
-    model = load_model(HOUSEHOLD, {"n": 3})
+    model = load_model(BETA_BERNOULLI, {"n": 4})
     api = audit(model, "count", "laplace", "idp", claim=5.0, information="nats", **kw)  # as the CLI asks
     assert api.diagnostics["ok"] is True
     assert api.verdict == "pass" and "upper bound" in api.verdict_reason
@@ -467,32 +534,35 @@ def test_verdicts_exit_codes_and_reproducibility(capsys):
     mid = audit(model, "count", "laplace", "idp", claim=0.5 * (api.ci[0] + api.ci[1]), **kw)
     assert mid.verdict == "inconclusive" and "inside the interval" in mid.verdict_reason
 
-    code, high = _cli_household(0, 5.0, capsys)
+    code, high = _cli_beta_bernoulli(0, 5.0, capsys)
     assert code == 0 and high["verdict"] == "pass"
     assert _drop(high, "seconds") == _drop(json.loads(api.to_json()), "seconds")
 
-    code, low = _cli_household(0, 0.5, capsys)
+    code, low = _cli_beta_bernoulli(0, 0.5, capsys)
     assert code == 1 and low["verdict"] == "fail" and "lower bound" in low["verdict_reason"]
     claimed = ("seconds", "claim", "verdict", "verdict_reason")
     assert _drop(low, *claimed) == _drop(high, *claimed)
 
-    other = audit(load_model(HOUSEHOLD, {"n": 3}), "count", "laplace", "idp", scale=1, targets=[0],
+    other = audit(load_model(BETA_BERNOULLI, {"n": 4}), "count", "laplace", "idp", scale=1, targets=[0],
                   engine="sampling", seed=1, draws=1000, tune=1000)
     assert other.leakage != api.leakage and tuple(other.ci) != tuple(api.ci)
 
 
 def test_verdicts_and_cli_reproducibility(capsys):
     """The verdict branches of an estimate with passing diagnostics, from one run (cached on the
-    model): household n = 3, 1000 draws, seed 0 (the settings of the slow
-    test_verdicts_exit_codes_and_reproducibility; 500 draws do not reach ESS 400). Truth 1.97056:
-    claim 5 lies above any upper bound (the count's range is 3) -> pass; claim 0.5 below any
-    lower bound -> fail; a claim between the bounds -> inconclusive. The CLI on a fresh load with
-    the same seed reproduces the API's JSON but for `seconds` and exits 1 on the failed claim."""
+    model): Beta-Bernoulli n = 4, 1000 draws, seed 0 (the settings of the slow
+    test_verdicts_exit_codes_and_reproducibility; 500 draws do not reach ESS 400; a model with
+    every variable discrete is summed exactly, issue #27, so the household would run no MCMC).
+    Truth 1.84031: claim 5 lies above any upper bound (the count's range is 4) -> pass; claim
+    0.5 below any lower bound -> fail; a claim between the bounds -> inconclusive. The CLI on a
+    fresh load with the same seed reproduces the API's JSON but for `seconds` and exits 1 on the
+    failed claim."""
     kw = dict(scale=1, targets=[0], engine="sampling", seed=0, draws=1000, tune=1000)
-    model = load_model(HOUSEHOLD, {"n": 3})
+    model = load_model(BETA_BERNOULLI, {"n": 4})
     high = audit(model, "count", "laplace", "idp", claim=5.0, **kw)
     assert high.diagnostics["ok"] is True and high.diagnostics["pass_blocked"] is None
-    assert contains(high.ci, household_leak(3)), high.ci
+    assert sampled_and_summed(high.diagnostics["samplers"], 8), high.diagnostics["samplers"]
+    assert contains(high.ci, beta_bernoulli_leak()), high.ci
     assert high.verdict == "pass" and "upper bound" in high.verdict_reason
     mid = audit(model, "count", "laplace", "idp", claim=0.5 * (high.ci[0] + high.ci[1]), **kw)
     assert mid.verdict == "inconclusive" and "inside the interval" in mid.verdict_reason
@@ -500,7 +570,7 @@ def test_verdicts_and_cli_reproducibility(capsys):
     assert low.verdict == "fail" and "lower bound" in low.verdict_reason
     assert (low.leakage, low.ci) == (high.leakage, high.ci)  # the same runs
 
-    code, cli = _cli_household(0, 0.5, capsys)
+    code, cli = _cli_beta_bernoulli(0, 0.5, capsys)
     assert code == 1 and cli["verdict"] == "fail"
     assert cli["information"] is None and "sampling" in cli["information_reason"]  # 004's measures: not estimated
     assert _drop(cli, "seconds") == _drop(json.loads(low.to_json()), "seconds")
@@ -559,6 +629,25 @@ def test_posterior_route_matches_bayes_fast(household3):
     assert judge_with_passing_diagnostics(r, 10.0) == ("inconclusive", blocked)
 
 
+def test_posterior_route_still_samples_a_discrete_model(household3):
+    """The likelihood route sums a model whose variables are all discrete (issue #27); the
+    posterior route counts the target's sampled values, so it still samples it: heat-bath Gibbs
+    runs (one prior and a posterior per output tried: min - b, median and max + b of the prior
+    count, then fresh runs of the chosen prior and posterior: 1 + 3 + 2), an interval of positive
+    width, no "summed" record; the text output reports the MCMC runs, not a summation. Same runs
+    as test_posterior_route_matches_bayes_fast (cached on the fixture)."""
+    from ddpbayes.cli.text import audit_text
+
+    r = audit(household3, "count", "laplace", "idp", scale=1, targets=[0], seed=0, method="posterior", **FAST)
+    d = r.diagnostics
+    assert r.engine == "sampling" and d["method"] == "posterior"
+    assert d["runs"] == 1 + 3 + 2 and d["samplers"] == ["gibbs"]
+    assert "summed" not in d and not d.get("exact")
+    assert r.ci[1] > r.ci[0]
+    text = audit_text(r)
+    assert "mcmc       6 runs" in text and "summed" not in text and "90% interval" in text, text
+
+
 def test_posterior_se_accounts_for_complementary_levels():
     """The posterior route's standard error of a held-out log odds ratio (posterior.py `_se`).
 
@@ -580,8 +669,8 @@ def test_posterior_se_accounts_for_complementary_levels():
         return Run(("synthetic", seed), np.stack([x, np.zeros_like(x)], axis=-1), "none", 0)
 
     post, prior = run(1), run(2)
-    reported = _se(post, prior, 0, np.array([1.0, 0.0]))
-    n = post.x[:, post.x.shape[1] // 2:, 0].size  # draws in the held-out half: 2 chains x 1000
+    reported = _se(post, prior, 0, np.array([1.0, 0.0]), slice(0, 1))  # the first chain of each run
+    n = post.x[0:1, :, 0].size  # draws in that chain: 2000
     delta = math.sqrt(2 / (n * p * (1 - p)))
     sims = []
     for _ in range(4000):
@@ -710,8 +799,12 @@ def test_condition_household_exact_and_sampled():
     """Household n = 3 given X_0 = 1: P(X_1 = 1 | X_0 = 1) = P(X_0 = X_1 = 1) / P(X_0 = 1)
     = (.2 * .8 * .8 + .8 * .1 * .1) / (.2 * .8 + .8 * .1) = .136 / .24 = 0.56667.
     Exactly, from the conditioned model's log-density over its 8 free configurations
-    (h, x1, x2), and from its Gibbs draws within 4 Monte Carlo standard errors."""
-    from ddpbayes.engines.sampling.runs import sample_event
+    (h, x1, x2); exactly again from the engine's run, which sums those 8 configurations
+    (`condition(..., summed=True)`, issue #27: nothing is left to sample, every draw carries the
+    summed law); and from heat-bath Gibbs draws of the unsummed conditioned model (the sampler
+    of discrete variables with more than MAX_SUMMED configurations) within 4 Monte Carlo
+    standard errors."""
+    from ddpbayes.engines.sampling.runs import Chains, sample_event
     from ddpbayes.settings import RunSettings
 
     hand = (0.2 * 0.8 * 0.8 + 0.8 * 0.1 * 0.1) / (0.2 * 0.8 + 0.8 * 0.1)
@@ -730,9 +823,17 @@ def test_condition_household_exact_and_sampled():
     weights = np.array(weights) / sum(weights)
     assert float(weights @ np.array(x1)) == pytest.approx(hand, abs=1e-12)
 
-    run = sample_event(model, {0: 1.0}, RunSettings(draws=1000, tune=500, chains=2, seed=0))
-    assert np.all(run.x[..., 0] == 1.0)
-    draws = run.x[..., 1]
+    summed = sample_event(model, {0: 1.0}, RunSettings(draws=10, tune=10, chains=2, seed=0))
+    assert summed.sampler == "none" and summed.x.shape == (2, 10, 8, 3) and summed.logw.shape == (2, 10, 8)
+    assert np.all(summed.x[..., 0] == 1.0)
+    law = np.exp(summed.logw)
+    np.testing.assert_allclose(law.sum(axis=-1), 1.0, atol=1e-12)
+    np.testing.assert_allclose((law * summed.x[..., 1]).sum(axis=-1), hand, atol=1e-12)
+
+    gibbs = Chains(condition(model, {0: 1.0})).run(RunSettings(draws=1000, tune=500, chains=2, seed=0), ("test",))
+    assert gibbs.sampler == "gibbs" and gibbs.logw is None
+    assert np.all(gibbs.x[..., 0] == 1.0)
+    draws = gibbs.x[..., 1]
     mcse = float(np.ravel(az.mcse(draws))[0])
     assert abs(draws.mean() - hand) < 4 * mcse, (draws.mean(), hand, mcse)
 
@@ -819,17 +920,20 @@ def test_slice_draws_do_not_depend_on_earlier_runs():
 
 
 def test_gibbs_draws_do_not_depend_on_earlier_runs():
-    """Discrete stand-ins are sampled with PyMC's CategoricalGibbsMetropolis, which shuffles its
-    list of dimensions in place at every step: every chain restarts from the built order, so a
-    run drawn after other runs on the same compiled step gives the same draws, bit for bit
-    (household: the latent h and three members are discrete)."""
+    """Discrete stand-ins with more than MAX_SUMMED (256) joint values are sampled with heat-bath
+    Gibbs (a CategoricalGibbsMetropolis, which shuffles its list of dimensions in place at every
+    step): every chain restarts from the built order, so a run drawn after other runs on the same
+    compiled step gives the same draws, bit for bit. Household of nine given X_0: h and eight
+    members are free, 2^9 = 512 > 256 values, so they are sampled, not summed (issue #27)."""
     from ddpbayes.engines.sampling.runs import sample_event
+    from ddpbayes.model.condition import MAX_SUMMED
     from ddpbayes.settings import RunSettings
 
+    assert 2**9 > MAX_SUMMED >= 2**8
     kw = dict(draws=100, tune=50, chains=2, seed=5)
-    fresh = [sample_event(load_model(HOUSEHOLD), {0: 1.0}, RunSettings(**kw))]
-    assert fresh[0].sampler == "gibbs"
-    model = load_model(HOUSEHOLD)
+    fresh = [sample_event(load_model(HOUSEHOLD, {"n": 9}), {0: 1.0}, RunSettings(**kw))]
+    assert fresh[0].sampler == "gibbs" and fresh[0].x.shape == (2, 100, 9)
+    model = load_model(HOUSEHOLD, {"n": 9})
     sample_event(model, {0: 0.0}, RunSettings(**kw))  # shuffles the same Gibbs step first
     np.testing.assert_array_equal(sample_event(model, {0: 1.0}, RunSettings(**kw)).x, fresh[0].x)
 
@@ -837,11 +941,16 @@ def test_gibbs_draws_do_not_depend_on_earlier_runs():
 # --- soundness of `pass`: regressions for bugs found by these tests (fixed in 4a52858) ---------
 
 
-def interior_peak_model(p0=0.2) -> DependenceModel:
+def interior_peak_model(p0=0.2, latent: bool = False) -> DependenceModel:
     """X0 ~ Bernoulli(p0); X1 | X0 = 1 sits at 2 (Categorical over 0..5, P1), X1 | X0 = 0 is split
     between 1 and 5 (P0). With the sum, t = 1 puts the count at 3 and t = 0 at 1 or 5, so the
-    log-ratio of L(y | 1) to L(y | 0) peaks at the interior output y = 3."""
+    log-ratio of L(y | 1) to L(y | 0) peaks at the interior output y = 3. With `latent`, one more
+    variable u ~ Normal(0, 1), independent of the tuples: the law of the tuples is the same, but
+    the model has a continuous variable, so the sampling engine samples u (MCMC) and sums X1
+    given each draw instead of summing the whole model (issue #27)."""
     with pm.Model() as m:
+        if latent:
+            pm.Normal("u", 0.0, 1.0)
         x0 = pm.Bernoulli("x0", p0)
         pm.Categorical("x1", p=pm.math.switch(x0, np.array(INTERIOR_P1), np.array(INTERIOR_P0)))
     return DependenceModel(m, tuples=["x0", "x1"])
@@ -878,7 +987,8 @@ def test_posterior_route_pass_is_sound_at_interior_peak():
 
     kw = dict(scale=1, targets=[0], engine="sampling", seed=0, draws=4000, tune=1000, claim=1.7)
     lik = audit(interior_peak_model(), "sum", "laplace", "idp", **kw)
-    assert contains(lik.ci, truth) and lik.verdict != "pass"
+    # every variable discrete: the likelihood route sums the model exactly (issue #27)
+    assert lik.ci[0] == lik.ci[1] == pytest.approx(truth, abs=1e-9) and lik.verdict == "fail"
     post = audit(interior_peak_model(), "sum", "laplace", "idp", method="posterior", **kw)
     assert post.verdict != "pass", (post.ci, post.witness.y, post.verdict_reason)
     if post.diagnostics["ok"] and post.ci[1] <= 1.7:  # the bounds alone would pass it
@@ -886,22 +996,34 @@ def test_posterior_route_pass_is_sound_at_interior_peak():
 
 
 def test_likelihood_route_finds_interior_peak():
-    """The likelihood route on interior_peak_model at 1000 draws (diagnostics pass, seed 0): the
-    sup over y is at the interior output y = 3 (t = 1 vs t' = 0), 1.749 (enumeration in
+    """The likelihood route on interior_peak_model: the sup over y is at the interior output y = 3
+    (t = 1 vs t' = 0), 1.749 (enumeration here and in
     test_posterior_route_pass_is_sound_at_interior_peak; every other breakpoint and the limits
-    give at most 1.565), so the witness is that output, the interval contains the truth and the
-    false claim 1.7 does not pass."""
+    give at most 1.565), so the witness is that output and the false claim 1.7 does not pass.
+    Every variable discrete: the model is summed exactly (issue #27), value to 1e-9, and the claim
+    fails (the exact value exceeds it). With an independent continuous latent (`latent`) the
+    engine samples it (MCMC, 200 draws, seed 0) and sums X1 given each draw: the law of X1 given
+    X0 does not depend on the draw, so the estimated mixtures are the exact ones and the sampling
+    engine's own sup over y must find the same interior witness and value (to rounding)."""
     ys = [float(v) for v in range(7)] + [math.inf, -math.inf]
     q1, q0, w1, w0 = 1.0 + np.arange(6), 0.0 + np.arange(6), np.array(INTERIOR_P1), np.array(INTERIOR_P0)
     ratios = {y: log_mixture(y, q1, w1, 1.0) - log_mixture(y, q0, w0, 1.0) for y in ys}
     assert max(ratios, key=lambda y: abs(ratios[y])) == 3.0
-    assert ratios[3.0] == pytest.approx(INTERIOR_TRUTH, abs=1e-6)
-    r = audit(interior_peak_model(), "sum", "laplace", "idp", scale=1, targets=[0], engine="sampling", seed=0,
-              draws=1000, tune=1000, claim=1.7)
-    assert r.diagnostics["ok"] and r.diagnostics["pass_blocked"] is None
+    truth = ratios[3.0]
+    assert truth == pytest.approx(INTERIOR_TRUTH, abs=1e-6)
+    kw = dict(scale=1, targets=[0], engine="sampling", seed=0, claim=1.7)
+    r = audit(interior_peak_model(), "sum", "laplace", "idp", draws=1000, tune=1000, **kw)
+    assert_summed(r, truth)
     assert r.witness.y == (3.0,) and (r.witness.t, r.witness.t_prime) == (1.0, 0.0)
-    assert contains(r.ci, INTERIOR_TRUTH), r.ci
-    assert r.verdict != "pass"
+    assert r.verdict == "fail"  # an exact value above the claim (judged as the exact engine's)
+
+    sampled = audit(interior_peak_model(latent=True), "sum", "laplace", "idp", draws=200, tune=200, **kw)
+    assert sampled_and_summed(sampled.diagnostics["samplers"], 6) and sampled.diagnostics["runs"] == 4
+    assert sampled.diagnostics["pass_blocked"] is None
+    assert sampled.witness.y == (3.0,) and (sampled.witness.t, sampled.witness.t_prime) == (1.0, 0.0)
+    assert sampled.leakage == pytest.approx(truth, abs=1e-9)
+    assert contains(sampled.ci, truth, below=1e-8, above=1e-8) and sampled.ci[1] - sampled.ci[0] < 1e-8, sampled.ci
+    assert sampled.verdict != "pass"
 
 
 @pytest.mark.slow

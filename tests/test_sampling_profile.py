@@ -133,19 +133,32 @@ def test_bivariate_normal_sum(r_corr):
 def test_bernoulli_chain_discrete_gaussian():
     """X0 -> X1 -> X2 Bernoulli chain (stay 0.8), sum, discrete Gaussian σ = 1, target X1 (idp):
     the laws of the sum given X1 = 0, 1 by enumeration, and their profile by direct sums over the
-    integers (`discrete_mixture_epsilon`), both orders. The estimate weighs the sum's levels by
-    their MCMC frequencies; the interval must hold the enumerated value."""
+    integers (`discrete_mixture_epsilon`), both orders. Every variable is discrete, so the
+    sampling engine sums the chain exactly (issue #27): the enumerated value to 1e-9, an interval
+    of width zero, no MCMC run; the profile at the user's δ is that value."""
     laws = [chain_sum_law(t, 1) for t in (0, 1)]
     truth = max(discrete_mixture_epsilon(laws[a], laws[1 - a], 1.0, DELTA) for a in (0, 1))
     r = audit(chain_model(), "sum", "discrete_gaussian", "idp", scale=1.0, targets=[1], seed=2, **FAST)
-    assert contains(r.ci, truth), (r.ci, truth)
-    assert r.diagnostics["pass_blocked"] is None and r.witness.y is None
+    assert r.engine == "sampling" and r.leakage == pytest.approx(truth, abs=1e-9)
+    assert tuple(r.ci) == (r.leakage, r.leakage)
+    assert r.diagnostics["runs"] == 0 and "summed" in r.diagnostics and r.diagnostics["exact"] is True
+    assert r.profile.epsilons[r.profile.deltas.index(DELTA)] == pytest.approx(truth, abs=1e-9)
+    assert r.diagnostics.get("pass_blocked") is None and r.witness.y is None
 
 
 def test_same_seed_same_json():
-    """Two fresh model instances, the same seed: the same JSON (runs are not shared between them)."""
-    runs = [audit(chain_model(), "sum", "discrete_gaussian", "idp", scale=1.0, targets=[0], seed=5, **FAST)
-            for _ in range(2)]
+    """Two fresh model instances, the same seed: the same JSON (runs are not shared between them).
+    Beta-Bernoulli n = 3 under discrete Gaussian noise, 200 draws: its continuous rate is sampled
+    (MCMC, the records summed given it); an all-discrete model such as `chain_model` is summed
+    exactly (issue #27) and would run no MCMC at all."""
+    from conftest import MODELS
+
+    from ddpbayes import load_model
+
+    runs = [audit(load_model(MODELS / "beta_bernoulli.py", {"n": 3}), "count", "discrete_gaussian", "idp",
+                  scale=1.0, targets=[0], seed=5, **{**FAST, "draws": 200, "tune": 200}) for _ in range(2)]
+    assert runs[0].diagnostics["samplers"] in (["nuts+summed 4"], ["slice+summed 4"]), runs[0].diagnostics
+    assert runs[0].diagnostics["runs"] == 4
     texts = [json.dumps({k: v for k, v in r.to_dict().items() if k != "seconds"}, sort_keys=True) for r in runs]
     assert texts[0] == texts[1]
 

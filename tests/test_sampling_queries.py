@@ -31,48 +31,72 @@ GRID = (0.0, 0.25, 0.5, 0.75, 1.0)  # the engine's target grid on [0, 1]
 # --- the sup over y of two product-Laplace mixtures -----------------------------------------
 
 
-def log_l(q: np.ndarray, y: np.ndarray, b: np.ndarray) -> float:
-    """log mean_s prod_c k_c with k = exp(-|y_c - q_sc|/b_c), or exp(±q_sc/b_c) at y_c = ±inf
-    (the factor exp(∓y_c/b_c) is common to both mixtures and dropped)."""
+def uniform(q: np.ndarray) -> np.ndarray:
+    """Equal log-weights: plain draws, each 1/S of the estimated law."""
+    return np.full(len(q), -math.log(len(q)))
+
+
+def log_l(q: np.ndarray, y: np.ndarray, b: np.ndarray, logw: np.ndarray | None = None) -> float:
+    """log sum_s w_s prod_c k_c with k = exp(-|y_c - q_sc|/b_c), or exp(±q_sc/b_c) at y_c = ±inf
+    (the factor exp(∓y_c/b_c) is common to both mixtures and dropped); w_s = 1/S by default."""
     terms = np.zeros(len(q))
     for c, yc in enumerate(y):
         terms += (q[:, c] if yc == math.inf else -q[:, c] if yc == -math.inf else -np.abs(yc - q[:, c])) / b[c]
-    return float(logsumexp(terms) - math.log(len(q)))
+    return float(logsumexp(terms + (uniform(q) if logw is None else logw)))
 
 
-def brute_sup(qa, qc, b) -> tuple[float, float]:
+def brute_sup(qa, qc, b, wa=None, wc=None) -> tuple[float, float]:
     """max over the product of {every draw's value in c} ∪ {±inf} of log L_a/L_c and log L_c/L_a
-    (vectorised log_l over every grid point)."""
+    (vectorised log_l over every grid point; wa, wc: the points' log-weights, equal by default)."""
     axes = [sorted(set(qa[:, c]) | set(qc[:, c])) + [math.inf, -math.inf] for c in range(qa.shape[1])]
     ys = np.array(list(itertools.product(*axes)))
-    r = log_l_many(qa, ys, b) - log_l_many(qc, ys, b)
+    r = log_l_many(qa, ys, b, wa) - log_l_many(qc, ys, b, wc)
     return float(r.max()), float(-r.min())
 
 
-def log_l_many(q: np.ndarray, ys: np.ndarray, b: np.ndarray) -> np.ndarray:
+def log_l_many(q: np.ndarray, ys: np.ndarray, b: np.ndarray, logw: np.ndarray | None = None) -> np.ndarray:
     terms = np.zeros((len(ys), len(q)))
     for c in range(q.shape[1]):
         yc, qc = ys[:, c:c + 1], q[None, :, c]
         finite = -np.abs(np.where(np.isfinite(yc), yc, 0.0) - qc)
         terms += np.where(yc == math.inf, qc, np.where(yc == -math.inf, -qc, finite)) / b[c]
-    return logsumexp(terms, axis=1) - math.log(len(q))
+    return logsumexp(terms + (uniform(q) if logw is None else logw)[None, :], axis=1)
 
 
 @pytest.mark.parametrize("seed", range(6))
 def test_pair_sup_is_the_breakpoint_brute_force(seed):
     """Few draws: the engine's grid holds every breakpoint, so it must equal the brute force; and
-    no random output y (the theorem's check) beats it."""
+    no random output y (the theorem's check) beats it. Even seeds: equal weights (plain draws);
+    odd seeds: random weights, as a summed law gives each (draw, configuration) (issue #27)."""
     rng = np.random.default_rng(seed)
     m = 2 + seed % 2
     qa, qc = rng.normal(size=(4, m)), rng.normal(0.7, 1.3, size=(3, m))
     b = rng.uniform(0.5, 2.0, size=m)
-    (up, y_up), (down, y_down), = (out := pair_sup(qa, qc, b))[0]
+    if seed % 2:
+        wa, wc = (np.log(rng.dirichlet(np.ones(len(q)))) for q in (qa, qc))
+    else:
+        wa, wc = uniform(qa), uniform(qc)
+    (up, y_up), (down, y_down), = (out := pair_sup(qa, wa, qc, wc, b))[0]
     assert out[1] is True
-    assert (up, down) == pytest.approx(brute_sup(qa, qc, b), abs=1e-10)
-    assert log_l(qa, y_up, b) - log_l(qc, y_up, b) == pytest.approx(up, abs=1e-10)
-    assert log_l(qc, y_down, b) - log_l(qa, y_down, b) == pytest.approx(down, abs=1e-10)
+    assert (up, down) == pytest.approx(brute_sup(qa, qc, b, wa, wc), abs=1e-10)
+    assert log_l(qa, y_up, b, wa) - log_l(qc, y_up, b, wc) == pytest.approx(up, abs=1e-10)
+    assert log_l(qc, y_down, b, wc) - log_l(qa, y_down, b, wa) == pytest.approx(down, abs=1e-10)
     for y in rng.normal(0, 4, size=(300, m)):
-        assert log_l(qa, y, b) - log_l(qc, y, b) <= up + 1e-10
+        assert log_l(qa, y, b, wa) - log_l(qc, y, b, wc) <= up + 1e-10
+
+
+def test_pair_sup_merged_points_equal_repeated_draws():
+    """A law given as weighted distinct points (what `Draws.mixture` passes: equal draws merged,
+    summed configurations weighted) and the same law as repeated equal-weight draws are one
+    mixture: the same sup, to rounding."""
+    rng = np.random.default_rng(11)
+    pa, pc = rng.normal(size=(3, 2)), rng.normal(0.5, 1.0, size=(4, 2))
+    ka, kc = np.array([1, 4, 2]), np.array([3, 1, 1, 2])
+    b = np.array([1.0, 0.6])
+    merged = pair_sup(pa, np.log(ka / ka.sum()), pc, np.log(kc / kc.sum()), b)[0]
+    ra, rc = np.repeat(pa, ka, axis=0), np.repeat(pc, kc, axis=0)
+    repeated = pair_sup(ra, uniform(ra), rc, uniform(rc), b)[0]
+    assert [v for v, _ in merged] == pytest.approx([v for v, _ in repeated], abs=1e-12)
 
 
 def test_pair_sup_subgrid_is_attained_and_close():
@@ -82,8 +106,8 @@ def test_pair_sup_subgrid_is_attained_and_close():
     qa = rng.normal(size=(30, 3)) + np.array([1.0, 0.0, -0.5])
     qc = rng.normal(size=(30, 3))
     b = np.array([1.0, 0.5, 2.0])
-    (up, y_up), (down, _) = pair_sup(qa, qc, b)[0]
-    assert pair_sup(qa, qc, b)[1] is False
+    (up, y_up), (down, _) = pair_sup(qa, uniform(qa), qc, uniform(qc), b)[0]
+    assert pair_sup(qa, uniform(qa), qc, uniform(qc), b)[1] is False
     assert log_l(qa, y_up, b) - log_l(qc, y_up, b) == pytest.approx(up, abs=1e-10)
     truth_up, truth_down = brute_sup(qa, qc, b)
     corners = [log_l(qa, np.array(y), b) - log_l(qc, np.array(y), b) for y in itertools.product([-math.inf, math.inf], repeat=3)]
@@ -99,7 +123,7 @@ def test_constant_coordinates_factor_out():
     qa = np.column_stack([np.full(50, 2.0), rng.normal(size=50)])
     qc = np.column_stack([np.full(40, -1.0), rng.normal(0.5, 1, size=40)])
     b = np.array([2.0, 0.7])
-    ((up, y_up), (down, y_down)), complete = pair_sup(qa, qc, b)
+    ((up, y_up), (down, y_down)), complete = pair_sup(qa, uniform(qa), qc, uniform(qc), b)
     one_up, one_down = brute_sup(qa[:, 1:], qc[:, 1:], b[1:])
     assert complete and up == pytest.approx(1.5 + one_up, abs=1e-10) and down == pytest.approx(1.5 + one_down, abs=1e-10)
     assert (y_up[0], y_down[0]) == (math.inf, -math.inf)
@@ -108,7 +132,8 @@ def test_constant_coordinates_factor_out():
 def test_too_many_varying_outputs_refused():
     rng = np.random.default_rng(0)
     with pytest.raises(InputError, match="12 output coordinates"):
-        pair_sup(rng.normal(size=(5, 12)), rng.normal(size=(5, 12)), np.ones(12))
+        pair_sup(rng.normal(size=(5, 12)), uniform(np.zeros(5)), rng.normal(size=(5, 12)), uniform(np.zeros(5)),
+                 np.ones(12))
 
 
 # --- Example 1 (000): identity, product, histogram -------------------------------------------
@@ -148,7 +173,8 @@ def test_product_truth_closed_form():
 
 
 def test_example1_identity_product_histogram_target_di(example1):
-    """Target D_i, Laplace(1) on every output; all three queries share the 5 runs given D_i = t.
+    """Target D_i, Laplace(1) on every output; all three queries share the 5 choosing runs given
+    D_i = t (each then bounds its witness on 2 fresh runs: 7 runs, issue #27).
 
     Identity: the own coordinate y_i = t + noise is constant given t: |t - t'|/b = 1 (t, t' = 0, 1).
     D_j | t ~ U[t/2, t/2 + 1/2] is a location family with shift t/2, so its coordinate adds at most
@@ -156,7 +182,7 @@ def test_example1_identity_product_histogram_target_di(example1):
     the counts' law is discrete (hist_truth)."""
     ident = audit(example1, "identity", "laplace", "idp", scale=1.0, targets=[0], **FAST)
     assert ident.engine == "sampling" and ident.ci[0] <= 1.5 <= ident.ci[1], ident.ci
-    assert ident.diagnostics["runs"] == 5 and len(ident.witness.y) == 2
+    assert ident.diagnostics["runs"] == 5 + 2 and len(ident.witness.y) == 2
     prod = audit(example1, "expr:d_i*d_j", "laplace", "idp", scale=1.0, targets=[0], **FAST)
     assert prod.ci[0] <= product_truth() <= prod.ci[1], prod.ci
     hist = audit(example1, "histogram:0,0.75,1", "laplace", "idp", scale=1.0, targets=[0], **FAST)

@@ -43,9 +43,23 @@ def test_every_engine_command_takes_every_setting(command):
     flags = [f"--{name.replace('_', '-')}={value}" for name, value in FLAG_VALUES.items()]
     given = run_settings(parser.parse_args([*command, *flags, "--format", "json"]))
     assert {name: getattr(given, name) for name in FLAG_VALUES} == FLAG_VALUES
-    # audit-only; test_parallel; force: test_bad_input_round2_memory
-    covered = set(FLAG_VALUES) | {"method", "pdp_greedy", "progress", "scheduler", "force"}
+    # audit-only; test_parallel; force: test_bad_input_round2_memory; role: internal, no flag
+    # (test_run_role_is_internal_and_validated)
+    covered = set(FLAG_VALUES) | {"method", "pdp_greedy", "progress", "scheduler", "force", "role"}
     assert covered == {f.name for f in dataclasses.fields(RunSettings)}
+    assert given.role == plain.role == "choose"
+
+
+def test_run_role_is_internal_and_validated():
+    """`role` (issue #27) tells the sampling engine's choosing runs from the fresh runs that bound
+    the chosen witness: set by the engine, never by a flag; checked like every other setting."""
+    assert RunSettings().role == "choose" and RunSettings.of(role="bound").role == "bound"
+    with pytest.raises(InputError, match="unknown run role 'other'"):
+        RunSettings.of(role="other")
+    parser = build_parser()
+    with pytest.raises(InputError, match="unrecognized arguments: --role"):
+        parser.parse_args(["audit", "m.py", "--query", "count", "--mechanism", "laplace", "--scale", "1",
+                           "--notion", "idp", "--role", "bound"])
 
 
 def test_sampling_method_flag_is_audits_only():
