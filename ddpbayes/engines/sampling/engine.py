@@ -339,7 +339,7 @@ def _profile_adversary(problem: Problem, choice: Choice, draws: list[Draws], dia
     """Gaussian noise: ε at the mechanism's δ of the plug-in profile, with its interval (`profile`);
     the witness is (x_K, t, t') with no output (the profile's witness is a set of outputs)."""
     adv, chosen = choice.adversary, choice.peak
-    fresh = [d.sampled(problem.settings.seed) for d in draws]
+    fresh = scalar_groups([draws], problem.settings.seed)[0] if draws else []
     value, ci, held, profile = profile_estimate(chosen, fresh, problem.mechanism)
     diagnostics.update(held)
     if chosen.first is None:
