@@ -140,7 +140,7 @@ def test_killed_worker_unit_is_rerun_and_result_unchanged():
     """SIGKILL one of the LocalCluster's worker processes while it draws a unit: the scheduler
     reruns the unit on the other worker (the nanny restarts the dead one) and the audit's JSON is
     that of the serial run, bit for bit."""
-    run = dict(notion="idp", n=3, draws=800, tune=200)  # 12 units of about half a second each
+    run = dict(notion="idp", n=3, draws=500, tune=200)  # 12 units of about a third of a second each
     expected = _text(_audit(workers=1, **run))
     client = client_for(2)
     pids = client.run(os.getpid)
