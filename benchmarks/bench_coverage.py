@@ -488,8 +488,8 @@ def report(rows: list[dict], as_markdown: bool) -> None:
     print("(ddp=idp / ddp=pdp: ddp's adversary is that row's (same K), on the same cached runs; not pooled)")
     for label, tot, distinct in pooled_lines(rows):
         n = tot["n"]
-        print(f"pooled, {label}, over {distinct} distinct rows ({n} audits): LB miss {rate(tot['lb_miss'], n)}, UB miss "
-              f"{rate(tot['ub_miss'], n)}, CI miss {rate(tot['ci_miss'], n)}, false FAIL "
+        print(f"pooled, {label}, over {distinct} distinct rows ({n} audits): LB miss {rate(tot['lb_miss'], n)}, "
+              f"UB miss {rate(tot['ub_miss'], n)}, CI miss {rate(tot['ci_miss'], n)}, false FAIL "
               f"{rate(tot['false_fail'], n)}, diagnostics failed {tot['diag_failed']}")
     if as_markdown:
         print()

@@ -329,7 +329,8 @@ def _bound(problem: Problem, choice: Choice, settings: RunSettings) -> Adversary
     witness = Witness(adv, peak.known or ({} if not adv.known else None), _nan_none(peak.t), _nan_none(peak.t_prime),
                       peak.y)
     diagnostics.update(held)
-    diagnostics["pass_blocked"] = diagnostics["pass_blocked"] or _grid_blocked(peak, len(_scales(problem, choice.groups)))
+    outputs = len(_scales(problem, choice.groups))
+    diagnostics["pass_blocked"] = diagnostics["pass_blocked"] or _grid_blocked(peak, outputs)
     if held:  # the upper bound's margin: the larger of the choosing runs' and the bounding runs' standard errors
         upper = max(upper, value + Z95 * held["held_out_se"], held["held_out"])
     return AdversaryLeakage(adv, value, witness, ci=(lower, upper), diagnostics=diagnostics, score=peak.value)
