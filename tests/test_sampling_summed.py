@@ -64,8 +64,9 @@ def test_summed_law_of_the_discrete_variables_given_a_continuous_value():
         assert logp == pytest.approx(norm.logpdf(r0, 0, 1.5) + math.log(total), abs=1e-7)  # PyTensor softplus
 
 
-def test_every_discrete_variable_pinned_or_summed_gives_one_exact_point():
-    """With too many configurations (> MAX_SUMMED) nothing is summed and Gibbs samples them."""
+def test_summation_stops_at_max_summed_configurations():
+    """Over MAX_SUMMED joint values (9 free records: 512) nothing is summed and Gibbs samples them;
+    with 3 records pinned, the 7 free ones (128) are summed."""
     from ddpbayes.model.condition import MAX_SUMMED, condition
 
     with pm.Model() as m:
@@ -246,3 +247,20 @@ def test_sampling_engine_coverage_on_beta_siblings():
         misses += r.ci[0] > truth
         fails += r.verdict == "fail"
     assert misses <= 3 and fails <= 3, (misses, fails)
+
+
+def test_bounding_runs_are_fresh():
+    """The runs that bound a witness are new chains (other seeds, twice as many), not a
+    continuation or a copy of the choosing runs: no bounding chain repeats a choosing one."""
+    from ddpbayes.engines.sampling.runs import bounding, sample_event
+    from ddpbayes.settings import RunSettings
+
+    model = load_model(MODELS / "beta_bernoulli.py", {"n": 3})
+    settings = RunSettings(draws=50, tune=50, seed=4)
+    chose = sample_event(model, {0: 1.0}, settings)
+    bound = sample_event(model, {0: 1.0}, bounding(settings))
+    assert chose.logw.shape[0] == 2 and bound.logw.shape[0] == 4
+    for a in chose.logw:
+        assert not any(np.allclose(a, b) for b in bound.logw)
+    again = sample_event(load_model(MODELS / "beta_bernoulli.py", {"n": 3}), {0: 1.0}, bounding(settings))
+    np.testing.assert_array_equal(again.logw, bound.logw)  # reproducible from the seed alone
