@@ -117,12 +117,17 @@ def test_bivariate_normal_sum(r_corr):
     """(X0, X1) bivariate normal with correlation r, sum, σ = 2, target X0 on [0, 1], idp (K = {}).
     By hand: given X0 = t, X1 ~ N(r t, 1 − r²), so the sum is N((1 + r) t, 1 − r²) and
     L(y | t) = N((1 + r) t, σ² + 1 − r²): μ-GDP between t = 0 and t = 1 with
-    μ = (1 + r) / √(σ² + 1 − r²) (r = 0: the independent case, μ = 1/√5)."""
+    μ = (1 + r) / √(σ² + 1 − r²) (r = 0: the independent case, μ = 1/√5).
+
+    A 90% interval misses at some seeds by design (measured for r = 0 over seeds 100–139: the
+    lower bound above the truth once in 40, the upper bound never): of seeds 1–3 at least two
+    intervals hold the truth (two or more miss it with probability < 1% at a 5% miss rate)."""
     model = independent_model() if r_corr == 0.0 else bivariate_model(r_corr)
     mu = (1 + r_corr) / math.sqrt(4.0 + 1 - r_corr**2)
     truth = gdp_epsilon(DELTA, mu)
-    r = audit(model, "sum", "gaussian", "idp", scale=2.0, targets=[0], seed=1, **FAST)
-    assert contains(r.ci, truth), (r.ci, truth)
+    runs = [audit(model, "sum", "gaussian", "idp", scale=2.0, targets=[0], seed=seed, **FAST) for seed in (1, 2, 3)]
+    assert sum(contains(r.ci, truth) for r in runs) >= 2, [(r.ci, truth) for r in runs]
+    r = runs[0]
     assert r.ci[0] <= r.leakage <= r.ci[1]
     assert {r.witness.t, r.witness.t_prime} == {0.0, 1.0}
     assert "continuous" in r.diagnostics["pass_blocked"]
