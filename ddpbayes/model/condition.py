@@ -29,14 +29,12 @@ import pytensor.tensor as pt
 from pymc.initial_point import make_initial_point_fn
 from pymc.model.transform.conditioning import remove_value_transforms
 from pytensor.graph.replace import graph_replace, vectorize_graph
-from pytensor.graph.traversal import ancestors
 from pytensor.tensor.random.basic import NormalRV
-from pytensor.tensor.random.op import RandomVariable
 
 from ddpbayes.errors import InputError
 from ddpbayes.model.contract import DependenceModel, rejected_parameters
 from ddpbayes.model.domains import Finite
-from ddpbayes.model.supports import is_discrete, support
+from ddpbayes.model.supports import depends_on_random, is_discrete, support
 
 TUPLES = "ddp_tuples"
 WEIGHTS = "ddp_summed_logp"  # summed: log P(configuration c | continuous values, event), shape (C,)
@@ -259,9 +257,7 @@ def _random_scale(rv) -> tuple | None:
     if not isinstance(rv.owner.op, NormalRV):
         return None
     mu, sigma = rv.owner.op.dist_params(rv.owner)[:2]
-    if not any(a.owner is not None and isinstance(a.owner.op, RandomVariable) for a in ancestors([sigma])):
-        return None
-    return mu, sigma
+    return (mu, sigma) if depends_on_random(sigma) else None
 
 
 def _non_centred(base: pm.Model, rv, value, scaled: tuple, replace: dict) -> tuple:

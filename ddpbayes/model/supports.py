@@ -58,7 +58,8 @@ def is_discrete(rv) -> bool:
     return rv.dtype.startswith(("int", "uint", "bool"))
 
 
-def _depends_on_random(param) -> bool:
+def depends_on_random(param) -> bool:
+    """Whether `param` has a random variable among its ancestors (it is not a constant)."""
     return any(a.owner is not None and isinstance(a.owner.op, RandomVariable) for a in ancestors([param]))
 
 
@@ -70,14 +71,14 @@ def _parameters(rv) -> list[Variable]:
         k = params[0].type.shape[-1]
         return [pytensor.tensor.constant(k) if k is not None else params[0].shape[-1]]
     if isinstance(op, BinomialRV):
-        if _depends_on_random(params[0]):
+        if depends_on_random(params[0]):
             raise InputError(f"Binomial '{rv.name}' has an n that depends on other variables; give it a Finite domain")
         return [params[0]]
     if isinstance(op, DiscreteUniformRV):
-        if any(_depends_on_random(p) for p in params[:2]):
+        if any(depends_on_random(p) for p in params[:2]):
             raise InputError(f"DiscreteUniform '{rv.name}' has bounds that depend on other variables")
         return list(params[:2])
-    if isinstance(op, UniformRV) and not any(_depends_on_random(p) for p in params[:2]):
+    if isinstance(op, UniformRV) and not any(depends_on_random(p) for p in params[:2]):
         return list(params[:2])
     return []
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TypeVar
 
 import numpy as np
@@ -30,7 +30,7 @@ from ddpbayes.engines.sampling.estimate import Z95, Draws, Peak, bound, choose
 from ddpbayes.engines.sampling.posterior import posterior_leakage
 from ddpbayes.engines.sampling.profile import Found, profile_estimate, scalar_groups, worst_pair
 from ddpbayes.engines.sampling.summed import exact_dependence, summed_leakage, summing_engine
-from ddpbayes.engines.sampling.runs import Run, bounding, sample_event, sample_events, summarise
+from ddpbayes.engines.sampling.runs import Run, bounding, roles, sample_event, sample_events, summarise, sums
 from ddpbayes.errors import InputError
 from ddpbayes.model import DependenceModel, Finite
 from ddpbayes.model.condition import ImpossibleEvent
@@ -125,9 +125,9 @@ class SamplingEngine(Engine):
 
 
 def _summing(problem: Problem):
-    """The exact engine that sums the model when nothing is left to sample (likelihood route only:
-    the posterior route counts the target's draws), else None."""
-    return summing_engine(problem) if problem.settings.method != "posterior" else None
+    """The exact engine that sums the model when nothing is left to sample (only where runs sum,
+    `runs.sums`: not the posterior route), else None."""
+    return summing_engine(problem) if sums(problem.settings) else None
 
 
 def _each(fn: Callable[[T], U], items: Sequence[T], settings: RunSettings, phase: str) -> list[U]:
@@ -162,7 +162,6 @@ def query_values(problem: Problem, run: Run) -> np.ndarray:
     if not np.all(finite):
         raise InputError(f"the query {problem.query.spec} is not finite on some of the model's draws")
     return q.reshape(*run.x.shape[:-1], -1)
-
 
 
 def output_scales(problem: Problem, outputs: int) -> np.ndarray:
@@ -260,7 +259,7 @@ class Choice:
     adversary: Adversary
     known_sets: list
     groups: list[list[Draws]]
-    runs: list
+    runs: list[tuple[Run, Draws]]  # every choosing run with its query draws (for the diagnostics)
     peak: Peak | Found
     upper: tuple[float, float] = (0.0, 0.0)  # (plug-in, approximate upper bound)
 
@@ -295,9 +294,8 @@ def _choose(problem: Problem, adv: Adversary, known_sets, settings: RunSettings)
                     run = sample_event(model, {**known, adv.target: t}, settings)
                 except ImpossibleEvent:
                     continue
-                q = query_values(problem, run)
-                group.append(Draws(known, t, q, run.logw))
-                runs.append(run)
+                group.append(Draws(known, t, query_values(problem, run), run.logw))
+                runs.append((run, group[-1]))
                 break
         if len(group) >= 2:
             groups.append(group)
@@ -318,19 +316,19 @@ def _bound(problem: Problem, choice: Choice, settings: RunSettings) -> Adversary
     events = choice.witness_events()
     fresh = [sample_event(model, e, bounding(settings)) for e in events] if events else []
     draws = [Draws(e, e[adv.target], query_values(problem, r), r.logw) for e, r in zip(events or (), fresh)]
-    records = [run_diagnostics(r, _expected(problem, r)) for r in [*choice.runs, *fresh]]
-    diagnostics = {**summarise(records), **_roles(settings)}
+    records = [run_diagnostics(run, d.expected()) for run, d in [*choice.runs, *zip(fresh, draws)]]
+    diagnostics = {**summarise(records), **roles(settings, "conditioning event, every x_K and target value",
+                                                 "the chosen witness's two events")}
     diagnostics["pass_blocked"] = _pass_blocked(model, adv, choice.known_sets)
     if problem.mechanism.profile:
         return _profile_adversary(problem, choice, draws, diagnostics)
-    peak = choice.peak
-    lower, held = bound(peak, *draws, _scales(problem, choice.groups)) if draws else (0.0, {})
+    peak, b = choice.peak, _scales(problem, choice.groups)
+    lower, held = bound(peak, *draws, b) if draws else (0.0, {})
     value, upper = choice.upper
     witness = Witness(adv, peak.known or ({} if not adv.known else None), _nan_none(peak.t), _nan_none(peak.t_prime),
                       peak.y)
     diagnostics.update(held)
-    outputs = len(_scales(problem, choice.groups))
-    diagnostics["pass_blocked"] = diagnostics["pass_blocked"] or _grid_blocked(peak, outputs)
+    diagnostics["pass_blocked"] = diagnostics["pass_blocked"] or _grid_blocked(peak, len(b))
     if held:  # the upper bound's margin: the larger of the choosing runs' and the bounding runs' standard errors
         upper = max(upper, value + Z95 * held["held_out_se"], held["held_out"])
     return AdversaryLeakage(adv, value, witness, ci=(lower, upper), diagnostics=diagnostics, score=peak.value)
@@ -350,20 +348,6 @@ def _profile_adversary(problem: Problem, choice: Choice, draws: list[Draws], dia
                           chosen.second.t, None)
     return AdversaryLeakage(adv, value, witness, ci=ci, diagnostics=diagnostics, score=chosen.value,
                             profile=profile)
-
-
-def _expected(problem: Problem, run: Run) -> np.ndarray:
-    """Each draw's query (chains, draws, C), its summed law's mean when summed: what ArviZ judges."""
-    return Draws({}, math.nan, query_values(problem, run), run.logw).expected()
-
-
-def _roles(settings: RunSettings) -> dict:
-    """Which runs chose the witness and which bounded it, in words (the output says so)."""
-    c, d = settings.chains, settings.draws
-    return {"runs_chose": f"the choosing runs (seed {settings.seed}, role 'choose': {c} chains x {d} draws per "
-                          "conditioning event, every x_K and target value)",
-            "runs_bounded": f"fresh runs of the chosen witness's two events (role 'bound', other seeds: chains 1-{c} "
-                            f"estimate, chains {c + 1}-{2 * c} give the standard error)"}
 
 
 def _pass_blocked(model: DependenceModel, adv: Adversary, known_sets) -> str | None:

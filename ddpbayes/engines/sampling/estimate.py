@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import arviz as az
@@ -156,14 +157,20 @@ def choose(groups: list[list[Draws]], b: np.ndarray) -> tuple[Peak, tuple[float,
     return peak, (max(peak.value, 0.0), max(peak.value, 0.0) + Z95 * se)
 
 
+def split_chains(chains: int, measure: Callable[[slice], tuple[float, float]]) -> tuple[float, float, float]:
+    """(estimate, standard error, other estimate) of a quantity on fresh bounding runs of
+    `chains` chains: `measure(part)` gives its estimate and standard error on a slice of the
+    chains; the first half estimates, and the standard error is the larger finite one of the two
+    halves' (the second half's is independent of the estimate it scales)."""
+    half = chains // 2
+    (est, se_own), (other, se_other) = (measure(part) for part in (slice(0, half), slice(half, None)))
+    return est, max(se_own, se_other) if math.isfinite(se_other) else se_own, other
+
+
 def bound(peak: Peak, first: Draws, second: Draws, b: np.ndarray) -> tuple[float, dict]:
     """The one-sided 95% lower bound at the chosen witness from fresh runs of its two events
-    (`first` given t, `second` given t', each with an even number of chains): the first half of
-    the chains estimates, the second half's standard error (or the first's, if larger) scales it."""
-    half = first.chains // 2
-    est, se_own = ratio_at(first.part(slice(0, half)), second.part(slice(0, half)), peak.y, b)
-    other, se_other = ratio_at(first.part(slice(half, None)), second.part(slice(half, None)), peak.y, b)
-    se = max(se_own, se_other)
+    (`first` given t, `second` given t', each with an even number of chains; `split_chains`)."""
+    est, se, other = split_chains(first.chains, lambda part: ratio_at(first.part(part), second.part(part), peak.y, b))
     lower = max(0.0, min(est - Z95 * se, peak.value))  # lowering a lower bound keeps it valid
     return lower, {"held_out": est, "held_out_se": se, "held_out_other": other}
 

@@ -21,8 +21,9 @@ import pymc as pm
 import pytensor
 
 from ddpbayes.engines.base import AdversaryLeakage, Witness
-from ddpbayes.engines.sampling.estimate import Z95
-from ddpbayes.engines.sampling.runs import Chains, Run, bounding, quiet_arviz, sample_event, sample_events, summarise
+from ddpbayes.engines.sampling.estimate import Z95, split_chains
+from ddpbayes.engines.sampling.runs import (Chains, Run, bounding, quiet_arviz, roles, sample_event, sample_events,
+                                            summarise)
 from ddpbayes.errors import InputError
 from ddpbayes.model import Finite
 from ddpbayes.model.condition import TUPLES, ImpossibleEvent, condition
@@ -65,7 +66,7 @@ def posterior_leakage(problem: Problem, adv: Adversary, known_sets, settings: Ru
     score, known, a, c, y = best
     held, se, fresh = _bound(model, adv.target, levels[[a, c]], known, w, b, y, settings)
     diagnostics = {**summarise([r.diagnose(q) for r, q in [*runs, *((r, r.x @ w) for r in fresh)]]),
-                   "method": "posterior", "held_out": held, "held_out_se": se, **_roles(settings),
+                   "method": "posterior", "held_out": held, "held_out_se": se, **roles(settings, "prior and posterior, every x_K and output tried", "the chosen prior and posterior"),
                    "pass_blocked": "the posterior route bounds the leakage at the outputs it tried only; "
                                    "a pass needs the likelihood route"}
     ci = (max(0.0, held - Z95 * se), max(0.0, held) + Z95 * se)
@@ -81,19 +82,13 @@ def _bound(model, target: int, pair: np.ndarray, known: dict, w: np.ndarray, b: 
     fresh = bounding(settings)
     prior = sample_event(model, dict(known), fresh)
     post = _posterior_run(model, known, w, b, y, fresh)
-    half = settings.chains
-    parts = (slice(0, half), slice(half, None))
-    odds = [_log_odds(post, target, pair, part) - _log_odds(prior, target, pair, part) for part in parts]
-    se = max(_se(post, prior, target, pair, part) for part in parts)
-    return float(odds[0][0] - odds[0][1]), se, [prior, post]
 
+    def measure(part: slice) -> tuple[float, float]:
+        odds = _log_odds(post, target, pair, part) - _log_odds(prior, target, pair, part)
+        return float(odds[0] - odds[1]), _se(post, prior, target, pair, part)
 
-def _roles(settings: RunSettings) -> dict:
-    c = settings.chains
-    return {"runs_chose": f"the choosing runs (seed {settings.seed}, role 'choose': {c} chains x {settings.draws} "
-                          "draws per prior and posterior, every x_K and output tried)",
-            "runs_bounded": f"fresh runs of the chosen prior and posterior (role 'bound', other seeds: chains 1-{c} "
-                            f"estimate, chains {c + 1}-{2 * c} give the standard error)"}
+    held, se, _ = split_chains(fresh.chains, measure)
+    return held, se, [prior, post]
 
 
 def _outputs(q: np.ndarray, b: float) -> np.ndarray:

@@ -30,7 +30,7 @@ import arviz as az
 import numpy as np
 from scipy import optimize, special
 
-from ddpbayes.engines.sampling.estimate import Z95, Draws
+from ddpbayes.engines.sampling.estimate import Z95, Draws, split_chains
 from ddpbayes.engines.sampling.runs import quiet_arviz
 from ddpbayes.errors import InputError
 from ddpbayes.mechanisms.gaussian import Gaussian
@@ -89,10 +89,7 @@ def profile_estimate(chosen: Found, fresh: list[Draws], mech: Gaussian) -> tuple
         return 0.0, (0.0, 0.0), {}, zero_profile(mech.deltas)
     event = outcome_event(chosen.first.q, chosen.second.q, chosen.value, mech)
     first, second = fresh
-    half = first.chains // 2
-    held, se_own = held_out(event, first.part(slice(0, half)), second.part(slice(0, half)), mech)
-    _, se_other = held_out(event, first.part(slice(half, None)), second.part(slice(half, None)), mech)
-    se = max(se_own, se_other) if math.isfinite(se_other) else se_own
+    held, se, _ = split_chains(first.chains, lambda part: held_out(event, first.part(part), second.part(part), mech))
     lower = max(0.0, min(held - Z95 * se, chosen.value)) if math.isfinite(held) and math.isfinite(se) else 0.0
     upper = chosen.value + upper_margin(chosen, mech)
     return chosen.value, (lower, upper), {"held_out": held, "held_out_se": se}, plug_in_profile(chosen, mech)

@@ -154,19 +154,29 @@ def bounding(settings: RunSettings) -> RunSettings:
     return RunSettings.of(settings, role="bound", chains=2 * settings.chains)
 
 
+def roles(settings: RunSettings, chose: str, bounded: str) -> dict:
+    """Which runs chose the witness and which bounded it, in words (the output says so): `chose`
+    and `bounded` say what each set of runs was drawn for."""
+    c = settings.chains
+    return {"runs_chose": f"the choosing runs (seed {settings.seed}, role 'choose': {c} chains x {settings.draws} "
+                          f"draws per {chose})",
+            "runs_bounded": f"fresh runs of {bounded} (role 'bound', other seeds: chains 1-{c} estimate, chains "
+                            f"{c + 1}-{2 * c} give the standard error)"}
+
+
 def _run_key(event: dict[int, float], settings: RunSettings) -> tuple:
     return ("run", tuple(sorted(event.items())), settings.draws, settings.tune, settings.chains, settings.seed,
-            settings.role, _summed(settings))
+            settings.role, sums(settings))
 
 
-def _summed(settings: RunSettings) -> bool:
+def sums(settings: RunSettings) -> bool:
     """Whether runs sum the discrete variables out: the likelihood route does; the posterior
     route counts the target's sampled values, so it samples them."""
     return settings.method != "posterior"
 
 
 def _sample(model: DependenceModel, event: dict[int, float], settings: RunSettings, key) -> Run:
-    summed = _summed(settings)
+    summed = sums(settings)
     chains = model.memo("sampling", ("conditioned", frozenset(event), summed),
                         lambda: Chains(condition(model, event, summed=summed)))
     chains.cond.pin(event)
@@ -195,8 +205,7 @@ class Chains:
     def evaluate(self, point: dict) -> tuple[np.ndarray, np.ndarray | None]:
         """The tuple values at `point` (n, or C × n when summed) and the summed law (C) or None."""
         out = self._outputs(point)
-        return (np.asarray(out[0], dtype=float), np.asarray(out[1], dtype=float)) if self.cond.summed else \
-            (np.asarray(out[0], dtype=float), None)
+        return np.asarray(out[0], dtype=float), (np.asarray(out[1], dtype=float) if self.cond.summed else None)
 
     def run(self, settings: RunSettings, key) -> Run:
         """Tune, then draw, `settings.chains` chains from the event currently pinned; the seed
