@@ -264,3 +264,31 @@ def test_bounding_runs_are_fresh():
         assert not any(np.allclose(a, b) for b in bound.logw)
     again = sample_event(load_model(MODELS / "beta_bernoulli.py", {"n": 3}), {0: 1.0}, bounding(settings))
     np.testing.assert_array_equal(again.logw, bound.logw)  # reproducible from the seed alone
+
+
+@pytest.mark.slow
+def test_longer_chain_with_an_uncertain_stay_probability():
+    """Seven days of a binary chain whose stay probability is p ~ Beta(3, 2) (X_0 ~ Bernoulli(0.4)),
+    count, Laplace(1), idp of day 3: by enumeration of the 2^7 sequences, each weighted by
+    P(x_0) E[p^stays (1 - p)^switches] = P(x_0) B(3 + stays, 2 + switches) / B(3, 2). The sampling
+    engine (p sampled, the other six days summed: 64 configurations) brackets it."""
+    n, target = 7, 3
+    with pm.Model() as m:
+        p = pm.Beta("p", 3.0, 2.0)
+        prev = pm.Bernoulli("x0", 0.4)
+        for k in range(1, n):
+            prev = pm.Bernoulli(f"x{k}", pm.math.switch(prev, p, 1 - p))
+    model = DependenceModel(m, tuples=[f"x{k}" for k in range(n)])
+    laws = np.zeros((2, n + 1))
+    for xs in itertools.product((0, 1), repeat=n):
+        stays = sum(a == b for a, b in zip(xs, xs[1:]))
+        weight = (0.4 if xs[0] else 0.6) * math.exp(betaln(3 + stays, 2 + n - 1 - stays) - betaln(3, 2))
+        laws[xs[target], sum(xs)] += weight
+    laws /= laws.sum(axis=1, keepdims=True)
+    levels = np.arange(n + 1.0)
+    ks = [np.exp(-np.abs(y - levels)) for y in levels] + [np.exp(levels), np.exp(-levels)]
+    truth = max(abs(math.log(laws[1] @ k) - math.log(laws[0] @ k)) for k in ks)
+    assert truth == pytest.approx(1.996232, abs=1e-6)  # the structured engine's quadrature agrees
+    r = audit(model, "count", "laplace", "idp", scale=1.0, targets=[target], engine="sampling", seed=0)
+    assert r.ci[0] <= truth <= r.ci[1], (r.ci, truth)
+    assert "summed 64" in "".join(r.diagnostics["samplers"]) and r.diagnostics["ok"]
