@@ -72,6 +72,10 @@ class Mechanism(ABC):
     calibratable: bool = False  # `calibrate` solves for its scale (`with_scale`; built-in kinds only)
     composed: bool = False  # several releases' noise, one per output coordinate range (`releases`)
     delta: float | None = None  # with `profile`: the δ at which the leakage is read off the profile
+    joint: bool = False  # the output law is over the whole answer vector (`output_space`, `log_prob`), not noise
+    #                      per coordinate: report-noisy-max, sparse vector, exponential mechanism, RAPPOR (§5.2)
+    law_error: float = 0.0  # with `joint`: a bound on the absolute error of `log_prob` (integrals computed to it)
+    parameters: dict[str, tuple[type, object, str]] = {}  # name -> (type, default, help): `--param NAME=VALUE`
     # `sigma` (with `gaussian`) and `scale` (with `laplace`) are fields without a default of those
     # classes: a class attribute here would become that default (dataclasses read it off the base).
 
@@ -110,6 +114,35 @@ class Mechanism(ABC):
                      "cells", limit)
         grid, log_k = self.log_kernel(q)
         return grid, np.logaddexp.reduce(logw[:, None, :] + log_k[None], axis=2)
+
+    @classmethod
+    def build(cls, query: Query, domains: Sequence[Domain], *, scale: float | None = None,
+              epsilon: float | None = None, params: dict[str, str] | None = None) -> Mechanism:
+        """With `joint`: this mechanism from the flags (`--scale` or `--epsilon`, `--param NAME=VALUE` for each
+        of `parameters`), validated: one-line InputError for what it cannot take."""
+        raise InputError(f"the {cls.kind} mechanism is built from --scale or --epsilon alone")
+
+    def output_space(self, answers: np.ndarray) -> np.ndarray:
+        """With `joint`: the outputs (G, d) on which sup_y of log Σ_r w_r p(y | a_r) − log Σ_r v_r p(y | a_r) is
+        attained for ANY weights, given the distinct answer vectors `answers` (R, K) the engine will mix: every
+        output of a finite output space that these answers can produce (outputs of probability zero under every
+        answer may be left out). The engine takes the maximum over these outputs only."""
+        raise InputError(f"the {self.kind} mechanism adds noise per coordinate: it has no joint output law")
+
+    def output_count(self, answers: np.ndarray) -> int:
+        """With `joint`: G, the number of outputs `output_space(answers)` would return (checked against
+        --max-states before it is built)."""
+        raise InputError(f"the {self.kind} mechanism adds noise per coordinate: it has no joint output law")
+
+    def log_prob(self, outputs: np.ndarray, answers: np.ndarray) -> np.ndarray:
+        """With `joint`: log p(y_g | a_r) (G, R) of the outputs (G, d) given the answer vectors (R, K), −inf where
+        impossible; exact, or to `law_error` in absolute value where it needs an integral."""
+        raise InputError(f"the {self.kind} mechanism adds noise per coordinate: it has no joint output law")
+
+    def sample(self, answers: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """One output (d,) per row of the answer vectors `answers` (S, K): (S, d). What the black-box audit
+        and the tests run."""
+        raise InputError(f"the {self.kind} mechanism cannot be sampled")
 
     @property
     def releases(self) -> tuple[Mechanism, ...]:
