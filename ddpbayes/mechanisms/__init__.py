@@ -2,16 +2,24 @@
 the interface engines read (and users subclass), with its capabilities; `registry` maps each kind
 (and alias) to its class; `laplace` (with its mixture and information integrals) and
 `randomized_response` the pure-ε mechanisms, `gaussian` the (ε, δ) ones whose leakage is a privacy
-profile (DESIGN §3.5); `make` builds one from flags."""
+profile (DESIGN §3.5); `make` builds one from flags. The mechanisms with a joint output law over all
+the answers (`joint`, issue #28): `selection` (report-noisy-max, the exponential mechanism),
+`sparse_vector`, `rappor`, `truncated_geometric`; their shared base `joint` and integrals `quadrature`."""
 
 from ddpbayes.mechanisms.base import Mechanism
 from ddpbayes.mechanisms.gaussian import DiscreteGaussian, Gaussian, l2_sensitivity
 from ddpbayes.mechanisms.information import NotAvailable
+from ddpbayes.mechanisms.joint import JointMechanism
 from ddpbayes.mechanisms.laplace import Geometric, Laplace, laplace_sums
 from ddpbayes.mechanisms.make import make_mechanism
 from ddpbayes.mechanisms.randomized_response import RandomizedResponse
+from ddpbayes.mechanisms.rappor import OneTimeRappor, Rappor
 from ddpbayes.mechanisms.registry import MECHANISMS, REGISTRY, canonical_kind, lookup
+from ddpbayes.mechanisms.selection import ExponentialMechanism, ReportNoisyMax
+from ddpbayes.mechanisms.sparse_vector import SparseVector
+from ddpbayes.mechanisms.truncated_geometric import TruncatedGeometric
 
-__all__ = ["MECHANISMS", "REGISTRY", "DiscreteGaussian", "Gaussian", "Geometric", "Laplace", "Mechanism",
-           "NotAvailable", "RandomizedResponse", "canonical_kind", "l2_sensitivity", "laplace_sums", "lookup",
-           "make_mechanism"]
+__all__ = ["MECHANISMS", "REGISTRY", "DiscreteGaussian", "ExponentialMechanism", "Gaussian", "Geometric",
+           "JointMechanism", "Laplace", "Mechanism", "NotAvailable", "OneTimeRappor", "RandomizedResponse", "Rappor",
+           "ReportNoisyMax", "SparseVector", "TruncatedGeometric", "canonical_kind", "l2_sensitivity", "laplace_sums",
+           "lookup", "make_mechanism"]

@@ -8,9 +8,15 @@ from ddpbayes.mechanisms.base import Mechanism
 from ddpbayes.mechanisms.gaussian import DiscreteGaussian, Gaussian
 from ddpbayes.mechanisms.laplace import Geometric, Laplace
 from ddpbayes.mechanisms.randomized_response import RandomizedResponse
+from ddpbayes.mechanisms.rappor import OneTimeRappor, Rappor
+from ddpbayes.mechanisms.selection import ExponentialMechanism, ReportNoisyMax
+from ddpbayes.mechanisms.sparse_vector import SparseVector
+from ddpbayes.mechanisms.truncated_geometric import TruncatedGeometric
 
 REGISTRY: dict[str, type[Mechanism]] = {cls.kind: cls for cls in
-                                        (Laplace, Geometric, RandomizedResponse, Gaussian, DiscreteGaussian)}
+                                        (Laplace, Geometric, RandomizedResponse, Gaussian, DiscreteGaussian,
+                                         ReportNoisyMax, ExponentialMechanism, SparseVector, Rappor, OneTimeRappor,
+                                         TruncatedGeometric)}
 MECHANISMS = tuple(REGISTRY)  # the kinds, in the order messages list them
 ALIASES = {alias: kind for kind, cls in REGISTRY.items() for alias in cls.aliases}
 

@@ -1,0 +1,189 @@
+"""What the mechanisms with a joint output law share (issue #28, DESIGN §5.2): report-noisy-max, the
+exponential mechanism, the sparse vector technique, RAPPOR and the truncated geometric mechanism.
+
+Their output is not the answers plus independent noise per coordinate, so they have no per-coordinate
+kernel (`log_kernel` refuses); they state a finite output space and the log-probability of each output
+given the whole answer vector (`Mechanism.output_space`, `log_prob`, `sample`). This module holds
+`JointMechanism` (the refusals, `--param NAME=VALUE` parsing and `build` from --scale/--epsilon) and
+`answer_count` (how many answers a query hands the mechanism)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from ddpbayes.errors import InputError
+from ddpbayes.mechanisms.base import Mechanism, _positive
+from ddpbayes.model.domains import Domain, Finite
+from ddpbayes.queries import Query
+
+_TRUE = {"true", "1", "yes", "on"}
+_FALSE = {"false", "0", "no", "off"}
+
+
+def answer_count(query: Query, domains: Sequence[Domain]) -> int:
+    """K, the number of answers `query` returns (its output width), read off one row of tuple values
+    inside the domains."""
+    row = np.array([[min(max(0.0, float(d.lo)), float(d.hi)) for d in domains]])
+    with np.errstate(all="ignore"):
+        return int(np.atleast_2d(query.values(row)).shape[1])
+
+
+def integer_range(query: Query, domains: Sequence[Domain]) -> tuple[float, float] | None:
+    """(lowest, highest) value of a scalar integer query (integer weights on integer-valued finite tuples),
+    None when the query is not one."""
+    w = query.weights(len(domains))
+    if w is None or not all(isinstance(d, Finite) and all(float(v).is_integer() for v in d.values) for d in domains):
+        return None
+    if not np.all(np.equal(np.mod(w, 1), 0)):
+        return None
+    ends = np.array([[min(d.values), max(d.values)] for d in domains], dtype=float) * np.asarray(w)[:, None]
+    return float(ends.min(axis=1).sum()), float(ends.max(axis=1).sum())
+
+
+def parse_params(kind: str, parameters: dict[str, tuple[type, object, str]], given: dict[str, str]) -> dict:
+    """The values of `parameters` (name -> (type, default, help)) from the user's `--param NAME=VALUE`
+    texts `given`: defaults for the others; one-line InputError for an unknown name or a bad value."""
+    out = {name: default for name, (_, default, _) in parameters.items()}
+    for name, text in given.items():
+        if name not in parameters:
+            known = ", ".join(parameters) or "none"
+            raise InputError(f"the {kind} mechanism has no parameter '{name}' (its parameters: {known})")
+        typ = parameters[name][0]
+        text = str(text).strip()
+        try:
+            if typ is bool:
+                if text.lower() not in _TRUE | _FALSE:
+                    raise ValueError
+                value: object = text.lower() in _TRUE
+            elif typ is int:
+                value = int(text)
+            elif typ is float:
+                value = float(text)
+                if not math.isfinite(value):
+                    raise ValueError
+            else:
+                value = text
+        except ValueError:
+            what = {bool: "true or false", int: "an integer", float: "a finite number"}.get(typ, "a value")
+            raise InputError(f"--param {name}= must be {what} for the {kind} mechanism, got '{text}'") from None
+        out[name] = value
+    return out
+
+
+def sensitivity_for(query: Query, domains: Sequence[Domain], given: float | None, kind: str) -> float:
+    """Δ, the per-answer sensitivity --epsilon sets the noise from: `given` (--param sensitivity=), else
+    the query's global L1 sensitivity (an upper bound on every answer's change); refused when zero or
+    unbounded."""
+    if given is not None:
+        _positive(given, "--param sensitivity")
+        return float(given)
+    gs = query.global_sensitivity(domains)
+    if not math.isfinite(gs) or gs <= 0:
+        why = "unbounded" if not math.isfinite(gs) else "zero"
+        raise InputError(f"--epsilon cannot set the {kind} mechanism: the query's global L1 sensitivity is {why}; "
+                         "give --scale or --param sensitivity=")
+    return float(gs)
+
+
+class JointMechanism(Mechanism):
+    """A mechanism whose output law is over the whole answer vector (`joint`): no per-coordinate kernel.
+    Subclasses define `_from(scale, epsilon, values)` (the instance from a noise scale and the parsed
+    parameters) and `scale_from(epsilon, sensitivity, values)` (the scale --epsilon sets, as the paper does)."""
+
+    joint = True
+    law_error = 0.0
+    answer_range: tuple[int, int | None] = (1, None)  # the fewest and most answers it takes (None: no limit)
+    dp_bound_reason: str | None = None  # why `dp_leakage` is only an upper bound, when it is
+
+    def log_kernel(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        raise InputError(f"the {self.kind} mechanism has a joint output law over all answers, not noise per "
+                         "coordinate: use its output_space and log_prob")
+
+    def grid_size(self, levels: int) -> int:
+        raise InputError(f"the {self.kind} mechanism has a joint output law over all answers, not noise per "
+                         "coordinate: use its output_count")
+
+    def output_count(self, answers: np.ndarray) -> int:
+        return len(self.output_space(answers))
+
+    def check(self, query: Query, domains: Sequence[Domain]) -> None:
+        k = answer_count(query, domains)
+        lo, hi = self.answer_range
+        if k < lo or (hi is not None and k > hi):
+            want = f"exactly {lo}" if lo == hi else (f"at least {lo}" if hi is None else f"{lo} to {hi}")
+            raise InputError(f"the {self.kind} mechanism takes {want} answer{'s' if (hi or 2) > 1 else ''}, "
+                             f"but the query '{query.spec}' returns {k}")
+
+    def _answers(self, answers: np.ndarray) -> np.ndarray:
+        """The answer vectors as a finite (R, K) float array, K within `answers`, or a one-line InputError."""
+        a = np.atleast_2d(np.asarray(answers, dtype=float))
+        lo, hi = self.answer_range
+        if a.ndim != 2 or a.shape[1] < lo or (hi is not None and a.shape[1] > hi):
+            raise InputError(f"the {self.kind} mechanism got answers of shape {np.shape(answers)}")
+        if not np.all(np.isfinite(a)):
+            raise InputError(f"the {self.kind} mechanism got a non-finite answer")
+        return a
+
+    def tuple_dp_leakage(self, query: Query, k: int, domains: Sequence[Domain]) -> tuple[float, str | None]:
+        """`dp_leakage` at tuple k's L1 sensitivity, which bounds each answer's change; a bound when the
+        query has several answers (the per-answer change may be smaller) or the guarantee is one."""
+        value = self.dp_leakage(query.sensitivity(k, domains))
+        reasons = [self.dp_bound_reason] if self.dp_bound_reason else []
+        if answer_count(query, domains) > 1:
+            reasons.append("the L1 sensitivity stands for the largest change of one answer")
+        return value, ("; ".join(reasons) or None)
+
+    @classmethod
+    def build(cls, query: Query, domains: Sequence[Domain], *, scale: float | None = None,
+              epsilon: float | None = None, params: dict[str, str] | None = None) -> Mechanism:
+        values = parse_params(cls.kind, cls.parameters, params or {})
+        if scale is not None and epsilon is not None:
+            raise InputError(f"give one of --scale and --epsilon for the {cls.kind} mechanism, not both")
+        if epsilon is not None:
+            _positive(epsilon, "epsilon")
+            delta = sensitivity_for(query, domains, values.get("sensitivity"), cls.kind)
+            scale = cls.scale_from(epsilon, delta, values)
+            _positive(scale, f"the scale --epsilon {epsilon:g} sets")
+        elif scale is not None:
+            _positive(scale, "scale")
+        mech = cls._from(scale, epsilon, values)
+        mech.check(query, domains)
+        return mech
+
+    @classmethod
+    def scale_from(cls, epsilon: float, sensitivity: float, values: dict) -> float:
+        return sensitivity / epsilon
+
+    @classmethod
+    def _from(cls, scale: float | None, epsilon: float | None, values: dict) -> Mechanism:
+        raise NotImplementedError
+
+
+def positive_int(value: object, what: str, kind: str, most: int | None = None) -> int:
+    """`value` as a positive integer (at most `most`), else a one-line InputError."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1 or (most and value > most):
+        limit = f" at most {most}" if most else ""
+        raise InputError(f"{what} of the {kind} mechanism must be a positive integer{limit}, got {value}")
+    return int(value)
+
+
+def probability(value: object, what: str, kind: str, *, open_low: bool = False, open_high: bool = False) -> float:
+    """`value` as a probability in [0, 1] (ends excluded as asked), else a one-line InputError."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if ok:
+        ok = (value > 0 if open_low else value >= 0) and (value < 1 if open_high else value <= 1)
+    if not ok:
+        span = f"{'(' if open_low else '['}0, 1{')' if open_high else ']'}"
+        raise InputError(f"{what} of the {kind} mechanism must be in {span}, got {value}")
+    return float(value)
+
+
+def laplace_noise(rng: np.random.Generator, scale: float, shape: tuple[int, ...]) -> np.ndarray:
+    """Laplace(0, scale) draws as a signed standard exponential (the ziggurat: faster than rng.laplace)."""
+    z = rng.standard_exponential(shape)
+    np.negative(z, out=z, where=rng.integers(0, 2, shape, dtype=np.int8).astype(bool))
+    z *= scale
+    return z

@@ -1,0 +1,237 @@
+"""RAPPOR (issue #28): Erlingsson, Pihur & Korolova 2014, "RAPPOR: Randomized Aggregatable Privacy-Preserving
+Ordinal Response" (CCS 2014), §3 steps 1–3 (`rappor`) and steps 1–2 (`one_time_rappor`), as DP-Sniper's
+Rappor and OneTimeRappor run them.
+
+Step 1: the answer v (one integer) sets Bloom-filter bits B_j for j = murmur3_32(str(v), seed=i) mod m,
+i < h (`hashes`, m = `filter_size`). Step 2 (permanent randomized response): each bit becomes 1 with
+probability f/2, 0 with probability f/2, else stays B_j. Step 3 (instantaneous): the report bit is 1 with
+probability q if the permanent bit is 1, p if it is 0. The bits are independent given B, so
+  P(y_j = 1 | B_j = 1) = (1 − f/2) q + (f/2) p,   P(y_j = 1 | B_j = 0) = (f/2) q + (1 − f/2) p
+(one-time RAPPOR: 1 − f/2 and f/2), and log p(y | v) is the sum over the m bits: exact.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ddpbayes.errors import InputError
+from ddpbayes.limits import check_states
+from ddpbayes.mechanisms.base import _positive
+from ddpbayes.mechanisms.joint import JointMechanism, integer_range, parse_params, positive_int, probability
+
+_MASK = 0xFFFFFFFF
+
+
+def murmur3_32(data: bytes, seed: int = 0) -> int:
+    """MurmurHash3 x86 32-bit (Austin Appleby, public domain) of `data`, as a SIGNED int32 like
+    python's `mmh3.hash` returns."""
+    c1, c2 = 0xCC9E2D51, 0x1B873593
+    h = seed & _MASK
+    n = len(data) // 4 * 4
+    for i in range(0, n, 4):
+        k = int.from_bytes(data[i:i + 4], "little")
+        k = (k * c1) & _MASK
+        k = ((k << 15) | (k >> 17)) & _MASK
+        k = (k * c2) & _MASK
+        h ^= k
+        h = ((h << 13) | (h >> 19)) & _MASK
+        h = (h * 5 + 0xE6546B64) & _MASK
+    tail = data[n:]
+    if tail:
+        k = int.from_bytes(tail, "little")
+        k = (k * c1) & _MASK
+        k = ((k << 15) | (k >> 17)) & _MASK
+        k = (k * c2) & _MASK
+        h ^= k
+    h ^= len(data)
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & _MASK
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & _MASK
+    h ^= h >> 16
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+@dataclass(frozen=True)
+class Rappor(JointMechanism):
+    """RAPPOR steps 1–3 on one integer answer (module docstring). Output: the m report bits (d = m).
+    Classic ε: the paper's ε_1 = h ln(q*(1 − p*) / (p*(1 − q*))) for one report, q* = P(y=1|B=1),
+    p* = P(y=1|B=0) (an upper bound: attained when two values' Bloom bits do not overlap); ε_∞ =
+    2h ln((1 − f/2)/(f/2)) (the permanent response, over every report) is in `describe`."""
+
+    hashes: int = 4
+    filter_size: int = 20
+    f: float = 0.75
+    p: float = 0.45
+    q: float = 0.55
+    kind = "rappor"
+    aliases = ("rappor_full",)
+    answer_range = (1, 1)
+    parameters = {"hashes": (int, 4, "h, the Bloom filter's hash functions"),
+                  "filter_size": (int, 20, "m, the Bloom filter's bits"),
+                  "f": (float, 0.75, "permanent randomized response: a bit is replaced by a fair coin with "
+                        "probability f"),
+                  "p": (float, 0.45, "instantaneous response: P(report 1 | permanent bit 0)"),
+                  "q": (float, 0.55, "instantaneous response: P(report 1 | permanent bit 1)")}
+    dp_bound_reason = "RAPPOR's ε is attained only by two values whose Bloom bits do not overlap"
+
+    def __post_init__(self):
+        positive_int(self.hashes, "--param hashes=", self.kind, 64)
+        positive_int(self.filter_size, "--param filter_size=", self.kind, 1 << 16)
+        probability(self.f, "--param f=", self.kind)
+        probability(self.p, "--param p=", self.kind)
+        probability(self.q, "--param q=", self.kind)
+
+    @classmethod
+    def build(cls, query, domains, *, scale=None, epsilon=None, params=None):
+        """From `--param` alone (one-time RAPPOR also from --epsilon): no noise scale to set."""
+        cls._settable(scale, epsilon, params or {})
+        mech = cls._from(None, epsilon, parse_params(cls.kind, cls.parameters, params or {}))
+        mech.check(query, domains)
+        return mech
+
+    @classmethod
+    def _settable(cls, scale, epsilon, params: dict) -> None:
+        if scale is not None or epsilon is not None:
+            raise InputError(f"the {cls.kind} mechanism is set by its parameters (--param f=, p=, q=), not by "
+                             "--scale or --epsilon")
+
+    @classmethod
+    def _from(cls, scale, epsilon, values):
+        return cls(values["hashes"], values["filter_size"], values["f"], values["p"], values["q"])
+
+    def check(self, query, domains) -> None:
+        """One integer answer (the value whose Bloom filter is reported)."""
+        super().check(query, domains)
+        if integer_range(query, domains) is None:
+            raise InputError(f"the {self.kind} mechanism reports one integer value: use an integer query (integer "
+                             "weights on integer-valued tuples)")
+
+    @property
+    def one_probabilities(self) -> tuple[float, float]:
+        """(P(y_j = 1 | B_j = 0), P(y_j = 1 | B_j = 1))."""
+        h = self.f / 2
+        return h * self.q + (1 - h) * self.p, (1 - h) * self.q + h * self.p
+
+    def bloom(self, values: np.ndarray) -> np.ndarray:
+        """The Bloom filters (R, m) of the integer answers `values` (R,)."""
+        out = np.zeros((len(values), self.filter_size))
+        for r, v in enumerate(values):
+            for i in range(self.hashes):
+                out[r, murmur3_32(str(int(v)).encode(), i) % self.filter_size] = 1.0
+        return out
+
+    def _filters(self, answers: np.ndarray) -> np.ndarray:
+        a = self._answers(answers)[:, 0]
+        if np.any(a != np.round(a)) or np.any(np.abs(a) > 2.0 ** 53):
+            raise InputError(f"the {self.kind} mechanism takes one integer answer, got {a[a != np.round(a)][:1]}")
+        return self.bloom(a)
+
+    def output_space(self, answers: np.ndarray) -> np.ndarray:
+        """Every pattern of the m bits whose Bloom value differs among the given answers; each other bit is
+        the same under every answer and contributes the same factor to every row of `log_prob`, so it
+        cancels in every likelihood ratio: it is set to its most likely report value."""
+        b = np.unique(self._filters(answers), axis=0)
+        varying = np.flatnonzero(b.min(axis=0) != b.max(axis=0))
+        check_states(2 ** len(varying), f"the {self.kind} output space ({len(varying)} varying bits)", "outputs")
+        p0, p1 = self.one_probabilities
+        base = np.where(b[0] == 1, float(p1 >= 0.5), float(p0 >= 0.5))
+        out = np.tile(base, (2 ** len(varying), 1))
+        out[:, varying] = (np.arange(2 ** len(varying))[:, None] >> np.arange(len(varying))[None, :]) & 1
+        return out
+
+    def output_count(self, answers: np.ndarray) -> int:
+        b = self._filters(answers)
+        return 2 ** int(np.sum(b.min(axis=0) != b.max(axis=0)))
+
+    def log_prob(self, outputs: np.ndarray, answers: np.ndarray) -> np.ndarray:
+        y = np.asarray(outputs, dtype=float).reshape(len(outputs), -1)
+        if y.shape[1] != self.filter_size:
+            raise InputError(f"{self.kind} outputs have {y.shape[1]} bits, the filter {self.filter_size}")
+        b = self._filters(answers)  # (R, m)
+        p1 = np.where(b == 1, self.one_probabilities[1], self.one_probabilities[0])  # (R, m)
+        with np.errstate(divide="ignore"):
+            l1, l0 = np.log(p1), np.log1p(-p1)
+        ones, zeros = (y == 1).astype(float), (y == 0).astype(float)
+        out = ones @ l1.T + zeros @ l0.T
+        return np.where(np.all((y == 0) | (y == 1), axis=1)[:, None], out, -np.inf)
+
+    def sample(self, answers: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        a = self._answers(answers)[:, 0]
+        values, inverse = np.unique(a, return_inverse=True)
+        b = self._filters(values[:, None])[inverse.ravel()]
+        return self._randomize(b, rng)
+
+    def _randomize(self, b: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        choice = rng.random(b.shape)  # permanent: < f/2 -> 1, < f -> 0, else B
+        perm = np.where(choice < self.f / 2, 1.0, np.where(choice < self.f, 0.0, b))
+        return (rng.random(b.shape) < np.where(perm == 1, self.q, self.p)).astype(float)
+
+    def dp_leakage(self, sensitivity: float) -> float:
+        if sensitivity <= 0:
+            return 0.0
+        p0, p1 = self.one_probabilities
+        if p0 == p1:
+            return 0.0
+        if not (0 < p0 < 1 and 0 < p1 < 1):
+            return math.inf
+        return self.hashes * abs(math.log(p1 * (1 - p0)) - math.log(p0 * (1 - p1)))
+
+    def permanent_epsilon(self) -> float:
+        """ε_∞ = 2h ln((1 − f/2)/(f/2)), the paper's bound over every report (the permanent response)."""
+        return 2 * self.hashes * math.log((1 - self.f / 2) / (self.f / 2)) if self.f > 0 else math.inf
+
+    def describe(self) -> dict:
+        p0, p1 = self.one_probabilities
+        return {"kind": self.kind, "epsilon": self.dp_leakage(1.0), "epsilon_permanent": self.permanent_epsilon(),
+                "hashes": self.hashes, "filter_size": self.filter_size, "f": self.f, "p": self.p, "q": self.q,
+                "output": f"{self.filter_size} bits, P(1 | Bloom bit 1) = {p1:.6g}, P(1 | Bloom bit 0) = {p0:.6g}"}
+
+
+@dataclass(frozen=True)
+class OneTimeRappor(Rappor):
+    """One-time RAPPOR, steps 1–2 (the permanent response is the report): P(y_j = 1 | B_j) = 1 − f/2 or f/2.
+    Classic ε: ε_∞ = 2h ln((1 − f/2)/(f/2)) (an upper bound, attained by non-overlapping Bloom bits);
+    --epsilon sets f = 2/(1 + e^{ε/(2h)}) as the paper's ε_∞ does."""
+
+    f: float = 0.95
+    kind = "one_time_rappor"
+    aliases = ("one-time-rappor", "onetime_rappor")
+    parameters = {"hashes": Rappor.parameters["hashes"], "filter_size": Rappor.parameters["filter_size"],
+                  "f": (float, 0.95, "a bit is replaced by a fair coin with probability f")}
+
+    @classmethod
+    def _settable(cls, scale, epsilon, params: dict) -> None:
+        if scale is not None:
+            raise InputError(f"the {cls.kind} mechanism is set by --epsilon or --param f=, not --scale")
+        if epsilon is not None and "f" in params:
+            raise InputError(f"give one of --epsilon and --param f= for the {cls.kind} mechanism, not both")
+
+    @classmethod
+    def _from(cls, scale, epsilon, values):
+        hashes = positive_int(values["hashes"], "--param hashes=", cls.kind, 64)
+        return cls(hashes, values["filter_size"], values["f"] if epsilon is None else f_for(epsilon, hashes))
+
+    @property
+    def one_probabilities(self) -> tuple[float, float]:
+        return self.f / 2, 1 - self.f / 2
+
+    def _randomize(self, b: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        return (rng.random(b.shape) < np.where(b == 1, 1 - self.f / 2, self.f / 2)).astype(float)
+
+    def dp_leakage(self, sensitivity: float) -> float:
+        return self.permanent_epsilon() if sensitivity > 0 else 0.0
+
+    def describe(self) -> dict:
+        return {"kind": self.kind, "epsilon": self.permanent_epsilon(), "hashes": self.hashes,
+                "filter_size": self.filter_size, "f": self.f,
+                "output": f"{self.filter_size} bits, each Bloom bit kept with probability {1 - self.f / 2:.6g}"}
+
+
+def f_for(epsilon: float, hashes: int) -> float:
+    """The f whose ε_∞ = 2h ln((1 − f/2)/(f/2)) is `epsilon`."""
+    _positive(epsilon, "epsilon")
+    return 2.0 / (1.0 + math.exp(epsilon / (2 * hashes)))

@@ -1,0 +1,236 @@
+"""The sparse vector technique (issue #28): Lyu, Su & Li 2017, "Understanding the Sparse Vector Technique
+for Differential Privacy" (PVLDB 10(6)), Algs. 1, 2, 4, 5 and 6, as DP-Sniper's SparseVectorTechnique1/2/
+4/5/6 sample them. Query i is TRUE when a_i + ν_i ≥ T + ρ (ρ the threshold noise, ν_i the query noise).
+With s = Δ/ε (the `scale`; Δ the per-answer sensitivity) the noise scales are, per variant:
+
+  1: ρ ~ Lap(2s), ν ~ Lap(4cs), stop after c TRUEs (Alg. 1; ε-DP)
+  2: ρ ~ Lap(2cs), ν ~ Lap(4cs), ρ redrawn after every TRUE, stop after c TRUEs (Alg. 2; ε-DP)
+  4: ρ ~ Lap(4s), ν ~ Lap(4s/3), stop after c TRUEs (Alg. 4; ((1 + 6c)/4)ε-DP)
+  5: ρ ~ Lap(2s), no query noise, never stops (Alg. 5; not private: ∞)
+  6: ρ ~ Lap(2s), ν ~ Lap(2s), never stops (Alg. 6; not ε-DP as K grows; K·ε/2 for K queries)
+
+The output has one entry per query: 1 (TRUE), 0 (FALSE), −1 (not answered: after the c-th TRUE).
+Law: given ρ the queries are independent, so P(y | a) = ∫ f_ρ(ρ) Π_{y_i=1} P(ν > T + ρ − a_i)
+Π_{y_i=0} P(ν ≤ T + ρ − a_i) dρ, by `quadrature.log_integral` cut at ρ = a_i − T and 0, tails mapped at
+the larger noise scale (every scale ratio above is an integer, so the tail integrands are polynomials);
+Alg. 2's law is the product of such integrals over the runs of queries that end at each TRUE. Alg. 5 is
+closed form: the TRUE set must be {i: a_i − T ≥ ρ}, so P = F_ρ(min_TRUE(a_i − T)) − F_ρ(max_FALSE(a_i − T)).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from itertools import combinations
+
+import numpy as np
+
+from ddpbayes.errors import InputError
+from ddpbayes.limits import check_states
+from ddpbayes.mechanisms.base import _positive
+from ddpbayes.mechanisms.joint import JointMechanism, answer_count, laplace_noise, positive_int
+from ddpbayes.mechanisms.quadrature import LAW_ERROR, laplace_log_cdf, laplace_log_pdf, laplace_log_sf, log_integral
+
+VARIANTS = (1, 2, 4, 5, 6)
+ABORTING = (1, 2, 4)
+
+
+@dataclass(frozen=True)
+class SparseVector(JointMechanism):
+    """The sparse vector technique, Lyu et al. 2017 Alg. `variant` (module docstring): K answers in,
+    K entries out (1 TRUE, 0 FALSE, −1 not answered)."""
+
+    scale: float
+    variant: int = 1
+    threshold: float = 1.0
+    cutoff: int = 1
+    epsilon: float | None = field(default=None, compare=False)
+    kind = "sparse_vector"
+    aliases = ("svt", "sparse-vector", "sparse_vector_technique")
+    law_error = LAW_ERROR
+    parameters = {"variant": (int, 1, "Lyu et al. 2017 Alg. 1, 2, 4, 5 or 6 (5 and 6 are not private)"),
+                  "threshold": (float, 1.0, "the threshold T"),
+                  "cutoff": (int, 1, "c: stop after c TRUE answers (variants 1, 2, 4)"),
+                  "sensitivity": (float, None, "per-answer sensitivity Δ that --epsilon sets the scale from "
+                                  "(default: the query's global L1 sensitivity)")}
+
+    def __post_init__(self):
+        _positive(self.scale, "scale")
+        if self.variant not in VARIANTS:
+            raise InputError(f"--param variant= of sparse_vector must be one of 1, 2, 4, 5, 6, got {self.variant}")
+        if not math.isfinite(self.threshold):
+            raise InputError(f"--param threshold= of sparse_vector must be finite, got {self.threshold}")
+        positive_int(self.cutoff, "--param cutoff=", self.kind)
+
+    @classmethod
+    def _from(cls, scale, epsilon, values):
+        if scale is None:
+            raise InputError("the sparse_vector mechanism needs --scale (Δ/ε) or --epsilon")
+        return cls(scale, values["variant"], values["threshold"], values["cutoff"], epsilon)
+
+    @property
+    def rho_scale(self) -> float:
+        c, s = self.cutoff, self.scale
+        return {1: 2 * s, 2: 2 * c * s, 4: 4 * s, 5: 2 * s, 6: 2 * s}[self.variant]
+
+    @property
+    def nu_scale(self) -> float:
+        """The query noise's scale (0: none, Alg. 5)."""
+        c, s = self.cutoff, self.scale
+        return {1: 4 * c * s, 2: 4 * c * s, 4: 4 * s / 3, 5: 0.0, 6: 2 * s}[self.variant]
+
+    @property
+    def aborts(self) -> bool:
+        return self.variant in ABORTING
+
+    # ---- the output space
+    def output_count(self, answers: np.ndarray) -> int:
+        k = self._answers(answers).shape[1]
+        if self.variant == 5:
+            return len(self.output_space(answers))
+        if self.aborts:
+            return sum(math.comb(k, t) for t in range(min(self.cutoff, k) + 1))
+        return 2 ** k
+
+    def output_space(self, answers: np.ndarray) -> np.ndarray:
+        a = self._answers(answers)
+        k = a.shape[1]
+        if self.variant == 5:  # the patterns {i: a_i − T ≥ ρ} some ρ gives, under each answer vector
+            cuts = a - self.threshold
+            rows = [np.vstack([np.full(k, 1.0), (row[None, :] > np.unique(row)[:, None]).astype(float)])
+                    for row in cuts]
+            return np.unique(np.vstack(rows), axis=0)
+        count = self.output_count(a)
+        check_states(count, f"the sparse vector technique's output space ({k} queries)", "outputs")
+        if not self.aborts:
+            return ((np.arange(2 ** k)[:, None] >> np.arange(k)[None, :]) & 1).astype(float)
+        out = []
+        for t in range(min(self.cutoff, k) + 1):
+            for on in combinations(range(k), t):
+                y = np.zeros(k)
+                y[list(on)] = 1.0
+                if t == self.cutoff:
+                    y[on[-1] + 1:] = -1.0
+                out.append(y)
+        return np.array(out).reshape(len(out), k)
+
+    def _valid(self, y: np.ndarray) -> np.ndarray:
+        """Which outputs (G, K) the mechanism can produce at all (entries, and −1 exactly after the c-th TRUE)."""
+        ok = np.all((y == 0) | (y == 1) | (y == -1), axis=1)
+        before = np.cumsum(y == 1, axis=1) - (y == 1)  # TRUEs strictly before each position
+        want = (before >= self.cutoff) if self.aborts else np.zeros_like(y, dtype=bool)
+        return ok & np.all((y == -1) == want, axis=1)
+
+    # ---- the law
+    def log_prob(self, outputs: np.ndarray, answers: np.ndarray) -> np.ndarray:
+        a = self._answers(answers)
+        y = np.asarray(outputs, dtype=float).reshape(len(outputs), -1)
+        if y.shape[1] != a.shape[1]:
+            raise InputError(f"sparse_vector outputs have {y.shape[1]} entries for {a.shape[1]} answers")
+        valid = self._valid(y)
+        out = np.full((len(y), len(a)), -np.inf)
+        if not valid.any():
+            return out
+        yv = y[valid]
+        if self.variant == 5:
+            out[valid] = self._closed_form(yv, a)
+        elif self.variant == 2:
+            out[valid] = self._runs(yv, a)
+        else:
+            out[valid] = self._integrals(yv == 1, yv == 0, a)
+        return out
+
+    def _integrals(self, true: np.ndarray, false: np.ndarray, a: np.ndarray) -> np.ndarray:
+        """log ∫ f_ρ Π_true P(ν > T + ρ − a_i) Π_false P(ν ≤ T + ρ − a_i) dρ: (M, R) for masks (M, K)."""
+        t_mask, f_mask = true.astype(float).T, false.astype(float).T  # (K, M)
+        b_rho, b_nu, big = self.rho_scale, self.nu_scale, max(self.rho_scale, self.nu_scale)
+
+        def log_f(v):
+            x = self.threshold + v[:, :, None] - a[:, None, :]  # (R, N, K)
+            return (laplace_log_pdf(v, b_rho)[:, :, None] + laplace_log_sf(x, b_nu) @ t_mask
+                    + laplace_log_cdf(x, b_nu) @ f_mask)
+
+        breaks = np.concatenate([a - self.threshold, np.zeros((len(a), 1))], axis=1)
+        values, _ = log_integral(log_f, breaks, big)
+        return values.T
+
+    def _runs(self, y: np.ndarray, a: np.ndarray) -> np.ndarray:
+        """Alg. 2: ρ is redrawn after each TRUE, so the law is a product over the runs of queries ending at
+        each TRUE (and the run after the last one), each a one-ρ integral."""
+        owner, true, false = [], [], []
+        k = y.shape[1]
+        for g, row in enumerate(y):
+            start = 0
+            for end in [*np.flatnonzero(row == 1), k - 1]:
+                seg = np.zeros(k, dtype=bool)
+                seg[start:end + 1] = True
+                if start <= end and np.any(seg & (row >= 0)):
+                    owner.append(g)
+                    true.append(seg & (row == 1))
+                    false.append(seg & (row == 0))
+                start = end + 1
+        out = np.zeros((len(y), len(a)))
+        if owner:
+            np.add.at(out, np.array(owner), self._integrals(np.array(true), np.array(false), a))
+        return out
+
+    def _closed_form(self, y: np.ndarray, a: np.ndarray) -> np.ndarray:
+        """Alg. 5: P(max_FALSE(a_i − T) < ρ ≤ min_TRUE(a_i − T)), ρ ~ Lap(2s)."""
+        cut = a - self.threshold  # (R, K)
+        hi = np.where(y[:, None, :] == 1, cut[None], np.inf).min(axis=2)  # (G, R)
+        lo = np.where(y[:, None, :] == 0, cut[None], -np.inf).max(axis=2)
+        b = self.rho_scale
+        with np.errstate(divide="ignore", invalid="ignore"):
+            upper_tail = lo >= 0  # difference of survival functions there, of CDFs below: no cancellation
+            ls_lo, ls_hi = laplace_log_sf(lo, b), laplace_log_sf(hi, b)
+            lc_lo, lc_hi = laplace_log_cdf(lo, b), laplace_log_cdf(hi, b)
+            out = np.where(upper_tail, ls_lo + np.log1p(-np.exp(ls_hi - ls_lo)),
+                           lc_hi + np.log1p(-np.exp(lc_lo - lc_hi)))
+        return np.where(hi > lo, out, -np.inf)
+
+    def sample(self, answers: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        a = self._answers(answers)
+        s, k = len(a), a.shape[1]
+        rho = laplace_noise(rng, self.rho_scale, (s,))
+        noisy = a if self.variant == 5 else a + laplace_noise(rng, self.nu_scale, a.shape)
+        if self.variant == 2:
+            res = np.empty(a.shape)
+            for i in range(k):
+                hit = noisy[:, i] >= rho + self.threshold
+                res[:, i] = hit
+                rho = np.where(hit, laplace_noise(rng, self.rho_scale, (s,)), rho)
+        else:
+            res = (noisy >= rho[:, None] + self.threshold).astype(float)
+        if self.aborts:
+            before = np.cumsum(res, axis=1) - res
+            res[before >= self.cutoff] = -1.0
+        return res
+
+    # ---- the guarantee
+    def dp_leakage(self, sensitivity: float) -> float:
+        if sensitivity <= 0:
+            return 0.0
+        eps = float(sensitivity) / self.scale
+        return {1: eps, 2: eps, 4: (1 + 6 * self.cutoff) / 4 * eps, 5: math.inf, 6: math.inf}[self.variant]
+
+    @property
+    def dp_bound_reason(self) -> str | None:
+        return {1: "Lyu et al. 2017 Thm 2's ε for Alg. 1 is an upper bound",
+                2: "Lyu et al. 2017's ε for Alg. 2 is an upper bound",
+                4: "Lyu et al. 2017 §4.2: Alg. 4 is ((1 + 6c)/4)ε-DP, an upper bound",
+                5: "Lyu et al. 2017 §4.2: Alg. 5 is not ε-DP for any finite ε",
+                6: "Lyu et al. 2017 §4.2: Alg. 6 is not ε-DP for any finite ε as the number of queries grows; "
+                   "for K queries it is at most K·Δ/b_ν (each query's answer given ρ)"}[self.variant]
+
+    def tuple_dp_leakage(self, query, k, domains):
+        value, reason = super().tuple_dp_leakage(query, k, domains)
+        if self.variant == 6 and value > 0:
+            value = answer_count(query, domains) * query.sensitivity(k, domains) / self.nu_scale
+        return value, reason
+
+    def describe(self) -> dict:
+        return {"kind": self.kind, "scale": self.scale, "variant": self.variant, "threshold": self.threshold,
+                "cutoff": self.cutoff, **({} if self.epsilon is None else {"epsilon": self.epsilon}),
+                "rho_scale": self.rho_scale, "nu_scale": self.nu_scale, "law_error": self.law_error,
+                "output": f"Lyu et al. 2017 Alg. {self.variant}: 1 TRUE, 0 FALSE"
+                          + (f", -1 once {self.cutoff} TRUE answers are given" if self.aborts else "")}

@@ -1,0 +1,155 @@
+"""The truncated geometric mechanism on a count in {0, …, n} (issue #28), output in {0, …, n} (d = 1):
+
+- `ghosh`: Ghosh, Roughgarden & Sundararajan 2009 ("Universally utility-maximizing privacy mechanisms",
+  STOC 2009, §2): y = clamp(a + Z, 0, n), Z two-sided geometric P(Z = z) ∝ α^{|z|}, α = e^{−1/s} (s = Δ/ε), so
+  P(y | a) = (1 − α)/(1 + α) α^{|y − a|} inside and α^{a}/(1 + α), α^{n − a}/(1 + α) at the two ends.
+- `balcer_vadhan`: Balcer & Vadhan 2018 ("Differential privacy on finite computers", ITCS 2018), Alg. 4.8
+  GeoSample, as DP-Sniper's TruncatedGeometricMechanism runs it: with ε₀ = 1/s, k = max(0, ⌈ln(2/ε₀)⌉) and
+  d = (2^{k+1} + 1)(2^k + 1)^{n−1}, F(z) = 2^{k(a−z)} (2^k + 1)^{n−(a−z)} for z < a, d − 2^{k(z−a+1)}
+  (2^k + 1)^{n−1−(z−a)} for a ≤ z < n, F(n) = d, and P(y = z | a) = (F(z) − F(z − 1))/d, in exact integers.
+
+Both laws are exact. The answer must be an integer in 0..n.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ddpbayes.errors import InputError
+from ddpbayes.mechanisms.base import _positive
+from ddpbayes.mechanisms.joint import JointMechanism, integer_range, positive_int
+
+VARIANTS = ("ghosh", "balcer_vadhan")
+
+
+@dataclass(frozen=True)
+class TruncatedGeometric(JointMechanism):
+    """A count a in 0..n released as y in 0..n (module docstring): `variant` ghosh or balcer_vadhan.
+    Classic ε at sensitivity Δ (counts move by whole units): ghosh Δ/s; balcer_vadhan Δ·ln(1 + 2^{−k})
+    (Balcer & Vadhan Thm 4.7, as DP-Sniper states it; group privacy beyond Δ = 1, a bound there)."""
+
+    scale: float
+    n: int = 5
+    variant: str = "ghosh"
+    epsilon: float | None = field(default=None, compare=False)
+    kind = "truncated_geometric"
+    aliases = ("truncated-geometric", "truncated_geometric_mechanism")
+    answer_range = (1, 1)
+    parameters = {"n": (int, 5, "the largest count: outputs are 0..n"),
+                  "variant": (str, "ghosh", "ghosh (Ghosh et al. 2009) or balcer_vadhan (Balcer & Vadhan 2018 "
+                              "Alg. 4.8, integer arithmetic)"),
+                  "sensitivity": (float, None, "sensitivity Δ that --epsilon sets the scale from (default: the "
+                                  "query's global L1 sensitivity)")}
+
+    def __post_init__(self):
+        _positive(self.scale, "scale")
+        positive_int(self.n, "--param n=", self.kind, 1 << 20)
+        if self.variant not in VARIANTS:
+            raise InputError(f"--param variant= of truncated_geometric must be ghosh or balcer_vadhan, "
+                             f"got '{self.variant}'")
+        if self.variant == VARIANTS[1] and self.k * self.n > 1 << 16:
+            raise InputError(f"balcer_vadhan's integers have about {self.k * self.n} bits at n = {self.n}: lower n "
+                             "or raise the scale")
+
+    @classmethod
+    def _from(cls, scale, epsilon, values):
+        if scale is None:
+            raise InputError("the truncated_geometric mechanism needs --scale or --epsilon")
+        return cls(scale, values["n"], values["variant"], epsilon)
+
+    @property
+    def alpha(self) -> float:
+        return math.exp(-1.0 / self.scale)
+
+    @property
+    def k(self) -> int:
+        """Balcer & Vadhan's k = ⌈ln(2/ε₀)⌉, ε₀ = 1/scale (at least 0)."""
+        return max(0, math.ceil(math.log(2.0 * self.scale)))
+
+    def check(self, query, domains) -> None:
+        """One integer count that stays within 0..n."""
+        super().check(query, domains)
+        span = integer_range(query, domains)
+        if span is None or span[0] < 0 or span[1] > self.n:
+            where = "" if span is None else f" (it ranges over {span[0]:g}..{span[1]:g})"
+            raise InputError(f"the truncated_geometric mechanism needs an integer count in 0..{self.n} (integer "
+                             f"weights on integer-valued tuples){where}: set --param n= or use another query")
+
+    def _counts(self, answers: np.ndarray) -> np.ndarray:
+        a = self._answers(answers)[:, 0]
+        bad = (a != np.round(a)) | (a < 0) | (a > self.n)
+        if bad.any():
+            raise InputError(f"the truncated_geometric mechanism takes a count in 0..{self.n}, got {a[bad][0]:g}")
+        return a.astype(int)
+
+    def output_space(self, answers: np.ndarray) -> np.ndarray:
+        self._counts(answers)
+        return np.arange(self.n + 1, dtype=float)[:, None]
+
+    def output_count(self, answers: np.ndarray) -> int:
+        return self.n + 1
+
+    def log_table(self, answers: np.ndarray) -> np.ndarray:
+        """log P(y | a_r) for y = 0..n and every row: (n + 1, R)."""
+        a = self._counts(answers)
+        if self.variant == VARIANTS[0]:
+            y = np.arange(self.n + 1)[:, None]
+            la = -1.0 / self.scale  # log α
+            inner = math.log(-math.expm1(la)) - math.log1p(self.alpha) + la * np.abs(y - a[None, :])
+            lo = la * a[None, :] - math.log1p(self.alpha)
+            hi = la * (self.n - a[None, :]) - math.log1p(self.alpha)
+            return np.where(y == 0, lo, np.where(y == self.n, hi, inner))
+        cols = {c: self._bv_column(c) for c in np.unique(a)}
+        return np.stack([cols[c] for c in a], axis=1)
+
+    def _bv_column(self, c: int) -> np.ndarray:
+        """Balcer & Vadhan's log P(z | c), z = 0..n, from F in exact integers."""
+        k, n = self.k, self.n
+        two_k = 1 << k
+        d = ((two_k << 1) + 1) * (two_k + 1) ** (n - 1)
+        f = [(1 << (k * (c - z))) * (two_k + 1) ** (n - (c - z)) for z in range(c)]
+        f += [d - (1 << (k * (z - c + 1))) * (two_k + 1) ** (n - 1 - (z - c)) for z in range(c, n)]
+        f.append(d)
+        mass = [f[0]] + [f[z] - f[z - 1] for z in range(1, n + 1)]
+        return np.array([math.log(m) - math.log(d) if m > 0 else -math.inf for m in mass])
+
+    def log_prob(self, outputs: np.ndarray, answers: np.ndarray) -> np.ndarray:
+        table = self.log_table(answers)
+        y = np.asarray(outputs, dtype=float).reshape(len(outputs), -1)[:, 0]
+        idx = y.astype(int)
+        bad = (idx != y) | (idx < 0) | (idx > self.n)
+        out = table[np.clip(idx, 0, self.n)]
+        out[bad] = -np.inf
+        return out
+
+    def sample(self, answers: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        a = self._counts(answers)
+        if self.variant == VARIANTS[0]:
+            p = -math.expm1(-1.0 / self.scale)  # success probability: failures ~ Geometric(1 − α)
+            z = rng.geometric(p, len(a)) - rng.geometric(p, len(a))
+            return np.clip(a + z, 0, self.n).astype(float)[:, None]
+        values, inverse = np.unique(a, return_inverse=True)
+        cdf = np.cumsum(np.exp(self.log_table(values[:, None])), axis=0).T  # (V, n + 1)
+        u = rng.random(len(a)) * cdf[inverse.ravel(), -1]
+        return np.minimum((cdf[inverse.ravel()] < u[:, None]).sum(axis=1), self.n).astype(float)[:, None]
+
+    def dp_leakage(self, sensitivity: float) -> float:
+        if sensitivity <= 0:
+            return 0.0
+        if self.variant == VARIANTS[0]:
+            return float(sensitivity) / self.scale
+        return float(sensitivity) * math.log1p(2.0 ** -self.k)
+
+    @property
+    def dp_bound_reason(self) -> str | None:
+        return (None if self.variant == VARIANTS[0] else
+                "Balcer & Vadhan's ln(1 + 2^-k) is per unit of count; larger changes compose (group privacy)")
+
+    def describe(self) -> dict:
+        extra = {"alpha": self.alpha} if self.variant == VARIANTS[0] else {"k": self.k}
+        return {"kind": self.kind, "scale": self.scale, "n": self.n, "variant": self.variant,
+                **({} if self.epsilon is None else {"epsilon": self.epsilon}), **extra,
+                "output": f"a count in 0..{self.n}"}
