@@ -166,9 +166,10 @@ class Rappor(JointMechanism):
         return self._randomize(b, rng)
 
     def _randomize(self, b: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        choice = rng.random(b.shape)  # permanent: < f/2 -> 1, < f -> 0, else B
-        perm = np.where(choice < self.f / 2, 1.0, np.where(choice < self.f, 0.0, b))
-        return (rng.random(b.shape) < np.where(perm == 1, self.q, self.p)).astype(float)
+        """The report bits given the Bloom bits: steps 2 and 3 compose, bit by bit, into one coin with
+        P(y_j = 1 | B_j) (`one_probabilities`), the same law as drawing the permanent bit first."""
+        p0, p1 = self.one_probabilities
+        return (rng.random(b.shape) < np.where(b == 1, p1, p0)).astype(float)
 
     def dp_leakage(self, sensitivity: float) -> float:
         if sensitivity <= 0:
@@ -218,9 +219,6 @@ class OneTimeRappor(Rappor):
     @property
     def one_probabilities(self) -> tuple[float, float]:
         return self.f / 2, 1 - self.f / 2
-
-    def _randomize(self, b: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        return (rng.random(b.shape) < np.where(b == 1, 1 - self.f / 2, self.f / 2)).astype(float)
 
     def dp_leakage(self, sensitivity: float) -> float:
         return self.permanent_epsilon() if sensitivity > 0 else 0.0
