@@ -4,7 +4,8 @@ reverse: `direction`) is large AND well estimated, so that a fresh sample certif
 
 Two families, chosen on the first batch of the search sample:
 
-- discrete outputs (at most MAX_DISTINCT distinct rows): the histogram. The distinct outputs are
+- discrete outputs (at most MAX_DISTINCT distinct rows in the first batch, and outputs that
+  repeat: at most REPEATS of its rows distinct): the histogram. The distinct outputs are
   sorted by their empirical ratio and the best prefix is taken: the events of the likelihood-ratio
   test. Rows are compared through a 64-bit hash of their bytes (a collision among the few
   thousand rows of a histogram has probability below 1e-12);
@@ -33,6 +34,7 @@ from scipy.optimize import minimize
 from ddpbayes.engines.program import bounds
 
 MAX_DISTINCT = 2000  # at most this many distinct rows in the first batch: a histogram
+REPEATS = 0.2  # ... and at most this share of its rows (outputs repeat: not a continuous law on few draws)
 TRAIN_ROWS = 100_000  # rows per side the classifier is trained on (the first batch)
 FLAG_SHARE = 0.01  # a value taking at least this share of a coordinate gets its own indicator feature
 MAX_FLAGS = 8  # indicators per coordinate at most (the most frequent values)
@@ -339,7 +341,7 @@ class Search:
 
     def __init__(self, first_a: np.ndarray, first_b: np.ndarray):
         rows = np.unique(row_keys(np.concatenate([first_a, first_b])))
-        if len(rows) <= MAX_DISTINCT:
+        if len(rows) <= min(MAX_DISTINCT, REPEATS * (len(first_a) + len(first_b))):
             self.family = _Histogram()
             self.family.add(first_a, 0)
             self.family.add(first_b, 1)
