@@ -181,7 +181,7 @@ def svt3(a, rng, c=1, t=1.0):
 
 
 def svt4(a, rng, c=1, t=1.0):
-    """Alg. 4 (not private for c > 1... as written: eps/4 on the threshold, 1/eps2 noise)."""
+    """Alg. 4 (not eps-private: eps/4 on the threshold, noise 1/eps2 on each query whatever c)."""
     e1 = EPS / 4
     e2 = EPS - e1
     rho = rng.laplace(scale=1 / e1, size=(len(a), 1))
@@ -246,11 +246,9 @@ def bloom(value: int) -> np.ndarray:
 
 
 def _permanent(filt: np.ndarray, f: float, rng) -> np.ndarray:
-    choice = rng.choice(3, size=filt.shape, p=[0.5 * f, 0.5 * f, 1 - f])
-    out = filt.copy()
-    out[choice == 0] = 1
-    out[choice == 1] = 0
-    return out
+    """Each bit set to 1 with probability f/2, to 0 with probability f/2, else kept."""
+    u = rng.random(filt.shape)
+    return np.where(u < 0.5 * f, 1.0, np.where(u < f, 0.0, filt))
 
 
 def _filters(a) -> np.ndarray:
