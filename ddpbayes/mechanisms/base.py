@@ -74,6 +74,8 @@ class Mechanism(ABC):
     delta: float | None = None  # with `profile`: the δ at which the leakage is read off the profile
     joint: bool = False  # the output law is over the whole answer vector (`output_space`, `log_prob`), not noise
     #                      per coordinate: report-noisy-max, sparse vector, exponential mechanism, RAPPOR (§5.2)
+    black_box: bool = False  # a program we can only run (`mechanisms.program`): `sample` alone; no kernel, law or
+    #                          classic ε; the audit certifies a lower bound by sampling (`engines/program`)
     law_error: float = 0.0  # with `joint`: a bound on the absolute error of `log_prob` (integrals computed to it)
     parameters: dict[str, tuple[type, object, str]] = {}  # name -> (type, default, help): `--param NAME=VALUE`
     # `sigma` (with `gaussian`) and `scale` (with `laplace`) are fields without a default of those

@@ -1,0 +1,362 @@
+"""DP-Sniper's 20 benchmark mechanisms (Bichsel et al., IEEE S&P 2021; github.com/eth-sri/dp-sniper,
+MIT licence) at eps = 0.1, written here as VECTORISED programs for `ddpbayes.mechanisms.program`:
+`fn(answers (S, K), rng) -> (S, ...)`, with `vectorized = True`. Parameters are those of DP-Sniper's
+`dpsniper/experiments/exp_default.py` (SVT1 c=1 t=0.5; SVT2-6 c=1 t=1; SVT34Parallel and
+NumericalSVT their defaults c=2 t=1; LaplaceParallel eps=0.005 twenty times; RAPPOR and one-time
+RAPPOR with their murmur3 Bloom filter: 4 hashes, 20 bits, f=0.75 p=0.45 q=0.55 / f=0.95), and so are
+the input pairs (`patterns`: StatDP's patterns as DP-Sniper's PatternGenerator yields them; a pair
+and its swap are one candidate here, since the event search tries both directions).
+
+`BENCHMARK` lists them with DP-Sniper's certified lower bound (logistic regression, confidence 0.9,
+eval_sp2021/reference-results/dd_search_reg_data.log) and its time in seconds there
+(time_dd_search + time_final_estimate_eps of the same log; their machine, all its cores)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+EPS = 0.1
+
+
+# ----------------------------------------------------------------------------------------- murmur3
+
+def murmur3_32(data: bytes | str, seed: int = 0) -> int:
+    """MurmurHash3 x86 32-bit, as a SIGNED int32 (what `mmh3.hash(data, seed)` returns; str as UTF-8)."""
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    c1, c2, mask = 0xCC9E2D51, 0x1B873593, 0xFFFFFFFF
+    h = seed & mask
+    n = len(data)
+    for i in range(0, n - n % 4, 4):
+        k = int.from_bytes(data[i:i + 4], "little")
+        k = (k * c1) & mask
+        k = ((k << 15) | (k >> 17)) & mask
+        k = (k * c2) & mask
+        h ^= k
+        h = ((h << 13) | (h >> 19)) & mask
+        h = (h * 5 + 0xE6546B64) & mask
+    tail, k = data[n - n % 4:], 0
+    for j in reversed(range(len(tail))):
+        k = (k << 8) | tail[j]
+    if tail:
+        k = (k * c1) & mask
+        k = ((k << 15) | (k >> 17)) & mask
+        k = (k * c2) & mask
+        h ^= k
+    h ^= n
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & mask
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & mask
+    h ^= h >> 16
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+# ----------------------------------------------------------------------------------------- mechanisms
+
+def vectorized(fn):
+    fn.vectorized = True
+    return fn
+
+
+@vectorized
+def laplace(a, rng):
+    return a[:, 0] + rng.laplace(scale=1 / EPS, size=len(a))
+
+
+_GEO_N = 5
+_GEO_K = math.ceil(math.log(2.0 / EPS))
+_GEO_D = int((2 ** (_GEO_K + 1) + 1) * (2 ** _GEO_K + 1) ** (_GEO_N - 1))
+
+
+@lru_cache(maxsize=None)
+def _geo_cdf(c: int) -> np.ndarray:
+    """F(z), z = 0..n, of Balcer & Vadhan's GeoSample (their Alg. 4.8), in units of 1 / D."""
+    n, k, d = _GEO_N, _GEO_K, _GEO_D
+    f = np.empty(n + 1, dtype=np.int64)
+    for z in range(c):
+        f[z] = 2 ** (k * (c - z)) * (2 ** k + 1) ** (n - (c - z))
+    for z in range(c, n):
+        f[z] = d - 2 ** (k * (z - c + 1)) * (2 ** k + 1) ** (n - 1 - (z - c))
+    f[n] = d
+    return f
+
+
+@vectorized
+def truncated_geometric(a, rng):
+    """GeoSample(eps, n=5) on a count c in 0..5: smallest z with F_c(z) >= u, u uniform on 1..D."""
+    c = np.rint(a[:, 0]).astype(int)
+    table = np.stack([_geo_cdf(int(v)) for v in range(_GEO_N + 1)])
+    u = rng.integers(1, _GEO_D + 1, size=len(a))
+    return np.argmax(table[c] >= u[:, None], axis=1)
+
+
+@vectorized
+def noisy_hist1(a, rng):
+    return a + rng.laplace(scale=1 / EPS, size=a.shape)
+
+
+@vectorized
+def noisy_hist2(a, rng):
+    return a + rng.laplace(scale=EPS, size=a.shape)
+
+
+@vectorized
+def report_noisy_max1(a, rng):
+    return np.argmax(a + rng.laplace(scale=2 / EPS, size=a.shape), axis=1)
+
+
+@vectorized
+def report_noisy_max2(a, rng):
+    return np.argmax(a + rng.exponential(scale=2 / EPS, size=a.shape), axis=1)
+
+
+@vectorized
+def report_noisy_max3(a, rng):
+    return np.max(a + rng.laplace(scale=2 / EPS, size=a.shape), axis=1)
+
+
+@vectorized
+def report_noisy_max4(a, rng):
+    return np.max(a + rng.exponential(scale=2 / EPS, size=a.shape), axis=1)
+
+
+def _abort_after(cmp: np.ndarray, c: int, res: np.ndarray, aborted_value: float) -> np.ndarray:
+    """Lyu et al.'s loop as DP-Sniper writes it: a column is marked aborted once c earlier columns
+    answered above (counting every column's comparison)."""
+    count = np.zeros(len(cmp))
+    aborted = np.zeros(len(cmp), dtype=bool)
+    for j in range(cmp.shape[1]):
+        res[aborted, j] = aborted_value
+        count += cmp[:, j]
+        aborted |= count == c
+    return res
+
+
+def svt1(a, rng, c=1, t=0.5):
+    """Lyu et al. 2017 Alg. 1 (private): 1 above, 0 below, -1 aborted."""
+    e1 = EPS / 2
+    e2 = EPS - e1
+    rho = rng.laplace(scale=1 / e1, size=(len(a), 1))
+    nu = rng.laplace(scale=2 * c / e2, size=a.shape)
+    cmp = a + nu >= rho + t
+    return _abort_after(cmp, c, cmp.astype(int), -1)
+
+
+def svt2(a, rng, c=1, t=1.0):
+    """Alg. 2 (private): the threshold's noise drawn again after each above."""
+    e1 = EPS / 2
+    e2 = EPS - e1
+    s, k = a.shape
+    rho = rng.laplace(scale=c / e1, size=s)
+    m = a + rng.laplace(scale=2 * c / e2, size=(s, k))
+    count = np.zeros(s)
+    aborted = np.zeros(s, dtype=bool)
+    res = np.empty((s, k), dtype=int)
+    for j in range(k):
+        cmp = m[:, j] >= rho + t
+        res[:, j] = cmp
+        res[aborted, j] = -1
+        count += cmp
+        fresh = rng.laplace(scale=c / e1, size=s)
+        rho[cmp] = fresh[cmp]
+        aborted |= count == c
+    return res
+
+
+def svt3(a, rng, c=1, t=1.0):
+    """Alg. 3 (not private): the noisy value when above, -1000 below, -2000 aborted."""
+    e1 = EPS / 2
+    e2 = EPS - e1
+    rho = rng.laplace(scale=1 / e1, size=(len(a), 1))
+    m = a + rng.laplace(scale=c / e2, size=a.shape)
+    cmp = m >= rho + t
+    res = m.copy()
+    res[~cmp] = -1000.0
+    return _abort_after(cmp, c, res, -2000.0)
+
+
+def svt4(a, rng, c=1, t=1.0):
+    """Alg. 4 (not eps-private: eps/4 on the threshold, noise 1/eps2 on each query whatever c)."""
+    e1 = EPS / 4
+    e2 = EPS - e1
+    rho = rng.laplace(scale=1 / e1, size=(len(a), 1))
+    cmp = a + rng.laplace(scale=1 / e2, size=a.shape) >= rho + t
+    return _abort_after(cmp, c, cmp.astype(int), -1)
+
+
+def svt5(a, rng, c=1, t=1.0):
+    """Alg. 5 (not private): no noise on the queries, no abort."""
+    rho = rng.laplace(scale=1 / (EPS / 2), size=(len(a), 1))
+    return (a >= rho + t).astype(int)
+
+
+def svt6(a, rng, c=1, t=1.0):
+    """Alg. 6 (not private): no abort."""
+    e1 = EPS / 2
+    e2 = EPS - e1
+    rho = rng.laplace(scale=1 / e1, size=(len(a), 1))
+    return (a + rng.laplace(scale=1 / e2, size=a.shape) >= rho + t).astype(int)
+
+
+@vectorized
+def sparse_vector1(a, rng):
+    return svt1(a, rng, c=1, t=0.5)
+
+
+@vectorized
+def sparse_vector2(a, rng):
+    return svt2(a, rng, c=1, t=1.0)
+
+
+@vectorized
+def sparse_vector3(a, rng):
+    return svt3(a, rng, c=1, t=1.0)
+
+
+@vectorized
+def sparse_vector4(a, rng):
+    return svt4(a, rng, c=1, t=1.0)
+
+
+@vectorized
+def sparse_vector5(a, rng):
+    return svt5(a, rng, c=1, t=1.0)
+
+
+@vectorized
+def sparse_vector6(a, rng):
+    return svt6(a, rng, c=1, t=1.0)
+
+
+RAPPOR_HASHES, RAPPOR_BITS = 4, 20
+
+
+@lru_cache(maxsize=None)
+def bloom(value: int) -> np.ndarray:
+    """RAPPOR's Bloom filter of the integer value (its decimal string): bit mmh3(str, seed i) % 20."""
+    bits = np.zeros(RAPPOR_BITS)
+    for i in range(RAPPOR_HASHES):
+        bits[murmur3_32(str(value), i) % RAPPOR_BITS] = 1
+    return bits
+
+
+def _permanent(filt: np.ndarray, f: float, rng) -> np.ndarray:
+    """Each bit set to 1 with probability f/2, to 0 with probability f/2, else kept."""
+    u = rng.random(filt.shape)
+    return np.where(u < 0.5 * f, 1.0, np.where(u < f, 0.0, filt))
+
+
+def _filters(a) -> np.ndarray:
+    values = np.rint(a[:, 0]).astype(int)
+    return np.stack([bloom(int(v)) for v in range(values.min(), values.max() + 1)])[values - values.min()]
+
+
+@vectorized
+def rappor(a, rng, f=0.75, p=0.45, q=0.55):
+    """Steps 1-3 of Erlingsson et al. 2014: Bloom filter, permanent then instantaneous randomised response."""
+    prr = _permanent(_filters(a), f, rng)
+    u = rng.random(prr.shape)
+    return np.where(prr == 1, u < q, u < p)
+
+
+@vectorized
+def one_time_rappor(a, rng, f=0.95):
+    """Steps 1-2: Bloom filter and permanent randomised response."""
+    return _permanent(_filters(a), f, rng)
+
+
+@vectorized
+def laplace_parallel(a, rng, n=20, eps=0.005):
+    return a[:, :1] + rng.laplace(scale=1 / eps, size=(len(a), n))
+
+
+@vectorized
+def svt34_parallel(a, rng):
+    """SVT3 and SVT4 (c=2, t=1) run on the same answers with their own noise: 20 outputs."""
+    return np.concatenate([svt3(a, rng, c=2, t=1.0), svt4(a, rng, c=2, t=1.0)], axis=1)
+
+
+@vectorized
+def prefix_sum(a, rng):
+    return np.cumsum(a + rng.laplace(scale=1 / EPS, size=a.shape), axis=1)
+
+
+@vectorized
+def numerical_svt(a, rng, c=2, t=1.0):
+    """Wang et al. 2019: the noisy answer (fresh noise) when above, 0 below, -1000 aborted."""
+    s, k = a.shape
+    rho1 = rng.laplace(scale=3 / EPS, size=(s, 1))
+    rho2 = rng.laplace(scale=6 * c / EPS, size=(s, k))
+    rho3 = rng.laplace(scale=3 * c / EPS, size=(s, k))
+    cmp = a + rho2 >= t + rho1
+    z = a + rho3
+    count = np.zeros(s)
+    aborted = np.zeros(s, dtype=bool)
+    res = np.zeros((s, k))
+    for j in range(k):
+        above = cmp[:, j]
+        res[above, j] = z[above, j]
+        count += above
+        res[aborted, j] = -1000.0
+        aborted |= count == c
+    return res
+
+
+# ----------------------------------------------------------------------------------------- inputs
+
+def patterns(dim: int, component_wise: bool) -> list[tuple[np.ndarray, np.ndarray]]:
+    """StatDP's input patterns as DP-Sniper's PatternGenerator builds them (a1, a2), without the
+    swapped copies (the search tries both directions). Every value is 0, 1 or 2, inside all the
+    domains DP-Sniper uses, so its clipping changes nothing."""
+    ones = np.ones(dim)
+    half = dim // 2
+    out = [(ones, np.array([0.0] + [1.0] * (dim - 1))), (ones, np.array([2.0] + [1.0] * (dim - 1)))]
+    if component_wise:
+        out += [(ones, np.array([2.0] + [0.0] * (dim - 1))), (ones, np.array([0.0] + [2.0] * (dim - 1))),
+                (ones, np.array([2.0] * half + [0.0] * (dim - half))), (ones, np.full(dim, 2.0)),
+                (ones, np.zeros(dim)),
+                (np.array([1.0] * half + [0.0] * (dim - half)), np.array([0.0] * half + [1.0] * (dim - half)))]
+    return out
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    name: str  # DP-Sniper's class name
+    program: object  # the vectorised function
+    pairs: list  # candidate input pairs (a1, a2)
+    dpsniper_eps_lcb: float
+    dpsniper_seconds: float
+
+
+def _b(name, program, dim, component_wise, lcb, seconds):
+    return Benchmark(name, program, patterns(dim, component_wise), lcb, seconds)
+
+
+# DP-Sniper's seconds: time_dd_search + time_final_estimate_eps, dd_search_reg_data.log.
+BENCHMARK = [
+    _b("LaplaceMechanism", laplace, 1, False, 0.0968, 19.555 + 1.851),
+    _b("TruncatedGeometricMechanism", truncated_geometric, 1, False, 0.1156, 17.931 + 1.538),
+    _b("NoisyHist1", noisy_hist1, 5, False, 0.0978, 34.755 + 2.909),
+    _b("NoisyHist2", noisy_hist2, 5, False, 4.602, 37.825 + 2.794),
+    _b("ReportNoisyMax1", report_noisy_max1, 5, True, 0.0923, 58.822 + 2.995),
+    _b("ReportNoisyMax2", report_noisy_max2, 5, True, 0.0975, 55.722 + 2.693),
+    _b("ReportNoisyMax3", report_noisy_max3, 5, True, 0.2478, 59.356 + 3.039),
+    _b("ReportNoisyMax4", report_noisy_max4, 5, True, 0.3463, 59.821 + 3.072),
+    _b("SparseVectorTechnique1", sparse_vector1, 10, True, 0.0858, 117.968 + 8.013),
+    _b("SparseVectorTechnique2", sparse_vector2, 10, True, 0.0859, 148.098 + 11.824),
+    _b("SparseVectorTechnique3", sparse_vector3, 10, True, 0.1716, 149.825 + 10.515),
+    _b("SparseVectorTechnique4", sparse_vector4, 10, True, 0.1687, 122.697 + 7.793),
+    _b("SparseVectorTechnique5", sparse_vector5, 10, True, 1.761, 56.253 + 2.640),
+    _b("SparseVectorTechnique6", sparse_vector6, 10, True, 0.2720, 90.684 + 4.832),
+    _b("Rappor", rappor, 1, False, 0.2930, 130.638 + 14.214),
+    _b("OneTimeRappor", one_time_rappor, 1, False, 0.5978, 79.879 + 9.232),
+    _b("LaplaceParallel", laplace_parallel, 1, False, 0.0350, 96.468 + 7.977),
+    _b("SVT34Parallel", svt34_parallel, 10, True, 0.2610, 341.258 + 22.664),
+    _b("PrefixSum", prefix_sum, 10, True, 0.5040, 92.127 + 4.850),
+    _b("NumericalSVT", numerical_svt, 10, True, 0.0343, 142.222 + 9.468),
+]

@@ -1,0 +1,43 @@
+"""Exact (Clopper–Pearson) binomial confidence bounds, one-sided, from the Beta quantiles.
+
+`lower(k, n, alpha)` is the largest p with P(Bin(n, p) >= k) <= alpha, i.e. a bound that holds
+with probability at least 1 - alpha: Beta(alpha; k, n - k + 1), and 0 when k = 0. `upper` mirrors
+it: Beta(1 - alpha; k + 1, n - k), and 1 when k = n. Both take arrays (broadcast) and also
+non-integer k (a projected count: `event` scores candidate events by the bound they would get on
+a sample of another size)."""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.stats import beta
+
+
+def _check(n, alpha) -> None:
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    if np.any(np.asarray(n) <= 0):
+        raise ValueError("n must be positive")
+
+
+def lower(k, n, alpha: float) -> np.ndarray | float:
+    """One-sided Clopper–Pearson lower bound on p from k successes in n trials, level 1 - alpha."""
+    _check(n, alpha)
+    k, n = np.broadcast_arrays(np.asarray(k, dtype=float), np.asarray(n, dtype=float))
+    kk = np.clip(k, 1e-300, n)
+    out = np.where(k <= 0, 0.0, beta.ppf(alpha, kk, np.maximum(n - kk + 1, 1e-300)))
+    return out if out.ndim else float(out)
+
+
+def upper(k, n, alpha: float) -> np.ndarray | float:
+    """One-sided Clopper–Pearson upper bound on p from k successes in n trials, level 1 - alpha."""
+    _check(n, alpha)
+    k, n = np.broadcast_arrays(np.asarray(k, dtype=float), np.asarray(n, dtype=float))
+    kk = np.clip(k, 0, n)
+    out = np.where(k >= n, 1.0, beta.ppf(1 - alpha, kk + 1, np.maximum(n - kk, 1e-300)))
+    return out if out.ndim else float(out)
+
+
+def interval(k, n, confidence: float) -> tuple:
+    """The two-sided Clopper–Pearson interval at `confidence` (each side at (1 - confidence) / 2)."""
+    alpha = (1 - confidence) / 2
+    return lower(k, n, alpha), upper(k, n, alpha)

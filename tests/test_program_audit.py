@@ -1,0 +1,271 @@
+"""The black-box audit of programs (issue #28 item 2): Clopper–Pearson bounds against a brute force,
+the certificate's coverage over seeds, non-private programs caught and private ones never over
+their epsilon, and program loading (`mechanisms.program`)."""
+
+from __future__ import annotations
+
+import math
+import pickle
+
+import numpy as np
+import pytest
+from scipy.stats import binom
+
+from ddpbayes.engines.program import bounds
+from ddpbayes.engines.program.certify import certify, certify_best
+from ddpbayes.engines.program.event import find_event
+from ddpbayes.errors import InputError
+from ddpbayes.mechanisms.program import Program
+
+# ------------------------------------------------------------------------------------------- bounds
+
+
+def _brute_lower(k, n, alpha):
+    """The smallest p with P(Bin(n, p) >= k) >= alpha, by bisection on the binomial tail."""
+    if k == 0:
+        return 0.0
+    lo, hi = 0.0, 1.0
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if binom.sf(k - 1, n, mid) < alpha:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+def _brute_upper(k, n, alpha):
+    if k == n:
+        return 1.0
+    lo, hi = 0.0, 1.0
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if binom.cdf(k, n, mid) > alpha:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+@pytest.mark.parametrize("k,n", [(0, 10), (1, 10), (5, 10), (10, 10), (3, 1000), (500, 1000), (0, 10 ** 6),
+                                 (17, 10 ** 6)])
+@pytest.mark.parametrize("alpha", [0.05, 0.025])
+def test_clopper_pearson_against_the_binomial(k, n, alpha):
+    assert bounds.lower(k, n, alpha) == pytest.approx(_brute_lower(k, n, alpha), rel=1e-7, abs=1e-12)
+    assert bounds.upper(k, n, alpha) == pytest.approx(_brute_upper(k, n, alpha), rel=1e-7, abs=1e-12)
+    lo, hi = bounds.interval(k, n, 1 - 2 * alpha)
+    assert lo == pytest.approx(bounds.lower(k, n, alpha)) and hi == pytest.approx(bounds.upper(k, n, alpha))
+
+
+def test_clopper_pearson_vectorised():
+    k = np.array([0, 1, 5, 10])
+    assert np.allclose(bounds.lower(k, 10, 0.05), [bounds.lower(int(v), 10, 0.05) for v in k])
+    assert np.allclose(bounds.upper(k, 10, 0.05), [bounds.upper(int(v), 10, 0.05) for v in k])
+
+
+# ------------------------------------------------------------------------------------------- laws
+
+def rr(p):
+    """Randomized response on 3 bits: each bit is 1 with probability p (true eps = 3 log(p / (1 - p)))."""
+    return lambda n, rng: (rng.random((n, 3)) < p).astype(float)
+
+
+def laplace(loc, scale):
+    return lambda n, rng: loc + rng.laplace(scale=scale, size=(n, 1))
+
+
+def test_randomized_response_coverage_over_seeds():
+    """The certified bound never exceeds the true eps (the sup over events) in more than the
+    allowed share of 200 seeds, and it gets close to it."""
+    p, conf = 0.6, 0.9
+    truth = 3 * math.log(p / (1 - p))
+    values = [certify(rr(p), rr(1 - p), n_search=2000, n_check=4000, confidence=conf,
+                      rng=np.random.default_rng(seed)).eps_lcb for seed in range(200)]
+    over = sum(v > truth for v in values)
+    # at most (1 - conf) of the time in expectation; 200 draws: P(Bin(200, 0.1) > 31) < 0.01
+    assert over <= 31, over
+    assert np.median(values) > 0.4 * truth
+
+
+@pytest.mark.parametrize("seeds,allowed", [(30, 8), pytest.param(200, 31, marks=pytest.mark.slow)])
+def test_laplace_coverage_over_seeds(seeds, allowed):
+    """Laplace(1/eps) at distance 1: every event's log ratio is at most eps (a continuous output:
+    the classifier's threshold events). 30 seeds: P(Bin(30, 0.1) > 8) < 0.01."""
+    eps, conf = 0.5, 0.9
+    values = [certify(laplace(0.0, 1 / eps), laplace(1.0, 1 / eps), n_search=2000, n_check=4000, confidence=conf,
+                      rng=np.random.default_rng(seed)).eps_lcb for seed in range(seeds)]
+    assert sum(v > eps for v in values) <= allowed
+    assert max(values) < 2 * eps
+    assert np.median(values) > 0.3 * eps
+
+
+def test_deterministic_given_the_seed():
+    a = certify(rr(0.7), rr(0.3), n_search=3000, n_check=3000, rng=np.random.default_rng(5))
+    b = certify(rr(0.7), rr(0.3), n_search=3000, n_check=3000, rng=np.random.default_rng(5))
+    assert (a.eps_lcb, a.counts, a.event.describe()) == (b.eps_lcb, b.counts, b.event.describe())
+    assert a.direction == "a" and a.counts[0] > a.counts[1]
+
+
+def test_direction_b_over_a():
+    c = certify(rr(0.3), rr(0.7), n_search=3000, n_check=5000, rng=np.random.default_rng(1))
+    assert c.direction == "b" and c.eps_lcb > 0.5
+
+
+def _svt5(a, rng, eps=0.5, t=1.0):
+    """Lyu et al.'s Alg. 5 (no noise on the queries): claims eps but is not private."""
+    rho = rng.laplace(scale=2 / eps, size=(len(a), 1))
+    return (a >= rho + t).astype(int)
+
+
+_svt5.vectorized = True
+
+
+def _laplace_wrong(a, rng, eps=0.5):
+    """Claims eps with sensitivity 1 but adds Laplace(1 / (4 eps)): really 4 eps."""
+    return a[:, 0] + rng.laplace(scale=1 / (4 * eps), size=len(a))
+
+
+_laplace_wrong.vectorized = True
+
+
+def _draw(fn, answers):
+    prog = Program(fn)
+    return lambda n, rng: prog.sample(np.broadcast_to(np.asarray(answers, float), (n, len(answers))), rng)
+
+
+@pytest.mark.parametrize("fn,a,b", [(_svt5, [2.0] * 3 + [0.0] * 3, [1.0] * 6), (_laplace_wrong, [0.0], [1.0])])
+def test_non_private_programs_fail_their_claim(fn, a, b):
+    c = certify(_draw(fn, a), _draw(fn, b), n_search=20000, n_check=20000, rng=np.random.default_rng(0))
+    assert c.eps_lcb > 0.5, c
+
+
+def test_private_program_never_over_its_epsilon():
+    """Report-noisy-max with Laplace(2 / eps) noise is eps-DP: over 30 seeds and two input pairs the
+    certificate stays below eps (a 0.9 bound exceeding it in 30 seeds would be a 0.1^k event)."""
+    eps = 0.5
+
+    def rnm(a, rng):
+        return np.argmax(a + rng.laplace(scale=2 / eps, size=a.shape), axis=1)
+    rnm.vectorized = True
+    pairs = [(_draw(rnm, [1.0, 1.0, 1.0]), _draw(rnm, [0.0, 2.0, 2.0])),
+             (_draw(rnm, [1.0, 1.0, 1.0]), _draw(rnm, [2.0, 1.0, 1.0]))]
+    values = [certify_best(pairs, n_search=4000, n_check=4000, rng=np.random.default_rng(s)).eps_lcb
+              for s in range(30)]
+    assert sum(v > eps for v in values) <= 8
+    assert max(values) > 0.1
+
+
+def test_continuous_event_is_a_threshold_and_picklable():
+    rng = np.random.default_rng(0)
+    a = rng.normal(0, 1, (20000, 2))
+    b = rng.normal(0.5, 1, (20000, 2))
+    b[:, 1] = np.where(rng.random(20000) < 0.3, -1000.0, b[:, 1])  # a sentinel value
+    found = find_event(a, b)
+    assert "logistic score" in found.event.describe()
+    assert "== -1000" in found.event.describe() or "-1000" in " ".join(found.event.features.names())
+    again = pickle.loads(pickle.dumps(found.event))
+    assert np.array_equal(again.contains(a[:100]), found.event.contains(a[:100]))
+
+
+def test_discrete_event_is_a_histogram_prefix():
+    rng = np.random.default_rng(0)
+    a = rng.choice(4, size=(5000, 1), p=[0.4, 0.3, 0.2, 0.1]).astype(float)
+    b = rng.choice(4, size=(5000, 1), p=[0.1, 0.2, 0.3, 0.4]).astype(float)
+    found = find_event(a, b)
+    assert found.direction in ("a", "b") and found.event.describe().startswith("output")
+    assert found.event.contains(np.array([[0.0]]))[0] == (found.direction == "a")
+    assert pickle.loads(pickle.dumps(found.event)).contains(np.array([[3.0]]))[0] == (found.direction == "b")
+
+
+# ------------------------------------------------------------------------------------------- loading
+
+def _vector_tuple(a, rng):
+    return (a.sum() + rng.normal(), a > 0.5, int(a[0]))
+
+
+def test_outputs_are_normalised():
+    rng = np.random.default_rng(0)
+    answers = np.array([[0.0, 1.0], [1.0, 1.0]])
+    out = Program(_vector_tuple).sample(answers, rng)
+    assert out.shape == (2, 4) and set(out[:, 1:3].ravel()) <= {0.0, 1.0}
+    assert np.array_equal(out[:, 1:], [[0, 1, 0], [1, 1, 1]])
+    assert Program(lambda a, r: 3).sample(answers, rng).shape == (2, 1)
+    assert Program(lambda a, r: np.array([True, False])).sample(answers, rng).tolist() == [[1, 0], [1, 0]]
+
+    def vec(a, r):
+        return a[:, 0], a > 0
+    vec.vectorized = True
+    assert Program(vec).sample(answers, rng).tolist() == [[0, 0, 1], [1, 1, 1]]
+
+
+@pytest.mark.parametrize("fn,match", [
+    (lambda a, r: "yes", "non-numeric"),
+    (lambda a, r: np.nan, "nan"),
+    (lambda a, r: [1.0] * int(a[0] + 1), "different sizes"),
+    (lambda a, r: 1 / 0, "program bad raised ZeroDivisionError: division by zero"),
+    (lambda a, r: (_ for _ in ()).throw(ValueError("two\nlines")), "program bad raised ValueError: two lines"),
+])
+def test_bad_outputs_are_one_line_input_errors(fn, match):
+    with pytest.raises(InputError, match=match) as err:
+        Program(fn, "bad").sample(np.array([[0.0], [1.0]]), np.random.default_rng(0))
+    assert "\n" not in str(err.value)
+
+
+def test_bad_vectorised_shape():
+    def f(a, r):
+        return np.zeros(len(a) + 1)
+    f.vectorized = True
+    with pytest.raises(InputError, match="vectorized program f returned shape"):
+        Program(f).sample(np.zeros((3, 1)), np.random.default_rng(0))
+
+
+def test_from_spec(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mech.py").write_text(
+        "import numpy as np\n"
+        "def noisy(a, rng):\n    return a[0] + rng.laplace()\n"
+        "def fast(a, rng):\n    return a[:, 0] + rng.laplace(size=len(a))\n"
+        "fast.vectorized = True\n"
+        "def noisy_max(a, rng):\n    return int(np.argmax(a + rng.laplace(size=a.shape)))\n")
+    prog = Program.from_spec("program:mech.py:noisy")
+    assert prog.describe() == {"kind": "program", "file": "mech.py", "name": "noisy", "vectorized": False}
+    assert Program.from_spec("program:mech.py:fast").vectorized
+    assert prog.black_box and not Program.from_spec("program:mech.py:noisy_max").joint
+    with pytest.raises(InputError, match="has no function 'nope' \\(it defines: fast, noisy, noisy_max\\)"):
+        Program.from_spec("program:mech.py:nope")
+    with pytest.raises(InputError, match="not found"):
+        Program.from_spec("program:missing.py:noisy")
+    with pytest.raises(InputError, match="program:FILE:NAME"):
+        Program.from_spec("program:")
+    with pytest.raises(InputError, match="no model file"):
+        Program.from_spec("program:noisy")
+    import types
+    module = types.ModuleType("model_file")
+    exec("def mech(a, rng):\n    return a[0]\n", module.__dict__)
+    assert Program.from_spec("program:mech", module).sample(np.array([[2.0]]), None).tolist() == [[2.0]]
+    (tmp_path / "broken.py").write_text("raise RuntimeError('no\\nway')\n")
+    with pytest.raises(InputError, match="raised RuntimeError while loading: no way"):
+        Program.from_spec("program:broken.py:f")
+    with pytest.raises(InputError, match="classic epsilon is not computed"):
+        prog.dp_leakage(1.0)
+
+
+def test_vectorised_and_per_row_give_the_same_law():
+    """The same mechanism written per row and vectorised: the certifier cannot tell them apart
+    (a two-sample comparison of the output frequencies), and both certify the same eps."""
+    def row(a, rng):
+        return int(np.argmax(a + rng.laplace(scale=2.0, size=a.shape)))
+
+    def vec(a, rng):
+        return np.argmax(a + rng.laplace(scale=2.0, size=a.shape), axis=1)
+    vec.vectorized = True
+    answers = np.tile([1.0, 0.0, 2.0], (4000, 1))
+    x = Program(row).sample(answers, np.random.default_rng(0))[:, 0]
+    y = Program(vec).sample(answers, np.random.default_rng(1))[:, 0]
+    fx, fy = np.bincount(x.astype(int), minlength=3) / len(x), np.bincount(y.astype(int), minlength=3) / len(y)
+    assert np.abs(fx - fy).max() < 0.04
+    a, b = [2.0, 0.0, 0.0], [0.0, 2.0, 2.0]
+    per_row = certify(_draw(row, a), _draw(row, b), n_search=3000, n_check=3000, rng=np.random.default_rng(0))
+    vectorised = certify(_draw(vec, a), _draw(vec, b), n_search=3000, n_check=3000, rng=np.random.default_rng(0))
+    assert per_row.eps_lcb > 0.5 and vectorised.eps_lcb > 0.5
+    assert abs(per_row.eps_lcb - vectorised.eps_lcb) < 0.5
