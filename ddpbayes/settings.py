@@ -61,6 +61,7 @@ class RunSettings:
     pdp_greedy: int = 0  # pdp: 0 searches every known set; k >= 1 seed 003's greedy search, top k per layer (`search_width`)
     progress: bool = False  # progress lines on stderr
     force: bool = False  # run adversaries an engine estimates past limits.MAX_SECONDS (a day)
+    program_runs: int = 100_000  # program engine: runs of the program per target value in each stage (search, certify)
     role: str = "choose"  # sampling, internal: the runs that choose a witness, or the fresh ones that bound it
 
     def __post_init__(self):
@@ -88,7 +89,7 @@ class RunSettings:
             raise InputError(f"--force is a switch (True or False), got {self.force!r}")
         if self.role not in ROLES:
             raise InputError(f"unknown run role '{self.role}' (use {' or '.join(ROLES)})")
-        for name in ("chains", "max_runs", "max_states", "max_adversaries"):
+        for name in ("chains", "max_runs", "max_states", "max_adversaries", "program_runs"):
             check_positive_int(getattr(self, name), "--" + name.replace("_", "-"))
 
     @classmethod

@@ -360,7 +360,7 @@ def test_build_from_epsilon_and_params():
     (lambda: ReportNoisyMax.build(IDENTITY, BITS, epsilon=0.1, params={"nois": "x"}), "no parameter 'nois'"),
     (lambda: ReportNoisyMax.build(IDENTITY, BITS, epsilon=0.1, params={"noise": "gauss"}), "laplace or exponential"),
     (lambda: ReportNoisyMax.build(IDENTITY, BITS, epsilon=0.1, scale=2.0), "not both"),
-    (lambda: ReportNoisyMax.build(IDENTITY, [Interval(0, math.inf)] * 3, epsilon=0.1), "--param sensitivity="),
+    (lambda: ReportNoisyMax.build(IDENTITY, [Interval(0, math.inf)] * 3, epsilon=0.1), "--mechanism-param sensitivity="),
     (lambda: ReportNoisyMax.build(IDENTITY, BITS, epsilon=-1.0), "epsilon"),
     (lambda: ReportNoisyMax.build(IDENTITY, BITS, scale=math.inf), "scale"),
     (lambda: SparseVector.build(IDENTITY, BITS, scale=1.0, params={"cutoff": "0"}), "positive integer"),

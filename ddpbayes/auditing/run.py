@@ -19,6 +19,7 @@ from ddpbayes.engines import AdversaryLeakage, Engine, engine_named, passed_over
 from ddpbayes.errors import InputError
 from ddpbayes.limits import state_limit
 from ddpbayes.mechanisms import Mechanism, make_mechanism
+from ddpbayes.mechanisms.program import Program
 from ddpbayes.model import DependenceModel
 from ddpbayes.notions import Notion, fold_targets, worst_of
 from ddpbayes.notions import notion as named
@@ -29,6 +30,7 @@ from ddpbayes.profiles import Profile
 from ddpbayes.progress import Progress
 from ddpbayes.queries import Query, parse_query
 from ddpbayes.settings import RunSettings
+from ddpbayes.vocabulary import PROGRAM
 
 CHUNK = 1024  # adversaries handed to an exact engine at once: the lattice is streamed, never listed
 WINDOW = 64  # batches of CHUNK adversaries handed to the workers at once
@@ -44,6 +46,7 @@ def audit(
     epsilon: float | None = None,
     delta: float | None = None,
     rho: float | None = None,
+    params: dict[str, str] | None = None,
     claim: float | None = None,
     targets: Sequence[int] | None = None,
     known: Sequence[int] | None = None,
@@ -57,7 +60,9 @@ def audit(
     `mechanism` is a Mechanism, or its kind with `scale` or `epsilon` (classic DP's scale:
     global sensitivity / epsilon); Gaussian noise takes σ as `scale`, or `rho` (zCDP), or `epsilon`
     with `delta` (the analytic Gaussian mechanism), and its leakage is ε at `delta` (default 1e-6)
-    on the notion's privacy profile (`profile`; DESIGN §3.5). `targets` restricts the targets; `known` fixes the
+    on the notion's privacy profile (`profile`; DESIGN §3.5). A mechanism with a joint output law
+    (report-noisy-max, sparse vector, ...; DESIGN §5.2) takes its `params` by name (strings, as
+    `--mechanism-param NAME=VALUE` gives them). `targets` restricts the targets; `known` fixes the
     adversary's knowledge for pdp; `lattice` keeps every pdp adversary in the result.
     How it runs is `settings` with any `RunSettings` field given by name in `run` (engine,
     method, seed, draws, tune, chains, workers, scheduler, max_runs, max_states, max_adversaries, pdp_greedy,
@@ -71,7 +76,8 @@ def audit(
     settings = RunSettings.of(settings, **run)
     notion = named(notion)
     check_unit(information)
-    query, mechanism = _release(model, query, mechanism, settings, scale=scale, epsilon=epsilon, delta=delta, rho=rho)
+    query, mechanism = _release(model, query, mechanism, settings, scale=scale, epsilon=epsilon, delta=delta, rho=rho,
+                                params=params)
     if targets is None and known is not None:  # with --known alone, every unknown tuple is a target
         targets = [i for i in range(model.n) if i not in set(known)]
     targets = _targets(targets, model.n)
@@ -96,16 +102,22 @@ def audit(
 
 
 def _release(model: DependenceModel, query: str | Query, mechanism: str | Mechanism, settings: RunSettings,
-             **noise: float | None) -> tuple[Query, Mechanism]:
+             **noise) -> tuple[Query, Mechanism]:
     """The query bound to the model and the mechanism, checked against it: built from its kind
-    with `noise` (scale, epsilon, delta, rho), or as given (delta and rho then refused)."""
+    with `noise` (scale, epsilon, delta, rho, params), or as given (delta, rho and params then refused)."""
     query = (parse_query(query) if isinstance(query, str) else query).bind(model)
     query.check(model.domains)
+    if isinstance(mechanism, str) and mechanism.startswith(PROGRAM):  # a black box (DESIGN §2.6)
+        given = [name for name, value in noise.items() if value]
+        if given:
+            raise InputError(f"a program makes its own noise: drop {', '.join(given)} (the program's settings are its "
+                             "own code)")
+        mechanism = Program.from_spec(mechanism, getattr(model, "source", None))
     if isinstance(mechanism, str):
         with state_limit(settings.max_states):  # --epsilon may enumerate the domains (an expr: query's sensitivity)
             return query, make_mechanism(mechanism, query, model.domains, **noise)
-    if noise["delta"] is not None or noise["rho"] is not None:
-        raise InputError("delta and rho set a mechanism built from its kind: give them to the Mechanism itself")
+    if noise["delta"] is not None or noise["rho"] is not None or noise["params"]:
+        raise InputError("delta, rho and params set a mechanism built from its kind: give them to the Mechanism itself")
     mechanism.check(query, model.domains)
     return query, mechanism
 
@@ -256,7 +268,7 @@ def _result(problem: Problem, notion: Notion, evaluated: _Evaluated, claim: floa
         query=query.spec,
         tuples=model.names,
         notes=[*evaluated.notes, *query.sensitivity_notes(model.domains),  # expr:/fn:
-               *_profile_notes(mechanism, profile)],
+               *_profile_notes(mechanism, profile), *mechanism.notes()],
         problem=problem,
         profile=profile,
         target_worst={i: _settled(r) for i, r in sorted(evaluated.by_target.items())},

@@ -38,6 +38,11 @@ def _judge(worst: AdversaryLeakage, claim: float | None) -> tuple[str | None, st
             f"bulk ESS min {diag.get('ess_bulk_min', float('nan')):.4g}, divergences {diag.get('divergences', 0)}); "
             "raise --draws/--tune"
         )
+    if diag.get("lower_bound_only"):  # a program's certified bound (DESIGN §2.6)
+        if lower > claim:
+            return "fail", f"the certified 95% lower bound {lower:.4g} exceeds the claim"
+        return "inconclusive", (f"the certified lower bound {lower:.4g} does not exceed the claim, and a program's "
+                                "audit is a lower bound only: it can fail a claim, never pass one")
     level = "95% " if diag else ""  # no diagnostics: a sure range (dp of an expr: query with a bounded sensitivity)
     if lower > claim:
         return "fail", f"the {level}lower bound {lower:.4g} exceeds the claim"

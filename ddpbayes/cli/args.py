@@ -8,7 +8,7 @@ import sys
 from ddpbayes.errors import InputError
 from ddpbayes.parallel.cluster import check_where
 from ddpbayes.settings import DEFAULT_TOP_K, METHODS, SEARCHES, RunSettings, search_width
-from ddpbayes.vocabulary import ENGINES
+from ddpbayes.vocabulary import ENGINES, PROGRAM
 
 
 def index_list(text: str) -> list[int]:
@@ -51,8 +51,14 @@ def add_mechanism(parser: argparse.ArgumentParser, releases: bool = False) -> No
     parser.add_argument("--query", required=not releases, help=QUERY_HELP)
     add_sensitivity(parser)
     parser.add_argument("--mechanism", required=not releases,
-                        help="laplace, geometric, randomized_response, gaussian or discrete_gaussian")
-    noise = parser.add_mutually_exclusive_group(required=not releases)
+                        help="laplace, geometric, randomized_response, gaussian, discrete_gaussian; mechanisms with "
+                        "an output law over all the answers: report_noisy_max, exponential, sparse_vector, rappor, "
+                        "one_time_rappor, truncated_geometric (their settings by --mechanism-param); or program:FILE:NAME, "
+                        "a Python function mechanism(answers, rng) audited as a black box (a certified lower bound)")
+    parser.add_argument("--mechanism-param", action="append", default=None, metavar="NAME=VALUE",
+                        help="a setting of the mechanism (repeat it), e.g. --mechanism-param threshold=1 "
+                        "--mechanism-param cutoff=2 for sparse_vector; `ddpbayes mechanisms` lists each one's")
+    noise = parser.add_mutually_exclusive_group()  # required unless --release or a program: check_release_flags
     noise.add_argument("--scale", type=float, help="noise scale b (Laplace, geometric; sigma for Gaussian noise)")
     noise.add_argument("--epsilon", type=float, help="classic DP level: scale = global sensitivity / epsilon; with "
                        "--delta, the analytic Gaussian mechanism's sigma (Balle & Wang 2018)")
@@ -70,14 +76,15 @@ def add_mechanism(parser: argparse.ArgumentParser, releases: bool = False) -> No
 
 def check_release_flags(args: argparse.Namespace) -> None:
     """Either --release (at least twice) or --query, --mechanism and --scale/--epsilon, never both."""
-    single = [flag for flag in ("query", "mechanism", "scale", "epsilon", "sigma", "rho", "delta", "sensitivity")
-              if getattr(args, flag) is not None]
+    single = [flag for flag in ("query", "mechanism", "scale", "epsilon", "sigma", "rho", "delta", "sensitivity",
+                                "mechanism_param") if getattr(args, flag) is not None]
     if args.release:
         if single:
             raise InputError("--release gives each release its own query and noise: drop --" + ", --".join(single))
         return
     missing = [f"--{flag}" for flag in ("query", "mechanism") if getattr(args, flag) is None]
-    if all(getattr(args, flag) is None for flag in ("scale", "epsilon", "sigma", "rho")):
+    program = (args.mechanism or "").startswith(PROGRAM)
+    if not program and all(getattr(args, flag) is None for flag in ("scale", "epsilon", "sigma", "rho")):
         missing.append("--scale, --epsilon, --sigma or --rho")
     if missing:
         raise InputError(f"give {', '.join(missing)} for one release, or --release QUERY:MECHANISM:PARAM for each "
@@ -110,6 +117,9 @@ def add_run_settings(parser: argparse.ArgumentParser, method: bool = False) -> N
     parser.add_argument("--tune", type=int, default=None, help=f"sampling: tuning steps per chain (default {d.tune})")
     parser.add_argument("--chains", type=int, default=None,
                         help=f"sampling: chains per conditioning event (default {d.chains})")
+    parser.add_argument("--program-runs", type=int, default=None, metavar="N",
+                        help=f"program engine: runs of the program per target value in each of its two stages, the "
+                        f"event search and the certificate (default {d.program_runs:,})")
     add_workers(parser)
     parser.add_argument("--max-runs", type=int, default=None,
                         help=f"sampling: refuse to plan more MCMC runs than this (default {d.max_runs})")
@@ -142,7 +152,8 @@ def execution(args: argparse.Namespace) -> RunSettings:
 def run_settings(args: argparse.Namespace) -> RunSettings:
     """The RunSettings the flags of `add_run_settings` give (progress on stderr for text output)."""
     given = {name: getattr(args, name, None) for name in ("engine", "seed", "draws", "tune", "chains", "workers", "scheduler",
-                                                          "max_runs", "max_states", "max_adversaries", "force")}
+                                                          "max_runs", "max_states", "max_adversaries", "force",
+                                                          "program_runs")}
     width = search_width(getattr(args, "search", None), getattr(args, "top_k", None), getattr(args, "pdp_greedy", None))
     settings = RunSettings.of(**given, pdp_greedy=width, method=getattr(args, "sampling_method", None),
                               progress=args.format == "text" or sys.stderr.isatty())
@@ -168,4 +179,18 @@ def noise(args: argparse.Namespace) -> dict:
         raise InputError(f"--sigma is the standard deviation of Gaussian noise: {args.mechanism} noise takes --scale "
                          "or --epsilon")
     scale = args.sigma if args.sigma is not None else args.scale
-    return {"scale": scale, "epsilon": args.epsilon, "delta": args.delta, "rho": args.rho}
+    return {"scale": scale, "epsilon": args.epsilon, "delta": args.delta, "rho": args.rho, "params": mechanism_params(args)}
+
+
+def mechanism_params(args: argparse.Namespace) -> dict[str, str]:
+    """--mechanism-param NAME=VALUE (repeatable) as a dict; a malformed or repeated one is one line of bad input."""
+    out: dict[str, str] = {}
+    for item in args.mechanism_param or ():
+        name, sep, value = item.partition("=")
+        name, value = name.strip(), value.strip()
+        if not sep or not name or not value:
+            raise InputError(f"--mechanism-param takes NAME=VALUE, got '{item}'")
+        if name in out:
+            raise InputError(f"--mechanism-param {name} is given twice")
+        out[name] = value
+    return out

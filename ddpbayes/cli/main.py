@@ -46,7 +46,7 @@ def version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ddpbayes.cli import attack_cmd, audit_cmd, calibrate_cmd, derive_cmd, report_cmd, rho_cmd
+    from ddpbayes.cli import attack_cmd, audit_cmd, calibrate_cmd, derive_cmd, mechanisms_cmd, report_cmd, rho_cmd
 
     parser = _Parser(prog="ddpbayes", description="Verify privacy mechanisms on dependent data (DDP, PDP, IDP).")
     parser.add_argument("-V", "--version", action="version", version=f"ddpbayes {version()}",
@@ -60,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     calibrate_cmd.register(sub)
     report_cmd.register(sub)
     attack_cmd.register(sub)
+    mechanisms_cmd.register(sub)
     return parser
 
 

@@ -13,14 +13,15 @@ INTERVAL = "90% interval (two one-sided 95% bounds)"  # the sampling engine's `c
 
 
 def audit_text(r: AuditResult) -> str:
-    lines = [
-        f"notion     {r.notion}",
-        f"query      {r.query}    mechanism  {r.mechanism_text()}",
-        f"leakage    {'>= ' if r.lower_bound else ''}{fmt(r.leakage)}"
-        + (f" (epsilon at delta = {r.problem.mechanism.delta:g})" if r.profile is not None else "")
-        + (f"    {_interval_name(r)} [{fmt(r.ci[0])}, {fmt(r.ci[1])}]" if r.ci else "")
-        + ("    (a lower bound: greedy search)" if r.lower_bound else ""),
-    ]
+    certified = (r.diagnostics or {}).get("lower_bound_only")  # a program's certified lower bound (DESIGN §2.6)
+    if certified:
+        leakage = f"leakage    >= {fmt(r.leakage)}    certified lower bound (95%; a program: it can fail a claim, never pass)"
+    else:
+        leakage = (f"leakage    {'>= ' if r.lower_bound else ''}{fmt(r.leakage)}"
+                   + (f" (epsilon at delta = {r.problem.mechanism.delta:g})" if r.profile is not None else "")
+                   + (f"    {_interval_name(r)} [{fmt(r.ci[0])}, {fmt(r.ci[1])}]" if r.ci else "")
+                   + ("    (a lower bound: greedy search)" if r.lower_bound else ""))
+    lines = [f"notion     {r.notion}", f"query      {r.query}    mechanism  {r.mechanism_text()}", leakage]
     if r.profile is not None:
         lines.extend(_profile_text(r.profile, r.problem.mechanism.delta))
     if r.claim is not None:
@@ -34,7 +35,11 @@ def audit_text(r: AuditResult) -> str:
         from ddpbayes.auditing.information import information_text  # not at import: `--help` must not load PyMC
 
         lines.extend(information_text(r.information, r.information_reason))
-    if r.diagnostics and r.diagnostics.get("summed"):
+    if certified:
+        d = r.diagnostics
+        lines.append(f"program    {d['program_runs']:,} runs of the program for the worst adversary; plain estimate "
+                     f"{fmt(d['estimate'])}")
+    elif r.diagnostics and r.diagnostics.get("summed"):
         lines.append(f"mcmc       none: {r.diagnostics['summed']}")
     elif r.diagnostics:
         d = r.diagnostics

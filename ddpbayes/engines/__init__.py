@@ -9,13 +9,15 @@ from ddpbayes.engines.base import (AdversaryLeakage, Curve, DependenceProfile, E
                                    merge_diagnostics)
 from ddpbayes.engines.exact import ExactEngine
 from ddpbayes.engines.gaussian import GaussianEngine
+from ddpbayes.engines.program import ProgramEngine
 from ddpbayes.engines.sampling import SamplingEngine
 from ddpbayes.engines.structured import StructuredEngine
 from ddpbayes.errors import InputError
 from ddpbayes.problem import Problem
 from ddpbayes.vocabulary import ENGINES as ENGINE_NAMES
 
-ENGINES: dict[str, Engine] = {e.name: e for e in (ExactEngine(), StructuredEngine(), GaussianEngine(), SamplingEngine())}
+ENGINES: dict[str, Engine] = {e.name: e for e in (ExactEngine(), StructuredEngine(), GaussianEngine(), SamplingEngine(),
+                                                  ProgramEngine())}
 assert tuple(ENGINES) == ENGINE_NAMES, "the CLI offers the engines of ddpbayes.vocabulary"
 
 

@@ -75,9 +75,11 @@ class Mechanism(ABC):
     joint: bool = False  # the output law is over the whole answer vector (`output_space`, `log_prob`), not noise
     #                      per coordinate: report-noisy-max, sparse vector, exponential mechanism, RAPPOR (§5.2)
     black_box: bool = False  # a program we can only run (`mechanisms.program`): `sample` alone; no kernel, law or
-    #                          classic ε; the audit certifies a lower bound by sampling (`engines/program`)
+    #                          classic ε; the program engine certifies a lower bound by sampling (DESIGN §2.6)
+    shift_invariant: bool = False  # p(y + c | q + c) = p(y | q) for every shift c of the answers (Laplace, geometric,
+    #                                Gaussian): known tuples that only shift the query then leave the sup unchanged
     law_error: float = 0.0  # with `joint`: a bound on the absolute error of `log_prob` (integrals computed to it)
-    parameters: dict[str, tuple[type, object, str]] = {}  # name -> (type, default, help): `--param NAME=VALUE`
+    parameters: dict[str, tuple[type, object, str]] = {}  # name -> (type, default, help): `--mechanism-param NAME=VALUE`
     # `sigma` (with `gaussian`) and `scale` (with `laplace`) are fields without a default of those
     # classes: a class attribute here would become that default (dataclasses read it off the base).
 
@@ -111,16 +113,24 @@ class Mechanism(ABC):
     def log_mixtures(self, logw: np.ndarray, q: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray]:
         """log Σ_s w_t(s) p(y | q_s) for every row t of the log-weights `logw` (T, m) at every y
         of `log_kernel`'s grid: (grid (G,), (T, G)), up to the same constant per y. Dense here
-        (G·m·T cells, checked against `limit`); linear in m for Laplace."""
-        check_states(self.grid_size(len(q)) * len(q) * len(logw), f"the mechanism's kernel ({len(q):,} query values)",
-                     "cells", limit)
-        grid, log_k = self.log_kernel(q)
+        (G·m·T cells, checked against `limit`); linear in m for Laplace. A `joint` law on a scalar
+        answer gives its output space as the grid, (G, d)."""
+        if self.joint:  # a joint law on one answer: its output space, one output (d,) per grid row
+            answers = np.asarray(q, dtype=float)[:, None]
+            check_states(self.output_count(answers) * len(q) * len(logw),
+                         f"the {self.kind} mechanism's law ({len(q):,} query values)", "cells", limit)
+            grid = self.output_space(answers)
+            log_k = self.log_prob(grid, answers)
+        else:
+            check_states(self.grid_size(len(q)) * len(q) * len(logw),
+                         f"the mechanism's kernel ({len(q):,} query values)", "cells", limit)
+            grid, log_k = self.log_kernel(q)
         return grid, np.logaddexp.reduce(logw[:, None, :] + log_k[None], axis=2)
 
     @classmethod
     def build(cls, query: Query, domains: Sequence[Domain], *, scale: float | None = None,
               epsilon: float | None = None, params: dict[str, str] | None = None) -> Mechanism:
-        """With `joint`: this mechanism from the flags (`--scale` or `--epsilon`, `--param NAME=VALUE` for each
+        """With `joint`: this mechanism from the flags (`--scale` or `--epsilon`, `--mechanism-param NAME=VALUE` for each
         of `parameters`), validated: one-line InputError for what it cannot take."""
         raise InputError(f"the {cls.kind} mechanism is built from --scale or --epsilon alone")
 
@@ -145,6 +155,14 @@ class Mechanism(ABC):
         """One output (d,) per row of the answer vectors `answers` (S, K): (S, d). What the black-box audit
         and the tests run."""
         raise InputError(f"the {self.kind} mechanism cannot be sampled")
+
+    def notes(self) -> list[str]:
+        """What a result computed with this mechanism should say about it: a joint law computed by quadrature
+        states its error (DESIGN §5.2)."""
+        if self.joint and self.law_error > 0:
+            return [f"the {self.kind} law is computed by quadrature to {self.law_error:.1g} in log-probability: "
+                    f"the leakage is within {2 * self.law_error:.1g} of the exact value"]
+        return []
 
     @property
     def releases(self) -> tuple[Mechanism, ...]:

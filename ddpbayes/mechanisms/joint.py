@@ -4,7 +4,7 @@ exponential mechanism, the sparse vector technique, RAPPOR and the truncated geo
 Their output is not the answers plus independent noise per coordinate, so they have no per-coordinate
 kernel (`log_kernel` refuses); they state a finite output space and the log-probability of each output
 given the whole answer vector (`Mechanism.output_space`, `log_prob`, `sample`). This module holds
-`JointMechanism` (the refusals, `--param NAME=VALUE` parsing and `build` from --scale/--epsilon) and
+`JointMechanism` (the refusals, `--mechanism-param NAME=VALUE` parsing and `build` from --scale/--epsilon) and
 `answer_count` (how many answers a query hands the mechanism)."""
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def integer_range(query: Query, domains: Sequence[Domain]) -> tuple[float, float
 
 
 def parse_params(kind: str, parameters: dict[str, tuple[type, object, str]], given: dict[str, str]) -> dict:
-    """The values of `parameters` (name -> (type, default, help)) from the user's `--param NAME=VALUE`
+    """The values of `parameters` (name -> (type, default, help)) from the user's `--mechanism-param NAME=VALUE`
     texts `given`: defaults for the others; one-line InputError for an unknown name or a bad value."""
     out = {name: default for name, (_, default, _) in parameters.items()}
     for name, text in given.items():
@@ -68,23 +68,23 @@ def parse_params(kind: str, parameters: dict[str, tuple[type, object, str]], giv
                 value = text
         except ValueError:
             what = {bool: "true or false", int: "an integer", float: "a finite number"}.get(typ, "a value")
-            raise InputError(f"--param {name}= must be {what} for the {kind} mechanism, got '{text}'") from None
+            raise InputError(f"--mechanism-param {name}= must be {what} for the {kind} mechanism, got '{text}'") from None
         out[name] = value
     return out
 
 
 def sensitivity_for(query: Query, domains: Sequence[Domain], given: float | None, kind: str) -> float:
-    """Δ, the per-answer sensitivity --epsilon sets the noise from: `given` (--param sensitivity=), else
+    """Δ, the per-answer sensitivity --epsilon sets the noise from: `given` (--mechanism-param sensitivity=), else
     the query's global L1 sensitivity (an upper bound on every answer's change); refused when zero or
     unbounded."""
     if given is not None:
-        _positive(given, "--param sensitivity")
+        _positive(given, "--mechanism-param sensitivity")
         return float(given)
     gs = query.global_sensitivity(domains)
     if not math.isfinite(gs) or gs <= 0:
         why = "unbounded" if not math.isfinite(gs) else "zero"
         raise InputError(f"--epsilon cannot set the {kind} mechanism: the query's global L1 sensitivity is {why}; "
-                         "give --scale or --param sensitivity=")
+                         "give --scale or --mechanism-param sensitivity=")
     return float(gs)
 
 

@@ -17,14 +17,27 @@ from ddpbayes.queries import Query
 
 def make_mechanism(
     kind: str, query: Query, domains: Sequence[Domain], scale: float | None = None, epsilon: float | None = None,
-    *, delta: float | None = None, rho: float | None = None,
+    *, delta: float | None = None, rho: float | None = None, params: dict[str, str] | None = None,
 ) -> Mechanism:
     """Build a mechanism from `scale` (σ for Gaussian noise), or as the DP libraries set it:
     Laplace/geometric scale = global L1 sensitivity / `epsilon`; Gaussian σ from zCDP `rho` or
     from (`epsilon`, `delta`) (mechanisms.gaussian). `delta` is also the δ at which a Gaussian
-    leakage is read (default 1e-6); pure-ε mechanisms refuse it."""
+    leakage is read (default 1e-6); pure-ε mechanisms refuse it. A mechanism with a joint output law
+    (DESIGN §5.2) builds itself from `scale` or `epsilon` and its `params`; the others refuse params."""
     kind = canonical_kind(kind)
-    if REGISTRY[kind].gaussian:
+    cls = REGISTRY[kind]
+    if params and not cls.parameters:
+        raise InputError(f"--mechanism-param sets a setting of a mechanism that has some; {kind} noise has none")
+    if cls.joint:
+        for value, flag in ((delta, "--delta"), (rho, "--rho")):
+            if value is not None:
+                raise InputError(f"{flag} is meaningless for the {kind} mechanism: it is pure epsilon-DP")
+        if epsilon is not None:
+            _positive(epsilon, "epsilon")
+        if scale is not None:
+            _positive(scale, "scale")
+        mech = cls.build(query, domains, scale=scale, epsilon=epsilon, params=dict(params or {}))
+    elif cls.gaussian:
         mech = _gaussian(kind, query, domains, scale, epsilon, delta, rho)
     else:
         if delta is not None:

@@ -79,15 +79,15 @@ class Rappor(JointMechanism):
     dp_bound_reason = "RAPPOR's ε is attained only by two values whose Bloom bits do not overlap"
 
     def __post_init__(self):
-        positive_int(self.hashes, "--param hashes=", self.kind, 64)
-        positive_int(self.filter_size, "--param filter_size=", self.kind, 1 << 16)
-        probability(self.f, "--param f=", self.kind)
-        probability(self.p, "--param p=", self.kind)
-        probability(self.q, "--param q=", self.kind)
+        positive_int(self.hashes, "--mechanism-param hashes=", self.kind, 64)
+        positive_int(self.filter_size, "--mechanism-param filter_size=", self.kind, 1 << 16)
+        probability(self.f, "--mechanism-param f=", self.kind)
+        probability(self.p, "--mechanism-param p=", self.kind)
+        probability(self.q, "--mechanism-param q=", self.kind)
 
     @classmethod
     def build(cls, query, domains, *, scale=None, epsilon=None, params=None):
-        """From `--param` alone (one-time RAPPOR also from --epsilon): no noise scale to set."""
+        """From `--mechanism-param` alone (one-time RAPPOR also from --epsilon): no noise scale to set."""
         cls._settable(scale, epsilon, params or {})
         mech = cls._from(None, epsilon, parse_params(cls.kind, cls.parameters, params or {}))
         mech.check(query, domains)
@@ -96,7 +96,7 @@ class Rappor(JointMechanism):
     @classmethod
     def _settable(cls, scale, epsilon, params: dict) -> None:
         if scale is not None or epsilon is not None:
-            raise InputError(f"the {cls.kind} mechanism is set by its parameters (--param f=, p=, q=), not by "
+            raise InputError(f"the {cls.kind} mechanism is set by its parameters (--mechanism-param f=, p=, q=), not by "
                              "--scale or --epsilon")
 
     @classmethod
@@ -207,13 +207,13 @@ class OneTimeRappor(Rappor):
     @classmethod
     def _settable(cls, scale, epsilon, params: dict) -> None:
         if scale is not None:
-            raise InputError(f"the {cls.kind} mechanism is set by --epsilon or --param f=, not --scale")
+            raise InputError(f"the {cls.kind} mechanism is set by --epsilon or --mechanism-param f=, not --scale")
         if epsilon is not None and "f" in params:
-            raise InputError(f"give one of --epsilon and --param f= for the {cls.kind} mechanism, not both")
+            raise InputError(f"give one of --epsilon and --mechanism-param f= for the {cls.kind} mechanism, not both")
 
     @classmethod
     def _from(cls, scale, epsilon, values):
-        hashes = positive_int(values["hashes"], "--param hashes=", cls.kind, 64)
+        hashes = positive_int(values["hashes"], "--mechanism-param hashes=", cls.kind, 64)
         return cls(hashes, values["filter_size"], values["f"] if epsilon is None else f_for(epsilon, hashes))
 
     @property

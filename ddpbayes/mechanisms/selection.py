@@ -63,7 +63,7 @@ class ReportNoisyMax(_Selection):
     def __post_init__(self):
         _positive(self.scale, "scale")
         if self.noise not in ("laplace", "exponential"):
-            raise InputError(f"--param noise= of report_noisy_max must be laplace or exponential, got '{self.noise}'")
+            raise InputError(f"--mechanism-param noise= of report_noisy_max must be laplace or exponential, got '{self.noise}'")
 
     @classmethod
     def scale_from(cls, epsilon: float, sensitivity: float, values: dict) -> float:

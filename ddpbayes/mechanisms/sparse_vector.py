@@ -57,10 +57,10 @@ class SparseVector(JointMechanism):
     def __post_init__(self):
         _positive(self.scale, "scale")
         if self.variant not in VARIANTS:
-            raise InputError(f"--param variant= of sparse_vector must be one of 1, 2, 4, 5, 6, got {self.variant}")
+            raise InputError(f"--mechanism-param variant= of sparse_vector must be one of 1, 2, 4, 5, 6, got {self.variant}")
         if not math.isfinite(self.threshold):
-            raise InputError(f"--param threshold= of sparse_vector must be finite, got {self.threshold}")
-        positive_int(self.cutoff, "--param cutoff=", self.kind)
+            raise InputError(f"--mechanism-param threshold= of sparse_vector must be finite, got {self.threshold}")
+        positive_int(self.cutoff, "--mechanism-param cutoff=", self.kind)
 
     @classmethod
     def _from(cls, scale, epsilon, values):

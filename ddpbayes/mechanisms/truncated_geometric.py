@@ -46,9 +46,9 @@ class TruncatedGeometric(JointMechanism):
 
     def __post_init__(self):
         _positive(self.scale, "scale")
-        positive_int(self.n, "--param n=", self.kind, 1 << 20)
+        positive_int(self.n, "--mechanism-param n=", self.kind, 1 << 20)
         if self.variant not in VARIANTS:
-            raise InputError(f"--param variant= of truncated_geometric must be ghosh or balcer_vadhan, "
+            raise InputError(f"--mechanism-param variant= of truncated_geometric must be ghosh or balcer_vadhan, "
                              f"got '{self.variant}'")
         if self.variant == VARIANTS[1] and self.k * self.n > 1 << 16:
             raise InputError(f"balcer_vadhan's integers have about {self.k * self.n} bits at n = {self.n}: lower n "
@@ -76,7 +76,7 @@ class TruncatedGeometric(JointMechanism):
         if span is None or span[0] < 0 or span[1] > self.n:
             where = "" if span is None else f" (it ranges over {span[0]:g}..{span[1]:g})"
             raise InputError(f"the truncated_geometric mechanism needs an integer count in 0..{self.n} (integer "
-                             f"weights on integer-valued tuples){where}: set --param n= or use another query")
+                             f"weights on integer-valued tuples){where}: set --mechanism-param n= or use another query")
 
     def _counts(self, answers: np.ndarray) -> np.ndarray:
         a = self._answers(answers)[:, 0]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import replace
 
 import numpy as np
 from scipy import special
@@ -35,6 +36,8 @@ class ExactEngine(Engine):
     name = "exact"
 
     def supports(self, problem: Problem) -> str | None:
+        if problem.mechanism.black_box:
+            return "the mechanism is a program, whose output law is unknown (the program engine bounds it)"
         return unsupported_reason(problem.model) or oversized_reason(problem.model, problem.settings.max_states)
 
     def leakage(self, problem: Problem) -> list[AdversaryLeakage]:
@@ -110,12 +113,13 @@ class _Outputs:
         if not np.all(np.isfinite(q)):
             raise InputError("the query's values overflow double precision: rescale its weights")
         self.levels, self.level_of, self.grid, self.log_kernel = [], [], [], []
+        self.joint = problem.mechanism if problem.mechanism.joint else None
         for c in range(q.shape[1]):
             levels, inverse = np.unique(q[:, c], return_inverse=True)
             self.levels.append(levels)
             self.level_of.append(inverse)
             mechanism = problem.mechanism.coordinate(c)
-            if mechanism.profile:  # no sup over outputs: the mixtures' profile instead (`_profile_leakage`)
+            if mechanism.profile or self.joint:  # a profile, or one law over every coordinate (`_joint_kernel`)  # no sup over outputs: the mixtures' profile instead (`_profile_leakage`)
                 continue
             size = mechanism.grid_size(len(levels)) * len(levels)
             check_states(size, f"the mechanism's kernel ({len(levels):,} query values)", "cells",
@@ -130,18 +134,23 @@ class _Outputs:
 
 
 def _adversary_leakage(adv: Adversary, table: JointTable, out: _Outputs, limit: int) -> AdversaryLeakage:
-    grouped = grouping(adv, table, out.levels, out.level_of)
+    grouped = grouping(adv, table, out.levels, out.level_of, every=out.joint is not None)
     group, n_groups, active, row_levels = grouped.group, grouped.n_groups, grouped.active, grouped.row_levels
     n_rows, n_t = grouped.n_rows, len(table.values[adv.target])
-    shape = tuple(len(out.grid[c]) for c in active)
-    n_grid = math.prod(shape)  # counted, never listed: the grid is refused before it is built (DESIGN §2.4)
-    check_states(n_rows * n_grid, f"the output grid for {adv} ({n_rows:,} rows x {count_text(n_grid)} grid points)",
-                 "cells", limit)
+    if out.joint is not None:
+        outputs, log_k = _joint_kernel(adv, out, grouped, limit)
+        shape, n_grid = (len(outputs),), len(outputs)
+    else:
+        shape = tuple(len(out.grid[c]) for c in active)
+        n_grid = math.prod(shape)  # counted, never listed: the grid is refused before it is built (DESIGN §2.4)
+        check_states(n_rows * n_grid, f"the output grid for {adv} ({n_rows:,} rows x {count_text(n_grid)} grid "
+                     "points)", "cells", limit)
     _check_weights(adv, n_groups, n_t, n_rows, limit)
-    points = np.unravel_index(np.arange(n_grid), shape) if active else ()  # itertools.product's order
-    log_k = np.zeros((n_rows, n_grid))
-    for a, c in enumerate(active):
-        log_k += out.log_kernel[c][points[a]][:, row_levels[:, a]].T
+    if out.joint is None:
+        points = np.unravel_index(np.arange(n_grid), shape) if active else ()  # itertools.product's order
+        log_k = np.zeros((n_rows, n_grid))
+        for a, c in enumerate(active):
+            log_k += out.log_kernel[c][points[a]][:, row_levels[:, a]].T
 
     log_w = np.full((n_groups, n_t, n_rows), -np.inf)
     cells, weights = cell_weights(grouped, table, adv.target)
@@ -164,8 +173,23 @@ def _adversary_leakage(adv: Adversary, table: JointTable, out: _Outputs, limit: 
         if ratio[g, p] > best[0]:
             best = (float(ratio[g, p]), g0 + g, p0 + p, *_pair(hi[g, :, p], lo[g, :, p]))
     value, g, p, t, t_prime = best
+    if out.joint is not None:
+        witness = _witness(adv, table, out, group, g, [], (), t, t_prime)
+        return AdversaryLeakage(adv, max(value, 0.0), replace(witness, y=tuple(float(v) for v in outputs[p])))
     grid_point = tuple(int(i) for i in np.unravel_index(p, shape)) if active else ()
     return AdversaryLeakage(adv, max(value, 0.0), _witness(adv, table, out, group, g, active, grid_point, t, t_prime))
+
+
+def _joint_kernel(adv: Adversary, out: _Outputs, grouped, limit: int) -> tuple[np.ndarray, np.ndarray]:
+    """A joint output law (report-noisy-max, sparse vector, ...; DESIGN §5.2): the outputs (G, d) on which the sup
+    is attained for the distinct answer vectors of the rows, and log p(y_g | answers_r) as (rows, G)."""
+    answers = np.stack([out.levels[c][grouped.row_levels[:, a]] for a, c in enumerate(grouped.active)], axis=1)
+    mechanism = out.joint
+    n_outputs = mechanism.output_count(answers)
+    check_states(grouped.n_rows * n_outputs, f"the {mechanism.kind} law for {adv} ({grouped.n_rows:,} answer vectors "
+                 f"x {count_text(n_outputs)} outputs)", "cells", limit)
+    outputs = mechanism.output_space(answers)
+    return outputs, mechanism.log_prob(outputs, answers).T
 
 
 def _check_weights(adv: Adversary, n_groups: int, n_t: int, n_rows: int, limit: int) -> None:

@@ -30,12 +30,15 @@ class Grouping:
         return len(self.row_levels)
 
 
-def grouping(adv: Adversary, table: JointTable, levels: list[np.ndarray], level_of: list[np.ndarray]) -> Grouping:
+def grouping(adv: Adversary, table: JointTable, levels: list[np.ndarray], level_of: list[np.ndarray],
+             every: bool = False) -> Grouping:
     """Group the states of `table` for `adv`, given each output coordinate's distinct `levels`
-    and every state's level index `level_of`."""
+    and every state's level index `level_of`. With `every` (a joint output law: a coordinate fixed by
+    x_K still shapes the output's law) every coordinate is active."""
     group = table.ids(sorted(adv.known))
     n_groups = int(group.max()) + 1
-    active = [c for c in range(len(levels)) if np.unique(group * len(levels[c]) + level_of[c]).size > n_groups]
+    active = [c for c in range(len(levels))
+              if every or np.unique(group * len(levels[c]) + level_of[c]).size > n_groups]
     row_key = np.zeros(len(table.logp), dtype=np.int64)
     for c in active:
         row_key = row_key * len(levels[c]) + level_of[c]

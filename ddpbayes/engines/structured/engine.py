@@ -127,7 +127,7 @@ class StructuredEngine(Engine):
             raise NoMixtures("the continual release (identity on a chain) has vector outputs: not integrated")
         graph = self._graph(problem)
         return structured_mixtures(problem, graph, adversary, _contributions(problem, graph),
-                                   _relevant(graph, adversary.known), _mixture)
+                                   _relevant(graph, adversary.known, problem.mechanism), _mixture)
 
     def seconds_per_adversary(self, problem: Problem) -> float | None:
         """One elimination pass per known set (`scope.seconds_per_pass`); continual release: unknown."""
@@ -223,7 +223,7 @@ def _leakage_for_known_set(known: frozenset[int], adversaries: list[Adversary], 
     unchanged. So x_R is enumerated, the rest of K is summed out without moving the partial
     sum, and the witness completes x_K with values of positive probability. One calibration
     per x_R serves every target."""
-    relevant = _relevant(graph, known)
+    relevant = _relevant(graph, known, mechanism)
     order = sorted(relevant)
     count = math.prod(graph.sizes[k] for k in order)
     if count > limit:
@@ -260,10 +260,11 @@ def _leakage_for_known_set(known: frozenset[int], adversaries: list[Adversary], 
             continue
         value, t, t_prime, y, clamped = best[adv]
         codes = _complete(graph, known, clamped, limit)
-        y += sum(int(contribution[k][c]) for k, c in codes.items() if k not in clamped)
+        if not mechanism.joint:  # the sup-attaining noisy answer, shifted by the known tuples summed out
+            y = (y[0] + sum(int(contribution[k][c]) for k, c in codes.items() if k not in clamped),)
         values = graph.values[adv.target]
         known_values = {k: float(graph.values[k][c]) for k, c in sorted(codes.items())}
-        witness = Witness(adv, known_values, float(values[t]), float(values[t_prime]), (y,))
+        witness = Witness(adv, known_values, float(values[t]), float(values[t_prime]), y)
         out[adv] = AdversaryLeakage(adv, max(value, 0.0), witness)
     return out
 
@@ -310,8 +311,11 @@ def _profile_leakage(adv: Adversary, entry: tuple, graph: FactorGraph, known: fr
     return learns_nothing(adv, witness, mechanism) if found is None else found.leakage(adv, witness, mechanism)
 
 
-def _relevant(graph: FactorGraph, known: frozenset[int]) -> set[int]:
-    """The known slots that share a factor with a slot that is not known."""
+def _relevant(graph: FactorGraph, known: frozenset[int], mechanism: Mechanism) -> set[int]:
+    """The known slots that share a factor with a slot that is not known; every known slot unless the noise is
+    shift-invariant (a known tuple that only shifts the query moves a truncated geometric's or RAPPOR's law)."""
+    if not mechanism.shift_invariant:
+        return set(known)
     out: set[int] = set()
     for p in graph.factors:
         if any(v not in known for v in p.scope):
@@ -343,15 +347,18 @@ def _mixture(pot: Potential, target: np.ndarray, shift: int) -> tuple[np.ndarray
     return logw[:, alive], (pot.offset + low + shift + alive).astype(float)
 
 
-def _sup(logw: np.ndarray, levels: np.ndarray, mechanism: Mechanism, limit: int) -> tuple[float, int, int, float]:
+def _sup(logw: np.ndarray, levels: np.ndarray, mechanism: Mechanism,
+         limit: int) -> tuple[float, int, int, tuple[float, ...]]:
     """max over t, t' with P(t, x_K) > 0 and y on the mechanism's grid of log L(y|t) - log L(y|t')
     (DESIGN §2.1): the value, t, t' (indices) and y; 0 when one value of t is possible."""
     log_pt = logsumexp(logw, axis=1)
     possible = np.flatnonzero(log_pt > -np.inf)
     if possible.size < 2:
-        return 0.0, int(possible[0]), int(possible[0]), float(levels[0])
+        y = mechanism.output_space(levels[:1, None])[0] if mechanism.joint else levels[:1]
+        return 0.0, int(possible[0]), int(possible[0]), tuple(float(v) for v in y)
     grid, log_l = mechanism.log_mixtures(logw[possible], levels, limit)
     log_l = log_l - log_pt[possible][:, None]  # (t, y)
     ratio = log_l.max(axis=0) - log_l.min(axis=0)
     g = int(np.argmax(ratio))
-    return float(ratio[g]), int(possible[log_l[:, g].argmax()]), int(possible[log_l[:, g].argmin()]), float(grid[g])
+    y = tuple(float(v) for v in np.atleast_1d(grid[g]))
+    return float(ratio[g]), int(possible[log_l[:, g].argmax()]), int(possible[log_l[:, g].argmin()]), y

@@ -14,7 +14,8 @@ from ddpbayes.queries import Linear
 
 
 def linear_reason(problem: Problem) -> str | None:
-    """Why the query or mechanism is not an integer linear release with Laplace or geometric noise."""
+    """Why the query or mechanism is not an integer linear release with Laplace, geometric or Gaussian noise or a
+    mechanism with a joint output law on its one answer (truncated geometric, RAPPOR: DESIGN §5.2)."""
     if not isinstance(problem.query, Linear):
         return (f"the query '{problem.query.spec}' is not linear (use count, sum or linear: with integer weights; "
                 "identity on a chain)")
@@ -24,8 +25,9 @@ def linear_reason(problem: Problem) -> str | None:
     for k, d in enumerate(problem.model.domains):
         if not (isinstance(d, Finite) and all(float(v).is_integer() for v in d.values)):
             return f"tuple '{problem.model.names[k]}' is not integer-valued (domain {d})"
-    if not (problem.mechanism.laplace or problem.mechanism.gaussian):
-        return f"the {problem.mechanism.kind} mechanism is not Laplace, geometric or Gaussian noise"
+    if not (problem.mechanism.laplace or problem.mechanism.gaussian or problem.mechanism.joint):
+        return (f"the {problem.mechanism.kind} mechanism is not Laplace, geometric or Gaussian noise, nor a mechanism "
+                "with an output law")
     return None
 
 

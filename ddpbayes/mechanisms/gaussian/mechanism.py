@@ -39,6 +39,7 @@ class Gaussian(Mechanism):
     profile = True
     gaussian = True
     calibratable = True
+    shift_invariant = True
 
     def __post_init__(self):
         _positive(self.sigma, "sigma")

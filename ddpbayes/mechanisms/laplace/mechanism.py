@@ -27,6 +27,7 @@ class Laplace(Mechanism):
     epsilon: float | None = field(default=None, compare=False)  # the DP level the scale came from, if given
     laplace = BuiltInKinds("laplace", "geometric")  # not a subclass's own kind: its kernel may differ
     calibratable = BuiltInKinds("laplace")
+    shift_invariant = True
 
     def __post_init__(self):
         _positive(self.scale, "scale")
