@@ -206,6 +206,9 @@ class Mechanism(ABC):
         """(I(X_i; Y), sup_y D, error) of one mixture group (004 Eqs. 26, 28): `log_w` (T, S) over the
         distinct `levels` (S, d) of the d output coordinates that vary, `kernels` their noise
         (this one first); NotAvailable when not integrated (`mechanisms.information`)."""
+        if self.joint:
+            raise NotAvailable(f"004's integrals are for noise added to each answer, not the {self.kind} mechanism's "
+                               "joint law")
         if len(kernels) > 1:
             raise NotAvailable(f"{len(kernels)} output coordinates vary with the target under continuous noise: the "
                                "integral over y is multi-dimensional (only scalar Laplace/geometric outputs are "

@@ -9,6 +9,7 @@ given the whole answer vector (`Mechanism.output_space`, `log_prob`, `sample`). 
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 
@@ -19,6 +20,7 @@ from ddpbayes.mechanisms.base import Mechanism, _positive
 from ddpbayes.model.domains import Domain, Finite
 from ddpbayes.queries import Query
 
+ENUMERATED = 1 << 16  # tuple states an expr:/fn: query is evaluated on to find its integer range
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
 
@@ -32,15 +34,25 @@ def answer_count(query: Query, domains: Sequence[Domain]) -> int:
 
 
 def integer_range(query: Query, domains: Sequence[Domain]) -> tuple[float, float] | None:
-    """(lowest, highest) value of a scalar integer query (integer weights on integer-valued finite tuples),
-    None when the query is not one."""
+    """(lowest, highest) value of a scalar integer query, None when the query is not one: read off the weights
+    of a linear query with integer weights on integer-valued finite tuples, else (an expr:/fn: query) from its
+    values over the product of finite domains when that has at most ENUMERATED states."""
+    if not all(isinstance(d, Finite) for d in domains):
+        return None
     w = query.weights(len(domains))
-    if w is None or not all(isinstance(d, Finite) and all(float(v).is_integer() for v in d.values) for d in domains):
+    if w is not None:
+        if not all(float(v).is_integer() for d in domains for v in d.values) or np.any(np.mod(w, 1) != 0):
+            return None
+        ends = np.array([[min(d.values), max(d.values)] for d in domains], dtype=float) * np.asarray(w)[:, None]
+        return float(ends.min(axis=1).sum()), float(ends.max(axis=1).sum())
+    if math.prod(len(d.values) for d in domains) > ENUMERATED:
         return None
-    if not np.all(np.equal(np.mod(w, 1), 0)):
+    states = np.array(list(itertools.product(*[d.values for d in domains])), dtype=float)
+    with np.errstate(all="ignore"):
+        q = np.asarray(query.values(states), dtype=float)
+    if q.ndim != 2 or q.shape[1] != 1 or not np.all(np.isfinite(q)) or np.any(q != np.round(q)):
         return None
-    ends = np.array([[min(d.values), max(d.values)] for d in domains], dtype=float) * np.asarray(w)[:, None]
-    return float(ends.min(axis=1).sum()), float(ends.max(axis=1).sum())
+    return float(q.min()), float(q.max())
 
 
 def parse_params(kind: str, parameters: dict[str, tuple[type, object, str]], given: dict[str, str]) -> dict:

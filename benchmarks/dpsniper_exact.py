@@ -1,0 +1,103 @@
+"""The exact leakage of DP-Sniper's mechanisms at its own input pairs, from ddpbayes' white-box laws (issue #28
+item 4): the column a certified lower bound is compared with.
+
+For an input pair (a1, a2) the model is one record x ~ Bernoulli(1/2) and the query's answers are a1 when x = 0,
+a2 when x = 1 (`expr:a1_c + (a2_c - a1_c) * x` per answer); its idp leakage is then max over outputs y, both
+ways, of log p(y | a1) - log p(y | a2): classic DP's ratio for that pair, computed by `audit` on the exact
+engine (every output of a finite output space; every breakpoint and limit for Laplace noise). The mechanism's
+value is the largest over DP-Sniper's pairs (`dpsniper_programs.patterns`): what its certified bound estimates.
+
+Mechanisms without a white-box law here have no entry (their outputs are continuous and not additive noise:
+ReportNoisyMax3/4 release the noisy maximum, SVT3 and NumericalSVT noisy values). PrefixSum releases the running
+sums of Laplace-noised answers: an invertible map of Laplace noise on the answers, so its leakage is that of
+Laplace noise on the answers (post-processing by a bijection changes no likelihood ratio). LaplaceParallel
+releases one answer twenty times with independent Laplace(200) noise: for one record the likelihood ratio is the
+product of the twenty ratios, each at most e^{|a1 - a2|/200} and all attained together (every y_i beyond both
+answers), so its leakage is that of Laplace(200/20 = 10) noise on the answer, which is what is audited (the
+exact engine's output grid for twenty noisy coordinates, 4^20 points, is over its limit).
+
+    python benchmarks/dpsniper_exact.py          # prints the table
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent)]
+
+from dpsniper_programs import BENCHMARK  # noqa: E402
+
+EPS = 0.1  # DP-Sniper's epsilon
+SVT = {"sensitivity": "1", "cutoff": "1"}
+# name -> (kind, noise keywords for audit, --mechanism-param settings, how many copies of the answers)
+WHITE_BOX: dict[str, tuple[str, dict, dict, int]] = {
+    "LaplaceMechanism": ("laplace", {"scale": 1 / EPS}, {}, 1),
+    "TruncatedGeometricMechanism": ("truncated_geometric", {"epsilon": EPS},
+                                    {"variant": "balcer_vadhan", "n": "5", "sensitivity": "1"}, 1),
+    "NoisyHist1": ("laplace", {"scale": 1 / EPS}, {}, 1),
+    "NoisyHist2": ("laplace", {"scale": EPS}, {}, 1),
+    "ReportNoisyMax1": ("report_noisy_max", {"scale": 2 / EPS}, {"noise": "laplace"}, 1),
+    "ReportNoisyMax2": ("report_noisy_max", {"scale": 2 / EPS}, {"noise": "exponential"}, 1),
+    "SparseVectorTechnique1": ("sparse_vector", {"epsilon": EPS}, {**SVT, "variant": "1", "threshold": "0.5"}, 1),
+    "SparseVectorTechnique2": ("sparse_vector", {"epsilon": EPS}, {**SVT, "variant": "2", "threshold": "1"}, 1),
+    "SparseVectorTechnique4": ("sparse_vector", {"epsilon": EPS}, {**SVT, "variant": "4", "threshold": "1"}, 1),
+    "SparseVectorTechnique5": ("sparse_vector", {"epsilon": EPS}, {**SVT, "variant": "5", "threshold": "1"}, 1),
+    "SparseVectorTechnique6": ("sparse_vector", {"epsilon": EPS}, {**SVT, "variant": "6", "threshold": "1"}, 1),
+    "Rappor": ("rappor", {}, {}, 1),
+    "OneTimeRappor": ("one_time_rappor", {}, {"f": "0.95"}, 1),
+    "LaplaceParallel": ("laplace", {"scale": 1 / 0.005 / 20}, {}, 1),  # twenty releases at eps = 0.005: below
+    "PrefixSum": ("laplace", {"scale": 1 / EPS}, {}, 1),  # running sums: a bijection of the noisy answers
+}
+
+
+def pair_model():
+    """One record x ~ Bernoulli(1/2): its two values select the pair's two answer vectors."""
+    import pymc as pm
+
+    from ddpbayes import DependenceModel
+
+    with pm.Model() as m:
+        pm.Bernoulli("x", 0.5)
+    return DependenceModel(m, tuples=["x"])
+
+
+def pair_query(a1: np.ndarray, a2: np.ndarray, copies: int = 1) -> str:
+    parts = [f"{u:g} + ({v - u:g}) * x" for u, v in zip(a1, a2)] * copies
+    return "expr:" + ";".join(parts)
+
+
+def exact_leakage(name: str) -> tuple[float, list] | None:
+    """(the largest exact leakage over DP-Sniper's input pairs, that pair) for mechanism `name`, or None."""
+    from ddpbayes.auditing import audit
+
+    if name not in WHITE_BOX:
+        return None
+    kind, noise, params, copies = WHITE_BOX[name]
+    bench = next(b for b in BENCHMARK if b.name == name)
+    model = pair_model()
+    best = (-1.0, None)
+    for a1, a2 in bench.pairs:
+        result = audit(model, pair_query(a1, a2, copies), kind, "idp", params=params or None, information=None,
+                       engine="exact", **noise)
+        if result.leakage > best[0]:
+            best = (result.leakage, [a1.tolist(), a2.tolist()])
+    return best
+
+
+def main() -> None:
+    print(f"{'mechanism':<28} {'DP-Sniper eps_lcb':>17} {'exact':>9} {'seconds':>8}  pair")
+    for bench in BENCHMARK:
+        start = time.perf_counter()
+        found = exact_leakage(bench.name)
+        seconds = time.perf_counter() - start
+        value, pair = (float("nan"), "-") if found is None else found
+        print(f"{bench.name:<28} {bench.dpsniper_eps_lcb:>17.4f} {value:>9.4f} {seconds:>8.2f}  {pair}")
+
+
+if __name__ == "__main__":
+    main()
