@@ -108,10 +108,10 @@ def _release(model: DependenceModel, query: str | Query, mechanism: str | Mechan
     query = (parse_query(query) if isinstance(query, str) else query).bind(model)
     query.check(model.domains)
     if isinstance(mechanism, str) and mechanism.startswith(PROGRAM):  # a black box (DESIGN §2.6)
-        given = [name for name, value in noise.items() if value]
+        given = [name.replace("params", "mechanism-param") for name, value in noise.items() if value]
         if given:
-            raise InputError(f"a program makes its own noise: drop {', '.join(given)} (the program's settings are its "
-                             "own code)")
+            raise InputError(f"a program makes its own noise: drop --{', --'.join(given)} (its settings are its own "
+                             "code)")
         mechanism = Program.from_spec(mechanism, getattr(model, "source", None))
     if isinstance(mechanism, str):
         with state_limit(settings.max_states):  # --epsilon may enumerate the domains (an expr: query's sensitivity)

@@ -83,12 +83,26 @@ def check_release_flags(args: argparse.Namespace) -> None:
             raise InputError("--release gives each release its own query and noise: drop --" + ", --".join(single))
         return
     missing = [f"--{flag}" for flag in ("query", "mechanism") if getattr(args, flag) is None]
-    program = (args.mechanism or "").startswith(PROGRAM)
-    if not program and all(getattr(args, flag) is None for flag in ("scale", "epsilon", "sigma", "rho")):
+    if _sets_own_noise(args.mechanism):  # a program, or a joint law that validates its own flags (`build`)
+        pass
+    elif all(getattr(args, flag) is None for flag in ("scale", "epsilon", "sigma", "rho")):
         missing.append("--scale, --epsilon, --sigma or --rho")
     if missing:
         raise InputError(f"give {', '.join(missing)} for one release, or --release QUERY:MECHANISM:PARAM for each "
                          "of several")
+
+
+def _sets_own_noise(mechanism: str | None) -> bool:
+    """A program (its noise is its code), or a mechanism with a joint output law, which its `build` checks (RAPPOR is
+    set by --mechanism-param alone)."""
+    if mechanism is None:
+        return False
+    if mechanism.startswith(PROGRAM):
+        return True
+    from ddpbayes.mechanisms import lookup  # not at import: `--help` loads nothing heavy (scipy)
+
+    cls = lookup(mechanism)
+    return cls is not None and cls.joint
 
 
 def add_run_settings(parser: argparse.ArgumentParser, method: bool = False) -> None:

@@ -167,7 +167,9 @@ def _adversary_leakage(adv: Adversary, table: JointTable, out: _Outputs, limit: 
             log_l = logsumexp(log_w[sl][:, :, :, None] + log_k[None, None, :, ps], axis=2) - log_pt[sl][:, :, None]
         hi = np.where(possible[:, :, None], log_l, -np.inf)
         lo = np.where(possible[:, :, None], log_l, np.inf)
-        ratio = hi.max(axis=1) - lo.min(axis=1)  # (g, grid points of the chunk)
+        with np.errstate(invalid="ignore"):
+            ratio = hi.max(axis=1) - lo.min(axis=1)  # (g, grid points of the chunk)
+        ratio[np.isnan(ratio)] = -np.inf  # an output no possible t gives (a joint law's zeros): no ratio there
         ratio[possible.sum(axis=1) < 2] = 0.0
         g, p = np.unravel_index(np.argmax(ratio), ratio.shape)
         if ratio[g, p] > best[0]:

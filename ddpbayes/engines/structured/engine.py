@@ -358,7 +358,9 @@ def _sup(logw: np.ndarray, levels: np.ndarray, mechanism: Mechanism,
         return 0.0, int(possible[0]), int(possible[0]), tuple(float(v) for v in y)
     grid, log_l = mechanism.log_mixtures(logw[possible], levels, limit)
     log_l = log_l - log_pt[possible][:, None]  # (t, y)
-    ratio = log_l.max(axis=0) - log_l.min(axis=0)
+    with np.errstate(invalid="ignore"):
+        ratio = log_l.max(axis=0) - log_l.min(axis=0)
+    ratio[np.isnan(ratio)] = -np.inf  # an output no possible t gives (a joint law's zeros)
     g = int(np.argmax(ratio))
     y = tuple(float(v) for v in np.atleast_1d(grid[g]))
     return float(ratio[g]), int(possible[log_l[:, g].argmax()]), int(possible[log_l[:, g].argmin()]), y
