@@ -7,8 +7,9 @@ ways, of log p(y | a1) - log p(y | a2): classic DP's ratio for that pair, comput
 engine (every output of a finite output space; every breakpoint and limit for Laplace noise). The mechanism's
 value is the largest over DP-Sniper's pairs (`dpsniper_programs.patterns`): what its certified bound estimates.
 
-Mechanisms without a white-box law here have no entry (their outputs are continuous and not additive noise:
-ReportNoisyMax3/4 release the noisy maximum, SVT3 and NumericalSVT noisy values). PrefixSum releases the running
+ReportNoisyMax3/4 release the noisy maximum: its supremum over the continuous output is computed from the
+densities' stationary points (`mechanisms/noisy_max_value.py`). Mechanisms without a white-box law here have no
+entry (SVT3 and NumericalSVT release noisy values whose law is not implemented). PrefixSum releases the running
 sums of Laplace-noised answers: an invertible map of Laplace noise on the answers, so its leakage is that of
 Laplace noise on the answers (post-processing by a bijection changes no likelihood ratio). LaplaceParallel
 releases one answer twenty times with independent Laplace(200) noise: for one record the likelihood ratio is the
@@ -43,6 +44,8 @@ WHITE_BOX: dict[str, tuple[str, dict, dict, int]] = {
     "NoisyHist2": ("laplace", {"scale": EPS}, {}, 1),
     "ReportNoisyMax1": ("report_noisy_max", {"scale": 2 / EPS}, {"noise": "laplace"}, 1),
     "ReportNoisyMax2": ("report_noisy_max", {"scale": 2 / EPS}, {"noise": "exponential"}, 1),
+    "ReportNoisyMax3": ("report_noisy_max", {"scale": 2 / EPS}, {"noise": "laplace", "returns": "value"}, 1),
+    "ReportNoisyMax4": ("report_noisy_max", {"scale": 2 / EPS}, {"noise": "exponential", "returns": "value"}, 1),
     "SparseVectorTechnique1": ("sparse_vector", {"epsilon": EPS}, {**SVT, "variant": "1", "threshold": "0.5"}, 1),
     "SparseVectorTechnique2": ("sparse_vector", {"epsilon": EPS}, {**SVT, "variant": "2", "threshold": "1"}, 1),
     "SparseVectorTechnique4": ("sparse_vector", {"epsilon": EPS}, {**SVT, "variant": "4", "threshold": "1"}, 1),

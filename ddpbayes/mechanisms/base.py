@@ -78,6 +78,8 @@ class Mechanism(ABC):
     #                          classic ε; the program engine certifies a lower bound by sampling (DESIGN §2.6)
     shift_invariant: bool = False  # p(y + c | q + c) = p(y | q) for every shift c of the answers (Laplace, geometric,
     #                                Gaussian): known tuples that only shift the query then leave the sup unchanged
+    continuous: bool = False  # with `joint`: a continuous output whose sup depends on the mixture weights: the
+    #                           mechanism computes it (`sup_log_ratio`) instead of naming an output space
     law_error: float = 0.0  # with `joint`: a bound on the absolute error of `log_prob` (integrals computed to it)
     parameters: dict[str, tuple[type, object, str]] = {}  # name -> (type, default, help): `--mechanism-param NAME=VALUE`
     # `sigma` (with `gaussian`) and `scale` (with `laplace`) are fields without a default of those
@@ -150,6 +152,12 @@ class Mechanism(ABC):
         """With `joint`: log p(y_g | a_r) (G, R) of the outputs (G, d) given the answer vectors (R, K), −inf where
         impossible; exact, or to `law_error` in absolute value where it needs an integral."""
         raise InputError(f"the {self.kind} mechanism adds noise per coordinate: it has no joint output law")
+
+    def sup_log_ratio(self, log_w: np.ndarray, answers: np.ndarray) -> tuple[float, int, int, tuple[float, ...]]:
+        """With `continuous`: max over ordered pairs (t, t') of the rows of `log_w` (T, R) — each a log-probability
+        vector over the answer vectors `answers` (R, K), −inf where absent — and over every output y of
+        log Σ_r w_tr p(y | a_r) − log Σ_r w_t'r p(y | a_r): (value, t, t', y), a coordinate of y ±inf for a limit."""
+        raise InputError(f"the {self.kind} mechanism has no continuous output law")
 
     def sample(self, answers: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """One output (d,) per row of the answer vectors `answers` (S, K): (S, d). What the black-box audit

@@ -10,9 +10,11 @@ import numpy as np
 
 from ddpbayes.errors import InputError
 from ddpbayes.mechanisms.base import _positive
-from ddpbayes.mechanisms.joint import JointMechanism, laplace_noise
+from ddpbayes.mechanisms import noisy_max_value
+from ddpbayes.mechanisms.joint import JointMechanism, answer_count, laplace_noise
 from ddpbayes.mechanisms.quadrature import LAW_ERROR, laplace_log_cdf, laplace_log_pdf, log_integral
 
+RETURNS = ("index", "value", "both")
 _SENSITIVITY = (float, None, "per-answer sensitivity Δ that --epsilon sets the scale from (default: the query's "
                 "global L1 sensitivity)")
 
@@ -47,15 +49,22 @@ class ReportNoisyMax(_Selection):
     Law: P(argmax = i | a) = ∫ f(v − a_i) Π_{j≠i} F(v − a_j) dv, by piecewise Gauss–Legendre between the
     sorted a_j with mapped tails (`quadrature.log_integral`; the exponential noise integrates over
     [max_j a_j, ∞) only); the tail integrands are polynomials in u, so the quadrature is exact there.
-    Ties have probability zero. Classic ε: 2Δ/b (either noise; an upper bound, attained as K grows)."""
+    Ties have probability zero. Classic ε: 2Δ/b (either noise; an upper bound, attained as K grows).
+
+    `returns=value` releases the noisy maximum itself (Ding et al. 2018 Algs. 7, 8; DP-Sniper's ReportNoisyMax3/4),
+    `returns=both` the index and the value: a continuous output, whose supremum the mechanism computes from the
+    mixture weights (`noisy_max_value`: exactly, at the stationary points of the densities' ratio). Classic ε
+    then: KΔ/b with Laplace noise (every factor of the density moves by at most e^{Δ/b}; attained as v → −∞ when
+    every answer moves), unbounded with exponential noise (the value's support moves with the answers)."""
 
     scale: float
     noise: str = "laplace"
     epsilon: float | None = field(default=None, compare=False)
+    returns: str = "index"
     kind = "report_noisy_max"
     aliases = ("rnm", "report-noisy-max", "noisy_max")
-    law_error = LAW_ERROR
     parameters = {"noise": (str, "laplace", "the noise on each answer: laplace or exponential (one-sided)"),
+                  "returns": (str, "index", "index (of the noisy maximum), value (the noisy maximum) or both"),
                   "sensitivity": _SENSITIVITY}
     answer_range = (2, None)
     dp_bound_reason = "report-noisy-max's 2Δ/b is an upper bound (the worst case approaches it as K grows)"
@@ -63,7 +72,29 @@ class ReportNoisyMax(_Selection):
     def __post_init__(self):
         _positive(self.scale, "scale")
         if self.noise not in ("laplace", "exponential"):
-            raise InputError(f"--mechanism-param noise= of report_noisy_max must be laplace or exponential, got '{self.noise}'")
+            raise InputError(f"--mechanism-param noise= of report_noisy_max must be laplace or exponential, got "
+                             f"'{self.noise}'")
+        if self.returns not in RETURNS:
+            raise InputError(f"--mechanism-param returns= of report_noisy_max must be index, value or both, got "
+                             f"'{self.returns}'")
+
+    @property
+    def continuous(self) -> bool:  # the noisy maximum is released: no finite output space
+        return self.returns != "index"
+
+    @property
+    def law_error(self) -> float:
+        return LAW_ERROR if self.returns == "index" else noisy_max_value.LAW_ERROR
+
+    def output_space(self, answers: np.ndarray) -> np.ndarray:
+        if self.continuous:
+            raise InputError(f"report_noisy_max releasing the {self.returns} has a continuous output: its supremum is "
+                             "computed from the weights (sup_log_ratio)")
+        return super().output_space(answers)
+
+    def sup_log_ratio(self, log_w: np.ndarray, answers: np.ndarray) -> tuple[float, int, int, tuple[float, ...]]:
+        return noisy_max_value.sup_log_ratio(log_w, self._answers(answers), self.scale, self.noise,
+                                             self.returns == "both")
 
     @classmethod
     def scale_from(cls, epsilon: float, sensitivity: float, values: dict) -> float:
@@ -73,10 +104,15 @@ class ReportNoisyMax(_Selection):
     def _from(cls, scale, epsilon, values):
         if scale is None:
             raise InputError("the report_noisy_max mechanism needs --scale or --epsilon")
-        return cls(scale, values["noise"], epsilon)
+        return cls(scale, values["noise"], epsilon, values["returns"])
 
     def log_prob(self, outputs: np.ndarray, answers: np.ndarray) -> np.ndarray:
-        return self._pick(self.log_table(answers), outputs)
+        """log P(argmax = i | a); with `returns` value or both the log-density of the output (v,) or (i, v)."""
+        if not self.continuous:
+            return self._pick(self.log_table(answers), outputs)
+        y = np.asarray(outputs, dtype=float).reshape(len(outputs), -1)
+        index = y[:, 0] if self.returns == "both" else None
+        return noisy_max_value.log_density(y[:, -1], index, self._answers(answers), self.scale, self.noise)
 
     def log_table(self, answers: np.ndarray) -> np.ndarray:
         """log P(argmax = i | a_r) for every i and row: (K, R)."""
@@ -100,15 +136,36 @@ class ReportNoisyMax(_Selection):
     def sample(self, answers: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         a = self._answers(answers)
         z = laplace_noise(rng, self.scale, a.shape) if self.noise == "laplace" else rng.exponential(self.scale, a.shape)
-        return np.argmax(a + z, axis=1).astype(float)[:, None]
+        noisy = a + z
+        index = np.argmax(noisy, axis=1)
+        value = noisy[np.arange(len(noisy)), index]
+        columns = {"index": (index,), "value": (value,), "both": (index, value)}[self.returns]
+        return np.column_stack([np.asarray(c, dtype=float) for c in columns])
 
     def dp_leakage(self, sensitivity: float) -> float:
+        if self.continuous:
+            raise InputError("report_noisy_max releasing the noisy maximum: its classic epsilon depends on the number of "
+                             "answers (tuple_dp_leakage)")
         return 2 * float(sensitivity) / self.scale if sensitivity > 0 else 0.0
+
+    def tuple_dp_leakage(self, query, k, domains) -> tuple[float, str | None]:
+        if not self.continuous:
+            return super().tuple_dp_leakage(query, k, domains)
+        sensitivity = query.sensitivity(k, domains)
+        if sensitivity == 0:
+            return 0.0, None
+        if self.noise == "exponential":
+            return math.inf, "the noisy maximum's support moves with the answers (exponential noise is one-sided)"
+        answers = answer_count(query, domains)
+        return (answers * float(sensitivity) / self.scale,
+                f"an upper bound: K·Δ/b for the {answers} answers, each moved by at most the L1 sensitivity Δ")
 
     def describe(self) -> dict:
         return {"kind": self.kind, "scale": self.scale, "noise": self.noise,
                 **({} if self.epsilon is None else {"epsilon": self.epsilon}),
-                "output": f"argmax_i (a_i + {self.noise.capitalize()}({self.scale:g}))", "law_error": self.law_error}
+                "returns": self.returns, "law_error": self.law_error,
+                "output": {"index": "argmax_i", "value": "max_i", "both": "(argmax_i, max_i)"}[self.returns]
+                + f" (a_i + {self.noise.capitalize()}({self.scale:g}))"}
 
 
 @dataclass(frozen=True)

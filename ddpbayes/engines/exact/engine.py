@@ -134,6 +134,8 @@ class _Outputs:
 
 
 def _adversary_leakage(adv: Adversary, table: JointTable, out: _Outputs, limit: int) -> AdversaryLeakage:
+    if out.joint is not None and out.joint.continuous:
+        return _continuous_leakage(adv, table, out, limit)
     grouped = grouping(adv, table, out.levels, out.level_of, every=out.joint is not None)
     group, n_groups, active, row_levels = grouped.group, grouped.n_groups, grouped.active, grouped.row_levels
     n_rows, n_t = grouped.n_rows, len(table.values[adv.target])
@@ -180,6 +182,33 @@ def _adversary_leakage(adv: Adversary, table: JointTable, out: _Outputs, limit: 
         return AdversaryLeakage(adv, max(value, 0.0), replace(witness, y=tuple(float(v) for v in outputs[p])))
     grid_point = tuple(int(i) for i in np.unravel_index(p, shape)) if active else ()
     return AdversaryLeakage(adv, max(value, 0.0), _witness(adv, table, out, group, g, active, grid_point, t, t_prime))
+
+
+def _continuous_leakage(adv: Adversary, table: JointTable, out: _Outputs, limit: int) -> AdversaryLeakage:
+    """A joint law with a continuous output (the noisy maximum, DESIGN §5.2): the mechanism takes the supremum
+    over outputs from each x_K group's mixture weights (`Mechanism.sup_log_ratio`)."""
+    grouped = grouping(adv, table, out.levels, out.level_of, every=True)
+    n_t = len(table.values[adv.target])
+    _check_weights(adv, grouped.n_groups, n_t, grouped.n_rows, limit)
+    answers = np.stack([out.levels[c][grouped.row_levels[:, a]] for a, c in enumerate(grouped.active)], axis=1)
+    log_w = np.full((grouped.n_groups, n_t, grouped.n_rows), -np.inf)
+    cells, weights = cell_weights(grouped, table, adv.target)
+    log_w.reshape(-1)[cells] = weights
+    log_pt = logsumexp(log_w, axis=2)
+    best = (-1.0, 0, 0, 0, ())
+    for g in range(grouped.n_groups):
+        possible = np.flatnonzero(log_pt[g] > -np.inf)
+        if len(possible) < 2:
+            continue
+        value, t, t_prime, y = out.joint.sup_log_ratio(log_w[g, possible] - log_pt[g, possible, None], answers)
+        if value > best[0]:
+            best = (value, g, int(possible[t]), int(possible[t_prime]), y)
+    value, g, t, t_prime, y = best
+    if value < 0:  # no x_K leaves two target values: nothing to learn
+        possible = np.flatnonzero(log_pt[0] > -np.inf)
+        t = t_prime = int(possible[0])
+    witness = _witness(adv, table, out, grouped.group, g, [], (), t, t_prime)
+    return AdversaryLeakage(adv, max(value, 0.0), replace(witness, y=tuple(float(v) for v in y) or None))
 
 
 def _joint_kernel(adv: Adversary, out: _Outputs, grouped, limit: int) -> tuple[np.ndarray, np.ndarray]:
