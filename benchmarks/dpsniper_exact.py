@@ -9,7 +9,9 @@ value is the largest over DP-Sniper's pairs (`dpsniper_programs.patterns`): what
 
 ReportNoisyMax3/4 release the noisy maximum: its supremum over the continuous output is computed from the
 densities' stationary points (`mechanisms/noisy_max_value.py`). Mechanisms without a white-box law here have no
-entry (SVT3 and NumericalSVT release noisy values whose law is not implemented). PrefixSum releases the running
+entry: SVT3 (and SVT34Parallel) releases the noisy answer that was compared with the threshold, whose law's
+supremum over the value has no finite set of candidates here. NumericalSVT releases fresh noisy answers
+(`mechanisms/numerical_svt.py`): its supremum is on the answers' grid. PrefixSum releases the running
 sums of Laplace-noised answers: an invertible map of Laplace noise on the answers, so its leakage is that of
 Laplace noise on the answers (post-processing by a bijection changes no likelihood ratio). LaplaceParallel
 releases one answer twenty times with independent Laplace(200) noise: for one record the likelihood ratio is the
@@ -51,6 +53,8 @@ WHITE_BOX: dict[str, tuple[str, dict, dict, int]] = {
     "SparseVectorTechnique4": ("sparse_vector", {"epsilon": EPS}, {**SVT, "variant": "4", "threshold": "1"}, 1),
     "SparseVectorTechnique5": ("sparse_vector", {"epsilon": EPS}, {**SVT, "variant": "5", "threshold": "1"}, 1),
     "SparseVectorTechnique6": ("sparse_vector", {"epsilon": EPS}, {**SVT, "variant": "6", "threshold": "1"}, 1),
+    "NumericalSVT": ("numerical_sparse_vector", {"epsilon": EPS},
+                     {"sensitivity": "1", "cutoff": "2", "threshold": "1"}, 1),
     "Rappor": ("rappor", {}, {}, 1),
     "OneTimeRappor": ("one_time_rappor", {}, {"f": "0.95"}, 1),
     "LaplaceParallel": ("laplace", {"scale": 1 / 0.005 / 20}, {}, 1),  # twenty releases at eps = 0.005: below

@@ -16,10 +16,11 @@ from ddpbayes.mechanisms.randomized_response import RandomizedResponse
 from ddpbayes.mechanisms.rappor import OneTimeRappor, Rappor
 from ddpbayes.mechanisms.registry import MECHANISMS, REGISTRY, canonical_kind, lookup
 from ddpbayes.mechanisms.selection import ExponentialMechanism, ReportNoisyMax
+from ddpbayes.mechanisms.numerical_svt import NumericalSparseVector
 from ddpbayes.mechanisms.sparse_vector import SparseVector
 from ddpbayes.mechanisms.truncated_geometric import TruncatedGeometric
 
 __all__ = ["MECHANISMS", "REGISTRY", "DiscreteGaussian", "ExponentialMechanism", "Gaussian", "Geometric",
            "JointMechanism", "Laplace", "Mechanism", "NotAvailable", "OneTimeRappor", "RandomizedResponse", "Rappor",
-           "ReportNoisyMax", "SparseVector", "TruncatedGeometric", "canonical_kind", "l2_sensitivity", "laplace_sums",
+           "NumericalSparseVector", "ReportNoisyMax", "SparseVector", "TruncatedGeometric", "canonical_kind", "l2_sensitivity", "laplace_sums",
            "lookup", "make_mechanism"]

@@ -10,13 +10,14 @@ from ddpbayes.mechanisms.laplace import Geometric, Laplace
 from ddpbayes.mechanisms.randomized_response import RandomizedResponse
 from ddpbayes.mechanisms.rappor import OneTimeRappor, Rappor
 from ddpbayes.mechanisms.selection import ExponentialMechanism, ReportNoisyMax
+from ddpbayes.mechanisms.numerical_svt import NumericalSparseVector
 from ddpbayes.mechanisms.sparse_vector import SparseVector
 from ddpbayes.mechanisms.truncated_geometric import TruncatedGeometric
 
 REGISTRY: dict[str, type[Mechanism]] = {cls.kind: cls for cls in
                                         (Laplace, Geometric, RandomizedResponse, Gaussian, DiscreteGaussian,
-                                         ReportNoisyMax, ExponentialMechanism, SparseVector, Rappor, OneTimeRappor,
-                                         TruncatedGeometric)}
+                                         ReportNoisyMax, ExponentialMechanism, SparseVector, NumericalSparseVector,
+                                         Rappor, OneTimeRappor, TruncatedGeometric)}
 MECHANISMS = tuple(REGISTRY)  # the kinds, in the order messages list them
 ALIASES = {alias: kind for kind, cls in REGISTRY.items() for alias in cls.aliases}
 
