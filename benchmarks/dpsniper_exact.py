@@ -58,7 +58,7 @@ WHITE_BOX: dict[str, tuple[str, dict, dict, int]] = {
     "Rappor": ("rappor", {}, {}, 1),
     "OneTimeRappor": ("one_time_rappor", {}, {"f": "0.95"}, 1),
     "LaplaceParallel": ("laplace", {"scale": 1 / 0.005 / 20}, {}, 1),  # twenty releases at eps = 0.005: below
-    "PrefixSum": ("laplace", {"scale": 1 / EPS}, {}, 1),  # running sums: a bijection of the noisy answers
+    "PrefixSum": ("prefix_sums", {"scale": 1 / EPS}, {}, 1),
 }
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ddpbayes.errors import InputError
 from ddpbayes.mechanisms.base import Mechanism
 from ddpbayes.mechanisms.gaussian import DiscreteGaussian, Gaussian
-from ddpbayes.mechanisms.laplace import Geometric, Laplace
+from ddpbayes.mechanisms.laplace import Geometric, Laplace, PrefixSums
 from ddpbayes.mechanisms.randomized_response import RandomizedResponse
 from ddpbayes.mechanisms.rappor import OneTimeRappor, Rappor
 from ddpbayes.mechanisms.selection import ExponentialMechanism, ReportNoisyMax
@@ -15,7 +15,7 @@ from ddpbayes.mechanisms.sparse_vector import SparseVector
 from ddpbayes.mechanisms.truncated_geometric import TruncatedGeometric
 
 REGISTRY: dict[str, type[Mechanism]] = {cls.kind: cls for cls in
-                                        (Laplace, Geometric, RandomizedResponse, Gaussian, DiscreteGaussian,
+                                        (Laplace, Geometric, PrefixSums, RandomizedResponse, Gaussian, DiscreteGaussian,
                                          ReportNoisyMax, ExponentialMechanism, SparseVector, NumericalSparseVector,
                                          Rappor, OneTimeRappor, TruncatedGeometric)}
 MECHANISMS = tuple(REGISTRY)  # the kinds, in the order messages list them

@@ -25,8 +25,8 @@ class Laplace(Mechanism):
     scale: float
     kind: str = "laplace"
     epsilon: float | None = field(default=None, compare=False)  # the DP level the scale came from, if given
-    laplace = BuiltInKinds("laplace", "geometric")  # not a subclass's own kind: its kernel may differ
-    calibratable = BuiltInKinds("laplace")
+    laplace = BuiltInKinds("laplace", "geometric", "prefix_sums")  # not a subclass's own kind: its kernel may differ
+    calibratable = BuiltInKinds("laplace", "prefix_sums")
     shift_invariant = True
 
     def __post_init__(self):
@@ -34,7 +34,7 @@ class Laplace(Mechanism):
 
     def laplace_scales(self, rows: int) -> np.ndarray | None:
         # the built-in continuous kernel only: not geometric's integers, nor a subclass's own kind
-        return np.full(rows, self.scale) if self.kind == Laplace.kind else None
+        return np.full(rows, self.scale) if self.kind in (Laplace.kind, PrefixSums.kind) else None
 
     def with_scale(self, scale: float) -> Laplace:
         return replace(self, scale=scale, epsilon=None)
@@ -119,3 +119,20 @@ class Geometric(Laplace):
     def describe(self) -> dict:
         alpha = math.exp(-1 / self.scale)
         return {"kind": self.kind, "scale": self.scale, **self._given(), "noise": f"two-sided geometric, alpha = {alpha:.6g}"}
+
+
+@dataclass(frozen=True)
+class PrefixSums(Laplace):
+    """The running sums of the answers plus Laplace(b) noise each: y_j = Σ_{k≤j} (q_k + Z_k) (DP-Sniper's
+    PrefixSum; Wang et al. 2019, PLDI). The running sums are an invertible linear map of the noisy answers, so
+    every likelihood ratio, hence every leakage under every notion, is Laplace noise's on the answers; engines
+    read it as Laplace, and its witness y is the noisy answers before the running sums."""
+
+    kind: str = "prefix_sums"
+    aliases = ("prefix_sum", "prefix-sums")
+
+    def describe(self) -> dict:
+        return {"kind": self.kind, "scale": self.scale, **self._given(),
+                "noise": f"running sums of the answers + Laplace(0, {self.scale:g}) each (the witness y: the noisy "
+                         "answers before the sums)"}
+
