@@ -20,7 +20,9 @@ import numpy as np
 from ddpbayes.engines.base import AdversaryLeakage, Engine, Witness
 from ddpbayes.engines.exact.joint import oversized_reason, unsupported_reason
 from ddpbayes.engines.program.certify import certify
-from ddpbayes.engines.program.records import EnumeratedRecords, ForwardRecords, Records
+from ddpbayes.engines.gaussian.graph import unsupported_reason as gaussian_reason
+from ddpbayes.engines.program.records import (EnumeratedRecords, ForwardRecords, GaussianRecords, Records,
+                                              forward_reason)
 from ddpbayes.errors import InputError
 from ddpbayes.model.supports import is_discrete
 from ddpbayes.problem import Adversary, Problem
@@ -59,20 +61,26 @@ class ProgramEngine(Engine):
 
 
 def _records_reason(problem: Problem) -> str | None:
-    model = problem.model
-    if unsupported_reason(model) is None and oversized_reason(model, problem.settings.max_states) is None:
-        return None
-    if all(is_discrete(model.tuple_rvs[k]) for k in range(model.n)):
+    if _route(problem) is not None:
         return None
     return ("a certified bound needs independent draws of the records given the target's value: the model is "
-            "neither enumerable nor has discrete tuples to draw by rejection")
+            "neither enumerable, nor jointly Gaussian, nor has discrete tuples to draw by rejection")
+
+
+def _route(problem: Problem) -> type[Records] | None:
+    """How the records are drawn exactly: enumeration, the Gaussian conditional, or prior draws by rejection."""
+    model = problem.model
+    if unsupported_reason(model) is None and oversized_reason(model, problem.settings.max_states) is None:
+        return EnumeratedRecords
+    if gaussian_reason(model) is None:
+        return GaussianRecords
+    if all(is_discrete(model.tuple_rvs[k]) for k in range(model.n)) and forward_reason(model) is None:
+        return ForwardRecords
+    return None
 
 
 def _records(problem: Problem) -> Records:
-    model = problem.model
-    if unsupported_reason(model) is None and oversized_reason(model, problem.settings.max_states) is None:
-        return EnumeratedRecords(problem)
-    return ForwardRecords(problem)
+    return _route(problem)(problem)
 
 
 def _certified(problem: Problem, records: Records, adv: Adversary, level: float, m: int) -> AdversaryLeakage:

@@ -4,25 +4,29 @@ Bernoulli trials), so the records are drawn exactly, never by MCMC:
 
 - `EnumeratedRecords`: a finite model the exact engine enumerates; the states with X_i = t and X_K = x_K are
   drawn in proportion to their probability (latents are already summed out of the table);
+- `GaussianRecords`: a jointly Gaussian model (the gaussian engine's reading of it): the other tuples given
+  (x_K, t) are Gaussian with the Schur complement's covariance, drawn exactly;
 - `ForwardRecords`: any model whose target and known tuples are discrete: prior draws of every tuple
   (`pm.draw`, ancestral sampling) kept when they match (t, x_K) — rejection sampling, exact for the
   conditional law, refused when the event is too rare to be drawn in the budget.
 
 Each chooses the adversary's (x_K, t, t') from what it knows before any program runs (`candidate`), so the
 choice costs the certificate nothing: the exact laws of the answers for the enumerated model (the pair whose
-answer laws differ most in total variation), a pilot of prior draws otherwise.
+answer laws differ most in total variation), the ends of the target's domain with x_K at its mean for a Gaussian
+model, a pilot of prior draws otherwise.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 import numpy as np
-import pymc as pm
 
 from ddpbayes.engines.exact.joint import JointTable, joint_table
+from ddpbayes.engines.gaussian.graph import tuple_covariance, tuple_mean
 from ddpbayes.errors import InputError
 from ddpbayes.numerics import logsumexp
 from ddpbayes.problem import Adversary, Problem
@@ -102,18 +106,56 @@ class EnumeratedRecords(Records):
         return self.q[states[rng.choice(len(states), size=n, p=np.exp(logp - logsumexp(logp, axis=0)))]]
 
 
-class ForwardRecords(Records):
-    """Prior draws of the tuples (ancestral sampling, `pm.draw`), kept when they match (t, x_K)."""
+class GaussianRecords(Records):
+    """Exact draws of a jointly Gaussian model's tuples given X_i = t and X_K = x_K (`engines.gaussian.graph`)."""
 
     def __init__(self, problem: Problem):
         self.problem = problem
-        model = problem.model
-        self.exprs = [s.rv if s.index is None else s.rv[s.index] for s in model.slots]
+        self.cov = tuple_covariance(problem.model)
+        self.mean = tuple_mean(problem.model)
+
+    def candidate(self, adv: Adversary) -> Candidate | None:
+        """t, t' the ends of the target's domain (the widest pair: the gaussian engine's witness), x_K its mean."""
+        dom = self.problem.model.domains[adv.target]
+        if not (math.isfinite(dom.lo) and math.isfinite(dom.hi)) or dom.hi <= dom.lo:
+            raise InputError(f"the program engine compares two values of the target: tuple {adv.target}'s domain {dom} "
+                             "needs finite ends (give the model a bounded domain)")
+        known = {k: float(self.mean[k]) for k in sorted(adv.known)}
+        return Candidate(known, float(dom.hi), float(dom.lo),
+                         "the ends of the target's domain, the known tuples at their means (a Gaussian model)")
+
+    def answers(self, adv: Adversary, known_values: dict[int, float], t: float, n: int,
+                rng: np.random.Generator) -> np.ndarray:
+        given = [adv.target, *sorted(known_values)]
+        rest = [k for k in range(len(self.mean)) if k not in given]
+        x_given = np.array([t, *(known_values[k] for k in sorted(known_values))])
+        x = np.empty((n, len(self.mean)))
+        x[:, given] = x_given
+        if rest:
+            c_gg = self.cov[np.ix_(given, given)]
+            gain = np.linalg.solve(c_gg, self.cov[np.ix_(given, rest)]).T  # (rest, given)
+            mu = self.mean[rest] + gain @ (x_given - self.mean[given])
+            cov = self.cov[np.ix_(rest, rest)] - gain @ self.cov[np.ix_(given, rest)]
+            values, vectors = np.linalg.eigh((cov + cov.T) / 2)
+            root = vectors * np.sqrt(np.clip(values, 0.0, None))
+            x[:, rest] = mu + rng.standard_normal((n, len(rest))) @ root.T
+        with np.errstate(over="ignore", invalid="ignore"):
+            q = np.asarray(self.problem.query.values(x), dtype=float)
+        if not np.all(np.isfinite(q)):
+            raise InputError("the query's values are not finite on some draw of the records")
+        return q
+
+
+class ForwardRecords(Records):
+    """Prior draws of the tuples kept when they match (t, x_K): ancestral sampling of the PyMC graph,
+    vectorised once (`prior_sampler`) so that a batch of BATCH draws is one call."""
+
+    def __init__(self, problem: Problem):
+        self.problem = problem
+        self.draw = prior_sampler(problem.model)
 
     def _prior(self, n: int, rng: np.random.Generator) -> np.ndarray:
-        seed = int(rng.integers(2**32))
-        draws = pm.draw(self.exprs, draws=n, random_seed=seed)
-        return np.column_stack([np.asarray(d, dtype=float).reshape(n) for d in draws])
+        return self.draw(n, rng)
 
     def candidate(self, adv: Adversary) -> Candidate | None:
         """The most frequent x_K among PILOT prior draws with two target values, and its two most frequent ones."""
@@ -151,3 +193,42 @@ class ForwardRecords(Records):
         if not np.all(np.isfinite(q)):
             raise InputError("the query's values are not finite on some prior draw")
         return q
+
+
+def forward_reason(model) -> str | None:
+    """Why prior draws are not the model's law (it conditions on data), or None."""
+    m = model.model
+    if m.observed_RVs or m.potentials:
+        return "the model conditions on data (observed variables or potentials): its prior draws are not its law"
+    return None
+
+
+def prior_sampler(model):
+    """draw(n, rng) -> (n, tuples): n independent prior draws of the tuple slots in one call. Each random variable
+    whose parameters depend on no other one is given a batch dimension of size n; PyTensor vectorises the rest of
+    the graph through them (`vectorize_graph`), so the draws are ancestral samples of the whole model."""
+    from pymc.distributions.shape_utils import change_dist_size
+    from pymc.pytensorf import compile as compile_pymc, reseed_rngs
+    from pytensor.graph.replace import vectorize_graph
+    from pytensor.graph.traversal import ancestors
+    from pytensor.tensor.random.type import RandomGeneratorType
+    import pytensor.tensor as pt
+
+    rvs = model.model.basic_RVs
+    roots = {rv for rv in rvs if not any(a in set(rvs) for a in ancestors(rv.owner.inputs))}
+    n = pt.iscalar("draws")
+    exprs = [s.rv if s.index is None else s.rv[s.index] for s in model.slots]
+    try:
+        batched = vectorize_graph(exprs, replace={rv: change_dist_size(rv, (n,), expand=True) for rv in roots})
+        fn = compile_pymc([n], batched, random_seed=0)
+    except Exception as error:  # an op PyTensor cannot vectorise: say which
+        raise InputError(f"the model's prior cannot be drawn in batches ({type(error).__name__}: "
+                         f"{' '.join(str(error).split())[:200]})") from None
+    rngs = [v for v in fn.get_shared() if isinstance(v.type, RandomGeneratorType)]
+
+    def draw(size: int, rng: np.random.Generator) -> np.ndarray:
+        reseed_rngs(rngs, rng.integers(2**32, size=len(rngs)))
+        return np.column_stack([np.asarray(d, dtype=float).reshape(size) for d in fn(size)])
+
+    return draw
+
