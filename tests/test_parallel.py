@@ -67,9 +67,9 @@ def serial() -> str:
     return _text(_audit(workers=1))
 
 
-def test_same_json_for_one_two_and_three_workers(serial):
-    for workers in (2, 3):
-        assert _text(_audit(workers=workers)) == serial, f"{workers} workers"
+@pytest.mark.parametrize("workers", [2, pytest.param(3, marks=pytest.mark.slow)])  # 3: a cluster more (~15 s)
+def test_same_json_for_one_two_and_three_workers(serial, workers):
+    assert _text(_audit(workers=workers)) == serial, f"{workers} workers"
     assert len(json.loads(serial)["lattice"]) == 4
 
 
@@ -136,6 +136,7 @@ def _busy_worker(client) -> str | None:
     return next((w for w, tasks in client.processing().items() if tasks), None)
 
 
+@pytest.mark.slow  # a Dask cluster in a subprocess: 10-25 s (the default run's budget, issue #28)
 def test_killed_worker_unit_is_rerun_and_result_unchanged():
     """SIGKILL one of the LocalCluster's worker processes while it draws a unit: the scheduler
     reruns the unit on the other worker (the nanny restarts the dead one) and the audit's JSON is
@@ -288,6 +289,7 @@ def test_one_worker_runs_without_dask():
     assert out.stdout.split() == ["True", "[]"], out.stderr
 
 
+@pytest.mark.slow  # a Dask cluster in a subprocess: 10-25 s (the default run's budget, issue #28)
 def test_cli_one_progress_bar_over_the_units():
     """The CLI on two workers: one progress line over every MCMC run of each phase, saying where
     they run (the JSON's equality across worker counts is tested above, through the same `audit`).
@@ -322,6 +324,7 @@ def test_attack_same_json_on_two_workers():
     assert len(json.loads(out[0])["rows"]) == 2 * 2 * 2
 
 
+@pytest.mark.slow  # a Dask cluster in a subprocess: 10-25 s (the default run's budget, issue #28)
 def test_unguarded_script_is_not_rerun_by_the_workers(tmp_path):
     """A user's script that audits at module level, without `if __name__ == "__main__"`: the
     spawned workers do not run it again (it prints its answer once, and exits 0)."""

@@ -13,7 +13,7 @@ from ddpbayes.cli.args import run_settings
 from ddpbayes.cli.main import build_parser
 
 FLAG_VALUES = {"engine": "exact", "seed": 7, "draws": 40, "tune": 30, "chains": 3, "workers": 1, "max_runs": 9,
-               "max_states": 123, "max_adversaries": 45}
+               "max_states": 123, "max_adversaries": 45, "program_runs": 500}
 
 
 def test_unknown_setting_is_bad_input(household):

@@ -133,7 +133,7 @@ def add_run_settings(parser: argparse.ArgumentParser, method: bool = False) -> N
                         help=f"sampling: chains per conditioning event (default {d.chains})")
     parser.add_argument("--program-runs", type=int, default=None, metavar="N",
                         help=f"program engine: runs of the program per target value in each of its two stages, the "
-                        f"event search and the certificate (default {d.program_runs:,})")
+                        f"event search and the certificate (default {d.program_runs})")
     add_workers(parser)
     parser.add_argument("--max-runs", type=int, default=None,
                         help=f"sampling: refuse to plan more MCMC runs than this (default {d.max_runs})")

@@ -10,7 +10,8 @@ def register(sub) -> None:
                        description="Each built-in mechanism: its kind (and aliases), what it releases, and the settings "
                        "--mechanism-param NAME=VALUE takes. A program (--mechanism program:FILE:NAME) is any Python "
                        "function mechanism(answers, rng) -> output, audited as a black box.")
-    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--format", choices=("text", "json"), default="text",
+                   help="text (default): a paragraph per mechanism; json: a list of records")
     p.set_defaults(run=run)
 
 

@@ -26,7 +26,7 @@ class Laplace(Mechanism):
     kind: str = "laplace"
     epsilon: float | None = field(default=None, compare=False)  # the DP level the scale came from, if given
     laplace = BuiltInKinds("laplace", "geometric", "prefix_sums")  # not a subclass's own kind: its kernel may differ
-    calibratable = BuiltInKinds("laplace", "prefix_sums")
+    calibratable = BuiltInKinds("laplace")
     shift_invariant = True
 
     def __post_init__(self):
