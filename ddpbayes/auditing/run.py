@@ -19,6 +19,7 @@ from ddpbayes.engines import AdversaryLeakage, Engine, engine_named, passed_over
 from ddpbayes.errors import InputError
 from ddpbayes.limits import state_limit
 from ddpbayes.mechanisms import Mechanism, make_mechanism
+from ddpbayes.mechanisms.interop import from_library
 from ddpbayes.mechanisms.program import Program
 from ddpbayes.model import DependenceModel
 from ddpbayes.notions import Notion, fold_targets, worst_of
@@ -39,7 +40,7 @@ WINDOW = 64  # batches of CHUNK adversaries handed to the workers at once
 def audit(
     model: DependenceModel,
     query: str | Query,
-    mechanism: str | Mechanism,
+    mechanism: str | Mechanism | object,
     notion: str | Notion,
     *,
     scale: float | None = None,
@@ -70,6 +71,9 @@ def audit(
     a lower bound (`reason` and `lower_bound` say so), which can fail a claim but never pass it.
     `information` ("nats", the default as on the command line, or "bits"; None skips them) adds
     seed 004's KL/MI/CMI (DESIGN §3.4); loops over audits pass None so as not to pay for them.
+    `mechanism` may also be a DP library's object (a diffprivlib mechanism, an OpenDP measurement) or a
+    function `mechanism(answers, rng)`: `mechanisms.interop.from_library` reads it as the exact law
+    ddpbayes has for it, or as a program (a certified lower bound, DESIGN §2.6).
     `notion` is a notion's name or a `Notion` (`ddpbayes.notions`: DP, IDP, PDP, DDP).
     """
     start = time.perf_counter()
@@ -101,10 +105,11 @@ def audit(
     return result
 
 
-def _release(model: DependenceModel, query: str | Query, mechanism: str | Mechanism, settings: RunSettings,
+def _release(model: DependenceModel, query: str | Query, mechanism: str | Mechanism | object, settings: RunSettings,
              **noise) -> tuple[Query, Mechanism]:
     """The query bound to the model and the mechanism, checked against it: built from its kind
-    with `noise` (scale, epsilon, delta, rho, params), or as given (delta, rho and params then refused)."""
+    with `noise` (scale, epsilon, delta, rho, params), or as given (delta, rho and params then refused); any other
+    object is a library's mechanism or a function (`from_library`: a one-line InputError if it is neither)."""
     query = (parse_query(query) if isinstance(query, str) else query).bind(model)
     query.check(model.domains)
     if isinstance(mechanism, str) and mechanism.startswith(PROGRAM):  # a black box (DESIGN §2.6)
@@ -113,6 +118,8 @@ def _release(model: DependenceModel, query: str | Query, mechanism: str | Mechan
             raise InputError(f"a program makes its own noise: drop --{', --'.join(given)} (its settings are its own "
                              "code)")
         mechanism = Program.from_spec(mechanism, getattr(model, "source", None))
+    if not isinstance(mechanism, (str, Mechanism)):  # a diffprivlib / OpenDP object, or a function
+        mechanism = from_library(mechanism)
     if isinstance(mechanism, str):
         with state_limit(settings.max_states):  # --epsilon may enumerate the domains (an expr: query's sensitivity)
             return query, make_mechanism(mechanism, query, model.domains, **noise)

@@ -240,6 +240,12 @@ class BuiltInKinds:
         return (cls if mechanism is None else mechanism).kind in self.kinds
 
 
+def source_entry(mechanism: Mechanism) -> dict:
+    """`{"from": ...}` naming the library object a mechanism was read from (`mechanisms.interop`), or {}."""
+    source = getattr(mechanism, "source", None)
+    return {"from": source} if source else {}
+
+
 def _positive(value: float, what: str) -> None:
     check_positive_finite(value, what)
     if value < sys.float_info.min or not math.isfinite(1 / value):

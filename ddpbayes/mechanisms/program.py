@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from ddpbayes.errors import InputError
-from ddpbayes.mechanisms.base import Mechanism
+from ddpbayes.mechanisms.base import Mechanism, source_entry
 from ddpbayes.model.usercode import user_code
 
 
@@ -36,13 +36,15 @@ class Program(Mechanism):
     black_box = True
 
     def __init__(self, function: Callable, name: str | None = None, file: str | None = None,
-                 vectorized: bool | None = None):
+                 vectorized: bool | None = None, source: str | None = None, why: str | None = None):
         if not callable(function):
             raise InputError(f"program {name or function!r} is not a function")
         self.function = function
         self.name = name or getattr(function, "__name__", "mechanism")
         self.file = file
         self.vectorized = bool(getattr(function, "vectorized", False) if vectorized is None else vectorized)
+        self.source = source  # the library object it runs (`mechanisms.interop`), if any
+        self.why = why  # why that object is audited as a program, not as a law ddpbayes knows
 
     # ------------------------------------------------------------------ loading
 
@@ -154,7 +156,11 @@ class Program(Mechanism):
         return self.dp_leakage(0.0), None
 
     def describe(self) -> dict:
-        return {"kind": self.kind, "file": self.file, "name": self.name, "vectorized": self.vectorized}
+        return {"kind": self.kind, "file": self.file, "name": self.name, "vectorized": self.vectorized,
+                **source_entry(self), **({"why": self.why} if self.why else {})}
+
+    def notes(self) -> list[str]:
+        return [self.why] if self.why else []
 
 
 def _load_file(file: str):

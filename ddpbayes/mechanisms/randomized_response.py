@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.special import logsumexp
 
 from ddpbayes.errors import InputError
 from ddpbayes.limits import check_states
-from ddpbayes.mechanisms.base import Mechanism, _positive
+from ddpbayes.mechanisms.base import Mechanism, _positive, source_entry
 from ddpbayes.mechanisms.information import terms
 from ddpbayes.model.domains import Domain, Finite
 from ddpbayes.queries import Identity, Query
@@ -24,6 +24,7 @@ class RandomizedResponse(Mechanism):
 
     epsilon: float
     kind: str = "randomized_response"
+    source: str | None = field(default=None, compare=False)  # the library object it was read from (interop)
     aliases = ("rr", "randomized-response")
     flips_bits = True
 
@@ -63,7 +64,8 @@ class RandomizedResponse(Mechanism):
         return super().information(levels, log_w, kernels)
 
     def describe(self) -> dict:
-        return {"kind": self.kind, "epsilon": self.epsilon, "noise": f"keep each bit with probability {self.keep:.6g}"}
+        return {"kind": self.kind, "epsilon": self.epsilon, "noise": f"keep each bit with probability {self.keep:.6g}",
+                **source_entry(self)}
 
 
 def bits_information(levels: np.ndarray, log_w: np.ndarray, epsilon: np.ndarray,

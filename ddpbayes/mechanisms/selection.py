@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ddpbayes.errors import InputError
-from ddpbayes.mechanisms.base import _positive
 from ddpbayes.mechanisms import noisy_max_value
+from ddpbayes.mechanisms.base import _positive, source_entry
 from ddpbayes.mechanisms.joint import JointMechanism, answer_count, laplace_noise
 from ddpbayes.mechanisms.quadrature import LAW_ERROR, laplace_log_cdf, laplace_log_pdf, log_integral
 
@@ -178,6 +178,7 @@ class ExponentialMechanism(_Selection):
     scale: float
     monotone: bool = False
     epsilon: float | None = field(default=None, compare=False)
+    source: str | None = field(default=None, compare=False)  # the library object it was read from (interop)
     kind = "exponential"
     aliases = ("exponential_mechanism", "exp_mech")
     parameters = {"monotone": (bool, False, "utilities monotone in the data: scale Δ/ε instead of 2Δ/ε"),
@@ -217,4 +218,5 @@ class ExponentialMechanism(_Selection):
     def describe(self) -> dict:
         return {"kind": self.kind, "scale": self.scale, "monotone": self.monotone,
                 **({} if self.epsilon is None else {"epsilon": self.epsilon}),
-                "output": f"candidate r with probability proportional to exp(a_r / {self.scale:g})"}
+                "output": f"candidate r with probability proportional to exp(a_r / {self.scale:g})",
+                **source_entry(self)}

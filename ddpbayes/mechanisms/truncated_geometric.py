@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ddpbayes.errors import InputError
-from ddpbayes.mechanisms.base import _positive
+from ddpbayes.mechanisms.base import _positive, source_entry
 from ddpbayes.mechanisms.joint import JointMechanism, integer_range, positive_int
 
 VARIANTS = ("ghosh", "balcer_vadhan")
@@ -35,6 +35,7 @@ class TruncatedGeometric(JointMechanism):
     n: int = 5
     variant: str = "ghosh"
     epsilon: float | None = field(default=None, compare=False)
+    source: str | None = field(default=None, compare=False)  # the library object it was read from (interop)
     kind = "truncated_geometric"
     aliases = ("truncated-geometric", "truncated_geometric_mechanism")
     answer_range = (1, 1)
@@ -152,4 +153,4 @@ class TruncatedGeometric(JointMechanism):
         extra = {"alpha": self.alpha} if self.variant == VARIANTS[0] else {"k": self.k}
         return {"kind": self.kind, "scale": self.scale, "n": self.n, "variant": self.variant,
                 **({} if self.epsilon is None else {"epsilon": self.epsilon}), **extra,
-                "output": f"a count in 0..{self.n}"}
+                "output": f"a count in 0..{self.n}", **source_entry(self)}

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ddpbayes.errors import InputError
-from ddpbayes.mechanisms.base import Mechanism, _positive
+from ddpbayes.mechanisms.base import Mechanism, _positive, source_entry
 from ddpbayes.mechanisms.gaussian.discrete import discrete_sigma, shift_profile
 from ddpbayes.mechanisms.gaussian.gdp import analytic_sigma, gdp_profile, zcdp_sigma
 from ddpbayes.mechanisms.gaussian.mixture import pair_profiles, pair_rho
@@ -36,6 +36,7 @@ class Gaussian(Mechanism):
     kind: str = "gaussian"
     rho: float | None = field(default=None, compare=False)  # the zCDP level σ came from, if given
     epsilon: float | None = field(default=None, compare=False)  # the (ε, delta) σ came from, if given
+    source: str | None = field(default=None, compare=False)  # the library object it was read from (interop)
     profile = True
     gaussian = True
     calibratable = True
@@ -55,7 +56,7 @@ class Gaussian(Mechanism):
         return delta_grid(self.delta)
 
     def with_scale(self, sigma: float) -> Gaussian:
-        return replace(self, sigma=sigma, rho=None, epsilon=None)
+        return replace(self, sigma=sigma, rho=None, epsilon=None, source=None)
 
     def pair_profiles(self, logp: np.ndarray, logq: np.ndarray, levels: np.ndarray,
                       deltas: Sequence[float] | None = None) -> PairProfiles:
@@ -89,7 +90,7 @@ class Gaussian(Mechanism):
     def describe(self) -> dict:
         given = {k: v for k, v in (("rho", self.rho), ("epsilon", self.epsilon)) if v is not None}
         return {"kind": self.kind, "sigma": self.sigma, "scale": self.sigma, "delta": self.delta, **given,
-                "noise": f"{'discrete ' if self.discrete else ''}N(0, {self.sigma:g}^2) on every output coordinate"}
+                "noise": f"{'discrete ' if self.discrete else ''}N(0, {self.sigma:g}^2) on every output coordinate", **source_entry(self)}
 
 
 @dataclass(frozen=True)

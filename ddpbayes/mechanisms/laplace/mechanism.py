@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ddpbayes.errors import InputError
-from ddpbayes.mechanisms.base import BuiltInKinds, Mechanism, _positive
+from ddpbayes.mechanisms.base import BuiltInKinds, Mechanism, _positive, source_entry
 from ddpbayes.mechanisms.laplace.information import geometric_information, laplace_information
 from ddpbayes.mechanisms.laplace.mixture import laplace_sums
 from ddpbayes.model.domains import Domain, Finite
@@ -25,6 +25,7 @@ class Laplace(Mechanism):
     scale: float
     kind: str = "laplace"
     epsilon: float | None = field(default=None, compare=False)  # the DP level the scale came from, if given
+    source: str | None = field(default=None, compare=False)  # the library object it was read from (interop)
     laplace = BuiltInKinds("laplace", "geometric", "prefix_sums")  # not a subclass's own kind: its kernel may differ
     calibratable = BuiltInKinds("laplace")
     shift_invariant = True
@@ -37,7 +38,7 @@ class Laplace(Mechanism):
         return np.full(rows, self.scale) if self.kind in (Laplace.kind, PrefixSums.kind) else None
 
     def with_scale(self, scale: float) -> Laplace:
-        return replace(self, scale=scale, epsilon=None)
+        return replace(self, scale=scale, epsilon=None, source=None)
 
     def information(self, levels: np.ndarray, log_w: np.ndarray,
                     kernels: Sequence[Mechanism]) -> tuple[float, float, float]:
@@ -91,7 +92,7 @@ class Laplace(Mechanism):
                 "noise": f"Laplace(0, {self.scale:g}) on every output coordinate"}
 
     def _given(self) -> dict:
-        return {} if self.epsilon is None else {"epsilon": self.epsilon}
+        return {**({} if self.epsilon is None else {"epsilon": self.epsilon}), **source_entry(self)}
 
 
 @dataclass(frozen=True)
