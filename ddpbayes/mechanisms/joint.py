@@ -16,6 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ddpbayes.errors import InputError
+from ddpbayes.limits import check_states
 from ddpbayes.mechanisms.base import Mechanism, _positive
 from ddpbayes.model.domains import Domain, Finite
 from ddpbayes.queries import Query
@@ -140,6 +141,13 @@ class JointMechanism(Mechanism):
         return a
 
     def tuple_dp_leakage(self, query: Query, k: int, domains: Sequence[Domain]) -> tuple[float, str | None]:
+        """Classic DP's leakage for tuple k (DESIGN §1, `dp`): exactly when the domains are finite and their
+        product has at most ENUMERATED states (every x_{-k}, every pair of tuple k's values, every output:
+        `classic_leakage`), else the textbook level at tuple k's sensitivity (`dp_bound`, with why it bounds)."""
+        exact = classic_leakage(self, query, k, domains)
+        return (exact, None) if exact is not None else self.dp_bound(query, k, domains)
+
+    def dp_bound(self, query: Query, k: int, domains: Sequence[Domain]) -> tuple[float, str | None]:
         """`dp_leakage` at tuple k's L1 sensitivity, which bounds each answer's change; a bound when the
         query has several answers (the per-answer change may be smaller) or the guarantee is one."""
         value = self.dp_leakage(query.sensitivity(k, domains))
@@ -172,6 +180,40 @@ class JointMechanism(Mechanism):
     @classmethod
     def _from(cls, scale: float | None, epsilon: float | None, values: dict) -> Mechanism:
         raise NotImplementedError
+
+
+def classic_leakage(mech: Mechanism, query: Query, k: int, domains: Sequence[Domain]) -> float | None:
+    """max over x_{-k} in the product of the other domains, t ≠ t' in tuple k's and outputs y of
+    |log p(y | q(t, x_{-k})) − log p(y | q(t', x_{-k}))|: classic DP's leakage for tuple k, exactly; None when
+    a domain is not finite or the product has more than ENUMERATED states."""
+    if not all(isinstance(d, Finite) for d in domains) or math.prod(len(d.values) for d in domains) > ENUMERATED:
+        return None
+    states = np.array(list(itertools.product(*[d.values for d in domains])), dtype=float)
+    with np.errstate(all="ignore"):
+        q = np.asarray(query.values(states), dtype=float)
+    answers, row = np.unique(q, axis=0, return_inverse=True)
+    row = row.reshape(-1)
+    others = np.delete(states, k, axis=1)
+    group = np.unique(others, axis=0, return_inverse=True)[1].reshape(-1)
+    pairs = {tuple(sorted(set(row[group == g].tolist()))) for g in range(int(group.max()) + 1)}
+    pairs = {(u, v) for rows in pairs for u, v in itertools.combinations(rows, 2)}
+    if not pairs:
+        return 0.0
+    if mech.continuous:
+        best = 0.0
+        for u, v in pairs:
+            log_w = np.full((2, len(answers)), -np.inf)
+            log_w[0, u] = log_w[1, v] = 0.0
+            best = max(best, mech.sup_log_ratio(log_w, answers)[0])
+        return best
+    check_states(mech.output_count(answers) * len(answers), f"the {mech.kind} law over the domains' answers",
+                 "cells")
+    table = mech.log_prob(mech.output_space(answers), answers)  # (G, U)
+    u, v = np.array(sorted(pairs)).T
+    with np.errstate(invalid="ignore"):
+        diff = np.abs(table[:, u] - table[:, v])
+    diff[np.isnan(diff)] = -np.inf  # an output neither answer gives
+    return max(0.0, float(diff.max()))
 
 
 def positive_int(value: object, what: str, kind: str, most: int | None = None) -> int:

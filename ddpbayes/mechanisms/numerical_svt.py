@@ -116,8 +116,8 @@ class NumericalSparseVector(SparseVector):
     def dp_bound_reason(self) -> str | None:
         return "Wang et al. 2019 prove NumericalSVT ε-DP: an upper bound"
 
-    def tuple_dp_leakage(self, query, k, domains):
-        return super(SparseVector, self).tuple_dp_leakage(query, k, domains)
+    def dp_bound(self, query, k, domains):
+        return super(SparseVector, self).dp_bound(query, k, domains)
 
     def describe(self) -> dict:
         return {"kind": self.kind, "scale": self.scale, "threshold": self.threshold, "cutoff": self.cutoff,

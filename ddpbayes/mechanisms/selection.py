@@ -148,9 +148,9 @@ class ReportNoisyMax(_Selection):
                              "answers (tuple_dp_leakage)")
         return 2 * float(sensitivity) / self.scale if sensitivity > 0 else 0.0
 
-    def tuple_dp_leakage(self, query, k, domains) -> tuple[float, str | None]:
+    def dp_bound(self, query, k, domains) -> tuple[float, str | None]:
         if not self.continuous:
-            return super().tuple_dp_leakage(query, k, domains)
+            return super().dp_bound(query, k, domains)
         sensitivity = query.sensitivity(k, domains)
         if sensitivity == 0:
             return 0.0, None

@@ -222,8 +222,8 @@ class SparseVector(JointMechanism):
                 6: "Lyu et al. 2017 §4.2: Alg. 6 is not ε-DP for any finite ε as the number of queries grows; "
                    "for K queries it is at most K·Δ/b_ν (each query's answer given ρ)"}[self.variant]
 
-    def tuple_dp_leakage(self, query, k, domains):
-        value, reason = super().tuple_dp_leakage(query, k, domains)
+    def dp_bound(self, query, k, domains):
+        value, reason = super().dp_bound(query, k, domains)
         if self.variant == 6 and value > 0:
             value = answer_count(query, domains) * query.sensitivity(k, domains) / self.nu_scale
         return value, reason
