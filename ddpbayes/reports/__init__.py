@@ -1,6 +1,7 @@
 """Verification reports: `ddpbayes report SPEC.toml --out DIR`. A report is built in three steps:
 its spec is read and checked (`input`: an audit spec, one with `releases` a composition spec, one
-with `[attack]` the attack's), what it shows is computed (`views`) and rendered (`render`).
+with `[attack]` the attack's, one with `[[case]]` tables several mechanisms on several models), what it
+shows is computed (`views`) and rendered (`render`).
 
 DIR receives index.html (self-contained: inline CSS, figures as data URIs), report.md,
 results.json (every number shown) and figures/*.png, written atomically (`render.atomic`).
@@ -15,17 +16,19 @@ from pathlib import Path
 from ddpbayes.errors import InputError
 from ddpbayes.model import DependenceModel
 from ddpbayes.model.loading import load_model
-from ddpbayes.reports.input import AttackSpec, CompositionSpec, Spec, load_spec
+from ddpbayes.reports.input import AttackSpec, CompositionSpec, MechanismsSpec, Spec, load_spec
 from ddpbayes.reports.render.atomic import write_directory
 from ddpbayes.reports.render.attack import write_report
 from ddpbayes.reports.render.composition_doc import composition_document, composition_json
 from ddpbayes.reports.render.content import build_document
+from ddpbayes.reports.render.mechanisms_doc import mechanisms_document, mechanisms_json
 from ddpbayes.reports.render.document import Document
 from ddpbayes.reports.render.pages import write_pages
 from ddpbayes.reports.render.results import command_for, results_json
 from ddpbayes.reports.views.attack import attack_result
 from ddpbayes.reports.views.collect import Progress, collect
 from ddpbayes.reports.views.composition import collect_composition
+from ddpbayes.reports.views.mechanisms import collect_mechanisms
 from ddpbayes.settings import RunSettings
 
 __all__ = ["Spec", "build_report", "load_spec"]
@@ -56,6 +59,9 @@ def build_report(
         return written
 
     def pages() -> tuple[Document, dict]:
+        if isinstance(spec, MechanismsSpec):  # several models, one per case
+            view = collect_mechanisms(spec, lambda case: _built(case.model, case.params, models), say, where)
+            return mechanisms_document(view, command), mechanisms_json(view, command)
         model = _model(spec, models)
         if isinstance(spec, CompositionSpec):  # its audits run with the spec's settings alone
             composed = collect_composition(spec, model, say)
@@ -90,9 +96,14 @@ def _write(spec, out: Path, say: Progress, pages: Callable[[], tuple[Document, d
 
 
 def _model(spec: Spec, models: dict | None) -> DependenceModel:
+    return _built(spec.model, spec.params, models)
+
+
+def _built(file: Path, params: dict, models: dict | None) -> DependenceModel:
+    """The model `file` builds with `params`, kept in `models` (when given) by (file, params)."""
     if models is None:
-        return load_model(spec.model, spec.params)
-    key = (str(spec.model), json.dumps(spec.params, sort_keys=True))
+        return load_model(file, params)
+    key = (str(file), json.dumps(params, sort_keys=True))
     if key not in models:
-        models[key] = load_model(spec.model, spec.params)
+        models[key] = load_model(file, params)
     return models[key]

@@ -6,4 +6,5 @@ pages.py     a report's files;  atomic.py  written atomically
 content.py   an audit report's sections;  results.py  its results.json, finding and numbers as text
 figures.py   its figures;  information.py, profile.py  its optional sections
 composition_doc.py  a composition report;  attack.py, attack_figures.py  the attack's report
+mechanisms_doc.py   a mechanisms-under-dependence report (nominal ε against each notion)
 """

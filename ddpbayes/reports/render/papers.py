@@ -14,6 +14,14 @@ LI = "Li et al. 2019"  # Li, Ren, Yang, Yang, IEEE TIFS 2019 (PDP): seed 003
 WU = "Wu et al."  # Wu et al., identity DP (IDP): seed 004
 PAPERS = {"000": LIU, "001": LIU, "002": LIU, "003": LI, "004": WU}
 
+# the papers of the mechanisms with a joint output law (issue #28, DESIGN §5.2), as reports name them
+DWORK_ROTH = "Dwork & Roth 2014"  # The Algorithmic Foundations of Differential Privacy: report-noisy-max (§3.3)
+MCSHERRY_TALWAR = "McSherry & Talwar 2007"  # Mechanism Design via Differential Privacy (FOCS): the exponential mechanism
+LYU = "Lyu et al. 2017"  # Lyu, Su, Li, Understanding the Sparse Vector Technique (PVLDB 10(6)): Algs. 1-6
+ERLINGSSON = "Erlingsson et al. 2014"  # Erlingsson, Pihur, Korolova, RAPPOR (CCS)
+GHOSH = "Ghosh et al. 2009"  # Ghosh, Roughgarden, Sundararajan, Universally Utility-Maximizing Privacy Mechanisms (STOC)
+DING = "Ding et al. 2018"  # Ding, Wang, Wang, Zhang, Kifer, Detecting Violations of Differential Privacy (CCS)
+
 # "seed 000", "Seeds 000/002/004", "seeds 000 and 003", then an optional "'s" or a locator
 _SEEDS = re.compile(r"\b[Ss]eeds? (00[0-4](?:(?:/|, | and |–|-)00[0-4])*)\b('s)?")
 _LOCATOR = re.compile(r" (?:§|(?:Thms?|Theorems?|Defs?|Eqs?|Figs?|Examples?|Lemmas?|Props?|Corollary|Table|Sec)\b)")

@@ -6,4 +6,5 @@ sweep.py        leakage against the noise level;  calibrated.py  `calibrate`'s s
 lattice.py      pdp's lattice of adversaries;  closed_form.py  sympy's Gaussian closed forms
 information.py  seed 004's information measures;  profile.py  Gaussian noise ([profile])
 composition.py  several releases audited jointly;  attack.py  the inference attack on location data
+mechanisms.py   several mechanisms on several models against their nominal ε (issue #28)
 """
