@@ -31,6 +31,7 @@ from ddpbayes.engines.program.certify import certify_best  # noqa: E402
 from ddpbayes.mechanisms.program import Program  # noqa: E402
 
 CONFIDENCE = 0.9
+WORKERS = 2  # processes (the certificate does not depend on it)
 # (n_search, n_check) draws per side: n_search is shared by the input pairs. Chosen on the
 # search score and on run time only (the check sample plays no part in choosing them).
 # Rule: the default; twice it where the default run took under 1/8 of DP-Sniper's time (a first
@@ -55,14 +56,14 @@ def draws(program: Program, answers: np.ndarray):
 
 
 def blackbox_row(bench: Benchmark, *, seed: int = 0, sizes: tuple[int, int] | None = None,
-                 confidence: float = CONFIDENCE) -> dict:
+                 confidence: float = CONFIDENCE, workers: int = WORKERS) -> dict:
     """Certify one DP-Sniper mechanism: its row of the table."""
     n_search, n_check = sizes or SIZES.get(bench.name, DEFAULT_SIZES)
     program = Program(bench.program, bench.name)
     pairs = [(draws(program, a1), draws(program, a2)) for a1, a2 in bench.pairs]
     start = time.perf_counter()
     cert = certify_best(pairs, n_search=n_search, n_check=n_check, confidence=confidence,
-                        rng=np.random.default_rng(seed))
+                        rng=np.random.default_rng(seed), workers=workers)
     seconds = time.perf_counter() - start
     a1, a2 = bench.pairs[cert.pair]
     return {"mechanism": bench.name, "dpsniper_eps_lcb": bench.dpsniper_eps_lcb, "eps_lcb": cert.eps_lcb,
@@ -71,13 +72,16 @@ def blackbox_row(bench: Benchmark, *, seed: int = 0, sizes: tuple[int, int] | No
             "k_a": cert.counts[0], "k_b": cert.counts[1], "n_search": cert.n_search, "n_check": cert.counts[2]}
 
 
-def run_blackbox(names: list[str] | None = None, *, seed: int = 0, out=sys.stdout) -> list[dict]:
+def run_blackbox(names: list[str] | None = None, *, seed: int = 0, out=sys.stdout, workers: int = WORKERS,
+                 scale: float = 1.0) -> list[dict]:
     rows = []
     chosen = [b for b in BENCHMARK if not names or b.name in names]
     print(f"{'mechanism':<28} {'DP-Sniper':>9} {'ours':>9} {'estimate':>9} {'ours s':>7} {'DP-Sn. s':>8} "
           f"{'ratio':>6}  pair / event", file=out)
     for bench in chosen:
-        row = blackbox_row(bench, seed=seed)
+        n_search, n_check = SIZES.get(bench.name, DEFAULT_SIZES)
+        row = blackbox_row(bench, seed=seed, workers=workers,
+                           sizes=(max(2 * len(bench.pairs), int(n_search * scale)), max(1, int(n_check * scale))))
         rows.append(row)
         ok = "ok " if row["eps_lcb"] >= row["dpsniper_eps_lcb"] and row["seconds"] <= row["dpsniper_seconds"] / 4 \
             else "-- "
@@ -94,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="", help="comma-separated mechanism names (DP-Sniper's class names)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", metavar="OUT", help="write the rows as JSON to OUT")
+    parser.add_argument("--workers", type=int, default=WORKERS, help="processes (the result does not depend on it)")
+    parser.add_argument("--scale", type=float, default=1.0, help="multiply every sample size (a quick look: 0.1)")
     args = parser.parse_args(argv)
     if not args.blackbox:
         parser.error("nothing to run: pass --blackbox")
@@ -102,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown mechanisms: {', '.join(sorted(unknown))}")
     start = time.perf_counter()
-    rows = run_blackbox(names, seed=args.seed)
+    rows = run_blackbox(names, seed=args.seed, workers=args.workers, scale=args.scale)
     total = time.perf_counter() - start
     met = sum(r["eps_lcb"] >= r["dpsniper_eps_lcb"] for r in rows)
     fast = sum(r["seconds"] <= r["dpsniper_seconds"] / 4 for r in rows)

@@ -39,6 +39,7 @@ TRAIN_ROWS = 100_000  # rows per side the classifier is trained on (the first ba
 FLAG_SHARE = 0.01  # a value taking at least this share of a coordinate gets its own indicator feature
 MAX_FLAGS = 8  # indicators per coordinate at most (the most frequent values)
 CANDIDATES = 4000  # thresholds tried: the score quantiles
+BOTH_DISTINCT = 40  # discrete outputs with more distinct rows than this: the classifier too
 SEARCH_ALPHA = 0.05  # with n_target: the pessimistic proportions the projection starts from
 
 Draw = Callable[[int, np.random.Generator], np.ndarray]
@@ -179,24 +180,19 @@ class Threshold(Event):
 
 # ---------------------------------------------------------------------------------------------- scoring
 
-def conservative_log_ratio(k_num, n_num, k_den, n_den, alpha: float, n_target: int | None = None,
-                           tries: int = 1):
+def conservative_log_ratio(k_num, n_num, k_den, n_den, alpha: float, n_target: int | None = None):
     """log of (Clopper–Pearson lower bound of the numerator's probability) / (upper bound of the
     denominator's), each at level 1 - alpha: the certificate's value had these counts come from
     the check sample. With `n_target`: the search proportions are first made pessimistic (the
-    SEARCH_ALPHA bounds) and the bound is the one a check sample of n_target draws per side would
-    give at those proportions. `tries`: how many candidates compete (their number divides the search
-    level, a Bonferroni guard against picking a rare event for its noise). -inf where the lower
-    bound is 0."""
+    SEARCH_ALPHA bounds, no multiplicity correction: the score only chooses, the certificate's
+    validity comes from the fresh check sample alone) and the bound is the one a check sample of
+    n_target draws per side would give at those proportions. -inf where the lower bound is 0."""
     k_num, k_den = np.asarray(k_num, dtype=float), np.asarray(k_den, dtype=float)
     if n_target is not None:
-        p_num = bounds.lower(k_num, n_num, SEARCH_ALPHA / max(tries, 1))
-        p_den = bounds.upper(k_den, n_den, SEARCH_ALPHA / max(tries, 1))
+        p_num = bounds.lower(k_num, n_num, SEARCH_ALPHA)
+        p_den = bounds.upper(k_den, n_den, SEARCH_ALPHA)
         k_num, k_den, n_num, n_den = p_num * n_target, p_den * n_target, n_target, n_target
-        lo, hi = bounds.lower(k_num, n_num, alpha), bounds.upper(k_den, n_den, alpha)
-    else:
-        lo = bounds.lower(k_num, n_num, alpha / max(tries, 1))
-        hi = bounds.upper(k_den, n_den, alpha / max(tries, 1))
+    lo, hi = bounds.lower(k_num, n_num, alpha), bounds.upper(k_den, n_den, alpha)
     with np.errstate(divide="ignore"):
         return np.log(lo) - np.log(hi)
 
@@ -217,6 +213,13 @@ class Found:
 
 # ---------------------------------------------------------------------------------------------- histogram
 
+def histogram_counts(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(keys, counts, rows) of the distinct rows of one batch: what `_Histogram.merge` adds."""
+    keys = row_keys(x)
+    uniq, first, inv = np.unique(keys, return_index=True, return_inverse=True)
+    return uniq, np.bincount(inv.ravel(), minlength=len(uniq)), x[first]
+
+
 class _Histogram:
     """Counts of each distinct row under a and b, accumulated batch by batch."""
 
@@ -226,33 +229,40 @@ class _Histogram:
         self.counts = np.zeros((0, 2), dtype=np.int64)
         self.n = [0, 0]
 
+    def reduce(self, x: np.ndarray):
+        return histogram_counts(x)
+
     def add(self, x: np.ndarray, side: int) -> None:
-        keys = row_keys(x)
-        uniq, first, inv = np.unique(keys, return_index=True, return_inverse=True)
-        c = np.bincount(inv.ravel(), minlength=len(uniq))
+        self.merge(histogram_counts(x), side, len(x))
+
+    def merge(self, reduced, side: int, n: int) -> None:
+        uniq, c, rows = reduced
         if not len(self.keys):
-            self.rows = np.zeros((0, x.shape[1]))
+            self.rows = np.zeros((0, rows.shape[1]))
         allkeys = np.concatenate([self.keys, uniq])
         merged, idx, inv2 = np.unique(allkeys, return_index=True, return_inverse=True)
         counts = np.zeros((len(merged), 2), dtype=np.int64)
         np.add.at(counts, inv2[:len(self.keys)], self.counts)
         counts[inv2[len(self.keys):], side] += c
-        allrows = np.concatenate([self.rows, x[first]])
+        allrows = np.concatenate([self.rows, rows])
         self.keys, self.rows, self.counts = merged, allrows[idx], counts
-        self.n[side] += len(x)
+        self.n[side] += n
 
     def best(self, alpha: float, n_target: int | None) -> Found | None:
+        """The outputs sorted by a shrunk log ratio (the ratio of the counts each plus one half,
+        then pulled towards 0 by one standard error, so that a rare output's noisy ratio does not
+        jump the queue), the best prefix by the projected score."""
         best = None
         for direction, (num, den) in (("a", (0, 1)), ("b", (1, 0))):
             cn, cd = self.counts[:, num], self.counts[:, den]
-            with np.errstate(divide="ignore", invalid="ignore"):
-                ratio = np.where(cd > 0, cn / np.maximum(cd, 1), np.inf)
-            order = np.lexsort((-cn, -ratio))
+            pn, pd = (cn + 0.5) / (self.n[num] + 1.0), (cd + 0.5) / (self.n[den] + 1.0)
+            shrunk = np.log(pn / pd) - np.sqrt(1.0 / (cn + 0.5) + 1.0 / (cd + 0.5))
+            order = np.lexsort((-cn, -shrunk))
             order = order[cn[order] > 0]
             if not len(order):
                 continue
             kn, kd = np.cumsum(cn[order]), np.cumsum(cd[order])
-            s = conservative_log_ratio(kn, self.n[num], kd, self.n[den], alpha, n_target, 2 * len(self.keys))
+            s = conservative_log_ratio(kn, self.n[num], kd, self.n[den], alpha, n_target)
             i = int(np.argmax(s))
             if best is None or s[i] > best.score:
                 ka, kb = (kn[i], kd[i]) if direction == "a" else (kd[i], kn[i])
@@ -280,19 +290,39 @@ def logistic_fit(x: np.ndarray, y: np.ndarray, l2: float = 1e-3) -> tuple[np.nda
     return res.x[:p], float(res.x[p])
 
 
+@dataclass
+class Scorer:
+    """The trained logistic score: picklable (a worker scores its own batches)."""
+
+    features: Features
+    weights: np.ndarray
+    bias: float
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        return self.features(x) @ self.weights + self.bias
+
+
 class _Classifier:
     """The logistic score trained on the first batch; scores of the later batches kept per side."""
 
     def __init__(self, a: np.ndarray, b: np.ndarray):
         x = np.concatenate([a, b])
-        self.features = Features.fit(x)
-        f = self.features(x)
+        features = Features.fit(x)
+        f = features(x)
         y = np.concatenate([np.ones(len(a)), np.zeros(len(b))])
-        self.weights, self.bias = logistic_fit(f, y)
+        weights, bias = logistic_fit(f, y, l2=1e-3 / max(1.0, len(x) / 2e5))
+        self.scorer = Scorer(features, weights, bias)
+        self.features, self.weights, self.bias = features, weights, bias
         self.scores: list[list[np.ndarray]] = [[], []]
 
+    def reduce(self, x: np.ndarray):
+        return self.scorer(x)
+
     def add(self, x: np.ndarray, side: int) -> None:
-        self.scores[side].append(self.features(x) @ self.weights + self.bias)
+        self.scores[side].append(self.scorer(x))
+
+    def merge(self, reduced, side: int, n: int) -> None:
+        self.scores[side].append(reduced)
 
     def best(self, alpha: float, n_target: int | None) -> Found | None:
         sa, sb = (np.sort(np.concatenate(s)) if s else np.zeros(0) for s in self.scores)
@@ -311,7 +341,7 @@ class _Classifier:
                                                  ("b", False, le_b, le_a, len(sb), len(sa)),
                                                  ("b", True, ge_b, ge_a, len(sb), len(sa)),
                                                  ("a", False, le_a, le_b, len(sa), len(sb))):
-            s = conservative_log_ratio(kn, nn, kd, nd, alpha, n_target, 4 * len(cand))
+            s = conservative_log_ratio(kn, nn, kd, nd, alpha, n_target)
             i = int(np.argmax(s))
             if best is None or s[i] > best.score:
                 ka, kb = (kn[i], kd[i]) if direction == "a" else (kd[i], kn[i])
@@ -335,28 +365,59 @@ def batch_rows(d: int, limit: int = 1_000_000) -> int:
 
 
 class Search:
-    """The event search fed batch by batch: the first batch of each side decides the family (and
-    trains the classifier, whose batch then does not count for the threshold); `best()` returns
-    the best event found so far."""
+    """The event search fed batch by batch: the first batch of each side decides the families
+    (and trains the classifier, whose batch then does not count for the threshold); `best()`
+    returns the best event found so far. Discrete outputs get the histogram; when they have more
+    than BOTH_DISTINCT distinct rows (many outputs, each rare: the histogram's ratios are noisy)
+    the classifier too, and the better search score wins. `reduce(batch)` is the picklable part
+    a worker computes, `merge` adds it (in batch order: the same result for any number of
+    workers)."""
 
     def __init__(self, first_a: np.ndarray, first_b: np.ndarray):
         rows = np.unique(row_keys(np.concatenate([first_a, first_b])))
+        self.families: list = []
         if len(rows) <= min(MAX_DISTINCT, REPEATS * (len(first_a) + len(first_b))):
-            self.family = _Histogram()
-            self.family.add(first_a, 0)
-            self.family.add(first_b, 1)
-        else:
-            self.family = _Classifier(first_a, first_b)
+            hist = _Histogram()
+            hist.add(first_a, 0)
+            hist.add(first_b, 1)
+            self.families.append(hist)
+        if not self.families or len(rows) > BOTH_DISTINCT:
+            self.families.append(_Classifier(first_a, first_b))
+
+    @property
+    def family(self):
+        return self.families[0]
 
     @property
     def discrete(self) -> bool:
-        return isinstance(self.family, _Histogram)
+        return isinstance(self.families[0], _Histogram)
+
+    @property
+    def reducer(self) -> Reducer:
+        return Reducer([f.scorer if isinstance(f, _Classifier) else None for f in self.families])
 
     def add(self, x: np.ndarray, side: int) -> None:
-        self.family.add(x, side)
+        self.merge(self.reducer(x), side, len(x))
+
+    def merge(self, reduced, side: int, n: int) -> None:
+        for f, r in zip(self.families, reduced):
+            f.merge(r, side, n)
 
     def best(self, alpha: float, n_target: int | None = None) -> Found | None:
-        return self.family.best(alpha, n_target)
+        found = [f.best(alpha, n_target) for f in self.families]
+        found = [f for f in found if f is not None]
+        return max(found, key=lambda f: f.score) if found else None
+
+
+@dataclass
+class Reducer:
+    """What a worker computes of a batch for the search: per family, the histogram counts (None)
+    or the classifier's scores."""
+
+    scorers: list
+
+    def __call__(self, x: np.ndarray) -> list:
+        return [histogram_counts(x) if s is None else s(x) for s in self.scorers]
 
 
 def find_event(a: np.ndarray, b: np.ndarray, *, alpha: float = 0.05, n_target: int | None = None) -> Found | None:
@@ -365,14 +426,10 @@ def find_event(a: np.ndarray, b: np.ndarray, *, alpha: float = 0.05, n_target: i
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     first = min(TRAIN_ROWS, len(a) // 2, len(b) // 2)
     search = Search(a[:first], b[:first])
-    if search.discrete:
-        search.add(a[first:], 0)
-        search.add(b[first:], 1)
-    else:
-        for lo in range(first, max(len(a), len(b)), batch_rows(a.shape[1])):
-            hi = lo + batch_rows(a.shape[1])
-            if lo < len(a):
-                search.add(a[lo:hi], 0)
-            if lo < len(b):
-                search.add(b[lo:hi], 1)
+    for lo in range(first, max(len(a), len(b)), batch_rows(a.shape[1])):
+        hi = lo + batch_rows(a.shape[1])
+        if lo < len(a):
+            search.add(a[lo:hi], 0)
+        if lo < len(b):
+            search.add(b[lo:hi], 1)
     return search.best(alpha, n_target)
