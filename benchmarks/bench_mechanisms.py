@@ -32,16 +32,36 @@ from ddpbayes.mechanisms.program import Program  # noqa: E402
 
 CONFIDENCE = 0.9
 WORKERS = 2  # processes (the certificate does not depend on it)
-# (n_search, n_check) draws per side: n_search is shared by the input pairs. Chosen on the
-# search score and on run time only (the check sample plays no part in choosing them).
-# Rule: the default; twice it where the default run took under 1/8 of DP-Sniper's time (a first
-# timing run), half the check where it took more than 1/4 of it.
-DEFAULT_SIZES = (1_000_000, 10_000_000)
-SIZES = {name: (2_000_000, 20_000_000) for name in (
-    "TruncatedGeometricMechanism", "ReportNoisyMax1", "ReportNoisyMax2", "ReportNoisyMax3", "ReportNoisyMax4",
-    "SparseVectorTechnique1", "SparseVectorTechnique2", "SparseVectorTechnique4", "SparseVectorTechnique5",
-    "SparseVectorTechnique6")}
-SIZES.update({name: (1_000_000, 5_000_000) for name in ("PrefixSum", "NumericalSVT")})
+# (n_search, n_check) draws per side, n_search shared by the input pairs (successive halving).
+# Rule, from run time only (the check sample plays no part): a timing run (seed 0, 2 workers, on
+# this 2-core machine) at the sizes in TIMING gave the seconds there; the draws per side a
+# mechanism gets, n_search + n_check, are those sizes scaled so that the run takes about
+# BUDGET_SHARE of a quarter of DP-Sniper's time, SEARCH_SHARE of them for the search, the rest for
+# the check (rounded to 100,000).
+BUDGET_SHARE = 0.8
+SEARCH_SHARE = 0.3
+TIMING = {  # name: (n_search, n_check, seconds) of the timing run
+    "LaplaceMechanism": (1_000_000, 10_000_000, 2.3), "TruncatedGeometricMechanism": (2_000_000, 20_000_000, 1.1),
+    "NoisyHist1": (1_000_000, 10_000_000, 6.1), "NoisyHist2": (1_000_000, 10_000_000, 6.2),
+    "ReportNoisyMax1": (2_000_000, 20_000_000, 3.3), "ReportNoisyMax2": (2_000_000, 20_000_000, 1.8),
+    "ReportNoisyMax3": (2_000_000, 20_000_000, 9.9), "ReportNoisyMax4": (2_000_000, 20_000_000, 8.6),
+    "SparseVectorTechnique1": (2_000_000, 20_000_000, 8.4), "SparseVectorTechnique2": (2_000_000, 20_000_000, 13.9),
+    "SparseVectorTechnique3": (1_000_000, 10_000_000, 23.0), "SparseVectorTechnique4": (2_000_000, 20_000_000, 8.6),
+    "SparseVectorTechnique5": (2_000_000, 20_000_000, 2.4), "SparseVectorTechnique6": (2_000_000, 20_000_000, 22.5),
+    "Rappor": (1_000_000, 10_000_000, 28.7), "OneTimeRappor": (1_000_000, 10_000_000, 15.4),
+    "LaplaceParallel": (1_000_000, 10_000_000, 29.1), "SVT34Parallel": (1_000_000, 10_000_000, 78.5),
+    "PrefixSum": (1_000_000, 5_000_000, 13.8), "NumericalSVT": (1_000_000, 5_000_000, 37.9),
+}
+
+
+def sizes_for(bench: Benchmark) -> tuple[int, int]:
+    """(n_search, n_check) by the rule above."""
+    n_search, n_check, seconds = TIMING[bench.name]
+    total = (n_search + n_check) * BUDGET_SHARE * bench.dpsniper_seconds / 4 / seconds
+    search = max(100_000, round(SEARCH_SHARE * total, -5))
+    return int(search), int(max(100_000, round(total - search, -5)))
+
+
 ROW_KEYS = ("mechanism", "dpsniper_eps_lcb", "eps_lcb", "estimate", "seconds", "dpsniper_seconds", "pair",
             "event", "direction", "k_a", "k_b", "n_search", "n_check")
 
@@ -58,7 +78,7 @@ def draws(program: Program, answers: np.ndarray):
 def blackbox_row(bench: Benchmark, *, seed: int = 0, sizes: tuple[int, int] | None = None,
                  confidence: float = CONFIDENCE, workers: int = WORKERS) -> dict:
     """Certify one DP-Sniper mechanism: its row of the table."""
-    n_search, n_check = sizes or SIZES.get(bench.name, DEFAULT_SIZES)
+    n_search, n_check = sizes or sizes_for(bench)
     program = Program(bench.program, bench.name)
     pairs = [(draws(program, a1), draws(program, a2)) for a1, a2 in bench.pairs]
     start = time.perf_counter()
@@ -79,7 +99,7 @@ def run_blackbox(names: list[str] | None = None, *, seed: int = 0, out=sys.stdou
     print(f"{'mechanism':<28} {'DP-Sniper':>9} {'ours':>9} {'estimate':>9} {'ours s':>7} {'DP-Sn. s':>8} "
           f"{'ratio':>6}  pair / event", file=out)
     for bench in chosen:
-        n_search, n_check = SIZES.get(bench.name, DEFAULT_SIZES)
+        n_search, n_check = sizes_for(bench)
         row = blackbox_row(bench, seed=seed, workers=workers,
                            sizes=(max(2 * len(bench.pairs), int(n_search * scale)), max(1, int(n_check * scale))))
         rows.append(row)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ddpbayes.engines.program import bounds
-from ddpbayes.engines.program.event import TRAIN_ROWS, Draw, Event, Found, Search, batch_rows
+from ddpbayes.engines.program.event import Draw, Event, Found, Search, batch_rows, train_rows
 
 
 @dataclass
@@ -132,11 +132,15 @@ class _PairSearch:
         self.n = 0
         self.found: Found | None = None
 
-    def first(self, workers: Workers, first: int) -> None:
+    def first(self, workers: Workers, share: int) -> int:
+        """Draw the first batch (the family's choice, the classifier's training set): its rows."""
+        probe = _draw(self.index, 0, 2, self.rngs[0].spawn(1)[0])  # the output dimension
+        first = max(1, min(train_rows(probe.shape[1]), share // 2))
         xa, xb = workers.map([(self.index, s, first, self.rngs[s].spawn(1)[0], None) for s in (0, 1)])
         self.search = Search(xa, xb)
         self.d = xa.shape[1]
         self.n = first
+        return first
 
     def tasks(self, n: int) -> list:
         reducer = self.search.reducer
@@ -152,11 +156,11 @@ class _PairSearch:
 
 
 def search_pairs(workers: Workers, n_pairs: int, n: int, rngs: list, *, alpha: float,
-                 n_target: int | None) -> tuple[int, Found | None, int]:
+                 n_target: int | None) -> tuple[int, Found | None, int, int]:
     """The best (pair, event) on n draws per side in all: successive halving over the pairs (each
     round spends an equal share of n on the pairs left, then keeps the better half by search
     score), so that most of the search sample goes to the pairs that leak most. Returns (pair,
-    found, draws per side used)."""
+    found, draws per side used, output dimension)."""
     rounds = 1 + math.ceil(math.log2(n_pairs)) if n_pairs > 1 else 1
     alive = [_PairSearch(i, rngs[i]) for i in range(n_pairs)]
     used = 0
@@ -167,8 +171,7 @@ def search_pairs(workers: Workers, n_pairs: int, n: int, rngs: list, *, alpha: f
         tasks, owners = [], []
         for p in alive:
             if p.search is None:
-                first = max(1, min(TRAIN_ROWS, share // 2))
-                p.first(workers, first)
+                first = p.first(workers, share)
                 used += first
                 rest = share - first
             else:
@@ -186,7 +189,7 @@ def search_pairs(workers: Workers, n_pairs: int, n: int, rngs: list, *, alpha: f
         ranked = sorted(alive, key=lambda p: (-(p.found.score if p.found else -math.inf), p.index))
         alive = ranked[:max(1, math.ceil(len(alive) / 2))] if r < rounds - 1 else ranked[:1]
     best = alive[0]
-    return best.index, best.found, used
+    return best.index, best.found, used, best.d
 
 
 def search(draw_a: Draw, draw_b: Draw, n: int, rng: np.random.Generator, *, alpha: float,
@@ -271,24 +274,15 @@ def certify_best(pairs: Sequence[tuple[Draw, Draw]], *, n_search: int, n_check: 
     streams = rng.spawn(len(pairs) + 1)
     pool = Workers(pairs, workers)
     try:
-        chosen, best, used = search_pairs(pool, len(pairs), n_search, streams[:-1], alpha=alpha,
+        chosen, best, used, d = search_pairs(pool, len(pairs), n_search, streams[:-1], alpha=alpha,
                                           n_target=n_check if project else None)
         if best is None:
             event, direction, score = Nothing(), "a", float("-inf")
         else:
             event, direction, score = best.event, best.direction, best.score
-        d = 1 if best is None else _dims(best.event)
         eps_lcb, estimate, k_a, k_b = _check(pool, chosen, event, direction, n_check=n_check,
                                              confidence=confidence, rng=streams[-1], d=d)
     finally:
         pool.close()
     return Certificate(eps_lcb, estimate, event, direction, (k_a, k_b, n_check), confidence, used,
                        time.perf_counter() - start, chosen, score)
-
-
-def _dims(event: Event) -> int:
-    rows = getattr(event, "rows", None)
-    if rows is not None:
-        return rows.shape[1]
-    features = getattr(event, "features", None)
-    return len(features.mean) if features is not None else 1

@@ -30,17 +30,21 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.optimize import minimize
+from scipy.stats import norm
 
-from ddpbayes.engines.program import bounds
 
 MAX_DISTINCT = 2000  # at most this many distinct rows in the first batch: a histogram
 REPEATS = 0.2  # ... and at most this share of its rows (outputs repeat: not a continuous law on few draws)
-TRAIN_ROWS = 100_000  # rows per side the classifier is trained on (the first batch)
+TRAIN_ROWS = 100_000  # rows per side the classifier is trained on (the first batch) ...
+TRAIN_ROWS_PER_DIM = 20_000  # ... or this many per output coordinate if more (`train_rows`)
 FLAG_SHARE = 0.01  # a value taking at least this share of a coordinate gets its own indicator feature
 MAX_FLAGS = 8  # indicators per coordinate at most (the most frequent values)
 CANDIDATES = 4000  # thresholds tried: the score quantiles
+COARSE_DISTINCT = 1000  # continuous outputs: a coarse histogram when its cells are this few
 BOTH_DISTINCT = 40  # discrete outputs with more distinct rows than this: the classifier too
-SEARCH_ALPHA = 0.05  # with n_target: the pessimistic proportions the projection starts from
+CHOOSE_ALPHAS = (0.05, 0.25, 0.5)  # with n_target: the pessimism levels candidates are chosen at (one each)
+SCORE_ALPHA = 0.25  # ... and the level a candidate is scored at on the other half
+CLASSIFIER_ALPHA = 0.05  # the classifier's thresholds: chosen and scored on all its batches at this level
 
 Draw = Callable[[int, np.random.Generator], np.ndarray]
 
@@ -180,21 +184,35 @@ class Threshold(Event):
 
 # ---------------------------------------------------------------------------------------------- scoring
 
-def conservative_log_ratio(k_num, n_num, k_den, n_den, alpha: float, n_target: int | None = None):
-    """log of (Clopper–Pearson lower bound of the numerator's probability) / (upper bound of the
-    denominator's), each at level 1 - alpha: the certificate's value had these counts come from
-    the check sample. With `n_target`: the search proportions are first made pessimistic (the
-    SEARCH_ALPHA bounds, no multiplicity correction: the score only chooses, the certificate's
-    validity comes from the fresh check sample alone) and the bound is the one a check sample of
-    n_target draws per side would give at those proportions. -inf where the lower bound is 0."""
+def _wilson(k, n, z, upper: bool):
+    """The Wilson score bound (z standard errors): a fast stand-in for Clopper–Pearson in the
+    search's scores (they only choose; the certificate uses the exact bounds)."""
+    p = k / n
+    centre = p + z * z / (2 * n)
+    half = z * np.sqrt(np.maximum(p * (1 - p), 0) / n + z * z / (4 * n * n))
+    out = (centre + half if upper else centre - half) / (1 + z * z / n)
+    return np.clip(out, 0.0, 1.0)
+
+
+def conservative_log_ratio(k_num, n_num, k_den, n_den, alpha: float, n_target: int | None = None,
+                           search_alpha: float = 0.05):
+    """log of (lower bound of the numerator's probability) / (upper bound of the denominator's),
+    each at level 1 - alpha: about the certificate's value had these counts come from the check
+    sample (Wilson bounds, close to Clopper–Pearson and much faster: a score only chooses). With
+    `n_target`: the search proportions are first made pessimistic (the bounds at level
+    1 - search_alpha; no multiplicity correction: the certificate's validity comes from the
+    fresh check sample alone) and the bound is the one a check sample of n_target draws per side
+    would give at those proportions. -inf where the lower bound is 0."""
     k_num, k_den = np.asarray(k_num, dtype=float), np.asarray(k_den, dtype=float)
     if n_target is not None:
-        p_num = bounds.lower(k_num, n_num, SEARCH_ALPHA)
-        p_den = bounds.upper(k_den, n_den, SEARCH_ALPHA)
+        zs = float(norm.isf(search_alpha))
+        p_num = _wilson(k_num, n_num, zs, False)
+        p_den = _wilson(k_den, n_den, zs, True)
         k_num, k_den, n_num, n_den = p_num * n_target, p_den * n_target, n_target, n_target
-    lo, hi = bounds.lower(k_num, n_num, alpha), bounds.upper(k_den, n_den, alpha)
+    z = float(norm.isf(alpha))
+    lo, hi = _wilson(k_num, n_num, z, False), _wilson(k_den, n_den, z, True)
     with np.errstate(divide="ignore"):
-        return np.log(lo) - np.log(hi)
+        return np.where(k_num > 0, np.log(lo), -np.inf) - np.log(np.maximum(hi, 1e-300))
 
 
 @dataclass
@@ -221,13 +239,17 @@ def histogram_counts(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 class _Histogram:
-    """Counts of each distinct row under a and b, accumulated batch by batch."""
+    """Counts of each distinct row under a and b, accumulated batch by batch into two halves
+    (batches alternate between them, per side): the outputs are ordered on one half and the
+    prefix is chosen on the other (cross-fitting: a rare output's lucky count on one half does
+    not also make its score), both ways round, the better score kept."""
 
     def __init__(self):
         self.keys = np.zeros(0, dtype=np.uint64)
         self.rows = np.zeros((0, 0))
-        self.counts = np.zeros((0, 2), dtype=np.int64)
-        self.n = [0, 0]
+        self.counts = np.zeros((0, 2, 2), dtype=np.int64)  # (row, half, side)
+        self.n = np.zeros((2, 2), dtype=np.int64)  # (half, side)
+        self.batches = [0, 0]
 
     def reduce(self, x: np.ndarray):
         return histogram_counts(x)
@@ -237,38 +259,179 @@ class _Histogram:
 
     def merge(self, reduced, side: int, n: int) -> None:
         uniq, c, rows = reduced
+        half = self.batches[side] % 2
+        self.batches[side] += 1
         if not len(self.keys):
             self.rows = np.zeros((0, rows.shape[1]))
         allkeys = np.concatenate([self.keys, uniq])
         merged, idx, inv2 = np.unique(allkeys, return_index=True, return_inverse=True)
-        counts = np.zeros((len(merged), 2), dtype=np.int64)
+        counts = np.zeros((len(merged), 2, 2), dtype=np.int64)
         np.add.at(counts, inv2[:len(self.keys)], self.counts)
-        counts[inv2[len(self.keys):], side] += c
+        counts[inv2[len(self.keys):], half, side] += c
         allrows = np.concatenate([self.rows, rows])
         self.keys, self.rows, self.counts = merged, allrows[idx], counts
-        self.n[side] += n
+        self.n[half, side] += n
 
     def best(self, alpha: float, n_target: int | None) -> Found | None:
-        """The outputs sorted by a shrunk log ratio (the ratio of the counts each plus one half,
-        then pulled towards 0 by one standard error, so that a rare output's noisy ratio does not
-        jump the queue), the best prefix by the projected score."""
-        best = None
-        for direction, (num, den) in (("a", (0, 1)), ("b", (1, 0))):
-            cn, cd = self.counts[:, num], self.counts[:, den]
-            pn, pd = (cn + 0.5) / (self.n[num] + 1.0), (cd + 0.5) / (self.n[den] + 1.0)
-            shrunk = np.log(pn / pd) - np.sqrt(1.0 / (cn + 0.5) + 1.0 / (cd + 0.5))
-            order = np.lexsort((-cn, -shrunk))
-            order = order[cn[order] > 0]
-            if not len(order):
+        """Cross-fitted (`cross_fit`): on the choosing half, the outputs sorted by a shrunk log
+        ratio (the counts each plus one half, pulled towards 0 by one standard error) and the
+        best prefix by the projected score at each of CHOOSE_ALPHAS; each such event scored on
+        the other half."""
+        def choose(half, level):
+            out = []
+            for direction, (num, den) in (("a", (0, 1)), ("b", (1, 0))):
+                on, od = self.counts[:, half, num], self.counts[:, half, den]
+                nn, nd = self.n[half, num], self.n[half, den]
+                pn, pd = (on + 0.5) / (nn + 1.0), (od + 0.5) / (nd + 1.0)
+                shrunk = np.log(pn / pd) - np.sqrt(1.0 / (on + 0.5) + 1.0 / (od + 0.5))
+                order = np.lexsort((-on, -shrunk))
+                order = order[on[order] > 0]
+                if not len(order):
+                    continue
+                kn, kd = np.cumsum(on[order]), np.cumsum(od[order])
+                s = conservative_log_ratio(kn, nn, kd, nd, alpha, n_target, level)
+                i = int(np.argmax(s))
+                out.append((float(s[i]), direction, order[:i + 1]))
+            return max(out, key=lambda o: o[0])[1:] if out else None
+
+        def score(half, choice):
+            direction, rows = choice
+            k = self.counts[rows, half, :].sum(axis=0)
+            num, den = (0, 1) if direction == "a" else (1, 0)
+            s = float(conservative_log_ratio(k[num], self.n[half, num], k[den], self.n[half, den], alpha, n_target,
+                                             SCORE_ALPHA))
+            return Found(RowSet(self.rows[rows]), direction, s, int(k[0]), int(k[1]), int(self.n[half, 0]),
+                         int(self.n[half, 1]))
+
+        return cross_fit(self.n, choose, score)
+
+
+def cross_fit(n: np.ndarray, choose, score) -> Found | None:
+    """The search's guard against chasing noise: candidates chosen on one half of the search
+    sample (`choose(half, level)` for each level of CHOOSE_ALPHAS) and scored on the other
+    (`score(half, choice)`), both ways round; the best score wins. With one half only (a tiny
+    search), chosen and scored on it."""
+    pairs = ((0, 1), (1, 0)) if n[1].min() > 0 else ((0, 0),)
+    best = None
+    for pick, judge in pairs:
+        seen = []
+        for level in CHOOSE_ALPHAS:
+            choice = choose(pick, level)
+            if choice is None or any(_same(choice, c) for c in seen):
                 continue
-            kn, kd = np.cumsum(cn[order]), np.cumsum(cd[order])
-            s = conservative_log_ratio(kn, self.n[num], kd, self.n[den], alpha, n_target)
-            i = int(np.argmax(s))
-            if best is None or s[i] > best.score:
-                ka, kb = (kn[i], kd[i]) if direction == "a" else (kd[i], kn[i])
-                best = Found(RowSet(self.rows[order[:i + 1]]), direction, float(s[i]), int(ka), int(kb),
-                             self.n[0], self.n[1])
-        return best
+            seen.append(choice)
+            found = score(judge, choice)
+            if best is None or found.score > best.score:
+                best = found
+    return best
+
+
+def _same(x, y) -> bool:
+    return all(np.array_equal(u, v) if isinstance(u, np.ndarray) else u == v for u, v in zip(x, y))
+
+
+# ---------------------------------------------------------------------------------------------- coarse histogram
+
+BIN_QUANTILES = {  # the bin edges of a continuous coordinate, as quantiles: finer towards the tails
+    16: (0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.65, 0.8, 0.9, 0.95, 0.98, 0.99, 0.995),
+    8: (0.01, 0.05, 0.2, 0.5, 0.8, 0.95, 0.99),
+    4: (0.05, 0.5, 0.95),
+    2: (0.5,),
+}
+
+
+@dataclass
+class Coarsener:
+    """Each output coordinate mapped to a code: its frequent values (sentinels, discrete values;
+    `Features`' flags) each their own code, the other values their bin among `edges` (a
+    coordinate's quantiles on the first batch). Picklable."""
+
+    flags: list  # per coordinate: the flagged values (array)
+    edges: list  # per coordinate: the bin edges of the other values (array, maybe empty)
+
+    @classmethod
+    def fit(cls, x: np.ndarray, bins: int) -> Coarsener:
+        feats = Features.fit(x)
+        flags, edges = [], []
+        for j in range(x.shape[1]):
+            fl = np.array(sorted(v for jj, v in feats.flags if jj == j))
+            rest = x[~np.isin(x[:, j], fl), j]
+            rest = rest[np.isfinite(rest)]
+            e = np.unique(np.quantile(rest, BIN_QUANTILES[bins])) if len(rest) > 1 else np.zeros(0)
+            flags.append(fl)
+            edges.append(e)
+        return cls(flags, edges)
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        out = np.empty(x.shape)
+        for j, (fl, e) in enumerate(zip(self.flags, self.edges)):
+            col = x[:, j]
+            code = np.searchsorted(e, col, "right").astype(float)
+            for i, v in enumerate(fl):
+                code[col == v] = -1.0 - i
+            out[:, j] = code
+        return out
+
+    def describe_row(self, row: np.ndarray) -> str:
+        parts = []
+        for j, c in enumerate(row):
+            fl, e = self.flags[j], self.edges[j]
+            if c < 0:
+                parts.append(_fmt_value(fl[int(-c - 1)]))
+            else:
+                lo = "-inf" if c == 0 else f"{e[int(c) - 1]:.4g}"
+                hi = "inf" if c >= len(e) else f"{e[int(c)]:.4g}"
+                parts.append(f"[{lo},{hi})")
+        return parts[0] if len(parts) == 1 else "(" + ", ".join(parts) + ")"
+
+
+@dataclass
+class CoarseSet(Event):
+    """Outputs whose coarse codes (`Coarsener`) are one of `codes`."""
+
+    coarsener: Coarsener
+    codes: RowSet
+
+    def contains(self, outputs: np.ndarray) -> np.ndarray:
+        return self.codes.contains(self.coarsener(np.asarray(outputs, dtype=float)))
+
+    def describe(self) -> str:
+        rows = self.codes.rows
+        shown = ", ".join(self.coarsener.describe_row(r) for r in rows[:4])
+        more = f", ... ({len(rows)} cells)" if len(rows) > 4 else ""
+        return f"output in the cells {{{shown}{more}}}"
+
+
+class _CoarseHistogram(_Histogram):
+    """The histogram of the outputs' coarse codes: for continuous outputs with sentinels or few
+    coordinates (SVT variants returning a noisy value), where which coordinates are set matters."""
+
+    def __init__(self, coarsener: Coarsener):
+        super().__init__()
+        self.coarsener = coarsener
+
+    def add(self, x: np.ndarray, side: int) -> None:
+        super().add(self.coarsener(x), side)
+
+    def best(self, alpha: float, n_target: int | None) -> Found | None:
+        found = super().best(alpha, n_target)
+        if found is not None:
+            found.event = CoarseSet(self.coarsener, found.event)
+        return found
+
+
+def coarse_family(a: np.ndarray, b: np.ndarray) -> _CoarseHistogram | None:
+    """The coarse histogram with the most bins (16, 8, 4, 2) whose first batch has at most
+    COARSE_DISTINCT distinct cells, or None."""
+    x = np.concatenate([a, b])
+    for bins in sorted(BIN_QUANTILES, reverse=True):
+        c = Coarsener.fit(x, bins)
+        if len(np.unique(row_keys(c(x)))) <= COARSE_DISTINCT:
+            fam = _CoarseHistogram(c)
+            fam.add(a, 0)
+            fam.add(b, 1)
+            return fam
+    return None
 
 
 # ---------------------------------------------------------------------------------------------- classifier
@@ -313,19 +476,24 @@ class _Classifier:
         weights, bias = logistic_fit(f, y, l2=1e-3 / max(1.0, len(x) / 2e5))
         self.scorer = Scorer(features, weights, bias)
         self.features, self.weights, self.bias = features, weights, bias
-        self.scores: list[list[np.ndarray]] = [[], []]
+        self.scores: list[list[list[np.ndarray]]] = [[[], []], [[], []]]  # [half][side]
+        self.batches = [0, 0]
 
     def reduce(self, x: np.ndarray):
         return self.scorer(x)
 
     def add(self, x: np.ndarray, side: int) -> None:
-        self.scores[side].append(self.scorer(x))
+        self.merge(self.scorer(x), side, len(x))
 
     def merge(self, reduced, side: int, n: int) -> None:
-        self.scores[side].append(reduced)
+        self.scores[self.batches[side] % 2][side].append(reduced)
+        self.batches[side] += 1
 
     def best(self, alpha: float, n_target: int | None) -> Found | None:
-        sa, sb = (np.sort(np.concatenate(s)) if s else np.zeros(0) for s in self.scores)
+        """The threshold (among the score quantiles) and direction with the best projected score
+        at level CLASSIFIER_ALPHA on all the scored batches (the training batch apart)."""
+        sa, sb = (np.sort(np.concatenate([x for h in self.scores for x in h[side]])) if self.batches[side] else np.zeros(0)
+                  for side in (0, 1))
         if not len(sa) or not len(sb):
             return None
         both = np.concatenate([sa, sb])
@@ -341,7 +509,7 @@ class _Classifier:
                                                  ("b", False, le_b, le_a, len(sb), len(sa)),
                                                  ("b", True, ge_b, ge_a, len(sb), len(sa)),
                                                  ("a", False, le_a, le_b, len(sa), len(sb))):
-            s = conservative_log_ratio(kn, nn, kd, nd, alpha, n_target)
+            s = conservative_log_ratio(kn, nn, kd, nd, alpha, n_target, CLASSIFIER_ALPHA)
             i = int(np.argmax(s))
             if best is None or s[i] > best.score:
                 ka, kb = (kn[i], kd[i]) if direction == "a" else (kd[i], kn[i])
@@ -381,6 +549,10 @@ class Search:
             hist.add(first_a, 0)
             hist.add(first_b, 1)
             self.families.append(hist)
+        if not self.families:
+            coarse = coarse_family(first_a, first_b)
+            if coarse is not None:
+                self.families.append(coarse)
         if not self.families or len(rows) > BOTH_DISTINCT:
             self.families.append(_Classifier(first_a, first_b))
 
@@ -390,11 +562,12 @@ class Search:
 
     @property
     def discrete(self) -> bool:
-        return isinstance(self.families[0], _Histogram)
+        return type(self.families[0]) is _Histogram
 
     @property
     def reducer(self) -> Reducer:
-        return Reducer([f.scorer if isinstance(f, _Classifier) else None for f in self.families])
+        return Reducer([f.scorer if isinstance(f, _Classifier) else getattr(f, "coarsener", None)
+                        for f in self.families])
 
     def add(self, x: np.ndarray, side: int) -> None:
         self.merge(self.reducer(x), side, len(x))
@@ -411,13 +584,19 @@ class Search:
 
 @dataclass
 class Reducer:
-    """What a worker computes of a batch for the search: per family, the histogram counts (None)
-    or the classifier's scores."""
+    """What a worker computes of a batch for the search: per family, the histogram counts (None:
+    of the rows; a Coarsener: of their codes) or the classifier's scores (a Scorer)."""
 
     scorers: list
 
     def __call__(self, x: np.ndarray) -> list:
-        return [histogram_counts(x) if s is None else s(x) for s in self.scorers]
+        return [histogram_counts(x) if s is None else histogram_counts(s(x)) if isinstance(s, Coarsener) else s(x)
+                for s in self.scorers]
+
+
+def train_rows(d: int) -> int:
+    """Rows per side of the first batch (the classifier's training set) for d output coordinates."""
+    return max(TRAIN_ROWS, TRAIN_ROWS_PER_DIM * d)
 
 
 def find_event(a: np.ndarray, b: np.ndarray, *, alpha: float = 0.05, n_target: int | None = None) -> Found | None:
