@@ -38,7 +38,7 @@ WORKERS = 2  # processes (the certificate does not depend on it)
 # mechanism gets, n_search + n_check, are those sizes scaled so that the run takes about
 # BUDGET_SHARE of a quarter of DP-Sniper's time, SEARCH_SHARE of them for the search, the rest for
 # the check (rounded to 100,000).
-BUDGET_SHARE = 0.8
+BUDGET_SHARE = 0.6
 SEARCH_SHARE = 0.3
 TIMING = {  # name: (n_search, n_check, seconds) of the timing run
     "LaplaceMechanism": (1_000_000, 10_000_000, 2.3), "TruncatedGeometricMechanism": (2_000_000, 20_000_000, 1.1),
