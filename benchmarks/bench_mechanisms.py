@@ -6,7 +6,11 @@ each mechanism, every input pattern pair is searched on its share of n_search dr
 pair with the best search score is certified on n_check FRESH draws per side at confidence 0.9 (as
 DP-Sniper), and the table puts our certified eps_lcb and seconds next to DP-Sniper's.
 
-    python benchmarks/bench_mechanisms.py --blackbox [--only NAME,...] [--json OUT] [--seed S]
+    python benchmarks/bench_mechanisms.py --blackbox [--only NAME,...] [--json OUT] [--seed S] [--workers 2]
+
+Sample sizes per mechanism: `sizes_for` (a rule from a timing run only, stated at TIMING; the
+check sample plays no part in choosing them). `--workers` does not change any result; the same
+seed gives the same JSON apart from the seconds.
 
 `blackbox_row(bench, ...)` computes one row; an exact (white-box) column can be added next to
 it by the caller (`ROW_KEYS` are the columns this part fills).
@@ -38,19 +42,29 @@ WORKERS = 2  # processes (the certificate does not depend on it)
 # mechanism gets, n_search + n_check, are those sizes scaled so that the run takes about
 # BUDGET_SHARE of a quarter of DP-Sniper's time, SEARCH_SHARE of them for the search, the rest for
 # the check (rounded to 100,000).
-BUDGET_SHARE = 0.6
-SEARCH_SHARE = 0.3
-TIMING = {  # name: (n_search, n_check, seconds) of the timing run
-    "LaplaceMechanism": (1_000_000, 10_000_000, 2.3), "TruncatedGeometricMechanism": (2_000_000, 20_000_000, 1.1),
-    "NoisyHist1": (1_000_000, 10_000_000, 6.1), "NoisyHist2": (1_000_000, 10_000_000, 6.2),
-    "ReportNoisyMax1": (2_000_000, 20_000_000, 3.3), "ReportNoisyMax2": (2_000_000, 20_000_000, 1.8),
-    "ReportNoisyMax3": (2_000_000, 20_000_000, 9.9), "ReportNoisyMax4": (2_000_000, 20_000_000, 8.6),
-    "SparseVectorTechnique1": (2_000_000, 20_000_000, 8.4), "SparseVectorTechnique2": (2_000_000, 20_000_000, 13.9),
-    "SparseVectorTechnique3": (1_000_000, 10_000_000, 23.0), "SparseVectorTechnique4": (2_000_000, 20_000_000, 8.6),
-    "SparseVectorTechnique5": (2_000_000, 20_000_000, 2.4), "SparseVectorTechnique6": (2_000_000, 20_000_000, 22.5),
-    "Rappor": (1_000_000, 10_000_000, 28.7), "OneTimeRappor": (1_000_000, 10_000_000, 15.4),
-    "LaplaceParallel": (1_000_000, 10_000_000, 29.1), "SVT34Parallel": (1_000_000, 10_000_000, 78.5),
-    "PrefixSum": (1_000_000, 5_000_000, 13.8), "NumericalSVT": (1_000_000, 5_000_000, 37.9),
+BUDGET_SHARE = 0.7
+SEARCH_SHARE = 0.2
+TIMING = {  # name: (n_search used, n_check, seconds) of the timing run (seed 0, 2 workers)
+    "LaplaceMechanism": (1_500_000, 6_200_000, 2.7),
+    "TruncatedGeometricMechanism": (5_800_000, 23_400_000, 3.4),
+    "NoisyHist1": (1_000_000, 4_100_000, 4.8),
+    "NoisyHist2": (1_100_000, 4_300_000, 3.6),
+    "ReportNoisyMax1": (6_200_000, 24_700_000, 4.4),
+    "ReportNoisyMax2": (10_700_000, 42_800_000, 4.2),
+    "ReportNoisyMax3": (2_100_000, 8_300_000, 4.6),
+    "ReportNoisyMax4": (2_400_000, 9_700_000, 4.3),
+    "SparseVectorTechnique1": (4_900_000, 19_800_000, 9.5),
+    "SparseVectorTechnique2": (3_800_000, 15_200_000, 12.9),
+    "SparseVectorTechnique3": (1_200_000, 4_600_000, 10.0),
+    "SparseVectorTechnique4": (5_000_000, 20_000_000, 9.7),
+    "SparseVectorTechnique5": (8_100_000, 32_400_000, 4.6),
+    "SparseVectorTechnique6": (1_400_000, 5_600_000, 7.0),
+    "Rappor": (800_000, 3_400_000, 15.1),
+    "OneTimeRappor": (1_000_000, 3_800_000, 12.3),
+    "LaplaceParallel": (600_000, 2_400_000, 9.4),
+    "SVT34Parallel": (800_000, 3_000_000, 23.6),
+    "PrefixSum": (600_000, 2_600_000, 7.9),
+    "NumericalSVT": (400_000, 1_400_000, 10.0),
 }
 
 

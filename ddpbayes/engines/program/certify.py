@@ -9,8 +9,12 @@ level 1 - (1 - confidence) / 2, so that eps_lcb <= log(P_a(E) / P_b(E)) <= the t
 probability at least `confidence` (a union bound over the two sides; the event is fixed before the
 check sample is drawn). It may FAIL a claim, never PASS one.
 
-Draws come in batches of at most about 1e6 floats (`event.batch_rows`); hits are counted batch by
-batch. The same `rng` (seed) gives the same certificate."""
+Draws come in batches of at most about 1e6 floats (`event.batch_rows`), each with its own
+generator spawned from `rng`, so that `workers` processes (forked: a draw need not be picklable)
+can run them and the certificate is the same for any number of workers; hits are counted batch
+by batch, search batches reduced in the worker (`event.Search.reducer`) and merged in batch
+order. Several candidate pairs share the search by successive halving (`search_pairs`). The same
+`rng` (seed) gives the same certificate."""
 
 from __future__ import annotations
 

@@ -1,26 +1,37 @@
-"""The distinguishing-event search of the black-box audit (issue #28 item 2): given outputs drawn
-under two hypotheses a and b, an output event E whose probability ratio P_a(E) / P_b(E) (or the
-reverse: `direction`) is large AND well estimated, so that a fresh sample certifies it.
+"""The distinguishing-event search of the black-box audit (issue #28 items 2 and 4): given outputs
+drawn under two hypotheses a and b, an output event E whose probability ratio P_a(E) / P_b(E) (or
+the reverse: `direction`) is large AND well estimated, so that a fresh sample certifies it.
 
-Two families, chosen on the first batch of the search sample:
+Families, chosen on the first batch of the search sample (`Search`); when several apply, the best
+search score wins:
 
 - discrete outputs (at most MAX_DISTINCT distinct rows in the first batch, and outputs that
-  repeat: at most REPEATS of its rows distinct): the histogram. The distinct outputs are
-  sorted by their empirical ratio and the best prefix is taken: the events of the likelihood-ratio
-  test. Rows are compared through a 64-bit hash of their bytes (a collision among the few
-  thousand rows of a histogram has probability below 1e-12);
+  repeat: at most REPEATS of its rows distinct): the histogram. The distinct outputs are sorted
+  by a shrunk empirical ratio and the best prefix is taken: the events of the likelihood-ratio
+  test. Cross-fitted: batches alternate between two halves; the order and the prefix are chosen
+  on one half (at each pessimism level of CHOOSE_ALPHAS) and scored on the other, both ways
+  round, so that rare outputs' lucky counts do not make their own score. Rows are compared
+  through a 64-bit hash of their bytes (a collision among the few thousand rows of a histogram
+  has probability below 1e-12). With more than BOTH_DISTINCT distinct rows the classifier
+  competes too (many rare outputs: SVT6's bit vectors);
+- continuous outputs with sentinels (a coordinate mixing frequent values with continuous ones)
+  whose coarse cells are few (at most COARSE_DISTINCT in the first batch):
+  the coarse histogram, each coordinate's frequent values (sentinels such as -1000 / -2000) a
+  cell of their own and its other values binned at quantiles finer towards the tails
+  (`Coarsener`, BIN_QUANTILES): SVT3's "which query was above, and how far", NumericalSVT;
 - continuous or high-cardinality outputs: DP-Sniper's idea (Bichsel et al. 2021, IEEE S&P): a
   logistic regression p(a | y) (L2-regularised, L-BFGS, written here with numpy and scipy) trained
-  on the first batch, on the output coordinates standardised plus an indicator for each value that
-  repeats often in a coordinate (sentinels such as -1000 / -2000, a coordinate's discrete values),
-  and the event {score >= tau} (or <= tau the other way), tau chosen over the score quantiles of
-  the rest of the search sample.
+  on the first batch (`train_rows`: more rows for more coordinates), on the output coordinates
+  standardised plus an indicator for each value that repeats often in a coordinate (sentinels,
+  a coordinate's discrete values), and the event {score >= tau} (or <= tau the other way), tau
+  chosen over the score quantiles of the rest of the search sample.
 
-Every candidate is scored by `conservative_log_ratio`: the Clopper–Pearson bound of the log ratio
-as if on the search sample — or, with `n_target`, the bound it would get on a check sample of that
-size from the search sample's pessimistic (95 %) proportions — which penalises rare events (the
-role of DP-Sniper's c). The score only chooses; the certificate is computed on fresh draws
-(`certify`)."""
+Every candidate is scored by `conservative_log_ratio`: the bound it would get on a check sample
+of n_target draws per side, from the search sample's pessimistic proportions (Wilson bounds at a
+moderate level: no multiplicity correction — the score only chooses, the certificate is computed
+on fresh draws by `certify`, exactly) — which penalises rare events (the role of DP-Sniper's c).
+`reduce` / `merge` split a batch's work between a worker (the histogram counts, the scores) and
+the parent, in batch order."""
 
 from __future__ import annotations
 
@@ -39,7 +50,8 @@ TRAIN_ROWS = 100_000  # rows per side the classifier is trained on (the first ba
 TRAIN_ROWS_PER_DIM = 20_000  # ... or this many per output coordinate if more (`train_rows`)
 FLAG_SHARE = 0.01  # a value taking at least this share of a coordinate gets its own indicator feature
 MAX_FLAGS = 8  # indicators per coordinate at most (the most frequent values)
-CANDIDATES = 4000  # thresholds tried: the score quantiles
+CANDIDATES = 4000  # thresholds tried: the score quantiles ...
+QUANTILE_ROWS = 500_000  # ... of a strided subsample of about this many scores
 COARSE_DISTINCT = 1000  # continuous outputs: a coarse histogram when its cells are this few
 BOTH_DISTINCT = 40  # discrete outputs with more distinct rows than this: the classifier too
 CHOOSE_ALPHAS = (0.05, 0.25, 0.5)  # with n_target: the pessimism levels candidates are chosen at (one each)
@@ -422,8 +434,13 @@ class _CoarseHistogram(_Histogram):
 
 def coarse_family(a: np.ndarray, b: np.ndarray) -> _CoarseHistogram | None:
     """The coarse histogram with the most bins (16, 8, 4, 2) whose first batch has at most
-    COARSE_DISTINCT distinct cells, or None."""
+    COARSE_DISTINCT distinct cells, or None; only for outputs where some coordinate mixes
+    sentinels (frequent values) with continuous ones (elsewhere its many small cells chase noise
+    where the classifier's single threshold does not)."""
     x = np.concatenate([a, b])
+    probe = Coarsener.fit(x, 2)
+    if not any(len(fl) and len(e) for fl, e in zip(probe.flags, probe.edges)):
+        return None  # no coordinate mixes sentinels with continuous values: the classifier's case
     for bins in sorted(BIN_QUANTILES, reverse=True):
         c = Coarsener.fit(x, bins)
         if len(np.unique(row_keys(c(x)))) <= COARSE_DISTINCT:
@@ -497,9 +514,10 @@ class _Classifier:
         if not len(sa) or not len(sb):
             return None
         both = np.concatenate([sa, sb])
-        cand = np.unique(both)
+        step = max(1, len(both) // QUANTILE_ROWS)  # the candidates from a strided subsample: fast
+        cand = np.unique(both[::step])
         if len(cand) > CANDIDATES:
-            cand = np.unique(np.quantile(both, quantile_grid(len(both))))
+            cand = np.unique(np.quantile(both[::step], quantile_grid(len(both[::step]))))
         ge_a = len(sa) - np.searchsorted(sa, cand, "left")
         ge_b = len(sb) - np.searchsorted(sb, cand, "left")
         le_a = np.searchsorted(sa, cand, "right")
