@@ -6,7 +6,11 @@ each mechanism, every input pattern pair is searched on its share of n_search dr
 pair with the best search score is certified on n_check FRESH draws per side at confidence 0.9 (as
 DP-Sniper), and the table puts our certified eps_lcb and seconds next to DP-Sniper's.
 
-    python benchmarks/bench_mechanisms.py --blackbox [--only NAME,...] [--json OUT] [--seed S]
+    python benchmarks/bench_mechanisms.py --blackbox [--only NAME,...] [--json OUT] [--seed S] [--workers 2]
+
+Sample sizes per mechanism: `sizes_for` (a rule from a timing run only, stated at TIMING; the
+check sample plays no part in choosing them). `--workers` does not change any result; the same
+seed gives the same JSON apart from the seconds.
 
 `blackbox_row(bench, ...)` computes one row; an exact (white-box) column can be added next to
 it by the caller (`ROW_KEYS` are the columns this part fills).
@@ -31,16 +35,47 @@ from ddpbayes.engines.program.certify import certify_best  # noqa: E402
 from ddpbayes.mechanisms.program import Program  # noqa: E402
 
 CONFIDENCE = 0.9
-# (n_search, n_check) draws per side: n_search is shared by the input pairs. Chosen on the
-# search score and on run time only (the check sample plays no part in choosing them).
-# Rule: the default; twice it where the default run took under 1/8 of DP-Sniper's time (a first
-# timing run), half the check where it took more than 1/4 of it.
-DEFAULT_SIZES = (1_000_000, 10_000_000)
-SIZES = {name: (2_000_000, 20_000_000) for name in (
-    "TruncatedGeometricMechanism", "ReportNoisyMax1", "ReportNoisyMax2", "ReportNoisyMax3", "ReportNoisyMax4",
-    "SparseVectorTechnique1", "SparseVectorTechnique2", "SparseVectorTechnique4", "SparseVectorTechnique5",
-    "SparseVectorTechnique6")}
-SIZES.update({name: (1_000_000, 5_000_000) for name in ("PrefixSum", "NumericalSVT")})
+WORKERS = 2  # processes (the certificate does not depend on it)
+# (n_search, n_check) draws per side, n_search shared by the input pairs (successive halving).
+# Rule, from run time only (the check sample plays no part): a timing run (seed 0, 2 workers, on
+# this 2-core machine) at the sizes in TIMING gave the seconds there; the draws per side a
+# mechanism gets, n_search + n_check, are those sizes scaled so that the run takes about
+# BUDGET_SHARE of a quarter of DP-Sniper's time, SEARCH_SHARE of them for the search, the rest for
+# the check (rounded to 100,000).
+BUDGET_SHARE = 0.7
+SEARCH_SHARE = 0.2
+TIMING = {  # name: (n_search used, n_check, seconds) of the timing run (seed 0, 2 workers)
+    "LaplaceMechanism": (1_500_000, 6_200_000, 2.7),
+    "TruncatedGeometricMechanism": (5_800_000, 23_400_000, 3.4),
+    "NoisyHist1": (1_000_000, 4_100_000, 4.8),
+    "NoisyHist2": (1_100_000, 4_300_000, 3.6),
+    "ReportNoisyMax1": (6_200_000, 24_700_000, 4.4),
+    "ReportNoisyMax2": (10_700_000, 42_800_000, 4.2),
+    "ReportNoisyMax3": (2_100_000, 8_300_000, 4.6),
+    "ReportNoisyMax4": (2_400_000, 9_700_000, 4.3),
+    "SparseVectorTechnique1": (4_900_000, 19_800_000, 9.5),
+    "SparseVectorTechnique2": (3_800_000, 15_200_000, 12.9),
+    "SparseVectorTechnique3": (1_200_000, 4_600_000, 10.0),
+    "SparseVectorTechnique4": (5_000_000, 20_000_000, 9.7),
+    "SparseVectorTechnique5": (8_100_000, 32_400_000, 4.6),
+    "SparseVectorTechnique6": (1_400_000, 5_600_000, 7.0),
+    "Rappor": (800_000, 3_400_000, 15.1),
+    "OneTimeRappor": (1_000_000, 3_800_000, 12.3),
+    "LaplaceParallel": (600_000, 2_400_000, 9.4),
+    "SVT34Parallel": (800_000, 3_000_000, 23.6),
+    "PrefixSum": (600_000, 2_600_000, 7.9),
+    "NumericalSVT": (400_000, 1_400_000, 10.0),
+}
+
+
+def sizes_for(bench: Benchmark) -> tuple[int, int]:
+    """(n_search, n_check) by the rule above."""
+    n_search, n_check, seconds = TIMING[bench.name]
+    total = (n_search + n_check) * BUDGET_SHARE * bench.dpsniper_seconds / 4 / seconds
+    search = max(100_000, round(SEARCH_SHARE * total, -5))
+    return int(search), int(max(100_000, round(total - search, -5)))
+
+
 ROW_KEYS = ("mechanism", "dpsniper_eps_lcb", "eps_lcb", "estimate", "seconds", "dpsniper_seconds", "pair",
             "event", "direction", "k_a", "k_b", "n_search", "n_check")
 
@@ -55,14 +90,14 @@ def draws(program: Program, answers: np.ndarray):
 
 
 def blackbox_row(bench: Benchmark, *, seed: int = 0, sizes: tuple[int, int] | None = None,
-                 confidence: float = CONFIDENCE) -> dict:
+                 confidence: float = CONFIDENCE, workers: int = WORKERS) -> dict:
     """Certify one DP-Sniper mechanism: its row of the table."""
-    n_search, n_check = sizes or SIZES.get(bench.name, DEFAULT_SIZES)
+    n_search, n_check = sizes or sizes_for(bench)
     program = Program(bench.program, bench.name)
     pairs = [(draws(program, a1), draws(program, a2)) for a1, a2 in bench.pairs]
     start = time.perf_counter()
     cert = certify_best(pairs, n_search=n_search, n_check=n_check, confidence=confidence,
-                        rng=np.random.default_rng(seed))
+                        rng=np.random.default_rng(seed), workers=workers)
     seconds = time.perf_counter() - start
     a1, a2 = bench.pairs[cert.pair]
     return {"mechanism": bench.name, "dpsniper_eps_lcb": bench.dpsniper_eps_lcb, "eps_lcb": cert.eps_lcb,
@@ -71,13 +106,16 @@ def blackbox_row(bench: Benchmark, *, seed: int = 0, sizes: tuple[int, int] | No
             "k_a": cert.counts[0], "k_b": cert.counts[1], "n_search": cert.n_search, "n_check": cert.counts[2]}
 
 
-def run_blackbox(names: list[str] | None = None, *, seed: int = 0, out=sys.stdout) -> list[dict]:
+def run_blackbox(names: list[str] | None = None, *, seed: int = 0, out=sys.stdout, workers: int = WORKERS,
+                 scale: float = 1.0) -> list[dict]:
     rows = []
     chosen = [b for b in BENCHMARK if not names or b.name in names]
     print(f"{'mechanism':<28} {'DP-Sniper':>9} {'ours':>9} {'estimate':>9} {'ours s':>7} {'DP-Sn. s':>8} "
           f"{'ratio':>6}  pair / event", file=out)
     for bench in chosen:
-        row = blackbox_row(bench, seed=seed)
+        n_search, n_check = sizes_for(bench)
+        row = blackbox_row(bench, seed=seed, workers=workers,
+                           sizes=(max(2 * len(bench.pairs), int(n_search * scale)), max(1, int(n_check * scale))))
         rows.append(row)
         ok = "ok " if row["eps_lcb"] >= row["dpsniper_eps_lcb"] and row["seconds"] <= row["dpsniper_seconds"] / 4 \
             else "-- "
@@ -94,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="", help="comma-separated mechanism names (DP-Sniper's class names)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", metavar="OUT", help="write the rows as JSON to OUT")
+    parser.add_argument("--workers", type=int, default=WORKERS, help="processes (the result does not depend on it)")
+    parser.add_argument("--scale", type=float, default=1.0, help="multiply every sample size (a quick look: 0.1)")
     args = parser.parse_args(argv)
     if not args.blackbox:
         parser.error("nothing to run: pass --blackbox")
@@ -102,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown mechanisms: {', '.join(sorted(unknown))}")
     start = time.perf_counter()
-    rows = run_blackbox(names, seed=args.seed)
+    rows = run_blackbox(names, seed=args.seed, workers=args.workers, scale=args.scale)
     total = time.perf_counter() - start
     met = sum(r["eps_lcb"] >= r["dpsniper_eps_lcb"] for r in rows)
     fast = sum(r["seconds"] <= r["dpsniper_seconds"] / 4 for r in rows)

@@ -9,20 +9,25 @@ level 1 - (1 - confidence) / 2, so that eps_lcb <= log(P_a(E) / P_b(E)) <= the t
 probability at least `confidence` (a union bound over the two sides; the event is fixed before the
 check sample is drawn). It may FAIL a claim, never PASS one.
 
-Draws come in batches of at most about 1e6 floats (`event.batch_rows`); hits are counted batch by
-batch. The same `rng` (seed) gives the same certificate."""
+Draws come in batches of at most about 1e6 floats (`event.batch_rows`), each with its own
+generator spawned from `rng`, so that `workers` processes (forked: a draw need not be picklable)
+can run them and the certificate is the same for any number of workers; hits are counted batch
+by batch, search batches reduced in the worker (`event.Search.reducer`) and merged in batch
+order. Several candidate pairs share the search by successive halving (`search_pairs`). The same
+`rng` (seed) gives the same certificate."""
 
 from __future__ import annotations
 
 import math
+import multiprocessing
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from ddpbayes.engines.program import bounds
-from ddpbayes.engines.program.event import TRAIN_ROWS, Draw, Event, Found, Search, batch_rows
+from ddpbayes.engines.program.event import Draw, Event, Found, Search, batch_rows, train_rows
 
 
 @dataclass
@@ -62,44 +67,177 @@ class Certificate:
                 "seconds": self.seconds, "pair": self.pair, "search_score": self.search_score}
 
 
-def batches(draw: Draw, n: int, rng: np.random.Generator, first: int | None = None) -> Iterator[np.ndarray]:
-    """n draws as (rows, d) float batches: the first of `first` rows (default TRAIN_ROWS), then
-    batches of at most about 1e6 floats."""
-    done, size = 0, min(n, first or TRAIN_ROWS)
+def plan(n: int, first: int, d: int) -> list[int]:
+    """Batch sizes of n draws: `first` rows, then batches of at most about 1e6 floats (d per row)."""
+    sizes, done, size = [], 0, min(n, first)
     while done < n:
-        x = np.asarray(draw(size, rng), dtype=float)
-        x = x.reshape(len(x), -1)
-        if len(x) != size:
-            raise ValueError(f"draw({size}) returned {len(x)} rows")
-        yield x
+        sizes.append(size)
         done += size
-        size = min(n - done, batch_rows(x.shape[1]))
+        size = min(n - done, batch_rows(d))
+    return sizes
+
+
+# The pairs of draws the workers run: set before the pool is forked (a draw need not be picklable).
+_PAIRS: Sequence[tuple[Draw, Draw]] = ()
+
+
+def _draw(pair: int, side: int, n: int, rng: np.random.Generator) -> np.ndarray:
+    x = np.asarray(_PAIRS[pair][side](n, rng), dtype=float)
+    x = x.reshape(len(x), -1)
+    if len(x) != n:
+        raise ValueError(f"draw({n}) returned {len(x)} rows")
+    return x
+
+
+def _task(task) -> object:
+    """One batch: draw n rows of pair `pair`, side `side` with its own generator, and return them
+    (`what` None), the reduced form for the search (`what` a Reducer) or the event's hits."""
+    pair, side, n, rng, what = task
+    x = _draw(pair, side, n, rng)
+    if what is None:
+        return x
+    if isinstance(what, Event):
+        return int(np.count_nonzero(what.contains(x)))
+    return what(x)
+
+
+class Workers:
+    """Runs batch tasks in order, in this process (workers=1) or in a forked pool: every batch has
+    its own generator, so the results are the same for any number of workers."""
+
+    def __init__(self, pairs: Sequence[tuple[Draw, Draw]], workers: int):
+        global _PAIRS
+        _PAIRS = pairs
+        self.pool = None
+        if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
+            self.pool = multiprocessing.get_context("fork").Pool(workers)
+
+    def map(self, tasks: list) -> list:
+        if self.pool is None or len(tasks) < 2:
+            return [_task(t) for t in tasks]
+        return self.pool.map(_task, tasks, chunksize=1)
+
+    def close(self) -> None:
+        global _PAIRS
+        if self.pool is not None:
+            self.pool.close()
+            self.pool.join()
+        _PAIRS = ()
+
+
+class _PairSearch:
+    """The search on one candidate pair, fed round by round (two generators, one per side, each
+    spawning one child per batch)."""
+
+    def __init__(self, index: int, rng: np.random.Generator):
+        self.index = index
+        self.rngs = rng.spawn(2)
+        self.search: Search | None = None
+        self.n = 0
+        self.found: Found | None = None
+
+    def first(self, workers: Workers, share: int) -> int:
+        """Draw the first batch (the family's choice, the classifier's training set): its rows."""
+        probe = _draw(self.index, 0, 2, self.rngs[0].spawn(1)[0])  # the output dimension
+        first = max(1, min(train_rows(probe.shape[1]), share // 2))
+        xa, xb = workers.map([(self.index, s, first, self.rngs[s].spawn(1)[0], None) for s in (0, 1)])
+        self.search = Search(xa, xb)
+        self.d = xa.shape[1]
+        self.n = first
+        return first
+
+    def tasks(self, n: int) -> list:
+        reducer = self.search.reducer
+        out = []
+        for size in plan(n, batch_rows(self.d), self.d):
+            out += [(self.index, s, size, self.rngs[s].spawn(1)[0], reducer) for s in (0, 1)]
+        return out
+
+    def merge(self, results: list, tasks: list) -> None:
+        for r, t in zip(results, tasks):
+            self.search.merge(r, t[1], t[2])
+        self.n += sum(t[2] for t in tasks) // 2
+
+
+def search_pairs(workers: Workers, n_pairs: int, n: int, rngs: list, *, alpha: float,
+                 n_target: int | None) -> tuple[int, Found | None, int, int]:
+    """The best (pair, event) on n draws per side in all: successive halving over the pairs (each
+    round spends an equal share of n on the pairs left, then keeps the better half by search
+    score), so that most of the search sample goes to the pairs that leak most. Returns (pair,
+    found, draws per side used, output dimension)."""
+    rounds = 1 + math.ceil(math.log2(n_pairs)) if n_pairs > 1 else 1
+    alive = [_PairSearch(i, rngs[i]) for i in range(n_pairs)]
+    used = 0
+    for r in range(rounds):
+        share = max(2, (n // rounds) // len(alive))
+        if r == rounds - 1:
+            share = max(2, (n - used) // len(alive))
+        tasks, owners = [], []
+        for p in alive:
+            if p.search is None:
+                first = p.first(workers, share)
+                used += first
+                rest = share - first
+            else:
+                rest = share
+            if rest > 0:
+                t = p.tasks(rest)
+                tasks += t
+                owners += [p] * len(t)
+                used += rest
+        results = workers.map(tasks)
+        for p in alive:
+            mine = [(res, t) for res, t, o in zip(results, tasks, owners) if o is p]
+            p.merge([m[0] for m in mine], [m[1] for m in mine])
+            p.found = p.search.best(alpha, n_target)
+        ranked = sorted(alive, key=lambda p: (-(p.found.score if p.found else -math.inf), p.index))
+        alive = ranked[:max(1, math.ceil(len(alive) / 2))] if r < rounds - 1 else ranked[:1]
+    best = alive[0]
+    return best.index, best.found, used, best.d
 
 
 def search(draw_a: Draw, draw_b: Draw, n: int, rng: np.random.Generator, *, alpha: float,
-           n_target: int | None) -> Found | None:
+           n_target: int | None, workers: int = 1) -> Found | None:
     """The best event on n draws per side (DP-Sniper's search step)."""
-    ra, rb = rng.spawn(2)
-    first = max(1, min(TRAIN_ROWS, n // 2))
-    gen_a, gen_b = batches(draw_a, n, ra, first), batches(draw_b, n, rb, first)
-    found = Search(next(gen_a), next(gen_b))
-    for x in gen_a:
-        found.add(x, 0)
-    for x in gen_b:
-        found.add(x, 1)
-    return found.best(alpha, n_target)
+    pool = Workers([(draw_a, draw_b)], workers)
+    try:
+        return search_pairs(pool, 1, n, [rng], alpha=alpha, n_target=n_target)[1]
+    finally:
+        pool.close()
 
 
 def count(event: Event, draw: Draw, n: int, rng: np.random.Generator) -> int:
-    """Hits of `event` among n fresh draws, batch by batch."""
-    return int(sum(int(np.count_nonzero(event.contains(x))) for x in batches(draw, n, rng, batch_rows(1))))
+    """Hits of `event` among n fresh draws, batch by batch (one generator spawned per batch)."""
+    pool = Workers([(draw, draw)], 1)
+    try:
+        return _count(pool, 0, 0, event, n, rng, d=1)
+    finally:
+        pool.close()
+
+
+def _count(workers: Workers, pair: int, side: int, event: Event, n: int, rng: np.random.Generator, d: int) -> int:
+    sizes = plan(n, batch_rows(d), d)
+    gens = rng.spawn(len(sizes))
+    return int(sum(workers.map([(pair, side, size, g, event) for size, g in zip(sizes, gens)])))
 
 
 def check(event: Event, direction: str, draw_a: Draw, draw_b: Draw, *, n_check: int, confidence: float,
-          rng: np.random.Generator) -> tuple[float, float, int, int]:
+          rng: np.random.Generator, workers: int = 1) -> tuple[float, float, int, int]:
     """(eps_lcb, estimate, k_a, k_b) of `event` on n_check fresh draws per side."""
+    pool = Workers([(draw_a, draw_b)], workers)
+    try:
+        return _check(pool, 0, event, direction, n_check=n_check, confidence=confidence, rng=rng, d=1)
+    finally:
+        pool.close()
+
+
+def _check(workers: Workers, pair: int, event: Event, direction: str, *, n_check: int, confidence: float,
+           rng: np.random.Generator, d: int) -> tuple[float, float, int, int]:
     ra, rb = rng.spawn(2)
-    k_a, k_b = count(event, draw_a, n_check, ra), count(event, draw_b, n_check, rb)
+    sizes = plan(n_check, batch_rows(d), d)
+    tasks = [(pair, side, size, g, event) for side, r in ((0, ra), (1, rb)) for size, g in zip(sizes, r.spawn(len(sizes)))]
+    hits = workers.map(tasks)
+    k_a, k_b = int(sum(hits[:len(sizes)])), int(sum(hits[len(sizes):]))
     return (*ratio_bound(k_a, k_b, n_check, direction, confidence), k_a, k_b)
 
 
@@ -115,19 +253,20 @@ def ratio_bound(k_a: int, k_b: int, n: int, direction: str, confidence: float) -
 
 
 def certify(draw_a: Draw, draw_b: Draw, *, n_search: int, n_check: int, confidence: float = 0.9,
-            rng: np.random.Generator, project: bool = True) -> Certificate:
+            rng: np.random.Generator, project: bool = True, workers: int = 1) -> Certificate:
     """Search on n_search fresh draws per side, certify on n_check fresh draws per side.
     `project`: score the search's candidates by the bound they would get on n_check draws
-    (`event.conservative_log_ratio` with n_target), else as if on the search sample."""
+    (`event.conservative_log_ratio` with n_target), else as if on the search sample. `workers`:
+    processes drawing the batches (the certificate does not depend on it)."""
     return certify_best([(draw_a, draw_b)], n_search=n_search, n_check=n_check, confidence=confidence,
-                        rng=rng, project=project)
+                        rng=rng, project=project, workers=workers)
 
 
 def certify_best(pairs: Sequence[tuple[Draw, Draw]], *, n_search: int, n_check: int, confidence: float = 0.9,
-                 rng: np.random.Generator, project: bool = True) -> Certificate:
-    """Several candidate pairs of laws (input pairs, target values): each searched on its share
-    n_search // len(pairs) of draws per side; the pair with the best search score is checked on
-    n_check fresh draws per side (the check sample is never looked at before the choice)."""
+                 rng: np.random.Generator, project: bool = True, workers: int = 1) -> Certificate:
+    """Several candidate pairs of laws (input pairs, target values) share n_search draws per side,
+    by successive halving on the search score (`search_pairs`); the best pair's event is checked
+    on n_check fresh draws per side (the check sample is never looked at before the choice)."""
     if not pairs:
         raise ValueError("no pair to certify")
     if n_search < 2 * len(pairs) or n_check < 1:
@@ -136,19 +275,18 @@ def certify_best(pairs: Sequence[tuple[Draw, Draw]], *, n_search: int, n_check: 
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
     start = time.perf_counter()
     alpha = (1 - confidence) / 2
-    share = n_search // len(pairs)
     streams = rng.spawn(len(pairs) + 1)
-    best, chosen = None, 0
-    for i, (draw_a, draw_b) in enumerate(pairs):
-        found = search(draw_a, draw_b, share, streams[i], alpha=alpha, n_target=n_check if project else None)
-        if found is not None and (best is None or found.score > best.score):
-            best, chosen = found, i
-    if best is None:
-        event, direction, score = Nothing(), "a", float("-inf")
-    else:
-        event, direction, score = best.event, best.direction, best.score
-    draw_a, draw_b = pairs[chosen]
-    eps_lcb, estimate, k_a, k_b = check(event, direction, draw_a, draw_b, n_check=n_check, confidence=confidence,
-                                        rng=streams[-1])
-    return Certificate(eps_lcb, estimate, event, direction, (k_a, k_b, n_check), confidence, share * len(pairs),
+    pool = Workers(pairs, workers)
+    try:
+        chosen, best, used, d = search_pairs(pool, len(pairs), n_search, streams[:-1], alpha=alpha,
+                                          n_target=n_check if project else None)
+        if best is None:
+            event, direction, score = Nothing(), "a", float("-inf")
+        else:
+            event, direction, score = best.event, best.direction, best.score
+        eps_lcb, estimate, k_a, k_b = _check(pool, chosen, event, direction, n_check=n_check,
+                                             confidence=confidence, rng=streams[-1], d=d)
+    finally:
+        pool.close()
+    return Certificate(eps_lcb, estimate, event, direction, (k_a, k_b, n_check), confidence, used,
                        time.perf_counter() - start, chosen, score)

@@ -1,26 +1,37 @@
-"""The distinguishing-event search of the black-box audit (issue #28 item 2): given outputs drawn
-under two hypotheses a and b, an output event E whose probability ratio P_a(E) / P_b(E) (or the
-reverse: `direction`) is large AND well estimated, so that a fresh sample certifies it.
+"""The distinguishing-event search of the black-box audit (issue #28 items 2 and 4): given outputs
+drawn under two hypotheses a and b, an output event E whose probability ratio P_a(E) / P_b(E) (or
+the reverse: `direction`) is large AND well estimated, so that a fresh sample certifies it.
 
-Two families, chosen on the first batch of the search sample:
+Families, chosen on the first batch of the search sample (`Search`); when several apply, the best
+search score wins:
 
 - discrete outputs (at most MAX_DISTINCT distinct rows in the first batch, and outputs that
-  repeat: at most REPEATS of its rows distinct): the histogram. The distinct outputs are
-  sorted by their empirical ratio and the best prefix is taken: the events of the likelihood-ratio
-  test. Rows are compared through a 64-bit hash of their bytes (a collision among the few
-  thousand rows of a histogram has probability below 1e-12);
+  repeat: at most REPEATS of its rows distinct): the histogram. The distinct outputs are sorted
+  by a shrunk empirical ratio and the best prefix is taken: the events of the likelihood-ratio
+  test. Cross-fitted: batches alternate between two halves; the order and the prefix are chosen
+  on one half (at each pessimism level of CHOOSE_ALPHAS) and scored on the other, both ways
+  round, so that rare outputs' lucky counts do not make their own score. Rows are compared
+  through a 64-bit hash of their bytes (a collision among the few thousand rows of a histogram
+  has probability below 1e-12). With more than BOTH_DISTINCT distinct rows the classifier
+  competes too (many rare outputs: SVT6's bit vectors);
+- continuous outputs with sentinels (a coordinate mixing frequent values with continuous ones)
+  whose coarse cells are few (at most COARSE_DISTINCT in the first batch):
+  the coarse histogram, each coordinate's frequent values (sentinels such as -1000 / -2000) a
+  cell of their own and its other values binned at quantiles finer towards the tails
+  (`Coarsener`, BIN_QUANTILES): SVT3's "which query was above, and how far", NumericalSVT;
 - continuous or high-cardinality outputs: DP-Sniper's idea (Bichsel et al. 2021, IEEE S&P): a
   logistic regression p(a | y) (L2-regularised, L-BFGS, written here with numpy and scipy) trained
-  on the first batch, on the output coordinates standardised plus an indicator for each value that
-  repeats often in a coordinate (sentinels such as -1000 / -2000, a coordinate's discrete values),
-  and the event {score >= tau} (or <= tau the other way), tau chosen over the score quantiles of
-  the rest of the search sample.
+  on the first batch (`train_rows`: more rows for more coordinates), on the output coordinates
+  standardised plus an indicator for each value that repeats often in a coordinate (sentinels,
+  a coordinate's discrete values), and the event {score >= tau} (or <= tau the other way), tau
+  chosen over the score quantiles of the rest of the search sample.
 
-Every candidate is scored by `conservative_log_ratio`: the Clopper–Pearson bound of the log ratio
-as if on the search sample — or, with `n_target`, the bound it would get on a check sample of that
-size from the search sample's pessimistic (95 %) proportions — which penalises rare events (the
-role of DP-Sniper's c). The score only chooses; the certificate is computed on fresh draws
-(`certify`)."""
+Every candidate is scored by `conservative_log_ratio`: the bound it would get on a check sample
+of n_target draws per side, from the search sample's pessimistic proportions (Wilson bounds at a
+moderate level: no multiplicity correction — the score only chooses, the certificate is computed
+on fresh draws by `certify`, exactly) — which penalises rare events (the role of DP-Sniper's c).
+`reduce` / `merge` split a batch's work between a worker (the histogram counts, the scores) and
+the parent, in batch order."""
 
 from __future__ import annotations
 
@@ -30,16 +41,22 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.optimize import minimize
+from scipy.stats import norm
 
-from ddpbayes.engines.program import bounds
 
 MAX_DISTINCT = 2000  # at most this many distinct rows in the first batch: a histogram
 REPEATS = 0.2  # ... and at most this share of its rows (outputs repeat: not a continuous law on few draws)
-TRAIN_ROWS = 100_000  # rows per side the classifier is trained on (the first batch)
+TRAIN_ROWS = 100_000  # rows per side the classifier is trained on (the first batch) ...
+TRAIN_ROWS_PER_DIM = 20_000  # ... or this many per output coordinate if more (`train_rows`)
 FLAG_SHARE = 0.01  # a value taking at least this share of a coordinate gets its own indicator feature
 MAX_FLAGS = 8  # indicators per coordinate at most (the most frequent values)
-CANDIDATES = 4000  # thresholds tried: the score quantiles
-SEARCH_ALPHA = 0.05  # with n_target: the pessimistic proportions the projection starts from
+CANDIDATES = 4000  # thresholds tried: the score quantiles ...
+QUANTILE_ROWS = 500_000  # ... of a strided subsample of about this many scores
+COARSE_DISTINCT = 1000  # continuous outputs: a coarse histogram when its cells are this few
+BOTH_DISTINCT = 40  # discrete outputs with more distinct rows than this: the classifier too
+CHOOSE_ALPHAS = (0.05, 0.25, 0.5)  # with n_target: the pessimism levels candidates are chosen at (one each)
+SCORE_ALPHA = 0.25  # ... and the level a candidate is scored at on the other half
+CLASSIFIER_ALPHA = 0.05  # the classifier's thresholds: chosen and scored on all its batches at this level
 
 Draw = Callable[[int, np.random.Generator], np.ndarray]
 
@@ -179,26 +196,35 @@ class Threshold(Event):
 
 # ---------------------------------------------------------------------------------------------- scoring
 
+def _wilson(k, n, z, upper: bool):
+    """The Wilson score bound (z standard errors): a fast stand-in for Clopper–Pearson in the
+    search's scores (they only choose; the certificate uses the exact bounds)."""
+    p = k / n
+    centre = p + z * z / (2 * n)
+    half = z * np.sqrt(np.maximum(p * (1 - p), 0) / n + z * z / (4 * n * n))
+    out = (centre + half if upper else centre - half) / (1 + z * z / n)
+    return np.clip(out, 0.0, 1.0)
+
+
 def conservative_log_ratio(k_num, n_num, k_den, n_den, alpha: float, n_target: int | None = None,
-                           tries: int = 1):
-    """log of (Clopper–Pearson lower bound of the numerator's probability) / (upper bound of the
-    denominator's), each at level 1 - alpha: the certificate's value had these counts come from
-    the check sample. With `n_target`: the search proportions are first made pessimistic (the
-    SEARCH_ALPHA bounds) and the bound is the one a check sample of n_target draws per side would
-    give at those proportions. `tries`: how many candidates compete (their number divides the search
-    level, a Bonferroni guard against picking a rare event for its noise). -inf where the lower
-    bound is 0."""
+                           search_alpha: float = 0.05):
+    """log of (lower bound of the numerator's probability) / (upper bound of the denominator's),
+    each at level 1 - alpha: about the certificate's value had these counts come from the check
+    sample (Wilson bounds, close to Clopper–Pearson and much faster: a score only chooses). With
+    `n_target`: the search proportions are first made pessimistic (the bounds at level
+    1 - search_alpha; no multiplicity correction: the certificate's validity comes from the
+    fresh check sample alone) and the bound is the one a check sample of n_target draws per side
+    would give at those proportions. -inf where the lower bound is 0."""
     k_num, k_den = np.asarray(k_num, dtype=float), np.asarray(k_den, dtype=float)
     if n_target is not None:
-        p_num = bounds.lower(k_num, n_num, SEARCH_ALPHA / max(tries, 1))
-        p_den = bounds.upper(k_den, n_den, SEARCH_ALPHA / max(tries, 1))
+        zs = float(norm.isf(search_alpha))
+        p_num = _wilson(k_num, n_num, zs, False)
+        p_den = _wilson(k_den, n_den, zs, True)
         k_num, k_den, n_num, n_den = p_num * n_target, p_den * n_target, n_target, n_target
-        lo, hi = bounds.lower(k_num, n_num, alpha), bounds.upper(k_den, n_den, alpha)
-    else:
-        lo = bounds.lower(k_num, n_num, alpha / max(tries, 1))
-        hi = bounds.upper(k_den, n_den, alpha / max(tries, 1))
+    z = float(norm.isf(alpha))
+    lo, hi = _wilson(k_num, n_num, z, False), _wilson(k_den, n_den, z, True)
     with np.errstate(divide="ignore"):
-        return np.log(lo) - np.log(hi)
+        return np.where(k_num > 0, np.log(lo), -np.inf) - np.log(np.maximum(hi, 1e-300))
 
 
 @dataclass
@@ -217,48 +243,212 @@ class Found:
 
 # ---------------------------------------------------------------------------------------------- histogram
 
+def histogram_counts(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(keys, counts, rows) of the distinct rows of one batch: what `_Histogram.merge` adds."""
+    keys = row_keys(x)
+    uniq, first, inv = np.unique(keys, return_index=True, return_inverse=True)
+    return uniq, np.bincount(inv.ravel(), minlength=len(uniq)), x[first]
+
+
 class _Histogram:
-    """Counts of each distinct row under a and b, accumulated batch by batch."""
+    """Counts of each distinct row under a and b, accumulated batch by batch into two halves
+    (batches alternate between them, per side): the outputs are ordered on one half and the
+    prefix is chosen on the other (cross-fitting: a rare output's lucky count on one half does
+    not also make its score), both ways round, the better score kept."""
 
     def __init__(self):
         self.keys = np.zeros(0, dtype=np.uint64)
         self.rows = np.zeros((0, 0))
-        self.counts = np.zeros((0, 2), dtype=np.int64)
-        self.n = [0, 0]
+        self.counts = np.zeros((0, 2, 2), dtype=np.int64)  # (row, half, side)
+        self.n = np.zeros((2, 2), dtype=np.int64)  # (half, side)
+        self.batches = [0, 0]
+
+    def reduce(self, x: np.ndarray):
+        return histogram_counts(x)
 
     def add(self, x: np.ndarray, side: int) -> None:
-        keys = row_keys(x)
-        uniq, first, inv = np.unique(keys, return_index=True, return_inverse=True)
-        c = np.bincount(inv.ravel(), minlength=len(uniq))
+        self.merge(histogram_counts(x), side, len(x))
+
+    def merge(self, reduced, side: int, n: int) -> None:
+        uniq, c, rows = reduced
+        half = self.batches[side] % 2
+        self.batches[side] += 1
         if not len(self.keys):
-            self.rows = np.zeros((0, x.shape[1]))
+            self.rows = np.zeros((0, rows.shape[1]))
         allkeys = np.concatenate([self.keys, uniq])
         merged, idx, inv2 = np.unique(allkeys, return_index=True, return_inverse=True)
-        counts = np.zeros((len(merged), 2), dtype=np.int64)
+        counts = np.zeros((len(merged), 2, 2), dtype=np.int64)
         np.add.at(counts, inv2[:len(self.keys)], self.counts)
-        counts[inv2[len(self.keys):], side] += c
-        allrows = np.concatenate([self.rows, x[first]])
+        counts[inv2[len(self.keys):], half, side] += c
+        allrows = np.concatenate([self.rows, rows])
         self.keys, self.rows, self.counts = merged, allrows[idx], counts
-        self.n[side] += len(x)
+        self.n[half, side] += n
 
     def best(self, alpha: float, n_target: int | None) -> Found | None:
-        best = None
-        for direction, (num, den) in (("a", (0, 1)), ("b", (1, 0))):
-            cn, cd = self.counts[:, num], self.counts[:, den]
-            with np.errstate(divide="ignore", invalid="ignore"):
-                ratio = np.where(cd > 0, cn / np.maximum(cd, 1), np.inf)
-            order = np.lexsort((-cn, -ratio))
-            order = order[cn[order] > 0]
-            if not len(order):
+        """Cross-fitted (`cross_fit`): on the choosing half, the outputs sorted by a shrunk log
+        ratio (the counts each plus one half, pulled towards 0 by one standard error) and the
+        best prefix by the projected score at each of CHOOSE_ALPHAS; each such event scored on
+        the other half."""
+        def choose(half, level):
+            out = []
+            for direction, (num, den) in (("a", (0, 1)), ("b", (1, 0))):
+                on, od = self.counts[:, half, num], self.counts[:, half, den]
+                nn, nd = self.n[half, num], self.n[half, den]
+                pn, pd = (on + 0.5) / (nn + 1.0), (od + 0.5) / (nd + 1.0)
+                shrunk = np.log(pn / pd) - np.sqrt(1.0 / (on + 0.5) + 1.0 / (od + 0.5))
+                order = np.lexsort((-on, -shrunk))
+                order = order[on[order] > 0]
+                if not len(order):
+                    continue
+                kn, kd = np.cumsum(on[order]), np.cumsum(od[order])
+                s = conservative_log_ratio(kn, nn, kd, nd, alpha, n_target, level)
+                i = int(np.argmax(s))
+                out.append((float(s[i]), direction, order[:i + 1]))
+            return max(out, key=lambda o: o[0])[1:] if out else None
+
+        def score(half, choice):
+            direction, rows = choice
+            k = self.counts[rows, half, :].sum(axis=0)
+            num, den = (0, 1) if direction == "a" else (1, 0)
+            s = float(conservative_log_ratio(k[num], self.n[half, num], k[den], self.n[half, den], alpha, n_target,
+                                             SCORE_ALPHA))
+            return Found(RowSet(self.rows[rows]), direction, s, int(k[0]), int(k[1]), int(self.n[half, 0]),
+                         int(self.n[half, 1]))
+
+        return cross_fit(self.n, choose, score)
+
+
+def cross_fit(n: np.ndarray, choose, score) -> Found | None:
+    """The search's guard against chasing noise: candidates chosen on one half of the search
+    sample (`choose(half, level)` for each level of CHOOSE_ALPHAS) and scored on the other
+    (`score(half, choice)`), both ways round; the best score wins. With one half only (a tiny
+    search), chosen and scored on it."""
+    pairs = ((0, 1), (1, 0)) if n[1].min() > 0 else ((0, 0),)
+    best = None
+    for pick, judge in pairs:
+        seen = []
+        for level in CHOOSE_ALPHAS:
+            choice = choose(pick, level)
+            if choice is None or any(_same(choice, c) for c in seen):
                 continue
-            kn, kd = np.cumsum(cn[order]), np.cumsum(cd[order])
-            s = conservative_log_ratio(kn, self.n[num], kd, self.n[den], alpha, n_target, 2 * len(self.keys))
-            i = int(np.argmax(s))
-            if best is None or s[i] > best.score:
-                ka, kb = (kn[i], kd[i]) if direction == "a" else (kd[i], kn[i])
-                best = Found(RowSet(self.rows[order[:i + 1]]), direction, float(s[i]), int(ka), int(kb),
-                             self.n[0], self.n[1])
-        return best
+            seen.append(choice)
+            found = score(judge, choice)
+            if best is None or found.score > best.score:
+                best = found
+    return best
+
+
+def _same(x, y) -> bool:
+    return all(np.array_equal(u, v) if isinstance(u, np.ndarray) else u == v for u, v in zip(x, y))
+
+
+# ---------------------------------------------------------------------------------------------- coarse histogram
+
+BIN_QUANTILES = {  # the bin edges of a continuous coordinate, as quantiles: finer towards the tails
+    16: (0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.65, 0.8, 0.9, 0.95, 0.98, 0.99, 0.995),
+    8: (0.01, 0.05, 0.2, 0.5, 0.8, 0.95, 0.99),
+    4: (0.05, 0.5, 0.95),
+    2: (0.5,),
+}
+
+
+@dataclass
+class Coarsener:
+    """Each output coordinate mapped to a code: its frequent values (sentinels, discrete values;
+    `Features`' flags) each their own code, the other values their bin among `edges` (a
+    coordinate's quantiles on the first batch). Picklable."""
+
+    flags: list  # per coordinate: the flagged values (array)
+    edges: list  # per coordinate: the bin edges of the other values (array, maybe empty)
+
+    @classmethod
+    def fit(cls, x: np.ndarray, bins: int) -> Coarsener:
+        feats = Features.fit(x)
+        flags, edges = [], []
+        for j in range(x.shape[1]):
+            fl = np.array(sorted(v for jj, v in feats.flags if jj == j))
+            rest = x[~np.isin(x[:, j], fl), j]
+            rest = rest[np.isfinite(rest)]
+            e = np.unique(np.quantile(rest, BIN_QUANTILES[bins])) if len(rest) > 1 else np.zeros(0)
+            flags.append(fl)
+            edges.append(e)
+        return cls(flags, edges)
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        out = np.empty(x.shape)
+        for j, (fl, e) in enumerate(zip(self.flags, self.edges)):
+            col = x[:, j]
+            code = np.searchsorted(e, col, "right").astype(float)
+            for i, v in enumerate(fl):
+                code[col == v] = -1.0 - i
+            out[:, j] = code
+        return out
+
+    def describe_row(self, row: np.ndarray) -> str:
+        parts = []
+        for j, c in enumerate(row):
+            fl, e = self.flags[j], self.edges[j]
+            if c < 0:
+                parts.append(_fmt_value(fl[int(-c - 1)]))
+            else:
+                lo = "-inf" if c == 0 else f"{e[int(c) - 1]:.4g}"
+                hi = "inf" if c >= len(e) else f"{e[int(c)]:.4g}"
+                parts.append(f"[{lo},{hi})")
+        return parts[0] if len(parts) == 1 else "(" + ", ".join(parts) + ")"
+
+
+@dataclass
+class CoarseSet(Event):
+    """Outputs whose coarse codes (`Coarsener`) are one of `codes`."""
+
+    coarsener: Coarsener
+    codes: RowSet
+
+    def contains(self, outputs: np.ndarray) -> np.ndarray:
+        return self.codes.contains(self.coarsener(np.asarray(outputs, dtype=float)))
+
+    def describe(self) -> str:
+        rows = self.codes.rows
+        shown = ", ".join(self.coarsener.describe_row(r) for r in rows[:4])
+        more = f", ... ({len(rows)} cells)" if len(rows) > 4 else ""
+        return f"output in the cells {{{shown}{more}}}"
+
+
+class _CoarseHistogram(_Histogram):
+    """The histogram of the outputs' coarse codes: for continuous outputs with sentinels or few
+    coordinates (SVT variants returning a noisy value), where which coordinates are set matters."""
+
+    def __init__(self, coarsener: Coarsener):
+        super().__init__()
+        self.coarsener = coarsener
+
+    def add(self, x: np.ndarray, side: int) -> None:
+        super().add(self.coarsener(x), side)
+
+    def best(self, alpha: float, n_target: int | None) -> Found | None:
+        found = super().best(alpha, n_target)
+        if found is not None:
+            found.event = CoarseSet(self.coarsener, found.event)
+        return found
+
+
+def coarse_family(a: np.ndarray, b: np.ndarray) -> _CoarseHistogram | None:
+    """The coarse histogram with the most bins (16, 8, 4, 2) whose first batch has at most
+    COARSE_DISTINCT distinct cells, or None; only for outputs where some coordinate mixes
+    sentinels (frequent values) with continuous ones (elsewhere its many small cells chase noise
+    where the classifier's single threshold does not)."""
+    x = np.concatenate([a, b])
+    probe = Coarsener.fit(x, 2)
+    if not any(len(fl) and len(e) for fl, e in zip(probe.flags, probe.edges)):
+        return None  # no coordinate mixes sentinels with continuous values: the classifier's case
+    for bins in sorted(BIN_QUANTILES, reverse=True):
+        c = Coarsener.fit(x, bins)
+        if len(np.unique(row_keys(c(x)))) <= COARSE_DISTINCT:
+            fam = _CoarseHistogram(c)
+            fam.add(a, 0)
+            fam.add(b, 1)
+            return fam
+    return None
 
 
 # ---------------------------------------------------------------------------------------------- classifier
@@ -280,28 +470,54 @@ def logistic_fit(x: np.ndarray, y: np.ndarray, l2: float = 1e-3) -> tuple[np.nda
     return res.x[:p], float(res.x[p])
 
 
+@dataclass
+class Scorer:
+    """The trained logistic score: picklable (a worker scores its own batches)."""
+
+    features: Features
+    weights: np.ndarray
+    bias: float
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        return self.features(x) @ self.weights + self.bias
+
+
 class _Classifier:
     """The logistic score trained on the first batch; scores of the later batches kept per side."""
 
     def __init__(self, a: np.ndarray, b: np.ndarray):
         x = np.concatenate([a, b])
-        self.features = Features.fit(x)
-        f = self.features(x)
+        features = Features.fit(x)
+        f = features(x)
         y = np.concatenate([np.ones(len(a)), np.zeros(len(b))])
-        self.weights, self.bias = logistic_fit(f, y)
-        self.scores: list[list[np.ndarray]] = [[], []]
+        weights, bias = logistic_fit(f, y, l2=1e-3 / max(1.0, len(x) / 2e5))
+        self.scorer = Scorer(features, weights, bias)
+        self.features, self.weights, self.bias = features, weights, bias
+        self.scores: list[list[list[np.ndarray]]] = [[[], []], [[], []]]  # [half][side]
+        self.batches = [0, 0]
+
+    def reduce(self, x: np.ndarray):
+        return self.scorer(x)
 
     def add(self, x: np.ndarray, side: int) -> None:
-        self.scores[side].append(self.features(x) @ self.weights + self.bias)
+        self.merge(self.scorer(x), side, len(x))
+
+    def merge(self, reduced, side: int, n: int) -> None:
+        self.scores[self.batches[side] % 2][side].append(reduced)
+        self.batches[side] += 1
 
     def best(self, alpha: float, n_target: int | None) -> Found | None:
-        sa, sb = (np.sort(np.concatenate(s)) if s else np.zeros(0) for s in self.scores)
+        """The threshold (among the score quantiles) and direction with the best projected score
+        at level CLASSIFIER_ALPHA on all the scored batches (the training batch apart)."""
+        sa, sb = (np.sort(np.concatenate([x for h in self.scores for x in h[side]])) if self.batches[side] else np.zeros(0)
+                  for side in (0, 1))
         if not len(sa) or not len(sb):
             return None
         both = np.concatenate([sa, sb])
-        cand = np.unique(both)
+        step = max(1, len(both) // QUANTILE_ROWS)  # the candidates from a strided subsample: fast
+        cand = np.unique(both[::step])
         if len(cand) > CANDIDATES:
-            cand = np.unique(np.quantile(both, quantile_grid(len(both))))
+            cand = np.unique(np.quantile(both[::step], quantile_grid(len(both[::step]))))
         ge_a = len(sa) - np.searchsorted(sa, cand, "left")
         ge_b = len(sb) - np.searchsorted(sb, cand, "left")
         le_a = np.searchsorted(sa, cand, "right")
@@ -311,7 +527,7 @@ class _Classifier:
                                                  ("b", False, le_b, le_a, len(sb), len(sa)),
                                                  ("b", True, ge_b, ge_a, len(sb), len(sa)),
                                                  ("a", False, le_a, le_b, len(sa), len(sb))):
-            s = conservative_log_ratio(kn, nn, kd, nd, alpha, n_target, 4 * len(cand))
+            s = conservative_log_ratio(kn, nn, kd, nd, alpha, n_target, CLASSIFIER_ALPHA)
             i = int(np.argmax(s))
             if best is None or s[i] > best.score:
                 ka, kb = (kn[i], kd[i]) if direction == "a" else (kd[i], kn[i])
@@ -335,28 +551,70 @@ def batch_rows(d: int, limit: int = 1_000_000) -> int:
 
 
 class Search:
-    """The event search fed batch by batch: the first batch of each side decides the family (and
-    trains the classifier, whose batch then does not count for the threshold); `best()` returns
-    the best event found so far."""
+    """The event search fed batch by batch: the first batch of each side decides the families
+    (and trains the classifier, whose batch then does not count for the threshold); `best()`
+    returns the best event found so far. Discrete outputs get the histogram; when they have more
+    than BOTH_DISTINCT distinct rows (many outputs, each rare: the histogram's ratios are noisy)
+    the classifier too, and the better search score wins. `reduce(batch)` is the picklable part
+    a worker computes, `merge` adds it (in batch order: the same result for any number of
+    workers)."""
 
     def __init__(self, first_a: np.ndarray, first_b: np.ndarray):
         rows = np.unique(row_keys(np.concatenate([first_a, first_b])))
+        self.families: list = []
         if len(rows) <= min(MAX_DISTINCT, REPEATS * (len(first_a) + len(first_b))):
-            self.family = _Histogram()
-            self.family.add(first_a, 0)
-            self.family.add(first_b, 1)
-        else:
-            self.family = _Classifier(first_a, first_b)
+            hist = _Histogram()
+            hist.add(first_a, 0)
+            hist.add(first_b, 1)
+            self.families.append(hist)
+        if not self.families:
+            coarse = coarse_family(first_a, first_b)
+            if coarse is not None:
+                self.families.append(coarse)
+        if not self.families or len(rows) > BOTH_DISTINCT:
+            self.families.append(_Classifier(first_a, first_b))
+
+    @property
+    def family(self):
+        return self.families[0]
 
     @property
     def discrete(self) -> bool:
-        return isinstance(self.family, _Histogram)
+        return type(self.families[0]) is _Histogram
+
+    @property
+    def reducer(self) -> Reducer:
+        return Reducer([f.scorer if isinstance(f, _Classifier) else getattr(f, "coarsener", None)
+                        for f in self.families])
 
     def add(self, x: np.ndarray, side: int) -> None:
-        self.family.add(x, side)
+        self.merge(self.reducer(x), side, len(x))
+
+    def merge(self, reduced, side: int, n: int) -> None:
+        for f, r in zip(self.families, reduced):
+            f.merge(r, side, n)
 
     def best(self, alpha: float, n_target: int | None = None) -> Found | None:
-        return self.family.best(alpha, n_target)
+        found = [f.best(alpha, n_target) for f in self.families]
+        found = [f for f in found if f is not None]
+        return max(found, key=lambda f: f.score) if found else None
+
+
+@dataclass
+class Reducer:
+    """What a worker computes of a batch for the search: per family, the histogram counts (None:
+    of the rows; a Coarsener: of their codes) or the classifier's scores (a Scorer)."""
+
+    scorers: list
+
+    def __call__(self, x: np.ndarray) -> list:
+        return [histogram_counts(x) if s is None else histogram_counts(s(x)) if isinstance(s, Coarsener) else s(x)
+                for s in self.scorers]
+
+
+def train_rows(d: int) -> int:
+    """Rows per side of the first batch (the classifier's training set) for d output coordinates."""
+    return max(TRAIN_ROWS, TRAIN_ROWS_PER_DIM * d)
 
 
 def find_event(a: np.ndarray, b: np.ndarray, *, alpha: float = 0.05, n_target: int | None = None) -> Found | None:
@@ -365,14 +623,10 @@ def find_event(a: np.ndarray, b: np.ndarray, *, alpha: float = 0.05, n_target: i
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     first = min(TRAIN_ROWS, len(a) // 2, len(b) // 2)
     search = Search(a[:first], b[:first])
-    if search.discrete:
-        search.add(a[first:], 0)
-        search.add(b[first:], 1)
-    else:
-        for lo in range(first, max(len(a), len(b)), batch_rows(a.shape[1])):
-            hi = lo + batch_rows(a.shape[1])
-            if lo < len(a):
-                search.add(a[lo:hi], 0)
-            if lo < len(b):
-                search.add(b[lo:hi], 1)
+    for lo in range(first, max(len(a), len(b)), batch_rows(a.shape[1])):
+        hi = lo + batch_rows(a.shape[1])
+        if lo < len(a):
+            search.add(a[lo:hi], 0)
+        if lo < len(b):
+            search.add(b[lo:hi], 1)
     return search.best(alpha, n_target)
