@@ -117,8 +117,10 @@ def _summary(v: MechanismsView) -> Section:
                      f"{c.seconds:.2f} s"])
     return Section("Summary", "summary", [
         Para("Each row audits one mechanism releasing one query on one dependence model. The nominal ε is the "
-             "mechanism's classic DP level (`--notion dp`: its textbook ε at the query's sensitivity, model-free; "
-             "where it is only an upper bound, section Each mechanism says why). Every other column is the exact "
+             "mechanism's classic DP leakage (`--notion dp`, model-free: the largest log-ratio over every value of "
+             "the other records, computed exactly over the finite domains; the textbook ε where the domains are "
+             "too large, section Each mechanism says why). It can be below the ε the case is set with, which "
+             "the textbook states for the worst neighbouring answers any query could give. Every other column is the exact "
              "leakage under that notion on the model (the worst target; the ratio to the nominal ε in "
              "parentheses): what an adversary who knows how the records depend learns about one record from the "
              "output. Above ×1 the model lets the output say more about a record than the classic level counts; "
@@ -128,8 +130,8 @@ def _summary(v: MechanismsView) -> Section:
                "engine", "time"], rows,
               caption="Leakages in nats, exact (the exact or structured engine; integrals to 1e-12, DESIGN §5.2). "
                       "\"worst / ε set\": the worst leakage over the ε the case sets, where that differs from the "
-                      "nominal ε (the dp row reads some bounds at the query's L1 sensitivity, or grows with the "
-                      "number of queries). "
+                      "nominal ε (the exact classic leakage on these domains is below the textbook level, or "
+                      "grows with the number of queries). "
                       "\"not run\": the case does not ask for that notion (the section Each mechanism says why)."),
     ])
 
