@@ -34,6 +34,14 @@ def answer_count(query: Query, domains: Sequence[Domain]) -> int:
         return int(np.atleast_2d(query.values(row)).shape[1])
 
 
+def domain_states(domains: Sequence[Domain]) -> np.ndarray | None:
+    """Every combination of the tuples' values (states, n), or None when a domain is not finite or the product
+    has more than ENUMERATED states."""
+    if not all(isinstance(d, Finite) for d in domains) or math.prod(len(d.values) for d in domains) > ENUMERATED:
+        return None
+    return np.array(list(itertools.product(*[d.values for d in domains])), dtype=float)
+
+
 def integer_range(query: Query, domains: Sequence[Domain]) -> tuple[float, float] | None:
     """(lowest, highest) value of a scalar integer query, None when the query is not one: read off the weights
     of a linear query with integer weights on integer-valued finite tuples, else (an expr:/fn: query) from its
@@ -46,9 +54,9 @@ def integer_range(query: Query, domains: Sequence[Domain]) -> tuple[float, float
             return None
         ends = np.array([[min(d.values), max(d.values)] for d in domains], dtype=float) * np.asarray(w)[:, None]
         return float(ends.min(axis=1).sum()), float(ends.max(axis=1).sum())
-    if math.prod(len(d.values) for d in domains) > ENUMERATED:
+    states = domain_states(domains)
+    if states is None:
         return None
-    states = np.array(list(itertools.product(*[d.values for d in domains])), dtype=float)
     with np.errstate(all="ignore"):
         q = np.asarray(query.values(states), dtype=float)
     if q.ndim != 2 or q.shape[1] != 1 or not np.all(np.isfinite(q)) or np.any(q != np.round(q)):
@@ -186,9 +194,9 @@ def classic_leakage(mech: Mechanism, query: Query, k: int, domains: Sequence[Dom
     """max over x_{-k} in the product of the other domains, t ≠ t' in tuple k's and outputs y of
     |log p(y | q(t, x_{-k})) − log p(y | q(t', x_{-k}))|: classic DP's leakage for tuple k, exactly; None when
     a domain is not finite or the product has more than ENUMERATED states."""
-    if not all(isinstance(d, Finite) for d in domains) or math.prod(len(d.values) for d in domains) > ENUMERATED:
+    states = domain_states(domains)
+    if states is None:
         return None
-    states = np.array(list(itertools.product(*[d.values for d in domains])), dtype=float)
     with np.errstate(all="ignore"):
         q = np.asarray(query.values(states), dtype=float)
     answers, row = np.unique(q, axis=0, return_inverse=True)

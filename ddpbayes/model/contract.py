@@ -29,6 +29,11 @@ class TupleSlot:
     rv: object
     index: int | None
 
+    @property
+    def expr(self):
+        """The tuple's value as a graph: the variable, or its element `index`."""
+        return self.rv if self.index is None else self.rv[self.index]
+
 
 class DependenceModel:
     """Tuples X_0..X_{n-1} whose joint law is a PyMC model; other free variables are latent.

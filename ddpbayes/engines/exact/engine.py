@@ -19,7 +19,7 @@ from scipy import special
 
 from ddpbayes.engines.base import AdversaryLeakage, Curve, DependenceProfile, Engine, Mixtures, Witness
 from ddpbayes.engines.curves import check_drawable, mixture_curve
-from ddpbayes.engines.exact.grouping import cell_weights, grouping
+from ddpbayes.engines.exact.grouping import answer_rows, grouping, weight_table
 from ddpbayes.engines.exact.joint import JointTable, joint_table, oversized_reason, unsupported_reason
 from ddpbayes.engines.exact.mixtures import exact_mixtures
 from ddpbayes.engines.exact.profile import dependence_profile
@@ -154,9 +154,7 @@ def _adversary_leakage(adv: Adversary, table: JointTable, out: _Outputs, limit: 
         for a, c in enumerate(active):
             log_k += out.log_kernel[c][points[a]][:, row_levels[:, a]].T
 
-    log_w = np.full((n_groups, n_t, n_rows), -np.inf)
-    cells, weights = cell_weights(grouped, table, adv.target)
-    log_w.reshape(-1)[cells] = weights
+    log_w = weight_table(grouped, table, adv.target)
     log_pt = logsumexp(log_w, axis=2)  # log P(t, x_K)
 
     best = (-1.0, 0, 0, 0, 0)  # value, group, grid point, t, t'
@@ -190,10 +188,8 @@ def _continuous_leakage(adv: Adversary, table: JointTable, out: _Outputs, limit:
     grouped = grouping(adv, table, out.levels, out.level_of, every=True)
     n_t = len(table.values[adv.target])
     _check_weights(adv, grouped.n_groups, n_t, grouped.n_rows, limit)
-    answers = np.stack([out.levels[c][grouped.row_levels[:, a]] for a, c in enumerate(grouped.active)], axis=1)
-    log_w = np.full((grouped.n_groups, n_t, grouped.n_rows), -np.inf)
-    cells, weights = cell_weights(grouped, table, adv.target)
-    log_w.reshape(-1)[cells] = weights
+    answers = answer_rows(grouped, out.levels)
+    log_w = weight_table(grouped, table, adv.target)
     log_pt = logsumexp(log_w, axis=2)
     best = (-1.0, 0, 0, 0, ())
     for g in range(grouped.n_groups):
@@ -214,7 +210,7 @@ def _continuous_leakage(adv: Adversary, table: JointTable, out: _Outputs, limit:
 def _joint_kernel(adv: Adversary, out: _Outputs, grouped, limit: int) -> tuple[np.ndarray, np.ndarray]:
     """A joint output law (report-noisy-max, sparse vector, ...; DESIGN §5.2): the outputs (G, d) on which the sup
     is attained for the distinct answer vectors of the rows, and log p(y_g | answers_r) as (rows, G)."""
-    answers = np.stack([out.levels[c][grouped.row_levels[:, a]] for a, c in enumerate(grouped.active)], axis=1)
+    answers = answer_rows(grouped, out.levels)
     mechanism = out.joint
     n_outputs = mechanism.output_count(answers)
     check_states(grouped.n_rows * n_outputs, f"the {mechanism.kind} law for {adv} ({grouped.n_rows:,} answer vectors "
@@ -239,9 +235,7 @@ def _profile_leakage(adv: Adversary, table: JointTable, out: _Outputs, mechanism
                          "computed (release one coordinate, or a jointly Gaussian model on the gaussian engine)")
     n_t = len(table.values[adv.target])
     _check_weights(adv, grouped.n_groups, n_t, grouped.n_rows, limit)
-    log_w = np.full((grouped.n_groups, n_t, grouped.n_rows), -np.inf)
-    cells, weights = cell_weights(grouped, table, adv.target)
-    log_w.reshape(-1)[cells] = weights
+    log_w = weight_table(grouped, table, adv.target)
     found = None
     if grouped.active:
         c = grouped.active[0]

@@ -57,3 +57,19 @@ def cell_weights(g: Grouping, table: JointTable, target: int) -> tuple[np.ndarra
     order = np.argsort(cell, kind="stable")
     cells, starts = np.unique(cell[order], return_index=True)
     return cells, np.logaddexp.reduceat(table.logp[order], starts)
+
+
+def weight_table(g: Grouping, table: JointTable, target: int) -> np.ndarray:
+    """log P(x_K, X_i = t, row) as a dense (groups, t, rows) array, −inf for the empty cells (the caller has
+    checked its size against the state limit)."""
+    log_w = np.full((g.n_groups, len(table.values[target]), g.n_rows), -np.inf)
+    cells, weights = cell_weights(g, table, target)
+    log_w.reshape(-1)[cells] = weights
+    return log_w
+
+
+def answer_rows(g: Grouping, levels: list[np.ndarray]) -> np.ndarray:
+    """Each row's values of the active output coordinates, (rows, len(active)): the answer vectors a joint
+    output law is given (DESIGN §5.2)."""
+    return np.stack([levels[c][g.row_levels[:, a]] for a, c in enumerate(g.active)], axis=1)
+

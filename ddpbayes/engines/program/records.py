@@ -152,10 +152,7 @@ class ForwardRecords(Records):
 
     def __init__(self, problem: Problem):
         self.problem = problem
-        self.draw = prior_sampler(problem.model)
-
-    def _prior(self, n: int, rng: np.random.Generator) -> np.ndarray:
-        return self.draw(n, rng)
+        self._prior = prior_sampler(problem.model)  # draw(n, rng) -> (n, tuples)
 
     def candidate(self, adv: Adversary) -> Candidate | None:
         """The most frequent x_K among PILOT prior draws with two target values, and its two most frequent ones."""
@@ -217,7 +214,7 @@ def prior_sampler(model):
     rvs = model.model.basic_RVs
     roots = {rv for rv in rvs if not any(a in set(rvs) for a in ancestors(rv.owner.inputs))}
     n = pt.iscalar("draws")
-    exprs = [s.rv if s.index is None else s.rv[s.index] for s in model.slots]
+    exprs = [s.expr for s in model.slots]
     try:
         batched = vectorize_graph(exprs, replace={rv: change_dist_size(rv, (n,), expand=True) for rv in roots})
         fn = compile_pymc([n], batched, random_seed=0)

@@ -221,13 +221,8 @@ def _known_values(model: DependenceModel, adv: Adversary, settings: RunSettings)
     doms = [model.domains[k] for k in known]
     if all(isinstance(d, Finite) for d in doms) and math.prod(len(d.values) for d in doms) <= MAX_KNOWN_COMBINATIONS:
         return [dict(zip(known, combo)) for combo in itertools.product(*[d.values for d in doms])]
-    draws = pm.draw([_slot_expr(model, k) for k in known], draws=KNOWN_DRAWS, random_seed=settings.seed)
+    draws = pm.draw([model.slots[k].expr for k in known], draws=KNOWN_DRAWS, random_seed=settings.seed)
     return [{k: float(np.asarray(d)[j]) for k, d in zip(known, draws)} for j in range(KNOWN_DRAWS)]
-
-
-def _slot_expr(model: DependenceModel, k: int):
-    s = model.slots[k]
-    return s.rv if s.index is None else s.rv[s.index]
 
 
 def _draw_all(model: DependenceModel, plans: list, settings: RunSettings) -> None:
