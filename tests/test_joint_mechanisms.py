@@ -305,3 +305,26 @@ def test_classic_dp_of_a_joint_law_is_exact_on_finite_domains(kind, query, noise
                     d = la - lb
                 best = max(best, float(np.max(np.where(np.isnan(d), -np.inf, d))))
         assert result.per_target[i] == pytest.approx(best, abs=1e-9)
+
+
+def test_shipped_household_report_cases_against_the_household_joint():
+    """Two cases of reports/mechanisms_under_dependence on the household (n = 6), from the household's joint written
+    in tests/bruteforce.py: the truncated geometric on the count (ε = 1, counts 0..6) and the exponential mechanism
+    choosing between the healthy and infected counts (histogram bins, scale 2Δ/ε = 2)."""
+    from pathlib import Path
+
+    from bruteforce import household_joint
+
+    from ddpbayes import load_model
+
+    model = load_model(Path(__file__).resolve().parent.parent / "models" / "household.py", {"n": 6})
+    joint = household_joint(6)
+    geometric = audit(model, "count", "truncated_geometric", "idp", epsilon=1.0, params={"n": "6"}, information=None)
+    law = lambda a: folded_geometric(1.0, 6, np.array([a]))[:, 0]  # noqa: E731
+    expected = brute_leak(joint, sum, law, 0, ())
+    assert geometric.leakage == pytest.approx(expected, abs=1e-9) and expected == pytest.approx(3.13, abs=0.005)
+    choice = audit(model, "histogram:-0.5,0.5,1.5", "exponential", "idp", epsilon=1.0, params={"sensitivity": "1"},
+                   information=None)
+    answer = lambda x: (6 - sum(x), sum(x))  # noqa: E731  (the healthy and the infected count)
+    expected = brute_leak(joint, answer, softmax_law(1.0), 0, ())
+    assert choice.leakage == pytest.approx(expected, abs=1e-9) and expected == pytest.approx(1.636, abs=0.0005)
