@@ -52,7 +52,8 @@ def check_states(size: int, what: str, unit: str = "states", limit: int | None =
     if size > limit:
         raise InputError(f"{what} has {count_text(size)} {unit}, over the limit of {count_text(limit)} "
                          f"(raise --max-states{advice})")
-    check_memory(size * bytes_per, what, f"{count_text(size)} {unit}")
+    if size * bytes_per > FITS_ANYWHERE:
+        check_memory(size * bytes_per, what, f"{count_text(size)} {unit}")
 
 
 def count_text(n: int) -> str:

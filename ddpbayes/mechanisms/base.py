@@ -112,6 +112,11 @@ class Mechanism(ABC):
         coordinate, unless releases with different noise are released together (composition)."""
         return self
 
+    def mixture_cells(self, levels: int) -> int:
+        """The cells `log_mixtures` builds per row of weights on `levels` query values (dense: the kernel's
+        grid times the levels), which engines batching rows keep under --max-states."""
+        return self.grid_size(levels) * levels
+
     def log_mixtures(self, logw: np.ndarray, q: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray]:
         """log Σ_s w_t(s) p(y | q_s) for every row t of the log-weights `logw` (T, m) at every y
         of `log_kernel`'s grid: (grid (G,), (T, G)), up to the same constant per y. Dense here

@@ -233,21 +233,21 @@ def _leakage_for_known_set(known: frozenset[int], adversaries: list[Adversary], 
     moving = [np.zeros_like(c) if k in known and k not in relevant else c for k, c in enumerate(contribution)]
     best: dict[Adversary, tuple] = {}
     profiles: dict[Adversary, tuple] = {}
+    root = adversaries[0].target if len(adversaries) == 1 else None  # one target: the upward pass alone
     for codes in itertools.product(*[range(graph.sizes[k]) for k in order]):
         clamped = dict(zip(order, codes))
-        calibration = calibrate(graph, moving, clamped, limit)
+        calibration = calibrate(graph, moving, clamped, limit, root)
         shift = sum(int(contribution[k][c]) for k, c in clamped.items())
         mixtures = []
         for adv in adversaries:
             weights = _mixture(calibration.marginal(adv.target), contribution[adv.target], shift)
-            if weights is None:  # P(x_R) = 0
-                continue
-            if mechanism.profile:
+            if weights is not None:  # else P(x_R) = 0
                 mixtures.append((adv, weights))
-                continue
-            found = _sup(*weights, mechanism, limit)
-            if adv not in best or found[0] > best[adv][0]:
-                best[adv] = (*found, clamped)
+        if not mechanism.profile:
+            for (adv, _), found in zip(mixtures, _sups([w for _, w in mixtures], mechanism, limit)):
+                if adv not in best or found[0] > best[adv][0]:
+                    best[adv] = (*found, clamped)
+            mixtures = []
         if mixtures:  # (ε, δ) noise: every target's pairs at once (engines.hockey; DESIGN §3.5)
             for (adv, weights), found in zip(mixtures, _profiles_together(mixtures, mechanism)):
                 _add_profile(profiles, adv, found, clamped, weights[0])
@@ -344,7 +344,39 @@ def _mixture(pot: Potential, target: np.ndarray, shift: int) -> tuple[np.ndarray
     alive = np.flatnonzero(np.any(logw > -np.inf, axis=0))
     if alive.size == 0:
         return None
-    return logw[:, alive], (pot.offset + low + shift + alive).astype(float)
+    return np.ascontiguousarray(logw[:, alive]), (pot.offset + low + shift + alive).astype(float)
+
+
+def _sups(mixtures: list[tuple[np.ndarray, np.ndarray]], mechanism: Mechanism,
+          limit: int) -> list[tuple[float, int, int, tuple[float, ...]]]:
+    """`_sup` of each (log-weights, levels), the mixtures on equal levels with as many possible values of t
+    evaluated together: one `log_mixtures` call for many targets (rows kept under `limit` cells per call)."""
+    out: list = [None] * len(mixtures)
+    groups: dict[tuple, list[tuple[int, np.ndarray, np.ndarray]]] = {}
+    for k, (logw, levels) in enumerate(mixtures):
+        log_pt = logsumexp(logw, axis=1)
+        possible = np.flatnonzero(log_pt > -np.inf)
+        if possible.size < 2 or mechanism.joint:
+            out[k] = _sup(logw, levels, mechanism, limit)
+        else:
+            groups.setdefault((levels.tobytes(), possible.size), []).append((k, possible, log_pt[possible]))
+    for (_, size), members in groups.items():
+        levels = mixtures[members[0][0]][1]
+        per_call = max(1, limit // (mechanism.mixture_cells(len(levels)) * size))
+        for start in range(0, len(members), per_call):
+            chunk = members[start:start + per_call]
+            rows = np.concatenate([mixtures[k][0][possible] for k, possible, _ in chunk])
+            grid, log_l = mechanism.log_mixtures(rows, levels, limit)
+            log_l = log_l.reshape(len(chunk), size, -1) - np.stack([lp for _, _, lp in chunk])[:, :, None]
+            with np.errstate(invalid="ignore"):
+                ratio = log_l.max(axis=1) - log_l.min(axis=1)  # (targets, y)
+            ratio[np.isnan(ratio)] = -np.inf  # an output no possible t gives (a joint law's zeros)
+            best = ratio.argmax(axis=1)
+            for c, (k, possible, _) in enumerate(chunk):
+                g, column = int(best[c]), log_l[c, :, best[c]]
+                y = tuple(float(v) for v in np.atleast_1d(grid[g]))
+                out[k] = (float(ratio[c, g]), int(possible[column.argmax()]), int(possible[column.argmin()]), y)
+    return out
 
 
 def _sup(logw: np.ndarray, levels: np.ndarray, mechanism: Mechanism,

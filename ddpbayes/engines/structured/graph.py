@@ -95,28 +95,35 @@ def _build(model: DependenceModel, limit: int, nodes: int | None) -> FactorGraph
 QUADRATURE_START = 16  # nodes per continuous latent in the first rule; the engine doubles them until the leakage settles
 
 
-def tree(graph: FactorGraph, clamped: frozenset[int]) -> Tree:
-    """The elimination tree of the slots not in `clamped` (cached per clamped set)."""
-    if clamped not in graph.trees:
+def tree(graph: FactorGraph, clamped: frozenset[int], root: int | None = None) -> Tree:
+    """The elimination tree of the slots not in `clamped`, rooted at `root` when given (eliminated last, so
+    its law needs the upward pass alone: variable elimination for one query); cached."""
+    key = (clamped, root)
+    if key not in graph.trees:
         scopes = [tuple(v for v in p.scope if v not in clamped) for p in graph.factors]
-        free = [v for v in range(graph.slots) if v not in clamped]
-        graph.trees[clamped] = elimination_tree(*elimination_order(scopes, free))
-    return graph.trees[clamped]
+        free = [v for v in range(graph.slots) if v not in clamped and v != root]
+        order, separators = elimination_order(scopes, free)
+        if root is not None:
+            order, separators = [*order, root], {**separators, root: ()}
+        graph.trees[key] = elimination_tree(order, separators)
+    return graph.trees[key]
 
 
 def calibrate(graph: FactorGraph, contribution: list[np.ndarray], clamped: Mapping[int, int],
-              limit: int) -> Calibration:
-    """The factors with `clamped` slots fixed, ready to give each free slot's law with the partial sum."""
-    return Calibration(tree(graph, frozenset(clamped)), graph.factors, graph.sizes, contribution, clamped, limit)
+              limit: int, root: int | None = None) -> Calibration:
+    """The factors with `clamped` slots fixed, ready to give each free slot's law with the partial sum (the
+    elimination tree rooted at `root` when given: the cheapest for that slot's law alone)."""
+    return Calibration(tree(graph, frozenset(clamped), root), graph.factors, graph.sizes, contribution, clamped,
+                       limit)
 
 
 def elimination_order(scopes: list[tuple[int, ...]], drop: list[int]) -> tuple[list[int], dict[int, tuple[int, ...]]]:
     """A greedy min-fill order of the slots `drop` (ties: fewest neighbours, then lowest slot), and
-    each slot's neighbours when it is eliminated. Fill is counted only for slots of at most
+    each slot's neighbours when it is eliminated (slots of the scopes not in `drop` are never eliminated). Fill is counted only for slots of at most
     `_FILL_DEGREE` neighbours (eliminating a busier slot makes a table too large to build anyway);
     the others rank by degree after them. A heap with lazy deletion keeps it O(n log n) on
     graphs of bounded degree; when an elimination adds no edge only its neighbours' keys change."""
-    nbrs: dict[int, set[int]] = {v: set() for v in drop}
+    nbrs: dict[int, set[int]] = {v: set() for scope in scopes for v in scope} | {v: set() for v in drop}
     for scope in scopes:
         for v in scope:
             nbrs[v].update(u for u in scope if u != v)

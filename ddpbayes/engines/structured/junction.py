@@ -75,9 +75,8 @@ class Calibration:
     def marginal(self, v: int) -> Potential:
         """log P(X_v = value, Σ_{k != v} w_k X_k = s, x_K) over (v, s)."""
         pots = self._base(v) + [self.up[c] for c in self.tree.children[v]]
-        belief = self._product(pots)
-        drop = tuple(u for u in belief.scope if u != v)
-        out = self._sum_out(belief, drop)
+        drop = tuple(dict.fromkeys(u for p in pots for u in p.scope if u != v))
+        out = self._contract(pots, drop)
         if v not in out.scope:
             out = _extend(out, v, self.sizes[v])
         return out
@@ -120,9 +119,8 @@ class Calibration:
             if u in self.down or self.tree.parent[u] is None:
                 continue
             p = self.tree.parent[u]
-            rest = self._product(self._base(p) + [self._all_but(p, u)])
             drop = tuple(w for w in (p, *self.tree.separator[p]) if w not in self.tree.separator[u])
-            self.down[u] = self._sum_out(rest, drop)
+            self.down[u] = self._contract(self._base(p) + [self._all_but(p, u)], drop)
         return self.down[v]
 
     def _all_but(self, p: int, child: int) -> Potential:
@@ -148,6 +146,19 @@ class Calibration:
         for p in pots[1:]:
             out = multiply(out, p, self.sizes, self.limit)
         return out
+
+    def _contract(self, pots: list[Potential], drop: tuple[int, ...]) -> Potential:
+        """Σ over the slots `drop` of Π pots, each slot summed out of the product of only the potentials
+        that hold it (sums pushed inside the product: shifting the sum axis commutes with convolving
+        it), cheapest first, so long partial-sum axes are convolved after the short ones are reduced."""
+        pots = [p for p in pots if p is not _ONE]
+        left = list(drop)
+        while left:
+            u = min(left, key=lambda w: sum(p.table.size for p in pots if w in p.scope))
+            left.remove(u)
+            having = [p for p in pots if u in p.scope]
+            pots = [p for p in pots if u not in p.scope] + [self._sum_out(self._product(having), (u,))]
+        return self._product(pots)
 
     def _sum_out(self, pot: Potential, slots: tuple[int, ...]) -> Potential:
         for v in slots:

@@ -34,7 +34,7 @@ def structured_mixtures(problem: Problem, graph: FactorGraph, adv: Adversary, co
     moving = [np.zeros_like(c) if k in adv.known and k not in relevant else c for k, c in enumerate(contribution)]
     merged: dict[bytes, list] = {}
     for codes in itertools.product(*[range(graph.sizes[k]) for k in order]):
-        calibration = calibrate(graph, moving, dict(zip(order, codes)), limit)
+        calibration = calibrate(graph, moving, dict(zip(order, codes)), limit, adv.target)
         weights = mixture(calibration.marginal(adv.target), contribution[adv.target], 0)
         if weights is None:  # P(x_R) = 0
             continue

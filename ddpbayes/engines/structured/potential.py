@@ -54,6 +54,11 @@ def multiply(a: Potential, b: Potential, sizes: list[int], limit: int) -> Potent
     if a.length < b.length:
         ta, tb = tb, ta
     shape = np.broadcast_shapes(ta.shape[:-1], tb.shape[:-1])
+    la, lb = _scaled(ta), _scaled(tb)
+    if la is not None and lb is not None:  # one band each: linear space, scaled by the tables' maxima
+        out = _linear_convolve(la[0], lb[0], shape, length)
+        with np.errstate(divide="ignore"):
+            return trim(Potential(scope, np.log(out) + (la[1] + lb[1]), a.offset + b.offset))
     if tb.shape[-1] <= _SHORT:
         out = np.full((*shape, length), -np.inf)
         wide = ta.shape[-1]
@@ -66,8 +71,35 @@ def multiply(a: Potential, b: Potential, sizes: list[int], limit: int) -> Potent
     return trim(Potential(scope, out, a.offset + b.offset))
 
 
+def _scaled(table: np.ndarray) -> tuple[np.ndarray, float] | None:
+    """(exp(table - top), top) when every finite entry is within _BAND nats of the maximum `top`, else None:
+    products of two such entries stay above e^-2·BAND > 1e-261 of their scale and sums of them never cancel,
+    so linear arithmetic on them is as exact as log space (the -inf entries are exact zeros)."""
+    top = table.max()
+    if not np.isfinite(top):
+        return None
+    scaled = np.exp(table - top)
+    if np.count_nonzero(scaled < _FLOOR) != np.count_nonzero(table == -np.inf):  # an entry below the band
+        return None
+    return scaled, float(top)
+
+
+def _linear_convolve(a: np.ndarray, b: np.ndarray, shape: tuple[int, ...], length: int) -> np.ndarray:
+    """The sum axes of linear tables a (the longer) and b convolved, broadcast over `shape`."""
+    if b.shape[-1] <= _SHORT:
+        out = np.zeros((*shape, length))
+        wide = a.shape[-1]
+        for j in range(b.shape[-1]):
+            out[..., j:j + wide] += a * b[..., j:j + 1]
+        return out
+    rows_a = np.broadcast_to(a, (*shape, a.shape[-1])).reshape(-1, a.shape[-1])
+    rows_b = np.broadcast_to(b, (*shape, b.shape[-1])).reshape(-1, b.shape[-1])
+    return np.stack([np.convolve(x, y) for x, y in zip(rows_a, rows_b)]).reshape(*shape, length)
+
+
 _SHORT = 8  # up to this many partial sums on the shorter side, convolve by shifted logaddexps
 _BAND = 300.0  # nats: values within a band of their vector's scale keep e^-2·BAND > 1e-308 in products
+_FLOOR = math.exp(-_BAND)
 
 
 def log_convolve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -75,7 +107,14 @@ def log_convolve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     vector is cut into bands of width _BAND nats below its maximum, each band is convolved in
     linear space (np.convolve, scaled by the band's top) with each of the other's, and the
     results are added with logaddexp. Every product is a positive number above 1e-261 times
-    its scale, so no tail underflows and there is no cancellation (relative error ~1e-15)."""
+    its scale, so no tail underflows and there is no cancellation (relative error ~1e-15).
+    Vectors within one band each (the usual case) take a single np.convolve."""
+    top_a, top_b = a.max(), b.max()
+    if top_a == -np.inf or top_b == -np.inf:
+        return np.full(len(a) + len(b) - 1, -np.inf)
+    if _within_band(a, top_a) and _within_band(b, top_b):
+        with np.errstate(divide="ignore"):
+            return np.log(np.convolve(np.exp(a - top_a), np.exp(b - top_b))) + (top_a + top_b)
     out = np.full(len(a) + len(b) - 1, -np.inf)
     bands_b = _bands(b)
     for start_a, top_a, va in _bands(a):
@@ -86,6 +125,11 @@ def log_convolve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
             at = slice(start_a + start_b, start_a + start_b + len(c))
             out[at] = np.logaddexp(out[at], lc)
     return out
+
+
+def _within_band(v: np.ndarray, top: float) -> bool:
+    """Are v's finite entries all within _BAND nats of its maximum `top` (-inf entries are zeros)?"""
+    return bool(np.all((v >= top - _BAND) | (v == -np.inf)))
 
 
 def _bands(v: np.ndarray) -> list[tuple[int, float, np.ndarray]]:
@@ -117,6 +161,14 @@ def sum_out(p: Potential, v: int, contribution: np.ndarray, limit: int) -> Poten
     rest = p.table.shape[:axis] + p.table.shape[axis + 1:-1]
     check_states(math.prod(rest) * length, "a factor of the structured elimination", "cells", limit,
                  ", or use another engine: the model's treewidth or the query's range is too large")
+    scaled = _scaled(p.table)
+    if scaled is not None:  # linear space: a sum of positive terms, each above e^-BAND of the scale
+        out = np.zeros((*rest, length))
+        for a, c in enumerate(contribution):
+            start = int(c) - low
+            out[..., start:start + p.length] += np.take(scaled[0], a, axis=axis)
+        with np.errstate(divide="ignore"):
+            return trim(Potential(scope, np.log(out) + scaled[1], p.offset + low))
     out = np.full((*rest, length), -np.inf)
     for a, c in enumerate(contribution):
         start = int(c) - low
@@ -132,6 +184,8 @@ def clamp(p: Potential, v: int, index: int) -> Potential:
 
 def trim(p: Potential) -> Potential:
     """Drop the partial sums of probability zero at both ends of the sum axis."""
+    if (p.table[..., 0] > -np.inf).any() and (p.table[..., -1] > -np.inf).any():  # the usual case: nothing to drop
+        return p
     alive = np.flatnonzero(np.any(p.table > -np.inf, axis=tuple(range(p.table.ndim - 1))))
     if alive.size == 0 or (alive[0] == 0 and alive[-1] == p.length - 1):
         return p

@@ -60,14 +60,20 @@ class Laplace(Mechanism):
     def grid_size(self, levels: int) -> int:
         return levels + 2
 
+    def mixture_cells(self, levels: int) -> int:
+        """Running sums: one cell per output of the grid (a subclass's own kernel: dense)."""
+        return self.grid_size(levels) if self.laplace else super().mixture_cells(levels)
+
     def log_mixtures(self, logw: np.ndarray, q: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray]:
         """As `Mechanism.log_mixtures`, in O(T·m) (nothing to check against `limit`): the running
         log-sums of `laplace_sums` on either side of every level. A subclass under its own kind
         (its own `log_kernel`) gets the dense sums of its kernel."""
         if not self.laplace:
             return super().log_mixtures(logw, q, limit)
-        order = np.argsort(q, kind="stable")
-        q, logw = np.asarray(q, dtype=float)[order], logw[:, order]
+        q = np.asarray(q, dtype=float)
+        if np.any(q[1:] < q[:-1]):
+            order = np.argsort(q, kind="stable")
+            q, logw = q[order], np.ascontiguousarray(logw[:, order])
         self._check_span(float(q[-1] - q[0]))
         left, right, plus, minus = laplace_sums(logw, q, self.scale)
         grid = np.concatenate([q, [math.inf, -math.inf]])

@@ -1,0 +1,169 @@
+"""Speed to the limit (issue #29): ddpbayes against hand-written references, in one process per case.
+
+Each case runs in a fresh Python process: ddpbayes (after its import) and an independent reference that
+imports nothing of ddpbayes (benchmarks/limit_refs/), best of `--repeat` runs each, and prints the ratio.
+
+    chain1000     binary chain (models/markov_chain.py, p01 = p10 = 0.2) n = 1000, count, Laplace b = 1, idp
+                  of every target: the audit after loading (first: the factor tables included; again: cached)
+                  against limit_refs/chain.py's forward-backward over (state, partial sum)
+    three1000     3-state chain (models/categorical_chain.py) n = 1000, sum, epsilon = 1 (b = 2), target 500:
+                  load and audit against limit_refs/chain.py's single-target passes
+    chain5000     the binary chain at n = 5000, every target
+    memory10000   the binary chain at n = 10,000, every target: peak resident memory of the whole process
+    tpl1000       continual release, symmetric binary chain T = 1000, randomized response epsilon = 1, every
+                  day, in process, against Cao et al.'s TPL recursion (limit_refs/tpl.py)
+    varying400    a chain whose transitions change every day (stay = 0.7 + 0.2 sin(2 pi k / 7)), n = 400, count,
+                  idp of every target, against the same chain with one fixed transition (stay 0.7)
+    varying1000   the same chains at T = 1000, continual release (randomized response epsilon = 1)
+    ddp365        ddp on models/markov_chain.py n = 365 (count, Laplace epsilon = 1)
+    cli1000       the whole `ddpbayes audit` process on the 1000-day chain against the floor `import pymc`
+
+    python benchmarks/bench_limit.py                     # every case, a table
+    python benchmarks/bench_limit.py --only chain1000 three1000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MODELS = ROOT / "models"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def _best(fn, repeat: int) -> tuple[float, object]:
+    """The fastest of `repeat` calls of fn, and its last result."""
+    best, out = math.inf, None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        out = fn()
+        best = min(best, time.perf_counter() - start)
+    return best, out
+
+
+def _binary_chain(n: int, stay: float) -> tuple:
+    import numpy as np  # noqa: PLC0415
+
+    P = np.array([[stay, 1 - stay], [1 - stay, stay]])
+    return np.array([0.5, 0.5]), [P] * (n - 1)
+
+
+def _import_ddpbayes() -> float:
+    start = time.perf_counter()
+    import ddpbayes.auditing  # noqa: F401, PLC0415 — loads PyMC and PyTensor
+
+    return time.perf_counter() - start
+
+
+def case_chain(n: int, repeat: int) -> dict:
+    """idp of every target of the binary chain: ddpbayes (first audit, then cached) and the reference."""
+    import numpy as np  # noqa: PLC0415
+
+    import ddpbayes  # noqa: PLC0415
+    from limit_refs.chain import chain_leakage  # noqa: PLC0415
+
+    import_s = _import_ddpbayes()
+    start = time.perf_counter()
+    model = ddpbayes.load_model(MODELS / "markov_chain.py", {"n": n})
+    load_s = time.perf_counter() - start
+
+    def run():
+        return ddpbayes.audit(model, "count", "laplace", "idp", epsilon=1.0, information=None)
+
+    first_s, _ = _best(run, 1)
+    ours_s, result = _best(run, repeat)
+    ref_s, ref = _best(lambda: chain_leakage(*_binary_chain(n, 0.8), 1.0), repeat)
+    ours = np.array(result.per_target, dtype=float)
+    return {"import_s": import_s, "load_s": load_s, "first_s": first_s, "ours_s": ours_s, "ref_s": ref_s,
+            "leakage": result.leakage, "max_abs_diff": float(np.max(np.abs(ours - ref)))}
+
+
+def case_three(repeat: int) -> dict:
+    import numpy as np  # noqa: PLC0415
+
+    import ddpbayes  # noqa: PLC0415
+    from limit_refs.chain import one_target  # noqa: PLC0415
+
+    import_s = _import_ddpbayes()
+    n, stay = 1000, 0.7
+    load_s, model = _best(lambda: ddpbayes.load_model(MODELS / "categorical_chain.py", {"n": n}), 1)
+
+    def run():
+        return ddpbayes.audit(model, "sum", "laplace", "idp", epsilon=1.0, targets=[500], information=None)
+
+    first_s, _ = _best(run, 1)
+    ours_s, result = _best(run, repeat)
+    P = np.full((3, 3), (1 - stay) / 2) + np.eye(3) * (stay - (1 - stay) / 2)
+    ref_s, ref = _best(lambda: one_target(np.full(3, 1 / 3), [P] * (n - 1), 2.0, 500), repeat)
+    return {"import_s": import_s, "load_s": load_s, "first_s": first_s, "ours_s": ours_s, "ref_s": ref_s,
+            "leakage": result.leakage, "max_abs_diff": abs(result.leakage - ref)}
+
+
+def case_memory(n: int) -> dict:
+    import ddpbayes  # noqa: PLC0415
+
+    import_s = _import_ddpbayes()
+    rss_import = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    start = time.perf_counter()
+    model = ddpbayes.load_model(MODELS / "markov_chain.py", {"n": n})
+    result = ddpbayes.audit(model, "count", "laplace", "idp", epsilon=1.0, information=None)
+    return {"import_s": import_s, "ours_s": time.perf_counter() - start, "leakage": result.leakage,
+            "rss_import_mb": rss_import, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+CASES = {
+    "chain1000": lambda r: case_chain(1000, r),
+    "three1000": case_three,
+    "chain5000": lambda r: case_chain(5000, 1),
+    "memory10000": lambda r: case_memory(10000),
+}
+TARGETS = {  # ratio of ddpbayes's time to the reference's at most (issue #29), or a bound in its own unit
+    "chain1000": ("ours_s / ref_s", 3.0),
+    "three1000": ("ours_s / ref_s", 3.0),
+    "chain5000": ("ours_s / ref_s", 1.0),
+    "memory10000": ("peak_rss_mb / 1024", 1.0),
+}
+
+
+def child(key: str, repeat: int) -> dict:
+    proc = subprocess.run([sys.executable, __file__, "--child", key, "--repeat", str(repeat)], cwd=ROOT,
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stderr)
+        raise SystemExit(f"case {key} failed (exit {proc.returncode})")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", nargs="+", choices=list(CASES), help="run these cases")
+    parser.add_argument("--repeat", type=int, default=3, help="best of this many runs of each side (default 3)")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(CASES[args.child](args.repeat)))
+        return 0
+    print(f"issue #29 limits; {os.cpu_count()} cores; load average before {os.getloadavg()[0]:.2f}; best of {args.repeat}")
+    missed = False
+    for key in args.only or CASES:
+        r = child(key, args.repeat)
+        expr, bound = TARGETS[key]
+        value = eval(expr, {}, r)  # noqa: S307 — the table above, not input
+        met = value <= bound
+        missed |= not met
+        figures = "  ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in r.items())
+        print(f"{key:<12} {expr} = {value:.3g} (target <= {bound:g}: {'met' if met else 'MISSED'})\n    {figures}")
+    print(f"load average after {os.getloadavg()[0]:.2f}")
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
