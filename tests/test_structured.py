@@ -137,6 +137,8 @@ def test_random_trees_and_chains(seed):
     for r in got:
         want = leak_bruteforce(joint, values, weights, b, r.adversary.target, r.adversary.known)
         assert r.value == pytest.approx(want, abs=1e-9), r.adversary
+        alone = STRUCTURED.leakage(_problem(model, query, Laplace(b), [r.adversary]))[0]  # its tree rooted at it
+        assert alone.value == pytest.approx(want, abs=1e-9), r.adversary
     _assert_matches_exact(_problem(model, query, Laplace(b), advs))
     _assert_matches_exact(_problem(model, "sum", Geometric(b), advs))
 

@@ -145,7 +145,7 @@ def _bands(v: np.ndarray) -> list[tuple[int, float, np.ndarray]]:
         where = np.flatnonzero(band == j)
         first, last = int(where[0]), int(where[-1]) + 1
         top = peak - j * _BAND
-        piece = np.where(band[first:last] == j, np.exp(v[first:last] - top), 0.0)
+        piece = np.exp(np.where(band[first:last] == j, v[first:last] - top, -np.inf))
         out.append((first, top, piece))
     return out
 
