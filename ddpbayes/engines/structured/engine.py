@@ -19,7 +19,14 @@ from ddpbayes.engines.base import AdversaryLeakage, Engine, Mixtures, NoMixtures
 from ddpbayes.engines.hockey import MixtureProfile, learns_nothing, mixture_profiles
 from ddpbayes.numerics import law_changes, logsumexp
 from ddpbayes.engines.structured.continual import continual_leakage, continual_reason
-from ddpbayes.engines.structured.graph import QUADRATURE_START, FactorGraph, calibrate, factor_graph, model_reason
+from ddpbayes.engines.structured.graph import (
+    QUADRATURE_START,
+    FactorGraph,
+    calibrate,
+    centre,
+    factor_graph,
+    model_reason,
+)
 from ddpbayes.engines.structured.potential import Potential
 from ddpbayes.engines.structured.scope import (
     linear_reason,
@@ -233,24 +240,27 @@ def _leakage_for_known_set(known: frozenset[int], adversaries: list[Adversary], 
     moving = [np.zeros_like(c) if k in known and k not in relevant else c for k, c in enumerate(contribution)]
     best: dict[Adversary, tuple] = {}
     profiles: dict[Adversary, tuple] = {}
-    root = adversaries[0].target if len(adversaries) == 1 else None  # one target: the upward pass alone
+    by_target: dict[int, list[Adversary]] = {}
+    for adv in adversaries:
+        by_target.setdefault(adv.target, []).append(adv)
+    # One target: the tree rooted at it (the upward pass alone); several: at the tree's centroid, which halves
+    # a chain's upward messages.
+    root = adversaries[0].target if len(by_target) == 1 else centre(graph, frozenset(order))
     for codes in itertools.product(*[range(graph.sizes[k]) for k in order]):
         clamped = dict(zip(order, codes))
         calibration = calibrate(graph, moving, clamped, limit, root)
         shift = sum(int(contribution[k][c]) for k, c in clamped.items())
-        mixtures = []
-        for adv in adversaries:
-            weights = _mixture(calibration.marginal(adv.target), contribution[adv.target], shift)
+        mixtures: list[tuple[Adversary, tuple[np.ndarray, np.ndarray]]] = []
+        cells = 0
+        for target, pot in calibration.marginals(by_target):
+            weights = _mixture(pot, contribution[target], shift)
             if weights is not None:  # else P(x_R) = 0
-                mixtures.append((adv, weights))
-        if not mechanism.profile:
-            for (adv, _), found in zip(mixtures, _sups([w for _, w in mixtures], mechanism, limit)):
-                if adv not in best or found[0] > best[adv][0]:
-                    best[adv] = (*found, clamped)
-            mixtures = []
-        if mixtures:  # (ε, δ) noise: every target's pairs at once (engines.hockey; DESIGN §3.5)
-            for (adv, weights), found in zip(mixtures, _profiles_together(mixtures, mechanism)):
-                _add_profile(profiles, adv, found, clamped, weights[0])
+                mixtures += [(adv, weights) for adv in by_target[target]]
+                cells += weights[0].size
+            if cells >= _BATCH_CELLS:
+                _add_sups(mixtures, mechanism, limit, clamped, best, profiles)
+                mixtures, cells = [], 0
+        _add_sups(mixtures, mechanism, limit, clamped, best, profiles)
     out = {}
     for adv in adversaries:
         if adv not in best and adv not in profiles:
@@ -267,6 +277,23 @@ def _leakage_for_known_set(known: frozenset[int], adversaries: list[Adversary], 
         witness = Witness(adv, known_values, float(values[t]), float(values[t_prime]), y)
         out[adv] = AdversaryLeakage(adv, max(value, 0.0), witness)
     return out
+
+
+_BATCH_CELLS = 1 << 22  # mixture weights held at once before their sups are taken (32 MiB)
+
+
+def _add_sups(mixtures: list[tuple[Adversary, tuple[np.ndarray, np.ndarray]]], mechanism: Mechanism, limit: int,
+              clamped: dict[int, int], best: dict[Adversary, tuple], profiles: dict[Adversary, tuple]) -> None:
+    """Merge one configuration's sups (or, for (ε, δ) noise, profiles) of these mixtures into each adversary's."""
+    if not mixtures:
+        return
+    if mechanism.profile:  # (ε, δ) noise: the targets' pairs at once (engines.hockey; DESIGN §3.5)
+        for (adv, weights), found in zip(mixtures, _profiles_together(mixtures, mechanism)):
+            _add_profile(profiles, adv, found, clamped, weights[0])
+        return
+    for (adv, _), found in zip(mixtures, _sups([w for _, w in mixtures], mechanism, limit)):
+        if adv not in best or found[0] > best[adv][0]:
+            best[adv] = (*found, clamped)
 
 
 def _profiles_together(mixtures: list[tuple[Adversary, tuple[np.ndarray, np.ndarray]]],

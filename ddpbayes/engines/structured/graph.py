@@ -97,7 +97,8 @@ QUADRATURE_START = 16  # nodes per continuous latent in the first rule; the engi
 
 def tree(graph: FactorGraph, clamped: frozenset[int], root: int | None = None) -> Tree:
     """The elimination tree of the slots not in `clamped`, rooted at `root` when given (eliminated last, so
-    its law needs the upward pass alone: variable elimination for one query); cached."""
+    its law needs the upward pass alone: variable elimination for one query) unless that widens a clique;
+    cached."""
     key = (clamped, root)
     if key not in graph.trees:
         scopes = [tuple(v for v in p.scope if v not in clamped) for p in graph.factors]
@@ -106,7 +107,25 @@ def tree(graph: FactorGraph, clamped: frozenset[int], root: int | None = None) -
         if root is not None:
             order, separators = [*order, root], {**separators, root: ()}
         graph.trees[key] = elimination_tree(order, separators)
+        if root is not None and _width(graph.trees[key]) > _width(tree(graph, clamped)):
+            graph.trees[key] = tree(graph, clamped)
     return graph.trees[key]
+
+
+def centre(graph: FactorGraph, clamped: frozenset[int]) -> int:
+    """The centroid of the elimination tree of the slots not in `clamped`: the slot whose removal leaves no part
+    with more than half the slots. Rooted there, the upward messages of a chain span half its days."""
+    plain = tree(graph, clamped)
+    size = {v: 1 for v in plain.order}
+    for v in plain.order:  # children before parents
+        if plain.parent[v] is not None:
+            size[plain.parent[v]] += size[v]
+    total = len(plain.order)
+    return min(plain.order, key=lambda v: (max([total - size[v], *(size[c] for c in plain.children[v])]), v))
+
+
+def _width(t: Tree) -> int:
+    return max((len(sep) for sep in t.separator.values()), default=0)
 
 
 def calibrate(graph: FactorGraph, contribution: list[np.ndarray], clamped: Mapping[int, int],

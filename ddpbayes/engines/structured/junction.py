@@ -18,7 +18,7 @@ give every target's law, instead of one elimination each.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -81,6 +81,32 @@ class Calibration:
             out = _extend(out, v, self.sizes[v])
         return out
 
+    def marginals(self, slots: Iterable[int]) -> Iterator[tuple[int, Potential]]:
+        """(v, marginal(v)) for every v of `slots`, depth-first from the root, releasing what nothing left
+        needs: a slot's children's upward messages once its own law and its children's downward messages are
+        built, a slot's downward message once its subtree is done. Memory: the upward messages not yet
+        released and the downward ones along one path, not every message. The calibration is spent after."""
+        wanted = set(slots)
+        needed: set[int] = set()
+        for v in self.tree.order:  # children before parents
+            if v in wanted or any(c in needed for c in self.tree.children[v]):
+                needed.add(v)
+        stack = [self.tree.order[-1]]
+        while stack:
+            v = stack.pop()
+            if v not in needed:
+                continue
+            if v in wanted:
+                yield v, self.marginal(v)
+            kids = [c for c in self.tree.children[v] if c in needed]
+            for c in kids:
+                self._down(c)
+            for c in self.tree.children[v]:
+                self.up.pop(c, None)
+            self.down.pop(v, None)
+            self._siblings.pop(v, None)
+            stack.extend(reversed(kids))
+
     def completion(self) -> dict[int, int] | None:
         """Values (indices) of every free slot of positive joint probability with the clamped ones,
         or None when there is none: each slot, from the root down, takes the most probable value
@@ -112,6 +138,8 @@ class Calibration:
 
     def _down(self, v: int) -> Potential:
         """The message from v's parent into v, over v's separator."""
+        if v in self.down:
+            return self.down[v]
         path = [v]
         while self.tree.parent[path[-1]] is not None and self.tree.parent[path[-1]] not in self.down:
             path.append(self.tree.parent[path[-1]])

@@ -24,12 +24,16 @@ def laplace_sums(logw: np.ndarray, q: np.ndarray, b: float) -> tuple[np.ndarray,
     (`_recursive_sums`, relative error about 1e-16 · m)."""
     up, down = (q - q[-1]) / b, (q[0] - q) / b  # both <= 0
     ends = _log_sum_rows(logw + up), _log_sum_rows(logw + down)
-    sides = _recursive_sums(logw, q, b)
-    if sides is not None:
-        return *sides, *ends
-    left = np.logaddexp.accumulate(logw + up, axis=1) - up
-    after = np.logaddexp.accumulate((logw + down)[:, ::-1], axis=1)[:, ::-1]
-    right = np.concatenate([after[:, 1:], np.full((len(logw), 1), -np.inf)], axis=1) - down
+    fast = _recursive_rows(logw, q, b)
+    if fast.all():
+        return *_recursive_sums(logw, q, b), *ends
+    left, right = np.empty_like(logw), np.empty_like(logw)
+    if fast.any():
+        left[fast], right[fast] = _recursive_sums(logw[fast], q, b)
+    slow = ~fast
+    left[slow] = np.logaddexp.accumulate(logw[slow] + up, axis=1) - up
+    after = np.logaddexp.accumulate((logw[slow] + down)[:, ::-1], axis=1)[:, ::-1]
+    right[slow] = np.concatenate([after[:, 1:], np.full((len(after), 1), -np.inf)], axis=1) - down
     return left, right, *ends
 
 
@@ -45,26 +49,32 @@ _RANGE = 600.0  # nats below a row's largest weight that the linear recursions a
 _DECAY = 100.0  # the most nats the recursions may decay by across levels of weight zero
 
 
-def _recursive_sums(logw: np.ndarray, q: np.ndarray, b: float) -> tuple[np.ndarray, np.ndarray] | None:
-    """`laplace_sums`'s left and right by the first-order recursions A_k = r A_{k-1} + w_k (r = e^{-gap/b}, one
-    scipy.signal.lfilter per side), scaled by each row's largest weight, or None unless the levels are equally
-    spaced, every positive weight is within _RANGE nats of its row's largest and the levels from any level to
-    the nearest positive weight on either side span at most _DECAY nats of decay: then every sum with a term
-    is at least e^{-RANGE - DECAY} > 1e-304 of the scale, so nothing underflows, and all terms are positive,
-    so nothing cancels."""
+def _recursive_rows(logw: np.ndarray, q: np.ndarray, b: float) -> np.ndarray:
+    """Which rows `_recursive_sums` may take (each row decided alone, so a row's sums do not depend on the
+    rows beside it): equally spaced levels, every positive weight within _RANGE nats of its row's largest, and
+    at most _DECAY nats of decay from any level to the nearest positive weight on either side. Then every
+    sum with a term is at least e^{-RANGE - DECAY} > 1e-304 of the scale, so nothing underflows, and all
+    terms are positive, so nothing cancels."""
+    rows = np.zeros(len(logw), dtype=bool)
     if len(q) < 2:
-        return None
+        return rows
     gap = q[1] - q[0]
+    if not 0 < gap or np.any(np.diff(q) != gap):
+        return rows
     top = logw.max(axis=1, keepdims=True)
-    if not 0 < gap or np.any(np.diff(q) != gap) or not np.all(np.isfinite(top)):
-        return None
     finite = logw > -np.inf
-    if np.any(logw[finite] < np.broadcast_to(top, logw.shape)[finite] - _RANGE):
-        return None
-    if _farthest(finite) * gap / b > _DECAY:
-        return None
+    with np.errstate(invalid="ignore"):
+        narrow = ~np.any(finite & (logw < top - _RANGE), axis=1)
+    return narrow & np.isfinite(top[:, 0]) & (_farthest(finite) * gap / b <= _DECAY)
+
+
+def _recursive_sums(logw: np.ndarray, q: np.ndarray, b: float) -> tuple[np.ndarray, np.ndarray]:
+    """`laplace_sums`'s left and right by the first-order recursions A_k = r A_{k-1} + w_k in linear space
+    (r = e^{-gap/b}, one scipy.signal.lfilter per side), scaled by each row's largest weight, on rows that
+    `_recursive_rows` accepts."""
+    top = logw.max(axis=1, keepdims=True)
     x = np.exp(logw - top)
-    r = math.exp(-gap / b)
+    r = math.exp(-(q[1] - q[0]) / b)
     with np.errstate(divide="ignore"):
         left = np.log(lfilter([1.0], [1.0, -r], x, axis=1)) + top
         after = lfilter([1.0], [1.0, -r], x[:, ::-1], axis=1)[:, ::-1]  # Σ_{s >= k} w_s r^{s - k}
@@ -72,16 +82,16 @@ def _recursive_sums(logw: np.ndarray, q: np.ndarray, b: float) -> tuple[np.ndarr
     return left, right
 
 
-def _farthest(finite: np.ndarray) -> int:
-    """The most levels from any level to the nearest positive weight at or before it (for the left sums, once
-    there is one) or after it (for the right sums, while there is one), over the rows of the mask `finite`."""
+def _farthest(finite: np.ndarray) -> np.ndarray:
+    """For each row of the mask `finite`, the most levels from any level to the nearest positive weight at or
+    before it (for the left sums, once there is one) or after it (for the right sums, while there is one)."""
     m = finite.shape[1]
     at = np.arange(m)
     before = np.maximum.accumulate(np.where(finite, at, -1), axis=1)
     after = np.minimum.accumulate(np.where(finite, at, m)[:, ::-1], axis=1)[:, ::-1][:, 1:]
-    left = np.where(before >= 0, at - before, 0)
-    right = np.where(after < m, after - at[:-1], 0)
-    return int(max(left.max(), right.max(initial=0)))
+    left = np.where(before >= 0, at - before, 0).max(axis=1)
+    right = np.where(after < m, after - at[:-1], 0).max(axis=1, initial=0)
+    return np.maximum(left, right)
 
 
 def log_mixture(q: np.ndarray, y: np.ndarray, b: float) -> np.ndarray:
