@@ -22,9 +22,19 @@ def logsumexp(a: np.ndarray, axis: int) -> np.ndarray:
 
 def law_changes(joint: np.ndarray) -> bool:
     """Whether P(column | row) changes with the row, for a joint probability table P(row, column)."""
-    marg = joint.sum(axis=1)
-    cond = joint[marg > 0] / marg[marg > 0, None]
-    return bool(np.abs(cond - cond[0]).max() > INDEPENDENT)
+    return bool(laws_change(joint[None])[0])
+
+
+def laws_change(joints: np.ndarray) -> np.ndarray:
+    """`law_changes` for a stack of tables (J, rows, columns): P(column | row) differs from its value on the
+    first row of positive probability by more than INDEPENDENT on some row of positive probability."""
+    marg = joints.sum(axis=2)
+    positive = marg > 0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        cond = joints / marg[:, :, None]
+    first = cond[np.arange(len(joints)), np.argmax(positive, axis=1)]
+    gap = np.where(positive[:, :, None], np.abs(cond - first[:, None]), 0.0)
+    return gap.reshape(len(joints), -1).max(axis=1) > INDEPENDENT
 
 
 def check_positive_definite(cov: np.ndarray, what: str) -> None:

@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import replace
 
 import numpy as np
 
 from ddpbayes.engines.base import AdversaryLeakage, Engine, Mixtures, NoMixtures, Witness
 from ddpbayes.engines.hockey import MixtureProfile, learns_nothing, mixture_profiles
-from ddpbayes.numerics import law_changes, logsumexp
+from ddpbayes.numerics import logsumexp
 from ddpbayes.engines.structured.continual import continual_leakage, continual_reason
+from ddpbayes.engines.structured.dependence import dependence_sets
+from ddpbayes.engines.structured.eliminate import KEPT, target_table
 from ddpbayes.engines.structured.graph import (
     QUADRATURE_START,
     FactorGraph,
@@ -105,24 +108,10 @@ class StructuredEngine(Engine):
         return notes
 
     def dependence_sets(self, problem: Problem) -> list[frozenset[int]]:
-        """N(i) = {j : P(X_j | X_i = t) changes with t} (tolerance 1e-10, as the exact engine):
-        the tuples d-connected to X_i (`separation`), checked numerically on P(X_i, X_j) for every
-        j from one calibration in which only X_i moves the partial sum, by its value's index (so
-        the sum axis is X_i itself)."""
-        limit = problem.settings.max_states
-        graph = self._graph(problem)
-        n = problem.model.n
-        sets: list[frozenset[int]] = []
-        for i in range(n):
-            near = sorted(j for j in graph.directed.reachable(i) if j < n)
-            if not near:
-                sets.append(frozenset())
-                continue
-            index = _zeros(graph)
-            index[i] = np.arange(graph.sizes[i])
-            calibration = calibrate(graph, index, {}, limit)
-            sets.append(frozenset(j for j in near if _changes(calibration.marginal(j), graph.sizes[i])))
-        return sets
+        """N(i) = {j : P(X_j | X_i = t) changes with t} (tolerance 1e-10, as the exact engine): the tuples
+        d-connected to X_i (`separation`), checked numerically on P(X_j | X_i) carried along the junction tree
+        of one calibration (`structured.dependence`)."""
+        return dependence_sets(self._graph(problem), problem.model.n, problem.settings.max_states)
 
     def mixtures(self, problem: Problem, adversary: Adversary, shift_invariant: bool) -> Mixtures:
         """One calibration per configuration of the known tuples bearing on the target, on the
@@ -162,8 +151,10 @@ def _leakage_on(problem: Problem, graph: FactorGraph) -> list[AdversaryLeakage]:
     limit = problem.settings.max_states
     contribution = _contributions(problem, graph)
     found: dict[Adversary, AdversaryLeakage] = {}
+    on_zeros = frozenset(v for p in graph.factors if not np.isfinite(p.table).all() for v in p.scope)
     for known, adversaries in _by_known_set(problem.adversaries).items():
-        found.update(_leakage_for_known_set(known, adversaries, graph, contribution, problem.mechanism, limit))
+        found.update(_leakage_for_known_set(known, adversaries, graph, contribution, problem.mechanism, limit,
+                                            on_zeros))
     return [found[adv] for adv in problem.adversaries]
 
 
@@ -198,14 +189,6 @@ def _zeros(graph: FactorGraph) -> list[np.ndarray]:
     return [np.zeros(s, dtype=np.int64) for s in graph.sizes]
 
 
-def _changes(pair: Potential, size: int) -> bool:
-    """Does the law of X_j differ between values t of X_i of positive probability? `pair` is
-    log P(X_j, X_i = offset + s) with X_j's values first and X_i's index on the sum axis."""
-    table = np.full((size, pair.table.shape[0]), -np.inf)  # (t, values of j)
-    table[pair.offset:pair.offset + pair.length] = pair.table.T
-    return law_changes(np.exp(table - table.max()))
-
-
 def _contributions(problem: Problem, graph: FactorGraph) -> list[np.ndarray]:
     """w_k · value for every value of every slot (0 for latents), as integers."""
     w = problem.query.weights(problem.model.n)
@@ -222,7 +205,7 @@ def _by_known_set(adversaries) -> dict[frozenset[int], list[Adversary]]:
 
 def _leakage_for_known_set(known: frozenset[int], adversaries: list[Adversary], graph: FactorGraph,
                            contribution: list[np.ndarray], mechanism: Mechanism,
-                           limit: int) -> dict[Adversary, AdversaryLeakage]:
+                           limit: int, on_zeros: frozenset[int]) -> dict[Adversary, AdversaryLeakage]:
     """For each adversary knowing `known`: max over x_K with P(x_K) > 0 (in mixed-radix order;
     ties: the first) of the sup for x_K. Only the known tuples that share a factor with an
     unknown slot (R) can change the law of the unknown ones given x_K (global Markov property
@@ -231,6 +214,7 @@ def _leakage_for_known_set(known: frozenset[int], adversaries: list[Adversary], 
     sum, and the witness completes x_K with values of positive probability. One calibration
     per x_R serves every target."""
     relevant = _relevant(graph, known, mechanism)
+    local, apart = _local(graph, known, relevant, on_zeros)
     order = sorted(relevant)
     count = math.prod(graph.sizes[k] for k in order)
     if count > limit:
@@ -243,16 +227,22 @@ def _leakage_for_known_set(known: frozenset[int], adversaries: list[Adversary], 
     by_target: dict[int, list[Adversary]] = {}
     for adv in adversaries:
         by_target.setdefault(adv.target, []).append(adv)
-    # One target: the tree rooted at it (the upward pass alone); several: at the tree's centroid, which halves
-    # a chain's upward messages.
-    root = adversaries[0].target if len(by_target) == 1 else centre(graph, frozenset(order))
+    single = adversaries[0].target if len(by_target) == 1 else None
+    if single is not None and count <= KEPT:  # one elimination pass, x_R riding along as axes
+        table, offset = target_table(local, moving, single, order, limit)
+    # Otherwise one calibration per x_R, its tree rooted at the single target (the upward pass alone), or for
+    # several at the tree's centroid, which halves a chain's upward messages.
+    root = single if single is not None else centre(local, frozenset(order) | frozenset(apart))
     for codes in itertools.product(*[range(graph.sizes[k]) for k in order]):
         clamped = dict(zip(order, codes))
-        calibration = calibrate(graph, moving, clamped, limit, root)
         shift = sum(int(contribution[k][c]) for k, c in clamped.items())
+        if single is not None and count <= KEPT:
+            laws = [(single, Potential((single,), table[(slice(None), *codes)], offset))]
+        else:
+            laws = calibrate(local, moving, {**clamped, **apart}, limit, root).marginals(by_target)
         mixtures: list[tuple[Adversary, tuple[np.ndarray, np.ndarray]]] = []
         cells = 0
-        for target, pot in calibration.marginals(by_target):
+        for target, pot in laws:
             weights = _mixture(pot, contribution[target], shift)
             if weights is not None:  # else P(x_R) = 0
                 mixtures += [(adv, weights) for adv in by_target[target]]
@@ -266,10 +256,10 @@ def _leakage_for_known_set(known: frozenset[int], adversaries: list[Adversary], 
         if adv not in best and adv not in profiles:
             raise InputError(f"every configuration of the known tuples of {adv} has probability zero")
         if mechanism.profile:
-            out[adv] = _profile_leakage(adv, profiles[adv], graph, known, mechanism, limit)
+            out[adv] = _profile_leakage(adv, profiles[adv], local, known, apart, mechanism, limit)
             continue
         value, t, t_prime, y, clamped = best[adv]
-        codes = _complete(graph, known, clamped, limit)
+        codes = {**apart, **_complete(local, known - set(apart), clamped, limit)}
         if not mechanism.joint:  # the sup-attaining noisy answer, shifted by the known tuples summed out
             y = (y[0] + sum(int(contribution[k][c]) for k, c in codes.items() if k not in clamped),)
         values = graph.values[adv.target]
@@ -322,8 +312,8 @@ def _add_profile(profiles: dict, adv: Adversary, found: MixtureProfile | None, c
                      logw if worse else first)
 
 
-def _profile_leakage(adv: Adversary, entry: tuple, graph: FactorGraph, known: frozenset[int], mechanism: Mechanism,
-                     limit: int) -> AdversaryLeakage:
+def _profile_leakage(adv: Adversary, entry: tuple, graph: FactorGraph, known: frozenset[int], apart: dict[int, int],
+                     mechanism: Mechanism, limit: int) -> AdversaryLeakage:
     """The adversary's profile result, its witness x_K completed as for the Laplace sup (y: none)."""
     found, clamped, logw = entry
     if found is not None:
@@ -331,7 +321,7 @@ def _profile_leakage(adv: Adversary, entry: tuple, graph: FactorGraph, known: fr
     else:
         possible = np.flatnonzero(np.isfinite(logsumexp(logw, axis=1)))
         t, t_prime = int(possible[0]), int(possible[-1])
-    codes = _complete(graph, known, clamped, limit)
+    codes = {**apart, **_complete(graph, known - set(apart), clamped, limit)}
     values = graph.values[adv.target]
     known_values = {k: float(graph.values[k][c]) for k, c in sorted(codes.items())}
     witness = Witness(adv, known_values, float(values[t]), float(values[t_prime]), None)
@@ -348,6 +338,20 @@ def _relevant(graph: FactorGraph, known: frozenset[int], mechanism: Mechanism) -
         if any(v not in known for v in p.scope):
             out.update(v for v in p.scope if v in known)
     return out
+
+
+def _local(graph: FactorGraph, known: frozenset[int], relevant: set[int],
+           on_zeros: frozenset[int]) -> tuple[FactorGraph, dict[int, int]]:
+    """The factors that bear on the unknown slots given x_R, and the known slots they leave out (with their
+    first value), when every factor on those slots is positive: then their sum is positive for every x_R and
+    a constant in t and s, which the sup does not see, and any of their values completes the witness
+    (the known tuples beyond the boundary days of a chain's ddp adversary are never enumerated). Otherwise
+    the whole graph (a zero there can make an x_R impossible) and none."""
+    apart = known - relevant
+    if not apart or apart & on_zeros:
+        return graph, {}
+    factors = [p for p in graph.factors if not apart.intersection(p.scope)]
+    return replace(graph, factors=factors, trees={}), {k: 0 for k in sorted(apart)}
 
 
 def _complete(graph: FactorGraph, known: frozenset[int], clamped: dict[int, int], limit: int) -> dict[int, int]:

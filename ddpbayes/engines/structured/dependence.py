@@ -1,0 +1,143 @@
+"""Dependence sets from one calibration: P(X_j | X_i) for every pair, carried along the junction tree (DESIGN §2.1b).
+
+N(i) = {j : P(X_j | X_i = t) changes with t} (`numerics.law_changes`, tolerance 1e-10). One calibration
+without the partial sum gives every clique's belief; the tree's cliques, read from X_i's outward, give
+P(C | X_i = t) from P(S | X_i = t) on the separator S to the previous clique and P(C | S) from C's belief,
+since C's side of the tree is independent of X_i given X_S (running intersection and the global Markov
+property of the factorised law, which needs no positivity). The walk stops at a separator whose law moves
+with t by at most `STOP` in total variation: by data processing every X_j beyond it moves by at most that
+much, and max_v |P(X_j = v | t) - P(X_j = v | t')| <= TV <= 2 · STOP, half the tolerance, so those j are
+outside N(i) exactly as the numeric check would find them. On the default chain the walk from each day
+covers the ~47 days on each side, not the year.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ddpbayes.engines.structured.graph import FactorGraph, calibrate
+from ddpbayes.engines.structured.junction import Calibration
+from ddpbayes.engines.structured.potential import Potential
+from ddpbayes.numerics import INDEPENDENT, laws_change, logsumexp
+
+STOP = INDEPENDENT / 4  # TV from the first possible t's law: pairs of t differ by at most twice that
+
+
+def dependence_sets(graph: FactorGraph, n: int, limit: int) -> list[frozenset[int]]:
+    """N(i) for the tuples 0..n-1: d-connected (`separation`) and changing beyond the tolerance."""
+    calibration = calibrate(graph, [np.zeros(s, dtype=np.int64) for s in graph.sizes], {}, limit)
+    cliques = _Cliques(calibration, graph.sizes)
+    sets: list[frozenset[int]] = []
+    for i in range(n):
+        near = sorted(j for j in graph.directed.reachable(i) if j < n)
+        if not near:
+            sets.append(frozenset())
+            continue
+        log_pi, laws = cliques.laws_given(i, n)
+        sets.append(frozenset(_changing(log_pi, [j for j in near if j in laws], laws)))
+    return sets
+
+
+def _changing(log_pi: np.ndarray, reached: list[int], laws: dict[int, np.ndarray]) -> list[int]:
+    """The j whose law changes by the exact engine's test (`numerics.laws_change`) on log P(X_i = t, X_j = v)
+    = log P(X_i = t) + log P(X_j = v | X_i = t), the tables of equal shape stacked."""
+    out = []
+    for size in {laws[j].shape[1] for j in reached}:
+        group = [j for j in reached if laws[j].shape[1] == size]
+        with np.errstate(divide="ignore"):
+            tables = log_pi[None, :, None] + np.log(np.stack([laws[j] for j in group]))
+        top = tables.reshape(len(group), -1).max(axis=1)
+        out += [j for j, moves in zip(group, laws_change(np.exp(tables - top[:, None, None]))) if moves]
+    return out
+
+
+class _Cliques:
+    """Each slot v's clique (v, *separator) as a log-table, and the walk across the tree's separators."""
+
+    def __init__(self, calibration: Calibration, sizes: list[int]):
+        tree = calibration.tree
+        self.tree, self.sizes = tree, sizes
+        self.scope = {v: (v, *tree.separator[v]) for v in tree.order}
+        self.belief = {v: _aligned(clique_belief(calibration, v), self.scope[v], sizes) for v in tree.order}
+        self.down = {v: _conditional(self.belief[v], (0,)) for v in tree.order}  # P(X_v | v's separator)
+        self.up: dict[int, np.ndarray] = {}  # v -> P(parent's clique | v's separator), when first needed
+
+    def laws_given(self, i: int, n: int) -> tuple[np.ndarray, dict[int, np.ndarray]]:
+        """log P(X_i = t) (up to a constant) and P(X_j = . | X_i = t) (rows: t, zero where P(X_i = t) = 0) for
+        every tuple j the walk from X_i's clique reaches."""
+        belief = self.belief[i]
+        log_pi = logsumexp(belief.reshape(belief.shape[0], -1), axis=1)
+        possible = np.flatnonzero(np.isfinite(log_pi))
+        start = np.zeros((possible.size, *belief.shape))
+        start[np.arange(possible.size), possible] = _conditional(belief, tuple(range(1, belief.ndim)))[possible]
+        laws: dict[int, np.ndarray] = {}
+        stack = [(i, start, None)]
+        while stack:
+            v, dist, came = stack.pop()
+            for j in self.scope[v]:
+                if j < n and j != i and j not in laws:
+                    law = np.zeros((belief.shape[0], self.sizes[j]))
+                    law[possible] = _sum_to(dist, self.scope[v], (j,))
+                    laws[j] = law
+            parent = self.tree.parent[v]
+            for w in [*self.tree.children[v], *([] if parent is None else [parent])]:
+                if w != came and (moved := self._move(v, w, dist)) is not None:
+                    stack.append((w, moved, v))
+        return log_pi, laws
+
+    def _move(self, v: int, w: int, dist: np.ndarray) -> np.ndarray | None:
+        """P(w's clique | X_i = t) from P(v's clique | X_i = t), or None when the separator's law moves with t
+        by at most STOP in total variation (nothing beyond it is in N(i))."""
+        child = w if self.tree.parent[w] == v else v
+        separator = self.tree.separator[child]
+        if not separator:  # independent parts of the model
+            return None
+        on_separator = _sum_to(dist, self.scope[v], separator)
+        flat = on_separator.reshape(on_separator.shape[0], -1)
+        if 0.5 * np.abs(flat - flat[0]).sum(axis=1).max() <= STOP:
+            return None
+        if w == child:  # into the child: P(X_w | separator) · P(separator | t)
+            return self.down[w][None] * on_separator[:, None]
+        if child not in self.up:
+            self.up[child] = _conditional(self.belief[w], tuple(a for a, u in enumerate(self.scope[w])
+                                                                if u not in separator))
+        return self.up[child][None] * _spread(on_separator, separator, self.scope[w])
+
+
+def clique_belief(calibration: Calibration, v: int) -> Potential:
+    """log of v's clique's belief (its factors, the message from its parent and its children's), as
+    `Calibration.marginal` forms it before summing down to v."""
+    return calibration._product(calibration._base(v) + [calibration.up[c] for c in calibration.tree.children[v]])
+
+
+def _aligned(pot: Potential, scope: tuple[int, ...], sizes: list[int]) -> np.ndarray:
+    """The log-table of a potential without partial sum, axes in the order of `scope` (constant along
+    the slots of `scope` it does not depend on)."""
+    table = logsumexp(pot.table, axis=pot.table.ndim - 1)
+    present = [u for u in scope if u in pot.scope]
+    table = np.transpose(table, [pot.scope.index(u) for u in present])
+    shape = [sizes[u] if u in pot.scope else 1 for u in scope]
+    return np.ascontiguousarray(np.broadcast_to(table.reshape(shape), [sizes[u] for u in scope]))
+
+
+def _conditional(log_table: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+    """exp(log_table) normalised over `axes` (the law of those axes given the others; 0 where the others
+    have probability zero)."""
+    norm = np.expand_dims(logsumexp(log_table, axis=axes), axes)
+    with np.errstate(invalid="ignore"):
+        out = np.exp(log_table - norm)
+    return np.where(np.isfinite(norm), out, 0.0)
+
+
+def _sum_to(dist: np.ndarray, scope: tuple[int, ...], target: tuple[int, ...]) -> np.ndarray:
+    """dist (rows, *scope) summed down to (rows, *target), target a subset of scope."""
+    kept = sorted(target, key=scope.index)
+    summed = dist.sum(axis=tuple(1 + a for a, u in enumerate(scope) if u not in target))
+    return np.transpose(summed, [0, *(1 + kept.index(u) for u in target)])
+
+
+def _spread(on: np.ndarray, separator: tuple[int, ...], scope: tuple[int, ...]) -> np.ndarray:
+    """on (rows, *separator) with size-1 axes for scope's other slots, axes in scope's order."""
+    inside = [u for u in scope if u in separator]
+    table = np.transpose(on, [0, *(1 + separator.index(u) for u in inside)])
+    return table.reshape(on.shape[0], *[on.shape[1 + separator.index(u)] if u in separator else 1 for u in scope])
