@@ -269,7 +269,7 @@ def _leakage_for_known_set(known: frozenset[int], adversaries: list[Adversary], 
     return out
 
 
-_BATCH_CELLS = 1 << 22  # mixture weights held at once before their sups are taken (32 MiB)
+_BATCH_CELLS = 1 << 20  # mixture weights held at once before their sups are taken (8 MiB)
 
 
 def _add_sups(mixtures: list[tuple[Adversary, tuple[np.ndarray, np.ndarray]]], mechanism: Mechanism, limit: int,

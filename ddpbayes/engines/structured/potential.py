@@ -10,6 +10,7 @@ contribution w_k x_k before the logsumexp. Everything stays in log space, so a t
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -54,11 +55,11 @@ def multiply(a: Potential, b: Potential, sizes: list[int], limit: int) -> Potent
     if a.length < b.length:
         ta, tb = tb, ta
     shape = np.broadcast_shapes(ta.shape[:-1], tb.shape[:-1])
-    la, lb = _scaled(ta), _scaled(tb)
-    if la is not None and lb is not None:  # one band each: linear space, scaled by the tables' maxima
-        out = _linear_convolve(la[0], lb[0], shape, length)
+    top_a, top_b = ta.max(), tb.max()
+    if _span(ta, top_a) + _span(tb, top_b) <= _RANGE:  # linear space, scaled by the tables' maxima
+        out = _linear_convolve(np.exp(ta - top_a), np.exp(tb - top_b), shape, length)
         with np.errstate(divide="ignore"):
-            return trim(Potential(scope, np.log(out) + (la[1] + lb[1]), a.offset + b.offset))
+            return trim(Potential(scope, np.log(out) + (top_a + top_b), a.offset + b.offset))
     if tb.shape[-1] <= _SHORT:
         out = np.full((*shape, length), -np.inf)
         wide = ta.shape[-1]
@@ -71,17 +72,14 @@ def multiply(a: Potential, b: Potential, sizes: list[int], limit: int) -> Potent
     return trim(Potential(scope, out, a.offset + b.offset))
 
 
-def _scaled(table: np.ndarray) -> tuple[np.ndarray, float] | None:
-    """(exp(table - top), top) when every finite entry is within _BAND nats of the maximum `top`, else None:
-    products of two such entries stay above e^-2·BAND > 1e-261 of their scale and sums of them never cancel,
-    so linear arithmetic on them is as exact as log space (the -inf entries are exact zeros)."""
-    top = table.max()
-    if not np.isfinite(top):
-        return None
-    scaled = np.exp(table - top)
-    if np.count_nonzero(scaled < _FLOOR) != np.count_nonzero(table == -np.inf):  # an entry below the band
-        return None
-    return scaled, float(top)
+def _span(table: np.ndarray, top: float) -> float:
+    """Nats from the maximum `top` down to the smallest finite entry (inf when every entry is -inf): linear
+    arithmetic scaled by `top` is as exact as log space when the spans of a product's factors add up to at most
+    _RANGE, since every product then stays above e^-RANGE > 1e-261 of its scale and sums of positive terms never
+    cancel (the -inf entries are exact zeros)."""
+    if top == -np.inf:
+        return math.inf
+    return float(top - np.min(np.where(table > -np.inf, table, top)))
 
 
 def _linear_convolve(a: np.ndarray, b: np.ndarray, shape: tuple[int, ...], length: int) -> np.ndarray:
@@ -98,27 +96,26 @@ def _linear_convolve(a: np.ndarray, b: np.ndarray, shape: tuple[int, ...], lengt
 
 
 _SHORT = 8  # up to this many partial sums on the shorter side, convolve by shifted logaddexps
-_BAND = 300.0  # nats: values within a band of their vector's scale keep e^-2·BAND > 1e-308 in products
-_FLOOR = math.exp(-_BAND)
+_RANGE = 600.0  # nats: the spans a linear product may add up to (e^-600 > 1e-261)
 
 
 def log_convolve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """log Σ_j exp(a[j] + b[k - j]) for every k, exactly in log space at any dynamic range: each
-    vector is cut into bands of width _BAND nats below its maximum, each band is convolved in
-    linear space (np.convolve, scaled by the band's top) with each of the other's, and the
-    results are added with logaddexp. Every product is a positive number above 1e-261 times
-    its scale, so no tail underflows and there is no cancellation (relative error ~1e-15).
-    Vectors within one band each (the usual case) take a single np.convolve."""
+    """log Σ_j exp(a[j] + b[k - j]) for every k, exactly in log space at any dynamic range: each vector is cut
+    into contiguous segments spanning at most _RANGE / 2 nats (`_segments`), each segment is convolved in linear
+    space (np.convolve, scaled by its top) with each of the other's, and the results are added with logaddexp.
+    Every product is a positive number above e^-RANGE of its scale, so no tail underflows and there is no
+    cancellation (relative error ~1e-15); as the segments partition the vectors, the multiplications are those
+    of one convolution. Vectors whose spans add up to at most _RANGE take a single np.convolve."""
     top_a, top_b = a.max(), b.max()
     if top_a == -np.inf or top_b == -np.inf:
         return np.full(len(a) + len(b) - 1, -np.inf)
-    if _within_band(a, top_a) and _within_band(b, top_b):
+    if _span(a, top_a) + _span(b, top_b) <= _RANGE:
         with np.errstate(divide="ignore"):
             return np.log(np.convolve(np.exp(a - top_a), np.exp(b - top_b))) + (top_a + top_b)
     out = np.full(len(a) + len(b) - 1, -np.inf)
-    bands_b = _bands(b)
-    for start_a, top_a, va in _bands(a):
-        for start_b, top_b, vb in bands_b:
+    pieces_b = _segments(b)
+    for start_a, top_a, va in _segments(a):
+        for start_b, top_b, vb in pieces_b:
             c = np.convolve(va, vb)
             with np.errstate(divide="ignore"):
                 lc = np.log(c) + (top_a + top_b)
@@ -127,27 +124,35 @@ def log_convolve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out
 
 
-def _within_band(v: np.ndarray, top: float) -> bool:
-    """Are v's finite entries all within _BAND nats of its maximum `top` (-inf entries are zeros)?"""
-    return bool(np.all((v >= top - _BAND) | (v == -np.inf)))
-
-
-def _bands(v: np.ndarray) -> list[tuple[int, float, np.ndarray]]:
-    """(first index, log scale, linear values in [e^-BAND, 1] or 0) for each band of v's finite entries."""
-    finite = np.isfinite(v)
-    if not finite.any():
-        return []
+def _segments(v: np.ndarray) -> list[tuple[int, float, np.ndarray]]:
+    """(first index, log scale, linear values in [e^-RANGE/2, 1] or 0) for pieces of v whose finite entries lie in
+    one band of _RANGE / 2 nats below v's maximum: the contiguous runs of a band (-inf entries join the run they
+    fall in), or, when the bands alternate more than `_RUNS` times, each band's whole extent with the other
+    bands' entries zeroed."""
+    finite = v > -np.inf
     peak = float(v[finite].max())
     band = np.full(len(v), -1)
-    band[finite] = ((peak - v[finite]) // _BAND).astype(int)
+    band[finite] = ((peak - v[finite]) // (_RANGE / 2)).astype(int)
+    filled = band[np.maximum.accumulate(np.where(finite, np.arange(len(v)), 0))]  # -inf: the band before it
+    cuts = np.flatnonzero(np.diff(filled)) + 1
+    if len(cuts) < _RUNS:
+        bounds = itertools.pairwise([0, *cuts.tolist(), len(v)])
+        pieces = [(first, last, None) for first, last in bounds]
+    else:
+        pieces = []
+        for j in np.unique(band[finite]):
+            where = np.flatnonzero(band == j)
+            pieces.append((int(where[0]), int(where[-1]) + 1, j))
     out = []
-    for j in np.unique(band[finite]):
-        where = np.flatnonzero(band == j)
-        first, last = int(where[0]), int(where[-1]) + 1
-        top = peak - j * _BAND
-        piece = np.exp(np.where(band[first:last] == j, v[first:last] - top, -np.inf))
-        out.append((first, top, piece))
+    for first, last, j in pieces:
+        piece = v[first:last] if j is None else np.where(band[first:last] == j, v[first:last], -np.inf)
+        top = float(piece.max())
+        if top > -np.inf:
+            out.append((first, top, np.exp(piece - top)))
     return out
+
+
+_RUNS = 64  # runs of one band beyond which a band is convolved whole
 
 
 def sum_out(p: Potential, v: int, contribution: np.ndarray, limit: int) -> Potential:
@@ -161,14 +166,15 @@ def sum_out(p: Potential, v: int, contribution: np.ndarray, limit: int) -> Poten
     rest = p.table.shape[:axis] + p.table.shape[axis + 1:-1]
     check_states(math.prod(rest) * length, "a factor of the structured elimination", "cells", limit,
                  ", or use another engine: the model's treewidth or the query's range is too large")
-    scaled = _scaled(p.table)
-    if scaled is not None:  # linear space: a sum of positive terms, each above e^-BAND of the scale
+    top = p.table.max()
+    if _span(p.table, top) <= _RANGE:  # linear space: sums of positive terms above e^-RANGE of the scale
         out = np.zeros((*rest, length))
+        scaled = np.exp(p.table - top)
         for a, c in enumerate(contribution):
             start = int(c) - low
-            out[..., start:start + p.length] += np.take(scaled[0], a, axis=axis)
+            out[..., start:start + p.length] += np.take(scaled, a, axis=axis)
         with np.errstate(divide="ignore"):
-            return trim(Potential(scope, np.log(out) + scaled[1], p.offset + low))
+            return trim(Potential(scope, np.log(out) + top, p.offset + low))
     out = np.full((*rest, length), -np.inf)
     for a, c in enumerate(contribution):
         start = int(c) - low
