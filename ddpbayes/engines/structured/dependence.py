@@ -58,7 +58,7 @@ class _Cliques:
         tree = calibration.tree
         self.tree, self.sizes = tree, sizes
         self.scope = {v: (v, *tree.separator[v]) for v in tree.order}
-        self.belief = {v: _aligned(clique_belief(calibration, v), self.scope[v], sizes) for v in tree.order}
+        self.belief = {v: _aligned(calibration.clique_belief(v), self.scope[v], sizes) for v in tree.order}
         self.down = {v: _conditional(self.belief[v], (0,)) for v in tree.order}  # P(X_v | v's separator)
         self.up: dict[int, np.ndarray] = {}  # v -> P(parent's clique | v's separator), when first needed
 
@@ -102,12 +102,6 @@ class _Cliques:
             self.up[child] = _conditional(self.belief[w], tuple(a for a, u in enumerate(self.scope[w])
                                                                 if u not in separator))
         return self.up[child][None] * _spread(on_separator, separator, self.scope[w])
-
-
-def clique_belief(calibration: Calibration, v: int) -> Potential:
-    """log of v's clique's belief (its factors, the message from its parent and its children's), as
-    `Calibration.marginal` forms it before summing down to v."""
-    return calibration._product(calibration._base(v) + [calibration.up[c] for c in calibration.tree.children[v]])
 
 
 def _aligned(pot: Potential, scope: tuple[int, ...], sizes: list[int]) -> np.ndarray:

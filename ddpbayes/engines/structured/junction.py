@@ -81,6 +81,11 @@ class Calibration:
             out = _extend(out, v, self.sizes[v])
         return out
 
+    def clique_belief(self, v: int) -> Potential:
+        """log of v's clique's belief: its factors, the message from its parent and its children's (what
+        `marginal` sums down to v)."""
+        return self._product(self._base(v) + [self.up[c] for c in self.tree.children[v]])
+
     def marginals(self, slots: Iterable[int]) -> Iterator[tuple[int, Potential]]:
         """(v, marginal(v)) for every v of `slots`, depth-first from the root, releasing what nothing left
         needs: a slot's children's upward messages once its own law and its children's downward messages are
