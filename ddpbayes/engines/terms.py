@@ -26,8 +26,11 @@ import pytensor.tensor as pt
 from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.graph.basic import Constant, Variable
 from pytensor.graph.replace import clone_replace, vectorize_graph
+from pytensor.graph.rewriting.basic import in2out, node_rewriter
+from pytensor.graph.rewriting.utils import rewrite_graph
 from pytensor.graph.traversal import ancestors
 from pytensor.tensor.basic import Alloc, Join, MakeVector
+from pytensor.tensor.blockwise import Blockwise
 from pytensor.tensor.elemwise import CAReduce, DimShuffle, Elemwise
 from pytensor.tensor.math import Dot
 from pytensor.tensor.random.op import RandomVariable
@@ -103,7 +106,7 @@ def _tabulate(model: DependenceModel, slots: list[Slot], limit: int) -> list[tup
     for members, lift in _batches(groups, lifted, plans, slots):
         graph, own, constants = _graph(model.model, terms[members[0]], lifted[members[0]] if lift else [])
         batched = [pt.tensor(dtype=v.dtype, shape=(None, *v.type.shape)) for v in own + constants]
-        out = vectorize_graph(graph, replace=dict(zip(own + constants, batched)))
+        out = _gathers(vectorize_graph(graph, replace=dict(zip(own + constants, batched))))
         outputs.append(out.reshape((out.shape[0], -1)) if out.ndim > 1 else out[:, None])
         inputs += batched
         # members with equal value grids and equal lifted constants share one evaluation
@@ -127,6 +130,34 @@ def _tabulate(model: DependenceModel, slots: list[Slot], limit: int) -> list[tup
             column = terms[m].element
             tables[m] = blocks[first][:, column] if column is not None else blocks[first].sum(axis=1)
     return [(ids, table) for ids, table in zip(plans, tables)]
+
+
+@node_rewriter([Blockwise])
+def _gather(fgraph, node) -> list[Variable] | None:
+    """Blockwise indexing with every index batched, `y[b] = x[b][i[b], j[b], ...]`, as one advanced
+    index `x[b, i, j, ...]` instead of a Python loop over the rows (PyTensor vectorises a
+    Subtensor only when its indices are not batched: a fed transition matrix indexed by the parent)."""
+    core = node.op.core_op
+    if not isinstance(core, (Subtensor, AdvancedSubtensor)) or node.op.batch_ndim(node) != 1:
+        return None
+    if isinstance(core, Subtensor) and any(isinstance(i, slice) for i in core.idx_list):
+        return None
+    x, *idxs = node.inputs
+    if not idxs or any(not i.dtype.startswith(("int", "uint")) or i.type.broadcastable[0] for i in idxs):
+        return None
+    if any(i.ndim != len(sig) + 1 for i, sig in zip(idxs, node.op.inputs_sig[1:])) or len({i.ndim for i in idxs}) > 1:
+        return None
+    if x.ndim == len(node.op.inputs_sig[0]):
+        return [x[tuple(idxs)]]
+    if x.type.broadcastable[0]:
+        return None
+    rows = pt.arange(idxs[0].shape[0]).reshape((-1,) + (1,) * (idxs[0].ndim - 1))
+    return [x[(rows, *idxs)]]
+
+
+def _gathers(graph: Variable) -> Variable:
+    """`graph` with `_gather` applied wherever it can be."""
+    return rewrite_graph(graph, include=(), custom_rewrite=in2out(_gather))
 
 
 def _rows(plan: list[int], slots: list[Slot]) -> int:
