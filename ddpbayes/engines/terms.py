@@ -5,8 +5,10 @@ observed variable's log-probability given its parents, or a potential. Each term
 its own — its parents cut off by placeholders, so the graph is a handful of nodes whatever the
 size of the model — and evaluated, vectorised with `vectorize_graph`, on every combination of
 its slots' values, in float64 (`in_float64`). Terms with the same graph up to the names of
-their inputs (day k of a chain given day k-1, for every k) share one log-probability graph;
-all of them are compiled into one function and evaluated in one call. An element-wise vector
+their inputs and their small float constants read as data (day k of a chain given day k-1, for
+every k, even when each day has its own transition probabilities) share one log-probability
+graph, the constants fed as inputs; all of them are compiled into one function and evaluated in
+one call. An element-wise vector
 variable (a univariate distribution with a batch of elements) gives one term per element, so
 `Bernoulli("x", rate, shape=n)` is n small tables, not one over 2^n configurations.
 """
@@ -24,8 +26,19 @@ import pytensor.tensor as pt
 from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.graph.basic import Constant, Variable
 from pytensor.graph.replace import clone_replace, vectorize_graph
+from pytensor.graph.rewriting.basic import in2out, node_rewriter
+from pytensor.graph.rewriting.utils import rewrite_graph
 from pytensor.graph.traversal import ancestors
+from pytensor.tensor.basic import Alloc, Join, MakeVector
+from pytensor.tensor.blockwise import Blockwise
+from pytensor.tensor.elemwise import CAReduce, DimShuffle, Elemwise
+from pytensor.tensor.math import Dot
+from pytensor.tensor.random.op import RandomVariable
 from pytensor.tensor.random.type import RandomType
+from pytensor.tensor.shape import SpecifyShape
+from pytensor.tensor.subtensor import (AdvancedIncSubtensor, AdvancedIncSubtensor1, AdvancedSubtensor,
+                                       AdvancedSubtensor1, IncSubtensor, Subtensor)
+from pytensor.tensor.variable import TensorConstant
 
 from ddpbayes.errors import InputError
 from ddpbayes.limits import check_states
@@ -88,17 +101,19 @@ def _tabulate(model: DependenceModel, slots: list[Slot], limit: int) -> list[tup
         check_states(math.prod(len(slots[k].values) for k in ids), "a term's table (a variable and its parents)",
                      "cells", limit, ", or use another engine")
         plans.append(ids)
-    groups = _groups(model.model, terms)
+    groups, lifted = _groups(model.model, terms)
     outputs, inputs, feeds, evaluated = [], [], [], []
-    for members in groups.values():
-        graph, own = _graph(model.model, terms[members[0]])
-        batched = [pt.tensor(dtype=v.dtype, shape=(None, *v.type.shape)) for v in own]
-        out = vectorize_graph(graph, replace=dict(zip(own, batched)))
+    for members, lift in _batches(groups, lifted, plans, slots):
+        graph, own, constants = _graph(model.model, terms[members[0]], lifted[members[0]] if lift else [])
+        batched = [pt.tensor(dtype=v.dtype, shape=(None, *v.type.shape)) for v in own + constants]
+        out = _gathers(vectorize_graph(graph, replace=dict(zip(own + constants, batched))))
         outputs.append(out.reshape((out.shape[0], -1)) if out.ndim > 1 else out[:, None])
         inputs += batched
-        grids = _distinct_grids(members, plans, slots)  # members with equal value grids share one evaluation
+        # members with equal value grids and equal lifted constants share one evaluation
+        grids = _distinct_grids(members, plans, slots, lifted if lift else None)
         firsts = list(dict.fromkeys(grids.values()))
         feeds += _feeds([terms[m] for m in firsts], [plans[m] for m in firsts], slots, slots_of, own)
+        feeds += _constant_feeds([lifted[m] for m in firsts], [_rows(plans[m], slots) for m in firsts], constants)
         evaluated.append((grids, firsts))
     # The tables are tiny: C compilation would cost seconds and save nothing.
     fn = pytensor.function(inputs, outputs, on_unused_input="ignore", mode="FAST_COMPILE")
@@ -108,7 +123,7 @@ def _tabulate(model: DependenceModel, slots: list[Slot], limit: int) -> list[tup
     for (grids, firsts), result in zip(evaluated, results):
         blocks, start = {}, 0
         for m in firsts:
-            rows = math.prod(len(slots[k].values) for k in plans[m])
+            rows = _rows(plans[m], slots)
             blocks[m] = np.asarray(result[start:start + rows], dtype=float)
             start += rows
         for m, first in grids.items():
@@ -117,14 +132,73 @@ def _tabulate(model: DependenceModel, slots: list[Slot], limit: int) -> list[tup
     return [(ids, table) for ids, table in zip(plans, tables)]
 
 
-def _distinct_grids(members: list[int], plans: list[list[int]], slots: list[Slot]) -> dict[int, int]:
-    """Each member mapped to the first member whose slots take the same values."""
+@node_rewriter([Blockwise])
+def _gather(fgraph, node) -> list[Variable] | None:
+    """Blockwise indexing with every index batched, `y[b] = x[b][i[b], j[b], ...]`, as one advanced
+    index `x[b, i, j, ...]` instead of a Python loop over the rows (PyTensor vectorises a
+    Subtensor only when its indices are not batched: a fed transition matrix indexed by the parent)."""
+    core = node.op.core_op
+    if not isinstance(core, (Subtensor, AdvancedSubtensor)) or node.op.batch_ndim(node) != 1:
+        return None
+    if isinstance(core, Subtensor) and any(isinstance(i, slice) for i in core.idx_list):
+        return None
+    x, *idxs = node.inputs
+    if not idxs or any(not i.dtype.startswith(("int", "uint")) or i.type.broadcastable[0] for i in idxs):
+        return None
+    if any(i.ndim != len(sig) + 1 for i, sig in zip(idxs, node.op.inputs_sig[1:])) or len({i.ndim for i in idxs}) > 1:
+        return None
+    if x.ndim == len(node.op.inputs_sig[0]):
+        return [x[tuple(idxs)]]
+    if x.type.broadcastable[0]:
+        return None
+    rows = pt.arange(idxs[0].shape[0]).reshape((-1,) + (1,) * (idxs[0].ndim - 1))
+    return [x[(rows, *idxs)]]
+
+
+def _gathers(graph: Variable) -> Variable:
+    """`graph` with `_gather` applied wherever it can be."""
+    return rewrite_graph(graph, include=(), custom_rewrite=in2out(_gather))
+
+
+def _rows(plan: list[int], slots: list[Slot]) -> int:
+    return math.prod(len(slots[k].values) for k in plan)
+
+
+LIFT_BUDGET = 1 << 22  # elements of a group's repeated constants; above it the group is split by constant values
+
+
+def _batches(groups: dict, lifted: list[list[Constant]], plans: list[list[int]],
+             slots: list[Slot]) -> list[tuple[list[int], bool]]:
+    """The groups to compile, each with whether its constants are fed as inputs (DESIGN §2.1b):
+    when repeating them over the members' rows would exceed `LIFT_BUDGET`, the group is split
+    into members with equal constants, each compiled with its constants in the graph."""
+    out = []
+    for members in groups.values():
+        size = sum(np.size(c.data) for c in lifted[members[0]])
+        if not size or size * sum(_rows(plans[m], slots) for m in members) <= LIFT_BUDGET:
+            out.append((members, bool(size)))
+            continue
+        split: dict = {}
+        for m in members:
+            split.setdefault(_constants_key(lifted[m]), []).append(m)
+        out += [(same, False) for same in split.values()]
+    return out
+
+
+def _distinct_grids(members: list[int], plans: list[list[int]], slots: list[Slot],
+                    lifted: list[list[Constant]] | None) -> dict[int, int]:
+    """Each member mapped to the first member whose slots take the same values (and whose
+    lifted constants, when they are fed, are equal)."""
     first: dict = {}
     out = {}
     for m in members:
         key = tuple(slots[k].values.tobytes() + str(slots[k].values.dtype).encode() for k in plans[m])
-        out[m] = first.setdefault(key, m)
+        out[m] = first.setdefault((key, _constants_key(lifted[m]) if lifted else ()), m)
     return out
+
+
+def _constants_key(constants: list[Constant]) -> tuple:
+    return tuple((str(c.type), np.asarray(c.data).tobytes()) for c in constants)
 
 
 def structure(model: DependenceModel, slots: list[Slot]) -> list[tuple[list[int], list[int]]]:
@@ -173,19 +247,25 @@ def _scope(term: _Term, slots_of: dict) -> list[int]:
     return own + [k for p in term.parents for k in slots_of[p]]
 
 
-def _graph(pm_model: pm.Model, term: _Term) -> tuple[Variable, list[Variable]]:
-    """The term's log-probability as a graph of placeholders: (graph, [own value, *parents])."""
+def _graph(pm_model: pm.Model, term: _Term, lifted: list[Constant]) -> tuple[Variable, list[Variable], list[Variable]]:
+    """The term's log-probability as a graph of placeholders: (graph, [own value, *parents], the
+    placeholders of the `lifted` constants); a lifted float constant is fed in float64 (`in_float64`)."""
+    holders = {c: pt.tensor(dtype=_fed_dtype(c), shape=np.shape(c.data)) for c in lifted}
     replace = {p: p.type() for p in term.parents}
-    replace.update(_observed_data(pm_model, term))
+    replace.update({v: holders.get(d, d) for v, d in _observed_data(pm_model, term).items()})
+    replace.update(holders)
     if term.var in pm_model.potentials:
-        return in_float64(clone_replace([term.var], replace))[0], [replace[p] for p in term.parents]
-    rv = clone_replace([term.var], replace)[0]
+        graph = clone_replace([term.var], replace, rebuild_strict=False)
+        return in_float64(graph)[0], [replace[p] for p in term.parents], list(holders.values())
+    rv = clone_replace([term.var], replace, rebuild_strict=False)[0]
     if term.var in pm_model.observed_RVs:
         value, own = pm_model.rvs_to_values[term.var], []
+        value = holders.get(value, value)
     else:
         value = term.var.type()
         own = [value]
-    return in_float64([pm.logp(rv, value, warn_rvs=False)])[0], own + [replace[p] for p in term.parents]
+    graph = in_float64([pm.logp(rv, value, warn_rvs=False)])[0]
+    return graph, own + [replace[p] for p in term.parents], list(holders.values())
 
 
 def _observed_data(pm_model: pm.Model, term: _Term) -> dict:
@@ -197,28 +277,74 @@ def _observed_data(pm_model: pm.Model, term: _Term) -> dict:
     return {v: pm_model.rvs_to_values[v] for v in reached if v in observed and v is not term.var}
 
 
-def _groups(pm_model: pm.Model, terms: list[_Term]) -> dict:
-    """Terms whose graphs are equal up to their inputs, by a structural signature."""
+def _groups(pm_model: pm.Model, terms: list[_Term]) -> tuple[dict, list[list[Constant]]]:
+    """Terms whose graphs are equal up to their inputs and lifted constants, by a structural
+    signature; and each term's lifted constants."""
     groups: dict = {}
     seen: dict = {}
+    lifted = []
     for k, term in enumerate(terms):
-        key = seen.get((id(term.var), term.element is not None))
-        if key is None:
-            key = _signature(pm_model, term)
-            seen[(id(term.var), term.element is not None)] = key
-        groups.setdefault(key, []).append(k)
-    return groups
+        at = (id(term.var), term.element is not None)
+        if at not in seen:
+            seen[at] = _signature(pm_model, term)
+        groups.setdefault(seen[at][0], []).append(k)
+        lifted.append(seen[at][1])
+    return groups, lifted
 
 
-def _signature(pm_model: pm.Model, term: _Term) -> tuple:
-    """The term's graph with its inputs numbered: equal signatures, equal log-probability graphs."""
+LIFT_SIZE = 256  # elements: a larger constant stays in the signature
+
+
+def _liftable(v: Variable) -> bool:
+    """A small float constant, a candidate to be fed as an input rather than compiled in. Integer
+    constants (indices, shapes, axes, sizes) stay in the signature."""
+    return isinstance(v, TensorConstant) and v.dtype in ("float32", "float64") and np.size(v.data) <= LIFT_SIZE
+
+
+def _reads_data(op, position: int) -> bool:
+    """Whether `op` computes on input `position`'s values alone, as data: not as a shape, an axis
+    or an index that sets the structure of the graph."""
+    if isinstance(op, (Elemwise, DimShuffle, CAReduce, MakeVector, Dot)):
+        return True
+    if isinstance(op, (Subtensor, AdvancedSubtensor, AdvancedSubtensor1, Alloc, SpecifyShape)):
+        return position == 0
+    if isinstance(op, (IncSubtensor, AdvancedIncSubtensor, AdvancedIncSubtensor1)):
+        return position < 2
+    if isinstance(op, Join):
+        return position > 0
+    if isinstance(op, RandomVariable):
+        return position >= 2  # rng and size, then the distribution's parameters
+    return False
+
+
+def _fed_dtype(c: TensorConstant) -> str:
+    return "float64" if c.dtype in ("float32", "float64") else c.dtype
+
+
+def _signature(pm_model: pm.Model, term: _Term) -> tuple[tuple, list[Constant]]:
+    """The term's graph with its inputs numbered: equal signatures, equal log-probability graphs
+    once the lifted constants are fed (DESIGN §2.1b). Small float constants that are read only as
+    data, and an observed variable's own small value, are lifted: numbered in the signature by
+    first appearance, returned in that order. Other constants are part of the signature."""
     kind = "potential" if term.var in pm_model.potentials else "observed" if term.var in pm_model.observed_RVs else "free"
     leaves = {p: ("parent", k, str(p.type)) for k, p in enumerate(term.parents)}
+    data_of = _observed_data(pm_model, term)
+    candidates: dict = {}  # float constant -> [first appearance, read only as data]
     memo: dict = {}
 
-    def sig(v: Variable):
+    def candidate(c: Constant, as_data: bool) -> tuple:
+        entry = candidates.setdefault(c, [len(candidates), True])
+        entry[1] &= as_data
+        return ("float", entry[0])
+
+    def sig(v: Variable, op=None, position: int = 0):
         if v in leaves:
             return leaves[v]
+        if v in data_of:
+            d = data_of[v]
+            return candidate(d, op is None or _reads_data(op, position)) if _liftable(d) else ("data", id(d))
+        if v.owner is None and _liftable(v):
+            return candidate(v, op is None or _reads_data(op, position))
         if v in memo:
             return memo[v]
         if v.owner is None:
@@ -232,14 +358,25 @@ def _signature(pm_model: pm.Model, term: _Term) -> tuple:
             else:
                 s = ("input", id(v))
         else:
-            s = (v.owner.op, tuple(sig(i) for i in v.owner.inputs), v.owner.outputs.index(v))
+            reader = v.owner.op
+            s = (reader, tuple(sig(i, reader, k) for k, i in enumerate(v.owner.inputs)), v.owner.outputs.index(v))
         memo[v] = s
         return s
 
     own = (str(term.var.type), term.element is not None)
-    data = tuple(("data", id(v)) for v in _observed_data(pm_model, term).values())
-    value = ("value", id(pm_model.rvs_to_values[term.var])) if kind == "observed" else ()
-    return kind, own, sig(term.var), data, value
+    graph = sig(term.var)
+    lifted = [c for c, (_, as_data) in candidates.items() if as_data]
+    constants = tuple(("lifted", _fed_dtype(c), np.shape(c.data)) if as_data
+                      else ("constant", str(c.type), np.asarray(c.data).tobytes()) for c, (_, as_data) in candidates.items())
+    value = ()
+    if kind == "observed":
+        v = pm_model.rvs_to_values[term.var]
+        if isinstance(v, TensorConstant) and np.size(v.data) <= LIFT_SIZE and v not in candidates:
+            lifted.append(v)
+            value = ("value", str(v.type))
+        else:
+            value = ("value", id(v))
+    return (kind, own, graph, constants, value), lifted
 
 
 def _feeds(terms: list[_Term], plans: list[list[int]], slots: list[Slot], slots_of: dict,
@@ -261,6 +398,12 @@ def _feeds(terms: list[_Term], plans: list[list[int]], slots: list[Slot], slots_
             else:
                 columns[c].append(block)
     return [np.concatenate(cols).astype(v.dtype) for cols, v in zip(columns, own)]
+
+
+def _constant_feeds(constants: list[list[Constant]], rows: list[int], holders: list[Variable]) -> list[np.ndarray]:
+    """The lifted constants of one group, each member's repeated over its grid's rows."""
+    return [np.concatenate([np.broadcast_to(np.asarray(cs[j].data, dtype=h.dtype), (r, *np.shape(cs[j].data)))
+                            for cs, r in zip(constants, rows)]) for j, h in enumerate(holders)]
 
 
 def _grid(columns: Sequence[np.ndarray]) -> np.ndarray:
