@@ -244,6 +244,26 @@ def test_user_code_blocks_interleaved_across_threads_restore_stdout_and_exit(cap
     assert out == "" and "from a" in err
 
 
+@pytest.mark.parametrize("fails", [False, True])
+def test_model_variables_carry_no_creation_trace_and_the_limit_is_restored(tmp_path, fails):
+    """PyTensor's traceback__limit is 0 while the file loads (no `tag.trace` is recorded: DESIGN §4),
+    and restored afterwards, also when build() raises."""
+    import pytensor
+
+    from ddpbayes.errors import InputError
+    from ddpbayes.model.loading import load_model
+
+    extra = "\n\n_build = build\n\n\ndef build(n: int = 4):\n    raise ValueError('no')\n" if fails else ""
+    with pytensor.config.change_flags(traceback__limit=5):
+        if fails:
+            with pytest.raises(InputError, match="raised ValueError: no"):
+                load_model(write_model(tmp_path, extra))
+        else:
+            model = load_model(write_model(tmp_path, extra))
+            assert [v.tag.trace for v in model.model.free_RVs] == [[]] * 5
+        assert pytensor.config.traceback__limit == 5
+
+
 @pytest.mark.parametrize("where", ["build", "import"])
 def test_an_endless_build_shows_life_and_stops_on_ctrl_c(tmp_path, where):
     """Before: a build() (or a model file) that never returns gave no sign of life. Now a line on stderr

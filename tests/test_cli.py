@@ -202,6 +202,33 @@ def test_subprocess_bad_input(model_files):
     assert len(err.strip().splitlines()) == 1, err
 
 
+def test_subprocess_end_runs_exit_handlers_and_flushes(tmp_path):
+    """The program ends with os._exit after its last line (`main._end`): the exit handlers run (here
+    one the model file registers), the JSON on stdout is whole and the exit code is the verdict's."""
+    marker = tmp_path / "handler-ran"
+    model = tmp_path / "model.py"
+    model.write_text(textwrap.dedent(f"""
+        import atexit
+        import pathlib
+
+        import pymc as pm
+        from ddpbayes import DependenceModel
+
+        atexit.register(pathlib.Path({str(marker)!r}).write_text, "yes")
+
+
+        def build():
+            with pm.Model() as m:
+                pm.Bernoulli("x0", 0.5)
+                pm.Bernoulli("x1", 0.5)
+            return DependenceModel(m, tuples=["x0", "x1"])
+    """))
+    out, err, code = _run(["audit", str(model), *COUNT, "--notion", "idp", "--claim", "0.5", "--format", "json"])
+    assert code == 1, err
+    assert json.loads(out)["leakage"] == pytest.approx(1.0, abs=1e-12)  # independent bits: 1/b
+    assert marker.read_text() == "yes"
+
+
 def test_subprocess_claim_exit_codes():
     """Real processes: a failed claim exits 1, a passed one 0. dp (model-free, no compilation,
     so the processes stay fast): count with --epsilon 0.5 has scale 2 and leak 1/2 = 0.5."""

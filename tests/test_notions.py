@@ -51,3 +51,20 @@ def test_an_audit_under_a_notion_is_the_audit_under_its_name(household):
         assert by_object.notion == one.name
         assert (by_object.leakage, by_object.per_target, by_object.witness) == (
             by_name.leakage, by_name.per_target, by_name.witness)
+
+
+def test_ddp_known_sets_are_the_complements_and_shared_within_a_component():
+    """Known set of A(i) = every tuple outside N(i) ∪ {i}, written out here; targets of one
+    component (same N(i) ∪ {i}) share one frozenset object (the Gowalla audit's memory, issue #29)."""
+    components = [[0, 3, 5], [1], [2, 4], [6]]
+    n = 7
+    dep = [None] * n
+    for comp in components:
+        for i in comp:
+            dep[i] = frozenset(j for j in comp if j != i)
+    advs = list(DDP.adversaries(n, list(range(n)), dependence_sets=dep))
+    for adv in advs:
+        assert adv.known == {j for j in range(n) if j != adv.target and j not in dep[adv.target]}
+    for comp in components:
+        assert len({id(advs[i].known) for i in comp}) == 1
+    assert len({id(a.known) for a in advs}) == len(components)

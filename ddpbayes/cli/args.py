@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 
 from ddpbayes.errors import InputError
@@ -19,6 +20,17 @@ def index_list(text: str) -> list[int]:
         return [int(v) for v in text.split(",")]
     except ValueError:
         raise InputError(f"expected comma-separated tuple indices, got '{text}'") from None
+
+
+def load_model_of(args: argparse.Namespace, settings: RunSettings):
+    """The model of `add_model`'s flags. What the process holds by then (PyMC and the other imports,
+    the model) lives until it exits, so it leaves the cyclic garbage collector's reach (`gc.freeze`):
+    its full passes no longer walk those million objects again and again (DESIGN §2.4)."""
+    from ddpbayes.model.loading import load_model, parse_params
+
+    model = load_model(args.model, parse_params(args.param), max_states=settings.max_states)
+    gc.freeze()
+    return model
 
 
 def add_model(parser: argparse.ArgumentParser) -> None:

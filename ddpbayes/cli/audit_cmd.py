@@ -10,6 +10,7 @@ from ddpbayes.cli.args import (
     add_run_settings,
     check_release_flags,
     index_list,
+    load_model_of,
     noise,
     run_settings,
 )
@@ -45,12 +46,11 @@ def run(args) -> int:
     from ddpbayes.cli.text import audit_text
     from ddpbayes.composition import compose
     from ddpbayes.queries.general import with_sensitivity
-    from ddpbayes.model.loading import load_model, parse_params
     from ddpbayes.queries import parse_query
 
     check_release_flags(args)
     settings = run_settings(args)
-    model = load_model(args.model, parse_params(args.param), max_states=settings.max_states)
+    model = load_model_of(args, settings)
     query, mechanism = compose(args.release, model) if args.release else (args.query, args.mechanism)
     if args.sensitivity is not None:
         query = with_sensitivity(parse_query(query), args.sensitivity)

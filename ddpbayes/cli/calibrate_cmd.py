@@ -13,6 +13,7 @@ from ddpbayes.cli.args import (
     add_output,
     add_run_settings,
     add_sensitivity,
+    load_model_of,
     run_settings,
 )
 from ddpbayes.cli.audit_cmd import EXIT_CODES
@@ -55,11 +56,10 @@ def register(sub) -> None:
 def run(args) -> int:
     from ddpbayes.ddp import calibrate
     from ddpbayes.queries.general import with_sensitivity
-    from ddpbayes.model.loading import load_model, parse_params
     from ddpbayes.queries import parse_query
 
     settings = run_settings(args)
-    model = load_model(args.model, parse_params(args.param), max_states=settings.max_states)
+    model = load_model_of(args, settings)
     query = with_sensitivity(parse_query(args.query), args.sensitivity)
     c = calibrate(model, query, args.notion, args.epsilon, method=args.method, mechanism=args.mechanism,
                   delta=args.delta, settings=settings)

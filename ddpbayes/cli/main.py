@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import gc
 import importlib.metadata
 import os
 import re
@@ -65,6 +66,28 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command line `argv` (default: the program's own) and return its exit code; as the
+    program itself, end the process there (`_end`)."""
+    code = _main(argv)
+    if argv is None:
+        _end(code)
+    return code
+
+
+def _end(code: int) -> None:
+    """The program's end after its last line: the exit handlers run (temporary folders, Dask, logging)
+    and the output is flushed, then `os._exit` skips Python's teardown of PyMC's modules and of what
+    `load_model_of` froze, which is work for nothing (as after a signal: `_signalled`)."""
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe or stream: nothing left to say
+            pass
+    os._exit(code)
+
+
+def _main(argv: list[str] | None) -> int:
     install_sigterm()
     argv_given, argv = argv, list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
@@ -76,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
             return args.run(args)
         finally:
             _stop_workers()  # before the last line, so that nothing follows it
+            if argv_given is not None:  # main([...]) from Python: what `load_model_of` froze is collectable again
+                gc.unfreeze()
     except InputError as exc:
         if debug:
             raise

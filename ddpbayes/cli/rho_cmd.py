@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from ddpbayes.cli.args import add_model, add_output, add_run_settings, run_settings
+from ddpbayes.cli.args import add_model, add_output, add_run_settings, load_model_of, run_settings
 from ddpbayes.cli.text import INTERVAL
 from ddpbayes.formatting import fmt
 
@@ -30,10 +30,9 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from ddpbayes.ddp import dependence_coefficients
-    from ddpbayes.model.loading import load_model, parse_params
 
     settings = run_settings(args)
-    model = load_model(args.model, parse_params(args.param), max_states=settings.max_states)
+    model = load_model_of(args, settings)
     c = dependence_coefficients(model, args.scale, settings)
     print(json.dumps(c.to_json(), indent=2) if args.format == "json" else rho_text(c))
     return 0

@@ -1,42 +1,68 @@
 """Engines behind one interface (`Engine`, in `base`), chosen automatically or by name.
 
-A new engine is one module (or subpackage) here implementing `Engine`, added to ENGINES and to
+A new engine is one module (or subpackage) here implementing `Engine`, added to `_HOMES` and to
 `ddpbayes.vocabulary.ENGINES`; nothing outside this package changes."""
 
 from __future__ import annotations
 
+import importlib
+import threading
+from collections.abc import Iterator
+
 from ddpbayes.engines.base import (AdversaryLeakage, Curve, DependenceProfile, Engine, NoCurve, Witness,
                                    merge_diagnostics)
-from ddpbayes.engines.exact import ExactEngine
-from ddpbayes.engines.gaussian import GaussianEngine
-from ddpbayes.engines.program import ProgramEngine
-from ddpbayes.engines.sampling import SamplingEngine
-from ddpbayes.engines.structured import StructuredEngine
 from ddpbayes.errors import InputError
 from ddpbayes.problem import Problem
 from ddpbayes.vocabulary import ENGINES as ENGINE_NAMES
 
-ENGINES: dict[str, Engine] = {e.name: e for e in (ExactEngine(), StructuredEngine(), GaussianEngine(), SamplingEngine(),
-                                                  ProgramEngine())}
-assert tuple(ENGINES) == ENGINE_NAMES, "the CLI offers the engines of ddpbayes.vocabulary"
+# Each engine's home, imported when the engine is first asked for: `auto` stops at the first engine that
+# fits, so an audit on the structured engine never imports the gaussian, sampling and program engines.
+_HOMES = {"exact": ("ddpbayes.engines.exact", "ExactEngine"),
+          "structured": ("ddpbayes.engines.structured", "StructuredEngine"),
+          "gaussian": ("ddpbayes.engines.gaussian", "GaussianEngine"),
+          "sampling": ("ddpbayes.engines.sampling", "SamplingEngine"),
+          "program": ("ddpbayes.engines.program", "ProgramEngine")}
+assert tuple(_HOMES) == ENGINE_NAMES, "the CLI offers the engines of ddpbayes.vocabulary"
+_MADE: dict[str, Engine] = {}
+_LOCK = threading.Lock()  # one instance per engine, also when threads of a Dask worker ask at once
+
+
+def _engine(name: str) -> Engine:
+    with _LOCK:
+        if name not in _MADE:
+            module, cls = _HOMES[name]
+            _MADE[name] = getattr(importlib.import_module(module), cls)()
+        return _MADE[name]
+
+
+def _in_order() -> Iterator[Engine]:
+    """The engines in `auto`'s order, each imported only when reached."""
+    return (_engine(name) for name in _HOMES)
+
+
+def __getattr__(name: str) -> object:
+    """ENGINES, {name: engine} in `auto`'s order: every engine, imported on first use."""
+    if name == "ENGINES":
+        return {e.name: e for e in _in_order()}
+    raise AttributeError(f"module 'ddpbayes.engines' has no attribute '{name}'")
 
 
 def engine_named(name: str) -> Engine | None:
     """The engine an AuditResult names (None for `analytic`: dp needs no engine)."""
-    return ENGINES.get(name)
+    return _engine(name) if name in _HOMES else None
 
 
 def select_engine(problem: Problem, name: str = "auto") -> Engine:
     """The named engine, or with `auto` the first in ENGINES that can solve `problem`."""
     if name != "auto":
-        if name not in ENGINES:
-            raise InputError(f"unknown engine '{name}' (use auto, {', '.join(ENGINES)})")
-        reason = ENGINES[name].supports(problem)
+        if name not in _HOMES:
+            raise InputError(f"unknown engine '{name}' (use auto, {', '.join(_HOMES)})")
+        reason = _engine(name).supports(problem)
         if reason:
             raise InputError(f"the {name} engine cannot solve this problem: {reason}")
-        return ENGINES[name]
+        return _engine(name)
     reasons = []
-    for engine in ENGINES.values():
+    for engine in _in_order():
         reason = engine.supports(problem)
         if reason is None:
             return engine
@@ -49,7 +75,7 @@ def passed_over(problem: Problem, chosen: Engine) -> list[str]:
     if not chosen.estimates:
         return []
     reasons = []
-    for engine in ENGINES.values():
+    for engine in _in_order():
         if engine is chosen:
             break
         reasons.append(f"{engine.name}: {engine.supports(problem)}")

@@ -12,7 +12,7 @@ from ddpbayes import shipped
 from ddpbayes.errors import InputError
 from ddpbayes.limits import state_limit
 from ddpbayes.model.contract import DependenceModel
-from ddpbayes.model.usercode import user_code, watched
+from ddpbayes.model.usercode import untraced, user_code, watched
 from ddpbayes.model.reference import ModelRef
 
 MAX_SOURCE_BYTES = 16 * 2**20  # a model file larger than this is refused before it is read (it travels to workers)
@@ -77,7 +77,7 @@ def load_source(path: str | Path, source: bytes, params: dict, max_states: int |
     module.__file__ = str(path)
     sys.modules[name] = module
     try:
-        with watched(f"the import of model file '{path}'"), user_code():
+        with watched(f"the import of model file '{path}'"), user_code(), untraced():
             exec(compile(source, str(path), "exec"), module.__dict__)
     except (Exception, SystemExit) as exc:  # the user's file: any error, or an exit, is bad input
         raise InputError(f"model file '{path}' failed to import: {_describe(exc)}") from exc
@@ -88,7 +88,7 @@ def load_source(path: str | Path, source: bytes, params: dict, max_states: int |
         raise InputError(f"model file '{path}' has no function build(**params)")
     _check_params(build, params, path)
     try:
-        with state_limit(max_states), watched(f"build() in model file '{path}'"), user_code():
+        with state_limit(max_states), watched(f"build() in model file '{path}'"), user_code(), untraced():
             model = build(**params)
     except InputError:
         raise

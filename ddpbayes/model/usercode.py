@@ -4,7 +4,8 @@ Inside `user_code`: what it prints goes to stderr, so stdout carries the result 
 json` stays JSON); and an exit (sys.exit, exit(), os._exit) raises SystemExit, which the caller
 turns into one line of bad input instead of the end of the run. `watched` adds a line on stderr
 while a model file's import or build() runs long, so that an endless one shows a sign of life (Ctrl-C stops it: the
-KeyboardInterrupt unwinds as anywhere else).
+KeyboardInterrupt unwinds as anywhere else). `untraced` switches off PyTensor's creation traces while a
+model file loads.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ NOTICE_EVERY = 30.0  # seconds between the later ones
 _lock = threading.Lock()
 _depth = 0  # user_code blocks running, in any thread: stdout and os._exit are swapped while above zero
 _saved: tuple = ()
+_untraced_depth = 0  # untraced blocks running, in any thread: PyTensor's traceback__limit is 0 while above zero
+_untraced_saved = 0
 
 
 def _exit_raises(code: int = 0) -> None:
@@ -46,6 +49,27 @@ def user_code() -> Iterator[None]:
             _depth -= 1
             if _depth == 0:
                 sys.stdout, os._exit = _saved
+
+
+@contextlib.contextmanager
+def untraced() -> Iterator[None]:
+    """PyTensor records where each variable was created (`tag.trace`: up to `traceback__limit` frames
+    read through linecache), a third of the time PyMC takes to build a 1,000-variable chain; ddpbayes
+    never shows those traces, so the limit is 0 inside the block and restored by the last block to leave."""
+    global _untraced_depth, _untraced_saved
+    from pytensor import config
+
+    with _lock:
+        if _untraced_depth == 0:
+            _untraced_saved, config.traceback__limit = config.traceback__limit, 0
+        _untraced_depth += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _untraced_depth -= 1
+            if _untraced_depth == 0:
+                config.traceback__limit = _untraced_saved
 
 
 @contextlib.contextmanager

@@ -29,6 +29,8 @@ TOL_ABS, TOL_REL, MAX_NODES = 1e-13, 1e-12, 1024
 REACH = 40.0  # units of b from a level beyond which the MI integrand is dropped (bounded, added to the error)
 WINDOW = 40.0  # half-width (in w = 2s - gap) of the window around a bend of D
 LOG2 = math.log(2)
+BOUND_SLACK = 1e-9  # relative margin by which a bracket's bound must miss the best value before Brent is skipped
+SCAN_CELLS = 2**20  # (value, point) cells of D evaluated at once
 
 
 def laplace_information(q: np.ndarray, log_w: np.ndarray, b: float) -> tuple[float, float, float]:
@@ -67,7 +69,8 @@ def laplace_information(q: np.ndarray, log_w: np.ndarray, b: float) -> tuple[flo
                 error += err
         if gap > 2 and gap / 2 > reach:
             error += 2 * math.exp(-reach) * -float(log_p.min())
-        kl = max(kl, _sup_divergence(lo, hi, gap, log_p))
+    if len(gaps):
+        kl = max(kl, _sup_divergence(near_below[:, :-1], near_above[:, 1:], gaps, log_p))
     return mi, kl, error
 
 
@@ -109,38 +112,68 @@ def _nodes(n: int) -> tuple[np.ndarray, np.ndarray]:
     return np.polynomial.legendre.leggauss(n)
 
 
-def _sup_divergence(lo: np.ndarray, hi: np.ndarray, gap: float, log_p: np.ndarray) -> float:
-    """sup of D over one piece. With w = 2s - gap ∈ [-gap, gap] (s: distance from q_k in units of
-    b), g_t ∝ e^{-s} e^{ℓ_t(w)}, ℓ_t(w) = logaddexp(lo_t, hi_t + w), and D depends on the ℓ_t alone:
+def _sup_divergence(lo: np.ndarray, hi: np.ndarray, gaps: np.ndarray, log_p: np.ndarray) -> float:
+    """sup of D over every piece; piece k lies between levels k and k + 1, lo = lo[:, k], hi = hi[:, k].
+    With w = 2s - gap ∈ [-gap, gap] (s: distance from q_k in units of b), g_t ∝ e^{-s} e^{ℓ_t(w)},
+    ℓ_t(w) = logaddexp(lo_t, hi_t + w), and D depends on the ℓ_t alone:
 
         D(w) = Σ_t p_t (log p_t + logaddexp(Lo, Hi + w) - ℓ_t(w)),   Lo, Hi = logsumexp of lo, hi.
 
     Each ℓ_t bends only within a few units of c_t = lo_t - hi_t (and log f of Lo - Hi); farther off
-    D is affine to within 2e^{-WINDOW}. So the sup is at an end of the piece or in a window around
-    a bend: each window is scanned (spacing 1/8) and its best points refined by bounded Brent."""
+    D is affine to within 2e^{-WINDOW}. So the sup is at an end of a piece or in a window around
+    a bend: every window is scanned (spacing 1/8, all pieces at once) and its best peaks refined by
+    bounded Brent, skipping a peak whose bracket [l, r] cannot beat the best value found: log f and
+    every ℓ_t are non-decreasing, so on it D ≤ D(l) + log f(r) - log f(l) and D ≤ D(r) + Σ_t p_t (ℓ_t(r) - ℓ_t(l))."""
     weights = np.exp(log_p)
-    big_lo, big_hi = logsumexp(lo), logsumexp(hi)
+    big_lo, big_hi = logsumexp(lo, axis=0), logsumexp(hi, axis=0)
+    count = len(gaps)
+    best = float(_scan(lo, hi, big_lo, big_hi, log_p, weights, np.repeat(np.arange(count), 2),
+                       np.column_stack([-gaps, gaps]).ravel())[0].max())
+    bends = np.vstack([lo - hi, big_lo - big_hi])
+    pieces, grids = [], []
+    for k, gap in enumerate(gaps):
+        near = [c for c in bends[:, k] if math.isfinite(c) and -gap - WINDOW < c < gap + WINDOW]
+        for a, c in _merged((max(x - WINDOW, -gap), min(x + WINDOW, gap)) for x in near):
+            grids.append(np.linspace(a, c, max(2, math.ceil((c - a) * 8) + 1)))
+            pieces.append(k)
+    if not grids:
+        return best
+    sizes = np.array([len(w) for w in grids])
+    w = np.concatenate(grids)
+    values, log_f, mean_ell = _scan(lo, hi, big_lo, big_hi, log_p, weights, np.repeat(pieces, sizes), w)
+    best = max(best, float(values.max()))
+    candidates = []  # (bound on the bracket, piece, left, right)
+    for piece, first, size in zip(pieces, np.cumsum(sizes) - sizes, sizes):
+        v = values[first:first + size]
+        peaks = [j for j in range(size) if (j == 0 or v[j] >= v[j - 1]) and (j == size - 1 or v[j] > v[j + 1])]
+        for j in sorted(peaks, key=lambda j: -v[j])[:4]:
+            left, right = first + max(j - 1, 0), first + min(j + 1, size - 1)
+            if w[right] > w[left]:
+                bound = min(values[left] + log_f[right] - log_f[left], values[right] + mean_ell[right] - mean_ell[left])
+                candidates.append((float(bound), piece, w[left], w[right]))
+    for bound, piece, left, right in sorted(candidates, key=lambda c: -c[0] if not math.isnan(c[0]) else -math.inf):
+        if bound + BOUND_SLACK * (1 + abs(best)) <= best:
+            break  # sorted by bound: no later bracket can beat `best` either
 
-    def divergence(w: np.ndarray) -> np.ndarray:
-        log_f = np.logaddexp(big_lo, big_hi + w)
-        ell = np.logaddexp(lo[:, None], hi[:, None] + w[None, :])
-        return weights @ (log_p[:, None] + log_f[None, :] - ell)
+        def minus(v: float, k=piece) -> float:
+            return -float(_scan(lo, hi, big_lo, big_hi, log_p, weights, np.array([k]), np.array([v]))[0][0])
 
-    bends = [c for c in [*(lo - hi), big_lo - big_hi] if math.isfinite(c) and -gap - WINDOW < c < gap + WINDOW]
-    best = float(divergence(np.array([-gap, gap])).max())
-    for a, c in _merged((max(x - WINDOW, -gap), min(x + WINDOW, gap)) for x in bends):
-        w = np.linspace(a, c, max(2, math.ceil((c - a) * 8) + 1))
-        values = divergence(w)
-        best = max(best, float(values.max()))
-        peaks = [j for j in range(len(w)) if (j == 0 or values[j] >= values[j - 1])
-                 and (j == len(w) - 1 or values[j] > values[j + 1])]
-        for j in sorted(peaks, key=lambda j: -values[j])[:4]:
-            left, right = w[max(j - 1, 0)], w[min(j + 1, len(w) - 1)]
-            if right > left:
-                res = optimize.minimize_scalar(lambda v: -float(divergence(np.array([v]))[0]), bounds=(left, right),
-                                               method="bounded", options={"xatol": 1e-9})
-                best = max(best, -float(res.fun))
+        res = optimize.minimize_scalar(minus, bounds=(left, right), method="bounded", options={"xatol": 1e-9})
+        best = max(best, -float(res.fun))
     return best
+
+
+def _scan(lo: np.ndarray, hi: np.ndarray, big_lo: np.ndarray, big_hi: np.ndarray, log_p: np.ndarray,
+          weights: np.ndarray, piece: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(D, log f, Σ_t p_t ℓ_t) at the points w of the pieces `piece`, SCAN_CELLS cells at a time."""
+    out = np.empty((3, len(w)))
+    step = max(1, SCAN_CELLS // len(log_p))
+    for a in range(0, len(w), step):
+        k, x = piece[a:a + step], w[a:a + step]
+        log_f = np.logaddexp(big_lo[k], big_hi[k] + x)
+        ell = np.logaddexp(lo[:, k], hi[:, k] + x)
+        out[:, a:a + step] = weights @ (log_p[:, None] + log_f[None, :] - ell), log_f, weights @ ell
+    return out[0], out[1], out[2]
 
 
 def _merged(intervals) -> list[tuple[float, float]]:
