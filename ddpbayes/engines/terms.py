@@ -8,7 +8,9 @@ its slots' values, in float64 (`in_float64`). Terms with the same graph up to th
 their inputs (day k of a chain given day k-1, for every k) share one log-probability graph;
 all of them are compiled into one function and evaluated in one call. An element-wise vector
 variable (a univariate distribution with a batch of elements) gives one term per element, so
-`Bernoulli("x", rate, shape=n)` is n small tables, not one over 2^n configurations.
+`Bernoulli("x", rate, shape=n)` is n small tables, not one over 2^n configurations; element k
+reads only element k of a vector parent it reads element by element (`model.chains`). A chain
+written as one vector variable is an initial term and one transition term per day.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from pytensor.tensor.random.type import RandomType
 from ddpbayes.errors import InputError
 from ddpbayes.limits import check_states
 from ddpbayes.model import DependenceModel
+from ddpbayes.model.chains import aligned_parents, chain, length
 from ddpbayes.model.contract import rejected_parameters
 from ddpbayes.model.precision import in_float64
 
@@ -45,7 +48,7 @@ class Slot:
 
 def elements(rv) -> int:
     """How many scalar slots a latent variable has (1 for a scalar)."""
-    return int(np.prod(rv.type.shape)) if rv.ndim else 1
+    return (length(rv) if rv.ndim == 1 else int(np.prod(rv.type.shape))) if rv.ndim else 1
 
 
 def model_slots(model: DependenceModel, latent_values: Callable[[object], np.ndarray]) -> list[Slot]:
@@ -53,7 +56,7 @@ def model_slots(model: DependenceModel, latent_values: Callable[[object], np.nda
     `latent_values(rv)`; a latent must be a scalar or a vector of static length."""
     slots = [Slot(s.rv, s.index, np.asarray(d.values)) for s, d in zip(model.slots, model.domains)]
     for rv in model.latent_rvs:
-        if rv.ndim > 1 or any(s is None for s in rv.type.shape):
+        if rv.ndim > 1 or (rv.ndim == 1 and length(rv) is None):
             raise InputError(f"latent variable '{rv.name}' must be a scalar or a vector of static length")
         values = np.asarray(latent_values(rv))
         slots += [Slot(rv, k if rv.ndim else None, values) for k in range(elements(rv))]
@@ -66,7 +69,16 @@ class _Term:
 
     var: object
     parents: list  # the free variables it reads, besides its own value
-    element: int | None  # for an element-wise vector variable: which element this table is for
+    element: int | None  # for an element-wise vector variable or a chain: which element this table is for
+    aligned: frozenset = frozenset()  # parents it reads only at `element`
+    chain: bool = False  # a chain's term: element 0's initial law, or element k given element k - 1
+
+    @property
+    def part(self) -> str:
+        """Which graph the term is: the whole variable's, an element's, a chain's initial or step term."""
+        if self.element is None:
+            return "whole"
+        return ("step" if self.element else "init") if self.chain else "element"
 
 
 def tabulate(model: DependenceModel, slots: list[Slot], limit: int) -> list[tuple[list[int], np.ndarray]]:
@@ -112,7 +124,7 @@ def _tabulate(model: DependenceModel, slots: list[Slot], limit: int) -> list[tup
             blocks[m] = np.asarray(result[start:start + rows], dtype=float)
             start += rows
         for m, first in grids.items():
-            column = terms[m].element
+            column = terms[m].element if terms[m].part == "element" else None
             tables[m] = blocks[first][:, column] if column is not None else blocks[first].sum(axis=1)
     return [(ids, table) for ids, table in zip(plans, tables)]
 
@@ -151,10 +163,17 @@ def _terms(pm_model: pm.Model, free: list) -> list[_Term]:
     out = []
     free_set, potentials, free_rvs = set(free), set(pm_model.potentials), set(pm_model.free_RVs)
     for var in [*pm_model.free_RVs, *pm_model.observed_RVs, *pm_model.potentials]:
+        found = chain(var) if var in free_rvs else None
+        if found is not None:
+            init, step = ([v for v in ancestors([g], blockers=free_set) if v in free_set]
+                          for g in (found.init, found.transition))
+            out += [_Term(var, step if k else init, k, chain=True) for k in range(found.length)]
+            continue
         reached = ancestors([var] if var in potentials else var.owner.inputs, blockers=free_set)
         parents = [v for v in reached if v in free_set and v is not var]
-        if var in free_rvs and _elementwise(var):
-            out += [_Term(var, parents, k) for k in range(var.type.shape[0])]
+        aligned = frozenset(aligned_parents(var, parents)) if _elementwise(var) else frozenset()
+        if _elementwise(var) and (var in free_rvs or aligned):
+            out += [_Term(var, parents, k, aligned) for k in range(var.type.shape[0])]
         else:
             out.append(_Term(var, parents, None))
     return out
@@ -169,8 +188,8 @@ def _elementwise(var) -> bool:
 def _scope(term: _Term, slots_of: dict) -> list[int]:
     own = slots_of.get(term.var, [])
     if term.element is not None:
-        own = [own[term.element]]
-    return own + [k for p in term.parents for k in slots_of[p]]
+        own = own[term.element - (term.part == "step"):term.element + 1][::-1]  # a step: (x[k], x[k-1])
+    return own + [k for p in term.parents for k in ([slots_of[p][term.element]] if p in term.aligned else slots_of[p])]
 
 
 def _graph(pm_model: pm.Model, term: _Term) -> tuple[Variable, list[Variable]]:
@@ -180,6 +199,12 @@ def _graph(pm_model: pm.Model, term: _Term) -> tuple[Variable, list[Variable]]:
     if term.var in pm_model.potentials:
         return in_float64(clone_replace([term.var], replace))[0], [replace[p] for p in term.parents]
     rv = clone_replace([term.var], replace)[0]
+    if term.chain:
+        found, value = chain(rv), pt.scalar(dtype=rv.dtype)
+        if term.part == "init":
+            return in_float64([found.init_logp(value)])[0], [value, *(replace[p] for p in term.parents)]
+        previous = pt.scalar(dtype=rv.dtype)
+        return in_float64([found.step_logp(value, previous)])[0], [value, previous, *(replace[p] for p in term.parents)]
     if term.var in pm_model.observed_RVs:
         value, own = pm_model.rvs_to_values[term.var], []
     else:
@@ -202,10 +227,10 @@ def _groups(pm_model: pm.Model, terms: list[_Term]) -> dict:
     groups: dict = {}
     seen: dict = {}
     for k, term in enumerate(terms):
-        key = seen.get((id(term.var), term.element is not None))
+        key = seen.get((id(term.var), term.part))
         if key is None:
             key = _signature(pm_model, term)
-            seen[(id(term.var), term.element is not None)] = key
+            seen[(id(term.var), term.part)] = key
         groups.setdefault(key, []).append(k)
     return groups
 
@@ -236,7 +261,7 @@ def _signature(pm_model: pm.Model, term: _Term) -> tuple:
         memo[v] = s
         return s
 
-    own = (str(term.var.type), term.element is not None)
+    own = (str(term.var.type), term.part, tuple(p in term.aligned for p in term.parents))
     data = tuple(("data", id(v)) for v in _observed_data(pm_model, term).values())
     value = ("value", id(pm_model.rvs_to_values[term.var])) if kind == "observed" else ()
     return kind, own, sig(term.var), data, value
@@ -249,15 +274,16 @@ def _feeds(terms: list[_Term], plans: list[list[int]], slots: list[Slot], slots_
     for term, ids in zip(terms, plans):
         grid = _grid([slots[k].values for k in ids])
         at = 0
-        variables = ([term.var] if len(own) > len(term.parents) else []) + term.parents
+        variables = ([term.var] * (len(own) - len(term.parents))) + term.parents
         for c, var in enumerate(variables):
-            width = 1 if (var is term.var and term.element is not None) else len(slots_of[var])
+            one = term.element is not None and (var is term.var or var in term.aligned)  # one element read
+            width = 1 if one else len(slots_of[var])
             block = grid[:, at:at + width]
             at += width
-            if var.ndim == 0:
+            if own[c].ndim == 0:
                 columns[c].append(block[:, 0])
-            elif width == 1 and var is term.var:
-                columns[c].append(np.repeat(block, var.type.shape[0], axis=1))  # every element the same value
+            elif one:
+                columns[c].append(np.repeat(block, term.var.type.shape[0], axis=1))  # every element the same value
             else:
                 columns[c].append(block)
     return [np.concatenate(cols).astype(v.dtype) for cols, v in zip(columns, own)]
