@@ -56,9 +56,11 @@ def chain(rv) -> Chain | None:
     extras = sys.modules.get(_EXTRAS)
     if extras is None or not isinstance(rv.owner.op, extras.DiscreteMarkovChainRV):
         return None
-    if not hasattr(rv.tag, _CACHED):
-        setattr(rv.tag, _CACHED, _read(rv))
-    return getattr(rv.tag, _CACHED)
+    node, found = getattr(rv.tag, _CACHED, (None, None))
+    if node is not rv.owner:  # a clone copies its tag: read its own inputs
+        found = _read(rv)
+        setattr(rv.tag, _CACHED, (rv.owner, found))
+    return found
 
 
 _CACHED = "ddpbayes_chain"
