@@ -11,9 +11,11 @@ import itertools
 
 import numpy as np
 import pymc as pm
+import pytensor
 import pytensor.tensor as pt
 import pytest
 from bruteforce import leak_bruteforce
+from pymc.pytensorf import collect_default_updates
 from scipy.special import logsumexp
 
 import ddpbayes
@@ -23,7 +25,7 @@ from ddpbayes.engines.structured import StructuredEngine
 from ddpbayes.engines.terms import model_slots, tabulate
 from ddpbayes.errors import InputError
 from ddpbayes.mechanisms import Geometric, Laplace
-from ddpbayes.model.chains import aligned_parents
+from ddpbayes.model.chains import aligned_parents, chain
 from ddpbayes.problem import Adversary, Problem
 from ddpbayes.queries import parse_query
 from ddpbayes.settings import RunSettings
@@ -277,6 +279,95 @@ def test_parents_read_otherwise_are_whole_vectors():
     for r in EXACT.leakage(_problem(model, "count", Laplace(1.0), _adversaries(n, ((), (1,))))):
         want = leak_bruteforce(joint, [np.array([0.0, 1.0])] * n, [1] * n, 1.0, r.adversary.target, r.adversary.known)
         assert r.value == pytest.approx(want, abs=1e-9), r.adversary
+
+
+# --------------------------------------------------------------------------- a scan CustomDist
+
+
+def _scan_chain(n: int, initial: int, P, kind: str = "categorical") -> pm.Model:
+    """PyMC's "time series with CustomDist and scan" pattern: x[k] ~ step(x[k-1]), x[-1] = `initial`."""
+
+    def dist(P, size):
+        def step(prev, P):
+            if kind == "categorical":
+                draw = pm.Categorical.dist(p=P[prev])
+            else:
+                draw = pm.Bernoulli.dist(p=pt.switch(prev, P[1, 1], P[0, 1]))
+            return draw, collect_default_updates([draw])
+
+        xs, _ = pytensor.scan(step, outputs_info=[pt.constant(initial, dtype="int64")], non_sequences=[P],
+                              n_steps=n, strict=True)
+        return xs
+
+    with pm.Model() as m:
+        pm.CustomDist("x", P, dist=dist, dtype="int64", shape=(n,))
+    return m
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.parametrize("seed, k, kind", [(8, 3, "categorical"), (9, 2, "categorical"), (10, 2, "bernoulli")])
+def test_scan_chain_matches_hand_enumeration(seed, k, kind):
+    """x[0] ~ P[initial], x[k] ~ P[x[k-1]]: both engines against the enumerated joint, and the
+    per-step tables."""
+    n, initial = 4, 1
+    _, P = _random_chain(np.random.default_rng(seed), k)
+    model = DependenceModel(_scan_chain(n, initial, P, kind), "x")
+    tables = tabulate(model, model_slots(model, lambda rv: np.arange(k)), 10**6)
+    assert [ids for ids, _ in tables] == [[0], [1, 0], [2, 1], [3, 2]]
+    joint, values = _chain_joint(P[initial], P, n), [np.arange(k, dtype=float)] * n
+    problem = _problem(model, "sum", Laplace(1.1), _adversaries(n))
+    got = EXACT.leakage(problem)
+    for r in got:
+        want = leak_bruteforce(joint, values, [1] * n, 1.1, r.adversary.target, r.adversary.known)
+        assert r.value == pytest.approx(want, abs=1e-9), r.adversary
+    _assert_leakages(STRUCTURED.leakage(problem), got, 1e-12)
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_scan_chain_with_a_latent_transition():
+    """The scan's non-sequence P switched by a latent z ~ Bernoulli(0.4): Σ_z P(z) Π P_z entries."""
+    rng = np.random.default_rng(11)
+    (_, P1), (_, P0) = _random_chain(rng, 2), _random_chain(rng, 2)
+    n = 4
+
+    def dist(P, size):
+        def step(prev, P):
+            draw = pm.Categorical.dist(p=P[prev])
+            return draw, collect_default_updates([draw])
+
+        xs, _ = pytensor.scan(step, outputs_info=[pt.constant(0, dtype="int64")], non_sequences=[P], n_steps=n,
+                              strict=True)
+        return xs
+
+    with pm.Model() as m:
+        z = pm.Bernoulli("z", 0.4)
+        pm.CustomDist("x", pt.switch(z, P1, P0), dist=dist, dtype="int64", shape=(n,))
+    model = DependenceModel(m, "x")
+    joint = 0.4 * _chain_joint(P1[0], P1, n) + 0.6 * _chain_joint(P0[0], P0, n)
+    problem = _problem(model, "count", Laplace(1.0), _adversaries(n))
+    got = EXACT.leakage(problem)
+    for r in got:
+        want = leak_bruteforce(joint, [np.array([0.0, 1.0])] * n, [1] * n, 1.0, r.adversary.target, r.adversary.known)
+        assert r.value == pytest.approx(want, abs=1e-9), r.adversary
+    _assert_leakages(STRUCTURED.leakage(problem), got, 1e-12)
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_other_scans_stay_one_table():
+    """A step that draws more than x[k] (a Beta inside the step) is not read as a chain."""
+
+    def dist(size):
+        def step(prev):
+            rate = pm.Beta.dist(2.0, 2.0)
+            draw = pm.Bernoulli.dist(p=pt.switch(prev, rate, 0.5))
+            return draw, collect_default_updates([draw])
+
+        xs, _ = pytensor.scan(step, outputs_info=[pt.constant(0, dtype="int64")], n_steps=3, strict=True)
+        return xs
+
+    with pm.Model():
+        x = pm.CustomDist("x", dist=dist, dtype="int64", shape=(3,))
+    assert chain(x) is None
 
 
 # --------------------------------------------------------------------------- refusals, the shipped model

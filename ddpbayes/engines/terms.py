@@ -165,8 +165,8 @@ def _terms(pm_model: pm.Model, free: list) -> list[_Term]:
     for var in [*pm_model.free_RVs, *pm_model.observed_RVs, *pm_model.potentials]:
         found = chain(var) if var in free_rvs else None
         if found is not None:
-            init, step = ([v for v in ancestors([g], blockers=free_set) if v in free_set]
-                          for g in (found.init, found.transition))
+            init, step = ([v for v in ancestors(found.reads(step), blockers=free_set) if v in free_set]
+                          for step in (False, True))
             out += [_Term(var, step if k else init, k, chain=True) for k in range(found.length)]
             continue
         reached = ancestors([var] if var in potentials else var.owner.inputs, blockers=free_set)
