@@ -281,6 +281,16 @@ def test_parents_read_otherwise_are_whole_vectors():
         assert r.value == pytest.approx(want, abs=1e-9), r.adversary
 
 
+def test_dependence_sets_match_exact():
+    """The per-step terms as a directed graph (x[k-1] -> x[k], x[k] -> y[k]): the structured
+    engine's dependence sets equal the exact engine's, for the chain and the HMM's records."""
+    hmm, *_ = _hmm("bernoulli", 5)
+    p0, P = _random_chain(np.random.default_rng(12), 2)
+    for model in (DependenceModel(_vector_chain(p0, P, 5), "x"), DependenceModel(hmm, "y")):
+        problem = _problem(model)
+        assert STRUCTURED.dependence_sets(problem) == EXACT.dependence_sets(problem)
+
+
 # --------------------------------------------------------------------------- a scan CustomDist
 
 
