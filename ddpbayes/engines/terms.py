@@ -10,7 +10,9 @@ every k, even when each day has its own transition probabilities) share one log-
 graph, the constants fed as inputs; all of them are compiled into one function and evaluated in
 one call. An element-wise vector
 variable (a univariate distribution with a batch of elements) gives one term per element, so
-`Bernoulli("x", rate, shape=n)` is n small tables, not one over 2^n configurations.
+`Bernoulli("x", rate, shape=n)` is n small tables, not one over 2^n configurations; element k
+reads only element k of a vector parent it reads element by element (`model.chains`). A chain
+written as one vector variable is an initial term and one transition term per day.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from pytensor.tensor.variable import TensorConstant
 from ddpbayes.errors import InputError
 from ddpbayes.limits import check_states
 from ddpbayes.model import DependenceModel
+from ddpbayes.model.chains import aligned_parents, chain, length
 from ddpbayes.model.contract import rejected_parameters
 from ddpbayes.model.precision import in_float64
 
@@ -58,7 +61,7 @@ class Slot:
 
 def elements(rv) -> int:
     """How many scalar slots a latent variable has (1 for a scalar)."""
-    return int(np.prod(rv.type.shape)) if rv.ndim else 1
+    return (length(rv) if rv.ndim == 1 else int(np.prod(rv.type.shape))) if rv.ndim else 1
 
 
 def model_slots(model: DependenceModel, latent_values: Callable[[object], np.ndarray]) -> list[Slot]:
@@ -66,7 +69,7 @@ def model_slots(model: DependenceModel, latent_values: Callable[[object], np.nda
     `latent_values(rv)`; a latent must be a scalar or a vector of static length."""
     slots = [Slot(s.rv, s.index, np.asarray(d.values)) for s, d in zip(model.slots, model.domains)]
     for rv in model.latent_rvs:
-        if rv.ndim > 1 or any(s is None for s in rv.type.shape):
+        if rv.ndim > 1 or (rv.ndim == 1 and length(rv) is None):
             raise InputError(f"latent variable '{rv.name}' must be a scalar or a vector of static length")
         values = np.asarray(latent_values(rv))
         slots += [Slot(rv, k if rv.ndim else None, values) for k in range(elements(rv))]
@@ -79,7 +82,16 @@ class _Term:
 
     var: object
     parents: list  # the free variables it reads, besides its own value
-    element: int | None  # for an element-wise vector variable: which element this table is for
+    element: int | None  # for an element-wise vector variable or a chain: which element this table is for
+    aligned: frozenset = frozenset()  # parents it reads only at `element`
+    chain: bool = False  # a chain's term: element 0's initial law, or element k given element k - 1
+
+    @property
+    def part(self) -> str:
+        """Which graph the term is: the whole variable's, an element's, a chain's initial or step term."""
+        if self.element is None:
+            return "whole"
+        return ("step" if self.element else "init") if self.chain else "element"
 
 
 def tabulate(model: DependenceModel, slots: list[Slot], limit: int) -> list[tuple[list[int], np.ndarray]]:
@@ -127,7 +139,7 @@ def _tabulate(model: DependenceModel, slots: list[Slot], limit: int) -> list[tup
             blocks[m] = np.asarray(result[start:start + rows], dtype=float)
             start += rows
         for m, first in grids.items():
-            column = terms[m].element
+            column = terms[m].element if terms[m].part == "element" else None
             tables[m] = blocks[first][:, column] if column is not None else blocks[first].sum(axis=1)
     return [(ids, table) for ids, table in zip(plans, tables)]
 
@@ -225,10 +237,17 @@ def _terms(pm_model: pm.Model, free: list) -> list[_Term]:
     out = []
     free_set, potentials, free_rvs = set(free), set(pm_model.potentials), set(pm_model.free_RVs)
     for var in [*pm_model.free_RVs, *pm_model.observed_RVs, *pm_model.potentials]:
+        found = chain(var) if var in free_rvs else None
+        if found is not None:
+            init, step = ([v for v in ancestors(found.reads(step), blockers=free_set) if v in free_set]
+                          for step in (False, True))
+            out += [_Term(var, step if k else init, k, chain=True) for k in range(found.length)]
+            continue
         reached = ancestors([var] if var in potentials else var.owner.inputs, blockers=free_set)
         parents = [v for v in reached if v in free_set and v is not var]
-        if var in free_rvs and _elementwise(var):
-            out += [_Term(var, parents, k) for k in range(var.type.shape[0])]
+        aligned = frozenset(aligned_parents(var, parents)) if _elementwise(var) else frozenset()
+        if _elementwise(var) and (var in free_rvs or aligned):
+            out += [_Term(var, parents, k, aligned) for k in range(var.type.shape[0])]
         else:
             out.append(_Term(var, parents, None))
     return out
@@ -243,8 +262,8 @@ def _elementwise(var) -> bool:
 def _scope(term: _Term, slots_of: dict) -> list[int]:
     own = slots_of.get(term.var, [])
     if term.element is not None:
-        own = [own[term.element]]
-    return own + [k for p in term.parents for k in slots_of[p]]
+        own = own[term.element - (term.part == "step"):term.element + 1][::-1]  # a step: (x[k], x[k-1])
+    return own + [k for p in term.parents for k in ([slots_of[p][term.element]] if p in term.aligned else slots_of[p])]
 
 
 def _graph(pm_model: pm.Model, term: _Term, lifted: list[Constant]) -> tuple[Variable, list[Variable], list[Variable]]:
@@ -258,6 +277,13 @@ def _graph(pm_model: pm.Model, term: _Term, lifted: list[Constant]) -> tuple[Var
         graph = clone_replace([term.var], replace, rebuild_strict=False)
         return in_float64(graph)[0], [replace[p] for p in term.parents], list(holders.values())
     rv = clone_replace([term.var], replace, rebuild_strict=False)[0]
+    if term.chain:
+        found, value = chain(rv), pt.scalar(dtype=rv.dtype)
+        parents = [replace[p] for p in term.parents]
+        if term.part == "init":
+            return in_float64([found.init_logp(value)])[0], [value, *parents], list(holders.values())
+        previous = pt.scalar(dtype=rv.dtype)
+        return in_float64([found.step_logp(value, previous)])[0], [value, previous, *parents], list(holders.values())
     if term.var in pm_model.observed_RVs:
         value, own = pm_model.rvs_to_values[term.var], []
         value = holders.get(value, value)
@@ -284,7 +310,7 @@ def _groups(pm_model: pm.Model, terms: list[_Term]) -> tuple[dict, list[list[Con
     seen: dict = {}
     lifted = []
     for k, term in enumerate(terms):
-        at = (id(term.var), term.element is not None)
+        at = (id(term.var), term.part)
         if at not in seen:
             seen[at] = _signature(pm_model, term)
         groups.setdefault(seen[at][0], []).append(k)
@@ -363,7 +389,7 @@ def _signature(pm_model: pm.Model, term: _Term) -> tuple[tuple, list[Constant]]:
         memo[v] = s
         return s
 
-    own = (str(term.var.type), term.element is not None)
+    own = (str(term.var.type), term.part, tuple(p in term.aligned for p in term.parents))
     graph = sig(term.var)
     lifted = [c for c, (_, as_data) in candidates.items() if as_data]
     constants = tuple(("lifted", _fed_dtype(c), np.shape(c.data)) if as_data
@@ -386,15 +412,16 @@ def _feeds(terms: list[_Term], plans: list[list[int]], slots: list[Slot], slots_
     for term, ids in zip(terms, plans):
         grid = _grid([slots[k].values for k in ids])
         at = 0
-        variables = ([term.var] if len(own) > len(term.parents) else []) + term.parents
+        variables = ([term.var] * (len(own) - len(term.parents))) + term.parents
         for c, var in enumerate(variables):
-            width = 1 if (var is term.var and term.element is not None) else len(slots_of[var])
+            one = term.element is not None and (var is term.var or var in term.aligned)  # one element read
+            width = 1 if one else len(slots_of[var])
             block = grid[:, at:at + width]
             at += width
-            if var.ndim == 0:
+            if own[c].ndim == 0:
                 columns[c].append(block[:, 0])
-            elif width == 1 and var is term.var:
-                columns[c].append(np.repeat(block, var.type.shape[0], axis=1))  # every element the same value
+            elif one:
+                columns[c].append(np.repeat(block, term.var.type.shape[0], axis=1))  # every element the same value
             else:
                 columns[c].append(block)
     return [np.concatenate(cols).astype(v.dtype) for cols, v in zip(columns, own)]

@@ -14,6 +14,7 @@ from pymc.logprob.utils import ParameterValueError
 
 from ddpbayes.errors import InputError
 from ddpbayes.formatting import abbreviated
+from ddpbayes.model.chains import length
 from ddpbayes.model.domains import Domain, Finite, Interval
 from ddpbayes.model.reference import rebuild
 from ddpbayes.model.supports import is_discrete, supports
@@ -157,7 +158,7 @@ def _slots(model: pm.Model, tuples: str | Sequence[str]) -> list[TupleSlot]:
         rv = lookup(tuples)
         if rv.ndim != 1:
             raise InputError(f"tuple vector '{tuples}' must be one-dimensional, it has {rv.ndim} dimensions")
-        size = rv.type.shape[0]
+        size = length(rv)
         if size is None:
             size = int(pm.draw(rv.shape[0]))
         return [TupleSlot(f"{tuples}[{k}]", rv, k) for k in range(size)]

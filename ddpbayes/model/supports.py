@@ -1,7 +1,7 @@
 """Supports of PyMC random variables, read from their distribution and parameters.
 
-Finite supports are inferred for Bernoulli, Categorical, Binomial and DiscreteUniform
-(DESIGN §4); a few continuous families give an interval; anything else is unbounded.
+Finite supports are inferred for Bernoulli, Categorical, Binomial, DiscreteUniform and a
+`DiscreteMarkovChain`'s states (DESIGN §4); a few continuous families give an interval; anything else is unbounded.
 Parameters are read from the graph when they are constants; the others (e.g. a bound written
 as an expression) are evaluated together by one function compiled for all variables, so
 loading a model costs no compilation per variable. A finite support larger than the state
@@ -34,6 +34,7 @@ from pytensor.tensor.random.op import RandomVariable
 
 from ddpbayes.errors import InputError
 from ddpbayes.limits import check_states
+from ddpbayes.model.chains import chain
 from ddpbayes.model.domains import Domain, Finite, Interval
 
 _CACHED = "ddpbayes_support"
@@ -66,6 +67,8 @@ def depends_on_random(param) -> bool:
 def _parameters(rv) -> list[Variable]:
     """The parameter graphs whose values fix the support of `rv` (checked to be constant)."""
     op = rv.owner.op
+    if chain(rv) is not None:
+        return []
     params = op.dist_params(rv.owner)
     if isinstance(op, CategoricalRV):
         k = params[0].type.shape[-1]
@@ -104,6 +107,8 @@ def _evaluate(graphs: list[Variable]) -> dict:
 
 def _domain(rv, values: list[np.ndarray]) -> Domain:
     op = rv.owner.op
+    if (found := chain(rv)) is not None:
+        return _integers(rv, 0, found.states - 1)
     if isinstance(op, BernoulliRV):
         return Finite([0, 1])
     if isinstance(op, CategoricalRV):

@@ -22,6 +22,7 @@ from ddpbayes.engines.structured.separation import Directed
 from ddpbayes.engines.terms import elements, model_slots, structure, tabulate
 from ddpbayes.errors import InputError
 from ddpbayes.model import DependenceModel, Finite
+from ddpbayes.model.chains import length
 from ddpbayes.model.supports import is_discrete, support
 
 
@@ -56,7 +57,7 @@ def model_reason(model: DependenceModel) -> str | None:
         return reason
     dims = 0
     for rv in model.latent_rvs:
-        if rv.ndim > 1 or any(s is None for s in rv.type.shape):
+        if rv.ndim > 1 or (rv.ndim == 1 and length(rv) is None):
             return f"latent variable '{rv.name}' must be a scalar or a vector of static length"
         if is_discrete(rv):
             if not isinstance(support(rv), Finite):
