@@ -393,7 +393,8 @@ def _signature(pm_model: pm.Model, term: _Term) -> tuple[tuple, list[Constant]]:
     graph = sig(term.var)
     lifted = [c for c, (_, as_data) in candidates.items() if as_data]
     constants = tuple(("lifted", _fed_dtype(c), np.shape(c.data)) if as_data
-                      else ("constant", str(c.type), np.asarray(c.data).tobytes()) for c, (_, as_data) in candidates.items())
+                      else ("constant", str(c.type), np.asarray(c.data).tobytes())
+                      for c, (_, as_data) in candidates.items())
     value = ()
     if kind == "observed":
         v = pm_model.rvs_to_values[term.var]
