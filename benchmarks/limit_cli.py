@@ -3,7 +3,7 @@
 `cli_process()` times, in fresh processes (best of `repeats` each, back to back):
 
 - floor: `python -c "import pymc"`, which every audit pays; it includes Python's teardown of PyMC's
-  modules at exit (about 1 s of garbage collection on an idle machine), which the command line
+  modules at exit (0.7 s of it at load average 2, mostly garbage collection), which the command line
   skips (DESIGN §2.4), so also
 - import_only: `python -c "import pymc, os; os._exit(0)"`, the import alone: the stricter floor;
 - process: `python -m ddpbayes audit models/markov_chain.py -p n=1000 --query count --mechanism laplace
