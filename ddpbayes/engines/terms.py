@@ -47,7 +47,7 @@ from ddpbayes.limits import check_states
 from ddpbayes.model import DependenceModel
 from ddpbayes.model.chains import aligned_parents, chain, length
 from ddpbayes.model.contract import rejected_parameters
-from ddpbayes.model.precision import in_float64
+from ddpbayes.model.precision import in_float64, python_mode
 
 
 @dataclass(frozen=True)
@@ -128,7 +128,7 @@ def _tabulate(model: DependenceModel, slots: list[Slot], limit: int) -> list[tup
         feeds += _constant_feeds([lifted[m] for m in firsts], [_rows(plans[m], slots) for m in firsts], constants)
         evaluated.append((grids, firsts))
     # The tables are tiny: C compilation would cost seconds and save nothing.
-    fn = pytensor.function(inputs, outputs, on_unused_input="ignore", mode="FAST_COMPILE")
+    fn = pytensor.function(inputs, outputs, on_unused_input="ignore", mode=python_mode())
     with rejected_parameters():
         results = fn(*feeds)
     tables: list = [None] * len(terms)

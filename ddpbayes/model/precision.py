@@ -8,8 +8,11 @@ eighth digit. The engines evaluate `in_float64(graphs)` instead.
 
 from __future__ import annotations
 
+from functools import cache
+
 import numpy as np
 import pytensor.tensor as pt
+from pytensor.compile.mode import Mode, get_mode
 from pytensor.graph.replace import clone_replace
 from pytensor.graph.traversal import ancestors
 from pytensor.tensor.variable import TensorConstant
@@ -22,3 +25,10 @@ def in_float64(graphs: list) -> list:
         return graphs
     return clone_replace(graphs, {v: pt.constant(np.asarray(v.data, dtype="float64")) for v in singles},
                          rebuild_strict=False)
+
+
+@cache
+def python_mode() -> Mode:
+    """FAST_COMPILE's graph rewrites with the pure-Python linker: the small functions the engines evaluate once
+    need no C code, and this linker does not import PyTensor's C machinery (setuptools: 0.1-0.3 s a process)."""
+    return Mode(linker="py", optimizer=get_mode("FAST_COMPILE").provided_optimizer)

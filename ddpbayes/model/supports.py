@@ -36,6 +36,7 @@ from ddpbayes.errors import InputError
 from ddpbayes.limits import check_states
 from ddpbayes.model.chains import chain
 from ddpbayes.model.domains import Domain, Finite, Interval
+from ddpbayes.model.precision import python_mode
 
 _CACHED = "ddpbayes_support"
 
@@ -100,7 +101,7 @@ def _evaluate(graphs: list[Variable]) -> dict:
         except NotScalarConstantError:
             rest.append(g)
     if rest:
-        fn = pytensor.function([], rest, mode="FAST_COMPILE", on_unused_input="ignore")
+        fn = pytensor.function([], rest, mode=python_mode(), on_unused_input="ignore")
         out.update(zip(rest, (np.asarray(v) for v in fn())))
     return out
 
