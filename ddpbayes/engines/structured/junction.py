@@ -73,10 +73,15 @@ class Calibration:
         self._siblings: dict[int, tuple[list[Potential], list[Potential]]] = {}
 
     def marginal(self, v: int) -> Potential:
-        """log P(X_v = value, Σ_{k != v} w_k X_k = s, x_K) over (v, s)."""
-        pots = self._base(v) + [self.up[c] for c in self.tree.children[v]]
-        drop = tuple(dict.fromkeys(u for p in pots for u in p.scope if u != v))
-        out = self._contract(pots, drop)
+        """log P(X_v = value, Σ_{k != v} w_k X_k = s, x_K) over (v, s). When a child's separator is v alone, its
+        downward message is everything else summed down to v, so the marginal is that message times the
+        child's upward one (and the message is then ready for the child's own marginal)."""
+        kids = self.tree.children[v]
+        if kids and self.tree.separator[kids[0]] == (v,):
+            out = self._product([self._down(kids[0]), self.up[kids[0]]])
+        else:
+            pots = self._base(v) + [self.up[c] for c in kids]
+            out = self._contract(pots, tuple(dict.fromkeys(u for p in pots for u in p.scope if u != v)))
         if v not in out.scope:
             out = _extend(out, v, self.sizes[v])
         return out

@@ -79,7 +79,10 @@ def _span(table: np.ndarray, top: float) -> float:
     cancel (the -inf entries are exact zeros)."""
     if top == -np.inf:
         return math.inf
-    return float(top - np.min(np.where(table > -np.inf, table, top)))
+    low = table.min()
+    if low == -np.inf:  # zeros: the smallest finite entry
+        low = np.min(np.where(table > -np.inf, table, top))
+    return float(top - low)
 
 
 def _linear_convolve(a: np.ndarray, b: np.ndarray, shape: tuple[int, ...], length: int) -> np.ndarray:

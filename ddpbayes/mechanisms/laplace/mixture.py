@@ -23,26 +23,19 @@ def laplace_sums(logw: np.ndarray, q: np.ndarray, b: float) -> tuple[np.ndarray,
     spaced levels whose weights lie within a safe range, the same sums by recursions in linear space
     (`_recursive_sums`, relative error about 1e-16 · m)."""
     up, down = (q - q[-1]) / b, (q[0] - q) / b  # both <= 0
-    ends = _log_sum_rows(logw + up), _log_sum_rows(logw + down)
     fast = _recursive_rows(logw, q, b)
     if fast.all():
-        return *_recursive_sums(logw, q, b), *ends
-    left, right = np.empty_like(logw), np.empty_like(logw)
-    if fast.any():
-        left[fast], right[fast] = _recursive_sums(logw[fast], q, b)
-    slow = ~fast
-    left[slow] = np.logaddexp.accumulate(logw[slow] + up, axis=1) - up
-    after = np.logaddexp.accumulate((logw[slow] + down)[:, ::-1], axis=1)[:, ::-1]
-    right[slow] = np.concatenate([after[:, 1:], np.full((len(after), 1), -np.inf)], axis=1) - down
-    return left, right, *ends
-
-
-def _log_sum_rows(a: np.ndarray) -> np.ndarray:
-    """log Σ exp over each row (-inf for a row of -inf)."""
-    top = a.max(axis=1)
-    safe = np.where(np.isfinite(top), top, 0.0)
-    with np.errstate(divide="ignore"):
-        return np.log(np.exp(a - safe[:, None]).sum(axis=1)) + safe
+        left, right = _recursive_sums(logw, q, b)
+    else:
+        left, right = np.empty_like(logw), np.empty_like(logw)
+        if fast.any():
+            left[fast], right[fast] = _recursive_sums(logw[fast], q, b)
+        slow = ~fast
+        left[slow] = np.logaddexp.accumulate(logw[slow] + up, axis=1) - up
+        after = np.logaddexp.accumulate((logw[slow] + down)[:, ::-1], axis=1)[:, ::-1]
+        right[slow] = np.concatenate([after[:, 1:], np.full((len(after), 1), -np.inf)], axis=1) - down
+    # plus is the left sum at the last level, minus the first level's weight and the right sum there
+    return left, right, left[:, -1].copy(), np.logaddexp(logw[:, 0], right[:, 0])
 
 
 _RANGE = 600.0  # nats below a row's largest weight that the linear recursions accept
@@ -68,6 +61,23 @@ def _recursive_rows(logw: np.ndarray, q: np.ndarray, b: float) -> np.ndarray:
     return narrow & np.isfinite(top[:, 0]) & (_farthest(finite) * gap / b <= _DECAY)
 
 
+def _farthest(finite: np.ndarray) -> np.ndarray:
+    """For each row of the mask `finite`, the most levels from any level to the nearest positive weight at or
+    before it (for the left sums, once there is one) or after it (for the right sums, while there is one):
+    the longer of the runs of zeros at the ends when there are none inside."""
+    m = finite.shape[1]
+    first = np.argmax(finite, axis=1)
+    last = m - 1 - np.argmax(finite[:, ::-1], axis=1)
+    if np.array_equal(finite.sum(axis=1), last - first + 1):
+        return np.maximum(first, m - 1 - last)
+    at = np.arange(m)
+    before = np.maximum.accumulate(np.where(finite, at, -1), axis=1)
+    after = np.minimum.accumulate(np.where(finite, at, m)[:, ::-1], axis=1)[:, ::-1][:, 1:]
+    left = np.where(before >= 0, at - before, 0).max(axis=1)
+    right = np.where(after < m, after - at[:-1], 0).max(axis=1, initial=0)
+    return np.maximum(left, right)
+
+
 def _recursive_sums(logw: np.ndarray, q: np.ndarray, b: float) -> tuple[np.ndarray, np.ndarray]:
     """`laplace_sums`'s left and right by the first-order recursions A_k = r A_{k-1} + w_k in linear space
     (r = e^{-gap/b}, one scipy.signal.lfilter per side), scaled by each row's largest weight, on rows that
@@ -80,18 +90,6 @@ def _recursive_sums(logw: np.ndarray, q: np.ndarray, b: float) -> tuple[np.ndarr
         after = lfilter([1.0], [1.0, -r], x[:, ::-1], axis=1)[:, ::-1]  # Σ_{s >= k} w_s r^{s - k}
         right = np.concatenate([np.log(r * after[:, 1:]), np.full((len(x), 1), -np.inf)], axis=1) + top
     return left, right
-
-
-def _farthest(finite: np.ndarray) -> np.ndarray:
-    """For each row of the mask `finite`, the most levels from any level to the nearest positive weight at or
-    before it (for the left sums, once there is one) or after it (for the right sums, while there is one)."""
-    m = finite.shape[1]
-    at = np.arange(m)
-    before = np.maximum.accumulate(np.where(finite, at, -1), axis=1)
-    after = np.minimum.accumulate(np.where(finite, at, m)[:, ::-1], axis=1)[:, ::-1][:, 1:]
-    left = np.where(before >= 0, at - before, 0).max(axis=1)
-    right = np.where(after < m, after - at[:-1], 0).max(axis=1, initial=0)
-    return np.maximum(left, right)
 
 
 def log_mixture(q: np.ndarray, y: np.ndarray, b: float) -> np.ndarray:
