@@ -12,11 +12,13 @@ imports nothing of ddpbayes (benchmarks/limit_refs/), best of `--repeat` runs ea
     memory10000   the binary chain at n = 10,000, every target: peak resident memory of the whole process
     tpl1000       continual release, symmetric binary chain T = 1000, randomized response epsilon = 1, every
                   day, in process, against Cao et al.'s TPL recursion (limit_refs/tpl.py)
-    varying400    a chain whose transitions change every day (stay = 0.7 + 0.2 sin(2 pi k / 7)), n = 400, count,
-                  idp of every target, against the same chain with one fixed transition (stay 0.7)
+    varying400    a chain whose transitions change every day (bench_varying.py: a weekly and a seasonal wave), n = 400,
+                  count, idp of every target, built and audited, against the same chain with one fixed transition
     varying1000   the same chains at T = 1000, continual release (randomized response epsilon = 1)
-    ddp365        ddp on models/markov_chain.py n = 365 (count, Laplace epsilon = 1)
-    cli1000       the whole `ddpbayes audit` process on the 1000-day chain against the floor `import pymc`
+    ddp365        ddp on models/markov_chain.py n = 365 (count, Laplace epsilon = 1), every target
+    vector10000   models/vector_chain.py (one DiscreteMarkovChain vector variable) at n = 10,000: load_model
+    cli1000       the whole `ddpbayes audit` process on the 1000-day chain above the floor, a fresh `import pymc`
+                  (limit_cli.py)
 
     python benchmarks/bench_limit.py                     # every case, a table
     python benchmarks/bench_limit.py --only chain1000 three1000
@@ -119,17 +121,89 @@ def case_memory(n: int) -> dict:
             "rss_import_mb": rss_import, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
+def case_tpl(repeat: int) -> dict:
+    """Continual release on the symmetric binary chain, every day, against Cao et al.'s TPL recursion."""
+    import numpy as np  # noqa: PLC0415
+
+    import ddpbayes  # noqa: PLC0415
+    from limit_refs.tpl import tpl_reference  # noqa: PLC0415
+
+    import_s = _import_ddpbayes()
+    n = 1000
+    model = ddpbayes.load_model(MODELS / "markov_chain.py", {"n": n})
+
+    def run():
+        return ddpbayes.audit(model, "identity", "randomized_response", "idp", epsilon=1.0, information=None)
+
+    first_s, _ = _best(run, 1)
+    ours_s, result = _best(run, repeat)
+    ref_s, ref = _best(lambda: tpl_reference(0.2, 0.2, 1.0, n), repeat)
+    ours = np.array(result.per_target, dtype=float)
+    return {"import_s": import_s, "first_s": first_s, "ours_s": ours_s, "ref_s": ref_s, "leakage": result.leakage,
+            "max_abs_diff": float(np.max(np.abs(ours - np.asarray(ref))))}
+
+
+def case_varying(key: str, repeat: int) -> dict:
+    """A chain whose transitions change every day against the fixed chain (bench_varying.py's models), the model
+    built and audited (tables included) in this process."""
+    from bench_varying import run  # noqa: PLC0415
+
+    import_s = _import_ddpbayes()
+    run(key, False)  # the first compilations of shared pieces
+    fixed_s, fixed = _best(lambda: run(key, False), repeat)
+    varying_s, varying = _best(lambda: run(key, True), repeat)
+    return {"import_s": import_s, "fixed_s": fixed_s, "varying_s": varying_s, "leakage_fixed": fixed[1],
+            "leakage_varying": varying[1]}
+
+
+def case_ddp(repeat: int) -> dict:
+    import ddpbayes  # noqa: PLC0415
+
+    import_s = _import_ddpbayes()
+    model = ddpbayes.load_model(MODELS / "markov_chain.py", {"n": 365})
+    ours_s, result = _best(lambda: ddpbayes.audit(model, "count", "laplace", "ddp", epsilon=1.0, information=None),
+                           1)
+    return {"import_s": import_s, "ours_s": ours_s, "leakage": result.leakage}
+
+
+def case_vector(repeat: int) -> dict:
+    """models/vector_chain.py (one DiscreteMarkovChain vector) at n = 10,000: building and loading the model."""
+    import ddpbayes  # noqa: PLC0415
+
+    import_s = _import_ddpbayes()
+    load_s, _ = _best(lambda: ddpbayes.load_model(MODELS / "vector_chain.py", {"n": 10000}), repeat)
+    return {"import_s": import_s, "load_s": load_s}
+
+
+def case_cli(repeat: int) -> dict:
+    from limit_cli import cli_process  # noqa: PLC0415
+
+    return cli_process("text", 1000, repeat)
+
+
 CASES = {
     "chain1000": lambda r: case_chain(1000, r),
     "three1000": case_three,
     "chain5000": lambda r: case_chain(5000, 1),
     "memory10000": lambda r: case_memory(10000),
+    "tpl1000": case_tpl,
+    "varying400": lambda r: case_varying("count400", r),
+    "varying1000": lambda r: case_varying("tpl1000", r),
+    "ddp365": case_ddp,
+    "vector10000": case_vector,
+    "cli1000": case_cli,
 }
 TARGETS = {  # ratio of ddpbayes's time to the reference's at most (issue #29), or a bound in its own unit
     "chain1000": ("ours_s / ref_s", 3.0),
     "three1000": ("ours_s / ref_s", 3.0),
     "chain5000": ("ours_s / ref_s", 1.0),
     "memory10000": ("peak_rss_mb / 1024", 1.0),
+    "tpl1000": ("ours_s / ref_s", 3.0),
+    "varying400": ("varying_s / fixed_s", 2.0),
+    "varying1000": ("varying_s / fixed_s", 2.0),
+    "ddp365": ("ours_s", 5.0),
+    "vector10000": ("load_s", 1.0),
+    "cli1000": ("above_floor_s", 2.0),
 }
 
 

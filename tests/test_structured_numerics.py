@@ -146,3 +146,40 @@ def test_chain_whose_tails_underflow(models_dir, stay):
                             engine="structured")
     for target, got in zip([0, 350], [result.per_target[0], result.per_target[350]]):
         assert got == pytest.approx(_idp(_log_count_law(n, stay, target), b), abs=1e-9)
+
+
+@pytest.mark.parametrize("spread", [0.3, 80.0, 500.0])
+def test_weighted_sum_out_equals_direct_sums(spread):
+    """A factor without partial sums times a message, summed over a slot (the chain's step), with the slot in
+    both, in the factor alone, or in the message alone."""
+    from ddpbayes.engines.structured.potential import weighted_sum_out
+
+    rng = np.random.default_rng(11 + int(spread))
+    sizes = [3, 2, 2]
+    for factor_scope, message_scope in [((1, 0), (0,)), ((0, 1), (1, 2)), ((1, 2), (0, 1)), ((1,), (0,))]:
+        for _ in range(5):
+            length = int(rng.integers(1, 9))
+            factor = Potential(factor_scope, rng.normal(size=(*[sizes[u] for u in factor_scope], 1)), 0)
+            message = Potential(message_scope, rng.normal(size=(*[sizes[u] for u in message_scope], length)) * spread,
+                                int(rng.integers(-2, 3)))
+            if rng.random() < 0.4:
+                message.table[rng.random(message.table.shape) < 0.3] = -np.inf
+            v = 1
+            contribution = rng.integers(-2, 3, size=sizes[v])
+            got = weighted_sum_out(factor, message, v, contribution, sizes, LIMIT)
+            kept = tuple(u for u in dict.fromkeys(message_scope + factor_scope) if u != v)
+            low = int(contribution.min())
+            width = length + int(contribution.max()) - low
+            want = np.full((*[sizes[u] for u in kept], width), -np.inf)
+            for index in np.ndindex(*[sizes[u] for u in kept]):
+                values = dict(zip(kept, index))
+                for s in range(width):
+                    terms = []
+                    for a in range(sizes[v]):
+                        values[v] = a
+                        j = s - (int(contribution[a]) - low)
+                        if 0 <= j < length:
+                            terms.append(factor.table[tuple(values[u] for u in factor_scope)][0]
+                                         + message.table[tuple(values[u] for u in message_scope)][j])
+                    want[index][s] = logsumexp(terms) if terms else -np.inf
+            assert _close(_dense(got, dict(enumerate(sizes)), kept, width, message.offset + low), want)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ddpbayes.engines.structured.graph import FactorGraph, elimination_order
-from ddpbayes.engines.structured.potential import Potential, multiply, sum_out
+from ddpbayes.engines.structured.potential import Potential, eliminate, product
 
 KEPT = 64  # at most this many configurations of R ride along as axes; more are clamped one by one
 
@@ -35,21 +35,10 @@ def target_table(graph: FactorGraph, contribution: list[np.ndarray], target: int
     for p in graph.factors:
         place(p)
     for v in order:
-        place(sum_out(_product(buckets.pop(v), graph.sizes, limit), v, contribution[v], limit))
-    final = _product(buckets[None], graph.sizes, limit)
+        place(eliminate(buckets.pop(v), v, contribution[v], graph.sizes, limit))
+    final = product(buckets[None], graph.sizes, limit)
     scope = (target, *kept)
     present = [u for u in scope if u in final.scope]
     table = np.transpose(final.table, [final.scope.index(u) for u in present] + [len(final.scope)])
     table = table.reshape(*[graph.sizes[u] if u in final.scope else 1 for u in scope], final.length)
     return np.broadcast_to(table, (*[graph.sizes[u] for u in scope], final.length)), final.offset
-
-
-def _product(pots: list[Potential], sizes: list[int], limit: int) -> Potential:
-    """Π pots, smallest tables first (the constant 1 for none)."""
-    pots = sorted(pots, key=lambda p: p.table.size)
-    if not pots:
-        return Potential((), np.zeros(1), 0)
-    out = pots[0]
-    for p in pots[1:]:
-        out = multiply(out, p, sizes, limit)
-    return out

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ddpbayes.engines.structured.potential import Potential, clamp, multiply, sum_out
+from ddpbayes.engines.structured.potential import ONE, Potential, clamp, eliminate, extend, product, sum_out
 
 
 @dataclass(frozen=True)
@@ -67,8 +67,7 @@ class Calibration:
             self.assigned[home].append(p)
         self.up: dict[int, Potential] = {}
         for v in tree.order:  # children are eliminated before their parent
-            inner = self.assigned[v] + [self.up[c] for c in tree.children[v]]
-            self.up[v] = self._sum_out(self._product(inner), (v,))
+            self.up[v] = self._eliminate(self.assigned[v] + [self.up[c] for c in tree.children[v]], v)
         self.down: dict[int, Potential] = {}
         self._siblings: dict[int, tuple[list[Potential], list[Potential]]] = {}
 
@@ -83,7 +82,7 @@ class Calibration:
             pots = self._base(v) + [self.up[c] for c in kids]
             out = self._contract(pots, tuple(dict.fromkeys(u for p in pots for u in p.scope if u != v)))
         if v not in out.scope:
-            out = _extend(out, v, self.sizes[v])
+            out = extend(out, v, self.sizes[v])
         return out
 
     def clique_belief(self, v: int) -> Potential:
@@ -129,7 +128,7 @@ class Calibration:
                 if u in inner.scope:
                     inner = clamp(inner, u, chosen[u])
             if v not in inner.scope:
-                inner = _extend(inner, v, self.sizes[v])
+                inner = extend(inner, v, self.sizes[v])
             score = np.logaddexp.reduce(inner.table.reshape(self.sizes[v], -1), axis=1)
             if not np.isfinite(score.max()):
                 return None
@@ -165,7 +164,7 @@ class Calibration:
         """The product of p's children's upward messages but `child`'s (prefix and suffix products)."""
         kids = self.tree.children[p]
         if p not in self._siblings:
-            prefix, suffix = [_ONE], [_ONE]
+            prefix, suffix = [ONE], [ONE]
             for c in kids:
                 prefix.append(self._product([prefix[-1], self.up[c]]))
             for c in reversed(kids):
@@ -176,40 +175,26 @@ class Calibration:
         return self._product([prefix[k], suffix[k + 1]])
 
     def _product(self, pots: list[Potential]) -> Potential:
-        """Π pots, smallest tables first; the constant 1 (`_ONE`) is skipped."""
-        pots = sorted((p for p in pots if p is not _ONE), key=lambda p: p.table.size)
-        if not pots:
-            return _ONE
-        out = pots[0]
-        for p in pots[1:]:
-            out = multiply(out, p, self.sizes, self.limit)
-        return out
+        return product(pots, self.sizes, self.limit)
 
     def _contract(self, pots: list[Potential], drop: tuple[int, ...]) -> Potential:
         """Σ over the slots `drop` of Π pots, each slot summed out of the product of only the potentials
         that hold it (sums pushed inside the product: shifting the sum axis commutes with convolving
         it), cheapest first, so long partial-sum axes are convolved after the short ones are reduced."""
-        pots = [p for p in pots if p is not _ONE]
+        pots = [p for p in pots if p is not ONE]
         left = list(drop)
         while left:
             u = min(left, key=lambda w: sum(p.table.size for p in pots if w in p.scope))
             left.remove(u)
-            having = [p for p in pots if u in p.scope]
-            pots = [p for p in pots if u not in p.scope] + [self._sum_out(self._product(having), (u,))]
+            pots = [p for p in pots if u not in p.scope] + [self._eliminate([p for p in pots if u in p.scope], u)]
         return self._product(pots)
+
+    def _eliminate(self, pots: list[Potential], v: int) -> Potential:
+        return eliminate(pots, v, self.contribution[v], self.sizes, self.limit)
 
     def _sum_out(self, pot: Potential, slots: tuple[int, ...]) -> Potential:
         for v in slots:
             if v not in pot.scope:
-                pot = _extend(pot, v, self.sizes[v])
+                pot = extend(pot, v, self.sizes[v])
             pot = sum_out(pot, v, self.contribution[v], self.limit)
         return pot
-
-
-_ONE = Potential((), np.zeros(1), 0)  # the constant 1: an empty product
-
-
-def _extend(p: Potential, v: int, size: int) -> Potential:
-    """p as a function of one more slot v that it does not depend on."""
-    table = np.broadcast_to(p.table[..., None, :], (*p.table.shape[:-1], size, p.length))
-    return Potential((*p.scope, v), np.ascontiguousarray(table), p.offset)

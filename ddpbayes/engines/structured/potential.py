@@ -185,6 +185,67 @@ def sum_out(p: Potential, v: int, contribution: np.ndarray, limit: int) -> Poten
     return trim(Potential(scope, out, p.offset + low))
 
 
+def weighted_sum_out(factor: Potential, p: Potential, v: int, contribution: np.ndarray, sizes: list[int],
+                     limit: int) -> Potential:
+    """`sum_out(multiply(factor, p), v, ...)` (v in their scopes) for a factor without partial sums (length 1), in
+    linear space when their spans add up to at most _RANGE: each table exponentiated once, not their product (a
+    chain's day: a k x k transition table times a k x S message, k·S exponentials instead of k·k·S)."""
+    scope = p.scope + tuple(u for u in factor.scope if u not in p.scope)
+    tf, tp = align(factor, scope), align(p, scope)
+    top_f, top_p = tf.max(), tp.max()
+    if _span(tf, top_f) + _span(tp, top_p) > _RANGE:
+        return sum_out(multiply(factor, p, sizes, limit), v, contribution, limit)
+    axis = scope.index(v)
+    kept = scope[:axis] + scope[axis + 1:]
+    low, high = int(contribution.min()), int(contribution.max())
+    length = p.length + high - low
+    check_states(math.prod(sizes[u] for u in kept) * length, "a factor of the structured elimination", "cells", limit,
+                 ", or use another engine: the model's treewidth or the query's range is too large")
+    ef, ep = np.exp(tf - top_f), np.exp(tp - top_p)
+    out = np.zeros((*(sizes[u] for u in kept), length))
+    for a, c in enumerate(contribution):
+        start = int(c) - low
+        out[..., start:start + p.length] += _at(ef, a, axis) * _at(ep, a, axis)
+    with np.errstate(divide="ignore"):
+        return trim(Potential(kept, np.log(out) + (top_f + top_p), p.offset + low))
+
+
+def _at(table: np.ndarray, a: int, axis: int) -> np.ndarray:
+    """The slice at index a of `axis`, an aligned table's size-1 axis (a slot it does not depend on) at 0."""
+    return np.take(table, a if table.shape[axis] > 1 else 0, axis=axis)
+
+
+ONE = Potential((), np.zeros(1), 0)  # the constant 1: an empty product
+
+
+def product(pots: list[Potential], sizes: list[int], limit: int) -> Potential:
+    """Π pots, smallest tables first; the constant 1 (`ONE`) is skipped."""
+    pots = sorted((p for p in pots if p is not ONE), key=lambda p: p.table.size)
+    if not pots:
+        return ONE
+    out = pots[0]
+    for p in pots[1:]:
+        out = multiply(out, p, sizes, limit)
+    return out
+
+
+def eliminate(pots: list[Potential], v: int, contribution: np.ndarray, sizes: list[int], limit: int) -> Potential:
+    """Σ over slot v of Π pots (v's value a adding contribution[a] to s); the factors without partial sums
+    folded into the sum when one potential alone carries them (`weighted_sum_out`)."""
+    short = [p for p in pots if p.length == 1 and p is not ONE]
+    long = [p for p in pots if p.length > 1]
+    if short and len(long) == 1 and any(v in p.scope for p in pots):
+        return weighted_sum_out(product(short, sizes, limit), long[0], v, contribution, sizes, limit)
+    pot = product(pots, sizes, limit)
+    return sum_out(pot if v in pot.scope else extend(pot, v, sizes[v]), v, contribution, limit)
+
+
+def extend(p: Potential, v: int, size: int) -> Potential:
+    """p as a function of one more slot v that it does not depend on."""
+    table = np.broadcast_to(p.table[..., None, :], (*p.table.shape[:-1], size, p.length))
+    return Potential((*p.scope, v), np.ascontiguousarray(table), p.offset)
+
+
 def clamp(p: Potential, v: int, index: int) -> Potential:
     """p restricted to slot v = its value number `index` (v leaves the scope)."""
     axis = p.scope.index(v)
