@@ -36,7 +36,7 @@ class FactorGraph:
     factors: list[Potential]
     rules: dict[int, Rule] = field(default_factory=dict)
     directed: Directed | None = None  # parent -> own edges, for d-separation
-    trees: dict = field(default_factory=dict)  # elimination trees per clamped set
+    trees: dict = field(default_factory=dict)  # elimination trees per clamped set; the continual chain's tables
 
     @property
     def slots(self) -> int:
