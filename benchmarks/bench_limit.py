@@ -84,8 +84,10 @@ def case_chain(n: int, repeat: int) -> dict:
     ours_s, result = _best(run, repeat)
     ref_s, ref = _best(lambda: chain_leakage(*_binary_chain(n, 0.8), 1.0), repeat)
     ours = np.array(result.per_target, dtype=float)
+    fine = np.isfinite(ref)  # the linear-space reference underflows past ~1,300 days (tails below 1e-308)
     return {"import_s": import_s, "load_s": load_s, "first_s": first_s, "ours_s": ours_s, "ref_s": ref_s,
-            "leakage": result.leakage, "max_abs_diff": float(np.max(np.abs(ours - ref)))}
+            "leakage": result.leakage, "ref_targets_computed": int(fine.sum()),
+            "max_abs_diff": float(np.max(np.abs(ours - ref)[fine], initial=0.0))}
 
 
 def case_three(repeat: int) -> dict:

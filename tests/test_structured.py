@@ -409,3 +409,20 @@ def test_year_of_days_readme_figures(models_dir):
     assert round(idp.per_target[0], 5) == 1.98075 and round(idp.per_target[182], 5) == 2.96149
     blanket = ddpbayes.audit(model, "count", "laplace", "pdp", epsilon=1.0, targets=[182], known=[181, 183])
     assert blanket.leakage == pytest.approx(1.0, abs=1e-12)
+
+
+def test_cost_of_a_shared_known_set_is_one_pass(models_dir):
+    """idp of every day of a long chain shares one elimination pass: its estimate is not n passes (the audit
+    of 10,000 days was refused as 36 hours), while n distinct known sets still cost n passes."""
+    from ddpbayes.auditing.cost import check_adversaries
+    from ddpbayes.limits import MAX_SECONDS
+    from ddpbayes.notions import IDP
+
+    n = 3000
+    model = ddpbayes.load_model(models_dir / "markov_chain.py", {"n": n})
+    problem = _problem(model, "count", Laplace(1.0), [Adversary(0)])
+    shared, apart = STRUCTURED.seconds(problem, n, 1), STRUCTURED.seconds(problem, n, n)
+    pass_s = STRUCTURED.seconds_per_adversary(problem)
+    assert apart - shared == pytest.approx((n - 1) * pass_s)
+    assert shared < MAX_SECONDS
+    check_adversaries(STRUCTURED, problem, IDP, list(range(n)), None, n, 1 << 20, False)  # not refused

@@ -12,8 +12,8 @@ from ddpbayes.problem import Problem
 from ddpbayes.progress import duration
 
 
-def check_adversaries(engine: Engine, problem: Problem, notion: Notion, targets: list[int], count: int, limit: int,
-                      lattice: bool) -> None:
+def check_adversaries(engine: Engine, problem: Problem, notion: Notion, targets: list[int], known: list[int] | None,
+                      count: int, limit: int, lattice: bool) -> None:
     """Before any adversary is evaluated (DESIGN §2.4), refuse: more than `limit`, saying what they
     would cost and, with --lattice, the memory it would hold; more than the engine estimates it can
     evaluate in MAX_SECONDS (a day) unless --force; --lattice results that would not fit in memory."""
@@ -29,9 +29,10 @@ def check_adversaries(engine: Engine, problem: Problem, notion: Notion, targets:
         advice = "restrict --target"
     memory = count * (700 + 60 * (n - 1))
     held = f", and --lattice would hold about {byte_text(memory)}" if lattice else ""
+    known_sets = notion.known_set_count(n, targets, known)
     if count > limit:
-        refuse(engine, problem, what, count, limit, advice, held)
-    each = engine.seconds_per_adversary(problem)
+        refuse(engine, problem, what, count, limit, advice, held, known_sets)
+    each = _each(engine, problem, count, known_sets)
     if each is not None and count > MAX_SECONDS / each and not problem.settings.force:
         raise InputError(f"{what}: at roughly {each * 1e3:.3g} ms each the {engine.name} engine would take about "
                          f"{time_text(count, each)}, over the limit of {duration(MAX_SECONDS)} (--force runs it "
@@ -40,12 +41,23 @@ def check_adversaries(engine: Engine, problem: Problem, notion: Notion, targets:
         check_memory(memory, f"--lattice's {count_text(count)} kept results", flag="--max-adversaries")
 
 
-def refuse(engine: Engine, problem: Problem, what: str, count: int, limit: int, advice: str, held: str = "") -> None:
-    """The one-line refusal of `count` adversaries over `limit`, with the engine's own estimate of the time."""
-    each = engine.seconds_per_adversary(problem)
+def refuse(engine: Engine, problem: Problem, what: str, count: int, limit: int, advice: str, held: str = "",
+           known_sets: int | None = None) -> None:
+    """The one-line refusal of `count` adversaries over `limit`, with the engine's own estimate of the time
+    (`known_sets`: at most how many distinct known sets they have, `count` when not given)."""
+    each = _each(engine, problem, count, count if known_sets is None else known_sets)
     cost = "" if each is None else f"; at roughly {each * 1e3:.3g} ms each it would take about " + time_text(count, each)
     raise InputError(f"{what}, over the limit of {count_text(limit)} (raise --max-adversaries){cost}{held}; "
                      f"{advice}")
+
+
+def _each(engine: Engine, problem: Problem, count: int, known_sets: int) -> float | None:
+    """Seconds an adversary, the engine's estimate for all `count` of them averaged (work shared within a known
+    set spread over its adversaries); a count past a float's range at the engine's cost of one alone."""
+    if count.bit_length() > 1000:
+        return engine.seconds_per_adversary(problem)
+    total = engine.seconds(problem, count, min(known_sets, count))
+    return None if total is None else total / count
 
 
 def time_text(count: int, each: float) -> str:

@@ -212,7 +212,7 @@ def _every(engine: Engine, problem: Problem, notion: Notion, targets: list[int],
     """Every adversary of the notion, once `cost` allows them, streamed (`_stream`) with a progress line."""
     n, settings = problem.model.n, problem.settings
     count = notion.adversary_count(n, targets, known)
-    check_adversaries(engine, problem, notion, targets, count, settings.max_adversaries, keep)
+    check_adversaries(engine, problem, notion, targets, known, count, settings.max_adversaries, keep)
     advs = notion.adversaries(n, targets, known, dep_sets)
     chunk = count if engine.estimates else CHUNK  # an estimating engine plans its MCMC runs as a whole
     bar = Progress(notion.name, count, "adversaries", enabled=settings.progress and count > chunk)

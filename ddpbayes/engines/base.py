@@ -176,6 +176,12 @@ class Engine(ABC):
         unknown); audit states it when it refuses a lattice too large to evaluate."""
         return None
 
+    def seconds(self, problem: Problem, adversaries: int, known_sets: int) -> float | None:
+        """A rough cost of `adversaries` adversaries with at most `known_sets` distinct known sets (None: unknown):
+        each at `seconds_per_adversary` here; an engine that shares work within a known set says less."""
+        each = self.seconds_per_adversary(problem)
+        return None if each is None else adversaries * each
+
     def notes(self, problem: Problem) -> list[str]:
         """What the user should know about the answer (e.g. the domains truncate the prior)."""
         return []

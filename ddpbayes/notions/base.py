@@ -42,6 +42,10 @@ class Notion:
         """How many adversaries `adversaries` yields."""
         return len(targets)
 
+    def known_set_count(self, n: int, targets: Sequence[int], known: Sequence[int] | None = None) -> int:
+        """At most how many distinct known sets those adversaries have (engines share work within one)."""
+        return self.adversary_count(n, targets, known)
+
     def leakage(self, problem: Problem, targets: Sequence[int]) -> list[AdversaryLeakage]:
         """A model-free notion's adversaries' leakages, without an engine (dp)."""
         raise InputError(f"notion '{self.name}' is not model-free: its leakage needs an engine")

@@ -12,5 +12,8 @@ class IdentityDP(Notion):
     def adversaries(self, n, targets, known=None, dependence_sets=None):
         return (Adversary(i) for i in targets)
 
+    def known_set_count(self, n, targets, known=None):
+        return 1  # every adversary knows nothing
+
 
 IDP = register(IdentityDP())

@@ -23,6 +23,9 @@ class PriorDP(Notion):
     def adversary_count(self, n, targets, known=None):
         return len(targets) * 2 ** (n - 1) if known is None else len(targets)
 
+    def known_set_count(self, n, targets, known=None):
+        return self.adversary_count(n, targets, known) if known is None else 1
+
     def searched(self, engine, problem, targets, known, keep):
         return engine.pdp_worst(problem, targets) if known is None and not keep else None
 

@@ -36,6 +36,7 @@ from ddpbayes.engines.structured.scope import (
     query_span,
     quick_work_reason,
     seconds_per_pass,
+    seconds_per_target,
     width_reason,
 )
 from ddpbayes.engines.terms import elements
@@ -130,6 +131,14 @@ class StructuredEngine(Engine):
         if isinstance(problem.query, Identity):
             return None
         return seconds_per_pass(self._graph(problem), query_span(problem))
+
+    def seconds(self, problem: Problem, adversaries: int, known_sets: int) -> float | None:
+        """One elimination pass per known set (`scope.seconds_per_pass`) and each target's law and sup from it
+        (`scope.seconds_per_target`): idp of 10,000 days is one pass, not 10,000."""
+        if isinstance(problem.query, Identity):
+            return None
+        span = query_span(problem)
+        return known_sets * seconds_per_pass(self._graph(problem), span) + adversaries * seconds_per_target(span)
 
     @staticmethod
     def _graph(problem: Problem) -> FactorGraph:
