@@ -188,9 +188,11 @@ def test_user_prints_keep_json_clean(tmp_path):
     assert "hello from build()" in err and "hello from the query" in err and "hello from the import" in err
 
 
-@pytest.mark.parametrize("where,call", [("build", "os._exit(0)"), ("build", "sys.exit(0)"),
-                                        ("query", "os._exit(0)"), ("query", "raise SystemExit(0)"),
-                                        ("import", "os._exit(0)")])
+@pytest.mark.parametrize("where,call", [("build", "os._exit(0)"),
+                                        pytest.param("build", "sys.exit(0)", marks=pytest.mark.slow),
+                                        ("query", "os._exit(0)"),
+                                        pytest.param("query", "raise SystemExit(0)", marks=pytest.mark.slow),
+                                        ("import", "os._exit(0)")])  # the slow ones: the default run's 8 minutes
 def test_an_exit_in_user_code_is_one_line(tmp_path, where, call):
     """Before: os._exit(0) in build() or a query ended the run with exit 0 and no output."""
     body = {"build": f"\n\n_build = build\n\n\ndef build(n: int = 4):\n    {call}\n",

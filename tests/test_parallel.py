@@ -159,6 +159,7 @@ def test_killed_worker_unit_is_rerun_and_result_unchanged():
     assert pids[busy] not in client.run(os.getpid).values()  # that process died; a new one took its place
 
 
+@pytest.mark.slow  # issue #29: the default run stays under 8 minutes
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="the default cluster has one worker per core: needs two")
 def test_default_starts_the_cluster_only_when_worth_it(monkeypatch, serial):
     """No workers chosen: units start in this process, and the embedded cluster starts once the

@@ -12,6 +12,8 @@ import re
 import sys
 import time
 
+import pytest
+
 from ddpbayes import progress
 from ddpbayes.engines import AdversaryLeakage, Engine, Witness
 from ddpbayes.notions.lattice import greedy_pdp, layer_bounds
@@ -46,6 +48,7 @@ def _sleep(seconds: float) -> float:
     return seconds
 
 
+@pytest.mark.slow  # issue #29: the default run stays under 8 minutes
 def test_heartbeat_redraws_the_line_while_one_unit_runs_long(monkeypatch):
     """Two units of 3 s each, here, the heartbeat at 0.5 s (the default, HEARTBEAT = 5 s, keeps the
     issue #24 promise of a line within 10 s and every 10 s with room to spare): the line shows
@@ -119,6 +122,7 @@ class _Slow(Engine):
         return [AdversaryLeakage(a, 0.0, Witness(a, None, 1.0, 0.0, None)) for a in problem.adversaries]
 
 
+@pytest.mark.slow  # issue #29: the default run stays under 8 minutes
 def test_greedy_search_line_is_redrawn_during_a_long_engine_call(household, monkeypatch):
     """The greedy pdp search on three tuples, top-k 1: three layers, an engine call of 2 s each
     (longer than a heartbeat and its slack, so that a line drawn only per layer would fail). The

@@ -170,6 +170,7 @@ def test_support_limit_follows_max_states(tmp_path):
     assert ddpbayes.load_model(path, max_states=101).domains[0].values == tuple(float(v) for v in range(101))
 
 
+@pytest.mark.slow  # issue #29: the default run stays under 8 minutes
 def test_many_tuples_refused_early():
     """beta_bernoulli with n = 10^5 spent its time in per-tuple support inference and an O(n^2)
     sensitivity (46 s and 1.2 GB at n = 10^6). Now both are linear and the sampling engine's

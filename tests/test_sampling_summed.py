@@ -124,6 +124,7 @@ def test_hierarchical_truth_settles():
     assert hierarchical_truth(nodes=200) == pytest.approx(hierarchical_truth(nodes=300), abs=1e-9)
 
 
+@pytest.mark.slow  # issue #29: the default run stays under 8 minutes
 def test_hierarchical_model_that_quadrature_cannot_settle():
     """s ~ HalfNormal(1), r ~ Normal(0, s), X_k ~ Bernoulli(sigmoid(r)): the structured engine's
     quadrature does not settle; the sampling engine (NUTS over (s, r), records summed) brackets
