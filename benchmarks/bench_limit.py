@@ -227,7 +227,8 @@ def main() -> int:
     if args.child:
         print(json.dumps(CASES[args.child](args.repeat)))
         return 0
-    print(f"issue #29 limits; {os.cpu_count()} cores; load average before {os.getloadavg()[0]:.2f}; best of {args.repeat}")
+    print(f"issue #29 limits; {os.cpu_count()} cores; load average before {os.getloadavg()[0]:.2f}; "
+          f"best of {args.repeat}")
     missed = False
     for key in args.only or CASES:
         r = child(key, args.repeat)

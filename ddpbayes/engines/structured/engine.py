@@ -237,7 +237,8 @@ def _leakage_for_known_set(known: frozenset[int], adversaries: list[Adversary], 
     for adv in adversaries:
         by_target.setdefault(adv.target, []).append(adv)
     single = adversaries[0].target if len(by_target) == 1 else None
-    if single is not None and count <= KEPT:  # one elimination pass, x_R riding along as axes
+    as_axes = single is not None and count <= KEPT
+    if as_axes:  # one elimination pass, x_R riding along as axes
         table, offset = target_table(local, moving, single, order, limit)
     # Otherwise one calibration per x_R, its tree rooted at the single target (the upward pass alone), or for
     # several at the tree's centroid, which halves a chain's upward messages.
@@ -245,7 +246,7 @@ def _leakage_for_known_set(known: frozenset[int], adversaries: list[Adversary], 
     for codes in itertools.product(*[range(graph.sizes[k]) for k in order]):
         clamped = dict(zip(order, codes))
         shift = sum(int(contribution[k][c]) for k, c in clamped.items())
-        if single is not None and count <= KEPT:
+        if as_axes:
             laws = [(single, Potential((single,), table[(slice(None), *codes)], offset))]
         else:
             laws = calibrate(local, moving, {**clamped, **apart}, limit, root).marginals(by_target)
@@ -408,14 +409,23 @@ def _sups(mixtures: list[tuple[np.ndarray, np.ndarray]], mechanism: Mechanism,
             rows = np.concatenate([mixtures[k][0][possible] for k, possible, _ in chunk])
             grid, log_l = mechanism.log_mixtures(rows, levels, limit)
             log_l = log_l.reshape(len(chunk), size, -1) - np.stack([lp for _, _, lp in chunk])[:, :, None]
-            with np.errstate(invalid="ignore"):
-                ratio = log_l.max(axis=1) - log_l.min(axis=1)  # (targets, y)
-            ratio[np.isnan(ratio)] = -np.inf  # an output no possible t gives (a joint law's zeros)
-            best = ratio.argmax(axis=1)
-            for c, (k, possible, _) in enumerate(chunk):
-                g, column = int(best[c]), log_l[c, :, best[c]]
-                y = tuple(float(v) for v in np.atleast_1d(grid[g]))
-                out[k] = (float(ratio[c, g]), int(possible[column.argmax()]), int(possible[column.argmin()]), y)
+            for (k, _, _), found in zip(chunk, _widest(log_l, grid, [possible for _, possible, _ in chunk])):
+                out[k] = found
+    return out
+
+
+def _widest(log_l: np.ndarray, grid: np.ndarray,
+            possible: list[np.ndarray]) -> list[tuple[float, int, int, tuple[float, ...]]]:
+    """For each target's log L(y | t) - log P(t) (targets, possible t, y) on the mechanism's `grid`: the largest
+    log-ratio over pairs of its possible values of t (indices `possible`), its t, t' and y (first on ties)."""
+    with np.errstate(invalid="ignore"):
+        ratio = log_l.max(axis=1) - log_l.min(axis=1)  # (targets, y)
+    ratio[np.isnan(ratio)] = -np.inf  # an output no possible t gives (a joint law's zeros)
+    out = []
+    for c, g in enumerate(ratio.argmax(axis=1)):
+        column = log_l[c, :, g]
+        y = tuple(float(v) for v in np.atleast_1d(grid[g]))
+        out.append((float(ratio[c, g]), int(possible[c][column.argmax()]), int(possible[c][column.argmin()]), y))
     return out
 
 
@@ -429,10 +439,4 @@ def _sup(logw: np.ndarray, levels: np.ndarray, mechanism: Mechanism,
         y = mechanism.output_space(levels[:1, None])[0] if mechanism.joint else levels[:1]
         return 0.0, int(possible[0]), int(possible[0]), tuple(float(v) for v in y)
     grid, log_l = mechanism.log_mixtures(logw[possible], levels, limit)
-    log_l = log_l - log_pt[possible][:, None]  # (t, y)
-    with np.errstate(invalid="ignore"):
-        ratio = log_l.max(axis=0) - log_l.min(axis=0)
-    ratio[np.isnan(ratio)] = -np.inf  # an output no possible t gives (a joint law's zeros)
-    g = int(np.argmax(ratio))
-    y = tuple(float(v) for v in np.atleast_1d(grid[g]))
-    return float(ratio[g]), int(possible[log_l[:, g].argmax()]), int(possible[log_l[:, g].argmin()]), y
+    return _widest((log_l - log_pt[possible][:, None])[None], grid, [possible])[0]

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ddpbayes.engines.structured.potential import ONE, Potential, clamp, eliminate, extend, product, sum_out
+from ddpbayes.engines.structured.potential import ONE, Potential, clamp, eliminate, extend, product
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,7 @@ class Calibration:
         if kids and self.tree.separator[kids[0]] == (v,):
             out = self._product([self._down(kids[0]), self.up[kids[0]]])
         else:
-            pots = self._base(v) + [self.up[c] for c in kids]
+            pots = self._clique(v)
             out = self._contract(pots, tuple(dict.fromkeys(u for p in pots for u in p.scope if u != v)))
         if v not in out.scope:
             out = extend(out, v, self.sizes[v])
@@ -88,7 +88,11 @@ class Calibration:
     def clique_belief(self, v: int) -> Potential:
         """log of v's clique's belief: its factors, the message from its parent and its children's (what
         `marginal` sums down to v)."""
-        return self._product(self._base(v) + [self.up[c] for c in self.tree.children[v]])
+        return self._product(self._clique(v))
+
+    def _clique(self, v: int) -> list[Potential]:
+        """The potentials of v's clique: its own factors, the message from its parent and its children's."""
+        return self._base(v) + [self.up[c] for c in self.tree.children[v]]
 
     def marginals(self, slots: Iterable[int]) -> Iterator[tuple[int, Potential]]:
         """(v, marginal(v)) for every v of `slots`, depth-first from the root, releasing what nothing left
@@ -138,7 +142,7 @@ class Calibration:
     def log_total(self) -> float:
         """log Σ over every free slot of the product (the probability of the clamped values)."""
         root = self.tree.order[-1]
-        total = self._sum_out(self.marginal(root), (root,))
+        total = self._eliminate([self.marginal(root)], root)
         return float(np.logaddexp.reduce(total.table.reshape(-1))) if total.table.size else -np.inf
 
     def _base(self, v: int) -> list[Potential]:
@@ -191,10 +195,3 @@ class Calibration:
 
     def _eliminate(self, pots: list[Potential], v: int) -> Potential:
         return eliminate(pots, v, self.contribution[v], self.sizes, self.limit)
-
-    def _sum_out(self, pot: Potential, slots: tuple[int, ...]) -> Potential:
-        for v in slots:
-            if v not in pot.scope:
-                pot = extend(pot, v, self.sizes[v])
-            pot = sum_out(pot, v, self.contribution[v], self.limit)
-        return pot

@@ -4,8 +4,9 @@ A potential is a log-table over the values of its scope (slot ids) with one extr
 the partial sum s = Σ w_k x_k of the tuples already summed out of it, from `offset` to
 `offset + S - 1`. Multiplying two potentials adds their log-tables over the union scope and
 convolves their sum axes; summing out a tuple shifts each of its values' slices by that value's
-contribution w_k x_k before the logsumexp. Everything stays in log space, so a tail far below
-1e-300 keeps its exact value.
+contribution w_k x_k before the sum. Tables are stored in log space, so a tail far below 1e-300
+keeps its exact value; the arithmetic runs in linear space scaled by a table's maximum where its
+span allows it exactly (`_span`, issue #29), run by run or by logaddexps where it does not.
 """
 
 from __future__ import annotations
@@ -47,8 +48,7 @@ def multiply(a: Potential, b: Potential, sizes: list[int], limit: int) -> Potent
     """a·b: log-tables added over the union scope, sum axes convolved (lengths A + B - 1)."""
     scope = a.scope + tuple(v for v in b.scope if v not in a.scope)
     length = a.length + b.length - 1
-    check_states(math.prod(sizes[v] for v in scope) * length, "a factor of the structured elimination",
-                 "cells", limit, ", or use another engine: the model's treewidth or the query's range is too large")
+    _check_cells(math.prod(sizes[v] for v in scope) * length, limit)
     ta, tb = align(a, scope), align(b, scope)
     if a.length == 1 or b.length == 1:
         return Potential(scope, ta + tb, a.offset + b.offset)
@@ -70,6 +70,12 @@ def multiply(a: Potential, b: Potential, sizes: list[int], limit: int) -> Potent
         rows_b = np.broadcast_to(tb, (*shape, tb.shape[-1])).reshape(-1, tb.shape[-1])
         out = np.stack([log_convolve(x, y) for x, y in zip(rows_a, rows_b)]).reshape(*shape, length)
     return trim(Potential(scope, out, a.offset + b.offset))
+
+
+def _check_cells(cells: int, limit: int) -> None:
+    """Refuse a table of `cells` cells above `limit`, before it is built."""
+    check_states(cells, "a factor of the structured elimination", "cells", limit,
+                 ", or use another engine: the model's treewidth or the query's range is too large")
 
 
 def _span(table: np.ndarray, top: float) -> float:
@@ -167,8 +173,7 @@ def sum_out(p: Potential, v: int, contribution: np.ndarray, limit: int) -> Poten
     low, high = int(contribution.min()), int(contribution.max())
     length = p.length + high - low
     rest = p.table.shape[:axis] + p.table.shape[axis + 1:-1]
-    check_states(math.prod(rest) * length, "a factor of the structured elimination", "cells", limit,
-                 ", or use another engine: the model's treewidth or the query's range is too large")
+    _check_cells(math.prod(rest) * length, limit)
     top = p.table.max()
     if _span(p.table, top) <= _RANGE:  # linear space: sums of positive terms above e^-RANGE of the scale
         out = np.zeros((*rest, length))
@@ -199,8 +204,7 @@ def weighted_sum_out(factor: Potential, p: Potential, v: int, contribution: np.n
     kept = scope[:axis] + scope[axis + 1:]
     low, high = int(contribution.min()), int(contribution.max())
     length = p.length + high - low
-    check_states(math.prod(sizes[u] for u in kept) * length, "a factor of the structured elimination", "cells", limit,
-                 ", or use another engine: the model's treewidth or the query's range is too large")
+    _check_cells(math.prod(sizes[u] for u in kept) * length, limit)
     ef, ep = np.exp(tf - top_f), np.exp(tp - top_p)
     out = np.zeros((*(sizes[u] for u in kept), length))
     for a, c in enumerate(contribution):

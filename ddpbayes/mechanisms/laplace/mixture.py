@@ -31,8 +31,9 @@ def laplace_sums(logw: np.ndarray, q: np.ndarray, b: float) -> tuple[np.ndarray,
         if fast.any():
             left[fast], right[fast] = _recursive_sums(logw[fast], q, b)
         slow = ~fast
-        left[slow] = np.logaddexp.accumulate(logw[slow] + up, axis=1) - up
-        after = np.logaddexp.accumulate((logw[slow] + down)[:, ::-1], axis=1)[:, ::-1]
+        rows = logw[slow]
+        left[slow] = np.logaddexp.accumulate(rows + up, axis=1) - up
+        after = np.logaddexp.accumulate((rows + down)[:, ::-1], axis=1)[:, ::-1]
         right[slow] = np.concatenate([after[:, 1:], np.full((len(after), 1), -np.inf)], axis=1) - down
     # plus is the left sum at the last level, minus the first level's weight and the right sum there
     return left, right, left[:, -1].copy(), np.logaddexp(logw[:, 0], right[:, 0])
