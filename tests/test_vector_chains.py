@@ -402,6 +402,11 @@ def test_shipped_vector_chain(models_dir):
     model = ddpbayes.load_model(models_dir / "vector_chain.py")
     got = EXACT.leakage(_problem(model, "sum", Laplace(1.0), [Adversary(i) for i in range(5)]))
     assert [round(r.value, 5) for r in got] == [3.30958, 4.24114, 4.44814, 4.24114, 3.30958]
+    P = np.full((3, 3), 0.15) + np.eye(3) * 0.55  # the documented figures, by brute force over the 243 states
+    joint = _chain_joint(np.full(3, 1 / 3), P, 5)
+    for r in got:
+        want = leak_bruteforce(joint, [np.arange(3, dtype=float)] * 5, [1] * 5, 1.0, r.adversary.target, frozenset())
+        assert r.value == pytest.approx(want, abs=1e-10)
     loop = ddpbayes.load_model(models_dir / "categorical_chain.py", {"n": 4, "k": 3, "p_stay": 0.6})
     vector = ddpbayes.load_model(models_dir / "vector_chain.py", {"n": 4, "k": 3, "p_stay": 0.6})
     advs = _adversaries(4)
