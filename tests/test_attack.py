@@ -17,14 +17,19 @@ from scipy import integrate, stats
 from scipy.cluster.vq import vq
 
 from ddpbayes.attack import adversary, posterior
+from ddpbayes.attack.grid import Grid
 from ddpbayes.attack.release import kmeans, partition, sensitivity
 from ddpbayes.attack.run import AttackData, AttackSettings, run_attack
 from ddpbayes.cli.main import main
 from ddpbayes.errors import InputError
 from ddpbayes.geo.car import adjacency, car_precision, conditional
 from ddpbayes.geo.data import US_BOX
+from ddpbayes.geo.near import NearFit
+from ddpbayes.geo.regions import region
 
 SMALL = ["--targets", "40", "--grid", "10", "--epsilons", "0.5,2"]  # on the shipped data: about a second
+NEAR = NearFit(US_BOX, 40.0, (0.7, 0.3), (200.0,))  # a near-friend model for synthetic data
+ADVERSARIES = ("independent", "dependent", "car")
 
 
 # --------------------------------------------------------------------------- the posterior
@@ -58,9 +63,9 @@ def test_posterior_matches_brute_force():
         t = np.array([target])
         mask = adversary.known_row(9, target, 8, rng)[None, :]
         view = adversary.cluster_view(points, part, t, mask)
-        log_lik = posterior.outer_sum(*posterior.log_likelihood(noisy[labels[t]], view.expected_others, view.sigma,
-                                                                view.size, b, grid))
-        counts = adversary.histogram_counts(posterior.cell_index(points, grid), mask, grid**2)
+        log_lik = posterior.log_likelihood(noisy[labels[t]], view.expected_others, view.sigma, view.size, b,
+                                           Grid.unit(grid))
+        counts = adversary.histogram_counts(Grid.unit(grid).index(points), mask, grid**2)
         got = np.exp(posterior.normalise(posterior.histogram_log_prior(counts) + log_lik))[0]
         assert got == pytest.approx(_brute_posterior(points, labels, target, noisy, b, grid), abs=1e-12)
 
@@ -145,7 +150,7 @@ def test_independent_prior_is_the_histogram_of_known_others():
     points = rng.random((50, 2))
     grid = 5
     mask = np.stack([adversary.known_row(50, i, 20, rng) for i in (0, 7)])
-    log_prior = posterior.histogram_log_prior(adversary.histogram_counts(posterior.cell_index(points, grid), mask,
+    log_prior = posterior.histogram_log_prior(adversary.histogram_counts(Grid.unit(grid).index(points), mask,
                                                                          grid**2))
     for row, m in zip(np.exp(log_prior), mask):
         hist, _, _ = np.histogram2d(points[m, 0], points[m, 1], bins=grid, range=[[0, 1], [0, 1]])
@@ -157,7 +162,7 @@ def test_dependent_prior_is_the_gaussian_mass_of_each_cell():
     grid = 4
     edges = np.linspace(0, 1, grid + 1)
     for mean, sd in (((0.3, 0.7), (0.2, 0.4)), ((1.6, -0.4), (0.15, 0.3)), ((0.51, 0.5), (0.004, 0.9))):
-        got = np.exp(posterior.gaussian_log_prior(np.array([mean]), np.array([sd]), grid))[0]
+        got = np.exp(posterior.gaussian_log_prior(np.array([mean]), np.array([sd]), Grid.unit(grid)))[0]
         mass = [[integrate.quad(stats.norm(mean[a], sd[a]).pdf, lo, hi, epsabs=0, epsrel=1e-12)[0]
                  for lo, hi in itertools.pairwise(edges)] for a in range(2)]
         want = np.outer(mass[0], mass[1]).ravel()
@@ -201,7 +206,7 @@ def _synthetic(n: int = 60, seed: int = 0) -> AttackData:
     pairs = np.array([(i, j) for i in range(n) for j in range(i + 3, n, 3) if rng.random() < 0.08])
     lat, lon = US_BOX.denormalise(points[:, 0], points[:, 1])
     fit = SimpleNamespace(box=US_BOX, mu=(0.45, 0.55), alpha=0.9, tau=(8.0, 12.0))
-    return AttackData(lat, lon, points, pairs, 0, 0, fit)
+    return AttackData(lat, lon, points, pairs, 0, 0, fit, NEAR, region("us", US_BOX))
 
 
 def test_leaked_bits_vanish_for_tiny_epsilon_and_reach_the_prior_entropy_for_huge():
@@ -211,12 +216,12 @@ def test_leaked_bits_vanish_for_tiny_epsilon_and_reach_the_prior_entropy_for_hug
     result = run_attack(_synthetic(), AttackSettings(k=3, epsilons=(1e-9, 1e9), grid=6, n_prior=(None, 30)),
                         progress=False)
     for n_prior in (59, 30):
-        for a in ("independent", "dependent"):
+        for a in ADVERSARIES:
             assert abs(result.row(n_prior, 1e-9, a)["release_bits"]) < 1e-6
         ind, dep = result.row(n_prior, 1e-9, "independent"), result.row(n_prior, 1e-9, "dependent")
         assert ind["leaked_bits"] == ind["release_bits"]
         assert dep["leaked_bits"] == pytest.approx(ind["prior_bits"] - dep["prior_bits"], abs=1e-6)
-    for a in ("independent", "dependent"):
+    for a in ADVERSARIES:
         huge = result.row(59, 1e9, a)
         assert huge["posterior_bits"] < 1e-6
         assert huge["release_bits"] == pytest.approx(huge["prior_bits"], abs=1e-6)
@@ -251,10 +256,10 @@ def test_same_seed_same_json_and_schema(capsys):
     assert first == second
     other.pop("seconds")
     assert other["rows"] != first["rows"]
-    assert len(first["rows"]) == 2 * 2 * 2
+    assert len(first["rows"]) == 2 * 2 * 3
     for row in first["rows"]:
         assert {"epsilon", "adversary", "n_prior", "mean_error_km", "median_error_km", "leaked_bits"} <= set(row)
-        assert row["adversary"] in ("independent", "dependent") and row["n_prior"] in (2391, 300)
+        assert row["adversary"] in ADVERSARIES and row["n_prior"] in (2391, 300)
         assert all(isinstance(row[k], float) for k in ("mean_error_km", "median_error_km", "leaked_bits"))
     assert first["users"] == 2392 and first["located_edges"] == 4080 and first["dropped_edges"] == 5992
     assert first["k"] == 8 and first["grid"] == 10 and first["seed"] == 7 and first["targets"] == 40
@@ -269,7 +274,7 @@ def test_text_output_and_report(tmp_path, capsys):
     html = (out / "index.html").read_text()
     assert "data:image/png;base64," in html and "http" not in html.replace("http://www.w3.org", "")
     data = json.loads((out / "results.json").read_text())
-    assert data["reproducibility"]["command"].startswith("ddpbayes attack --k 8")
+    assert data["reproducibility"]["command"].startswith("ddpbayes attack --region us --k 8")
     assert sorted(p.name for p in (out / "figures").iterdir()) == ["error_cdf.png", "leaked_information.png",
                                                                   "release.png"]
     assert (out / "report.md").read_text().startswith("# ")
@@ -333,7 +338,7 @@ def test_own_files_run(files, capsys):
 @pytest.mark.slow
 def test_full_run_on_the_shipped_data(capsys):
     doc = _json(["--n-prior", "all,1195"], capsys)
-    assert len(doc["rows"]) == 2 * 5 * 2 and doc["targets"] == 2392
+    assert len(doc["rows"]) == 2 * 5 * 3 and doc["targets"] == 2392
     for row in doc["rows"]:
         assert 0 < row["median_error_km"] < 5000 and 0 < row["mean_error_km"] < 5000
         if row["adversary"] == "independent":
@@ -360,3 +365,124 @@ def test_worst_case_user_idp_is_the_dense_gaussian_formula():
     assert np.allclose(users, expected, rtol=1e-9, atol=0)
     rows = summary(users, [1.0, 2.0])
     assert rows[0]["users_above"] == int(np.sum(expected > 1.0)) and rows[1]["q100"] == pytest.approx(2 * expected.max())
+
+
+# --------------------------------------------------------------------------- issue 30: Eq. 9, regions, references
+
+
+def _normal2(d2: float, var: float) -> float:
+    return math.exp(-d2 / (2 * var)) / (2 * math.pi * var)
+
+
+def test_eq9_prior_is_the_histogram_reweighted_near_friends():
+    """Eq. 9 from its definition, loop by loop: each known other k adds weight(x_k) = w_0 + Σ_s w_s ·
+    mean over the known friends f of N(x_k; x_f, (σ_s² + h²) I) / Z_f,s (Z_f,s that kernel's mean over
+    the known others) to its cell; unknown friends add nothing; a user without friends gets Eq. 8."""
+    rng = np.random.default_rng(11)
+    n, grid = 40, 4
+    km = rng.normal(0, 300, (n, 2))
+    points = rng.random((n, 2))
+    cells = Grid.unit(grid).index(points)
+    pairs = np.array([(0, 1), (0, 2), (0, 3), (5, 6)])
+    friends = adjacency(n, pairs)
+    fit = NearFit(US_BOX, 30.0, (0.5, 0.2, 0.3), (5.0, 250.0))
+    targets = np.array([0, 5, 9])
+    mask = np.stack([adversary.known_row(n, t, 25, np.random.default_rng(t)) for t in targets])
+    mask[0, [1, 2]] = True, False  # friend 1 known, friend 2 unknown
+    got = posterior.histogram_log_prior(adversary.weighted_counts(cells, mask, km, friends, targets, fit, grid**2))
+    for r, t in enumerate(targets):
+        known = [k for k in range(n) if mask[r, k]]
+        mine = [f for f in ((1, 2, 3) if t == 0 else (6,) if t == 5 else ()) if mask[r, f]]
+        want = np.zeros(grid**2)
+        for k in known:
+            w = fit.weights[0]
+            for ws, s in zip(fit.weights[1:], fit.sigma_km):
+                var = s * s + fit.bandwidth_km**2
+                for f in mine:
+                    z = sum(_normal2(((km[j] - km[f]) ** 2).sum(), var) for j in known) / len(known)
+                    w += ws * _normal2(((km[k] - km[f]) ** 2).sum(), var) / z / len(mine)
+            want[cells[k]] += w if mine else 1.0
+        with np.errstate(divide="ignore"):
+            assert np.exp(got[r]) == pytest.approx(want / want.sum(), abs=1e-12)
+
+
+def test_city_grid_cells_centres_and_likelihood():
+    """Several boxes: every point's cell by direct search over the boxes' cells, the centres, and the
+    Eq. 6 likelihood at each centre computed directly."""
+    grid = Grid(3, ((0.0, 0.2, 0.5, 0.7), (0.6, 1.0, 0.0, 0.3)))
+    rng = np.random.default_rng(3)
+    points = np.concatenate([rng.random((200, 2)), [[0.2, 0.7], [1.0, 0.0], [0.6, 0.3]]])
+    centres = grid.centres()
+    for p, c in zip(points, grid.index(points)):
+        hits = [b * 9 + ix * 3 + iy for b, (x0, x1, y0, y1) in enumerate(grid.boxes)
+                for ix in range(3) for iy in range(3)
+                if x0 + ix * (x1 - x0) / 3 <= p[0] <= x0 + (ix + 1) * (x1 - x0) / 3
+                and y0 + iy * (y1 - y0) / 3 <= p[1] <= y0 + (iy + 1) * (y1 - y0) / 3]
+        assert (c in hits) if hits else c == -1  # the closed cell holds the point; no cell: -1
+    assert centres[9 + 2 * 3 + 1] == pytest.approx((0.6 + 2.5 * 0.4 / 3, 1.5 * 0.3 / 3))
+    noisy, others, sigma, size, b = np.array([[0.3, 0.4]]), np.array([[1.1, 0.9]]), np.array([[0.0, 0.02]]), \
+        np.array([4.0]), 0.05
+    got = posterior.log_likelihood(noisy, others, sigma, size, b, grid)[0]
+    for c, (x, y) in enumerate(centres):
+        want = -abs(0.3 - (1.1 + x) / 4) / b - math.log(2 * b) + math.log(integrate.quad(
+            lambda s: math.exp(-abs(0.4 - (0.9 + y) / 4 - s) / b) / (2 * b) * stats.norm.pdf(s, 0, 0.02),
+            -0.3, 0.3, points=[0.4 - (0.9 + y) / 4], epsabs=0, epsrel=1e-11, limit=200)[0])
+        assert got[c] == pytest.approx(want, abs=1e-8)
+
+
+def test_car_prior_in_a_city_frame_is_the_fit_box_mass():
+    """The CAR adversary's prior on a city's cells: the mass of the conditional normal (in the fit's
+    box coordinates) over each cell's latitude/longitude rectangle, by quadrature."""
+    from ddpbayes.attack.run import _affine
+    from ddpbayes.geo.regions import CITIES
+
+    frame = CITIES["sf"]
+    scale, offset = _affine(US_BOX, frame)
+    mean_us, sd_us = np.array([[0.05, 0.52]]), np.array([[0.004, 0.01]])
+    got = np.exp(posterior.gaussian_log_prior(offset + scale * mean_us, scale * sd_us, Grid.unit(3)))[0]
+    lon = np.linspace(*frame.lon, 4)
+    lat = np.linspace(*frame.lat, 4)
+    xs, ys = US_BOX.normalise(lat, lon)
+    mass = [[integrate.quad(stats.norm(mean_us[0, a], sd_us[0, a]).pdf, lo, hi, epsabs=0, epsrel=1e-12)[0]
+             for lo, hi in itertools.pairwise(e)] for a, e in enumerate((xs, ys))]
+    want = np.outer(mass[0], mass[1]).ravel()
+    assert got == pytest.approx(want / want.sum(), rel=1e-8)
+
+
+def test_reference_guesses_and_bayes_estimate():
+    """The regional mean is the other users' mean position; the cluster's mean its other members';
+    the Bayes cell minimises the posterior expected distance (brute force over the cells)."""
+    from ddpbayes.attack import metrics
+    from ddpbayes.attack.run import _guess_errors
+    from ddpbayes.geo.data import haversine_km
+
+    data = _synthetic(30, 2)
+    part = partition(data.points, np.arange(30) % 3, 3)
+    guess = _guess_errors(data, part, np.array([4, 7]))
+    for r, t in enumerate((4, 7)):
+        others = [j for j in range(30) if j != t]
+        mates = [j for j in others if j % 3 == t % 3]
+        for name, group in (("regional", others), ("cluster", mates)):
+            x, y = data.points[group].mean(axis=0)
+            lat, lon = US_BOX.denormalise(x, y)
+            assert guess[name][r] == pytest.approx(float(haversine_km(data.lat[t], data.lon[t], lat, lon)), rel=1e-12)
+    rng = np.random.default_rng(1)
+    log_post = posterior.normalise(rng.normal(0, 2, (5, 9)))
+    d = rng.random((9, 9)) * 100
+    want = [min(range(9), key=lambda c: sum(math.exp(log_post[r, g]) * d[g, c] for g in range(9))) for r in range(5)]
+    assert metrics.bayes_cells(log_post, d).tolist() == want
+
+
+def test_region_keeps_its_users_and_their_friendships(tmp_path, capsys):
+    """--region ny keeps the users inside New York's box, renumbers the friendships among them and
+    counts what it left out."""
+    from ddpbayes.geo.regions import NEW_YORK
+
+    inside = [(40.6 + 0.01 * i, -74.0 + 0.01 * i) for i in range(6)]
+    rows = "".join(f"{i},{la},{lo}\n" for i, (la, lo) in enumerate(inside)) + "6,34.0,-118.3\n7,37.7,-122.4\n"
+    users = _csv(tmp_path / "u.csv", "UserID,Latitude,Longitude\n" + rows)
+    edges = _csv(tmp_path / "e.csv", "Source,Destination\n0,1\n1,6\n2,5\n6,7\n")
+    doc = _json(["--locations", users, "--edges", edges, "--region", "ny", "--k", "2", "--grid", "4"], capsys)
+    assert (doc["users"], doc["outside_users"], doc["located_edges"], doc["outside_edges"]) == (6, 2, 2, 2)
+    assert doc["box"] == {"lat": list(NEW_YORK.lat), "lon": list(NEW_YORK.lon)} and doc["cells"] == 16
+    assert doc["region"] == "ny" and len(doc["rows"]) == 5 * 3

@@ -322,7 +322,7 @@ def test_attack_same_json_on_two_workers():
         doc.pop("seconds")
         out.append(json.dumps(doc, sort_keys=True))
     assert out[0] == out[1]
-    assert len(json.loads(out[0])["rows"]) == 2 * 2 * 2
+    assert len(json.loads(out[0])["rows"]) == 2 * 2 * 3
 
 
 @pytest.mark.slow  # a Dask cluster in a subprocess: 10-25 s (the default run's budget, issue #28)

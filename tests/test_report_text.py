@@ -16,6 +16,8 @@ import pytest
 
 from ddpbayes.attack.run import AttackData, AttackResult, AttackSettings, run_attack
 from ddpbayes.geo.data import US_BOX
+from ddpbayes.geo.near import NearFit
+from ddpbayes.geo.regions import region
 from ddpbayes.reports import load_spec
 from ddpbayes.reports.input import AttackSpec
 from ddpbayes.reports.render import attack_figures, composition_doc
@@ -264,8 +266,9 @@ def test_attack_report_names_the_paper():
     points = np.clip(np.array([[0.2, 0.3], [0.7, 0.6]])[np.arange(30) % 2] + rng.normal(0, 0.05, (30, 2)), 0.01, 0.99)
     lat, lon = US_BOX.denormalise(points[:, 0], points[:, 1])
     fit = SimpleNamespace(box=US_BOX, mu=(0.45, 0.45), alpha=0.9, tau=(8.0, 8.0))
-    data = AttackData(lat, lon, points, np.array([(0, 2), (1, 3), (4, 6)]), 0, 0, fit,
-                      {"locations": "u.csv", "edges": "e.csv", "fit": "f.json"})
+    near = NearFit(US_BOX, 40.0, (0.7, 0.3), (200.0,))
+    data = AttackData(lat, lon, points, np.array([(0, 2), (1, 3), (4, 6)]), 0, 0, fit, near, region("us", US_BOX),
+                      paths={"locations": "u.csv", "edges": "e.csv", "fit": "f.json", "near": "n.json"})
     result = run_attack(data, AttackSettings(k=2, epsilons=(1.0,), grid=5), progress=False)
     doc = attack_document(result, "ddpbayes attack --k 2")
     for text in (render_html(doc), render_markdown(doc), doc.title):

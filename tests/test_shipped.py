@@ -85,7 +85,8 @@ def test_the_attack_reads_the_shipped_data_from_anywhere(tmp_path, monkeypatch):
     rows = (ROOT / "models" / "data" / "gowalla_us_user_locations.csv").read_text().splitlines()
     assert data.users == len(rows) - 1  # a header, then one located user per row
     assert data.paths == {"locations": "models/data/gowalla_us_user_locations.csv",
-                          "edges": "models/data/gowalla_us_edges.csv", "fit": "models/data/gowalla_fit.json"}
+                          "edges": "models/data/gowalla_us_edges.csv", "fit": "models/data/gowalla_fit.json",
+                          "near": "models/data/gowalla_near_fit.json"}
 
 
 def test_missing_shipped_data_is_one_clear_line(tmp_path, monkeypatch):

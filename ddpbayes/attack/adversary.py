@@ -14,7 +14,9 @@ Unknown others are integrated out, not ignored:
   independent). With every other known, u_c = 0 and this is seed 002's exp(−‖μ̃ − μ̂‖₁/b) exactly;
 - in the dependent prior, the CAR conditional of the target given the known others only: the
   unknown users are marginalised exactly (a Gaussian conditional on a subset, `subset_conditional`);
-- the independent prior is the histogram of the known others alone (Eq. 8).
+- the independent prior is the histogram of the known others alone (Eq. 8);
+- the dependent prior is that histogram reweighted near the known friends (Eq. 9, `weighted_counts`,
+  with the near-friend model's weight, geo/near.py): unknown friends carry no weight.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from scipy.sparse.csgraph import breadth_first_order
 from scipy.sparse.linalg import spsolve
 
 from ddpbayes.attack.release import Partition
+from ddpbayes.geo.near import NearFit, log_weights
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,20 @@ def histogram_counts(cells: np.ndarray, mask: np.ndarray, n_cells: int) -> np.nd
     onehot = np.zeros((len(cells), n_cells), dtype=np.float32)
     onehot[np.arange(len(cells)), cells] = 1.0
     return (mask.astype(np.float32) @ onehot).astype(float)  # counts below 2^24 are exact in float32
+
+
+def weighted_counts(cells: np.ndarray, mask: np.ndarray, km: np.ndarray, friends: sp.csr_matrix,
+                    targets: np.ndarray, near: NearFit, n_cells: int) -> np.ndarray:
+    """(T, cells): Eq. 9's weighted counts Σ_{known k in the cell} weight(x_k), weight from the target's
+    known friends (`near.log_weights`; `friends` the adjacency, `km` every user's plane position);
+    each row is scaled by its largest weight (the prior normalises it)."""
+    out = np.zeros((len(targets), n_cells))
+    for r, t in enumerate(targets):
+        known = np.flatnonzero(mask[r])
+        mine = friends.indices[friends.indptr[t]:friends.indptr[t + 1]]
+        log_w = log_weights(km[known], km[mine[mask[r, mine]]], near)
+        out[r] = np.bincount(cells[known], weights=np.exp(log_w - log_w.max()), minlength=n_cells)
+    return out
 
 
 def subset_conditional(Qs: list[sp.csr_matrix], centred: np.ndarray, target: int,

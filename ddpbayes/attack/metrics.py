@@ -17,16 +17,31 @@ import math
 
 import numpy as np
 
-from ddpbayes.attack.posterior import centres
+from ddpbayes.attack.grid import Grid
+from ddpbayes.geo.data import haversine_km
 
 PERCENTILES = np.arange(101)  # the error CDF as percentiles 0..100
+MAX_BAYES_CELLS = 2500  # the Bayes estimate's (cells, cells) distances: 50 MB at most
 
 
-def map_centres(log_post: np.ndarray, grid: int) -> np.ndarray:
-    """(T, 2) normalised centre of each row's MAP cell (Eq. 7; the first cell on ties)."""
-    g = np.argmax(log_post, axis=1)
-    c = centres(grid)
-    return np.stack([c[g // grid], c[g % grid]], axis=1)
+def map_cells(log_post: np.ndarray) -> np.ndarray:
+    """(T,) each row's MAP cell (Eq. 7; the first cell on ties)."""
+    return np.argmax(log_post, axis=1)
+
+
+def bayes_cells(log_post: np.ndarray, distance_km: np.ndarray) -> np.ndarray:
+    """(T,) each row's cell of least posterior expected distance to the truth (the Bayes estimate
+    under Eq. 10's loss, a reference beside Eq. 7's MAP; the first cell on ties); `distance_km`
+    (cells, cells) between cell centres."""
+    return np.argmin(np.exp(log_post) @ distance_km, axis=1)
+
+
+def cell_distances(grid: Grid, lat_lon: tuple[np.ndarray, np.ndarray]) -> np.ndarray | None:
+    """(cells, cells) great-circle km between cell centres, or None above `MAX_BAYES_CELLS` cells."""
+    if grid.cells > MAX_BAYES_CELLS:
+        return None
+    lat, lon = lat_lon
+    return haversine_km(lat[:, None], lon[:, None], lat[None, :], lon[None, :])
 
 
 def theorem2_bound_bits(epsilon: float) -> float:

@@ -1,11 +1,11 @@
-"""The adversary's posterior over a G × G grid of cells of the unit box (seed 002 Eq. 6–9).
+"""The adversary's posterior over the cells of a `Grid` (seed 002 Eq. 6–9).
 
     P(d̂ | μ̃, D_−i) ∝ exp(−‖μ̃ − μ̂(d̂)‖₁ / b) · P(d̂ | D_−i)          (Eq. 6)
 
-Cell g = ix · G + iy has centre ((ix + ½)/G, (iy + ½)/G). The likelihood and the dependent prior
-factor over the two coordinates, so both are built as (targets, G) tables per coordinate and
-added into (targets, G²); only the histogram prior (Eq. 8) is a full (targets, G²) table.
-Everything is in natural logs; entropies are in bits.
+The likelihood and the CAR prior factor over the two coordinates, so both are built as (targets, G)
+tables per coordinate and box and added into (targets, cells) (`Grid.assemble`); the histogram
+priors (Eq. 8, Eq. 9) are full (targets, cells) tables. Everything is in natural logs; entropies
+are in bits.
 """
 
 from __future__ import annotations
@@ -13,21 +13,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import erfcx, log_ndtr, logsumexp
 
-
-def centres(grid: int) -> np.ndarray:
-    """The G cell centres along one coordinate."""
-    return (np.arange(grid) + 0.5) / grid
-
-
-def cell_index(points: np.ndarray, grid: int) -> np.ndarray:
-    """The cell g = ix · G + iy of each normalised point (n, 2); the box's far edge belongs to the last cell."""
-    ix = np.clip(np.floor(points * grid).astype(int), 0, grid - 1)
-    return ix[:, 0] * grid + ix[:, 1]
-
-
-def outer_sum(ax: np.ndarray, ay: np.ndarray) -> np.ndarray:
-    """(T, G) and (T, G) per-coordinate log terms → (T, G²) in cell order ix · G + iy."""
-    return (ax[:, :, None] + ay[:, None, :]).reshape(len(ax), -1)
+from ddpbayes.attack.grid import Grid
 
 
 def laplace_normal_logpdf(r: np.ndarray, b: float, sigma: np.ndarray) -> np.ndarray:
@@ -60,32 +46,37 @@ def _log_term(u: np.ndarray, v: np.ndarray) -> np.ndarray:
 
 
 def log_likelihood(noisy: np.ndarray, expected_others: np.ndarray, sigma: np.ndarray, size: np.ndarray,
-                   b: float, grid: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per coordinate, log P(μ̃_c | target at the cell centre) for each target's cluster c (Eq. 6):
+                   b: float, grid: Grid) -> np.ndarray:
+    """log P(μ̃_c | target at the cell centre) for each target's cluster c (Eq. 6), (T, cells):
     μ̂_c(d̂) = (S + d̂)/n_c, S the (expected) sum of the other members; the other clusters' centroids
-    do not depend on d̂ and cancel. `noisy`, `expected_others`, `sigma`: (T, 2); `size`: (T,).
-    Returns the (T, G) tables for x and y."""
-    c = centres(grid)
-    out = []
-    for a in range(2):
-        r = noisy[:, a, None] - (expected_others[:, a, None] + c[None, :]) / size[:, None]
-        out.append(laplace_normal_logpdf(r, b, sigma[:, a, None]))
-    return out[0], out[1]
+    do not depend on d̂ and cancel. `noisy`, `expected_others`, `sigma`: (T, 2); `size`: (T,)."""
+    def per_box(box: int) -> tuple[np.ndarray, np.ndarray]:
+        out = []
+        for a, c in enumerate(grid.axis_centres(box)):
+            r = noisy[:, a, None] - (expected_others[:, a, None] + c[None, :]) / size[:, None]
+            out.append(laplace_normal_logpdf(r, b, sigma[:, a, None]))
+        return out[0], out[1]
+
+    return grid.assemble(per_box)
 
 
 def histogram_log_prior(counts: np.ndarray) -> np.ndarray:
-    """Eq. 8: the share of the known others' positions in each cell (log; −inf for empty cells)."""
+    """Eq. 8 (and Eq. 9 with weighted counts): each cell's share of the (weighted) count (log;
+    −inf for empty cells)."""
     with np.errstate(divide="ignore"):
         return np.log(counts) - np.log(counts.sum(axis=1, keepdims=True))
 
 
-def gaussian_log_prior(mean: np.ndarray, sd: np.ndarray, grid: int) -> np.ndarray:
-    """The mass of N(mean, diag(sd²)) in each cell, normalised over the box (log): the CAR
-    conditional integrated over the cells (the dependent prior, our Eq. 9). `mean`, `sd`: (T, 2)."""
-    edges = np.arange(grid + 1) / grid
-    logs = [_log_interval_mass((edges[None, :-1] - mean[:, a, None]) / sd[:, a, None],
-                               (edges[None, 1:] - mean[:, a, None]) / sd[:, a, None]) for a in range(2)]
-    return normalise(outer_sum(*logs))
+def gaussian_log_prior(mean: np.ndarray, sd: np.ndarray, grid: Grid) -> np.ndarray:
+    """The mass of N(mean, diag(sd²)) in each cell, normalised over the cells (log): the CAR
+    conditional integrated over the cells (the CAR adversary's prior). `mean`, `sd`: (T, 2), in the
+    grid's normalised coordinates."""
+    def per_box(box: int) -> tuple[np.ndarray, np.ndarray]:
+        return tuple(_log_interval_mass((e[None, :-1] - mean[:, a, None]) / sd[:, a, None],
+                                        (e[None, 1:] - mean[:, a, None]) / sd[:, a, None])
+                     for a, e in enumerate(grid.edges(box)))
+
+    return normalise(grid.assemble(per_box))
 
 
 def _log_interval_mass(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:

@@ -1,6 +1,7 @@
 """Seed 002 §IV's inference attack, end to end: K-means and LPM release at each ε, then every
-target's posterior for the independent (Eq. 8) and the dependent (CAR) adversary, with the error
-(Eq. 10) and the leaked information (Eq. 11). `--seed` fixes every random step through separate
+target's posterior for the independent (Eq. 8), the dependent (Eq. 9, the near-friend model) and
+the CAR adversary, over a region's grid, with the error (Eq. 10) and the leaked information
+(Eq. 11). `--seed` fixes every random step through separate
 streams: the clustering, the target sample, each target's known set and each ε's noise, so the
 same seed gives the same numbers whatever the list of ε or the target sample.
 """
@@ -17,19 +18,23 @@ import numpy as np
 
 from ddpbayes import shipped
 from ddpbayes.attack import adversary, metrics, posterior
+from ddpbayes.attack.grid import Grid
 from ddpbayes.attack.release import Partition, kmeans, lpm, sensitivity
 from ddpbayes.errors import InputError
 from ddpbayes.geo.car import CarFit, adjacency, car_precision, conditional, load_fit
-from ddpbayes.geo.data import haversine_km, read_edges, read_locations
+from ddpbayes.geo.data import Box, haversine_km, read_edges, read_locations
+from ddpbayes.geo.near import NearFit, load_near_fit, plane_km
+from ddpbayes.geo.regions import NAMES as REGIONS
+from ddpbayes.geo.regions import Region, region
 from ddpbayes.parallel import map_units
 from ddpbayes.parallel.cluster import scheduler_address, worker_count
 from ddpbayes.progress import Progress
 from ddpbayes.settings import RunSettings
 
 DATA = "models/data"  # the shipped Gowalla files, under `shipped.ROOT` (package data, DESIGN §4)
-LOCATIONS, EDGES, FIT = (f"{DATA}/{name}" for name in ("gowalla_us_user_locations.csv", "gowalla_us_edges.csv",
-                                                        "gowalla_fit.json"))
-ADVERSARIES = ("independent", "dependent")
+LOCATIONS, EDGES, FIT, NEAR = (f"{DATA}/{name}" for name in ("gowalla_us_user_locations.csv", "gowalla_us_edges.csv",
+                                                              "gowalla_fit.json", "gowalla_near_fit.json"))
+ADVERSARIES = ("independent", "dependent", "car")
 MAX_GRID = 1000
 CELLS_PER_BLOCK = 2**20  # targets per block = this / G², at most MAX_BLOCK
 MAX_BLOCK = 256
@@ -46,11 +51,12 @@ class AttackSettings:
     n_prior: tuple[int | None, ...] = (None,)
     targets: int | None = None
     seed: int = 0
+    region: str = "us"
 
     def check(self, users: int) -> None:
         """InputError naming the first setting that cannot be used with `users` users."""
         if users < 2:
-            raise InputError(f"the attack needs at least two located users, got {users}")
+            raise InputError(f"the attack needs at least two located users in the region, got {users}")
         if not 1 <= self.grid <= MAX_GRID:
             raise InputError(f"--grid must be between 1 and {MAX_GRID}, got {self.grid}")
         if not self.epsilons or any(not (math.isfinite(e) and e > 0) for e in self.epsilons):
@@ -64,20 +70,32 @@ class AttackSettings:
             raise InputError(f"--targets must be between 1 and the number of users ({users}), got {self.targets}")
         if not 0 <= self.seed < 2**32:
             raise InputError(f"--seed must be an integer from 0 to 2^32 - 1, got {self.seed}")
+        if self.region not in REGIONS:
+            raise InputError(f"--region must be one of {', '.join(REGIONS)}, got {self.region!r}")
 
 
 @dataclass(frozen=True)
 class AttackData:
-    """Users (normalised into the fitted model's box), the located friendship pairs and the CAR fit."""
+    """The region's users (normalised into its frame), the friendship pairs between them, the CAR
+    and near-friend fits."""
 
     lat: np.ndarray
     lon: np.ndarray
-    points: np.ndarray  # (n, 2) normalised (x, y)
+    points: np.ndarray  # (n, 2) normalised (x, y) in region.frame
     pairs: np.ndarray  # (E, 2) located friendship pairs, row indices
     dropped_edges: int  # naming a user without a location
     duplicate_edges: int  # a pair listed again (either direction)
     fit: CarFit
+    near: NearFit
+    region: Region
+    outside_users: int = 0  # located users outside the region, left out
+    outside_edges: int = 0  # friendships with an end outside the region, left out
     paths: dict[str, str] = field(default_factory=dict)  # the inputs as given (the shipped ones repo-relative)
+
+    @property
+    def km(self) -> np.ndarray:
+        """(n, 2) positions on the near-friend fit's plane (`geo.near.plane_km`)."""
+        return plane_km(self.lat, self.lon, self.near.box)
 
     @property
     def users(self) -> int:
@@ -106,15 +124,16 @@ class AttackResult:
 
 
 def load_data(locations: str | Path | None = None, edges: str | Path | None = None,
-              fit: str | Path | None = None, grid: int | None = None, where: RunSettings | None = None) -> AttackData:
-    """Read the CSVs and the fit (the shipped Gowalla files by default, read from the installed
-    package); every user must lie in the fit's box, whose coordinates the CAR model is fitted in.
-    With the attack's `grid`, the locations stop streaming in once the users × G² float32 cell
-    counts (`adversary.histogram_counts`) and a block of targets' masks over the users (a bool
-    and a float32 each), held at once by each of this machine's workers (`where`), would not fit
-    in its memory."""
-    given = {"locations": locations, "edges": edges, "fit": fit}
-    default = {"locations": LOCATIONS, "edges": EDGES, "fit": FIT}
+              fit: str | Path | None = None, grid: int | None = None, where: RunSettings | None = None,
+              near: str | Path | None = None, region_name: str = "us") -> AttackData:
+    """Read the CSVs and the fits (the shipped Gowalla files by default, read from the installed
+    package) and keep the users of the region (`geo.regions`; "us": the CAR fit's box, which must hold
+    every user, since the CAR model is fitted in it). With the attack's `grid`, the locations stop
+    streaming in once the users × cells float32 counts (`adversary.histogram_counts`) and a block of
+    targets' masks over the users (a bool and a float32 each), held at once by each of this machine's
+    workers (`where`), would not fit in its memory."""
+    given = {"locations": locations, "edges": edges, "fit": fit, "near": near}
+    default = {"locations": LOCATIONS, "edges": EDGES, "fit": FIT, "near": NEAR}
     paths = {k: Path(v) if v else shipped.path(default[k]) for k, v in given.items()}
     shown = {k: str(v) if v else default[k] for k, v in given.items()}  # the shipped ones repo-relative
     for k, p in paths.items():
@@ -124,9 +143,10 @@ def load_data(locations: str | Path | None = None, edges: str | Path | None = No
     if missing:
         hint = "" if all(given[k.split()[0]] for k in missing) else (
             " (the shipped Gowalla data is missing from the installed package: reinstall ddpbayes, or pass "
-            "--locations, --edges and --fit)")
+            "--locations, --edges, --fit and --near)")
         raise InputError(f"missing input file: {', '.join(missing)}{hint}")
-    cells = grid**2 if grid is not None and 1 <= grid <= MAX_GRID else 0
+    boxes = 3 if region_name == "cities" else 1
+    cells = boxes * grid**2 if grid is not None and 1 <= grid <= MAX_GRID else 0
     block = max(1, min(MAX_BLOCK, CELLS_PER_BLOCK // max(1, cells)))  # as `run_attack` blocks the targets
     local = where is not None and not scheduler_address(where.scheduler)
     copies = worker_count(where.workers) if local else 1
@@ -134,16 +154,20 @@ def load_data(locations: str | Path | None = None, edges: str | Path | None = No
                           f"the attack's users x {cells:,} cells float32 table and {block} targets' masks"
                           + (f", in each of {copies} workers," if copies > 1 else ""))
     links = read_edges(paths["edges"], locs)
-    car = load_fit(paths["fit"])
-    x, y = car.box.normalise(np.asarray(locs.lat, float), np.asarray(locs.lon, float))
-    points = np.column_stack([x, y])
-    outside = np.flatnonzero(~np.all((points >= 0) & (points <= 1), axis=1))
-    if len(outside):
+    car, near_fit = load_fit(paths["fit"]), load_near_fit(paths["near"])
+    area = region(region_name, car.box)
+    lat, lon = np.asarray(locs.lat, float), np.asarray(locs.lon, float)
+    inside = area.contains(lat, lon)
+    if region_name == "us" and not inside.all():
+        outside = np.flatnonzero(~inside)
         raise InputError(f"user {locs.ids[outside[0]]} lies outside the fitted model's box {car.box} "
                          f"({len(outside)} users do)")
-    return AttackData(np.asarray(locs.lat, float), np.asarray(locs.lon, float), points,
-                      np.asarray(links.pairs, int).reshape(-1, 2), int(links.dropped), int(links.duplicates), car,
-                      shown)
+    row = np.cumsum(inside) - 1
+    pairs = np.asarray(links.pairs, int).reshape(-1, 2)
+    kept = inside[pairs].all(axis=1)
+    x, y = area.frame.normalise(lat[inside], lon[inside])
+    return AttackData(lat[inside], lon[inside], np.column_stack([x, y]), row[pairs[kept]], int(links.dropped),
+                      int(links.duplicates), car, near_fit, area, int((~inside).sum()), int((~kept).sum()), shown)
 
 
 def run_attack(data: AttackData, settings: AttackSettings, progress: bool = True,
@@ -153,11 +177,12 @@ def run_attack(data: AttackData, settings: AttackSettings, progress: bool = True
     a worker builds the release and the CAR precisions once, and the blocks are accumulated in
     order, so the numbers do not depend on where they ran."""
     start = time.perf_counter()
+    if settings.region != data.region.name:
+        raise ValueError(f"the data were read for region {data.region.name!r}, the settings name {settings.region!r}")
     settings.check(data.users)
     attack = _Attack(data, settings)
     key = _ATTACKS.keep(attack)
-    grid = settings.grid
-    block = max(1, min(MAX_BLOCK, CELLS_PER_BLOCK // grid**2))
+    block = max(1, min(MAX_BLOCK, CELLS_PER_BLOCK // attack.grid.cells))
     spans = [slice(s, min(s + block, len(attack.targets))) for s in range(0, len(attack.targets), block)]
     sizes = [data.users - 1 if m is None else m for m in settings.n_prior]
     per_block = len(settings.epsilons) * len(ADVERSARIES)
@@ -172,9 +197,9 @@ def run_attack(data: AttackData, settings: AttackSettings, progress: bool = True
     targets = attack.targets
     has_friends = np.isin(targets, data.pairs.ravel())
     rows = [_row(key, acc, has_friends) for key in acc.errors]
-    guess = _guess_errors(data, targets)
-    meta = _meta(data, settings, attack.partition, attack.delta, targets, sizes, guess, time.perf_counter() - start)
-    return AttackResult(rows, meta, acc.errors, has_friends, attack.partition, attack.noisy, data, guess)
+    guess = _guess_errors(data, attack.partition, targets)
+    meta = _meta(data, settings, attack, sizes, guess, time.perf_counter() - start)
+    return AttackResult(rows, meta, acc.errors, has_friends, attack.partition, attack.noisy, data, guess["regional"])
 
 
 class _Attack:
@@ -188,34 +213,45 @@ class _Attack:
         self.noisy = {e: lpm(self.partition.centroids, self.delta / e, _stream(seed, _NOISE, _bits(e)))
                       for e in settings.epsilons}
         self.targets = _targets(data.users, settings.targets, seed)
-        self.cells = posterior.cell_index(data.points, settings.grid)
+        self.grid = Grid.of(data.region, settings.grid)
+        self.cells = self.grid.index(data.points)
+        self.lat_lon = self.grid.lat_lon(data.region.frame)
+        self.distances = metrics.cell_distances(self.grid, self.lat_lon)
         self.car = _PriorModel(data)
+        self.friends = adjacency(data.users, data.pairs)
+        self.km = data.km
 
     def block(self, n_prior: int, span: slice) -> list[tuple]:
-        """Both adversaries' posteriors (Eq. 6) for the targets in `span` at every ε: the
+        """Every adversary's posterior (Eq. 6) for the targets in `span` at every ε: the
         `_Accumulator.add` arguments of each (ε, adversary)."""
-        data, grid, n = self.data, self.settings.grid, self.data.users
+        data, grid, n = self.data, self.grid, self.data.users
         t = self.targets[span]
         mask = np.stack([adversary.known_row(n, i, n_prior, _stream(self.settings.seed, _KNOWN, n_prior, i))
                          for i in t])
         view = adversary.cluster_view(data.points, self.partition, t, mask)
         log_prior = {
-            "independent": posterior.histogram_log_prior(adversary.histogram_counts(self.cells, mask, grid**2)),
-            "dependent": posterior.gaussian_log_prior(*self.car.conditionals(t, mask, n_prior == n - 1), grid),
+            "independent": posterior.histogram_log_prior(adversary.histogram_counts(self.cells, mask, grid.cells)),
+            "dependent": posterior.histogram_log_prior(adversary.weighted_counts(
+                self.cells, mask, self.km, self.friends, t, data.near, grid.cells)),
+            "car": posterior.gaussian_log_prior(*self.car.conditionals(t, mask, n_prior == n - 1), grid),
         }
         h_prior = {a: posterior.entropy_bits(lp) for a, lp in log_prior.items()}
         entries = []
         for e in self.settings.epsilons:
-            log_lik = posterior.outer_sum(*posterior.log_likelihood(
-                self.noisy[e][self.partition.labels[t]], view.expected_others, view.sigma, view.size,
-                self.delta / e, grid))
+            log_lik = posterior.log_likelihood(self.noisy[e][self.partition.labels[t]], view.expected_others,
+                                               view.sigma, view.size, self.delta / e, grid)
             for a in ADVERSARIES:
                 log_post = posterior.normalise(log_prior[a] + log_lik)
-                lat, lon = data.fit.box.denormalise(*metrics.map_centres(log_post, grid).T)
-                km = haversine_km(data.lat[t], data.lon[t], lat, lon)
-                entries.append(((n_prior, e, a), span, km, h_prior["independent"], h_prior[a],
-                                posterior.entropy_bits(log_post)))
+                entries.append(((n_prior, e, a), span, self._errors(t, metrics.map_cells(log_post)),
+                                None if self.distances is None else
+                                self._errors(t, metrics.bayes_cells(log_post, self.distances)),
+                                h_prior["independent"], h_prior[a], posterior.entropy_bits(log_post)))
         return entries
+
+    def _errors(self, targets: np.ndarray, cells: np.ndarray) -> np.ndarray:
+        """km from each target's true position to its estimated cell's centre (Eq. 10)."""
+        lat, lon = self.lat_lon
+        return haversine_km(self.data.lat[targets], self.data.lon[targets], lat[cells], lon[cells])
 
 
 class _Kept:
@@ -249,20 +285,22 @@ def _digest(data: AttackData, settings: AttackSettings) -> str:
     h = hashlib.sha256()
     for array in (data.points, data.pairs, data.lat, data.lon):
         h.update(np.ascontiguousarray(array).tobytes())
-    h.update(repr((data.fit, settings)).encode())
+    h.update(repr((data.fit, data.near, data.region, settings)).encode())
     return h.hexdigest()
 
 
 class _PriorModel:
-    """The CAR fit's precision per coordinate and the users' centred coordinates: the dependent
-    prior's conditionals, given all others (`geo.car.conditional`) or a known subset."""
+    """The CAR fit's precision per coordinate and the users' centred coordinates (in the fit's box):
+    the CAR adversary's conditionals, given all others (`geo.car.conditional`) or a known subset, in
+    the region frame's coordinates (an affine map per coordinate: the identity for "us")."""
 
     def __init__(self, data: AttackData):
         fit = data.fit
         W = adjacency(data.users, data.pairs)
         self.mu = np.asarray(fit.mu, float)
         self.Q = [car_precision(W, fit.alpha, tau).tocsr() for tau in fit.tau]
-        self.centred = data.points - self.mu
+        self.centred = np.column_stack(fit.box.normalise(data.lat, data.lon)) - self.mu
+        self.scale, self.offset = _affine(fit.box, data.region.frame)
 
     def conditionals(self, targets: np.ndarray, mask: np.ndarray, everyone: bool) -> tuple[np.ndarray, np.ndarray]:
         """(T, 2) means and standard deviations of each target's coordinates given its known others."""
@@ -272,7 +310,15 @@ class _PriorModel:
         else:
             pairs = [adversary.subset_conditional(self.Q, self.centred, i, mask[r]) for r, i in enumerate(targets)]
             mean, var = (np.stack(v) for v in zip(*pairs))
-        return mean + self.mu, np.sqrt(var)
+        return self.offset + self.scale * (mean + self.mu), self.scale * np.sqrt(var)
+
+
+def _affine(box: Box, frame: Box) -> tuple[np.ndarray, np.ndarray]:
+    """(scale, offset) per coordinate taking `box`'s normalised coordinates to `frame`'s."""
+    spans = [(box.lon, frame.lon), (box.lat, frame.lat)]
+    scale = np.array([(b[1] - b[0]) / (f[1] - f[0]) for b, f in spans])
+    offset = np.array([(b[0] - f[0]) / (f[1] - f[0]) for b, f in spans])
+    return scale, offset
 
 
 class _Accumulator:
@@ -281,19 +327,23 @@ class _Accumulator:
     def __init__(self, count: int):
         self.count = count
         self.errors: dict = {}
+        self.bayes: dict = {}  # km of the Bayes estimate (None: too many cells)
         self.base: dict = {}  # H(Eq. 8 prior)
         self.prior: dict = {}  # H(own prior)
         self.post: dict = {}
 
-    def add(self, key, span: slice, km, h_base, h_prior, h_post) -> None:
-        for store, values in ((self.errors, km), (self.base, h_base), (self.prior, h_prior), (self.post, h_post)):
-            store.setdefault(key, np.empty(self.count))[span] = values
+    def add(self, key, span: slice, km, bayes, h_base, h_prior, h_post) -> None:
+        for store, values in ((self.errors, km), (self.bayes, bayes), (self.base, h_base), (self.prior, h_prior),
+                              (self.post, h_post)):
+            if values is not None:
+                store.setdefault(key, np.empty(self.count))[span] = values
 
 
 def _row(key, acc: _Accumulator, has_friends: np.ndarray) -> dict:
     n_prior, e, a = key
-    km, post = acc.errors[key], acc.post[key]
+    km, post, bayes = acc.errors[key], acc.post[key], acc.bayes.get(key)
     return {"epsilon": e, "adversary": a, "n_prior": n_prior, **metrics.summary(km),
+            "bayes_mean_error_km": None if bayes is None else float(np.mean(bayes)),
             "leaked_bits": float(np.mean(acc.base[key] - post)),
             "release_bits": float(np.mean(acc.prior[key] - post)),
             "prior_bits": float(np.mean(acc.prior[key])), "posterior_bits": float(np.mean(post)),
@@ -306,25 +356,43 @@ def _mean(values: np.ndarray) -> float | None:
     return float(np.mean(values)) if len(values) else None
 
 
-def _meta(data: AttackData, s: AttackSettings, part: Partition, delta: float, targets: np.ndarray,
-          sizes: list[int], guess: np.ndarray, seconds: float) -> dict:
-    fit, box = data.fit, data.fit.box
-    return {"k": s.k, "grid": s.grid, "seed": s.seed, "epsilons": list(s.epsilons), "n_priors": sizes,
-            "users": data.users, "targets": len(targets), "located_edges": len(data.pairs),
+def _meta(data: AttackData, s: AttackSettings, attack: _Attack, sizes: list[int], guess: dict[str, np.ndarray],
+          seconds: float) -> dict:
+    fit, near, frame, part = data.fit, data.near, data.region.frame, attack.partition
+    return {"region": data.region.name, "k": s.k, "grid": s.grid, "cells": attack.grid.cells, "seed": s.seed,
+            "epsilons": list(s.epsilons), "n_priors": sizes,
+            "users": data.users, "targets": len(attack.targets), "located_edges": len(data.pairs),
+            "users_with_friends": int(len(np.unique(data.pairs))),
             "dropped_edges": data.dropped_edges, "duplicate_edges": data.duplicate_edges,
-            "box": {"lat": list(box.lat), "lon": list(box.lon)},
-            "cluster_sizes": part.sizes.tolist(), "sensitivity": delta,
-            "scales": {str(e): delta / e for e in s.epsilons},
+            "outside_users": data.outside_users, "outside_edges": data.outside_edges,
+            "box": {"lat": list(frame.lat), "lon": list(frame.lon)},
+            "boxes": [{"name": name, "lat": list(b.lat), "lon": list(b.lon)}
+                      for name, b in zip(data.region.labels(), data.region.boxes)],
+            "cluster_sizes": part.sizes.tolist(), "sensitivity": attack.delta,
+            "scales": {str(e): attack.delta / e for e in s.epsilons},
             "car": {"alpha": float(fit.alpha), "tau": [float(t) for t in fit.tau], "mu": [float(m) for m in fit.mu]},
-            "regional_mean_guess": metrics.summary(guess), "inputs": data.paths,
+            "near": {"weights": list(near.weights), "sigma_km": list(near.sigma_km),
+                     "bandwidth_km": near.bandwidth_km},
+            "regional_mean_guess": metrics.summary(guess["regional"]),
+            "cluster_mean_guess": metrics.summary(guess["cluster"]),
+            "bayes_estimate": attack.distances is not None, "inputs": data.paths,
             "seconds": seconds}
 
 
-def _guess_errors(data: AttackData, targets: np.ndarray) -> np.ndarray:
-    """A reference for Eq. 10: the error of guessing the CAR fit's regional mean for every target,
-    with neither the release nor any other user."""
-    lat, lon = data.fit.box.denormalise(*data.fit.mu)
-    return haversine_km(data.lat[targets], data.lon[targets], lat, lon)
+def _guess_errors(data: AttackData, part: Partition, targets: np.ndarray) -> dict[str, np.ndarray]:
+    """References for Eq. 10 that use no release: guess, for every target, the mean position of the
+    other users (the regional mean), or of the other members of its cluster (the partition the
+    adversary knows; the regional mean for a cluster of one), averaged in the frame's coordinates."""
+    p = data.points
+    regional = (p.sum(axis=0) - p[targets]) / (len(p) - 1)
+    c = part.labels[targets]
+    others = (part.sizes[c] - 1)[:, None]
+    cluster = np.where(others > 0, (part.sums[c] - p[targets]) / np.maximum(others, 1), regional)
+    out = {}
+    for name, guess in (("regional", regional), ("cluster", cluster)):
+        lat, lon = data.region.frame.denormalise(guess[:, 0], guess[:, 1])
+        out[name] = haversine_km(data.lat[targets], data.lon[targets], lat, lon)
+    return out
 
 
 def _targets(n: int, count: int | None, seed: int) -> np.ndarray:

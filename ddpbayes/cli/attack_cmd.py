@@ -17,12 +17,13 @@ def register(sub) -> None:
     p = sub.add_parser(
         "attack",
         help="Liu et al. 2016's inference attack (NDSS, §IV): K-means centroids with Laplace noise, independent vs "
-        "friend-aware adversary",
+        "friend-aware adversaries",
         description="The provider clusters the users' positions with K-means and releases the K centroids with Laplace "
         "noise (scale = the centroid vector's L1 sensitivity / epsilon). For each target, an adversary who knows the "
-        "others' positions computes its posterior over a G x G grid of cells, with a histogram prior (independent, "
-        "Liu et al. 2016 Eq. 8) or the fitted CAR model's conditional given the target's friends (dependent). "
-        "Prints the inference error (km, Eq. 10) and the leaked information (bits, Eq. 11) per epsilon and adversary.",
+        "others' positions computes its posterior over G x G cells of each box of the region, with a histogram prior "
+        "(independent, Liu et al. 2016 Eq. 8), that histogram reweighted near the target's friends by the fitted "
+        "near-friend model (dependent, Eq. 9) or the fitted CAR model's conditional (car). Prints the inference error "
+        "(km, Eq. 10) and the leaked information (bits, Eq. 11) per epsilon and adversary.",
     )
     p.add_argument("--locations", default=None, metavar="CSV",
                    help="users: UserID,Latitude,Longitude (default: the shipped Gowalla US users)")
@@ -30,10 +31,16 @@ def register(sub) -> None:
                    help="friendships: Source,Destination (default: the shipped Gowalla US edges)")
     p.add_argument("--fit", default=None, metavar="JSON",
                    help="fitted CAR model: box, alpha, tau, mu (default: the shipped models/data/gowalla_fit.json)")
+    p.add_argument("--near", default=None, metavar="JSON",
+                   help="fitted near-friend model: weights, scales, bandwidth (default: the shipped "
+                   "models/data/gowalla_near_fit.json)")
+    p.add_argument("--region", default="us", choices=("us", "cities", "ny", "sf", "la"),
+                   help="where targets live and the grid lies: the fit's box (us, default), Liu et al. 2016's three "
+                   "cities each with its own G x G grid (cities), or one city (ny, sf, la); users outside are left out")
     p.add_argument("--k", type=int, default=8, help="K-means clusters (default 8, Liu et al. 2016's value)")
     p.add_argument("--epsilons", type=_epsilons, default=DEFAULT_EPSILONS,
                    help=f"comma-separated privacy budgets (default {DEFAULT_EPSILONS})")
-    p.add_argument("--grid", type=int, default=20, help="G: the posterior's G x G cells (default 20)")
+    p.add_argument("--grid", type=int, default=20, help="G: the posterior's G x G cells per box (default 20)")
     p.add_argument("--n-prior", type=_n_priors, default="all", metavar="N[,N...]",
                    help="how many others each adversary knows, drawn per target; 'all' or a count, several "
                    "comma-separated (default all)")
@@ -67,9 +74,10 @@ def run(args) -> int:
     from ddpbayes.encoding import jsonable
 
     settings = AttackSettings(k=args.k, epsilons=args.epsilons, grid=args.grid, n_prior=args.n_prior,
-                              targets=args.targets, seed=args.seed)
+                              targets=args.targets, seed=args.seed, region=args.region)
     where = execution(args)
-    data = load_data(args.locations, args.edges, args.fit, grid=settings.grid, where=where)
+    data = load_data(args.locations, args.edges, args.fit, grid=settings.grid, where=where, near=args.near,
+                     region_name=settings.region)
     result = run_attack(data, settings, progress=args.format == "text" or sys.stderr.isatty(), where=where)
     if args.report:
         from ddpbayes.reports.render.attack import write_report  # matplotlib: off the --help path
@@ -85,10 +93,10 @@ def run(args) -> int:
 def command(args) -> str:
     """The command that reproduces this run (inputs given explicitly, then every setting)."""
     words = ["ddpbayes", "attack"]
-    for flag in ("locations", "edges", "fit"):
+    for flag in ("locations", "edges", "fit", "near"):
         if getattr(args, flag):
             words += [f"--{flag}", getattr(args, flag)]
-    words += ["--k", str(args.k), "--epsilons", ",".join(f"{e:g}" for e in args.epsilons), "--grid", str(args.grid),
+    words += ["--region", args.region, "--k", str(args.k), "--epsilons", ",".join(f"{e:g}" for e in args.epsilons), "--grid", str(args.grid),
               "--n-prior", ",".join("all" if n is None else str(n) for n in args.n_prior)]
     if args.targets is not None:
         words += ["--targets", str(args.targets)]
@@ -97,26 +105,30 @@ def command(args) -> str:
 
 
 def attack_text(doc: dict) -> str:
-    box, guess = doc["box"], doc["regional_mean_guess"]
+    box, guess, cluster = doc["box"], doc["regional_mean_guess"], doc["cluster_mean_guess"]
     lines = [
-        (f"users {doc['users']:,} (targets {doc['targets']:,}), located friendships {doc['located_edges']:,} "
-         f"(dropped {doc['dropped_edges']:,}), box lat {box['lat'][0]:g}..{box['lat'][1]:g} "
-         f"lon {box['lon'][0]:g}..{box['lon'][1]:g}"),
+        (f"region {doc['region']}: users {doc['users']:,} (targets {doc['targets']:,}; {doc['outside_users']:,} "
+         f"outside left out), located friendships {doc['located_edges']:,} (dropped {doc['dropped_edges']:,}), "
+         f"frame lat {box['lat'][0]:g}..{box['lat'][1]:g} lon {box['lon'][0]:g}..{box['lon'][1]:g}"),
         (f"K-means K = {doc['k']}, cluster sizes {doc['cluster_sizes']}, L1 sensitivity {doc['sensitivity']:.4g}, "
-         f"grid {doc['grid']} x {doc['grid']}, seed {doc['seed']}"),
+         f"grid {doc['grid']} x {doc['grid']} per box ({doc['cells']:,} cells), seed {doc['seed']}"),
         "",
-        (f"{'epsilon':>7}  {'adversary':<11}  {'n_prior':>7}  {'mean km':>8}  {'median km':>9}  {'leaked bits':>11}  "
-         f"{'release bits':>12}  {'Thm 2 bound':>11}"),
+        (f"{'epsilon':>7}  {'adversary':<11}  {'n_prior':>7}  {'mean km':>8}  {'median km':>9}  {'Bayes km':>8}  "
+         f"{'leaked bits':>11}  {'release bits':>12}  {'Thm 2 bound':>11}"),
     ]
     for r in doc["rows"]:
+        bayes = "-" if r["bayes_mean_error_km"] is None else f"{r['bayes_mean_error_km']:.1f}"
         lines.append(f"{r['epsilon']:>7g}  {r['adversary']:<11}  {r['n_prior']:>7}  {r['mean_error_km']:>8.1f}  "
-                     f"{r['median_error_km']:>9.1f}  {r['leaked_bits']:>11.3f}  {r['release_bits']:>12.3f}  "
+                     f"{r['median_error_km']:>9.1f}  {bayes:>8}  {r['leaked_bits']:>11.3f}  {r['release_bits']:>12.3f}  "
                      f"{r['bound_bits']:>11.3f}")
     lines += [
         "",
         ("leaked bits: H(histogram prior, Eq. 8) - H(posterior) (Liu et al. 2016 Eq. 11); release bits: H(own prior) - "
-         "H(posterior); Thm 2 bound: epsilon nats, in bits"),
-        f"guessing the regional mean: mean error {guess['mean_error_km']:.1f} km, median {guess['median_error_km']:.1f} km",
+         "H(posterior); Thm 2 bound: epsilon nats, in bits; mean km: the MAP cell (Eq. 7, 10); Bayes km: the cell of "
+         "least posterior expected distance"),
+        (f"guessing the others' mean position: mean error {guess['mean_error_km']:.1f} km, median "
+         f"{guess['median_error_km']:.1f} km; the cluster's other members' mean: {cluster['mean_error_km']:.1f} km, "
+         f"median {cluster['median_error_km']:.1f} km"),
         f"time {doc['seconds']:.1f} s",
     ]
     return "\n".join(lines)
