@@ -307,7 +307,7 @@ def test_regenerate_builds_an_attack_spec(tmp_path):
         """))
     regenerate(tmp_path, progress=False, where=RunSettings(workers=1))
     data = json.loads((tmp_path / "small_attack" / "results.json").read_text(encoding="utf-8"))
-    assert data["targets"] == 40 and data["seed"] == 3 and len(data["rows"]) == 2 * 2
+    assert data["targets"] == 40 and data["seed"] == 3 and len(data["rows"]) == 2 * 3
     assert sorted(p.name for p in (tmp_path / "small_attack" / "figures").iterdir()) == [
         "error_cdf.png", "leaked_information.png", "release.png"]
     index = (tmp_path / "README.md").read_text(encoding="utf-8")

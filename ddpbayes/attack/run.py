@@ -36,6 +36,7 @@ LOCATIONS, EDGES, FIT, NEAR = (f"{DATA}/{name}" for name in ("gowalla_us_user_lo
                                                               "gowalla_fit.json", "gowalla_near_fit.json"))
 ADVERSARIES = ("independent", "dependent", "car")
 MAX_GRID = 1000
+MAX_AUDIT_USERS = 50  # users whose near-friend audit (sampling engine, minutes each) a report may ask for
 CELLS_PER_BLOCK = 2**20  # targets per block = this / G², at most MAX_BLOCK
 MAX_BLOCK = 256
 _KMEANS, _TARGETS, _KNOWN, _NOISE = range(4)  # random streams
@@ -114,6 +115,7 @@ class AttackResult:
     noisy: dict[float, np.ndarray]  # ε -> released centroids
     data: AttackData
     guess_errors: np.ndarray  # km per target of guessing the regional mean (a reference for Eq. 10)
+    targets: np.ndarray | None = None  # the attacked users' rows
 
     def to_json(self) -> dict:
         return {"rows": self.rows, **self.meta}
@@ -199,7 +201,8 @@ def run_attack(data: AttackData, settings: AttackSettings, progress: bool = True
     rows = [_row(key, acc, has_friends) for key in acc.errors]
     guess = _guess_errors(data, attack.partition, targets)
     meta = _meta(data, settings, attack, sizes, guess, time.perf_counter() - start)
-    return AttackResult(rows, meta, acc.errors, has_friends, attack.partition, attack.noisy, data, guess["regional"])
+    return AttackResult(rows, meta, acc.errors, has_friends, attack.partition, attack.noisy, data, guess["regional"],
+                        targets)
 
 
 class _Attack:

@@ -50,6 +50,9 @@ def register(sub) -> None:
     p.add_argument("--format", choices=("text", "json"), default="text", help=FORMAT_HELP)
     p.add_argument("--report", default=None, metavar="DIR",
                    help="also write a report: DIR/index.html (self-contained), report.md, results.json, figures/")
+    p.add_argument("--audit-users", type=int, default=0, metavar="M",
+                   help="with --report and region us: also audit the near-friend model's leakage for a seeded sample "
+                   "of M users with the sampling engine, beside the CAR's exact audit (minutes per user; default 0)")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     add_workers(p)
     p.set_defaults(run=run)
@@ -70,19 +73,21 @@ def _n_priors(text: str) -> tuple[int | None, ...]:
 
 
 def run(args) -> int:
-    from ddpbayes.attack.run import AttackSettings, load_data, run_attack
+    from ddpbayes.attack.run import MAX_AUDIT_USERS, AttackSettings, load_data, run_attack
     from ddpbayes.encoding import jsonable
 
     settings = AttackSettings(k=args.k, epsilons=args.epsilons, grid=args.grid, n_prior=args.n_prior,
                               targets=args.targets, seed=args.seed, region=args.region)
     where = execution(args)
+    if not 0 <= args.audit_users <= MAX_AUDIT_USERS:
+        raise InputError(f"--audit-users must be an integer from 0 to {MAX_AUDIT_USERS}, got {args.audit_users}")
     data = load_data(args.locations, args.edges, args.fit, grid=settings.grid, where=where, near=args.near,
                      region_name=settings.region)
     result = run_attack(data, settings, progress=args.format == "text" or sys.stderr.isatty(), where=where)
     if args.report:
         from ddpbayes.reports.render.attack import write_report  # matplotlib: off the --help path
 
-        write_report(result, args.report, command(args))
+        write_report([result], args.report, command(args), args.audit_users)
     if args.format == "json":
         print(json.dumps(jsonable(result.to_json()), indent=2, allow_nan=False))
     else:
@@ -100,6 +105,8 @@ def command(args) -> str:
               "--n-prior", ",".join("all" if n is None else str(n) for n in args.n_prior)]
     if args.targets is not None:
         words += ["--targets", str(args.targets)]
+    if args.audit_users:
+        words += ["--audit-users", str(args.audit_users)]
     words += ["--seed", str(args.seed), "--report", args.report]
     return shlex.join(words)
 

@@ -25,7 +25,7 @@ from ddpbayes.reports.render.mechanisms_doc import mechanisms_document, mechanis
 from ddpbayes.reports.render.document import Document
 from ddpbayes.reports.render.pages import write_pages
 from ddpbayes.reports.render.results import command_for, results_json
-from ddpbayes.reports.views.attack import attack_result
+from ddpbayes.reports.views.attack import attack_results
 from ddpbayes.reports.views.collect import Progress, collect
 from ddpbayes.reports.views.composition import collect_composition
 from ddpbayes.reports.views.mechanisms import collect_mechanisms
@@ -52,9 +52,9 @@ def build_report(
     say = Progress(progress, Path(spec_path).stem)
     where = RunSettings.of(where, progress=progress)
     if isinstance(spec, AttackSpec):
-        result = attack_result(spec, say, where)
+        results = attack_results(spec, say, where)
         say("writing figures and pages")
-        written = write_report(result, out, command)
+        written = write_report(results, out, command, spec.audit_users)
         say(f"wrote {out}")
         return written
 

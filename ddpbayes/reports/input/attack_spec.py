@@ -10,9 +10,12 @@ A spec whose only table is `[attack]`, with `ddpbayes attack`'s settings (all op
     n_prior = ["all", 1195]             # known-set sizes: "all" or a count
     targets = 500                       # a seeded sample of the users (default all)
     seed = 0
+    regions = ["us", "cities"]          # the first is shown in full (default ["us"])
+    audit_users = 6                     # the near-friend model audited for a seeded sample (default 0: none)
     locations = "users.csv"             # own inputs, relative to the spec (default: the shipped Gowalla data)
     edges = "edges.csv"
     fit = "fit.json"
+    near = "near.json"
 
 `ddpbayes report SPEC --out DIR` writes the same report as `ddpbayes attack ... --report DIR`.
 """
@@ -23,15 +26,15 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from ddpbayes.attack.run import MAX_GRID, AttackSettings
+from ddpbayes.attack.run import MAX_AUDIT_USERS, MAX_GRID, REGIONS, AttackSettings
 from ddpbayes.errors import InputError
 from ddpbayes.reports.input.keys import check_keys
 from ddpbayes.settings import SEED_LIMIT
 
 KEYS = {"k": (int, False), "epsilons": ((list, float), False), "grid": (int, False), "n_prior": (list, False),
         "targets": (int, False), "seed": (int, False), "locations": (str, False), "edges": (str, False),
-        "fit": (str, False)}
-INPUTS = ("locations", "edges", "fit")
+        "fit": (str, False), "near": (str, False), "regions": (list, False), "audit_users": (int, False)}
+INPUTS = ("locations", "edges", "fit", "near")
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,8 @@ class AttackSpec:
     path: Path
     settings: AttackSettings
     inputs: dict[str, Path | None]
+    regions: tuple[str, ...] = ("us",)
+    audit_users: int = 0
 
 
 def load_attack_spec(raw: dict, path: Path) -> AttackSpec:
@@ -60,7 +65,10 @@ def load_attack_spec(raw: dict, path: Path) -> AttackSpec:
               "n_prior": (lambda v: bool(v) and all(n == "all" or (type(n) is int and n >= 1) for n in v),
                           'a non-empty list of "all" or positive counts'),
               "targets": (lambda v: v >= 1, "a positive integer"),
-              "seed": (lambda v: 0 <= v < SEED_LIMIT, f"an integer from 0 to {SEED_LIMIT - 1}")}
+              "seed": (lambda v: 0 <= v < SEED_LIMIT, f"an integer from 0 to {SEED_LIMIT - 1}"),
+              "regions": (lambda v: bool(v) and all(r in REGIONS for r in v) and len(set(v)) == len(v),
+                          f"a non-empty list of distinct regions from {', '.join(REGIONS)}"),
+              "audit_users": (lambda v: 0 <= v <= MAX_AUDIT_USERS, f"an integer from 0 to {MAX_AUDIT_USERS}")}
     for key, (ok, must) in checks.items():
         if key in table and not ok(table[key]):
             raise bad(key, must)
@@ -74,4 +82,5 @@ def load_attack_spec(raw: dict, path: Path) -> AttackSpec:
         given["epsilons"] = tuple(dict.fromkeys(float(e) for e in table["epsilons"]))
     if "n_prior" in table:
         given["n_prior"] = tuple(dict.fromkeys(None if n == "all" else n for n in table["n_prior"]))
-    return AttackSpec(path, AttackSettings(**given), inputs)
+    regions = tuple(table.get("regions", ["us"]))
+    return AttackSpec(path, AttackSettings(**given, region=regions[0]), inputs, regions, table.get("audit_users", 0))

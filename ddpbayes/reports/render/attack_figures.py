@@ -10,18 +10,25 @@ from ddpbayes.attack.metrics import theorem2_bound_bits
 from ddpbayes.attack.run import AttackResult
 from ddpbayes.reports.render.figures import log_axis, plt, png
 
-LABEL = {"independent": "w/o social relationships", "dependent": "with social relationships"}
-STYLE = {"independent": "--", "dependent": "-"}
-MARKER = {"independent": "s", "dependent": "o"}
+LABEL = {"independent": "w/o social relationships", "dependent": "with social relationships (Eq. 9)",
+         "car": "with social relationships (CAR prior)"}
+STYLE = {"independent": "--", "dependent": "-", "car": "-."}
+MARKER = {"independent": "s", "dependent": "o", "car": "^"}
+
+
+def _drawn(result: AttackResult) -> list[str]:
+    """The adversaries of `result`, in drawing order (the friend-aware ones first)."""
+    present = {r["adversary"] for r in result.rows}
+    return [a for a in ("dependent", "car", "independent") if a in present]
 
 
 def error_cdf_figure(result: AttackResult, epsilons: list[float]) -> bytes:
-    """Fig. 5(a): the empirical CDF of the inference error at each ε in `epsilons`, both adversaries,
+    """Fig. 5(a): the empirical CDF of the inference error at each ε in `epsilons`, every adversary,
     with the first known-set size; and the error of guessing the regional mean for reference. Each
     curve is drawn thinner than the one before, so curves that coincide stay visible."""
     everyone = result.meta["n_priors"][0]
     fig, ax = plt.subplots(figsize=(7.2, 4.2))
-    for j, (k, e, a) in enumerate((k, e, a) for k, e in enumerate(epsilons) for a in ("dependent", "independent")):
+    for j, (k, e, a) in enumerate((k, e, a) for k, e in enumerate(epsilons) for a in _drawn(result)):
         km = np.sort(result.errors[(everyone, e, a)])
         ax.step(km, np.arange(1, len(km) + 1) / len(km), where="post", color=f"C{k}", ls=STYLE[a],
                 lw=_thinner(j), zorder=2 + j, label=f"ε = {e:g}, {LABEL[a]}")
@@ -46,7 +53,7 @@ def leaked_figure(result: AttackResult) -> bytes:
     smaller hollow markers, than the one before, so curves that coincide stay visible."""
     epsilons = result.meta["epsilons"]
     fig, (left, right) = plt.subplots(1, 2, figsize=(11.5, 4.2))
-    drawn = [(k, n, a) for k, n in enumerate(result.meta["n_priors"]) for a in ("dependent", "independent")]
+    drawn = [(k, n, a) for k, n in enumerate(result.meta["n_priors"]) for a in _drawn(result)]
     for j, (k, n_prior, a) in enumerate(drawn):
         rows = [result.row(n_prior, e, a) for e in epsilons]
         style = dict(color=f"C{k}", ls=STYLE[a], lw=_thinner(j, 2.2), marker=MARKER[a], ms=max(3.0, 10.0 - 2.0 * j),
@@ -78,7 +85,7 @@ def _thinner(j: int, first: float = 3.0) -> float:
 
 def release_figure(result: AttackResult, epsilon: float) -> bytes:
     """The users coloured by K-means cluster, the true centroids (×) and the centroids released at ε (○)."""
-    data, part, box = result.data, result.partition, result.data.fit.box
+    data, part, box = result.data, result.partition, result.data.region.frame
     fig, ax = plt.subplots(figsize=(7.2, 4.4))
     colours = plt.get_cmap("tab10" if part.k <= 10 else "tab20")
     ax.scatter(data.lon, data.lat, s=4, c=[colours(c % 20) for c in part.labels], alpha=0.6, lw=0)
