@@ -295,6 +295,8 @@ def files(tmp_path) -> dict[str, str]:
         "text_lat": _csv(tmp_path / "text_lat.csv", "UserID,Latitude,Longitude\n1,north,-100\n2,31,-99\n"),
         "foreign": _csv(tmp_path / "foreign.csv", "Source,Destination\n100,101\n0,100\n"),
         "abroad": _csv(tmp_path / "abroad.csv", "UserID,Latitude,Longitude\n0,48.8,2.3\n1,30,-100\n"),
+        "near": _csv(tmp_path / "near.json", '{"box": {"lat": [24, 50], "lon": [-125, -66]}, "bandwidth_km": 40, '
+                                             '"weights": [0.5, 0.6], "sigma_km": [100]}'),
     }
 
 
@@ -313,6 +315,11 @@ BAD = {
     "seed negative": (lambda f: ["--seed", "-1"], "--seed"),
     "missing file": (lambda f: ["--locations", f["users"] + ".gone"], "missing input file"),
     "outside the box": (lambda f: ["--locations", f["abroad"], "--edges", f["edges"]], "outside"),
+    "unknown region": (lambda f: ["--region", "mars"], "--region"),
+    "nobody in the region": (lambda f: ["--locations", f["users"], "--edges", f["edges"], "--region", "ny"],
+                             "at least two located users in the region"),
+    "audit users negative": (lambda f: ["--audit-users", "-1"], "--audit-users"),
+    "near fit weights not summing to 1": (lambda f: ["--near", f["near"]], "near-friend fit"),
 }
 
 
