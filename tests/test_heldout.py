@@ -39,7 +39,8 @@ def test_oriented_lists_both_ends():
 def test_friend_statistics_by_hand():
     """Five pairs on the equator, 0.1 to 5 degrees of longitude apart: distances R · radians, their
     quantiles by linear interpolation of the sorted values, the share within 50 km (0.1 and 0.4
-    degrees: 11.1 and 44.5 km); the x correlation 2.3 / √(10 · 10.32) from deviations written out, and a y one of 0.6."""
+    degrees: 11.1 and 44.5 km); the x correlation 2.3 / √(10 · 10.32) from deviations written out,
+    and a y one of 0.6."""
     gaps = np.array([5.0, 0.1, 2.0, 0.4, 1.0])
     lon_i = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
     lat_i = np.array([0.0, 0.0, 0.0, 0.0, 0.0])

@@ -155,8 +155,8 @@ def check(locations: Locations, train: np.ndarray, heldout: np.ndarray, near: Ne
     only = np.array([len(friends[a]) == 0 for a in i])
     groups = {"j_only_friend": only, "j_one_of_several": ~only}
     by_degree = {group: {"oriented_pairs": int(rows.sum())} for group, rows in groups.items()}
-    ppc, histogram = {}, {"edges_km": HISTOGRAM_KM.tolist(),
-                          "observed": np.histogram(haversine_km(lat[i], lon[i], lat[j], lon[j]), HISTOGRAM_KM)[0].tolist()}
+    observed = np.histogram(haversine_km(lat[i], lon[i], lat[j], lon[j]), HISTOGRAM_KM)[0]
+    ppc, histogram = {}, {"edges_km": HISTOGRAM_KM.tolist(), "observed": observed.tolist()}
     for name in ("near", "car"):
         ppc[name] = _table(rep_lat[name], rep_lon[name], lat[i], lon[i], lat[j], lon[j])
         for group, rows in ((g, r) for g, r in groups.items() if r.sum() >= 3):  # a correlation needs a few
