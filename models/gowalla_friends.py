@@ -87,10 +87,14 @@ def users(n: int | None = None) -> tuple[Locations, np.ndarray]:
     return first, pairs[(pairs < n).all(axis=1)]
 
 
-def fit(n: int | None = None, draws: int = 500, tune: int = 500, chains: int = 2, seed: int = SEED) -> CarFit:
-    """Sample the CAR model's posterior with NUTS (module docstring) and summarise it."""
+def fit(n: int | None = None, draws: int = 500, tune: int = 500, chains: int = 2, seed: int = SEED,
+        pairs: np.ndarray | None = None) -> CarFit:
+    """Sample the CAR model's posterior with NUTS (module docstring) and summarise it; `pairs`: the
+    friendships (rows into the n users) to fit on instead of the file's (models/gowalla_near.py's
+    held-out check fits on a training share)."""
     start = time.perf_counter()
-    locations, pairs = users(n)
+    locations, file_pairs = users(n)
+    pairs = file_pairs if pairs is None else np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
     if not US_BOX.contains(locations.lat, locations.lon).all():
         raise ValueError(f"a position lies outside the model's box {US_BOX}")
     x, y = US_BOX.normalise(locations.lat, locations.lon)
