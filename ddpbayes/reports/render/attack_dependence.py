@@ -32,24 +32,106 @@ def model_view(result: AttackResult, audit_users: int) -> dict:
     return view
 
 
+SHORT = {"distance_q10_km": "q10", "distance_q25_km": "q25", "distance_q50_km": "median", "distance_q75_km": "q75",
+         "distance_q90_km": "q90", "share_within_50_km": "share within 50 km", "correlation_x": "x correlation",
+         "correlation_y": "y correlation"}
+STATISTICS = {"distance_q10_km": "friend distance, 10th percentile (km)",
+              "distance_q25_km": "friend distance, 25th percentile (km)",
+              "distance_q50_km": "friend distance, median (km)",
+              "distance_q75_km": "friend distance, 75th percentile (km)",
+              "distance_q90_km": "friend distance, 90th percentile (km)",
+              "share_within_50_km": "share of friends within 50 km",
+              "correlation_x": "friends' correlation, x (longitude)",
+              "correlation_y": "friends' correlation, y (latitude)"}
+LEVEL = 0.05  # a posterior predictive p-value below this: the model misses the statistic
+
+
+def _missed(ppc: dict) -> list[str]:
+    return [SHORT[k] for k, v in ppc.items() if k in SHORT and v["p_value"] < LEVEL]
+
+
 def summary_line(model: dict) -> str:
-    return "The near-friend model against the CAR on held-out friendships: see the dependence model's section."
+    h = model["heldout"]
+    score, ppc = h["log_score"], h["ppc"]
+    return (f"On {h['heldout_friendships']:,} held-out friendships, the near-friend model's mean log density of the real "
+            f"position is {fmt(score['near'])} against the CAR's {fmt(score['car'])} and the population's alone "
+            f"{fmt(score['population'])} (log km⁻²): it predicts where friends live far better than the CAR. Neither "
+            f"reproduces every statistic at the 5% level: the near-friend model misses {len(_missed(ppc['near']))} of "
+            f"{len(ppc['near'])} (friend distance {', '.join(_missed(ppc['near'])) or 'none'}), the CAR "
+            f"{len(_missed(ppc['car']))} ({', '.join(_missed(ppc['car'])) or 'none'}).")
 
 
 def sections(model: dict | None) -> list[Section]:
     if not model:
         return []
+    out = [_fit_section(model)]
+    if model.get("audit"):
+        out.append(_audit_section(model["audit"]))
+    return out
+
+
+def _fit_section(model: dict) -> Section:
     fit = model["near_fit"]
     d = fit["diagnostics"]
     rows = [["population (where people live)", fmt(fit["weights"][0], 3), "–"]]
     rows += [[f"near a friend, scale {k + 1}", fmt(w, 3), fmt(s, 4)]
              for k, (w, s) in enumerate(zip(fit["weights"][1:], fit["sigma_km"]))]
+    shown = ("draws", "tune", "chains", "seed", "rhat_max", "ess_bulk_min", "divergences", "seconds")
     blocks = [
         Para("A user with friends lives, with probability w_0, where people live (a Gaussian kernel density of the "
              f"other users, bandwidth {fmt(fit['bandwidth_km'], 3)} km), and otherwise near a uniformly chosen friend, "
-             "at a fitted scale, where people live; a user without friends lives where people live. Fitted with PyMC "
-             "(NUTS) as a pseudo-likelihood, the product of every user's conditional law (Besag 1975)."),
+             "at a fitted scale, where people live; a user without friends lives where people live "
+             "(models/gowalla_near.py, DESIGN §6.1). Fitted with PyMC (NUTS) as a pseudo-likelihood, the product of "
+             "every user's conditional law (Besag 1975): consistent estimates, intervals narrower than a full "
+             "likelihood's. This is the dependent adversary's Eq. 9 weight."),
         Table(["component", "weight", "scale σ (km)"], rows,
-              "Posterior means. " + ", ".join(f"{k}: {v}" for k, v in d.items() if not isinstance(v, (dict, list)))),
+              "Posterior means; " + ", ".join(f"{k} {fmt(d[k]) if isinstance(d[k], float) else d[k]}"
+                                              for k in shown if k in d) + "."),
     ]
-    return [Section("A dependence model that fits", "model", blocks)]
+    h = model.get("heldout")
+    if h:
+        ppc = h["ppc"]
+        table = [[label, fmt(ppc["near"][k]["observed"])] +
+                 [f"{fmt(ppc[m][k]['median'])} [{fmt(ppc[m][k]['interval_95'][0])}, "
+                  f"{fmt(ppc[m][k]['interval_95'][1])}], p = {fmt(ppc[m][k]['p_value'], 2)}" for m in ("near", "car")]
+                 for k, label in STATISTICS.items() if k in ppc["near"]]
+        score = h["log_score"]
+        table.append(["mean log density of the real position (log km⁻²)", "–", fmt(score["near"]), fmt(score["car"])])
+        blocks += [
+            Para(f"Posterior predictive check on held-out friendships: {h['split']['share']:.0%} of the friendships "
+                 f"({h['heldout_friendships']:,}) held out (seed {h['split']['seed']}), both models refitted on the "
+                 f"other {h['train_friendships']:,}; for each held-out friendship (i, j), in both orientations, i's "
+                 f"position is drawn {h['replicates']} times from each model's conditional given every other user's "
+                 "real position, j now among i's friends; the statistics of the replicated pairs against the real "
+                 "ones. The near-friend model puts a user near one friend drawn at random, with the same weight "
+                 "whatever her number of friends: a held-out friend who is her only one ends up too near, one among "
+                 "many too far (DESIGN §6.1); a weight that grows with the degree, or a product of friend kernels, "
+                 "would likely fit better and is not tried here."),
+            Table(["statistic", "observed", "near-friend model: replicates' median [95%], p", "CAR: same"], table,
+                  "p: the two-sided posterior predictive p-value (2 · min of the shares of replicates above and below "
+                  "the observed value); below 0.05 the model misses the statistic. The log density is the held-out "
+                  "score (higher is better; the population alone scores "
+                  f"{fmt(score['population'])})."),
+        ]
+    return Section("A dependence model that fits", "model", blocks)
+
+
+def _audit_section(audit: dict) -> Section:
+    rows = []
+    for r in audit["rows"]:
+        for a, name in enumerate(("x", "y")):
+            near = r["near"][a]
+            ci = near.get("ci")
+            rows.append([f"{r['user']}", f"{r['friends']}", name, fmt(r["car"][a]), fmt(near["estimate"]),
+                         "–" if not ci else f"[{fmt(ci[0])}, {fmt(ci[1])}]", near.get("verdict") or "–",
+                         ", ".join(f"{k} {fmt(v) if isinstance(v, float) else v}"
+                                   for k, v in near.get("diagnostics", {}).items())])
+    return Section("The near-friend model audited beside the CAR", "near_audit", [
+        Para(f"The same release at ε = {audit['epsilon']:g}, audited for a stated sample ({audit['rule']}): pdp of "
+             "each user's coordinates with every user outside her ego network (she and her friends) known. The CAR's "
+             "value is exact (gaussian engine); the near-friend model's comes from the sampling engine: an estimate, "
+             "a confidence interval whose lower end holds after the witness was chosen on other runs, and a verdict "
+             "the interval earns (DESIGN §2.3, §7.1)."),
+        Table(["user", "friends", "coordinate", "CAR (exact)", "near-friend (estimate)", "interval", "verdict",
+               "diagnostics"], rows),
+    ])
