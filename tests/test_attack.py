@@ -351,6 +351,10 @@ def test_full_run_on_the_shipped_data(capsys):
         if row["adversary"] == "independent":
             assert row["leaked_bits"] <= row["bound_bits"]
     assert sum(doc["cluster_sizes"]) == 2392 and doc["sensitivity"] == pytest.approx(2 / min(doc["cluster_sizes"]))
+    rows = {(r["n_prior"], r["epsilon"], r["adversary"]): r for r in doc["rows"]}
+    for e in doc["epsilons"]:  # issue 30: Liu et al.'s Fig. 5 ordering, every other user known
+        dep, ind = rows[(2391, e, "dependent")], rows[(2391, e, "independent")]
+        assert dep["leaked_bits"] > ind["leaked_bits"] and dep["mean_error_km"] < ind["mean_error_km"]
 
 
 def test_worst_case_user_idp_is_the_dense_gaussian_formula():
