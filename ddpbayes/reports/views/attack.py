@@ -14,11 +14,12 @@ from ddpbayes.settings import RunSettings
 
 def attack_results(spec: AttackSpec, say: Callable[[str], None], where: RunSettings) -> list[AttackResult]:
     """Run the attack of `spec` in each of its regions (its units where `where` says; progress if
-    `where.progress`). A setting the data rules out names its spec key."""
+    `where.progress`); the regions after the first with every other user known only (their users may
+    be fewer than a known-set size). A setting the data rules out names its spec key."""
     out = []
-    for name in spec.regions:
+    for k, name in enumerate(spec.regions):
         say(f"loading the location data ({name})")
-        settings = replace(spec.settings, region=name)
+        settings = replace(spec.settings, region=name, **({"n_prior": (None,)} if k else {}))
         data = load_data(*(spec.inputs[k] for k in INPUTS[:3]), grid=settings.grid, where=where,  # memory-bounded
                          near=spec.inputs["near"], region_name=name)
         try:
