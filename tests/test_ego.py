@@ -13,6 +13,7 @@ import pytest
 from ddpbayes.attack.audit_near import audit_sample, ego_query, summary
 from ddpbayes.attack.release import partition
 from ddpbayes.attack.run import AttackData
+from ddpbayes.geo.regions import region
 from ddpbayes.auditing import audit
 from ddpbayes.errors import InputError
 from ddpbayes.geo.car import CarFit
@@ -125,7 +126,7 @@ def test_audit_sample_end_to_end_one_friend_user():  # about 9 s: two compiled s
     x, y = US_BOX.normalise(lat, lon)
     points = np.column_stack([x, y])
     pairs = np.array([[0, 1], [2, 3]])  # users 0 to 3 have one friend each
-    data = AttackData(lat, lon, points, pairs, 0, 0, FIT)
+    data = AttackData(lat, lon, points, pairs, 0, 0, FIT, NEAR, region("us", US_BOX))
     part = partition(points, np.arange(n) % 3, 3)
     rows = audit_sample(data, part, NEAR, users=1, seed=0, draws=100, tune=100)
     (row,) = rows
