@@ -50,7 +50,9 @@ def audit_sample(data: AttackData, partition: Partition, near_fit: NearFit, user
                  draws: int = 500, tune: int = 500, chains: int = 2, where: RunSettings | None = None) -> list[dict]:
     """One row per sampled user (`geo.ego.sample_users`: `users` of those with 1 to 4 located
     friends): the CAR's exact leakage of her x and y tuples and the near model's estimate of each
-    (estimate, lower, upper, verdict, its reason, diagnostics), with the seconds each took."""
+    (estimate, lower, upper, verdict, its reason, diagnostics), with the seconds each took. `audit`
+    picks the engines (auto: the gaussian engine for the CAR, the sampling engine for the near
+    model) and each row names them; `where` carries any other run setting (workers, progress)."""
     if near_fit.box != data.fit.box:
         raise InputError(f"the near fit's box {near_fit.box} is not the CAR fit's {data.fit.box}")
     friends = friends_of(data.pairs, data.users)
@@ -62,12 +64,12 @@ def audit_sample(data: AttackData, partition: Partition, near_fit: NearFit, user
         members = ego_members(friends, int(user))
         m = len(members)
         query, rows = ego_query(partition, members)
-        start = time.perf_counter()
+        start = begin = time.perf_counter()
         car = audit(car_submodel(data.points, data.pairs, data.fit, members), query, Laplace(delta), IDP,
                     targets=[0, m], information=None)
         car_seconds = time.perf_counter() - start
         model = near_submodel(km, friends, near_fit, members)
-        row = {"user": int(user), "degree": m - 1, "clusters": sorted({c for c, _ in rows}),
+        row = {"id": int(user), "degree": m - 1, "clusters": sorted({c for c, _ in rows}),
                "cluster_sizes": [int(partition.sizes[c]) for c in sorted({c for c, _ in rows})],
                "car_engine": car.engine, "car_seconds": car_seconds}
         for a, name in enumerate(COORDINATES):
@@ -76,6 +78,7 @@ def audit_sample(data: AttackData, partition: Partition, near_fit: NearFit, user
             near = audit(model, query, Laplace(delta), IDP, targets=[a * m], claim=CLAIM, information=None,
                          settings=settings)
             row[f"near_{name}"] = _estimate(near, time.perf_counter() - start)
+        row["seconds"] = time.perf_counter() - begin
         out.append(row)
     return out
 
@@ -93,7 +96,7 @@ def summary(rows: list[dict], users: int, seed: int, draws: int, tune: int, chai
     value lies below, inside or above the near model's interval, and the verdicts."""
     out = {"rule": f"{users} users drawn uniformly (numpy default_rng([seed, 30])) among those with "
                    f"{DEGREES[0]} to {DEGREES[1]} located friends; pdp with K = every user outside the ego "
-                   f"network, ε = {CLAIM}", "users": [r["user"] for r in rows], "seed": seed,
+                   f"network, ε = {CLAIM}", "users": [r["id"] for r in rows], "seed": seed,
            "draws": draws, "tune": tune, "chains": chains}
     for name in COORDINATES:
         near = [r[f"near_{name}"] for r in rows]
