@@ -13,7 +13,7 @@ from ddpbayes.reports.render.document import Para, Section, Table
 from ddpbayes.reports.render.results import fmt
 
 HELDOUT = "models/data/gowalla_heldout.json"
-AUDIT_DRAWS = 500  # draws (and tuning steps) per chain of the sampled audit
+AUDIT_DRAWS = 200  # draws (and tuning steps) per chain of the sampled audit (more do not make chains in different cities mix, DESIGN §7.1)
 
 
 def model_view(result: AttackResult, audit_users: int) -> dict:
