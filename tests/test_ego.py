@@ -139,3 +139,13 @@ def test_audit_sample_end_to_end_one_friend_user():  # about 9 s: two compiled s
         assert row[f"car_{name}"] > 0
     s = summary(rows, 1, 0, 100, 100, 2)
     assert s["users"] == [row["id"]] and row["seconds"] >= near["seconds"]
+    # the report shows the rows as audit_sample writes them: both coordinates, the CAR's exact value beside
+    from ddpbayes.reports.render.attack_dependence import sections
+    from ddpbayes.reports.render.document import Document, render_markdown
+
+    view = {"near_fit": {"weights": list(NEAR.weights), "sigma_km": list(NEAR.sigma_km),
+                         "bandwidth_km": NEAR.bandwidth_km, "diagnostics": {}},
+            "audit": {"rows": rows, "summary": s}}
+    table = sections(view)[1].blocks[1]
+    assert [r[3] for r in table.rows] == ["x", "y"] and table.rows[0][0] == str(row["id"])
+    assert "near-friend model audited" in render_markdown(Document("t", [], sections(view)))

@@ -126,7 +126,7 @@ def _audit_section(audit: dict) -> Section:
         for name in ("x", "y"):
             near = r[f"near_{name}"]
             d = near["diagnostics"]
-            rows.append([f"{r['user']}", f"{r['degree']}", ", ".join(f"{n:,}" for n in r["cluster_sizes"]), name,
+            rows.append([f"{r['id']}", f"{r['degree']}", ", ".join(f"{n:,}" for n in r["cluster_sizes"]), name,
                          fmt(r[f"car_{name}"]), fmt(near["estimate"]), f"[{fmt(near['lower'])}, {fmt(near['upper'])}]",
                          near["verdict"] or "–",
                          ", ".join(f"{k} {fmt(d[k]) if isinstance(d[k], float) else d[k]}"
