@@ -135,7 +135,10 @@ def _time_limit(seconds: float) -> Iterator[None]:
         yield
         return
 
+    fired = []
+
     def on_alarm(signum: int, frame) -> None:
+        fired.append(True)
         raise _TimeUp()
 
     previous = signal.signal(signal.SIGALRM, on_alarm)
@@ -145,6 +148,8 @@ def _time_limit(seconds: float) -> Iterator[None]:
             yield
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
+        if fired:  # the alarm's exception was raised where Python swallows it (a weakref callback, a __del__)
+            raise _TimeUp()
     except _TimeUp:
         raise InputError(
             f"the derivation did not finish within --time-limit {seconds:g} s: sympy's algebra on this covariance "
