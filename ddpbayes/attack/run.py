@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from scipy import sparse
 
 from ddpbayes import shipped
 from ddpbayes.attack import adversary, metrics, posterior
@@ -220,8 +221,8 @@ class _Attack:
         self.cells = self.grid.index(data.points)
         self.lat_lon = self.grid.lat_lon(data.region.frame)
         self.distances = metrics.cell_distances(self.grid, self.lat_lon)
-        self.car = _PriorModel(data)
         self.friends = adjacency(data.users, data.pairs)
+        self.car = _PriorModel(data, self.friends)
         self.km = data.km
 
     def block(self, n_prior: int, span: slice) -> list[tuple]:
@@ -297,9 +298,8 @@ class _PriorModel:
     the CAR adversary's conditionals, given all others (`geo.car.conditional`) or a known subset, in
     the region frame's coordinates (an affine map per coordinate: the identity for "us")."""
 
-    def __init__(self, data: AttackData):
+    def __init__(self, data: AttackData, W: sparse.csr_matrix):
         fit = data.fit
-        W = adjacency(data.users, data.pairs)
         self.mu = np.asarray(fit.mu, float)
         self.Q = [car_precision(W, fit.alpha, tau).tocsr() for tau in fit.tau]
         self.centred = np.column_stack(fit.box.normalise(data.lat, data.lon)) - self.mu
