@@ -9,8 +9,12 @@ CLI reference from the argument parser itself.
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
 
 import ddpbayes
+
+sys.path.insert(0, str(Path(__file__).parent / "_ext"))
 
 project = "ddpbayes"
 author = "the ddpbayes developers"
@@ -23,6 +27,7 @@ extensions = [
     "sphinx.ext.autosummary",
     "sphinx.ext.mathjax",
     "numpydoc",
+    "cli_reference",
 ]
 
 source_suffix = {".md": "myst-nb", ".ipynb": "myst-nb"}

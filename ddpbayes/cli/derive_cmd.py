@@ -144,7 +144,9 @@ def _time_limit(seconds: float) -> Iterator[None]:
     previous = signal.signal(signal.SIGALRM, on_alarm)
     try:
         try:
-            signal.setitimer(signal.ITIMER_REAL, seconds)
+            # Then every 50 ms: an alarm whose exception Python swallowed (raised inside a weakref callback or a
+            # __del__) is raised again, so a swallowed alarm does not leave sympy running to the end.
+            signal.setitimer(signal.ITIMER_REAL, seconds, 0.05)
             yield
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)

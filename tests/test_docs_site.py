@@ -1,0 +1,144 @@
+"""The documentation site (issue #31) opens in headless Chromium with no broken internal link.
+
+`.ci/run` builds the site (`python -m sphinx -W ... docs docs/_build/html`, warnings as errors) before the tests; run alone,
+this test builds it first. Every page reachable from index.html is opened in Chromium (selenium driving Debian's
+chromium-driver) over a local HTTP server; every same-site link must reach a page or file that exists, every
+`#fragment` an element of the target page, and every image, script and style sheet of a page must load."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import shutil
+import subprocess
+import sys
+import threading
+import urllib.error
+import urllib.request
+from pathlib import Path
+from urllib.parse import urldefrag, urlsplit
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SITE = ROOT / "docs" / "_build" / "html"
+CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+
+# Each page's targets: links, and the resources the page loads (a missing one is a broken page).
+_TARGETS = """return {
+  links: Array.from(document.querySelectorAll('a[href]')).map(a => a.href),
+  resources: [...Array.from(document.querySelectorAll('script[src]')).map(e => e.src),
+              ...Array.from(document.querySelectorAll('link[rel=stylesheet][href]')).map(e => e.href),
+              ...Array.from(document.images).map(e => e.src)],
+  broken_images: Array.from(document.images).filter(i => !i.complete || i.naturalWidth === 0).map(i => i.src),
+  ids: Array.from(document.querySelectorAll('[id]')).map(e => e.id)
+       .concat(Array.from(document.querySelectorAll('a[name]')).map(e => e.name)),
+  title: document.title,
+};"""
+
+
+@pytest.fixture(scope="module")
+def site() -> Path:
+    if not (SITE / "index.html").exists():
+        build = subprocess.run([sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html",
+                                str(ROOT / "docs"), str(SITE)], capture_output=True, text=True)
+        assert build.returncode == 0, f"the site does not build:\n{build.stderr[-4000:]}"
+    return SITE
+
+
+@pytest.fixture(scope="module")
+def server(site: Path):
+    handler = functools.partial(_QuietHandler, directory=str(site))
+    httpd = _QuietServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/"
+    httpd.shutdown()
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:
+        pass
+
+
+class _QuietServer(http.server.ThreadingHTTPServer):
+    def handle_error(self, request, client_address) -> None:  # the browser closing a connection early is no error
+        pass
+
+
+@pytest.fixture(scope="module")
+def browser():
+    webdriver = pytest.importorskip("selenium.webdriver", reason="pip install '.[docs]' (selenium drives Chromium)")
+    assert Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists(), \
+        "headless Chromium is needed: apt-get install chromium chromium-driver (as .ci/run does)"
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--disable-dev-shm-usage"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=CHROMEDRIVER))
+    driver.set_page_load_timeout(60)
+    yield driver
+    driver.quit()
+
+
+@functools.cache
+def _exists(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=30) as response:
+            return response.status == 200
+    except urllib.error.URLError:
+        return False
+
+
+def _crawl(browser, root: str) -> tuple[dict[str, dict], list[str]]:
+    """Every page reachable from index.html: its targets as the browser sees them, and the problems found."""
+    pages: dict[str, dict] = {}
+    problems: list[str] = []
+    queue = [root + "index.html"]
+    while queue:
+        url = queue.pop()
+        if url in pages:
+            continue
+        browser.get(url)
+        found = browser.execute_script(_TARGETS)
+        pages[url] = found
+        if not found["title"] or "404" in found["title"]:
+            problems.append(f"{url}: no page")
+        problems += [f"{url}: image does not load: {src}" for src in found["broken_images"]]
+        for target in found["links"] + found["resources"]:
+            if not target.startswith(root):
+                continue
+            page = urldefrag(target).url.split("?")[0]
+            if page.endswith("/"):
+                page += "index.html"
+            if page.endswith(".html"):
+                if page not in pages:
+                    queue.append(page)
+            elif not _exists(page):
+                problems.append(f"{url}: {target} does not exist")
+    return pages, problems
+
+
+def test_every_page_opens_and_every_internal_link_resolves(server, browser):
+    pages, problems = _crawl(browser, server)
+    for url, found in pages.items():
+        for target in found["links"]:
+            if not target.startswith(server):
+                continue
+            page, fragment = urldefrag(target)
+            page = page.split("?")[0]
+            page = page + "index.html" if page.endswith("/") else page
+            if page.endswith(".html") and page not in pages:
+                problems.append(f"{url}: {target} does not exist")
+            elif fragment and page in pages and fragment not in pages[page]["ids"]:
+                problems.append(f"{url}: {target}: no element #{fragment}")
+    assert not problems, "\n".join(sorted(set(problems)))
+    names = {urlsplit(url).path.lstrip("/") for url in pages}
+    # The site's parts are all reachable from the front page.
+    for part in ("getting-started.html", "guide/notions.html", "reference/cli.html", "reference/json.html",
+                 "reference/api/index.html", "design.html", "references.html", "tutorials/household-counts.html",
+                 "tutorials/year-of-days.html", "tutorials/calibration.html"):
+        assert part in names, f"{part} is not reachable from index.html"
