@@ -1,13 +1,14 @@
 """`ddpbayes-cli` directive: the command-line reference, written from the argument parser itself.
 
 Each command (and sub-command) becomes a section: its description, its usage as argparse prints it,
-and a table of its arguments (flags, value, default, help). Help texts are set as plain text, never
+and a list of its arguments (flags, value, default, help). Help texts are set as plain text, never
 parsed as reStructuredText, so `|x|` or `**params` in a help string print as written.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 
 from docutils import nodes
 from sphinx.application import Sphinx
@@ -33,9 +34,22 @@ def _value(action: argparse.Action) -> str:
 
 
 def _default(action: argparse.Action) -> str:
-    if action.nargs == 0 or action.default in (None, argparse.SUPPRESS) or action.required:
+    if action.nargs == 0 or action.required or action.default in (None, argparse.SUPPRESS, [], ""):
         return ""
     return str(action.default)
+
+
+def _usage(parser: argparse.ArgumentParser) -> str:
+    """The usage line as argparse prints it on a 72-column terminal (whatever terminal builds the site)."""
+    columns = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = "72"
+    try:
+        return parser.format_usage().strip()
+    finally:
+        if columns is None:
+            del os.environ["COLUMNS"]
+        else:
+            os.environ["COLUMNS"] = columns
 
 
 def _help(parser: argparse.ArgumentParser, action: argparse.Action) -> str:
@@ -44,38 +58,29 @@ def _help(parser: argparse.ArgumentParser, action: argparse.Action) -> str:
     return parser._get_formatter()._expand_help(action)
 
 
-def _row(cells: list[nodes.Node]) -> nodes.row:
-    row = nodes.row()
-    for cell in cells:
-        entry = nodes.entry()
-        entry += cell
-        row += entry
-    return row
-
-
-def _table(parser: argparse.ArgumentParser) -> nodes.table | None:
+def _arguments(parser: argparse.ArgumentParser) -> nodes.definition_list | None:
+    """One term per argument (its flags, value and default), its help text as the definition."""
     actions = [a for a in parser._actions
                if a.help != argparse.SUPPRESS and not isinstance(a, (argparse._HelpAction, argparse._SubParsersAction))]
     if not actions:
         return None
-    table = nodes.table(classes=["cli-arguments"])
-    group = nodes.tgroup(cols=4)
-    table += group
-    for width in (22, 16, 10, 52):
-        group += nodes.colspec(colwidth=width)
-    head = nodes.thead()
-    head += _row([nodes.paragraph(text=t) for t in ("argument", "value", "default", "meaning")])
-    group += head
-    body = nodes.tbody()
+    listing = nodes.definition_list(classes=["cli-arguments"])
     for action in actions:
-        flags = ", ".join(action.option_strings) or action.dest
-        required = " (required)" if action.required and action.option_strings else ""
-        body += _row([nodes.paragraph("", "", nodes.literal(text=flags), nodes.Text(required)),
-                      nodes.paragraph("", "", nodes.literal(text=_value(action))) if _value(action) else nodes.paragraph(),
-                      nodes.paragraph("", "", nodes.literal(text=_default(action))) if _default(action) else nodes.paragraph(),
-                      nodes.paragraph(text=_help(parser, action))])
-    group += body
-    return table
+        term = nodes.term()
+        term += nodes.literal(text=" ".join(filter(None, [", ".join(action.option_strings) or action.dest,
+                                                           _value(action) if action.option_strings else ""])))
+        if action.required and action.option_strings:
+            term += nodes.Text(" (required)")
+        if _default(action):
+            term += nodes.Text(" — default ")
+            term += nodes.literal(text=_default(action))
+        item = nodes.definition_list_item()
+        item += term
+        definition = nodes.definition()
+        definition += nodes.paragraph(text=_help(parser, action))
+        item += definition
+        listing += item
+    return listing
 
 
 class CliReference(SphinxDirective):
@@ -90,10 +95,10 @@ class CliReference(SphinxDirective):
             section += nodes.title(text=prog)
             if parser.description:
                 section += nodes.paragraph(text=parser.description)
-            section += nodes.literal_block(text=parser.format_usage().strip(), language="none")
-            table = _table(parser)
-            if table is not None:
-                section += table
+            section += nodes.literal_block(text=_usage(parser), language="none")
+            arguments = _arguments(parser)
+            if arguments is not None:
+                section += arguments
             if parser.epilog:
                 section += nodes.paragraph(text=parser.epilog)
             sections.append(section)
