@@ -33,6 +33,10 @@ extensions = [
 source_suffix = {".md": "myst-nb", ".ipynb": "myst-nb"}
 exclude_patterns = ["_build", "jupyter_execute", "**.ipynb_checkpoints"]
 nitpicky = False
+# Docstrings write names in single backticks (`audit`, `--format json`): code, as on GitHub, not italics; and
+# "--flag" stays two hyphens.
+default_role = "literal"
+smartquotes = False
 
 # Markdown (MyST)
 myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence", "deflist"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import http.server
+import re
 import shutil
 import subprocess
 import sys
@@ -142,3 +143,15 @@ def test_every_page_opens_and_every_internal_link_resolves(server, browser):
                  "reference/api/index.html", "design.html", "references.html", "tutorials/household-counts.html",
                  "tutorials/year-of-days.html", "tutorials/calibration.html"):
         assert part in names, f"{part} is not reachable from index.html"
+
+
+def test_the_readme_points_into_the_site_and_every_link_exists():
+    """The README is short: its two set-up commands first, then links into docs/ that all exist."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```bash\n(.*?)\n```", text, flags=re.S)
+    assert blocks[0].startswith("pip install . && ddpbayes audit ")
+    assert "python -m sphinx -W" in blocks[1] and "python -m pytest -q" in blocks[1]
+    links = [target for target in re.findall(r"\]\(([^)#]+)\)", text) if "://" not in target]
+    assert any(target.startswith("docs/") for target in links)
+    missing = [target for target in links if not (ROOT / target).exists()]
+    assert not missing, f"README links to files that do not exist: {missing}"
