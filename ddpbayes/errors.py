@@ -1,5 +1,7 @@
 """Errors that ddpbayes reports to its user as one line (exit code 2 on the CLI)."""
 
+__all__ = ["InputError"]
+
 
 class InputError(ValueError):
     """The user's input (model, parameters, query, mechanism, options) cannot be used.

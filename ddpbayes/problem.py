@@ -11,10 +11,20 @@ from ddpbayes.model import DependenceModel
 from ddpbayes.queries import Query
 from ddpbayes.settings import RunSettings
 
+__all__ = ["Problem", "Adversary", "dependence_size"]
+
 
 @dataclass(frozen=True, order=True)
 class Adversary:
-    """A(i, K): targets tuple `target` and knows the exact values of the tuples in `known`."""
+    """A(i, K): targets tuple `target` and knows the exact values of the tuples in `known`.
+
+    Parameters
+    ----------
+    target : int
+        The tuple i whose value the adversary infers.
+    known : frozenset of int, default frozenset()
+        The tuples K whose values the adversary knows.
+    """
 
     target: int
     known: frozenset[int] = frozenset()
@@ -35,14 +45,39 @@ def _adversary(target: int, mask: bytes) -> Adversary:
 
 
 def dependence_size(dependence_sets) -> int:
-    """L = max_i |N(i)| + 1: the most tuples one tuple's value moves (000 §IV; group privacy's k)."""
+    """L = ``max_i |N(i)| + 1``: the most tuples one tuple's value moves (000 §IV; group privacy's k).
+
+    Parameters
+    ----------
+    dependence_sets : sequence of set of int
+        N(i) for each tuple i: the tuples whose conditional law changes with X_i.
+
+    Returns
+    -------
+    int
+        L.
+    """
     return max(len(s) for s in dependence_sets) + 1
 
 
 @dataclass(frozen=True)
 class Problem:
     """What to verify (DESIGN §1): tuples and their dependence (`model`), the statistic released
-    (`query`) through `mechanism`, the adversaries A(i, K) to evaluate, and how (`settings`)."""
+    (`query`) through `mechanism`, the adversaries A(i, K) to evaluate, and how (`settings`).
+
+    Parameters
+    ----------
+    model : DependenceModel
+        The tuples and their dependence.
+    query : Query
+        The statistic released, bound to `model`.
+    mechanism : Mechanism
+        The noise mechanism releasing it.
+    adversaries : tuple of Adversary, default ()
+        The adversaries A(i, K) to evaluate.
+    settings : RunSettings, default RunSettings()
+        How to run; not compared.
+    """
 
     model: DependenceModel
     query: Query

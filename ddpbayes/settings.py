@@ -24,10 +24,34 @@ EXECUTION = ("workers", "scheduler", "progress", "force", "role")  # how a run r
 ROLES = ("choose", "bound")  # the sampling engine's two independent sets of runs (issue #27)
 DEFAULT_TOP_K = 3  # known sets kept per layer when --search greedy gives no --top-k
 
+__all__ = ["RunSettings", "search_width"]
+
 
 def search_width(search: str | None, top_k: int | None, pdp_greedy: int | None) -> int | None:
     """`RunSettings.pdp_greedy` for `--search full|greedy` with `--top-k K`, or `--pdp-greedy K`
-    (the same search: give one spelling); None when none is given (the default, full)."""
+    (the same search: give one spelling); None when none is given (the default, full).
+
+    Parameters
+    ----------
+    search : str or None
+        "full" or "greedy" (``--search``), or None.
+    top_k : int or None
+        Known sets the greedy search keeps per layer (``--top-k``; default 3), or None.
+    pdp_greedy : int or None
+        The same width spelled ``--pdp-greedy K``, or None.
+
+    Returns
+    -------
+    int or None
+        0 for a full search; the greedy search's width (`top_k`, default 3, or `pdp_greedy` as
+        given); None when nothing is given.
+
+    Raises
+    ------
+    InputError
+        For an unknown search, ``--pdp-greedy`` given with ``--search`` or ``--top-k``, ``--top-k``
+        without ``--search greedy``, or a ``--top-k`` that is not a positive integer.
+    """
     if search is not None and search not in SEARCHES:
         raise InputError(f"unknown search '{search}' (use full or greedy)")
     if pdp_greedy is not None and (search is not None or top_k is not None):
@@ -45,7 +69,50 @@ def search_width(search: str | None, top_k: int | None, pdp_greedy: int | None) 
 
 @dataclass(frozen=True)
 class RunSettings:
-    """Every setting of a run (DESIGN §2.3, §2.4); the defaults are the command line's."""
+    """Every setting of a run (DESIGN §2.3, §2.4); the defaults are the command line's.
+
+    Parameters
+    ----------
+    engine : str, default "auto"
+        auto, or one of `ddpbayes.vocabulary.ENGINES`.
+    method : str, default "likelihood"
+        Sampling: the likelihood route, or "posterior", the adversary's posterior odds (004 Thm. 1).
+    seed : int, default 0
+        Every random step derives from it; 0 to 2^32 - 1.
+    draws : int, default 1000
+        Sampling: draws per chain, at least 8.
+    tune : int, default 1000
+        Sampling: tuning steps per chain, >= 0.
+    chains : int, default 2
+        Sampling: chains per conditioning event.
+    workers : int, default 0
+        Processes for independent units (`parallel`); 0: DDPBAYES_WORKERS, else every core.
+    scheduler : str or None, default None
+        An existing Dask cluster (tcp://HOST:PORT); None: DDPBAYES_SCHEDULER, else an embedded one.
+    max_runs : int, default 200
+        Sampling: MCMC runs one call may plan.
+    max_states : int, default 2^22
+        Joint states, supports, kernels and output grids (`limits.DEFAULT_MAX_STATES`).
+    max_adversaries : int, default 2^17
+        Adversaries evaluated one by one (`limits.DEFAULT_MAX_ADVERSARIES`).
+    pdp_greedy : int, default 0
+        pdp: 0 searches every known set; k >= 1 is seed 003's greedy search, top k per layer
+        (`search_width`).
+    progress : bool, default False
+        Progress lines on stderr.
+    force : bool, default False
+        Run adversaries an engine estimates past `limits.MAX_SECONDS` (a day).
+    program_runs : int, default 100000
+        Program engine: runs of the program per target value in each stage (search, certify).
+    role : str, default "choose"
+        Sampling, internal: the runs that choose a witness, or "bound", the fresh ones that bound it.
+
+    Raises
+    ------
+    InputError
+        Naming the flag of the first invalid setting (an unknown engine, method or role, or a value
+        out of range).
+    """
 
     engine: str = "auto"  # auto, or one of ddpbayes.vocabulary.ENGINES
     method: str = "likelihood"  # sampling: likelihood route, or the adversary's posterior odds (004 Thm. 1)
@@ -95,7 +162,25 @@ class RunSettings:
     @classmethod
     def of(cls, settings: RunSettings | None = None, **changes) -> RunSettings:
         """`settings` (or the defaults) with `changes`; a change of None keeps the value, and an
-        unknown name is an InputError."""
+        unknown name is an InputError.
+
+        Parameters
+        ----------
+        settings : RunSettings or None, default None
+            The settings changed; None: the defaults.
+        **changes
+            Fields by name; a value of None keeps the field's.
+
+        Returns
+        -------
+        RunSettings
+            The changed settings (validated).
+
+        Raises
+        ------
+        InputError
+            For an unknown name or an invalid value.
+        """
         names = [f.name for f in fields(cls)]
         unknown = sorted(set(changes) - set(names))
         if unknown:
@@ -105,5 +190,11 @@ class RunSettings:
 
     def to_json(self) -> dict:
         """The settings that can change a result: not where it ran, nor what was shown on the way
-        (the same seed gives the same JSON whatever the workers)."""
+        (the same seed gives the same JSON whatever the workers).
+
+        Returns
+        -------
+        dict
+            The fields, without workers, scheduler, progress, force and role.
+        """
         return {k: v for k, v in asdict(self).items() if k not in EXECUTION}

@@ -7,4 +7,24 @@ metrics.py    inference error (Eq. 10), leaked information (Eq. 11), Theorem 2's
 run.py        the experiment: inputs, seeding, progress, rows
 
 Its report (`--report DIR`) is `ddpbayes.reports.render.attack`: attack/ is below reports/.
+
+From Python: `load_data` reads the users, friendships and fits, `run_attack` runs the attack with
+`AttackSettings` and returns an `AttackResult`. These names are imported from `run` on first use,
+so that importing a submodule (`attack.grid`, `attack.metrics`) does not import the experiment.
 """
+
+from __future__ import annotations
+
+from ddpbayes.lazy import on_first_use
+
+_LAZY = {name: "ddpbayes.attack.run" for name in ("AttackData", "AttackResult", "AttackSettings", "load_data",
+                                                  "run_attack")}
+
+__all__ = ["AttackSettings", "AttackData", "AttackResult", "load_data", "run_attack"]
+
+__getattr__ = on_first_use(__name__, _LAZY, globals())
+
+
+def __dir__() -> list[str]:
+    """The module's names with the ones imported on first use (autodoc and tab completion list them)."""
+    return sorted({*globals(), *_LAZY})

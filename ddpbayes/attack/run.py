@@ -45,7 +45,25 @@ _KMEANS, _TARGETS, _KNOWN, _NOISE = range(4)  # random streams
 
 @dataclass(frozen=True)
 class AttackSettings:
-    """The experiment's knobs; `n_prior` lists the known-set sizes (None: all others)."""
+    """The experiment's knobs; `n_prior` lists the known-set sizes (None: all others).
+
+    Parameters
+    ----------
+    k : int, default 8
+        K-means clusters (seed 002's value).
+    epsilons : tuple of float, default (0.1, 0.5, 1.0, 2.0, 3.0)
+        The privacy budgets the centroids are released at.
+    grid : int, default 20
+        G: the posterior's G x G cells per box.
+    n_prior : tuple of int or None, default (None,)
+        How many others each adversary knows, drawn per target; None: all others.
+    targets : int or None, default None
+        Attack a seeded sample of this many users; None: all.
+    seed : int, default 0
+        Seeds k-means, the noise, the target sample and the known sets (separate streams).
+    region : str, default "us"
+        Where targets live and the grid lies: us, cities, ny, sf or la (`geo.regions`).
+    """
 
     k: int = 8
     epsilons: tuple[float, ...] = (0.1, 0.5, 1.0, 2.0, 3.0)
@@ -56,7 +74,18 @@ class AttackSettings:
     region: str = "us"
 
     def check(self, users: int) -> None:
-        """InputError naming the first setting that cannot be used with `users` users."""
+        """InputError naming the first setting that cannot be used with `users` users.
+
+        Parameters
+        ----------
+        users : int
+            The located users in the region.
+
+        Raises
+        ------
+        InputError
+            If there are fewer than two users, or a setting is out of range for them.
+        """
         if users < 2:
             raise InputError(f"the attack needs at least two located users in the region, got {users}")
         if not 1 <= self.grid <= MAX_GRID:
@@ -79,7 +108,33 @@ class AttackSettings:
 @dataclass(frozen=True)
 class AttackData:
     """The region's users (normalised into its frame), the friendship pairs between them, the CAR
-    and near-friend fits."""
+    and near-friend fits.
+
+    Parameters
+    ----------
+    lat, lon : numpy.ndarray
+        The users' positions in degrees.
+    points : numpy.ndarray
+        (n, 2) normalised (x, y) in the region's frame.
+    pairs : numpy.ndarray
+        (E, 2) located friendship pairs, as rows.
+    dropped_edges : int
+        Friendships naming a user without a location.
+    duplicate_edges : int
+        Friendships listed again (either direction).
+    fit : CarFit
+        The CAR model's fit.
+    near : NearFit
+        The near-friend model's fit.
+    region : Region
+        The region (`geo.regions`).
+    outside_users : int, default 0
+        Located users outside the region, left out.
+    outside_edges : int, default 0
+        Friendships with an end outside the region, left out.
+    paths : dict[str, str], default {}
+        The inputs as given (the shipped ones repo-relative).
+    """
 
     lat: np.ndarray
     lon: np.ndarray
@@ -106,7 +161,30 @@ class AttackData:
 
 @dataclass
 class AttackResult:
-    """`rows` (one per known-set size, ε and adversary), `meta`, and per-target arrays for figures."""
+    """`rows` (one per known-set size, ε and adversary), `meta`, and per-target arrays for figures.
+
+    Parameters
+    ----------
+    rows : list of dict
+        One per (known-set size, ε, adversary): inference errors in km (Eq. 10), leaked and released
+        bits (Eq. 11) and Theorem 2's bound.
+    meta : dict
+        The inputs, the partition, the scales and the reference guesses (`to_json`'s other keys).
+    errors : dict[tuple[int, float, str], numpy.ndarray]
+        (n_prior, ε, adversary) -> km per target.
+    has_friends : numpy.ndarray
+        Per target, whether it has a located friend.
+    partition : Partition
+        The K-means partition.
+    noisy : dict[float, numpy.ndarray]
+        ε -> the released centroids.
+    data : AttackData
+        The data attacked.
+    guess_errors : numpy.ndarray
+        km per target of guessing the regional mean (a reference for Eq. 10).
+    targets : numpy.ndarray or None, default None
+        The attacked users' rows.
+    """
 
     rows: list[dict]
     meta: dict
@@ -122,7 +200,27 @@ class AttackResult:
         return {"rows": self.rows, **self.meta}
 
     def row(self, n_prior: int, epsilon: float, adversary: str) -> dict:
-        """The row of one known-set size, ε and adversary."""
+        """The row of one known-set size, ε and adversary.
+
+        Parameters
+        ----------
+        n_prior : int
+            The known-set size.
+        epsilon : float
+            The privacy budget.
+        adversary : str
+            independent, dependent or car.
+
+        Returns
+        -------
+        dict
+            The row.
+
+        Raises
+        ------
+        StopIteration
+            If no row matches.
+        """
         return next(r for r in self.rows if (r["n_prior"], r["epsilon"], r["adversary"]) == (n_prior, epsilon, adversary))
 
 
@@ -134,7 +232,36 @@ def load_data(locations: str | Path | None = None, edges: str | Path | None = No
     every user, since the CAR model is fitted in it). With the attack's `grid`, the locations stop
     streaming in once the users × cells float32 counts (`adversary.histogram_counts`) and a block of
     targets' masks over the users (a bool and a float32 each), held at once by each of this machine's
-    workers (`where`), would not fit in its memory."""
+    workers (`where`), would not fit in its memory.
+
+    Parameters
+    ----------
+    locations : str, Path or None, default None
+        Users' CSV (UserID,Latitude,Longitude); None: the shipped Gowalla US users.
+    edges : str, Path or None, default None
+        Friendships' CSV (Source,Destination); None: the shipped Gowalla US edges.
+    fit : str, Path or None, default None
+        The CAR fit's JSON; None: the shipped one.
+    grid : int or None, default None
+        The attack's G, for the memory check; None: no check.
+    where : RunSettings or None, default None
+        Where the attack will run (its workers), for the memory check.
+    near : str, Path or None, default None
+        The near-friend fit's JSON; None: the shipped one.
+    region_name : str, default "us"
+        The region whose users are kept (`geo.regions`).
+
+    Returns
+    -------
+    AttackData
+        The region's users, friendships and fits.
+
+    Raises
+    ------
+    InputError
+        If an input is missing, not a regular file or invalid; if the users would not fit in memory;
+        or, for region us, if a user lies outside the CAR fit's box.
+    """
     given = {"locations": locations, "edges": edges, "fit": fit, "near": near}
     default = {"locations": LOCATIONS, "edges": EDGES, "fit": FIT, "near": NEAR}
     paths = {k: Path(v) if v else shipped.path(default[k]) for k, v in given.items()}
@@ -178,7 +305,39 @@ def run_attack(data: AttackData, settings: AttackSettings, progress: bool = True
     """Release, attack and measure (module docstring). Each (known-set size, target block) is a
     unit of work (`parallel.map_units`; `where` says where they run: its workers or scheduler);
     a worker builds the release and the CAR precisions once, and the blocks are accumulated in
-    order, so the numbers do not depend on where they ran."""
+    order, so the numbers do not depend on where they ran.
+
+    Parameters
+    ----------
+    data : AttackData
+        What `load_data` read, for the region `settings` names.
+    settings : AttackSettings
+        The experiment's settings.
+    progress : bool, default True
+        Progress lines on stderr.
+    where : RunSettings or None, default None
+        Where the units run (workers, scheduler); None: the defaults.
+
+    Returns
+    -------
+    AttackResult
+        The rows, their metadata and the per-target errors.
+
+    Raises
+    ------
+    InputError
+        If a setting cannot be used with the region's users (`AttackSettings.check`).
+    ValueError
+        If `data` was read for another region than `settings.region`.
+
+    Examples
+    --------
+    >>> from ddpbayes.attack import AttackSettings, load_data, run_attack
+    >>> settings = AttackSettings(epsilons=(1.0,), targets=50)
+    >>> result = run_attack(load_data(grid=settings.grid), settings, progress=False)
+    >>> [(r["epsilon"], r["adversary"]) for r in result.rows]
+    [(1.0, 'independent'), (1.0, 'dependent'), (1.0, 'car')]
+    """
     start = time.perf_counter()
     if settings.region != data.region.name:
         raise ValueError(f"the data were read for region {data.region.name!r}, the settings name {settings.region!r}")

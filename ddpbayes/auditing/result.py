@@ -32,7 +32,59 @@ class AuditResult:
 
     In a notebook it shows itself as a one-line repr and an HTML table (`_repr_html_`, one row per
     audited target); `to_dict`/`to_json` are the CLI's `--format json` document, `to_dataframe`
-    one row per audited target with its worst adversary's witness."""
+    one row per audited target with its worst adversary's witness.
+
+    Parameters
+    ----------
+    notion : str
+        The notion's name.
+    leakage : float
+        The worst adversary's leakage (ε at δ for Gaussian noise; a lower bound for a greedy search).
+    per_target : list of float or None
+        The worst leakage per tuple; None for a tuple not audited.
+    witness : Witness or None
+        Where the worst leakage is reached: adversary, values t and t', output y.
+    engine : str
+        The engine that computed it.
+    verdict : str or None
+        "pass", "fail" or "inconclusive" against `claim`; None without a claim.
+    claim : float or None
+        The leakage claimed.
+    seconds : float
+        Wall time of the audit.
+    ci : tuple of float or None, default None
+        An estimate's 90% interval.
+    reason : str or None, default None
+        Why the leakage is what it is (e.g. infinite, or a lower bound).
+    verdict_reason : str or None, default None
+        Why the verdict is what it is, when it is not plain.
+    diagnostics : dict or None, default None
+        An estimate's MCMC diagnostics.
+    lattice : list of AdversaryLeakage or None, default None
+        Every pdp adversary, when asked for.
+    dependence_sets : list of list of int or None, default None
+        N(i) for each tuple, when the engine reports them.
+    mechanism : dict, default {}
+        The mechanism's parameters as given, with epsilon.
+    query : str, default ""
+        The query's spec.
+    tuples : list of str, default []
+        The tuples' names.
+    notes : list of str, default []
+        The engine's notes.
+    problem : Problem or None, default None
+        What was asked: model, query, mechanism and settings.
+    composition : dict or None, default None
+        Several releases: the joint leakage against Thms 3–4 (`composition.summary`).
+    information : dict or None, default None
+        004's KL/MI/CMI beside the leakage; None when not asked.
+    information_reason : str or None, default None
+        Why `information` is not available.
+    profile : Profile or None, default None
+        (ε, δ) mechanisms: the notion's privacy profile; `leakage` is ε at its δ.
+    target_worst : dict[int, AdversaryLeakage] or None, default None
+        Each target's worst adversary.
+    """
 
     notion: str
     leakage: float
@@ -66,7 +118,13 @@ class AuditResult:
 
     def to_dict(self) -> dict:
         """The audit as `ddpbayes audit --format json` prints it (numbers as `encoding.number`:
-        inf and nan as strings)."""
+        inf and nan as strings).
+
+        Returns
+        -------
+        dict
+            The JSON document, as Python objects.
+        """
         out = {
             "notion": self.notion,
             "leakage": number(self.leakage),
@@ -109,7 +167,13 @@ class AuditResult:
         return jsonable(out)
 
     def to_json(self) -> str:
-        """`to_dict` as JSON text: exactly what `ddpbayes audit --format json` prints."""
+        """`to_dict` as JSON text: exactly what `ddpbayes audit --format json` prints.
+
+        Returns
+        -------
+        str
+            Indented JSON.
+        """
         return json.dumps(self.to_dict(), indent=2, allow_nan=False)
 
     def to_dataframe(self) -> pandas.DataFrame:
@@ -117,7 +181,18 @@ class AuditResult:
         `lower` and `upper` (an estimate's interval, else NaN), and its worst adversary's witness:
         `known` (tuple indices), `known_values`, `t`, `t_prime`, `y`. `attrs` holds notion, engine,
         lower_bound (a greedy search), claim, verdict and delta (Gaussian noise: `leakage` is ε at
-        that δ). Needs pandas: `pip install 'ddpbayes[dataframe]'`."""
+        that δ). Needs pandas: `pip install 'ddpbayes[dataframe]'`.
+
+        Returns
+        -------
+        pandas.DataFrame
+            One row per audited target.
+
+        Raises
+        ------
+        ImportError
+            If pandas is not installed.
+        """
         try:
             import pandas as pd
         except ImportError:
@@ -199,7 +274,13 @@ class AuditResult:
 
     def mechanism_text(self) -> str:
         """The mechanism's parameters as given, `kind=laplace, scale=1.0, epsilon=1.0` (Gaussian
-        noise: sigma, rho, epsilon and delta)."""
+        noise: sigma, rho, epsilon and delta).
+
+        Returns
+        -------
+        str
+            ``key=value`` pairs joined by commas.
+        """
         shown = ("kind", "sigma", "rho", "epsilon", "delta") if self.profile is not None else ("kind", "scale",
                                                                                              "epsilon")
         return ", ".join(f"{k}={v}" for k, v in self.mechanism.items() if k in shown)

@@ -58,23 +58,66 @@ def audit(
 ) -> AuditResult:
     """Leakage of `mechanism` releasing `query` on `model` under `notion` (DESIGN §1).
 
-    `mechanism` is a Mechanism, or its kind with `scale` or `epsilon` (classic DP's scale:
-    global sensitivity / epsilon); Gaussian noise takes σ as `scale`, or `rho` (zCDP), or `epsilon`
-    with `delta` (the analytic Gaussian mechanism), and its leakage is ε at `delta` (default 1e-6)
-    on the notion's privacy profile (`profile`; DESIGN §3.5). A mechanism with a joint output law
-    (report-noisy-max, sparse vector, ...; DESIGN §5.2) takes its `params` by name (strings, as
-    `--mechanism-param NAME=VALUE` gives them). `targets` restricts the targets; `known` fixes the
-    adversary's knowledge for pdp; `lattice` keeps every pdp adversary in the result.
-    How it runs is `settings` with any `RunSettings` field given by name in `run` (engine,
-    method, seed, draws, tune, chains, workers, scheduler, max_runs, max_states, max_adversaries, pdp_greedy,
-    progress, force). With pdp_greedy = k (`--search greedy --top-k k`), pdp is seed 003's greedy search:
-    a lower bound (`reason` and `lower_bound` say so), which can fail a claim but never pass it.
-    `information` ("nats", the default as on the command line, or "bits"; None skips them) adds
-    seed 004's KL/MI/CMI (DESIGN §3.4); loops over audits pass None so as not to pay for them.
-    `mechanism` may also be a DP library's object (a diffprivlib mechanism, an OpenDP measurement) or a
-    function `mechanism(answers, rng)`: `mechanisms.interop.from_library` reads it as the exact law
-    ddpbayes has for it, or as a program (a certified lower bound, DESIGN §2.6).
-    `notion` is a notion's name or a `Notion` (`ddpbayes.notions`: DP, IDP, PDP, DDP).
+    The notion's adversaries are evaluated by the engine that fits the problem (or the one
+    `settings` names), and the worst is judged against `claim` (`judge`). With pdp_greedy = k
+    (`--search greedy --top-k k`), pdp is seed 003's greedy search: a lower bound (`reason` and
+    `lower_bound` say so), which can fail a claim but never pass it.
+
+    Parameters
+    ----------
+    model : DependenceModel
+        The tuples and their dependence.
+    query : str or Query
+        The statistic released: a query spec (parsed) or a `Query`; bound to `model`.
+    mechanism : str, Mechanism or object
+        A Mechanism; or its kind, with `scale` or `epsilon`; or a DP library's object (a
+        diffprivlib mechanism, an OpenDP measurement) or a function ``mechanism(answers, rng)``,
+        which `mechanisms.interop.from_library` reads as the exact law ddpbayes has for it, or as
+        a program (a certified lower bound, DESIGN §2.6).
+    notion : str or Notion
+        A notion's name or a `Notion` (`ddpbayes.notions`: DP, IDP, PDP, DDP).
+    scale : float or None, default None
+        The noise's scale (Gaussian noise: σ), for a mechanism given by its kind.
+    epsilon : float or None, default None
+        Classic DP's budget, setting the scale to global sensitivity / epsilon; Gaussian noise:
+        with `delta`, the analytic Gaussian mechanism.
+    delta : float or None, default None
+        Gaussian noise: the δ at which the leakage is read, as ε on the notion's privacy profile
+        (`profile`; default 1e-6; DESIGN §3.5).
+    rho : float or None, default None
+        Gaussian noise: σ from zCDP's rho.
+    params : dict[str, str] or None, default None
+        A mechanism with a joint output law (report-noisy-max, sparse vector, ...; DESIGN §5.2):
+        its parameters by name, as strings (as ``--mechanism-param NAME=VALUE`` gives them).
+    claim : float or None, default None
+        The leakage claimed (>= 0); None: no verdict.
+    targets : sequence of int or None, default None
+        The targets; None: every tuple (every unknown one with `known`).
+    known : sequence of int or None, default None
+        Fixes the adversary's knowledge for pdp.
+    lattice : bool, default False
+        Keep every pdp adversary in the result.
+    information : str or None, default "nats"
+        Seed 004's KL/MI/CMI in "nats" or "bits" (DESIGN §3.4); None skips them (loops over
+        audits pass None so as not to pay for them).
+    settings : RunSettings or None, default None
+        How it runs; None: the defaults.
+    **run
+        Any `RunSettings` field by name (engine, method, seed, draws, tune, chains, workers,
+        scheduler, max_runs, max_states, max_adversaries, pdp_greedy, progress, force), applied
+        over `settings`.
+
+    Returns
+    -------
+    AuditResult
+        The worst leakage, its witness, the worst per target and the verdict.
+
+    Raises
+    ------
+    InputError
+        For an unknown setting or notion, a query or mechanism that does not fit the model, a
+        target out of range, a negative claim, an information unit other than nats or bits, or a
+        problem past the size limits.
     """
     start = time.perf_counter()
     settings = RunSettings.of(settings, **run)

@@ -15,7 +15,23 @@ def judge(worst: AdversaryLeakage, claim: float | None, lower_bound: bool = Fals
     bound clears the claim and nothing blocks a pass (every target and known value compared),
     and needs passing MCMC diagnostics for
     either (DESIGN §2.3). A `lower_bound` on the notion (a greedy pdp search) fails a claim
-    below it, soundly, and never passes one."""
+    below it, soundly, and never passes one.
+
+    Parameters
+    ----------
+    worst : AdversaryLeakage
+        The worst adversary's leakage, with its interval and diagnostics for an estimate.
+    claim : float or None
+        The leakage claimed; None: no verdict.
+    lower_bound : bool, default False
+        Whether the leakage is only a lower bound on the notion.
+
+    Returns
+    -------
+    tuple of (str or None, str or None)
+        The verdict ("pass", "fail" or "inconclusive"; None without a claim) and why, when it is
+        not plain.
+    """
     verdict, reason = _judge(worst, claim)
     if verdict == "pass" and lower_bound:
         return "inconclusive", ("a lower bound cannot pass a claim: the known sets the search did not visit may leak "

@@ -81,7 +81,23 @@ BOUNDS_NA = ("n/a for Gaussian noise: Wu et al.'s (IDP) Prop. 3 and Thm. 4 bound
 
 @dataclass
 class MethodRow:
-    """One recipe's scale, its accuracy, its audited leakage under every notion, 004's bounds."""
+    """One recipe's scale, its accuracy, its audited leakage under every notion, 004's bounds.
+
+    Parameters
+    ----------
+    method : str
+        The recipe: exact, dpm, group or dp.
+    scale : float
+        The Laplace scale, or the Gaussian σ when `gaussian`.
+    audits : dict[str, AuditResult]
+        The audit at that scale under each notion that could be audited.
+    errors : dict[str, str]
+        Why a notion could not be audited.
+    bounds : IdpBounds or None
+        004's bounds; None for Gaussian noise.
+    gaussian : bool, default False
+        Whether `scale` is a Gaussian σ.
+    """
 
     method: str
     scale: float
@@ -92,8 +108,8 @@ class MethodRow:
 
     @property
     def alpha(self) -> float:
-        """The noise magnitude exceeded with probability BETA: P(|Lap(b)| > a) = e^{-a/b};
-        P(|N(0, σ²)| > a) = BETA at a = σ Φ^{-1}(1 - BETA / 2)."""
+        """The noise magnitude exceeded with probability BETA: ``P(|Lap(b)| > a) = e^{-a/b}``;
+        ``P(|N(0, σ²)| > a) = BETA`` at a = σ Φ^{-1}(1 - BETA / 2)."""
         if self.gaussian:
             return self.scale * float(special.ndtri(1 - BETA / 2))
         return self.scale * math.log(1 / BETA)
@@ -118,7 +134,39 @@ class MethodRow:
 
 @dataclass
 class Calibration:
-    """The scale `method` prescribes for `notion` at `epsilon`, its final audit, and the comparison."""
+    """The scale `method` prescribes for `notion` at `epsilon`, its final audit, and the comparison.
+
+    Parameters
+    ----------
+    method : str
+        The recipe chosen: exact, dpm, group or dp.
+    notion : str
+        The notion's name.
+    epsilon : float
+        The privacy budget.
+    scale : float
+        The scale `method` prescribes (Laplace scale, or Gaussian σ).
+    audit : AuditResult
+        The audit of that scale under `notion`.
+    rows : list of MethodRow
+        Every recipe's scale and audits.
+    dpm : DPMScale or None
+        The DPM's fixed point; None for Gaussian noise.
+    dependence_size : int
+        L = ``max |N(i)| + 1``.
+    engine : str
+        The engine that read the dependence structure.
+    query : str
+        The query's spec.
+    tuples : list of str
+        The tuples' names.
+    notes : list of str, default []
+        Notes from the recipes and the engines.
+    mechanism : str, default "laplace"
+        The noise calibrated.
+    delta : float or None, default None
+        Gaussian noise: the δ at which the leakage is read.
+    """
 
     method: str
     notion: str
@@ -179,7 +227,39 @@ def calibrate(
     settings: RunSettings | None = None,
 ) -> Calibration:
     """The Laplace scale (or Gaussian σ, with `delta`) each method prescribes for `epsilon`,
-    audited under every notion."""
+    audited under every notion.
+
+    Parameters
+    ----------
+    model : DependenceModel
+        The tuples and their dependence.
+    query : str or Query
+        The statistic released (a spec is parsed), bound to `model`.
+    notion : str or Notion
+        The notion the scale is calibrated to.
+    epsilon : float
+        The target leakage, finite and > 0.
+    method : str, default "exact"
+        The recipe whose scale is returned: one of `METHODS` (dpm: Laplace only).
+    mechanism : str, default "laplace"
+        The noise: laplace or gaussian.
+    delta : float or None, default None
+        Gaussian noise only (and required there): the δ at which the leakage is read.
+    settings : RunSettings or None, default None
+        How to run the audits; None: the defaults.
+
+    Returns
+    -------
+    Calibration
+        The chosen scale, its final audit and every recipe's row.
+
+    Raises
+    ------
+    InputError
+        For an unknown method or mechanism, an epsilon that is not finite and positive, a missing
+        or invalid `delta`, dpm with Gaussian noise, a query that does not fit the model, or a
+        chosen scale whose leakage cannot be audited.
+    """
     settings = settings or RunSettings()
     notion = named(notion).name  # a name or a Notion; the calibration keeps the name (JSON)
     if method not in METHODS:
@@ -253,7 +333,33 @@ def exact_scale(
 ) -> tuple[float, list[str]]:
     """The smallest scale of `mechanism` (default Laplace; Gaussian: σ, the leakage read at its
     δ) whose leakage under `notion` (an estimate's upper bound) is at most `epsilon`, with notes
-    (module docstring)."""
+    (module docstring).
+
+    Parameters
+    ----------
+    model : DependenceModel
+        The tuples and their dependence.
+    query : Query
+        The statistic released, bound to `model`.
+    notion : str
+        The notion's name.
+    epsilon : float
+        The target leakage.
+    settings : RunSettings or None, default None
+        How to run the audits; None: the defaults.
+    mechanism : Mechanism or None, default None
+        The noise whose scale is solved for; None: Laplace.
+
+    Returns
+    -------
+    tuple of (float, list of str)
+        The scale, and notes (e.g. that no noise to speak of is needed).
+
+    Raises
+    ------
+    InputError
+        If the leakage is infinite at a scale tried, or stays above `epsilon` up to 2^50 times the start.
+    """
     settings = settings or RunSettings()
     mechanism = mechanism or Laplace(1.0)
     name = "Gaussian sigma" if mechanism.profile else "Laplace scale"

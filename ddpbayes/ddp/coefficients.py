@@ -42,7 +42,25 @@ ABOVE_ONE = 1e-9  # rho_ij above 1 by more than this (relative rounding) is outs
 
 @dataclass(frozen=True)
 class Coefficients:
-    """rho (n, n) at one Laplace scale, with (lower, upper) bounds (n, n, 2) for estimates."""
+    """rho (n, n) at one Laplace scale, with (lower, upper) bounds (n, n, 2) for estimates.
+
+    Parameters
+    ----------
+    rho : numpy.ndarray
+        (n, n) coefficients rho_ij, rho_ii = 1 (000 Eq. 14-16).
+    ci : numpy.ndarray or None
+        (n, n, 2) lower and upper bounds of estimated coefficients; None when every one is exact.
+    dependence_sets : list of frozenset of int
+        N(i) for each tuple i.
+    scale : float
+        The Laplace scale sigma rho was computed at.
+    engine : str
+        The engine that computed the leakages.
+    tuples : list of str
+        The tuples' names.
+    diagnostics : dict or None, default None
+        The sampling engine's merged diagnostics, if it ran.
+    """
 
     rho: np.ndarray
     ci: np.ndarray | None
@@ -54,7 +72,7 @@ class Coefficients:
 
     @property
     def dependence_size(self) -> int:
-        """L = max |N(i)| + 1 (000 §V)."""
+        """L = ``max |N(i)| + 1`` (000 §V)."""
         return dependence_size(self.dependence_sets)
 
     @property
@@ -63,7 +81,13 @@ class Coefficients:
         return [(int(i), int(j)) for i, j in np.argwhere(self.rho > 1 + ABOVE_ONE)]
 
     def assumption_note(self) -> str | None:
-        """What rho_ij > 1 means, naming the largest such coefficient; None when every rho_ij <= 1."""
+        """What rho_ij > 1 means, naming the largest such coefficient; None when every rho_ij <= 1.
+
+        Returns
+        -------
+        str or None
+            One sentence, or None.
+        """
         if not self.above_one:
             return None
         i, j = max(self.above_one, key=lambda p: self.rho[p])
@@ -74,7 +98,18 @@ class Coefficients:
                 "does not apply and only an audit of its scale says what it guarantees")
 
     def dependent_sensitivity(self, sensitivities: np.ndarray) -> float:
-        """DS_Q = max_i sum_j rho_ij dQ_j (001 §VI, its Lemmas 1–2), dQ_j the query's sensitivity to tuple j."""
+        """DS_Q = max_i sum_j rho_ij dQ_j (001 §VI, its Lemmas 1–2), dQ_j the query's sensitivity to tuple j.
+
+        Parameters
+        ----------
+        sensitivities : numpy.ndarray
+            (n,) dQ_j for every tuple j.
+
+        Returns
+        -------
+        float
+            The dependent sensitivity DS_Q.
+        """
         return float((self.rho @ np.asarray(sensitivities, dtype=float)).max())
 
     def to_json(self) -> dict:
@@ -110,7 +145,35 @@ def dependence_engine(model: DependenceModel, settings: RunSettings) -> tuple[En
 
 
 def dependence_coefficients(model: DependenceModel, scale: float, settings: RunSettings | None = None) -> Coefficients:
-    """rho_ij at Laplace scale `scale` for every pair of tuples (module docstring)."""
+    """rho_ij at Laplace scale `scale` for every pair of tuples (module docstring).
+
+    rho_ij = leak_i(e_j, sigma) sigma / dD_j: the leakage of q = D_j released with Laplace(`scale`)
+    to the adversary A(i, {}), computed by the engine that fits `model`; rho_ij = 0 outside N(i).
+
+    Parameters
+    ----------
+    model : DependenceModel
+        The tuples and their dependence; every domain must be bounded.
+    scale : float
+        The Laplace scale sigma.
+    settings : RunSettings or None, default None
+        How to run (engine, seed, MCMC budget); None: the defaults.
+
+    Returns
+    -------
+    Coefficients
+        rho, its bounds when estimated, N(i) and the engine used.
+
+    Raises
+    ------
+    InputError
+        If a tuple's domain is unbounded, or the model cannot be evaluated.
+
+    References
+    ----------
+    Liu, Chakraborty, Mittal, "Dependence Makes You Vulnerable: Differential Privacy Under Dependent
+    Tuples", NDSS 2016, §VI-B, Eq. 14-16.
+    """
     settings = settings or RunSettings()
     mech = Laplace(scale)
     unbounded = [name for name, d in zip(model.names, model.domains) if not math.isfinite(d.width)]

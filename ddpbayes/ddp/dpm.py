@@ -48,7 +48,19 @@ MAX_DOUBLINGS = 60  # of the bracket's upper end, from max_i sum_{j in N(i) ∪ 
 
 @dataclass(frozen=True)
 class DPMScale:
-    """The DPM's scale, DS_Q there and the coefficients it was computed from."""
+    """The DPM's scale, DS_Q there and the coefficients it was computed from.
+
+    Parameters
+    ----------
+    scale : float
+        The fixed point sigma = DS_Q(sigma) / eps.
+    dependent_sensitivity : float
+        DS_Q at that scale.
+    coefficients : Coefficients
+        rho at that scale.
+    evaluations : int
+        Scales at which rho was computed while solving.
+    """
 
     scale: float
     dependent_sensitivity: float
@@ -76,12 +88,54 @@ def sensitivities(model: DependenceModel, query: Query) -> np.ndarray:
 
 
 def dp_scale(model: DependenceModel, query: Query, epsilon: float) -> float:
-    """Classic DP: dQ / eps (dQ the global sensitivity)."""
+    """Classic DP: dQ / eps (dQ the global sensitivity).
+
+    Parameters
+    ----------
+    model : DependenceModel
+        The tuples and their domains.
+    query : Query
+        The statistic released.
+    epsilon : float
+        The privacy budget.
+
+    Returns
+    -------
+    float
+        The Laplace scale.
+
+    Raises
+    ------
+    InputError
+        If the query's sensitivity to a tuple is unbounded, or the query depends on no tuple.
+    """
     return float(sensitivities(model, query).max()) / epsilon
 
 
 def group_scale(model: DependenceModel, query: Query, epsilon: float, dependence_size: int) -> float:
-    """000 Thm. 7 (group privacy): L dQ / eps."""
+    """000 Thm. 7 (group privacy): L dQ / eps.
+
+    Parameters
+    ----------
+    model : DependenceModel
+        The tuples and their domains.
+    query : Query
+        The statistic released.
+    epsilon : float
+        The privacy budget.
+    dependence_size : int
+        L = ``max |N(i)| + 1``.
+
+    Returns
+    -------
+    float
+        The Laplace scale.
+
+    Raises
+    ------
+    InputError
+        As `dp_scale`.
+    """
     return dependence_size * dp_scale(model, query, epsilon)
 
 
@@ -97,7 +151,38 @@ def _upper_end(excess: Callable[[float], float], start: float) -> float:
 
 
 def dpm_scale(model: DependenceModel, query: Query, epsilon: float, settings: RunSettings | None = None) -> DPMScale:
-    """The fixed point sigma = DS_Q(sigma) / eps (module docstring)."""
+    """The fixed point sigma = DS_Q(sigma) / eps (module docstring).
+
+    The root of F(sigma) = DS_Q(sigma) / sigma - eps, bracketed from dQ / eps and found with brentq,
+    then nudged to the side where sigma >= DS_Q(sigma) / eps.
+
+    Parameters
+    ----------
+    model : DependenceModel
+        The tuples and their dependence; every domain must be bounded.
+    query : Query
+        The statistic released.
+    epsilon : float
+        The privacy budget.
+    settings : RunSettings or None, default None
+        How to run the leakage computations; None: the defaults.
+
+    Returns
+    -------
+    DPMScale
+        The scale, DS_Q there and the coefficients.
+
+    Raises
+    ------
+    InputError
+        As `dp_scale` and `dependence_coefficients`, or when DS_Q does not settle as the noise grows
+        (no fixed point within 60 doublings of the bracket's upper end).
+
+    References
+    ----------
+    Liu, Chakraborty, Mittal, "Dependence Makes You Vulnerable: Differential Privacy Under Dependent
+    Tuples", NDSS 2016, §VI-B.
+    """
     settings = settings or RunSettings()
     dq = sensitivities(model, query)
     cache: dict[float, Coefficients] = {}

@@ -42,7 +42,29 @@ from ddpbayes.settings import RunSettings
 
 @dataclass(frozen=True)
 class IdpBounds:
-    """Prop. 3 and Thm. 4 for Laplace(scale): M is (dp_epsilon)-DP, eps = k dp_epsilon."""
+    """Prop. 3 and Thm. 4 for Laplace(scale): M is (dp_epsilon)-DP, eps = k dp_epsilon.
+
+    Parameters
+    ----------
+    scale : float
+        The Laplace scale b.
+    dp_epsilon : float
+        dQ / b: the DP level of the mechanism over the declared domains.
+    k : int
+        The dependence size used (L, or n when joint independence fails).
+    eta : float or None
+        The largest total-variation distance between P(X_(i) | t) and P(X_(i) | t'); None when unknown.
+    prop3 : float or None
+        Prop. 3's IDP level, eps; None when its premise fails.
+    thm4 : float or None
+        Thm. 4's IDP level, eps - b + log 2; None when its premise fails.
+    thm4_b : float or None
+        The b Thm. 4 uses, ``min(-log eta, eps (1 - 1/k))``.
+    notes : tuple of str, default ()
+        What the dependence profile noted.
+    prop3_premise, thm4_premise : str or None, default None
+        Why Prop. 3 (Thm. 4) does not apply; None when it does.
+    """
 
     scale: float
     dp_epsilon: float
@@ -71,7 +93,20 @@ class IdpBounds:
 
 
 def dependence_profile(model: DependenceModel, settings: RunSettings | None = None) -> DependenceProfile:
-    """k (with the joint-independence check where the engine has the joint) and eta (module docstring)."""
+    """k (with the joint-independence check where the engine has the joint) and eta (module docstring).
+
+    Parameters
+    ----------
+    model : DependenceModel
+        The tuples and their dependence.
+    settings : RunSettings or None, default None
+        How to run; None: the defaults.
+
+    Returns
+    -------
+    DependenceProfile
+        k, eta (None unless the engine holds the joint law) and notes.
+    """
     engine, dep = dependence_engine(model, settings or RunSettings())
     return engine.dependence_profile(dependence_problem(model, settings or RunSettings()), dep)
 
@@ -81,7 +116,30 @@ def idp_bounds(
     settings: RunSettings | None = None,
 ) -> IdpBounds:
     """Prop. 3 and Thm. 4 for `query` released with Laplace(scale) on `model`, each None with
-    the failed premise when it does not apply (module docstring)."""
+    the failed premise when it does not apply (module docstring).
+
+    Parameters
+    ----------
+    model : DependenceModel
+        The tuples and their dependence.
+    query : Query
+        The statistic released, bound to `model`.
+    scale : float
+        The Laplace scale b.
+    profile : DependenceProfile or None, default None
+        k and eta; None: computed with `dependence_profile`.
+    settings : RunSettings or None, default None
+        How to compute the profile; None: the defaults.
+
+    Returns
+    -------
+    IdpBounds
+        Both bounds, or their failed premises.
+
+    References
+    ----------
+    Wu et al., "Extending Differential Privacy for Treating Dependent Records", Prop. 3 and Thm. 4.
+    """
     profile = profile or dependence_profile(model, settings)
     dp_eps = float(query.global_sensitivity(model.domains)) / scale
     eps, k = profile.k * dp_eps, profile.k

@@ -31,7 +31,25 @@ from ddpbayes.geo.data import Box
 
 
 def adjacency(n: int, pairs: np.ndarray) -> sparse.csr_matrix:
-    """The symmetric 0/1 adjacency (n, n) of undirected `pairs` (E, 2) of rows (repeats count once)."""
+    """The symmetric 0/1 adjacency (n, n) of undirected `pairs` (E, 2) of rows (repeats count once).
+
+    Parameters
+    ----------
+    n : int
+        Number of rows (users).
+    pairs : numpy.ndarray
+        (E, 2) rows joined by an edge, each in [0, n).
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix
+        W, (n, n), 1.0 where two rows are joined.
+
+    Raises
+    ------
+    InputError
+        If a pair leaves [0, n) or joins a row to itself.
+    """
     pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
     if pairs.size and (pairs.min() < 0 or pairs.max() >= n or np.any(pairs[:, 0] == pairs[:, 1])):
         raise InputError(f"adjacency: pairs must join two different rows in [0, {n}), got {pairs.min()}..{pairs.max()}")
@@ -46,7 +64,27 @@ def car_precision(W, alpha: float, tau: float) -> sparse.csr_matrix:
     """Q = tau (D - alpha W), D = diag(row sums of W): pm.CAR's precision (its logp's quadratic
     form, PyMC's `CAR`), with Q_ii = tau for a row without neighbours (an independent user).
     W is symmetric with non-negative weights (0/1 for a graph); -1 < alpha < 1 and tau > 0 make
-    D - alpha W strictly diagonally dominant on the connected rows: positive definite."""
+    D - alpha W strictly diagonally dominant on the connected rows: positive definite.
+
+    Parameters
+    ----------
+    W : array_like or sparse matrix
+        (n, n) symmetric adjacency with finite non-negative weights.
+    alpha : float
+        Spatial dependence, -1 < alpha < 1.
+    tau : float
+        Precision, tau > 0.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix
+        Q, (n, n).
+
+    Raises
+    ------
+    InputError
+        If W is not square, symmetric, finite and non-negative, or alpha or tau is out of range.
+    """
     w = sparse.csr_matrix(W, dtype=float)
     alpha, tau = float(alpha), float(tau)
     if w.shape[0] != w.shape[1] or not np.all(np.isfinite(w.data)) or (w.data < 0).any():
@@ -62,7 +100,27 @@ def car_precision(W, alpha: float, tau: float) -> sparse.csr_matrix:
 
 def joint_precision(W, alpha: float, tau: tuple[float, float]) -> sparse.csr_matrix:
     """The precision (2n, 2n) of every user's x, then every user's y: block diagonal, one
-    `car_precision` per coordinate (shared alpha and W, tau per coordinate)."""
+    `car_precision` per coordinate (shared alpha and W, tau per coordinate).
+
+    Parameters
+    ----------
+    W : array_like or sparse matrix
+        (n, n) symmetric adjacency, as for `car_precision`.
+    alpha : float
+        Spatial dependence, -1 < alpha < 1.
+    tau : tuple of float
+        (tau_x, tau_y), each > 0.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix
+        The (2n, 2n) block-diagonal precision.
+
+    Raises
+    ------
+    InputError
+        As `car_precision`.
+    """
     return sparse.block_diag([car_precision(W, alpha, t) for t in tau], format="csr")
 
 
@@ -89,7 +147,34 @@ def conditional(Q, known_values, target, mu: float = 0.0):
 
     `known_values` holds every user's value (the targets' own entries are ignored; pass centred
     values with mu = 0, or raw values with the field's mu); `target` is one row (floats back) or
-    an array of rows (arrays back, each target given all others, including the other targets)."""
+    an array of rows (arrays back, each target given all others, including the other targets).
+
+    Parameters
+    ----------
+    Q : array_like or sparse matrix
+        (n, n) precision of the field.
+    known_values : array_like
+        (n,) every user's value.
+    target : int or array_like of int
+        The row, or rows, to condition.
+    mu : float, default 0.0
+        The field's mean.
+
+    Returns
+    -------
+    tuple
+        (mean, var): floats for one target, arrays of floats for an array of targets.
+
+    Raises
+    ------
+    InputError
+        If `known_values` is not of length n, a target is outside [0, n), or a value a target depends
+        on is not finite.
+
+    References
+    ----------
+    Rue, H. and Held, L. (2005), Gaussian Markov Random Fields, Theorem 2.3.
+    """
     q = sparse.csr_matrix(Q, dtype=float)
     rows = np.asarray(target, dtype=np.int64)
     values = np.asarray(known_values, dtype=float)
@@ -114,7 +199,35 @@ class CarFit:
     normalised in, posterior means of the regional means `mu` (x, y), of `alpha` (with its 95%
     central posterior interval) and of the precisions `tau` (x, y); the sampler's settings,
     diagnostics (largest R-hat, smallest bulk ESS, divergences) and wall time; `details`: what
-    else the fit recorded (data, counts, what alpha says)."""
+    else the fit recorded (data, counts, what alpha says).
+
+    Parameters
+    ----------
+    box : Box
+        The box the positions are normalised in.
+    mu : tuple of float
+        Posterior means of the regional means (x, y).
+    alpha : float
+        Posterior mean of the spatial dependence.
+    alpha_interval : tuple of float
+        95% central posterior interval of alpha.
+    tau : tuple of float
+        Posterior means of the precisions (x, y).
+    draws, chains, seed : int
+        The sampler's draws per chain, chains and seed.
+    rhat_max : float
+        Largest R-hat.
+    ess_bulk_min : float
+        Smallest bulk effective sample size.
+    seconds : float
+        Wall time of the fit.
+    tune : int, default 0
+        Tuning steps per chain.
+    divergences : int, default 0
+        Divergent transitions.
+    details : dict, default {}
+        What else the fit recorded; not compared.
+    """
 
     box: Box
     mu: tuple[float, float]
@@ -136,7 +249,15 @@ _PAIRS = ("mu", "alpha_interval", "tau")
 
 
 def save_fit(fit: CarFit, path: str | Path) -> None:
-    """Write `fit` as JSON (the box as {"lat": [lo, hi], "lon": [lo, hi]}), atomically."""
+    """Write `fit` as JSON (the box as {"lat": [lo, hi], "lon": [lo, hi]}), atomically.
+
+    Parameters
+    ----------
+    fit : CarFit
+        The fit to write.
+    path : str or Path
+        The JSON file, replaced whole.
+    """
     data = asdict(fit)
     data["box"] = {"lat": list(fit.box.lat), "lon": list(fit.box.lon)}
     path = Path(path)
@@ -146,7 +267,24 @@ def save_fit(fit: CarFit, path: str | Path) -> None:
 
 
 def load_fit(path: str | Path) -> CarFit:
-    """The fit `save_fit` wrote; InputError naming the file for unreadable or incomplete JSON."""
+    """The fit `save_fit` wrote; InputError naming the file for unreadable or incomplete JSON.
+
+    Parameters
+    ----------
+    path : str or Path
+        The JSON file.
+
+    Returns
+    -------
+    CarFit
+        The fit.
+
+    Raises
+    ------
+    InputError
+        If the file cannot be read or parsed, lacks a field, or holds alpha outside (-1, 1), or not
+        two means and two positive taus.
+    """
     try:
         data = json.loads(Path(path).read_text())
         box = data.pop("box")

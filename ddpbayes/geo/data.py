@@ -30,7 +30,15 @@ CHECK_EVERY = 1 << 16  # rows between two looks at the machine's memory while a 
 
 @dataclass(frozen=True)
 class Locations:
-    """One position per user, in file order: `ids` (int64), `lat` and `lon` (float64 degrees)."""
+    """One position per user, in file order: `ids` (int64), `lat` and `lon` (float64 degrees).
+
+    Parameters
+    ----------
+    ids : numpy.ndarray
+        User ids, int64, one per user.
+    lat, lon : numpy.ndarray
+        Latitude and longitude in degrees, float64, one per user.
+    """
 
     ids: np.ndarray
     lat: np.ndarray
@@ -40,7 +48,13 @@ class Locations:
         return len(self.ids)
 
     def index(self) -> dict[int, int]:
-        """User id -> row."""
+        """User id -> row.
+
+        Returns
+        -------
+        dict[int, int]
+            Each user id mapped to its row in the file order.
+        """
         return {int(u): k for k, u in enumerate(self.ids)}
 
 
@@ -49,7 +63,19 @@ class Edges:
     """Friendships between located users: `pairs` (E, 2) int64 rows into the `Locations` (i < j,
     sorted, each friendship once), and what was left out of them: `dropped` edges with an end
     that has no location, `duplicates` (a pair seen before, in either direction: the shipped
-    file lists 401 friendships both ways) and `self_loops` between located users."""
+    file lists 401 friendships both ways) and `self_loops` between located users.
+
+    Parameters
+    ----------
+    pairs : numpy.ndarray
+        (E, 2) int64 rows into the `Locations`, i < j, sorted, each friendship once.
+    dropped : int
+        Edges left out because an end has no location.
+    duplicates : int, default 0
+        Edges left out because their pair was seen before (in either direction).
+    self_loops : int, default 0
+        Edges from a located user to herself, left out.
+    """
 
     pairs: np.ndarray
     dropped: int
@@ -60,7 +86,20 @@ class Edges:
 @dataclass(frozen=True)
 class Box:
     """A latitude-longitude box (degrees, lo < hi); positions are normalised into [0, 1]^2 inside
-    it, as seed 002 §IV-A normalises every attribute: x from longitude, y from latitude."""
+    it, as seed 002 §IV-A normalises every attribute: x from longitude, y from latitude.
+
+    Parameters
+    ----------
+    lat : tuple of float
+        (lat_min, lat_max) in degrees, -90 <= lat_min < lat_max <= 90.
+    lon : tuple of float
+        (lon_min, lon_max) in degrees, -180 <= lon_min < lon_max <= 180.
+
+    Raises
+    ------
+    InputError
+        If a bound is missing or the bounds are out of order or off the globe.
+    """
 
     lat: tuple[float, float]
     lon: tuple[float, float]
@@ -74,19 +113,52 @@ class Box:
         object.__setattr__(self, "lon", lon)
 
     def normalise(self, lat, lon) -> tuple[np.ndarray, np.ndarray]:
-        """(x, y) = ((lon - lon_min) / (lon_max - lon_min), (lat - lat_min) / (lat_max - lat_min))."""
+        """(x, y) = ((lon - lon_min) / (lon_max - lon_min), (lat - lat_min) / (lat_max - lat_min)).
+
+        Parameters
+        ----------
+        lat, lon : float or array_like
+            Positions in degrees (broadcast together).
+
+        Returns
+        -------
+        tuple of numpy.ndarray
+            (x, y), in [0, 1] for positions inside the box.
+        """
         x = (np.asarray(lon, dtype=float) - self.lon[0]) / (self.lon[1] - self.lon[0])
         y = (np.asarray(lat, dtype=float) - self.lat[0]) / (self.lat[1] - self.lat[0])
         return x, y
 
     def denormalise(self, x, y) -> tuple[np.ndarray, np.ndarray]:
-        """(lat, lon) of normalised (x, y): the inverse of `normalise`."""
+        """(lat, lon) of normalised (x, y): the inverse of `normalise`.
+
+        Parameters
+        ----------
+        x, y : float or array_like
+            Normalised coordinates (x from longitude, y from latitude).
+
+        Returns
+        -------
+        tuple of numpy.ndarray
+            (lat, lon) in degrees.
+        """
         lat = self.lat[0] + np.asarray(y, dtype=float) * (self.lat[1] - self.lat[0])
         lon = self.lon[0] + np.asarray(x, dtype=float) * (self.lon[1] - self.lon[0])
         return lat, lon
 
     def contains(self, lat, lon) -> np.ndarray:
-        """Whether each position lies in the box (edges included)."""
+        """Whether each position lies in the box (edges included).
+
+        Parameters
+        ----------
+        lat, lon : float or array_like
+            Positions in degrees (broadcast together).
+
+        Returns
+        -------
+        numpy.ndarray
+            Booleans, one per position.
+        """
         lat, lon = np.asarray(lat, dtype=float), np.asarray(lon, dtype=float)
         return (self.lat[0] <= lat) & (lat <= self.lat[1]) & (self.lon[0] <= lon) & (lon <= self.lon[1])
 
@@ -101,7 +173,26 @@ US_BOX = Box(lat=(24.0, 50.0), lon=(-125.0, -66.0))
 
 def box_of(locations: Locations, margin: float = 0.5) -> Box:
     """The smallest box holding every position, widened by `margin` degrees on each side (and
-    clipped to the globe): a box for users' own files."""
+    clipped to the globe): a box for users' own files.
+
+    Parameters
+    ----------
+    locations : Locations
+        The users' positions.
+    margin : float, default 0.5
+        Degrees added on each side.
+
+    Returns
+    -------
+    Box
+        The widened bounding box.
+
+    Raises
+    ------
+    InputError
+        If `margin` is negative or not finite, or if the box would be empty (every position has the
+        same latitude or longitude and `margin` is 0).
+    """
     if not (math.isfinite(margin) and margin >= 0):
         raise InputError(f"the box margin must be a finite number of degrees >= 0, got {margin}")
     lat = (max(-90.0, float(np.min(locations.lat)) - margin), min(90.0, float(np.max(locations.lat)) + margin))
@@ -113,7 +204,20 @@ def box_of(locations: Locations, margin: float = 0.5) -> Box:
 
 def haversine_km(lat1, lon1, lat2, lon2) -> np.ndarray:
     """Great-circle distance in km between positions in degrees, broadcast over arrays (seed 002
-    Eq. 5's dist: the haversine formula on a sphere of radius EARTH_RADIUS_KM = 6371.0088)."""
+    Eq. 5's dist: the haversine formula on a sphere of radius EARTH_RADIUS_KM = 6371.0088).
+
+    Parameters
+    ----------
+    lat1, lon1 : float or array_like
+        First positions, in degrees.
+    lat2, lon2 : float or array_like
+        Second positions, in degrees.
+
+    Returns
+    -------
+    numpy.ndarray
+        Distances in km, of the broadcast shape.
+    """
     p1, p2 = np.radians(lat1), np.radians(lat2)
     dp, dl = p2 - p1, np.radians(np.asarray(lon2, dtype=float) - np.asarray(lon1, dtype=float))
     h = np.sin(dp / 2) ** 2 + np.cos(p1) * np.cos(p2) * np.sin(dl / 2) ** 2
@@ -129,7 +233,27 @@ def read_locations(path: str | Path, bytes_per_user: int = 0, need: str = "") ->
 
     The file is streamed row by row into typed arrays; with `bytes_per_user` (what the caller
     will allocate per user, `need` saying what for), reading stops with an InputError as soon as
-    the users read so far would need more than the machine's available memory (DESIGN §7)."""
+    the users read so far would need more than the machine's available memory (DESIGN §7).
+
+    Parameters
+    ----------
+    path : str or Path
+        The CSV file (a regular file).
+    bytes_per_user : int, default 0
+        Bytes the caller will allocate per user; 0 skips the memory check.
+    need : str, default ""
+        What those bytes are for, named in the error.
+
+    Returns
+    -------
+    Locations
+        The users in file order.
+
+    Raises
+    ------
+    InputError
+        For an unreadable or invalid file (above), or when the users would not fit in memory.
+    """
     ids, lat, lon, seen = array("q"), array("d"), array("d"), {}
     for line, cell in _records(path, ("UserID", "Latitude", "Longitude")):
         user = _integer(cell("UserID"), path, line, "UserID")
@@ -156,7 +280,25 @@ def read_edges(path: str | Path, locations: Locations) -> Edges:
     `dropped` (the shipped file names many users outside the locations file); a self loop is
     dropped and counted in `self_loops` (a user is not her own friend). InputError for a
     missing column or value, a non-integer id, an empty file or no data rows, and when no edge
-    joins two different located users."""
+    joins two different located users.
+
+    Parameters
+    ----------
+    path : str or Path
+        The CSV file (a regular file).
+    locations : Locations
+        The located users the ids are looked up in.
+
+    Returns
+    -------
+    Edges
+        The located pairs and the counts of what was left out.
+
+    Raises
+    ------
+    InputError
+        For an unreadable or invalid file, or when no edge joins two different located users.
+    """
     row_of = locations.index()
     seen, pairs = set(), []
     dropped = duplicates = self_loops = 0

@@ -14,3 +14,8 @@ _LAZY = {"DependenceModel": "ddpbayes.model.contract", "TupleSlot": "ddpbayes.mo
 __all__ = ["DependenceModel", "Domain", "Finite", "Interval", "TupleSlot"]
 
 __getattr__ = on_first_use(__name__, _LAZY, globals())
+
+
+def __dir__() -> list[str]:
+    """The module's names with the ones imported on first use (autodoc and tab completion list them)."""
+    return sorted({*globals(), *_LAZY})

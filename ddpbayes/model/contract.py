@@ -24,7 +24,17 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class TupleSlot:
-    """Tuple k of the database: random variable `rv`, or element `index` of a vector one."""
+    """Tuple k of the database: random variable `rv`, or element `index` of a vector one.
+
+    Parameters
+    ----------
+    name : str
+        The tuple's name: the variable's, or ``NAME[k]`` for an element of a vector.
+    rv : object
+        The PyMC random variable (a PyTensor variable).
+    index : int or None
+        The element of a vector `rv`; None for a scalar one.
+    """
 
     name: str
     rv: object
@@ -42,6 +52,24 @@ class DependenceModel:
     `tuples` is a list of scalar random-variable names, or the name of one vector random
     variable whose elements are the tuples. `domains` is one `Domain` for every tuple, or a
     mapping from variable name to `Domain`; discrete supports are inferred otherwise.
+
+    Parameters
+    ----------
+    model : pymc.Model
+        The joint law of the tuples and any latent variables.
+    tuples : str or sequence of str
+        Names of scalar free random variables, one per tuple, or the name of one vector free
+        random variable whose elements are the tuples.
+    domains : Finite, Interval, mapping of str to Domain, or None, default None
+        One domain for every tuple, or domains by variable name; a variable without one gets its
+        inferred discrete support.
+
+    Raises
+    ------
+    InputError
+        If `model` is not a `pymc.Model`; a tuple is not a free random variable of it, repeats, or
+        has the wrong dimension; no tuple is named; `domains` is of the wrong type or names a
+        variable that is not a tuple; or a support cannot be inferred.
     """
 
     def __init__(
@@ -85,7 +113,22 @@ class DependenceModel:
     def memo(self, owner: str, key: Hashable, compute: Callable[[], T]) -> T:
         """`compute()` once per (`owner`, `key`) for this model: engines keep the work they reuse
         across audits here (the enumerated joint, the covariance, compiled MCMC steps and runs),
-        each under its own name, so no engine reads another's entries."""
+        each under its own name, so no engine reads another's entries.
+
+        Parameters
+        ----------
+        owner : str
+            The caller's name (an engine's), keeping its entries apart.
+        key : Hashable
+            What is computed.
+        compute : Callable[[], T]
+            Computes the value; called only the first time.
+
+        Returns
+        -------
+        T
+            The value computed the first time for (`owner`, `key`).
+        """
         slot = (owner, key)
         if slot not in self._memo:
             self._memo[slot] = compute()

@@ -12,7 +12,18 @@ from ddpbayes.errors import InputError
 
 @dataclass(frozen=True)
 class Finite:
-    """A finite set of values (sorted, without repeats)."""
+    """A finite set of values (sorted, without repeats).
+
+    Parameters
+    ----------
+    values : iterable of float
+        The values; sorted and deduplicated.
+
+    Raises
+    ------
+    InputError
+        If there is no value, or a value is not a finite number.
+    """
 
     values: tuple[float, ...]
 
@@ -42,7 +53,18 @@ class Finite:
 
 @dataclass(frozen=True)
 class Interval:
-    """A closed interval [lo, hi]; either end may be infinite (an unbounded domain)."""
+    """A closed interval [lo, hi]; either end may be infinite (an unbounded domain).
+
+    Parameters
+    ----------
+    lo, hi : float
+        The ends, lo < hi.
+
+    Raises
+    ------
+    InputError
+        If an end is NaN or lo >= hi.
+    """
 
     lo: float
     hi: float

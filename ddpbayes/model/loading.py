@@ -46,7 +46,37 @@ def load_model(path: str | Path, params: dict | None = None, max_states: int | N
     """Import the model file at `path` and call its `build(**params)`; `max_states` bounds the
     discrete supports inferred while it builds (default: the limit in force, 2^22). A
     `models/NAME.py` or bare `NAME` that names no file from the working directory is the
-    shipped example model NAME (`shipped.resolve`, DESIGN §4)."""
+    shipped example model NAME (`shipped.resolve`, DESIGN §4).
+
+    Parameters
+    ----------
+    path : str or Path
+        The model file (a .py file defining ``build(**params)``), or a shipped model's name.
+    params : dict or None, default None
+        Keyword arguments for ``build``; None: none.
+    max_states : int or None, default None
+        Bound on the discrete supports inferred while it builds; None: the limit in force.
+
+    Returns
+    -------
+    DependenceModel
+        What ``build(**params)`` returned, remembering its file and parameters (so that Dask
+        workers can rebuild it).
+
+    Raises
+    ------
+    InputError
+        If the file is missing, not a regular .py file, too large or unreadable; if it fails to
+        import, has no ``build``, or ``build`` rejects `params`, raises or returns something other
+        than a `DependenceModel`.
+
+    Examples
+    --------
+    >>> from ddpbayes.model.loading import load_model
+    >>> model = load_model("household", {"n": 3})  # the shipped example model
+    >>> model.n
+    3
+    """
     path = shipped.resolve(path, shipped.MODELS)
     if path.is_dir():
         raise InputError(f"model file '{path}' is a directory: name the .py file that defines build(**params)")

@@ -55,7 +55,26 @@ def workers_chosen(scheduler: str | None) -> bool:
 
 def worker_count(workers: int, scheduler: str | None = None) -> int:
     """How many processes run units: the flag, else DDPBAYES_WORKERS, else the machine's cores
-    (an existing cluster: its workers, asked when first needed)."""
+    (an existing cluster: its workers, asked when first needed).
+
+    Parameters
+    ----------
+    workers : int
+        ``--workers``; 0: not given.
+    scheduler : str or None, default None
+        ``--scheduler``; None: DDPBAYES_SCHEDULER, if set.
+
+    Returns
+    -------
+    int
+        The number of worker processes, at least 1.
+
+    Raises
+    ------
+    InputError
+        If DDPBAYES_WORKERS is not a positive integer, the machine cannot run that many workers, or
+        the scheduler cannot be reached.
+    """
     if scheduler_address(scheduler):
         return max(1, len(client_for(workers, scheduler).scheduler_info()["workers"]))
     if workers:
@@ -112,7 +131,25 @@ def running(settings) -> bool:
 
 def client_for(workers: int, scheduler: str | None = None):
     """The Dask client for these settings, made once per process: connected to the existing
-    scheduler, or to an embedded LocalCluster of `worker_count` single-threaded processes."""
+    scheduler, or to an embedded LocalCluster of `worker_count` single-threaded processes.
+
+    Parameters
+    ----------
+    workers : int
+        ``--workers``; 0: not given.
+    scheduler : str or None, default None
+        ``--scheduler``; None: DDPBAYES_SCHEDULER, if set.
+
+    Returns
+    -------
+    distributed.Client
+        The client, kept for the process's later calls.
+
+    Raises
+    ------
+    InputError
+        If the machine cannot run that many workers, or no scheduler with workers answers at the address.
+    """
     address = scheduler_address(scheduler)
     count = 0 if address else worker_count(workers)
     key = (count, address)

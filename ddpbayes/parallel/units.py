@@ -39,7 +39,37 @@ def map_units(fn: Callable[..., T], items: Sequence, settings: RunSettings, labe
     already running, the units go to Dask at once. Otherwise they start here, and the cluster is
     started only when the units left would take longer than `WORTH` seconds at the pace of those
     done: a short audit does not pay a cluster's start (seconds, and every worker's imports and
-    compilation)."""
+    compilation).
+
+    Parameters
+    ----------
+    fn : Callable
+        Runs one unit; sent to the workers with the items.
+    items : sequence
+        The units' arguments, one each.
+    settings : RunSettings
+        Where to run (workers, scheduler) and whether to show progress.
+    label : str
+        Names the work on the progress line.
+    unit : str
+        Names a unit of work on the progress line.
+    bar : Progress or None, default None
+        The caller's own progress line; None: a new one.
+    weight : Callable or None, default None
+        An item's weight on the bar (and in placing groups); None: 1.
+    group : Callable or None, default None
+        An item's group key; None: no placement.
+
+    Returns
+    -------
+    list
+        ``fn(item)`` for every item, in the items' order.
+
+    Raises
+    ------
+    Exception
+        A unit's own error, raised here as it was raised on its worker.
+    """
     items = list(items)
     size = weight or (lambda item: 1)
     if bar is None:

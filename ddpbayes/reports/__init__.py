@@ -4,7 +4,7 @@ with `[attack]` the attack's, one with `[[case]]` tables several mechanisms on s
 shows is computed (`views`) and rendered (`render`).
 
 DIR receives index.html (self-contained: inline CSS, figures as data URIs), report.md,
-results.json (every number shown) and figures/*.png, written atomically (`render.atomic`).
+results.json (every number shown) and ``figures/*.png``, written atomically (`render.atomic`).
 """
 
 from __future__ import annotations
@@ -45,7 +45,32 @@ def build_report(
     """Write the report of the spec at `spec_path` to the directory `out`; return results.json's
     content. `models` caches built models across reports by (file, params): the sampling
     engine's MCMC runs are cached on the model, so specs sharing a model share them. `where`
-    says where units of work run (`parallel`: the sweep's points, MCMC runs, the attack's blocks)."""
+    says where units of work run (`parallel`: the sweep's points, MCMC runs, the attack's blocks).
+
+    Parameters
+    ----------
+    spec_path : str or Path
+        The TOML spec (`load_spec`).
+    out : str or Path
+        The report's directory, written atomically: index.html, report.md, results.json, figures/.
+    progress : bool, default True
+        Progress lines on stderr.
+    models : dict or None, default None
+        A cache of built models by (file, params), shared across calls; None: no cache.
+    where : RunSettings or None, default None
+        Where units of work run; None: the defaults.
+
+    Returns
+    -------
+    dict
+        The content of results.json.
+
+    Raises
+    ------
+    InputError
+        If the spec is invalid, or a value only the built model can check is wrong (naming the
+        spec file).
+    """
     spec = load_spec(spec_path)
     out = Path(out)
     command = command_for(Path(spec_path), out)

@@ -52,7 +52,19 @@ Matrixish = str | sympy.Matrix | Sequence[Sequence]
 @dataclass(frozen=True)
 class Derivation:
     """A leakage (or coefficient) as a sympy expression, with what it assumes; for Gaussian
-    noise (`symbolic.gdp`) also related closed forms (`extras`: ρ, δ(ε)) and numbers (ε at δ)."""
+    noise (`symbolic.gdp`) also related closed forms (`extras`: ρ, δ(ε)) and numbers (ε at δ).
+
+    Parameters
+    ----------
+    expression : sympy.Expr
+        The leakage, μ or coefficient.
+    assumptions : list of str
+        What the expression assumes, in words.
+    extras : dict[str, sympy.Expr], default {}
+        Related closed forms by name (zcdp_rho, gdp_delta_of_epsilon).
+    numbers : dict[str, float], default {}
+        Related numbers by name (delta, epsilon_at_delta).
+    """
 
     expression: sympy.Expr
     assumptions: list[str]
@@ -92,7 +104,45 @@ def derive_gaussian(
     scale: float | None = None,
 ) -> Derivation:
     """leak(target, known) of w·X + Lap(b) for X ~ N(mean, cov); `width`, `b` stay symbols when
-    not given. The mean is checked but cannot matter (a location shift)."""
+    not given. The mean is checked but cannot matter (a location shift).
+
+    Parameters
+    ----------
+    cov : str, sympy.Matrix or sequence of sequences
+        The covariance, numeric or symbolic (a string is parsed: ``"[[1, rho], [rho, 1]]"``).
+    mean : str, sequence or None, default None
+        The mean (checked for length only).
+    target : int, default 0
+        The target tuple i.
+    known : sequence of int, default ()
+        The known tuples K.
+    weights : str, sequence or None, default None
+        The query's weights w; None: the sum.
+    width : float or None, default None
+        The width of the target's domain; None: the symbol ``width``.
+    scale : float or None, default None
+        The Laplace scale b; None: the symbol ``b``.
+
+    Returns
+    -------
+    Derivation
+        leak(i, K) and its assumptions.
+
+    Raises
+    ------
+    InputError
+        If the covariance is not square, symmetric and positive semi-definite, uses a reserved
+        symbol, or a vector's length, an index, `width` or `scale` is wrong; if the target is known,
+        or Cov(X_K) or Var(X_i | X_K) is singular.
+
+    Examples
+    --------
+    >>> from ddpbayes.symbolic import derive_gaussian
+    >>> derive_gaussian("[[1, rho], [rho, 1]]").expression
+    width*Abs(rho + 1)/b
+    >>> derive_gaussian([[1, 0.5], [0.5, 1]], width=1, scale=1).value
+    1.5
+    """
     given = {WIDTH: _positive(width, "--width", WIDTH), B: _positive(scale, "--scale", B)}
     mean = parse_vector(mean, "--mean") if isinstance(mean, str) else mean  # every input is read before the algebra
     weights = parse_vector(weights, "--weights") if isinstance(weights, str) else weights
@@ -131,7 +181,35 @@ def derive_gaussian(
 def derive_gaussian_rho(
     cov: Matrixish, i: int = 0, j: int = 1, width_i: float | None = None, width_j: float | None = None
 ) -> Derivation:
-    """000's dependence coefficient rho_ij of a Gaussian pair (module docstring)."""
+    """000's dependence coefficient rho_ij of a Gaussian pair (module docstring).
+
+    rho_ij = ``|Sigma_ij / Sigma_ii| * width_i / width_j``, free of the Laplace scale.
+
+    Parameters
+    ----------
+    cov : str, sympy.Matrix or sequence of sequences
+        The covariance, numeric or symbolic.
+    i, j : int, default 0 and 1
+        The pair of tuples.
+    width_i, width_j : float or None, default None
+        The widths of D_i's and D_j's domains; None: the symbols ``width_i``, ``width_j``.
+
+    Returns
+    -------
+    Derivation
+        rho_ij and its assumptions (1 when i = j).
+
+    Raises
+    ------
+    InputError
+        For an invalid covariance, index or width, or Var(D_i) = 0.
+
+    Examples
+    --------
+    >>> from ddpbayes.symbolic import derive_gaussian_rho
+    >>> derive_gaussian_rho([[1, 0.5], [0.5, 1]], width_i=1, width_j=1).value
+    0.5
+    """
     given = {WIDTH_I: _positive(width_i, "width_i", WIDTH_I), WIDTH_J: _positive(width_j, "width_j", WIDTH_J)}
     sigma, notes = _covariance(cov)
     n = sigma.rows

@@ -43,7 +43,41 @@ def derive_gaussian_gdp(
     delta: float | None = None,
 ) -> Derivation:
     """μ(target, known) of w·X + N(0, σ²) for X ~ N(mean, cov), with ρ = μ²/2, δ(ε) and (given
-    `delta` and a numeric μ) ε at δ; `width` and `sigma` stay symbols when not given."""
+    `delta` and a numeric μ) ε at δ; `width` and `sigma` stay symbols when not given.
+
+    Parameters
+    ----------
+    cov : str, sympy.Matrix or sequence of sequences
+        The covariance, numeric or symbolic.
+    mean : str, sequence or None, default None
+        The mean (checked for length only).
+    target : int, default 0
+        The target tuple i.
+    known : sequence of int, default ()
+        The known tuples K.
+    weights : str, sequence or None, default None
+        The query's weights w; None: the sum.
+    width : float or None, default None
+        The width of the target's domain; None: the symbol ``width``.
+    sigma : float or None, default None
+        The noise's σ; None: the symbol ``sigma``.
+    delta : float or None, default None
+        With a numeric μ, the δ at which ε is computed, in (0, 1).
+
+    Returns
+    -------
+    Derivation
+        μ, with extras zcdp_rho and gdp_delta_of_epsilon, and numbers delta and epsilon_at_delta.
+
+    Raises
+    ------
+    InputError
+        As `derive_gaussian`, or for a `delta` outside (0, 1).
+
+    References
+    ----------
+    Balle and Wang (2018), Thm. 8; Dong, Roth and Su (2019).
+    """
     given = {WIDTH: _positive(width, "--width", WIDTH), SIGMA: _positive(sigma, "--sigma", SIGMA)}
     if delta is not None and not 0 < delta < 1:
         raise InputError(f"--delta must lie strictly between 0 and 1, got {delta}")

@@ -22,7 +22,24 @@ def load_spec(path: str | Path) -> Spec | CompositionSpec | AttackSpec | Mechani
     spec with `releases` is a composition spec (`composition_spec`), one with `[attack]` the attack's
     (`attack_spec`), one with `[[case]]` tables several mechanisms on several models (`mechanisms_spec`). A
     `reports/specs/NAME.toml` or bare `NAME` naming no file from the working directory is the
-    shipped spec NAME (`shipped.resolve`, DESIGN §4)."""
+    shipped spec NAME (`shipped.resolve`, DESIGN §4).
+
+    Parameters
+    ----------
+    path : str or Path
+        The TOML spec, or a shipped spec's name.
+
+    Returns
+    -------
+    Spec, CompositionSpec, AttackSpec or MechanismsSpec
+        The validated spec.
+
+    Raises
+    ------
+    InputError
+        If the file is missing, not a regular file, too large or not valid TOML, or a key or value
+        is wrong (naming the spec file and the key).
+    """
     path = shipped.resolve(path, shipped.SPECS)
     if not path.is_file():
         raise InputError(f"spec file '{path}' " + ("is a directory" if path.is_dir() else

@@ -81,7 +81,57 @@ MECHANISM = {"kind": (str, True), "scale": (float, False), "epsilon": (float, Fa
 
 @dataclass(frozen=True)
 class Spec:
-    """A validated audit spec; `path` is the spec file, `model` the resolved model file."""
+    """A validated audit spec; `path` is the spec file, `model` the resolved model file.
+
+    The fields are the spec's keys (module docstring), checked by `load_spec`.
+
+    Parameters
+    ----------
+    path : Path
+        The spec file.
+    model : Path
+        The model file, resolved from the spec's directory.
+    model_ref : str
+        The model as the spec names it.
+    query : str
+        The query spec.
+    notions : tuple of str
+        The notions audited.
+    kind : str
+        The mechanism's kind.
+    scale, epsilon : float or None, default None
+        The mechanism's scale or epsilon (exactly one is given).
+    params : dict, default {}
+        ``build(**params)``'s arguments.
+    claim : float or None, default None
+        The leakage claimed.
+    engine : str, default "auto"
+        The engine.
+    seed : int, default 0
+        The run seed.
+    target : tuple of int or None, default None
+        The targets; None: every tuple.
+    known : tuple of int or None, default None
+        pdp's known set.
+    draws, tune, chains : int or None, default None
+        Sampling settings; None: the defaults.
+    sweep : tuple of float or None, default None
+        The noise scales (or epsilons) swept, sorted.
+    derive_cov : str or None, default None
+        A symbolic covariance for the closed form.
+    calibrate : bool, default True
+        Mark `calibrate`'s scales on the sweep.
+    search : str, default "full"
+        pdp's search: full, or greedy (a lower bound).
+    top_k : int or None, default None
+        With the greedy search, known sets kept per layer.
+    title, description : str or None, default None
+        The report's heading and the paragraph under it.
+    sensitivity : float or None, default None
+        An expr:/fn: query's sensitivity on continuous domains.
+    profile : ProfileSpec or None, default None
+        A section on Gaussian noise (`reports.profile`).
+    """
 
     path: Path
     model: Path
@@ -111,19 +161,51 @@ class Spec:
     profile: ProfileSpec | None = None
 
     def query_object(self) -> Query:
-        """The query, with the spec's `sensitivity` (an expr:/fn: query on continuous domains)."""
+        """The query, with the spec's `sensitivity` (an expr:/fn: query on continuous domains).
+
+        Returns
+        -------
+        Query
+            The parsed query.
+        """
         return with_sensitivity(parse_query(self.query), self.sensitivity)
 
     def settings(self, where: RunSettings | None = None, pdp: bool = False) -> RunSettings:
         """How the spec's audits run: `where` (workers, scheduler, progress) with the spec's engine
-        settings (with `pdp`, the spec's pdp search: `search_width`)."""
+        settings (with `pdp`, the spec's pdp search: `search_width`).
+
+        Parameters
+        ----------
+        where : RunSettings or None, default None
+            Where the audits run; None: the defaults.
+        pdp : bool, default False
+            Include the spec's pdp search.
+
+        Returns
+        -------
+        RunSettings
+            `where` with the spec's engine, seed, draws, tune, chains (and search).
+        """
         width = search_width(self.search, self.top_k, None) if pdp else None
         return RunSettings.of(where, engine=self.engine, seed=self.seed, draws=self.draws, tune=self.tune,
                               chains=self.chains, pdp_greedy=width)
 
     def audit_kwargs(self, name: str | Notion, where: RunSettings | None = None) -> dict:
         """Keyword arguments of `audit` for the notion `name` (the known set and the search are the
-        lattice's only: pdp's)."""
+        lattice's only: pdp's).
+
+        Parameters
+        ----------
+        name : str or Notion
+            The notion.
+        where : RunSettings or None, default None
+            Where the audit runs; None: the defaults.
+
+        Returns
+        -------
+        dict
+            scale, epsilon, claim, targets, known and settings.
+        """
         lattice = notion(name).lattice
         return {
             "scale": self.scale,
