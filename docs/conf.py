@@ -60,7 +60,6 @@ numpydoc_validation_exclude = {r"\.__\w+__$", r"\._\w+$"}
 
 html_theme = "pydata_sphinx_theme"
 html_title = "ddpbayes"
-html_static_path = ["_static"]
 html_theme_options = {
     "navigation_with_keys": False,
     "show_toc_level": 2,
