@@ -9,7 +9,7 @@ package data, so an installed ddpbayes holds them under the same relative paths 
 `importlib.resources`: the checkout's in a checkout or an editable install, the installed
 copy's otherwise.
 
-`resolve` lets the commands the README shows (`ddpbayes audit models/household.py ...`,
+`resolve` lets the commands the documentation shows (`ddpbayes audit models/household.py ...`,
 `ddpbayes report reports/specs/X.toml ...`) run from any directory: a relative path in one of
 the shipped folders, or a bare name, that names no file from the working directory is the
 shipped file of that name. A file that exists from the working directory always wins.

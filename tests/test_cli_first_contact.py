@@ -202,7 +202,7 @@ def test_logistic_normal_latent_audit_warns_nothing():
 @pytest.mark.parametrize("claim, code", [(None, 0), ("10", 4)])
 def test_failed_diagnostics_are_said_and_a_claim_is_inconclusive(models_dir, capsys, claim, code):
     """2 chains x 20 draws untuned (4 chains on the bounding runs): bulk ESS far below the 400 the
-    diagnostics ask (README, Exit codes): no claim, exit 0 with the failure on the mcmc line; a
+    diagnostics ask (docs/getting-started.md, Exit codes): no claim, exit 0 with the failure on the mcmc line; a
     claim, exit 4 (inconclusive). The Beta-Bernoulli model, whose rate is continuous, is sampled
     (by MCMC, its records summed; a model with every variable discrete is summed exactly, issue #27),
     and the next line says which runs chose the witness and which bounded it."""

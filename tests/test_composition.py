@@ -168,7 +168,7 @@ def test_sequential_composition_fails_for_a_mixture():
     r = ddpbayes.audit(model, query, mech, "idp", targets=[0])
     q = X[:, 1:]
     expected = leak_grid(X, p, q, composed_kernel([([0], "laplace", b), ([1], "laplace", b)]), coordinate_grid(q), 0)[0]
-    assert expected == pytest.approx(0.389235, abs=1e-6)  # the figure in README and DESIGN §3.1b
+    assert expected == pytest.approx(0.389235, abs=1e-6)  # the figure in docs/guide/mechanisms.md and DESIGN §3.1b
     assert r.leakage == pytest.approx(expected, abs=1e-9)
     c = r.composition
     assert [x["leakage"] for x in c["releases"]] == [0.0, 0.0]
@@ -195,7 +195,7 @@ def test_sequential_bound_fails_at_the_notion_level():
     alone = [worst((X @ w)[:, None], [([0], "laplace", b)]) for w, b in ((w1, b1), (w2, b2))]
     assert r.leakage == pytest.approx(joint, abs=1e-9)
     assert [x["leakage"] for x in r.composition["releases"]] == pytest.approx(alone, abs=1e-9)
-    assert joint / sum(alone) == pytest.approx(1.0609, abs=1e-4)  # README, DESIGN §3.1b
+    assert joint / sum(alone) == pytest.approx(1.0609, abs=1e-4)  # docs/guide/mechanisms.md, DESIGN §3.1b
     assert r.composition["sequential_respected"] is False
 
 
@@ -219,7 +219,7 @@ def test_household_disjoint_dependent_releases(household):
     for rel, own in zip(c["releases"], alone):
         assert rel["per_target"] == pytest.approx(own, abs=1e-9)
     assert all(joint[i] > alone[0][i] + alone[1][i] + 1e-3 for i in range(4))
-    # README and DESIGN §3.1b: alone 1.469 and 0.728, jointly 1.973, x0's own sum 1.940, Σ 2.197
+    # docs/guide/mechanisms.md and DESIGN §3.1b: alone 1.469 and 0.728, jointly 1.973, x0's own sum 1.940, Σ 2.197
     assert (max(alone[0]), max(alone[1]), joint[0]) == pytest.approx((1.46873, 0.728013, 1.97344), abs=1e-5)
     assert (alone[0][0] + alone[1][0], max(alone[0]) + max(alone[1])) == pytest.approx((1.94032, 2.19674), abs=1e-5)
     assert [t["target"] for t in c["targets_over_sequential"]] == ["x0", "x1", "x2", "x3"]

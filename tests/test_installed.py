@@ -1,5 +1,5 @@
 """The installed package (issue #24): a wheel built from this checkout, installed non-editable into
-a temporary target, runs the README's commands from a directory outside the checkout; its data
+a temporary target, runs the README's and the guide's commands from a directory outside the checkout; its data
 and example files are package data (DESIGN §4, "Shipped files").
 
 The wheel is built once for the module from a copy of the checkout (so the build writes nothing

@@ -1,6 +1,6 @@
-"""Interop with OpenDP and diffprivlib (issue #16; README "Interop"; `pip install ".[interop]"`).
+"""Interop with OpenDP and diffprivlib (issue #16; docs/guide/mechanisms.md, "Interop"; `pip install ".[interop]"`).
 
-For each row of the README's table, the library's REAL sampler draws N = 10^5 noise values and
+For each row of the Interop table (docs/guide/mechanisms.md), the library's REAL sampler draws N = 10^5 noise values and
 a goodness-of-fit test checks that they follow the kernel ddpbayes audits for the flags of that
 row: Kolmogorov–Smirnov for Laplace and Gaussian noise, a chi-square test on the integer counts
 for the two-sided geometric, α^{|y|}(1 − α)/(1 + α) with α = e^{-1/b}, and the discrete Gaussian,

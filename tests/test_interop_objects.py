@@ -1,7 +1,7 @@
 """A diffprivlib mechanism or an OpenDP measurement audited directly (issue #28 item 6;
-`mechanisms/interop.py`, README "Interop").
+`mechanisms/interop.py`, docs/guide/mechanisms.md, "Interop").
 
-- Each object ddpbayes recognises gives exactly the leakage of the flags the README maps it to
+- Each object ddpbayes recognises gives exactly the leakage of the flags the Interop table maps it to
   (household n = 4, the count, idp; identity for the selection and randomized response), through the
   same engine, and its description names the object.
 - The laws recognised beyond tests/test_interop.py's (Ghosh's truncated geometric, the exponential

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 ALLOWED = {
     ".ci",  # the CI script
     ".gitignore",
-    "README.md",  # the user manual
+    "README.md",  # what ddpbayes is, the set-up commands, links into the site
     "pyproject.toml",  # metadata, dependencies, packaging
     "benchmarks",
     "ddpbayes",  # the package

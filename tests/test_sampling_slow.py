@@ -113,7 +113,7 @@ def test_coverage_home_occupancy_pair_1000():
 
 
 def test_home_occupancy_ten_members():
-    """The figure README.md and benchmarks/README.md give for home_occupancy (n = 10, mean,
+    """The figure docs/guide/models.md and benchmarks/README.md give for home_occupancy (n = 10, mean,
     epsilon = 1, 2000 draws, seed 0): idp ≈ 9.41. The engine's witness is the domain's endpoints
     at an output y beyond the mean's range [0.02, 0.98] (or y = ±inf), where the log-ratio
     equals its tail limit (home_tail_limit, by quadrature), so its held-out estimate must lie
@@ -130,7 +130,7 @@ def test_home_occupancy_ten_members():
     assert abs(held - ref) <= 4 * se, (held, se, ref)
     assert r.ci[0] <= ref <= r.ci[1], (r.ci, ref)
     assert r.diagnostics["ok"]
-    assert abs(r.leakage - ref) < 0.01  # not its digits: those vary with the machine (README, Reproducibility)
+    assert abs(r.leakage - ref) < 0.01  # not its digits: those vary with the machine (docs/guide/dask.md, Reproducibility)
 
 
 def _posterior_truth(r) -> float:

@@ -397,7 +397,7 @@ def test_far_known_tuples_only_shift_the_query(known):
 
 
 def test_year_of_days_readme_figures(models_dir):
-    """README's "A year of days": n = 365, count, b = 1; idp of the first and a middle day against
+    """docs/guide/models.md's "A chain: a year of days": n = 365, count, b = 1; idp of the first and a middle day against
     the numpy forward-backward law, and exactly 1 for a day whose two neighbours are known (its
     Markov blanket: the rest of the year no longer depends on it)."""
     n = 365

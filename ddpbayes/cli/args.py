@@ -138,7 +138,7 @@ def add_run_settings(parser: argparse.ArgumentParser, method: bool = False) -> N
                             help="the same as --search greedy --top-k K (0: --search full)")
     parser.add_argument("--seed", type=int, default=None,
                         help=f"seed for every random step, 0..2^32-1 (default {d.seed}; same seed on the same "
-                        "installation: same JSON; README, Reproducibility)")
+                        "installation: same JSON; docs: guide/dask, Reproducibility)")
     parser.add_argument("--draws", type=int, default=None, help=f"sampling: draws per chain (default {d.draws})")
     parser.add_argument("--tune", type=int, default=None, help=f"sampling: tuning steps per chain (default {d.tune})")
     parser.add_argument("--chains", type=int, default=None,

@@ -36,7 +36,7 @@ number shown. Regenerate them all from the repository root with
 keeps its classic DP promise (the `dp` row); the other notions measure what an adversary who
 knows how the records depend learns. Regenerated on the same installation every number is the
 same to the last digit (timings aside); elsewhere the sampling engine's digits may differ within their intervals (see
-the repository README, Reproducibility).
+docs/guide/dask.md, Reproducibility).
 
 | report | finding |
 | --- | --- |

@@ -1,4 +1,4 @@
-"""A DP library's mechanism object as a ddpbayes `Mechanism` (issue #28 item 6; README "Interop"):
+"""A DP library's mechanism object as a ddpbayes `Mechanism` (issue #28 item 6; docs/guide/mechanisms.md, "Interop"):
 `audit(model, query, Laplace(epsilon=1, sensitivity=1), "idp")` with diffprivlib's object, or an OpenDP
 `Measurement`, goes through `from_library`.
 
