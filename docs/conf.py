@@ -26,6 +26,7 @@ extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.autosummary",
     "sphinx.ext.mathjax",
+    "sphinx-mathjax-offline",  # MathJax 3 copied into the site: formulas render without a network
     "numpydoc",
     "cli_reference",
 ]
@@ -67,3 +68,5 @@ html_theme_options = {
     "footer_end": [],
 }
 html_show_sourcelink = False
+html_static_path = ["_static"]
+html_css_files = ["custom.css"]
