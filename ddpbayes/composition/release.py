@@ -16,7 +16,17 @@ from ddpbayes.queries.composed import ComposedQuery
 
 @dataclass(frozen=True)
 class Release:
-    """One release: a query, its noise, and the text it was read from."""
+    """One release: a query, its noise, and the text it was read from.
+
+    Parameters
+    ----------
+    query : Query
+        The release's query, bound to the model.
+    mechanism : Mechanism
+        The release's noise.
+    spec : str
+        The ``QUERY:MECHANISM:PARAM`` text it was read from.
+    """
 
     query: Query
     mechanism: Mechanism
@@ -26,7 +36,26 @@ class Release:
 def parse_release(spec: str, model: DependenceModel) -> Release:
     """`QUERY:MECHANISM:PARAM`, the query possibly containing ':' (split from the right). PARAM
     is the noise scale b for laplace/geometric and ε for randomized_response; `eps=E` sets a
-    Laplace/geometric scale as classic DP would (the release's global sensitivity / E)."""
+    Laplace/geometric scale as classic DP would (the release's global sensitivity / E).
+
+    Parameters
+    ----------
+    spec : str
+        The release's text (``--release``), e.g. ``sum:laplace:1``.
+    model : DependenceModel
+        The model whose tuples the releases read.
+
+    Returns
+    -------
+    Release
+        The release, its query bound to `model` and checked against its domains.
+
+    Raises
+    ------
+    InputError
+        When `spec` is not three parts, its query, mechanism or PARAM is invalid, or the mechanism is Gaussian
+        (Gaussian releases are not composed).
+    """
     parts = spec.rsplit(":", 2)
     if len(parts) != 3 or not all(p.strip() for p in parts):
         raise InputError(f"--release '{spec}' must be QUERY:MECHANISM:PARAM, e.g. sum:laplace:1 or "
@@ -58,7 +87,25 @@ def _release(query_text: str, kind: str, param: str, model: DependenceModel) -> 
 
 
 def compose(specs: Sequence[str], model: DependenceModel) -> tuple[ComposedQuery, ComposedMechanism]:
-    """The joint query and mechanism of the releases `specs` (at least two) on `model`'s tuples."""
+    """The joint query and mechanism of the releases `specs` (at least two) on `model`'s tuples.
+
+    Parameters
+    ----------
+    specs : sequence of str
+        The releases' texts, ``QUERY:MECHANISM:PARAM`` each (`parse_release`).
+    model : DependenceModel
+        The model whose tuples the releases read.
+
+    Returns
+    -------
+    tuple of (ComposedQuery, ComposedMechanism)
+        The releases' queries stacked, and their noises, one per release's output coordinates.
+
+    Raises
+    ------
+    InputError
+        When fewer than two releases are given or a release is invalid.
+    """
     if len(specs) < 2:
         raise InputError(f"a composition needs at least two --release, got {len(specs)} (audit one release with "
                          "--query/--mechanism/--scale)")

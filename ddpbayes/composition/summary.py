@@ -17,23 +17,46 @@ TOLERANCE = 1e-9  # relative: a joint leakage within this of a bound respects it
 
 @dataclass(frozen=True)
 class Leak:
-    """A leakage as the summary compares it: its value and, for an estimate, its interval."""
+    """A leakage as the summary compares it: its value and, for an estimate, its interval.
+
+    Parameters
+    ----------
+    value : float
+        The leakage.
+    ci : tuple of float or None, default None
+        An estimate's (lower, upper) interval; None for an exact value.
+    """
 
     value: float
     ci: tuple[float, float] | None = None
 
     @property
     def lower(self) -> float:
+        """The interval's lower end; the value when exact."""
         return self.value if self.ci is None else self.ci[0]
 
     @property
     def upper(self) -> float:
+        """The interval's upper end; the value when exact."""
         return self.value if self.ci is None else self.ci[1]
 
 
 def touched(query: ComposedQuery, domains: Sequence[Domain]) -> list[list[int]]:
     """Each release's tuples: those whose change moves its query (sensitivity > 0), and those
-    whose sensitivity is not known (an expr: query on a continuous domain), which may."""
+    whose sensitivity is not known (an expr: query on a continuous domain), which may.
+
+    Parameters
+    ----------
+    query : ComposedQuery
+        The releases' stacked query.
+    domains : sequence of Domain
+        The domains of the model's tuples, in tuple order.
+
+    Returns
+    -------
+    list of list of int
+        For each release, the indices of the tuples it touches.
+    """
     return [[k for k in range(len(domains)) if _moves(q, k, domains)] for q in query.queries]
 
 
@@ -75,7 +98,37 @@ def summary(joint: Leak, joint_per_target: Sequence[float | None], releases: Seq
             lower_bounds: bool = False) -> dict:
     """The joint leakage against Thm 3's Σ ε_t and, for disjoint releases, Thm 4's max ε_t, each
     ε_t a release's own leakage under the same notion (`releases`: spec, leakage, per target).
-    `lower_bounds`: the leakages are lower bounds (a greedy search), so nothing is decided."""
+    `lower_bounds`: the leakages are lower bounds (a greedy search), so nothing is decided.
+
+    Parameters
+    ----------
+    joint : Leak
+        The leakage of the joint release.
+    joint_per_target : sequence of float or None
+        The joint leakage of each tuple (None where not a target).
+    releases : sequence of tuple of (str, Leak, sequence)
+        Each release's spec, own leakage, and own leakage per tuple (None where not a target).
+    touches : list of list of int
+        Each release's tuples (`touched`).
+    dependence_sets : sequence of frozenset of int or None
+        N(j) for every tuple, to find dependent pairs across disjoint releases; None when the notion
+        needs no model (dp).
+    names : sequence of str
+        The tuples' names, for the report.
+    lower_bounds : bool, default False
+        The leakages are lower bounds: no bound is decided respected or violated.
+
+    Returns
+    -------
+    dict
+        The releases, the joint leakage, the sequential bound (and for disjoint releases the parallel
+        bound) with whether each is respected (None: undecided), the ratios, the targets over their
+        sequential bound, the dependent pairs and a sentence on Thm 4's premise.
+
+    References
+    ----------
+    Liu et al. 2016 (seed 000), §V-A, Thms 3–4.
+    """
     leaks = [leak for _, leak, _ in releases]
     seq = Leak(sum(x.value for x in leaks), _interval(sum(x.lower for x in leaks), sum(x.upper for x in leaks), leaks))
     flat = [k for t in touches for k in t]
@@ -138,7 +191,18 @@ def _premise(disjoint: bool, pairs: list | None) -> str:
 
 
 def summary_text(s: dict) -> list[str]:
-    """The summary as lines for `audit`'s text output."""
+    """The summary as lines for `audit`'s text output.
+
+    Parameters
+    ----------
+    s : dict
+        A summary, as `summary` returns it.
+
+    Returns
+    -------
+    list of str
+        The lines, the first one empty.
+    """
     lines = ["", "composition (Liu et al. 2016 (DDP) Thms 3-4; each release audited alone under the same notion):"]
     for r in s["releases"]:
         ci = "" if r["ci"] is None else f"  [{_fmt(r['ci'][0])}, {_fmt(r['ci'][1])}]"

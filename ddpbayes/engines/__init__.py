@@ -48,12 +48,41 @@ def __getattr__(name: str) -> object:
 
 
 def engine_named(name: str) -> Engine | None:
-    """The engine an AuditResult names (None for `analytic`: dp needs no engine)."""
+    """The engine an AuditResult names (None for `analytic`: dp needs no engine).
+
+    Parameters
+    ----------
+    name : str
+        An engine's name, or ``"analytic"``.
+
+    Returns
+    -------
+    Engine or None
+        The engine, or None when `name` is not an engine's.
+    """
     return _engine(name) if name in _HOMES else None
 
 
 def select_engine(problem: Problem, name: str = "auto") -> Engine:
-    """The named engine, or with `auto` the first in ENGINES that can solve `problem`."""
+    """The named engine, or with `auto` the first in ENGINES that can solve `problem`.
+
+    Parameters
+    ----------
+    problem : Problem
+        The audit problem.
+    name : str, default "auto"
+        An engine's name (``exact``, ``structured``, ``gaussian``, ``sampling``, ``program``) or ``auto``.
+
+    Returns
+    -------
+    Engine
+        An engine that supports `problem`.
+
+    Raises
+    ------
+    InputError
+        When the name is unknown, the named engine cannot solve `problem`, or (with ``auto``) no engine can.
+    """
     if name != "auto":
         if name not in _HOMES:
             raise InputError(f"unknown engine '{name}' (use auto, {', '.join(_HOMES)})")
@@ -71,7 +100,20 @@ def select_engine(problem: Problem, name: str = "auto") -> Engine:
 
 
 def passed_over(problem: Problem, chosen: Engine) -> list[str]:
-    """Why `auto` chose an estimating engine: what each engine before it could not do (one note)."""
+    """Why `auto` chose an estimating engine: what each engine before it could not do (one note).
+
+    Parameters
+    ----------
+    problem : Problem
+        The audit problem.
+    chosen : Engine
+        The engine `auto` chose.
+
+    Returns
+    -------
+    list of str
+        One note naming each engine passed over and its reason; empty when `chosen` is exact.
+    """
     if not chosen.estimates:
         return []
     reasons = []

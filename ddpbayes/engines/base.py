@@ -19,7 +19,19 @@ from ddpbayes.profiles import Profile
 @dataclass(frozen=True)
 class Witness:
     """What attains the supremum: the adversary, the known values x_K, the two target values
-    t and t' compared, and the output y (a coordinate may be ±inf: the sup is a limit)."""
+    t and t' compared, and the output y (a coordinate may be ±inf: the sup is a limit).
+
+    Parameters
+    ----------
+    adversary : Adversary
+        The adversary A(i, K) the witness belongs to.
+    known_values : dict[int, float] or None
+        x_K, tuple -> value, or None when unknown.
+    t, t_prime : float or None
+        The two values of the target tuple compared, or None when unknown.
+    y : tuple of float or None
+        The output attaining the supremum, or None when unknown.
+    """
 
     adversary: Adversary
     known_values: dict[int, float] | None
@@ -28,6 +40,14 @@ class Witness:
     y: tuple[float, ...] | None
 
     def to_json(self) -> dict:
+        """The witness as the JSON report writes it.
+
+        Returns
+        -------
+        dict
+            ``target``, ``known`` (sorted), ``known_values``, ``t``, ``t_prime`` and ``y`` (a number for a
+            scalar output, a list for a vector).
+        """
         return {
             "target": self.adversary.target,
             "known": sorted(self.adversary.known),
@@ -42,7 +62,27 @@ class Witness:
 
 @dataclass(frozen=True)
 class AdversaryLeakage:
-    """leak(i, K) for one adversary (DESIGN §1), with the witness and, for estimates, a CI."""
+    """leak(i, K) for one adversary (DESIGN §1), with the witness and, for estimates, a CI.
+
+    Parameters
+    ----------
+    adversary : Adversary
+        The adversary A(i, K).
+    value : float
+        leak(i, K) (for (ε, δ) mechanisms ε at the mechanism's δ).
+    witness : Witness
+        What attains the supremum.
+    ci : tuple of float or None, default None
+        Estimates: (one-sided 95% lower bound, approximate upper bound).
+    reason : str or None, default None
+        Why the leakage is what it is, when that needs saying (e.g. inf).
+    diagnostics : dict or None, default None
+        Estimates: the MCMC diagnostics; ``"ok"`` False makes verdicts inconclusive.
+    score : float or None, default None
+        Estimates: the value on the choosing runs, used to pick the worst adversary.
+    profile : Profile or None, default None
+        (ε, δ) mechanisms: ε(δ) on the δ grid.
+    """
 
     adversary: Adversary
     value: float
@@ -56,7 +96,18 @@ class AdversaryLeakage:
 
 def merge_diagnostics(records: list[dict]) -> dict | None:
     """One MCMC diagnostics record for several estimates (each a record as `leakage` reports it):
-    all ok, worst R-hat and bulk ESS, total divergences and runs; None when nothing was estimated."""
+    all ok, worst R-hat and bulk ESS, total divergences and runs; None when nothing was estimated.
+
+    Parameters
+    ----------
+    records : list of dict
+        The estimates' diagnostics records.
+
+    Returns
+    -------
+    dict or None
+        The merged record, or None when `records` is empty.
+    """
     if not records:
         return None
     out: dict = {"ok": all(d.get("ok", True) for d in records)}
@@ -103,7 +154,27 @@ class NoCurve(Exception):
 @dataclass(frozen=True)
 class Curve:
     """The witness's log-ratio r(y) against the output y, with its limits as y -> ±inf, as
-    `Engine.witness_curve` returns it (`engines.curves` draws it)."""
+    `Engine.witness_curve` returns it (`engines.curves` draws it).
+
+    Parameters
+    ----------
+    notion : str
+        The notion whose witness this is.
+    witness : Witness
+        The witness.
+    known_values : dict[int, float]
+        The x_K the curve conditions on.
+    y : numpy.ndarray
+        The outputs at which r is evaluated.
+    log_ratio : numpy.ndarray
+        r(y) = log L(y | t, x_K) - log L(y | t', x_K) at each y.
+    limits : tuple of float
+        r(y) as y -> -inf and as y -> +inf.
+    method : str
+        How r was computed.
+    integer : bool
+        True when only integer outputs exist (geometric noise).
+    """
 
     notion: str
     witness: Witness
@@ -115,6 +186,14 @@ class Curve:
     integer: bool  # geometric noise: only integer outputs exist
 
     def to_json(self) -> dict:
+        """The curve as the JSON output writes it.
+
+        Returns
+        -------
+        dict
+            The notion, the witness's target, known set, x_K, t and t', the method, the two limits, and
+            the lists ``y`` and ``log_ratio``.
+        """
         return {
             "notion": self.notion,
             "target": self.witness.adversary.target,
@@ -134,7 +213,17 @@ class Curve:
 class DependenceProfile:
     """What seed 004's IDP bounds need from the model (Prop. 3, Thm. 4): k, the size of the
     largest dependence set plus one (n when some tuple is pairwise but not jointly independent of
-    the rest), and eta >= max_i max_{t, t'} TV(P(X_(i) | t), P(X_(i) | t')) where it is known."""
+    the rest), and eta >= max_i max_{t, t'} TV(P(X_(i) | t), P(X_(i) | t')) where it is known.
+
+    Parameters
+    ----------
+    k : int
+        The size of the largest dependence set plus one (n in the case above).
+    eta : float or None
+        The bound on the total variation above, or None when unknown.
+    notes : tuple of str, default ()
+        What the user should know about k and eta (e.g. why eta is unknown).
+    """
 
     k: int
     eta: float | None
@@ -155,60 +244,220 @@ class Engine(ABC):
 
     @abstractmethod
     def supports(self, problem: Problem) -> str | None:
-        """None if this engine can solve `problem`, else the reason it cannot."""
+        """None if this engine can solve `problem`, else the reason it cannot.
+
+        Parameters
+        ----------
+        problem : Problem
+            The audit problem: model, query, mechanism and adversaries.
+
+        Returns
+        -------
+        str or None
+            The reason the engine cannot solve `problem`, or None when it can.
+        """
 
     @abstractmethod
     def leakage(self, problem: Problem) -> list[AdversaryLeakage]:
-        """leak(i, K) for every adversary of `problem`, in the same order."""
+        """leak(i, K) for every adversary of `problem`, in the same order.
+
+        Parameters
+        ----------
+        problem : Problem
+            The audit problem: model, query, mechanism and adversaries.
+
+        Returns
+        -------
+        list of AdversaryLeakage
+            One per adversary of `problem.adversaries`.
+        """
 
     @abstractmethod
     def dependence_sets(self, problem: Problem) -> list[frozenset[int]]:
-        """N(i) for every tuple: the tuples whose conditional law changes with X_i (DESIGN §3.1)."""
+        """N(i) for every tuple: the tuples whose conditional law changes with X_i (DESIGN §3.1).
+
+        Parameters
+        ----------
+        problem : Problem
+            The audit problem: model, query, mechanism and adversaries.
+
+        Returns
+        -------
+        list of frozenset of int
+            N(i) for each tuple i, in tuple order.
+        """
 
     def pdp_worst(self, problem: Problem, targets: Sequence[int]) -> list[AdversaryLeakage] | None:
         """Each target's worst pdp adversary over every known set, found without listing the
         lattice (ties go to the smallest known set); None when this engine has no such search and
-        the adversaries are evaluated one by one (`seconds_per_adversary` then says the cost)."""
+        the adversaries are evaluated one by one (`seconds_per_adversary` then says the cost).
+
+        Parameters
+        ----------
+        problem : Problem
+            The audit problem: model, query, mechanism and adversaries.
+        targets : sequence of int
+            The target tuples.
+
+        Returns
+        -------
+        list of AdversaryLeakage or None
+            The worst adversary of each target; None here.
+        """
         return None
 
     def seconds_per_adversary(self, problem: Problem) -> float | None:
         """A rough cost of one adversary on this machine, known without evaluating any (None:
-        unknown); audit states it when it refuses a lattice too large to evaluate."""
+        unknown); audit states it when it refuses a lattice too large to evaluate.
+
+        Parameters
+        ----------
+        problem : Problem
+            The audit problem: model, query, mechanism and adversaries.
+
+        Returns
+        -------
+        float or None
+            Seconds per adversary, or None when unknown (here None).
+        """
         return None
 
     def seconds(self, problem: Problem, adversaries: int, known_sets: int) -> float | None:
         """A rough cost of `adversaries` adversaries with at most `known_sets` distinct known sets (None: unknown):
-        each at `seconds_per_adversary` here; an engine that shares work within a known set says less."""
+        each at `seconds_per_adversary` here; an engine that shares work within a known set says less.
+
+        Parameters
+        ----------
+        problem : Problem
+            The audit problem: model, query, mechanism and adversaries.
+        adversaries : int
+            The number of adversaries.
+        known_sets : int
+            At most this many distinct known sets among them.
+
+        Returns
+        -------
+        float or None
+            Seconds, or None when unknown.
+        """
         each = self.seconds_per_adversary(problem)
         return None if each is None else adversaries * each
 
     def notes(self, problem: Problem) -> list[str]:
-        """What the user should know about the answer (e.g. the domains truncate the prior)."""
+        """What the user should know about the answer (e.g. the domains truncate the prior).
+
+        Parameters
+        ----------
+        problem : Problem
+            The audit problem: model, query, mechanism and adversaries.
+
+        Returns
+        -------
+        list of str
+            One line per note (here none).
+        """
         return []
 
     def witness_curve(self, problem: Problem, notion: str, witness: Witness | None) -> Curve:
-        """log L(y | t, x_K) - log L(y | t', x_K) against y for `witness` (`engines.curves`)."""
+        """log L(y | t, x_K) - log L(y | t', x_K) against y for `witness` (`engines.curves`).
+
+        Parameters
+        ----------
+        problem : Problem
+            The audit problem: model, query, mechanism and adversaries.
+        notion : str
+            The notion whose witness is drawn.
+        witness : Witness or None
+            The witness; None when the audit has none.
+
+        Returns
+        -------
+        Curve
+            The log-ratio against y.
+
+        Raises
+        ------
+        NoCurve
+            When the curve cannot be drawn for this witness (here always).
+        """
         raise NoCurve(f"the {self.name} engine draws no witness curve")
 
     def witness_draws(self, problem: Problem, witness: Witness) -> list[tuple[float, np.ndarray]] | None:
         """MCMC draws of the query (chains, draws) given X_i = t and given X_i = t', for trace
-        plots; None for an engine that does not sample."""
+        plots; None for an engine that does not sample.
+
+        Parameters
+        ----------
+        problem : Problem
+            The audit problem: model, query, mechanism and adversaries.
+        witness : Witness
+            The witness whose t and t' condition the draws.
+
+        Returns
+        -------
+        list of tuple of (float, numpy.ndarray) or None
+            For t and then t', the conditioning value and the draws of shape (chains, draws); None here.
+        """
         return None
 
     def mixtures(self, problem: Problem, adversary: Adversary, shift_invariant: bool) -> Mixtures:
         """The mixture weights of `adversary` (`Mixtures`), groups deduplicated (up to a shift of
         all query levels when `shift_invariant`: the noise is a translation kernel); NoMixtures
-        when this engine has none (DESIGN §3.4)."""
+        when this engine has none (DESIGN §3.4).
+
+        Parameters
+        ----------
+        problem : Problem
+            The audit problem: model, query, mechanism and adversaries.
+        adversary : Adversary
+            The adversary A(i, K).
+        shift_invariant : bool
+            Merge groups whose query levels differ by a shift (the noise is a translation kernel).
+
+        Returns
+        -------
+        Mixtures
+            The groups of known values and the output coordinates they cover.
+
+        Raises
+        ------
+        NoMixtures
+            When this engine has no exact mixture weights (here always).
+        """
         raise NoMixtures(f"the {self.name} engine has no exact mixture weights to integrate (the measures are not "
                          "estimated: use an exact engine)")
 
     def covariance(self, problem: Problem) -> np.ndarray | None:
         """Cov(X) of the tuples when the engine reads the model as jointly Gaussian (for closed
-        forms), else None."""
+        forms), else None.
+
+        Parameters
+        ----------
+        problem : Problem
+            The audit problem: model, query, mechanism and adversaries.
+
+        Returns
+        -------
+        numpy.ndarray or None
+            The (n, n) covariance, or None (here None).
+        """
         return None
 
     def dependence_profile(self, problem: Problem, dependence_sets: list[frozenset[int]]) -> DependenceProfile:
-        """k and eta for seed 004's IDP bounds; eta only where the engine has the joint law."""
+        """k and eta for seed 004's IDP bounds; eta only where the engine has the joint law.
+
+        Parameters
+        ----------
+        problem : Problem
+            The audit problem: model, query, mechanism and adversaries.
+        dependence_sets : list of frozenset of int
+            N(i) for every tuple (`dependence_sets`).
+
+        Returns
+        -------
+        DependenceProfile
+            k from the dependence sets (`dependence_size`); here eta None, with a note saying why.
+        """
         k = dependence_size(dependence_sets)
         reason = f"eta needs the enumerated joint (finite discrete model); the {self.name} engine fits this one"
         return DependenceProfile(k, None, (reason,))

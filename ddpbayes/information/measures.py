@@ -28,7 +28,27 @@ TOLERANCE = 1e-9  # relative slack of a bound check (rounding), on top of the qu
 @dataclass(frozen=True)
 class TargetMeasures:
     """The three measures of one target in nats, the bounds they are checked against, and the
-    quadrature error estimate (0 for exact sums)."""
+    quadrature error estimate (0 for exact sums).
+
+    Parameters
+    ----------
+    target : int
+        The target tuple i.
+    kl_max : float
+        sup_y D(X_i ‖ X_i | Y = y), from A(i, ∅) (004 Thm 2, Eq. 26).
+    mutual_information : float
+        I(X_i; Y), from A(i, ∅) (004 Thm 3, Eq. 28).
+    conditional_mutual_information : float
+        I(X_i; Y | X_(i)), from A(i, all others) (004 Prop. 4, Eq. 30).
+    idp : float
+        The target's idp leakage leak(i, ∅), the bound 004 states.
+    dp : float
+        The mechanism's classic DP leakage for tuple i, the bound Prop. 4's proof uses.
+    error : float
+        The quadrature error estimate, added to the slack of every check (0 for exact sums).
+    dp_note : str or None, default None
+        What the user should know about `dp`, when anything.
+    """
 
     target: int
     kl_max: float
@@ -40,7 +60,15 @@ class TargetMeasures:
     dp_note: str | None = None
 
     def holds(self) -> dict[str, bool]:
-        """Each measure against the bound 004 states (idp) and, for the CMI, the one its proof uses (dp)."""
+        """Each measure against the bound 004 states (idp) and, for the CMI, the one its proof uses (dp).
+
+        Returns
+        -------
+        dict[str, bool]
+            ``kl_max_le_idp``, ``mutual_information_le_idp``, ``conditional_mutual_information_le_idp`` and
+            ``conditional_mutual_information_le_dp``: True when the measure is at most the bound, to rounding
+            and `error`.
+        """
         return {
             "kl_max_le_idp": self._le(self.kl_max, self.idp),
             "mutual_information_le_idp": self._le(self.mutual_information, self.idp),
@@ -59,7 +87,35 @@ def shift_invariant(mechanism: Mechanism) -> bool:
 
 def target_measures(engine: Engine, problem: Problem, target: int, idp: Callable[[], float]) -> TargetMeasures:
     """The measures of `target` (NotAvailable or NoMixtures when they cannot be computed exactly);
-    `idp()` gives leak(target, ∅), asked only once the measures are known."""
+    `idp()` gives leak(target, ∅), asked only once the measures are known.
+
+    Parameters
+    ----------
+    engine : Engine
+        An engine with exact mixture weights (`Engine.mixtures`).
+    problem : Problem
+        The audit problem.
+    target : int
+        The target tuple i.
+    idp : callable
+        Called with no argument, returns the target's idp leakage leak(i, ∅).
+
+    Returns
+    -------
+    TargetMeasures
+        The measures, in nats, with their bounds.
+
+    Raises
+    ------
+    NoMixtures
+        When `engine` has no exact mixture weights for this problem.
+    NotAvailable
+        When the mechanism cannot integrate a group's measures exactly.
+
+    References
+    ----------
+    Wu et al. (seed 004), Thm 2 Eq. 26, Thm 3 Eq. 28, Prop. 4 Eq. 30; DESIGN §3.4.
+    """
     invariant = shift_invariant(problem.mechanism)
     alone = engine.mixtures(problem, Adversary(target), invariant)
     others = frozenset(range(problem.model.n)) - {target}

@@ -35,43 +35,182 @@ class Notion:
 
     def adversaries(self, n: int, targets: Sequence[int], known: Sequence[int] | None = None,
                     dependence_sets: Sequence[frozenset[int]] | None = None) -> Iterator[Adversary]:
-        """The adversaries the notion takes the supremum over, one at a time."""
+        """The adversaries the notion takes the supremum over, one at a time.
+
+        Parameters
+        ----------
+        n : int
+            The number of tuples.
+        targets : sequence of int
+            The target tuples i.
+        known : sequence of int or None, default None
+            pdp's fixed known set (``--known``); None for every other notion.
+        dependence_sets : sequence of frozenset of int or None, default None
+            N(i) for every tuple, for a notion that `needs_dependence_sets` (ddp).
+
+        Yields
+        ------
+        Adversary
+            Each adversary A(i, K).
+
+        Raises
+        ------
+        InputError
+            When the notion defines no adversary set (here always: each notion defines its own).
+        """
         raise InputError(f"notion '{self.name}' has no adversary set")
 
     def adversary_count(self, n: int, targets: Sequence[int], known: Sequence[int] | None = None) -> int:
-        """How many adversaries `adversaries` yields."""
+        """How many adversaries `adversaries` yields.
+
+        Parameters
+        ----------
+        n : int
+            The number of tuples.
+        targets : sequence of int
+            The target tuples i.
+        known : sequence of int or None, default None
+            pdp's fixed known set (``--known``); None for every other notion.
+
+        Returns
+        -------
+        int
+            The number of adversaries (here one per target).
+        """
         return len(targets)
 
     def known_set_count(self, n: int, targets: Sequence[int], known: Sequence[int] | None = None) -> int:
-        """At most how many distinct known sets those adversaries have (engines share work within one)."""
+        """At most how many distinct known sets those adversaries have (engines share work within one).
+
+        Parameters
+        ----------
+        n : int
+            The number of tuples.
+        targets : sequence of int
+            The target tuples i.
+        known : sequence of int or None, default None
+            pdp's fixed known set (``--known``); None for every other notion.
+
+        Returns
+        -------
+        int
+            An upper bound on the distinct known sets (here the adversary count).
+        """
         return self.adversary_count(n, targets, known)
 
     def leakage(self, problem: Problem, targets: Sequence[int]) -> list[AdversaryLeakage]:
-        """A model-free notion's adversaries' leakages, without an engine (dp)."""
+        """A model-free notion's adversaries' leakages, without an engine (dp).
+
+        Parameters
+        ----------
+        problem : Problem
+            The audit problem.
+        targets : sequence of int
+            The target tuples i.
+
+        Returns
+        -------
+        list of AdversaryLeakage
+            One per target.
+
+        Raises
+        ------
+        InputError
+            When the notion is not model-free (here always).
+        """
         raise InputError(f"notion '{self.name}' is not model-free: its leakage needs an engine")
 
     def dependence_sets(self, engine: Engine, problem: Problem) -> list[frozenset[int]] | None:
-        """The dependence sets the adversaries are built from (ddp), by `engine`; None when not needed."""
+        """The dependence sets the adversaries are built from (ddp), by `engine`; None when not needed.
+
+        Parameters
+        ----------
+        engine : Engine
+            The engine that finds the dependence sets.
+        problem : Problem
+            The audit problem.
+
+        Returns
+        -------
+        list of frozenset of int or None
+            N(i) for every tuple, or None when the notion does not need them (here None).
+        """
         return None
 
     def searched(self, engine: Engine, problem: Problem, targets: Sequence[int], known: Sequence[int] | None,
                  keep: bool) -> list[AdversaryLeakage] | None:
         """Each target's worst adversary found by `engine` without listing the adversaries (pdp's
-        lattice search), or None: they are evaluated one by one (`keep`: every result is wanted)."""
+        lattice search), or None: they are evaluated one by one (`keep`: every result is wanted).
+
+        Parameters
+        ----------
+        engine : Engine
+            The engine that searches.
+        problem : Problem
+            The audit problem.
+        targets : sequence of int
+            The target tuples i.
+        known : sequence of int or None
+            pdp's fixed known set (``--known``), or None.
+        keep : bool
+            Every adversary's result is wanted (e.g. ``--lattice``), not only each target's worst.
+
+        Returns
+        -------
+        list of AdversaryLeakage or None
+            Each target's worst adversary, or None when the adversaries are evaluated one by one (here None).
+        """
         return None
 
     def check_known(self, known: Sequence[int] | None) -> None:
-        """--known fixes pdp's adversary; every other notion fixes its own."""
+        """--known fixes pdp's adversary; every other notion fixes its own.
+
+        Parameters
+        ----------
+        known : sequence of int or None
+            The ``--known`` set, or None when not given.
+
+        Raises
+        ------
+        InputError
+            When `known` is given to a notion other than pdp.
+        """
         if known is not None:
             raise InputError(f"--known fixes the adversary of pdp; {self.name} fixes its own (use --notion pdp)")
 
     def check_lattice(self, lattice: bool) -> None:
-        """--lattice lists pdp's adversaries."""
+        """--lattice lists pdp's adversaries.
+
+        Parameters
+        ----------
+        lattice : bool
+            Whether ``--lattice`` was given.
+
+        Raises
+        ------
+        InputError
+            When `lattice` is asked of a notion other than pdp.
+        """
         if lattice:
             raise InputError("--lattice lists the pdp adversaries: use it with --notion pdp")
 
     def check_search(self, top_k: int, known: Sequence[int] | None, lattice: bool) -> None:
-        """--search greedy (`top_k` > 0) searches pdp's known sets."""
+        """--search greedy (`top_k` > 0) searches pdp's known sets.
+
+        Parameters
+        ----------
+        top_k : int
+            The greedy search's width; 0 when no search is asked.
+        known : sequence of int or None
+            The ``--known`` set, or None when not given.
+        lattice : bool
+            Whether ``--lattice`` was given.
+
+        Raises
+        ------
+        InputError
+            When a search (`top_k` > 0) is asked of a notion other than pdp.
+        """
         if top_k:
             raise InputError(f"--search greedy (--pdp-greedy) searches the pdp lattice: use it with --notion pdp, "
                              f"not {self.name}")
@@ -93,7 +232,28 @@ def register(one: Notion) -> Notion:
 
 
 def notion(which: str | Notion) -> Notion:
-    """The notion named `which` (a `Notion` is returned as it is); an unknown name is refused."""
+    """The notion named `which` (a `Notion` is returned as it is); an unknown name is refused.
+
+    Parameters
+    ----------
+    which : str or Notion
+        A notion's name (``dp``, ``idp``, ``pdp``, ``ddp``) or a notion.
+
+    Returns
+    -------
+    Notion
+        The registered notion.
+
+    Raises
+    ------
+    InputError
+        When `which` names no registered notion.
+
+    Examples
+    --------
+    >>> notion("ddp").name
+    'ddp'
+    """
     if isinstance(which, Notion):
         return which
     if not isinstance(which, str) or which not in REGISTRY:

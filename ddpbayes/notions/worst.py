@@ -15,7 +15,20 @@ TIE = 1e-12  # leakages this close (relative) are equal: the weakest such advers
 
 
 def aggregate(results: list[AdversaryLeakage], n: int) -> tuple[AdversaryLeakage, list[float | None]]:
-    """The worst adversary (`worst_of`) and the worst leakage for every target (None where not a target)."""
+    """The worst adversary (`worst_of`) and the worst leakage for every target (None where not a target).
+
+    Parameters
+    ----------
+    results : list of AdversaryLeakage
+        The adversaries' leakages.
+    n : int
+        The number of tuples.
+
+    Returns
+    -------
+    tuple of (AdversaryLeakage, list of float or None)
+        The worst adversary, and per tuple its largest leakage (None where not a target).
+    """
     return worst_of(results), worst_by_target(results, n)
 
 
@@ -23,7 +36,20 @@ def worst_of(results: list[AdversaryLeakage]) -> AdversaryLeakage:
     """The worst adversary of `results`, with the largest leakage among them.
 
     For estimates, the worst adversary is chosen by its choosing-run score, so that its
-    held-out lower bound stays valid (DESIGN §2.3); its upper bound becomes the largest of all."""
+    held-out lower bound stays valid (DESIGN §2.3); its upper bound becomes the largest of all.
+
+    Parameters
+    ----------
+    results : list of AdversaryLeakage
+        The adversaries' leakages, at least one.
+
+    Returns
+    -------
+    AdversaryLeakage
+        The worst adversary (exact values: among ties, the one with the smallest known set, then the
+        smallest target), its value the largest of `results`, its profile the notion's (`merged_profile`,
+        None unless every adversary has one).
+    """
     if all(r.ci is None for r in results):
         top = max(r.value for r in results)
         slack = TIE * max(1.0, abs(top)) if math.isfinite(top) else 0.0  # rounding noise is a tie
@@ -47,7 +73,20 @@ def worst_of(results: list[AdversaryLeakage]) -> AdversaryLeakage:
 
 def merged_profile(results: list[AdversaryLeakage], worst: AdversaryLeakage) -> Profile | None:
     """The notion's privacy profile: the pointwise maximum of its adversaries', with the ρ of the
-    worst adversary (DESIGN §3.5)."""
+    worst adversary (DESIGN §3.5).
+
+    Parameters
+    ----------
+    results : list of AdversaryLeakage
+        The adversaries' leakages.
+    worst : AdversaryLeakage
+        The worst adversary, whose ρ the profile takes.
+
+    Returns
+    -------
+    Profile or None
+        The merged profile, or None unless every adversary has a profile.
+    """
     profiles = [r.profile for r in results if r.profile is not None]
     if len(profiles) < len(results) or not profiles:
         return None
@@ -56,7 +95,22 @@ def merged_profile(results: list[AdversaryLeakage], worst: AdversaryLeakage) -> 
 
 def worst_by_target(results: list[AdversaryLeakage], n: int,
                     start: list[float | None] | None = None) -> list[float | None]:
-    """The largest leakage of each target (None where not a target), continuing from `start`."""
+    """The largest leakage of each target (None where not a target), continuing from `start`.
+
+    Parameters
+    ----------
+    results : list of AdversaryLeakage
+        The adversaries' leakages.
+    n : int
+        The number of tuples.
+    start : list of float or None, optional
+        The per-tuple worst leakages so far (copied, not changed); None starts from none.
+
+    Returns
+    -------
+    list of float or None
+        One entry per tuple.
+    """
     per_target = list(start) if start is not None else [None] * n
     for r in results:
         i = r.adversary.target
@@ -67,7 +121,20 @@ def worst_by_target(results: list[AdversaryLeakage], n: int,
 def fold_targets(results: list[AdversaryLeakage],
                  by_target: dict[int, AdversaryLeakage]) -> dict[int, AdversaryLeakage]:
     """Fold `results` into each target's worst adversary so far, picked as the notion's is (`worst_of`:
-    for estimates by the choosing-run score, with the largest upper bound: DESIGN §2.3)."""
+    for estimates by the choosing-run score, with the largest upper bound: DESIGN §2.3).
+
+    Parameters
+    ----------
+    results : list of AdversaryLeakage
+        The adversaries' leakages.
+    by_target : dict[int, AdversaryLeakage]
+        Each target's worst adversary so far; updated in place.
+
+    Returns
+    -------
+    dict[int, AdversaryLeakage]
+        `by_target`, updated.
+    """
     groups: dict[int, list[AdversaryLeakage]] = {}
     for r in results:
         groups.setdefault(r.adversary.target, []).append(r)

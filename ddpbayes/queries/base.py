@@ -27,47 +27,165 @@ class Query(ABC):
 
     @property
     def spec(self) -> str:
+        """The text `parse_query` reads this query back from (here its name)."""
         return self.name
 
     @abstractmethod
     def values(self, x: np.ndarray) -> np.ndarray:
-        """Outputs for tuple values `x` of shape (S, n): an array of shape (S, C)."""
+        """Outputs for tuple values `x` of shape (S, n): an array of shape (S, C).
+
+        Parameters
+        ----------
+        x : numpy.ndarray
+            S states of the n tuples, shape (S, n).
+
+        Returns
+        -------
+        numpy.ndarray
+            The query's C outputs at each state, shape (S, C).
+        """
 
     @abstractmethod
     def sensitivity(self, k: int, domains: Sequence[Domain]) -> float:
-        """sup over x_{-k} and t, t' in the domain of tuple k of ||q(t, x_{-k}) - q(t', x_{-k})||_1."""
+        """sup over x_{-k} and t, t' in the domain of tuple k of ``||q(t, x_{-k}) - q(t', x_{-k})||_1``.
+
+        Parameters
+        ----------
+        k : int
+            The tuple whose change is bounded.
+        domains : sequence of Domain
+            The domains of the model's tuples, in tuple order.
+
+        Returns
+        -------
+        float
+            Tuple k's L1 sensitivity (seed 000 §III).
+        """
 
     def check(self, domains: Sequence[Domain]) -> None:
-        """Raise InputError if the query does not apply to tuples with these domains."""
+        """Raise InputError if the query does not apply to tuples with these domains.
+
+        Parameters
+        ----------
+        domains : sequence of Domain
+            The domains of the model's tuples, in tuple order.
+
+        Raises
+        ------
+        InputError
+            When the query does not fit these tuples; here it always fits.
+        """
 
     def bind(self, model) -> Query:
-        """This query on `model`'s tuples: `expr:`/`fn:` queries resolve the names they use here."""
+        """This query on `model`'s tuples: `expr:`/`fn:` queries resolve the names they use here.
+
+        Parameters
+        ----------
+        model : DependenceModel
+            The model whose tuples the query reads.
+
+        Returns
+        -------
+        Query
+            The bound query (here this query itself).
+        """
         return self
 
     def weights(self, n: int) -> np.ndarray | None:
-        """w for a scalar linear query w·x, else None."""
+        """w for a scalar linear query w·x, else None.
+
+        Parameters
+        ----------
+        n : int
+            The number of tuples.
+
+        Returns
+        -------
+        numpy.ndarray or None
+            The n weights, or None when the query is not a scalar linear one (here None).
+        """
         return None
 
     def matrix(self, n: int) -> np.ndarray | None:
-        """A (C, n) for a linear query A x (the row w of w·x for a scalar one), else None."""
+        """A (C, n) for a linear query A x (the row w of w·x for a scalar one), else None.
+
+        Parameters
+        ----------
+        n : int
+            The number of tuples.
+
+        Returns
+        -------
+        numpy.ndarray or None
+            A of shape (C, n), or None when the query is not linear.
+        """
         w = self.weights(n)
         return None if w is None else w[None, :]
 
     def global_sensitivity(self, domains: Sequence[Domain]) -> float:
+        """The global L1 sensitivity: the largest of the tuples' (`sensitivity`).
+
+        Parameters
+        ----------
+        domains : sequence of Domain
+            The domains of the model's tuples, in tuple order.
+
+        Returns
+        -------
+        float
+            max over k of ``sensitivity(k, domains)``.
+        """
         return max(self.sensitivity(k, domains) for k in range(len(domains)))
 
     def sensitivity_range(self, k: int, domains: Sequence[Domain]) -> tuple[float, float] | None:
         """(lower, upper) when tuple k's sensitivity is only bounded (DESIGN §1.1), else None:
-        here it is computed."""
+        here it is computed.
+
+        Parameters
+        ----------
+        k : int
+            The tuple.
+        domains : sequence of Domain
+            The domains of the model's tuples, in tuple order.
+
+        Returns
+        -------
+        tuple of float or None
+            (lower, upper) bounds on tuple k's sensitivity, or None when it is exact (here None).
+        """
         return None
 
     def sensitivity_pair(self, k: int, domains: Sequence[Domain]) -> tuple[float, float] | None:
         """Values (t, t') of tuple k for dp's witness, None when unknown: here the ends of its
-        domain (hi, lo)."""
+        domain (hi, lo).
+
+        Parameters
+        ----------
+        k : int
+            The tuple.
+        domains : sequence of Domain
+            The domains of the model's tuples, in tuple order.
+
+        Returns
+        -------
+        tuple of float or None
+            (t, t'), here (hi, lo) of tuple k's domain.
+        """
         return domains[k].hi, domains[k].lo
 
     def sensitivity_notes(self, domains: Sequence[Domain]) -> list[str]:
-        """How the sensitivity was obtained, for the audit's notes: here nothing to say."""
+        """How the sensitivity was obtained, for the audit's notes: here nothing to say.
+
+        Parameters
+        ----------
+        domains : sequence of Domain
+            The domains of the model's tuples, in tuple order.
+
+        Returns
+        -------
+        list of str
+            One line per note (here none).
+        """
         return []
 
 
@@ -94,7 +212,20 @@ def read_numbers(text: str, spec: str) -> tuple[float, ...]:
 
 
 def output_count(query: Query, domains: Sequence[Domain]) -> int:
-    """How many output coordinates `query` has: its value at one point of every domain."""
+    """How many output coordinates `query` has: its value at one point of every domain.
+
+    Parameters
+    ----------
+    query : Query
+        The query, bound to the model when it names its variables.
+    domains : sequence of Domain
+        The domains of the model's tuples, in tuple order.
+
+    Returns
+    -------
+    int
+        C, the number of outputs.
+    """
     point = [float(d.values[0]) if isinstance(d, Finite) else _inside(d.lo, d.hi) for d in domains]
     return int(query.values(np.array([point])).shape[1])
 

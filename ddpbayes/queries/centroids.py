@@ -31,7 +31,17 @@ class Centroids(MatrixQuery):
     model's user order (other columns are ignored). With u users and n = d·u tuples, tuple a·u + k
     is coordinate a of user k (the model lists every user's first coordinate, then every user's
     second, ...). Output k·d + a is coordinate a of the centroid of the k-th cluster in increasing
-    label order: 1/|c| on coordinate a of each member of cluster c."""
+    label order: 1/``|c|`` on coordinate a of each member of cluster c.
+
+    Parameters
+    ----------
+    path : str
+        The assignment file, as the query's text names it.
+    labels : tuple of int
+        The cluster label of each user (`read_assignment`).
+    name : str, default "centroids"
+        The kind.
+    """
 
     path: str
     labels: tuple[int, ...]
@@ -39,13 +49,44 @@ class Centroids(MatrixQuery):
 
     @property
     def spec(self) -> str:
+        """The text `parse_query` reads this query back from (`centroids:` and the file)."""
         return f"centroids:{self.path}"
 
     def matrix(self, n: int) -> np.ndarray:
+        """The centroid matrix: row k·d + a holds 1/``|c_k|`` on coordinate a of each member of the k-th cluster.
+
+        Parameters
+        ----------
+        n : int
+            The number of tuples, d per user.
+
+        Returns
+        -------
+        numpy.ndarray
+            A of shape (clusters·d, n), read-only.
+
+        Raises
+        ------
+        InputError
+            When n is not a whole multiple of the number of users, or the matrix is over the state limit
+            (``--max-states``) or the memory available.
+        """
         self._coordinates(n)
         return _centroid_matrix(self.labels, n)
 
     def check(self, domains: Sequence[Domain]) -> None:
+        """Refuse a model whose tuple count is not a whole number of coordinates per user.
+
+        Parameters
+        ----------
+        domains : sequence of Domain
+            The domains of the model's tuples, in tuple order.
+
+        Raises
+        ------
+        InputError
+            When the number of tuples is not a multiple of the number of users.
+        """
         self._coordinates(len(domains))
 
     def _coordinates(self, n: int) -> int:
@@ -64,7 +105,24 @@ def parse_centroids(kind: str, arg: str, spec: str) -> Query:
 def read_assignment(path: str) -> tuple[int, ...]:
     """The `cluster` column of the CSV at `path`: one integer label per user (`Centroids`). Only
     a regular file of at most MAX_ASSIGNMENT_BYTES is read (not /dev/zero, a pipe or a directory),
-    row by row, keeping the labels only."""
+    row by row, keeping the labels only.
+
+    Parameters
+    ----------
+    path : str
+        The CSV file, with a header holding a `cluster` column.
+
+    Returns
+    -------
+    tuple of int
+        The labels, in row order.
+
+    Raises
+    ------
+    InputError
+        When the file cannot be read, is not a regular file, is too large, has no `cluster` column
+        or no rows, or a label is not an integer.
+    """
     try:
         info = os.stat(path)
     except OSError as exc:

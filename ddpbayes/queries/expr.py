@@ -21,7 +21,24 @@ LOWER_GRID = 32  # intervals per bounded domain in the grid of points giving the
 
 @dataclass(frozen=True)
 class ExpressionQuery(NamedQuery):
-    """`expr:EXPR[;EXPR...]`: expressions over the model's variable names (`ddpbayes.queries.expression`)."""
+    """`expr:EXPR[;EXPR...]`: expressions over the model's variable names (`ddpbayes.queries.expression`).
+
+    Parameters
+    ----------
+    text : str
+        The expressions, separated by ``;``; parsed at construction.
+    variables : Variables or None, default None
+        The model's variables, set by `bind`.
+    given : float or None, default None
+        The global sensitivity the user stated (``--sensitivity``), else None.
+    name : str, default "expr"
+        The kind.
+
+    Raises
+    ------
+    InputError
+        When an expression is not valid (parsed when the query is made).
+    """
 
     text: str
     variables: Variables | None = None
@@ -34,6 +51,7 @@ class ExpressionQuery(NamedQuery):
 
     @property
     def spec(self) -> str:
+        """The text `parse_query` reads this query back from (`expr:` and the expressions)."""
         return f"expr:{self.text}"
 
     @property

@@ -18,7 +18,21 @@ from ddpbayes.queries.general import NamedQuery, Variables
 class FunctionQuery(NamedQuery):
     """`fn:NAME`: NAME(x) from the model file, x a dict from variable name to its values — an (S,)
     array for a scalar tuple, (S, k) for a vector variable — returning an (S,) or (S, C) array
-    (or a list of (S,) arrays, one per output)."""
+    (or a list of (S,) arrays, one per output).
+
+    Parameters
+    ----------
+    function_name : str
+        NAME, the function's name in the model file.
+    function : callable or None, default None
+        The function itself; None until `bind` finds it in the model file.
+    variables : Variables or None, default None
+        The model's variables, set by `bind`.
+    given : float or None, default None
+        The global sensitivity the user stated (``--sensitivity``), else None.
+    name : str, default "fn"
+        The kind.
+    """
 
     function_name: str
     function: Callable | None = field(default=None, compare=False)
@@ -29,6 +43,7 @@ class FunctionQuery(NamedQuery):
 
     @property
     def spec(self) -> str:
+        """The text `parse_query` reads this query back from (`fn:` and the function's name)."""
         return f"fn:{self.function_name}"
 
     def _resolve(self, model) -> FunctionQuery:

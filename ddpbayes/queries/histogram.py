@@ -15,28 +15,75 @@ from ddpbayes.queries.base import Query, join_numbers, read_numbers
 
 @dataclass(frozen=True)
 class Histogram(Query):
-    """Counts of tuples in bins [e0,e1), ..., [e_{m-1}, e_m] (numpy's convention); noise on every bin."""
+    """Counts of tuples in bins [e0,e1), ..., [e_{m-1}, e_m] (numpy's convention); noise on every bin.
+
+    Parameters
+    ----------
+    edges : tuple of float
+        The m + 1 increasing bin edges.
+    name : str, default "histogram"
+        The kind.
+    """
 
     edges: tuple[float, ...]
     name: str = "histogram"
 
     @property
     def spec(self) -> str:
+        """The text `parse_query` reads this query back from (`histogram:` and the edges)."""
         return f"histogram:{join_numbers(self.edges)}"
 
     def bins(self, v: np.ndarray) -> np.ndarray:
-        """Bin index of each value, -1 outside every bin."""
+        """Bin index of each value, -1 outside every bin.
+
+        Parameters
+        ----------
+        v : numpy.ndarray
+            Values, any shape.
+
+        Returns
+        -------
+        numpy.ndarray
+            The bin index of each value (same shape), -1 below the first edge or above the last.
+        """
         e = np.asarray(self.edges)
         idx = np.searchsorted(e, v, side="right") - 1
         idx = np.where(v == e[-1], len(e) - 2, idx)
         return np.where((v < e[0]) | (v > e[-1]), -1, idx)
 
     def values(self, x: np.ndarray) -> np.ndarray:
+        """The count of tuples in each bin at each state.
+
+        Parameters
+        ----------
+        x : numpy.ndarray
+            S states of the n tuples, shape (S, n).
+
+        Returns
+        -------
+        numpy.ndarray
+            Shape (S, m), one column per bin.
+        """
         b = self.bins(x)
         nbins = len(self.edges) - 1
         return np.stack([(b == j).sum(axis=1) for j in range(nbins)], axis=1).astype(float)
 
     def sensitivity(self, k: int, domains: Sequence[Domain]) -> float:
+        """2 when tuple k can move from one bin to another, 1 when it can only enter or leave one
+        bin, 0 when it cannot change bin.
+
+        Parameters
+        ----------
+        k : int
+            The tuple.
+        domains : sequence of Domain
+            The domains of the model's tuples, in tuple order.
+
+        Returns
+        -------
+        float
+            Tuple k's L1 sensitivity.
+        """
         reach = self._reachable_bins(domains[k])
         inside = reach - {-1}
         if len(reach) < 2:

@@ -16,28 +16,89 @@ from ddpbayes.queries.base import Query, join_numbers, no_argument, read_numbers
 
 @dataclass(frozen=True)
 class Linear(Query):
-    """w·x: `sum` (w = 1), `count` (w = 1 on 0/1 tuples), `mean` (w = 1/n) and `linear:w0,...`."""
+    """w·x: `sum` (w = 1), `count` (w = 1 on 0/1 tuples), `mean` (w = 1/n) and `linear:w0,...`.
+
+    Parameters
+    ----------
+    name : str
+        The kind: ``"sum"``, ``"count"``, ``"mean"`` or ``"linear"``.
+    coefficients : tuple of float or None, default None
+        The weights w of `linear:`; None gives every tuple the weight 1 (or 1/n with `scale_by_n`).
+    scale_by_n : bool, default False
+        Weights 1/n instead of 1 (`mean`); used only when `coefficients` is None.
+    """
 
     name: str
-    coefficients: tuple[float, ...] | None = None  # None: every weight is `scale`
+    coefficients: tuple[float, ...] | None = None  # None: every weight is 1, or 1/n with scale_by_n
     scale_by_n: bool = False
 
     @property
     def spec(self) -> str:
+        """The text `parse_query` reads this query back from (its name, or `linear:` and its weights)."""
         return self.name if self.coefficients is None else f"linear:{join_numbers(self.coefficients)}"
 
     def weights(self, n: int) -> np.ndarray:
-        """w (read-only, computed once per n: sensitivities ask for it once per tuple)."""
+        """w (read-only, computed once per n: sensitivities ask for it once per tuple).
+
+        Parameters
+        ----------
+        n : int
+            The number of tuples.
+
+        Returns
+        -------
+        numpy.ndarray
+            The n weights, a read-only array.
+        """
         return _linear_weights(self.coefficients, self.scale_by_n, n)
 
     def values(self, x: np.ndarray) -> np.ndarray:
+        """w·x at each state.
+
+        Parameters
+        ----------
+        x : numpy.ndarray
+            S states of the n tuples, shape (S, n).
+
+        Returns
+        -------
+        numpy.ndarray
+            Shape (S, 1).
+        """
         return (x @ self.weights(x.shape[1]))[:, None]
 
     def sensitivity(self, k: int, domains: Sequence[Domain]) -> float:
+        """``|w_k|`` times the width of tuple k's domain (0 when w_k = 0).
+
+        Parameters
+        ----------
+        k : int
+            The tuple.
+        domains : sequence of Domain
+            The domains of the model's tuples, in tuple order.
+
+        Returns
+        -------
+        float
+            Tuple k's L1 sensitivity.
+        """
         w = self.weights(len(domains))[k]
         return 0.0 if w == 0 else abs(w) * domains[k].width
 
     def check(self, domains: Sequence[Domain]) -> None:
+        """Refuse weights that do not match the tuples, and `count` on tuples that are not 0/1.
+
+        Parameters
+        ----------
+        domains : sequence of Domain
+            The domains of the model's tuples, in tuple order.
+
+        Raises
+        ------
+        InputError
+            When `coefficients` has not one weight per tuple, or (`count`) a tuple's domain is not a finite
+            subset of {0, 1}.
+        """
         if self.coefficients is not None and len(self.coefficients) != len(domains):
             raise InputError(f"linear query has {len(self.coefficients)} weights but the model has {len(domains)} tuples")
         if self.name == "count":
@@ -61,19 +122,52 @@ class MatrixQuery(Query):
 
 @dataclass(frozen=True)
 class LinearRows(MatrixQuery):
-    """`linear:a00,a01,...;a10,a11,...`: the rows of A, one output coordinate each."""
+    """`linear:a00,a01,...;a10,a11,...`: the rows of A, one output coordinate each.
+
+    Parameters
+    ----------
+    rows : tuple of tuple of float
+        The rows of A, each with one weight per tuple.
+    name : str, default "linear"
+        The kind.
+    """
 
     rows: tuple[tuple[float, ...], ...]
     name: str = "linear"
 
     @property
     def spec(self) -> str:
+        """The text `parse_query` reads this query back from (`linear:` and its rows)."""
         return "linear:" + ";".join(join_numbers(r) for r in self.rows)
 
     def matrix(self, n: int) -> np.ndarray:
+        """A, from `rows`.
+
+        Parameters
+        ----------
+        n : int
+            The number of tuples (A is fixed by the rows).
+
+        Returns
+        -------
+        numpy.ndarray
+            A of shape (C, n), read-only.
+        """
         return _frozen(self.rows)
 
     def check(self, domains: Sequence[Domain]) -> None:
+        """Refuse rows that have not one weight per tuple.
+
+        Parameters
+        ----------
+        domains : sequence of Domain
+            The domains of the model's tuples, in tuple order.
+
+        Raises
+        ------
+        InputError
+            When the rows' length is not the number of tuples.
+        """
         if len(self.rows[0]) != len(domains):
             raise InputError(f"linear query has {len(self.rows[0])} weights per row but the model has "
                              f"{len(domains)} tuples")
@@ -81,19 +175,62 @@ class LinearRows(MatrixQuery):
 
 @dataclass(frozen=True)
 class Identity(Query):
-    """The tuples themselves (a local mechanism such as randomized response perturbs each)."""
+    """The tuples themselves (a local mechanism such as randomized response perturbs each).
+
+    Parameters
+    ----------
+    name : str, default "identity"
+        The kind.
+    """
 
     name: str = "identity"
 
     def values(self, x: np.ndarray) -> np.ndarray:
+        """The tuple values as floats.
+
+        Parameters
+        ----------
+        x : numpy.ndarray
+            S states of the n tuples, shape (S, n).
+
+        Returns
+        -------
+        numpy.ndarray
+            Shape (S, n).
+        """
         return np.asarray(x, dtype=float)
 
     def matrix(self, n: int) -> np.ndarray:
         """A = I: identity is linear, one output per tuple (the Gaussian engine's multi-row
-        formula with A = I; DESIGN §2.2)."""
+        formula with A = I; DESIGN §2.2).
+
+        Parameters
+        ----------
+        n : int
+            The number of tuples.
+
+        Returns
+        -------
+        numpy.ndarray
+            The (n, n) identity, read-only.
+        """
         return _eye(n)
 
     def sensitivity(self, k: int, domains: Sequence[Domain]) -> float:
+        """The width of tuple k's domain.
+
+        Parameters
+        ----------
+        k : int
+            The tuple.
+        domains : sequence of Domain
+            The domains of the model's tuples, in tuple order.
+
+        Returns
+        -------
+        float
+            Tuple k's L1 sensitivity.
+        """
         return domains[k].width
 
 

@@ -39,7 +39,28 @@ KINDS: dict[str, QueryKind] = {
 
 def parse_query(spec: str) -> Query:
     """`sum`, `count`, `mean`, `linear:w0,w1,...` (rows separated by `;` for several outputs),
-    `centroids:FILE`, `histogram:e0,e1,...`, `identity`, `expr:EXPR[;EXPR...]` or `fn:NAME`."""
+    `centroids:FILE`, `histogram:e0,e1,...`, `identity`, `expr:EXPR[;EXPR...]` or `fn:NAME`.
+
+    Parameters
+    ----------
+    spec : str
+        The query's text: a kind, then ``:`` and its argument when it takes one (kind case-insensitive).
+
+    Returns
+    -------
+    Query
+        The query; `expr:` and `fn:` queries still to be bound to a model (`Query.bind`).
+
+    Raises
+    ------
+    InputError
+        When the kind is unknown or its argument is invalid.
+
+    Examples
+    --------
+    >>> parse_query("linear:1,2,3").spec
+    'linear:1,2,3'
+    """
     kind, _, arg = spec.partition(":")
     kind = kind.strip().lower()
     if kind not in KINDS:
