@@ -16,6 +16,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    from ddpbayes.encoding import jsonable
     from ddpbayes.mechanisms import REGISTRY  # scipy: off the --help path
 
     rows = []
@@ -26,7 +27,7 @@ def run(args) -> int:
                      "parameters": {name: {"type": typ.__name__, "default": default, "help": text}
                                     for name, (typ, default, text) in cls.parameters.items()}})
     if args.format == "json":
-        print(json.dumps(rows, indent=2, default=str))
+        print(json.dumps(jsonable(rows), indent=2, default=str))  # numbers as everywhere (encoding.py)
         return 0
     for row in rows:
         aliases = f" (also {', '.join(row['aliases'])})" if row["aliases"] else ""
