@@ -89,39 +89,152 @@ class Mechanism(ABC):
     def log_kernel(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For one output coordinate whose query takes the distinct values `q` (m,), return the
         outputs y (G,) on which the sup over y is attained (±inf for limits) and log p(y | q)
-        of shape (G, m), up to an additive constant per y (it cancels in likelihood ratios)."""
+        of shape (G, m), up to an additive constant per y (it cancels in likelihood ratios).
+
+        Parameters
+        ----------
+        q : numpy.ndarray
+            The distinct values (m,) of one output coordinate of the query.
+
+        Returns
+        -------
+        grid : numpy.ndarray
+            The outputs y (G,), ±inf standing for a limit.
+        log_kernel : numpy.ndarray
+            log p(y | q_s) (G, m), up to an additive constant per y.
+        """
 
     @abstractmethod
     def grid_size(self, levels: int) -> int:
         """How many outputs `log_kernel` returns for `levels` distinct query values (its table
-        has grid_size × levels cells: engines check that against --max-states first)."""
+        has grid_size × levels cells: engines check that against --max-states first).
+
+        Parameters
+        ----------
+        levels : int
+            The number m of distinct query values.
+
+        Returns
+        -------
+        int
+            G, the length of `log_kernel`'s grid.
+        """
 
     @abstractmethod
     def dp_leakage(self, sensitivity: float) -> float:
-        """Classic (model-free) DP leakage for a tuple whose change moves the query by `sensitivity` in L1."""
+        """Classic (model-free) DP leakage for a tuple whose change moves the query by `sensitivity` in L1.
+
+        Parameters
+        ----------
+        sensitivity : float
+            How far (L1) one tuple's change moves the query.
+
+        Returns
+        -------
+        float
+            The classic ε (0 when `sensitivity` is 0).
+        """
 
     def tuple_dp_leakage(self, query: Query, k: int, domains: Sequence[Domain]) -> tuple[float, str | None]:
-        """Classic DP leakage for tuple k, and why it is only a bound when it is (composition)."""
+        """Classic DP leakage for tuple k, and why it is only a bound when it is (composition).
+
+        Here `dp_leakage` at tuple k's L1 sensitivity (`Query.sensitivity`).
+
+        Parameters
+        ----------
+        query : Query
+            The query the mechanism releases.
+        k : int
+            The tuple's index.
+        domains : sequence of Domain
+            The tuples' domains.
+
+        Returns
+        -------
+        leakage : float
+            The classic ε for tuple k.
+        bound_reason : str or None
+            Why `leakage` is only an upper bound, None when it is exact.
+        """
         return self.dp_leakage(query.sensitivity(k, domains)), None
 
     def check(self, query: Query, domains: Sequence[Domain]) -> None:
-        """Raise InputError if this mechanism cannot release this query."""
+        """Raise InputError if this mechanism cannot release this query.
+
+        Called once by `audit`; accepts every query here.
+
+        Parameters
+        ----------
+        query : Query
+            The query to release.
+        domains : sequence of Domain
+            The tuples' domains.
+
+        Raises
+        ------
+        InputError
+            What this mechanism cannot release (a subclass's refusal).
+        """
 
     def coordinate(self, c: int) -> Mechanism:
         """The mechanism that perturbs output coordinate `c` on its own: this one on every
-        coordinate, unless releases with different noise are released together (composition)."""
+        coordinate, unless releases with different noise are released together (composition).
+
+        Parameters
+        ----------
+        c : int
+            The output coordinate.
+
+        Returns
+        -------
+        Mechanism
+            Its noise (here this mechanism).
+        """
         return self
 
     def mixture_cells(self, levels: int) -> int:
         """The cells `log_mixtures` builds per row of weights on `levels` query values (dense: the kernel's
-        grid times the levels), which engines batching rows keep under --max-states."""
+        grid times the levels), which engines batching rows keep under --max-states.
+
+        Parameters
+        ----------
+        levels : int
+            The number m of distinct query values.
+
+        Returns
+        -------
+        int
+            The cells per row of weights.
+        """
         return self.grid_size(levels) * levels
 
     def log_mixtures(self, logw: np.ndarray, q: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray]:
         """log Σ_s w_t(s) p(y | q_s) for every row t of the log-weights `logw` (T, m) at every y
         of `log_kernel`'s grid: (grid (G,), (T, G)), up to the same constant per y. Dense here
         (G·m·T cells, checked against `limit`); linear in m for Laplace. A `joint` law on a scalar
-        answer gives its output space as the grid, (G, d)."""
+        answer gives its output space as the grid, (G, d).
+
+        Parameters
+        ----------
+        logw : numpy.ndarray
+            Log-weights (T, m) over the query values.
+        q : numpy.ndarray
+            The distinct query values (m,).
+        limit : int
+            The most cells to build (--max-states).
+
+        Returns
+        -------
+        grid : numpy.ndarray
+            The outputs y (G,), or (G, d) for a `joint` law.
+        log_mixtures : numpy.ndarray
+            log Σ_s w_t(s) p(y | q_s) (T, G).
+
+        Raises
+        ------
+        InputError
+            When the cells exceed `limit`.
+        """
         if self.joint:  # a joint law on one answer: its output space, one output (d,) per grid row
             answers = np.asarray(q, dtype=float)[:, None]
             check_states(self.output_count(answers) * len(q) * len(logw),
@@ -138,40 +251,160 @@ class Mechanism(ABC):
     def build(cls, query: Query, domains: Sequence[Domain], *, scale: float | None = None,
               epsilon: float | None = None, params: dict[str, str] | None = None) -> Mechanism:
         """With `joint`: this mechanism from the flags (`--scale` or `--epsilon`, `--mechanism-param NAME=VALUE` for each
-        of `parameters`), validated: one-line InputError for what it cannot take."""
+        of `parameters`), validated: one-line InputError for what it cannot take.
+
+        Parameters
+        ----------
+        query : Query
+            The query to release.
+        domains : sequence of Domain
+            The tuples' domains.
+        scale : float or None, optional
+            The noise scale (--scale).
+        epsilon : float or None, optional
+            The privacy level that sets the scale (--epsilon).
+        params : dict[str, str] or None, optional
+            The texts of ``--mechanism-param NAME=VALUE``.
+
+        Returns
+        -------
+        Mechanism
+            The mechanism, checked against `query`.
+
+        Raises
+        ------
+        InputError
+            Always here: only `joint` mechanisms are built this way.
+        """
         raise InputError(f"the {cls.kind} mechanism is built from --scale or --epsilon alone")
 
     def output_space(self, answers: np.ndarray) -> np.ndarray:
         """With `joint`: the outputs (G, d) on which sup_y of log Σ_r w_r p(y | a_r) − log Σ_r v_r p(y | a_r) is
         attained for ANY weights, given the distinct answer vectors `answers` (R, K) the engine will mix: every
         output of a finite output space that these answers can produce (outputs of probability zero under every
-        answer may be left out). The engine takes the maximum over these outputs only."""
+        answer may be left out). The engine takes the maximum over these outputs only.
+
+        Parameters
+        ----------
+        answers : numpy.ndarray
+            The distinct answer vectors (R, K).
+
+        Returns
+        -------
+        numpy.ndarray
+            The outputs (G, d).
+
+        Raises
+        ------
+        InputError
+            Unless `joint`.
+        """
         raise InputError(f"the {self.kind} mechanism adds noise per coordinate: it has no joint output law")
 
     def output_count(self, answers: np.ndarray) -> int:
         """With `joint`: G, the number of outputs `output_space(answers)` would return (checked against
-        --max-states before it is built)."""
+        --max-states before it is built).
+
+        Parameters
+        ----------
+        answers : numpy.ndarray
+            The distinct answer vectors (R, K).
+
+        Returns
+        -------
+        int
+            G.
+
+        Raises
+        ------
+        InputError
+            Unless `joint`.
+        """
         raise InputError(f"the {self.kind} mechanism adds noise per coordinate: it has no joint output law")
 
     def log_prob(self, outputs: np.ndarray, answers: np.ndarray) -> np.ndarray:
         """With `joint`: log p(y_g | a_r) (G, R) of the outputs (G, d) given the answer vectors (R, K), −inf where
-        impossible; exact, or to `law_error` in absolute value where it needs an integral."""
+        impossible; exact, or to `law_error` in absolute value where it needs an integral.
+
+        Parameters
+        ----------
+        outputs : numpy.ndarray
+            The outputs y (G, d).
+        answers : numpy.ndarray
+            The answer vectors (R, K).
+
+        Returns
+        -------
+        numpy.ndarray
+            log p(y_g | a_r) (G, R).
+
+        Raises
+        ------
+        InputError
+            Unless `joint`.
+        """
         raise InputError(f"the {self.kind} mechanism adds noise per coordinate: it has no joint output law")
 
     def sup_log_ratio(self, log_w: np.ndarray, answers: np.ndarray) -> tuple[float, int, int, tuple[float, ...]]:
         """With `continuous`: max over ordered pairs (t, t') of the rows of `log_w` (T, R) — each a log-probability
         vector over the answer vectors `answers` (R, K), −inf where absent — and over every output y of
-        log Σ_r w_tr p(y | a_r) − log Σ_r w_t'r p(y | a_r): (value, t, t', y), a coordinate of y ±inf for a limit."""
+        log Σ_r w_tr p(y | a_r) − log Σ_r w_t'r p(y | a_r): (value, t, t', y), a coordinate of y ±inf for a limit.
+
+        Parameters
+        ----------
+        log_w : numpy.ndarray
+            Rows (T, R) of log-probabilities over the answer vectors.
+        answers : numpy.ndarray
+            The answer vectors (R, K).
+
+        Returns
+        -------
+        value : float
+            The supremum of the log-ratio.
+        t, t_prime : int
+            The rows of `log_w` that attain it (numerator, denominator).
+        y : tuple of float
+            The output at which it is attained.
+
+        Raises
+        ------
+        InputError
+            Unless `continuous`.
+        """
         raise InputError(f"the {self.kind} mechanism has no continuous output law")
 
     def sample(self, answers: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """One output (d,) per row of the answer vectors `answers` (S, K): (S, d). What the black-box audit
-        and the tests run."""
+        and the tests run.
+
+        Parameters
+        ----------
+        answers : numpy.ndarray
+            The answer vectors (S, K).
+        rng : numpy.random.Generator
+            The random generator.
+
+        Returns
+        -------
+        numpy.ndarray
+            The outputs (S, d).
+
+        Raises
+        ------
+        InputError
+            When the mechanism cannot be sampled (here).
+        """
         raise InputError(f"the {self.kind} mechanism cannot be sampled")
 
     def notes(self) -> list[str]:
         """What a result computed with this mechanism should say about it: a joint law computed by quadrature
-        states its error (DESIGN §5.2)."""
+        states its error (DESIGN §5.2).
+
+        Returns
+        -------
+        list of str
+            The notes; none unless `joint` with a positive `law_error`.
+        """
         if self.joint and self.law_error > 0:
             return [f"the {self.kind} law is computed by quadrature to {self.law_error:.1g} in log-probability: "
                     f"the leakage is within {2 * self.law_error:.1g} of the exact value"]
@@ -184,11 +417,38 @@ class Mechanism(ABC):
 
     def laplace_scales(self, rows: int) -> np.ndarray | None:
         """The Laplace scale b_c of each of `rows` output coordinates, or None unless every one
-        is continuous Laplace noise (the Gaussian engine's closed form, DESIGN §2.2)."""
+        is continuous Laplace noise (the Gaussian engine's closed form, DESIGN §2.2).
+
+        Parameters
+        ----------
+        rows : int
+            The number of output coordinates.
+
+        Returns
+        -------
+        numpy.ndarray or None
+            The scales (rows,), or None (here).
+        """
         return None
 
     def with_scale(self, scale: float) -> Mechanism:
-        """This mechanism with its noise scale set (what calibration solves for)."""
+        """This mechanism with its noise scale set (what calibration solves for).
+
+        Parameters
+        ----------
+        scale : float
+            The new noise scale.
+
+        Returns
+        -------
+        Mechanism
+            A copy with that scale.
+
+        Raises
+        ------
+        InputError
+            When the noise has no scale to set (here).
+        """
         raise InputError(f"{self.kind} noise has no scale to set")
 
     @property
@@ -200,15 +460,71 @@ class Mechanism(ABC):
                       deltas: Sequence[float] | None = None) -> PairProfiles:
         """With `profile`: ε(δ) on `deltas` (default `self.deltas`) and δ(0) for each pair of mixtures
         Σ_s p_s p(y | levels_s) vs Σ_s q_s p(y | levels_s), rows of normalised log-weights (B, m):
-        what an engine that has the mixture weights asks (DESIGN §3.5)."""
+        what an engine that has the mixture weights asks (DESIGN §3.5).
+
+        Parameters
+        ----------
+        logp, logq : numpy.ndarray
+            The two mixtures' normalised log-weights (B, m), row b against row b.
+        levels : numpy.ndarray
+            The query values (m,).
+        deltas : sequence of float or None, optional
+            The δ grid (default `deltas`).
+
+        Returns
+        -------
+        PairProfiles
+            The B pairs' ε(δ) and δ(0).
+
+        Raises
+        ------
+        InputError
+            Unless `profile`.
+        """
         raise InputError(self._no_profile())
 
     def pair_rho(self, logp: np.ndarray, logq: np.ndarray, levels: np.ndarray) -> tuple[float, str]:
-        """With `profile`: the zCDP ρ = sup_α D_α / α of one pair (both orders), with how it was found."""
+        """With `profile`: the zCDP ρ = sup_α D_α / α of one pair (both orders), with how it was found.
+
+        Parameters
+        ----------
+        logp, logq : numpy.ndarray
+            The two mixtures' normalised log-weights (m,).
+        levels : numpy.ndarray
+            The query values (m,).
+
+        Returns
+        -------
+        rho : float
+            The zCDP ρ.
+        how : str
+            How it was found.
+
+        Raises
+        ------
+        InputError
+            Unless `profile`.
+        """
         raise InputError(self._no_profile())
 
     def classic_profile(self, l2: float) -> Profile:
-        """With `profile`: the model-free profile when one tuple moves the query by `l2` in L2 norm."""
+        """With `profile`: the model-free profile when one tuple moves the query by `l2` in L2 norm.
+
+        Parameters
+        ----------
+        l2 : float
+            The L2 sensitivity.
+
+        Returns
+        -------
+        Profile
+            The classic privacy profile.
+
+        Raises
+        ------
+        InputError
+            Unless `profile`.
+        """
         raise InputError(self._no_profile())
 
     def _no_profile(self) -> str:
@@ -218,7 +534,31 @@ class Mechanism(ABC):
                     kernels: Sequence[Mechanism]) -> tuple[float, float, float]:
         """(I(X_i; Y), sup_y D, error) of one mixture group (004 Eqs. 26, 28): `log_w` (T, S) over the
         distinct `levels` (S, d) of the d output coordinates that vary, `kernels` their noise
-        (this one first); NotAvailable when not integrated (`mechanisms.information`)."""
+        (this one first); NotAvailable when not integrated (`mechanisms.information`).
+
+        Parameters
+        ----------
+        levels : numpy.ndarray
+            The distinct levels (S, d) of the varying output coordinates.
+        log_w : numpy.ndarray
+            log P(X_i = t, q = q_s) (T, S).
+        kernels : sequence of Mechanism
+            The noise of the d coordinates, this one first.
+
+        Returns
+        -------
+        mutual_information : float
+            I(X_i; Y).
+        sup_divergence : float
+            sup_y D(y).
+        error : float
+            A bound on the numerical error.
+
+        Raises
+        ------
+        NotAvailable
+            When the measures are not integrated for this mechanism (here always).
+        """
         if self.joint:
             raise NotAvailable(f"004's integrals are for noise added to each answer, not the {self.kind} mechanism's "
                                "joint law")

@@ -58,7 +58,25 @@ UNSEEDED = ("OpenDP samples from the operating system's CSPRNG and cannot be see
 def from_library(obj) -> Mechanism:
     """`obj` as a Mechanism: itself if it is one; a diffprivlib mechanism or an OpenDP measurement as the exact
     law ddpbayes has for it, else as a program; any other object with `randomise(value)`, or a function
-    `mechanism(answers, rng)`, as a program. A one-line InputError for anything else."""
+    `mechanism(answers, rng)`, as a program. A one-line InputError for anything else.
+
+    Parameters
+    ----------
+    obj : object
+        A `Mechanism`, a diffprivlib mechanism, an OpenDP `Measurement`, an object with ``randomise(value)``
+        or a function ``mechanism(answers, rng)``.
+
+    Returns
+    -------
+    Mechanism
+        The exact law (module docstring), or a `Program` audited as a black box (DESIGN §2.6).
+
+    Raises
+    ------
+    InputError
+        For any other object, or a library object ddpbayes cannot take (no noise, parameters that
+        disagree with its law, ...).
+    """
     if isinstance(obj, Mechanism):
         return obj
     module = type(obj).__module__ or ""

@@ -120,17 +120,77 @@ class JointMechanism(Mechanism):
     dp_bound_reason: str | None = None  # why `dp_leakage` is only an upper bound, when it is
 
     def log_kernel(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Refused: the law is over the whole answer vector (`output_space`, `log_prob`).
+
+        Parameters
+        ----------
+        q : numpy.ndarray
+            The distinct values (m,) of one output coordinate.
+
+        Returns
+        -------
+        tuple of numpy.ndarray
+            Never returns.
+
+        Raises
+        ------
+        InputError
+            Always.
+        """
         raise InputError(f"the {self.kind} mechanism has a joint output law over all answers, not noise per "
                          "coordinate: use its output_space and log_prob")
 
     def grid_size(self, levels: int) -> int:
+        """Refused: the law is over the whole answer vector (`output_count`).
+
+        Parameters
+        ----------
+        levels : int
+            The number of distinct query values.
+
+        Returns
+        -------
+        int
+            Never returns.
+
+        Raises
+        ------
+        InputError
+            Always.
+        """
         raise InputError(f"the {self.kind} mechanism has a joint output law over all answers, not noise per "
                          "coordinate: use its output_count")
 
     def output_count(self, answers: np.ndarray) -> int:
+        """G, here by building `output_space` (subclasses may count without building it).
+
+        Parameters
+        ----------
+        answers : numpy.ndarray
+            The distinct answer vectors (R, K).
+
+        Returns
+        -------
+        int
+            The number of outputs.
+        """
         return len(self.output_space(answers))
 
     def check(self, query: Query, domains: Sequence[Domain]) -> None:
+        """Refuse a query whose number of answers K lies outside `answer_range`.
+
+        Parameters
+        ----------
+        query : Query
+            The query to release.
+        domains : sequence of Domain
+            The tuples' domains.
+
+        Raises
+        ------
+        InputError
+            When the query returns too few or too many answers.
+        """
         k = answer_count(query, domains)
         lo, hi = self.answer_range
         if k < lo or (hi is not None and k > hi):
@@ -151,13 +211,47 @@ class JointMechanism(Mechanism):
     def tuple_dp_leakage(self, query: Query, k: int, domains: Sequence[Domain]) -> tuple[float, str | None]:
         """Classic DP's leakage for tuple k (DESIGN §1, `dp`): exactly when the domains are finite and their
         product has at most ENUMERATED states (every x_{-k}, every pair of tuple k's values, every output:
-        `classic_leakage`), else the textbook level at tuple k's sensitivity (`dp_bound`, with why it bounds)."""
+        `classic_leakage`), else the textbook level at tuple k's sensitivity (`dp_bound`, with why it bounds).
+
+        Parameters
+        ----------
+        query : Query
+            The query the mechanism releases.
+        k : int
+            The tuple's index.
+        domains : sequence of Domain
+            The tuples' domains.
+
+        Returns
+        -------
+        leakage : float
+            The classic ε for tuple k.
+        bound_reason : str or None
+            Why `leakage` is only an upper bound, None when it is exact.
+        """
         exact = classic_leakage(self, query, k, domains)
         return (exact, None) if exact is not None else self.dp_bound(query, k, domains)
 
     def dp_bound(self, query: Query, k: int, domains: Sequence[Domain]) -> tuple[float, str | None]:
         """`dp_leakage` at tuple k's L1 sensitivity, which bounds each answer's change; a bound when the
-        query has several answers (the per-answer change may be smaller) or the guarantee is one."""
+        query has several answers (the per-answer change may be smaller) or the guarantee is one.
+
+        Parameters
+        ----------
+        query : Query
+            The query the mechanism releases.
+        k : int
+            The tuple's index.
+        domains : sequence of Domain
+            The tuples' domains.
+
+        Returns
+        -------
+        leakage : float
+            The bound.
+        bound_reason : str or None
+            Why it is a bound (`dp_bound_reason`, several answers), None when neither applies.
+        """
         value = self.dp_leakage(query.sensitivity(k, domains))
         reasons = [self.dp_bound_reason] if self.dp_bound_reason else []
         if answer_count(query, domains) > 1:
@@ -167,6 +261,33 @@ class JointMechanism(Mechanism):
     @classmethod
     def build(cls, query: Query, domains: Sequence[Domain], *, scale: float | None = None,
               epsilon: float | None = None, params: dict[str, str] | None = None) -> Mechanism:
+        """This mechanism from --scale, or from --epsilon through `scale_from` at the per-answer sensitivity
+        (``--mechanism-param sensitivity=``, else the query's global L1 sensitivity), and its parameters.
+
+        Parameters
+        ----------
+        query : Query
+            The query to release.
+        domains : sequence of Domain
+            The tuples' domains.
+        scale : float or None, optional
+            The noise scale (--scale).
+        epsilon : float or None, optional
+            The privacy level that sets the scale (--epsilon).
+        params : dict[str, str] or None, optional
+            The texts of ``--mechanism-param NAME=VALUE``, one per name of `parameters`.
+
+        Returns
+        -------
+        Mechanism
+            The mechanism, checked against `query`.
+
+        Raises
+        ------
+        InputError
+            For both or neither of `scale` and `epsilon` (where a scale is needed), a non-positive value, an
+            unknown or bad parameter, a sensitivity that is zero or unbounded, or a query it cannot release.
+        """
         values = parse_params(cls.kind, cls.parameters, params or {})
         if scale is not None and epsilon is not None:
             raise InputError(f"give one of --scale and --epsilon for the {cls.kind} mechanism, not both")

@@ -23,7 +23,47 @@ def make_mechanism(
     Laplace/geometric scale = global L1 sensitivity / `epsilon`; Gaussian σ from zCDP `rho` or
     from (`epsilon`, `delta`) (mechanisms.gaussian). `delta` is also the δ at which a Gaussian
     leakage is read (default 1e-6); pure-ε mechanisms refuse it. A mechanism with a joint output law
-    (DESIGN §5.2) builds itself from `scale` or `epsilon` and its `params`; the others refuse params."""
+    (DESIGN §5.2) builds itself from `scale` or `epsilon` and its `params`; the others refuse params.
+
+    Parameters
+    ----------
+    kind : str
+        A mechanism kind or alias (`MECHANISMS`).
+    query : Query
+        The query to release.
+    domains : sequence of Domain
+        The tuples' domains.
+    scale : float or None, optional
+        The noise scale (σ for Gaussian noise).
+    epsilon : float or None, optional
+        The DP level that sets the scale (with `delta` for Gaussian noise).
+    delta : float or None, optional
+        Gaussian noise only: the δ of (ε, δ), and at which the leakage is read (default 1e-6).
+    rho : float or None, optional
+        Gaussian noise only: the zCDP level that sets σ.
+    params : dict[str, str] or None, optional
+        ``--mechanism-param NAME=VALUE`` texts, for a mechanism with `parameters`.
+
+    Returns
+    -------
+    Mechanism
+        The mechanism, checked against `query` (`Mechanism.check`).
+
+    Raises
+    ------
+    InputError
+        For an unknown kind, a wrong combination of settings (e.g. both or neither of `scale` and
+        `epsilon` for pure-ε noise), a non-positive value, a global sensitivity that is zero or unbounded
+        when `epsilon` or `rho` sets the scale, or a query the mechanism cannot release.
+
+    Examples
+    --------
+    >>> from ddpbayes.model.domains import Finite
+    >>> from ddpbayes.queries import parse_query
+    >>> mech = make_mechanism("laplace", parse_query("sum"), [Finite((0.0, 1.0))] * 3, epsilon=0.5)
+    >>> print(mech.scale)
+    2.0
+    """
     kind = canonical_kind(kind)
     cls = REGISTRY[kind]
     if params and not cls.parameters:

@@ -30,7 +30,29 @@ from ddpbayes.mechanisms.sparse_vector import SparseVector
 @dataclass(frozen=True)
 class NumericalSparseVector(SparseVector):
     """NumericalSVT (Wang et al. 2019; module docstring): the pattern of K answers, then the noisy values of the
-    TRUE ones."""
+    TRUE ones.
+
+    Classic ε at sensitivity Δ: Δ/s, s = `scale` (Wang et al. 2019; an upper bound).
+
+    Parameters
+    ----------
+    scale : float
+        s = Δ/ε (positive): threshold noise Lap(3s), comparison noise Lap(6cs), values Lap(3cs).
+    variant : int, optional
+        Keep 1 (the default): the pattern's law is `SparseVector`'s Alg. 1 with these scales.
+    threshold : float, optional
+        The threshold T (finite; default 1).
+    cutoff : int, optional
+        c: stop after c TRUE answers (default 2).
+    epsilon : float or None, optional
+        The DP level the scale came from, if given (reported only).
+
+    Raises
+    ------
+    InputError
+        For a scale that is not positive, an infinite threshold or a cutoff that is not a
+        positive integer.
+    """
 
     scale: float
     variant: int = 1  # the pattern's law is Alg. 1's with this module's scales
@@ -52,25 +74,58 @@ class NumericalSparseVector(SparseVector):
 
     @property
     def rho_scale(self) -> float:
+        """The threshold noise's scale, 3s."""
         return 3 * self.scale
 
     @property
     def nu_scale(self) -> float:
+        """The comparison noise's scale, 6cs."""
         return 6 * self.cutoff * self.scale
 
     @property
     def value_scale(self) -> float:
+        """The released values' noise scale, 3cs."""
         return 3 * self.cutoff * self.scale
 
     def _patterns(self, k: int) -> np.ndarray:
         return SparseVector(self.scale, 1, self.threshold, self.cutoff).output_space(np.zeros((1, k)))
 
     def output_count(self, answers: np.ndarray) -> int:
+        """G without building the outputs: for each pattern, the product over its TRUE queries of that query's
+        distinct answers plus ±inf.
+
+        Parameters
+        ----------
+        answers : numpy.ndarray
+            The distinct answer vectors (R, K).
+
+        Returns
+        -------
+        int
+            The number of outputs.
+        """
         a = self._answers(answers)
         sizes = [len(np.unique(a[:, i])) + 2 for i in range(a.shape[1])]
         return int(sum(math.prod(sizes[i] for i in np.flatnonzero(p == 1)) for p in self._patterns(a.shape[1])))
 
     def output_space(self, answers: np.ndarray) -> np.ndarray:
+        """Every pattern, with each TRUE query's value on the grid of its answers and ±inf (module docstring).
+
+        Parameters
+        ----------
+        answers : numpy.ndarray
+            The distinct answer vectors (R, K).
+
+        Returns
+        -------
+        numpy.ndarray
+            The outputs (G, 2K): the pattern, then the values.
+
+        Raises
+        ------
+        InputError
+            When G exceeds --max-states.
+        """
         a = self._answers(answers)
         k = a.shape[1]
         check_states(self.output_count(a), f"the numerical sparse vector's output space ({k} queries)", "outputs")
@@ -85,6 +140,26 @@ class NumericalSparseVector(SparseVector):
         return np.array(out)
 
     def log_prob(self, outputs: np.ndarray, answers: np.ndarray) -> np.ndarray:
+        """The pattern's log-probability plus the TRUE values' Laplace log-densities (at ±inf the kernel's
+        limit, up to a constant of that output).
+
+        Parameters
+        ----------
+        outputs : numpy.ndarray
+            The outputs (G, 2K).
+        answers : numpy.ndarray
+            The answer vectors (R, K).
+
+        Returns
+        -------
+        numpy.ndarray
+            The log-probabilities (G, R); -inf for an impossible output.
+
+        Raises
+        ------
+        InputError
+            When an output does not have 2K entries.
+        """
         a = self._answers(answers)
         k = a.shape[1]
         y = np.asarray(outputs, dtype=float).reshape(len(outputs), -1)
@@ -104,12 +179,38 @@ class NumericalSparseVector(SparseVector):
         return out
 
     def sample(self, answers: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Run NumericalSVT once on each answer vector.
+
+        Parameters
+        ----------
+        answers : numpy.ndarray
+            The answer vectors (S, K).
+        rng : numpy.random.Generator
+            The random generator.
+
+        Returns
+        -------
+        numpy.ndarray
+            The outputs (S, 2K).
+        """
         a = self._answers(answers)
         pattern = super().sample(a, rng)
         z = np.where(pattern == 1, a + laplace_noise(rng, self.value_scale, a.shape), 0.0)
         return np.concatenate([pattern, z], axis=1)
 
     def dp_leakage(self, sensitivity: float) -> float:
+        """Δ/s (Wang et al. 2019).
+
+        Parameters
+        ----------
+        sensitivity : float
+            The L1 sensitivity Δ (of each answer).
+
+        Returns
+        -------
+        float
+            The classic ε, 0 when Δ is not positive.
+        """
         return float(sensitivity) / self.scale if sensitivity > 0 else 0.0
 
     @property
@@ -117,6 +218,24 @@ class NumericalSparseVector(SparseVector):
         return "Wang et al. 2019 prove NumericalSVT ε-DP: an upper bound"
 
     def dp_bound(self, query, k, domains):
+        """`JointMechanism.dp_bound` (not Alg. 6's bound of `SparseVector`).
+
+        Parameters
+        ----------
+        query : Query
+            The query the mechanism releases.
+        k : int
+            The tuple's index.
+        domains : sequence of Domain
+            The tuples' domains.
+
+        Returns
+        -------
+        leakage : float
+            The classic ε for tuple k (an upper bound).
+        bound_reason : str or None
+            Why it is a bound, None when it is not.
+        """
         return super(SparseVector, self).dp_bound(query, k, domains)
 
     def describe(self) -> dict:

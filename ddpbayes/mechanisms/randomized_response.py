@@ -20,7 +20,24 @@ from ddpbayes.queries import Identity, Query
 
 @dataclass(frozen=True)
 class RandomizedResponse(Mechanism):
-    """Each binary tuple is reported truthfully with probability e^ε / (1 + e^ε), else flipped."""
+    """Each binary tuple is reported truthfully with probability e^ε / (1 + e^ε), else flipped.
+
+    Pure ε-DP per bit; the outputs are the 0/1 tuples themselves (`Identity` query only).
+
+    Parameters
+    ----------
+    epsilon : float
+        The per-bit DP level ε (positive).
+    kind : str, optional
+        The mechanism's name ("randomized_response").
+    source : str or None, optional
+        The library object it was read from (`from_library`).
+
+    Raises
+    ------
+    InputError
+        When `epsilon` is not a positive normal double.
+    """
 
     epsilon: float
     kind: str = "randomized_response"
@@ -36,6 +53,20 @@ class RandomizedResponse(Mechanism):
         return 1.0 / (1.0 + math.exp(-self.epsilon))
 
     def log_kernel(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Both outputs 0 and 1 with their exact log-probabilities.
+
+        Parameters
+        ----------
+        q : numpy.ndarray
+            The distinct bits (m,) of one coordinate.
+
+        Returns
+        -------
+        grid : numpy.ndarray
+            The outputs [0, 1].
+        log_kernel : numpy.ndarray
+            log p(y | q_s) (2, m).
+        """
         grid = np.array([0.0, 1.0])
         q = np.asarray(q, dtype=float)
         same = grid[:, None] == q[None, :]
@@ -44,12 +75,50 @@ class RandomizedResponse(Mechanism):
         return grid, np.where(same, log_keep, log_keep - self.epsilon)
 
     def grid_size(self, levels: int) -> int:
+        """Two outputs, whatever the levels.
+
+        Parameters
+        ----------
+        levels : int
+            The number of distinct bits.
+
+        Returns
+        -------
+        int
+            2.
+        """
         return 2
 
     def dp_leakage(self, sensitivity: float) -> float:
+        """ε whenever the tuple can change.
+
+        Parameters
+        ----------
+        sensitivity : float
+            The L1 sensitivity.
+
+        Returns
+        -------
+        float
+            `epsilon` if `sensitivity` is positive, else 0.
+        """
         return self.epsilon if sensitivity > 0 else 0.0
 
     def check(self, query: Query, domains: Sequence[Domain]) -> None:
+        """Refuse all but the identity query on 0/1 tuples.
+
+        Parameters
+        ----------
+        query : Query
+            The query to release.
+        domains : sequence of Domain
+            The tuples' domains.
+
+        Raises
+        ------
+        InputError
+            When the query is not `Identity` or a domain is not a finite subset of {0, 1}.
+        """
         if not isinstance(query, Identity):
             raise InputError("randomized response perturbs the tuples themselves: use --query identity")
         for k, d in enumerate(domains):
@@ -58,7 +127,33 @@ class RandomizedResponse(Mechanism):
 
     def information(self, levels: np.ndarray, log_w: np.ndarray,
                     kernels: Sequence[Mechanism]) -> tuple[float, float, float]:
-        """Exact sums over the 2^d outputs when every varying coordinate is randomized response."""
+        """Exact sums over the 2^d outputs when every varying coordinate is randomized response.
+
+        Parameters
+        ----------
+        levels : numpy.ndarray
+            The distinct bit vectors (S, d) of the varying output coordinates.
+        log_w : numpy.ndarray
+            log P(X_i = t, q = q_s) (T, S).
+        kernels : sequence of Mechanism
+            The noise of the d coordinates, this one first.
+
+        Returns
+        -------
+        mutual_information : float
+            I(X_i; Y).
+        sup_divergence : float
+            max_y D(y).
+        error : float
+            0 (exact sums).
+
+        Raises
+        ------
+        NotAvailable
+            When a varying coordinate has other noise.
+        InputError
+            When the 2^d outputs' sums exceed --max-states.
+        """
         if all(isinstance(k, RandomizedResponse) for k in kernels):
             return bits_information(levels, log_w, np.array([k.epsilon for k in kernels]))
         return super().information(levels, log_w, kernels)

@@ -60,7 +60,27 @@ class Rappor(JointMechanism):
     """RAPPOR steps 1–3 on one integer answer (module docstring). Output: the m report bits (d = m).
     Classic ε: the paper's ε_1 = h ln(q*(1 − p*) / (p*(1 − q*))) for one report, q* = P(y=1|B=1),
     p* = P(y=1|B=0) (an upper bound: attained when two values' Bloom bits do not overlap); ε_∞ =
-    2h ln((1 − f/2)/(f/2)) (the permanent response, over every report) is in `describe`."""
+    2h ln((1 − f/2)/(f/2)) (the permanent response, over every report) is in `describe`.
+
+    Parameters
+    ----------
+    hashes : int, optional
+        h, the Bloom filter's hash functions (1 to 64; default 4).
+    filter_size : int, optional
+        m, the Bloom filter's bits (1 to 65536; default 20).
+    f : float, optional
+        Permanent randomized response: a bit is replaced by a fair coin with probability f
+        (default 0.75).
+    p : float, optional
+        Instantaneous response: P(report 1 | permanent bit 0) (default 0.45).
+    q : float, optional
+        Instantaneous response: P(report 1 | permanent bit 1) (default 0.55).
+
+    Raises
+    ------
+    InputError
+        For `hashes` or `filter_size` out of range, or a probability outside [0, 1].
+    """
 
     hashes: int = 4
     filter_size: int = 20
@@ -87,7 +107,31 @@ class Rappor(JointMechanism):
 
     @classmethod
     def build(cls, query, domains, *, scale=None, epsilon=None, params=None):
-        """From `--mechanism-param` alone (one-time RAPPOR also from --epsilon): no noise scale to set."""
+        """From `--mechanism-param` alone (one-time RAPPOR also from --epsilon): no noise scale to set.
+
+        Parameters
+        ----------
+        query : Query
+            The query to release.
+        domains : sequence of Domain
+            The tuples' domains.
+        scale : float or None, optional
+            Refused when given.
+        epsilon : float or None, optional
+            One-time RAPPOR: the ε_∞ that sets f; refused by RAPPOR.
+        params : dict[str, str] or None, optional
+            The texts of ``--mechanism-param NAME=VALUE``.
+
+        Returns
+        -------
+        Mechanism
+            The mechanism, checked against `query`.
+
+        Raises
+        ------
+        InputError
+            For a scale, an epsilon it does not take, a bad parameter or a query it cannot release.
+        """
         cls._settable(scale, epsilon, params or {})
         mech = cls._from(None, epsilon, parse_params(cls.kind, cls.parameters, params or {}))
         mech.check(query, domains)
@@ -104,7 +148,20 @@ class Rappor(JointMechanism):
         return cls(values["hashes"], values["filter_size"], values["f"], values["p"], values["q"])
 
     def check(self, query, domains) -> None:
-        """One integer answer (the value whose Bloom filter is reported)."""
+        """One integer answer (the value whose Bloom filter is reported).
+
+        Parameters
+        ----------
+        query : Query
+            The query to release.
+        domains : sequence of Domain
+            The tuples' domains.
+
+        Raises
+        ------
+        InputError
+            When the query does not return one integer answer.
+        """
         super().check(query, domains)
         if integer_range(query, domains) is None:
             raise InputError(f"the {self.kind} mechanism reports one integer value: use an integer query (integer "
@@ -117,7 +174,18 @@ class Rappor(JointMechanism):
         return h * self.q + (1 - h) * self.p, (1 - h) * self.q + h * self.p
 
     def bloom(self, values: np.ndarray) -> np.ndarray:
-        """The Bloom filters (R, m) of the integer answers `values` (R,)."""
+        """The Bloom filters (R, m) of the integer answers `values` (R,).
+
+        Parameters
+        ----------
+        values : numpy.ndarray
+            The integer answers (R,).
+
+        Returns
+        -------
+        numpy.ndarray
+            The 0/1 filters (R, m): bit murmur3_32(str(v), seed=i) mod m set for i < h.
+        """
         out = np.zeros((len(values), self.filter_size))
         for r, v in enumerate(values):
             for i in range(self.hashes):
@@ -133,7 +201,23 @@ class Rappor(JointMechanism):
     def output_space(self, answers: np.ndarray) -> np.ndarray:
         """Every pattern of the m bits whose Bloom value differs among the given answers; each other bit is
         the same under every answer and contributes the same factor to every row of `log_prob`, so it
-        cancels in every likelihood ratio: it is set to its most likely report value."""
+        cancels in every likelihood ratio: it is set to its most likely report value.
+
+        Parameters
+        ----------
+        answers : numpy.ndarray
+            The distinct answers (R, 1), integers.
+
+        Returns
+        -------
+        numpy.ndarray
+            The outputs (G, m), G = 2 to the number of varying bits.
+
+        Raises
+        ------
+        InputError
+            For a non-integer answer, or G above --max-states.
+        """
         b = np.unique(self._filters(answers), axis=0)
         varying = np.flatnonzero(b.min(axis=0) != b.max(axis=0))
         check_states(2 ** len(varying), f"the {self.kind} output space ({len(varying)} varying bits)", "outputs")
@@ -144,10 +228,41 @@ class Rappor(JointMechanism):
         return out
 
     def output_count(self, answers: np.ndarray) -> int:
+        """2 to the number of bits whose Bloom value differs among the answers.
+
+        Parameters
+        ----------
+        answers : numpy.ndarray
+            The distinct answers (R, 1), integers.
+
+        Returns
+        -------
+        int
+            G.
+        """
         b = self._filters(answers)
         return 2 ** int(np.sum(b.min(axis=0) != b.max(axis=0)))
 
     def log_prob(self, outputs: np.ndarray, answers: np.ndarray) -> np.ndarray:
+        """log p(y | v): the sum over the m independent report bits (exact).
+
+        Parameters
+        ----------
+        outputs : numpy.ndarray
+            The report bits (G, m).
+        answers : numpy.ndarray
+            The answers (R, 1), integers.
+
+        Returns
+        -------
+        numpy.ndarray
+            The log-probabilities (G, R); -inf for an output that is not 0/1.
+
+        Raises
+        ------
+        InputError
+            When an output does not have m bits, or an answer is not an integer.
+        """
         y = np.asarray(outputs, dtype=float).reshape(len(outputs), -1)
         if y.shape[1] != self.filter_size:
             raise InputError(f"{self.kind} outputs have {y.shape[1]} bits, the filter {self.filter_size}")
@@ -160,6 +275,20 @@ class Rappor(JointMechanism):
         return np.where(np.all((y == 0) | (y == 1), axis=1)[:, None], out, -np.inf)
 
     def sample(self, answers: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """One report per answer: its Bloom filter, each bit set to 1 with P(y_j = 1 | B_j).
+
+        Parameters
+        ----------
+        answers : numpy.ndarray
+            The answers (S, 1), integers.
+        rng : numpy.random.Generator
+            The random generator.
+
+        Returns
+        -------
+        numpy.ndarray
+            The reports (S, m).
+        """
         a = self._answers(answers)[:, 0]
         values, inverse = np.unique(a, return_inverse=True)
         b = self._filters(values[:, None])[inverse.ravel()]
@@ -172,6 +301,18 @@ class Rappor(JointMechanism):
         return (rng.random(b.shape) < np.where(b == 1, p1, p0)).astype(float)
 
     def dp_leakage(self, sensitivity: float) -> float:
+        """The paper's ε_1 = h ln(q*(1 − p*) / (p*(1 − q*))) for one report, whatever the change.
+
+        Parameters
+        ----------
+        sensitivity : float
+            The L1 sensitivity (only whether it is positive matters).
+
+        Returns
+        -------
+        float
+            ε_1 (inf when a report bit is certain), 0 when the sensitivity is not positive or p* = q*.
+        """
         if sensitivity <= 0:
             return 0.0
         p0, p1 = self.one_probabilities
@@ -182,7 +323,13 @@ class Rappor(JointMechanism):
         return self.hashes * abs(math.log(p1 * (1 - p0)) - math.log(p0 * (1 - p1)))
 
     def permanent_epsilon(self) -> float:
-        """ε_∞ = 2h ln((1 − f/2)/(f/2)), the paper's bound over every report (the permanent response)."""
+        """ε_∞ = 2h ln((1 − f/2)/(f/2)), the paper's bound over every report (the permanent response).
+
+        Returns
+        -------
+        float
+            ε_∞, inf when f = 0.
+        """
         return 2 * self.hashes * math.log((1 - self.f / 2) / (self.f / 2)) if self.f > 0 else math.inf
 
     def describe(self) -> dict:
@@ -196,7 +343,24 @@ class Rappor(JointMechanism):
 class OneTimeRappor(Rappor):
     """One-time RAPPOR, steps 1–2 (the permanent response is the report): P(y_j = 1 | B_j) = 1 − f/2 or f/2.
     Classic ε: ε_∞ = 2h ln((1 − f/2)/(f/2)) (an upper bound, attained by non-overlapping Bloom bits);
-    --epsilon sets f = 2/(1 + e^{ε/(2h)}) as the paper's ε_∞ does."""
+    --epsilon sets f = 2/(1 + e^{ε/(2h)}) as the paper's ε_∞ does.
+
+    Parameters
+    ----------
+    hashes : int, optional
+        h, the Bloom filter's hash functions (1 to 64; default 4).
+    filter_size : int, optional
+        m, the Bloom filter's bits (1 to 65536; default 20).
+    f : float, optional
+        A bit is replaced by a fair coin with probability f (default 0.95).
+    p, q : float, optional
+        Unused by the one-time law (Rappor's fields, defaults 0.45 and 0.55).
+
+    Raises
+    ------
+    InputError
+        For `hashes` or `filter_size` out of range, or a probability outside [0, 1].
+    """
 
     f: float = 0.95
     kind = "one_time_rappor"
@@ -218,9 +382,22 @@ class OneTimeRappor(Rappor):
 
     @property
     def one_probabilities(self) -> tuple[float, float]:
+        """(P(y_j = 1 | B_j = 0), P(y_j = 1 | B_j = 1)) = (f/2, 1 − f/2)."""
         return self.f / 2, 1 - self.f / 2
 
     def dp_leakage(self, sensitivity: float) -> float:
+        """ε_∞ = 2h ln((1 − f/2)/(f/2)), whatever the change.
+
+        Parameters
+        ----------
+        sensitivity : float
+            The L1 sensitivity (only whether it is positive matters).
+
+        Returns
+        -------
+        float
+            ε_∞, 0 when the sensitivity is not positive.
+        """
         return self.permanent_epsilon() if sensitivity > 0 else 0.0
 
     def describe(self) -> dict:

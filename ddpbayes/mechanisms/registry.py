@@ -23,12 +23,44 @@ ALIASES = {alias: kind for kind, cls in REGISTRY.items() for alias in cls.aliase
 
 
 def lookup(name: str) -> type[Mechanism] | None:
-    """The class of the kind or alias `name`, None when no mechanism is called so."""
+    """The class of the kind or alias `name`, None when no mechanism is called so.
+
+    Parameters
+    ----------
+    name : str
+        A kind (e.g. "laplace") or one of its aliases (e.g. "rr").
+
+    Returns
+    -------
+    type[Mechanism] or None
+        The registered class, or None.
+    """
     return REGISTRY.get(ALIASES.get(name, name))
 
 
 def canonical_kind(name: str) -> str:
-    """The kind `name` spells (itself or an alias); InputError naming the kinds when none."""
+    """The kind `name` spells (itself or an alias); InputError naming the kinds when none.
+
+    Parameters
+    ----------
+    name : str
+        A kind or one of its aliases.
+
+    Returns
+    -------
+    str
+        The kind (a key of `REGISTRY`).
+
+    Raises
+    ------
+    InputError
+        When no mechanism is called `name`.
+
+    Examples
+    --------
+    >>> canonical_kind("rr")
+    'randomized_response'
+    """
     cls = lookup(name)
     if cls is None:
         raise InputError(f"unknown mechanism '{name}' (use {', '.join(MECHANISMS)})")

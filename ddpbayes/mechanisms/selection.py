@@ -55,7 +55,24 @@ class ReportNoisyMax(_Selection):
     `returns=both` the index and the value: a continuous output, whose supremum the mechanism computes from the
     mixture weights (`noisy_max_value`: exactly, at the stationary points of the densities' ratio). Classic ε
     then: KΔ/b with Laplace noise (every factor of the density moves by at most e^{Δ/b}; attained as v → −∞ when
-    every answer moves), unbounded with exponential noise (the value's support moves with the answers)."""
+    every answer moves), unbounded with exponential noise (the value's support moves with the answers).
+
+    Parameters
+    ----------
+    scale : float
+        The noise scale b (positive).
+    noise : str, optional
+        "laplace" (default) or "exponential" (one-sided).
+    epsilon : float or None, optional
+        The DP level the scale came from, if given (reported only).
+    returns : str, optional
+        "index" (default), "value" or "both".
+
+    Raises
+    ------
+    InputError
+        For a scale that is not positive or an unknown `noise` or `returns`.
+    """
 
     scale: float
     noise: str = "laplace"
@@ -80,19 +97,57 @@ class ReportNoisyMax(_Selection):
 
     @property
     def continuous(self) -> bool:  # the noisy maximum is released: no finite output space
+        """True when the noisy maximum is released (`returns` value or both): no finite output space."""
         return self.returns != "index"
 
     @property
     def law_error(self) -> float:
+        """The bound on `log_prob`'s error: the quadrature's for the index, `noisy_max_value`'s for the value."""
         return LAW_ERROR if self.returns == "index" else noisy_max_value.LAW_ERROR
 
     def output_space(self, answers: np.ndarray) -> np.ndarray:
+        """The indices 0..K-1 as outputs (K, 1); refused when the value is released.
+
+        Parameters
+        ----------
+        answers : numpy.ndarray
+            The answer vectors (R, K).
+
+        Returns
+        -------
+        numpy.ndarray
+            The outputs (K, 1).
+
+        Raises
+        ------
+        InputError
+            When `continuous` (the supremum comes from `sup_log_ratio`).
+        """
         if self.continuous:
             raise InputError(f"report_noisy_max releasing the {self.returns} has a continuous output: its supremum is "
                              "computed from the weights (sup_log_ratio)")
         return super().output_space(answers)
 
     def sup_log_ratio(self, log_w: np.ndarray, answers: np.ndarray) -> tuple[float, int, int, tuple[float, ...]]:
+        """The supremum over the released value (with its index for `returns` both) of the mixtures' log-ratio, over
+        ordered pairs of rows: exactly, at the stationary points of the densities' ratio (`noisy_max_value`).
+
+        Parameters
+        ----------
+        log_w : numpy.ndarray
+            Rows (T, R) of log-probabilities over the answer vectors (-inf where absent).
+        answers : numpy.ndarray
+            The answer vectors (R, K).
+
+        Returns
+        -------
+        value : float
+            The supremum of the log-ratio.
+        t, t_prime : int
+            The rows of `log_w` that attain it.
+        y : tuple of float
+            The output at which it is attained (a coordinate ±inf for a limit).
+        """
         return noisy_max_value.sup_log_ratio(log_w, self._answers(answers), self.scale, self.noise,
                                              self.returns == "both")
 
@@ -107,7 +162,20 @@ class ReportNoisyMax(_Selection):
         return cls(scale, values["noise"], epsilon, values["returns"])
 
     def log_prob(self, outputs: np.ndarray, answers: np.ndarray) -> np.ndarray:
-        """log P(argmax = i | a); with `returns` value or both the log-density of the output (v,) or (i, v)."""
+        """log P(argmax = i | a); with `returns` value or both the log-density of the output (v,) or (i, v).
+
+        Parameters
+        ----------
+        outputs : numpy.ndarray
+            The outputs (G, 1) (an index or a value) or (G, 2) (both).
+        answers : numpy.ndarray
+            The answer vectors (R, K).
+
+        Returns
+        -------
+        numpy.ndarray
+            The log-probabilities or log-densities (G, R); -inf for an impossible index.
+        """
         if not self.continuous:
             return self._pick(self.log_table(answers), outputs)
         y = np.asarray(outputs, dtype=float).reshape(len(outputs), -1)
@@ -115,7 +183,18 @@ class ReportNoisyMax(_Selection):
         return noisy_max_value.log_density(y[:, -1], index, self._answers(answers), self.scale, self.noise)
 
     def log_table(self, answers: np.ndarray) -> np.ndarray:
-        """log P(argmax = i | a_r) for every i and row: (K, R)."""
+        """log P(argmax = i | a_r) for every i and row: (K, R).
+
+        Parameters
+        ----------
+        answers : numpy.ndarray
+            The answer vectors (R, K).
+
+        Returns
+        -------
+        numpy.ndarray
+            The log-probabilities (K, R), by quadrature to `law_error`.
+        """
         a = self._answers(answers)
         b = self.scale
         if self.noise == "laplace":
@@ -134,6 +213,20 @@ class ReportNoisyMax(_Selection):
         return values.T
 
     def sample(self, answers: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """The noisy argmax, the noisy maximum or both (`returns`) of each answer vector.
+
+        Parameters
+        ----------
+        answers : numpy.ndarray
+            The answer vectors (S, K).
+        rng : numpy.random.Generator
+            The random generator.
+
+        Returns
+        -------
+        numpy.ndarray
+            The outputs (S, 1), or (S, 2) for `returns` both.
+        """
         a = self._answers(answers)
         z = laplace_noise(rng, self.scale, a.shape) if self.noise == "laplace" else rng.exponential(self.scale, a.shape)
         noisy = a + z
@@ -143,12 +236,48 @@ class ReportNoisyMax(_Selection):
         return np.column_stack([np.asarray(c, dtype=float) for c in columns])
 
     def dp_leakage(self, sensitivity: float) -> float:
+        """2Δ/b, an upper bound; refused when the value is released (its ε depends on K: `dp_bound`).
+
+        Parameters
+        ----------
+        sensitivity : float
+            The L1 sensitivity Δ (of each answer).
+
+        Returns
+        -------
+        float
+            2Δ/b, 0 when Δ is not positive.
+
+        Raises
+        ------
+        InputError
+            When `continuous`.
+        """
         if self.continuous:
             raise InputError("report_noisy_max releasing the noisy maximum: its classic epsilon depends on the number of "
                              "answers (tuple_dp_leakage)")
         return 2 * float(sensitivity) / self.scale if sensitivity > 0 else 0.0
 
     def dp_bound(self, query, k, domains) -> tuple[float, str | None]:
+        """As `JointMechanism.dp_bound` for the index; for the value KΔ/b with Laplace noise, inf with
+        exponential noise.
+
+        Parameters
+        ----------
+        query : Query
+            The query the mechanism releases.
+        k : int
+            The tuple's index.
+        domains : sequence of Domain
+            The tuples' domains.
+
+        Returns
+        -------
+        leakage : float
+            The classic ε for tuple k (an upper bound).
+        bound_reason : str or None
+            Why it is a bound, None when it is not.
+        """
         if not self.continuous:
             return super().dp_bound(query, k, domains)
         sensitivity = query.sensitivity(k, domains)
@@ -173,7 +302,24 @@ class ExponentialMechanism(_Selection):
     """The exponential mechanism (McSherry & Talwar 2007) with the K answers as the candidates' utilities:
     p(r | a) = exp(a_r / s) / Σ_j exp(a_j / s), s = 2Δ/ε (`monotone=true`: s = Δ/ε, for utilities that all
     move the same way when a tuple changes; Dwork & Roth 2014 §3.4, Thm 3.10). Exact (a softmax).
-    Classic ε: 2Δ/s (monotone: Δ/s), an upper bound."""
+    Classic ε: 2Δ/s (monotone: Δ/s), an upper bound.
+
+    Parameters
+    ----------
+    scale : float
+        The scale s (positive).
+    monotone : bool, optional
+        Utilities monotone in the data (--epsilon then sets s = Δ/ε; default False).
+    epsilon : float or None, optional
+        The DP level the scale came from, if given (reported only).
+    source : str or None, optional
+        The library object it was read from (`from_library`).
+
+    Raises
+    ------
+    InputError
+        When `scale` is not a positive normal double.
+    """
 
     scale: float
     monotone: bool = False
@@ -199,20 +345,71 @@ class ExponentialMechanism(_Selection):
         return cls(scale, values["monotone"], epsilon)
 
     def log_table(self, answers: np.ndarray) -> np.ndarray:
-        """log p(r | a) for every candidate r and row: (K, R)."""
+        """log p(r | a) for every candidate r and row: (K, R).
+
+        Parameters
+        ----------
+        answers : numpy.ndarray
+            The answer vectors (R, K).
+
+        Returns
+        -------
+        numpy.ndarray
+            The log-probabilities (K, R), exact (a softmax).
+        """
         z = self._answers(answers) / self.scale
         z = z - z.max(axis=1, keepdims=True)
         return (z - np.log(np.exp(z).sum(axis=1, keepdims=True))).T
 
     def log_prob(self, outputs: np.ndarray, answers: np.ndarray) -> np.ndarray:
+        """log p(r | a) of each output index r.
+
+        Parameters
+        ----------
+        outputs : numpy.ndarray
+            The candidate indices (G, 1).
+        answers : numpy.ndarray
+            The answer vectors (R, K).
+
+        Returns
+        -------
+        numpy.ndarray
+            The log-probabilities (G, R); -inf for an index that is not a candidate.
+        """
         return self._pick(self.log_table(answers), outputs)
 
     def sample(self, answers: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """One candidate index per answer vector, drawn from the softmax.
+
+        Parameters
+        ----------
+        answers : numpy.ndarray
+            The answer vectors (S, K).
+        rng : numpy.random.Generator
+            The random generator.
+
+        Returns
+        -------
+        numpy.ndarray
+            The indices (S, 1).
+        """
         cdf = np.cumsum(np.exp(self.log_table(answers).T), axis=1)
         u = rng.random(len(cdf)) * cdf[:, -1]
         return np.minimum((cdf < u[:, None]).sum(axis=1), cdf.shape[1] - 1).astype(float)[:, None]
 
     def dp_leakage(self, sensitivity: float) -> float:
+        """2Δ/s (monotone: Δ/s), an upper bound.
+
+        Parameters
+        ----------
+        sensitivity : float
+            The L1 sensitivity Δ (of each answer).
+
+        Returns
+        -------
+        float
+            The classic ε, 0 when Δ is not positive.
+        """
         return (1 if self.monotone else 2) * float(sensitivity) / self.scale if sensitivity > 0 else 0.0
 
     def describe(self) -> dict:

@@ -38,7 +38,30 @@ ABORTING = (1, 2, 4)
 @dataclass(frozen=True)
 class SparseVector(JointMechanism):
     """The sparse vector technique, Lyu et al. 2017 Alg. `variant` (module docstring): K answers in,
-    K entries out (1 TRUE, 0 FALSE, −1 not answered)."""
+    K entries out (1 TRUE, 0 FALSE, −1 not answered).
+
+    Classic ε at sensitivity Δ, with s = `scale`: Δ/s (Algs. 1, 2) and ((1 + 6c)/4)Δ/s (Alg. 4), upper bounds
+    (Lyu et al. 2017 §4); Algs. 5 and 6 are not ε-DP (`dp_bound`: K·Δ/b_ν for Alg. 6's K queries).
+
+    Parameters
+    ----------
+    scale : float
+        s = Δ/ε (positive); the noise scales follow from it per variant.
+    variant : int, optional
+        Lyu et al. 2017's Alg. 1 (default), 2, 4, 5 or 6.
+    threshold : float, optional
+        The threshold T (finite; default 1).
+    cutoff : int, optional
+        c: stop after c TRUE answers (variants 1, 2, 4; default 1).
+    epsilon : float or None, optional
+        The DP level the scale came from, if given (reported only).
+
+    Raises
+    ------
+    InputError
+        For a scale that is not positive, an unknown variant, an infinite threshold or a
+        cutoff that is not a positive integer.
+    """
 
     scale: float
     variant: int = 1
@@ -70,6 +93,7 @@ class SparseVector(JointMechanism):
 
     @property
     def rho_scale(self) -> float:
+        """The threshold noise's scale (per variant, module docstring)."""
         c, s = self.cutoff, self.scale
         return {1: 2 * s, 2: 2 * c * s, 4: 4 * s, 5: 2 * s, 6: 2 * s}[self.variant]
 
@@ -85,6 +109,19 @@ class SparseVector(JointMechanism):
 
     # ---- the output space
     def output_count(self, answers: np.ndarray) -> int:
+        """G without building the outputs: Σ_{t ≤ c} C(K, t) patterns when the variant aborts, 2^K when not (Alg. 5:
+        the patterns some threshold noise gives).
+
+        Parameters
+        ----------
+        answers : numpy.ndarray
+            The distinct answer vectors (R, K).
+
+        Returns
+        -------
+        int
+            The number of outputs.
+        """
         k = self._answers(answers).shape[1]
         if self.variant == 5:
             return len(self.output_space(answers))
@@ -93,6 +130,24 @@ class SparseVector(JointMechanism):
         return 2 ** k
 
     def output_space(self, answers: np.ndarray) -> np.ndarray:
+        """Every output the variant can produce: the 0/1 patterns (with −1 after the c-th TRUE when it aborts);
+        Alg. 5 only the patterns {i: a_i − T ≥ ρ} some ρ gives under the given answers.
+
+        Parameters
+        ----------
+        answers : numpy.ndarray
+            The distinct answer vectors (R, K).
+
+        Returns
+        -------
+        numpy.ndarray
+            The outputs (G, K).
+
+        Raises
+        ------
+        InputError
+            When G exceeds --max-states.
+        """
         a = self._answers(answers)
         k = a.shape[1]
         if self.variant == 5:  # the patterns {i: a_i − T ≥ ρ} some ρ gives, under each answer vector
@@ -123,6 +178,26 @@ class SparseVector(JointMechanism):
 
     # ---- the law
     def log_prob(self, outputs: np.ndarray, answers: np.ndarray) -> np.ndarray:
+        """log P(y | a) by the one-ρ integral (Alg. 2: a product of them over the runs; Alg. 5: closed form),
+        to `law_error` (module docstring).
+
+        Parameters
+        ----------
+        outputs : numpy.ndarray
+            The outputs (G, K).
+        answers : numpy.ndarray
+            The answer vectors (R, K).
+
+        Returns
+        -------
+        numpy.ndarray
+            The log-probabilities (G, R); -inf for an output the variant cannot produce.
+
+        Raises
+        ------
+        InputError
+            When the outputs and the answers differ in length.
+        """
         a = self._answers(answers)
         y = np.asarray(outputs, dtype=float).reshape(len(outputs), -1)
         if y.shape[1] != a.shape[1]:
@@ -189,6 +264,20 @@ class SparseVector(JointMechanism):
         return np.where(hi > lo, out, -np.inf)
 
     def sample(self, answers: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Run the variant once on each answer vector.
+
+        Parameters
+        ----------
+        answers : numpy.ndarray
+            The answer vectors (S, K).
+        rng : numpy.random.Generator
+            The random generator.
+
+        Returns
+        -------
+        numpy.ndarray
+            The outputs (S, K).
+        """
         a = self._answers(answers)
         s, k = len(a), a.shape[1]
         rho = laplace_noise(rng, self.rho_scale, (s,))
@@ -208,6 +297,18 @@ class SparseVector(JointMechanism):
 
     # ---- the guarantee
     def dp_leakage(self, sensitivity: float) -> float:
+        """The paper's ε at sensitivity Δ: Δ/s (Algs. 1, 2), ((1 + 6c)/4)Δ/s (Alg. 4), inf (Algs. 5, 6).
+
+        Parameters
+        ----------
+        sensitivity : float
+            The L1 sensitivity Δ (of each answer).
+
+        Returns
+        -------
+        float
+            The classic ε, 0 when Δ is not positive.
+        """
         if sensitivity <= 0:
             return 0.0
         eps = float(sensitivity) / self.scale
@@ -223,6 +324,24 @@ class SparseVector(JointMechanism):
                    "for K queries it is at most K·Δ/b_ν (each query's answer given ρ)"}[self.variant]
 
     def dp_bound(self, query, k, domains):
+        """As `JointMechanism.dp_bound`; Alg. 6 at K·Δ/b_ν for its K queries.
+
+        Parameters
+        ----------
+        query : Query
+            The query the mechanism releases.
+        k : int
+            The tuple's index.
+        domains : sequence of Domain
+            The tuples' domains.
+
+        Returns
+        -------
+        leakage : float
+            The classic ε for tuple k (an upper bound).
+        bound_reason : str or None
+            Why it is a bound, None when it is not.
+        """
         value, reason = super().dp_bound(query, k, domains)
         if self.variant == 6 and value > 0:
             value = answer_count(query, domains) * query.sensitivity(k, domains) / self.nu_scale

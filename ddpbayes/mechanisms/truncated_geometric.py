@@ -29,7 +29,27 @@ VARIANTS = ("ghosh", "balcer_vadhan")
 class TruncatedGeometric(JointMechanism):
     """A count a in 0..n released as y in 0..n (module docstring): `variant` ghosh or balcer_vadhan.
     Classic ε at sensitivity Δ (counts move by whole units): ghosh Δ/s; balcer_vadhan Δ·ln(1 + 2^{−k})
-    (Balcer & Vadhan Thm 4.7, as DP-Sniper states it; group privacy beyond Δ = 1, a bound there)."""
+    (Balcer & Vadhan Thm 4.7, as DP-Sniper states it; group privacy beyond Δ = 1, a bound there).
+
+    Parameters
+    ----------
+    scale : float
+        s = Δ/ε (positive): α = e^{−1/s}; balcer_vadhan's ε₀ = 1/s.
+    n : int, optional
+        The largest count: outputs are 0..n (1 to 2^20; default 5).
+    variant : str, optional
+        "ghosh" (default) or "balcer_vadhan".
+    epsilon : float or None, optional
+        The DP level the scale came from, if given (reported only).
+    source : str or None, optional
+        The library object it was read from (`from_library`).
+
+    Raises
+    ------
+    InputError
+        For a scale that is not positive, `n` out of range, an unknown variant, or
+        balcer_vadhan integers of more than 2^16 bits (k·n).
+    """
 
     scale: float
     n: int = 5
@@ -71,7 +91,20 @@ class TruncatedGeometric(JointMechanism):
         return max(0, math.ceil(math.log(2.0 * self.scale)))
 
     def check(self, query, domains) -> None:
-        """One integer count that stays within 0..n."""
+        """One integer count that stays within 0..n.
+
+        Parameters
+        ----------
+        query : Query
+            The query to release.
+        domains : sequence of Domain
+            The tuples' domains.
+
+        Raises
+        ------
+        InputError
+            When the query is not one integer answer ranging within 0..n.
+        """
         super().check(query, domains)
         span = integer_range(query, domains)
         if span is None or span[0] < 0 or span[1] > self.n:
@@ -87,14 +120,59 @@ class TruncatedGeometric(JointMechanism):
         return a.astype(int)
 
     def output_space(self, answers: np.ndarray) -> np.ndarray:
+        """The counts 0..n.
+
+        Parameters
+        ----------
+        answers : numpy.ndarray
+            The counts (R, 1), integers in 0..n.
+
+        Returns
+        -------
+        numpy.ndarray
+            The outputs (n + 1, 1).
+
+        Raises
+        ------
+        InputError
+            When an answer is not an integer in 0..n.
+        """
         self._counts(answers)
         return np.arange(self.n + 1, dtype=float)[:, None]
 
     def output_count(self, answers: np.ndarray) -> int:
+        """n + 1.
+
+        Parameters
+        ----------
+        answers : numpy.ndarray
+            The counts (R, 1), integers in 0..n.
+
+        Returns
+        -------
+        int
+            n + 1.
+        """
         return self.n + 1
 
     def log_table(self, answers: np.ndarray) -> np.ndarray:
-        """log P(y | a_r) for y = 0..n and every row: (n + 1, R)."""
+        """log P(y | a_r) for y = 0..n and every row: (n + 1, R).
+
+        Parameters
+        ----------
+        answers : numpy.ndarray
+            The counts (R, 1), integers in 0..n.
+
+        Returns
+        -------
+        numpy.ndarray
+            The exact log-probabilities (n + 1, R).
+
+        Raises
+        ------
+        InputError
+            When an answer is not an integer in 0..n.
+        """
         a = self._counts(answers)
         if self.variant == VARIANTS[0]:
             y = np.arange(self.n + 1)[:, None]
@@ -118,6 +196,20 @@ class TruncatedGeometric(JointMechanism):
         return np.array([math.log(m) - math.log(d) if m > 0 else -math.inf for m in mass])
 
     def log_prob(self, outputs: np.ndarray, answers: np.ndarray) -> np.ndarray:
+        """log P(y | a) of each output, from `log_table`.
+
+        Parameters
+        ----------
+        outputs : numpy.ndarray
+            The outputs (G, 1).
+        answers : numpy.ndarray
+            The counts (R, 1), integers in 0..n.
+
+        Returns
+        -------
+        numpy.ndarray
+            The log-probabilities (G, R); -inf for an output outside 0..n.
+        """
         table = self.log_table(answers)
         y = np.asarray(outputs, dtype=float).reshape(len(outputs), -1)[:, 0]
         idx = y.astype(int)
@@ -127,6 +219,20 @@ class TruncatedGeometric(JointMechanism):
         return out
 
     def sample(self, answers: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """One output per count.
+
+        Parameters
+        ----------
+        answers : numpy.ndarray
+            The counts (S, 1), integers in 0..n.
+        rng : numpy.random.Generator
+            The random generator.
+
+        Returns
+        -------
+        numpy.ndarray
+            The outputs (S, 1).
+        """
         a = self._counts(answers)
         if self.variant == VARIANTS[0]:
             p = -math.expm1(-1.0 / self.scale)  # success probability: failures ~ Geometric(1 − α)
@@ -138,6 +244,18 @@ class TruncatedGeometric(JointMechanism):
         return np.minimum((cdf[inverse.ravel()] < u[:, None]).sum(axis=1), self.n).astype(float)[:, None]
 
     def dp_leakage(self, sensitivity: float) -> float:
+        """ghosh Δ/s; balcer_vadhan Δ·ln(1 + 2^{−k}).
+
+        Parameters
+        ----------
+        sensitivity : float
+            The L1 sensitivity Δ.
+
+        Returns
+        -------
+        float
+            The classic ε, 0 when Δ is not positive.
+        """
         if sensitivity <= 0:
             return 0.0
         if self.variant == VARIANTS[0]:

@@ -20,7 +20,27 @@ from ddpbayes.queries import Query
 
 @dataclass(frozen=True)
 class Laplace(Mechanism):
-    """y = q(x) + Lap(b) on every output coordinate independently."""
+    """y = q(x) + Lap(b) on every output coordinate independently.
+
+    Pure ε-DP: ε = Δ₁ / b (DESIGN §2.1); the supremum over outputs lies on the query's levels and the
+    two tails (004 Lemma 1).
+
+    Parameters
+    ----------
+    scale : float
+        The noise scale b (positive).
+    kind : str, optional
+        The mechanism's name ("laplace").
+    epsilon : float or None, optional
+        The DP level the scale came from, if given (reported only).
+    source : str or None, optional
+        The library object it was read from (`from_library`).
+
+    Raises
+    ------
+    InputError
+        When `scale` is not a positive normal double.
+    """
 
     scale: float
     kind: str = "laplace"
@@ -34,19 +54,88 @@ class Laplace(Mechanism):
         _positive(self.scale, "scale")
 
     def laplace_scales(self, rows: int) -> np.ndarray | None:
+        """The scale b on each of `rows` coordinates (DESIGN §2.2), for the built-in continuous kernel only.
+
+        Parameters
+        ----------
+        rows : int
+            The number of output coordinates.
+
+        Returns
+        -------
+        numpy.ndarray or None
+            ``scale`` repeated (rows,); None for geometric noise or a subclass's own kind.
+        """
         # the built-in continuous kernel only: not geometric's integers, nor a subclass's own kind
         return np.full(rows, self.scale) if self.kind in (Laplace.kind, PrefixSums.kind) else None
 
     def with_scale(self, scale: float) -> Laplace:
+        """This mechanism with scale b = `scale` (its `epsilon` and `source` dropped).
+
+        Parameters
+        ----------
+        scale : float
+            The new scale b.
+
+        Returns
+        -------
+        Laplace
+            The copy.
+        """
         return replace(self, scale=scale, epsilon=None, source=None)
 
     def information(self, levels: np.ndarray, log_w: np.ndarray,
                     kernels: Sequence[Mechanism]) -> tuple[float, float, float]:
+        """(I(X_i; Y), sup_y D, error) of one mixture group under scalar Laplace noise (004 Eqs. 26, 28;
+        `laplace.information`).
+
+        Parameters
+        ----------
+        levels : numpy.ndarray
+            The distinct levels (S, 1) of the one varying output coordinate.
+        log_w : numpy.ndarray
+            log P(X_i = t, q = q_s) (T, S).
+        kernels : sequence of Mechanism
+            The varying coordinates' noise, this one first.
+
+        Returns
+        -------
+        mutual_information : float
+            I(X_i; Y).
+        sup_divergence : float
+            sup_y D(y).
+        error : float
+            A bound on the numerical error.
+
+        Raises
+        ------
+        NotAvailable
+            When several coordinates vary or the kind is a subclass's own.
+        """
         if len(kernels) > 1 or not self.laplace:  # a subclass's own kernel: not Laplace's integral
             return super().information(levels, log_w, kernels)
         return laplace_information(levels[:, 0], log_w, self.scale)
 
     def log_kernel(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The levels q and y = ±inf, where the sup over y is attained (004 Lemma 1), with log p(y | q).
+
+        Parameters
+        ----------
+        q : numpy.ndarray
+            The distinct values (m,) of one output coordinate.
+
+        Returns
+        -------
+        grid : numpy.ndarray
+            The outputs (m + 2,): the levels, then +inf and -inf.
+        log_kernel : numpy.ndarray
+            log p(y | q_s) (m + 2, m) up to a constant per y (at ±inf, the limit's q-dependent factor).
+
+        Raises
+        ------
+        InputError
+            When the levels' span over the scale overflows double precision.
+        """
         # Between consecutive q_k the log-ratio is monotone in y (004 Lemma 1), so the sup is at
         # y = q_k or y -> ±inf, where p(y|q) ∝ e^{±q/b} once the common factor e^{∓y/b} is dropped.
         q = np.asarray(q, dtype=float)
@@ -58,16 +147,61 @@ class Laplace(Mechanism):
         return grid, np.concatenate([finite, plus, minus])
 
     def grid_size(self, levels: int) -> int:
+        """The levels and the two tails.
+
+        Parameters
+        ----------
+        levels : int
+            The number m of distinct query values.
+
+        Returns
+        -------
+        int
+            m + 2.
+        """
         return levels + 2
 
     def mixture_cells(self, levels: int) -> int:
-        """Running sums: one cell per output of the grid (a subclass's own kernel: dense)."""
+        """Running sums: one cell per output of the grid (a subclass's own kernel: dense).
+
+        Parameters
+        ----------
+        levels : int
+            The number m of distinct query values.
+
+        Returns
+        -------
+        int
+            m + 2 for the built-in kinds, else the dense count.
+        """
         return self.grid_size(levels) if self.laplace else super().mixture_cells(levels)
 
     def log_mixtures(self, logw: np.ndarray, q: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray]:
         """As `Mechanism.log_mixtures`, in O(T·m) (nothing to check against `limit`): the running
         log-sums of `laplace_sums` on either side of every level. A subclass under its own kind
-        (its own `log_kernel`) gets the dense sums of its kernel."""
+        (its own `log_kernel`) gets the dense sums of its kernel.
+
+        Parameters
+        ----------
+        logw : numpy.ndarray
+            Log-weights (T, m) over the query values.
+        q : numpy.ndarray
+            The distinct query values (m,), in any order.
+        limit : int
+            The most cells to build (used by the dense sums only).
+
+        Returns
+        -------
+        grid : numpy.ndarray
+            The levels in increasing order, then +inf and -inf (m + 2,).
+        log_mixtures : numpy.ndarray
+            log Σ_s w_t(s) p(y | q_s) (T, m + 2), up to the kernel's constant per y.
+
+        Raises
+        ------
+        InputError
+            When the levels' span over the scale overflows double precision.
+        """
         if not self.laplace:
             return super().log_mixtures(logw, q, limit)
         q = np.asarray(q, dtype=float)
@@ -86,6 +220,23 @@ class Laplace(Mechanism):
                              "their log-densities overflow double precision")
 
     def dp_leakage(self, sensitivity: float) -> float:
+        """ε = Δ₁ / b.
+
+        Parameters
+        ----------
+        sensitivity : float
+            The L1 sensitivity Δ₁.
+
+        Returns
+        -------
+        float
+            Δ₁ / b, 0 when Δ₁ is not positive.
+
+        Raises
+        ------
+        InputError
+            When Δ₁ / b overflows double precision.
+        """
         sensitivity = float(sensitivity)
         if sensitivity <= 0:
             return 0.0
@@ -103,21 +254,80 @@ class Laplace(Mechanism):
 
 @dataclass(frozen=True)
 class Geometric(Laplace):
-    """Two-sided geometric noise on an integer query: P(y | q) ∝ α^{|y - q|}, α = e^{-1/b}.
+    """Two-sided geometric noise on an integer query: P(y | q) ∝ α^{abs(y - q)}, α = e^{-1/b}.
 
     Its outputs are integers; as every breakpoint q_k is an integer, the sup over integer y is
-    attained at the same points as for Laplace(b), so the kernel is the same."""
+    attained at the same points as for Laplace(b), so the kernel is the same.
+
+    Parameters
+    ----------
+    scale : float
+        The scale b (positive): α = e^{-1/b}, ε = Δ₁ / b.
+    kind : str, optional
+        The mechanism's name ("geometric").
+    epsilon : float or None, optional
+        The DP level the scale came from, if given (reported only).
+    source : str or None, optional
+        The library object it was read from (`from_library`).
+
+    Raises
+    ------
+    InputError
+        When `scale` is not a positive normal double.
+    """
 
     kind: str = "geometric"
     discrete = True
 
     def information(self, levels: np.ndarray, log_w: np.ndarray,
                     kernels: Sequence[Mechanism]) -> tuple[float, float, float]:
+        """(I(X_i; Y), sup_y D, error) of one mixture group under scalar geometric noise (004 Eqs. 26, 28;
+        `laplace.information`).
+
+        Parameters
+        ----------
+        levels : numpy.ndarray
+            The distinct levels (S, 1) of the one varying output coordinate.
+        log_w : numpy.ndarray
+            log P(X_i = t, q = q_s) (T, S).
+        kernels : sequence of Mechanism
+            The varying coordinates' noise, this one first.
+
+        Returns
+        -------
+        mutual_information : float
+            I(X_i; Y).
+        sup_divergence : float
+            sup_y D(y).
+        error : float
+            0 (exact sums).
+
+        Raises
+        ------
+        NotAvailable
+            When several coordinates vary or the kind is a subclass's own.
+        InputError
+            When the sums over the integers between the extreme levels exceed --max-states.
+        """
         if len(kernels) > 1 or not self.laplace:
             return super().information(levels, log_w, kernels)
         return geometric_information(levels[:, 0], log_w, self.scale)
 
     def check(self, query: Query, domains: Sequence[Domain]) -> None:
+        """Refuse all but an integer query: integer weights on finite integer-valued tuples.
+
+        Parameters
+        ----------
+        query : Query
+            The query to release.
+        domains : sequence of Domain
+            The tuples' domains.
+
+        Raises
+        ------
+        InputError
+            When the query is not linear with integer weights on integer-valued finite domains.
+        """
         w = query.weights(len(domains))
         integral = all(isinstance(d, Finite) and all(float(v).is_integer() for v in d.values) for d in domains)
         if w is None or not integral or not np.all(np.equal(np.mod(w, 1), 0)):

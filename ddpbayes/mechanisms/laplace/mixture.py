@@ -21,7 +21,24 @@ def laplace_sums(logw: np.ndarray, q: np.ndarray, b: float) -> tuple[np.ndarray,
     k = m - 1), plus = log Σ_s w_s e^{(q_s - q_max)/b} and minus = log Σ_s w_s e^{(q_min - q_s)/b}.
     Running log-sums, O(T·m), absolute error about 1e-16 · (max|log w| + (q_max - q_min)/b); on equally
     spaced levels whose weights lie within a safe range, the same sums by recursions in linear space
-    (`_recursive_sums`, relative error about 1e-16 · m)."""
+    (`_recursive_sums`, relative error about 1e-16 · m).
+
+    Parameters
+    ----------
+    logw : numpy.ndarray
+        Log-weights (T, m).
+    q : numpy.ndarray
+        The levels (m,), increasing.
+    b : float
+        The Laplace scale.
+
+    Returns
+    -------
+    left, right : numpy.ndarray
+        The log-sums (T, m) up to and after each level.
+    plus, minus : numpy.ndarray
+        The log-sums (T,) of the +inf and -inf tails.
+    """
     up, down = (q - q[-1]) / b, (q[0] - q) / b  # both <= 0
     fast = _recursive_rows(logw, q, b)
     if fast.all():
