@@ -19,3 +19,13 @@ def on_first_use(package: str, homes: dict[str, str], namespace: dict) -> Callab
         return value
 
     return __getattr__
+
+
+def listing(homes: dict[str, str], namespace: dict) -> Callable[[], list[str]]:
+    """The package's `__dir__`: its names with those imported on first use, so that autodoc and tab
+    completion list them before they are loaded."""
+
+    def __dir__() -> list[str]:
+        return sorted({*namespace, *homes})
+
+    return __dir__

@@ -15,7 +15,7 @@ so that importing a submodule (`attack.grid`, `attack.metrics`) does not import 
 
 from __future__ import annotations
 
-from ddpbayes.lazy import on_first_use
+from ddpbayes.lazy import listing, on_first_use
 
 _LAZY = {name: "ddpbayes.attack.run" for name in ("AttackData", "AttackResult", "AttackSettings", "load_data",
                                                   "run_attack")}
@@ -23,8 +23,4 @@ _LAZY = {name: "ddpbayes.attack.run" for name in ("AttackData", "AttackResult", 
 __all__ = ["AttackSettings", "AttackData", "AttackResult", "load_data", "run_attack"]
 
 __getattr__ = on_first_use(__name__, _LAZY, globals())
-
-
-def __dir__() -> list[str]:
-    """The module's names with the ones imported on first use (autodoc and tab completion list them)."""
-    return sorted({*globals(), *_LAZY})
+__dir__ = listing(_LAZY, globals())

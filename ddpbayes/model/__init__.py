@@ -6,7 +6,7 @@ derive` and the command line's argument checks never load PyMC)."""
 
 from __future__ import annotations
 
-from ddpbayes.lazy import on_first_use
+from ddpbayes.lazy import listing, on_first_use
 from ddpbayes.model.domains import Domain, Finite, Interval
 
 _LAZY = {"DependenceModel": "ddpbayes.model.contract", "TupleSlot": "ddpbayes.model.contract"}
@@ -14,8 +14,4 @@ _LAZY = {"DependenceModel": "ddpbayes.model.contract", "TupleSlot": "ddpbayes.mo
 __all__ = ["DependenceModel", "Domain", "Finite", "Interval", "TupleSlot"]
 
 __getattr__ = on_first_use(__name__, _LAZY, globals())
-
-
-def __dir__() -> list[str]:
-    """The module's names with the ones imported on first use (autodoc and tab completion list them)."""
-    return sorted({*globals(), *_LAZY})
+__dir__ = listing(_LAZY, globals())
