@@ -13,6 +13,8 @@ copy's otherwise.
 `ddpbayes report reports/specs/X.toml ...`) run from any directory: a relative path in one of
 the shipped folders, or a bare name, that names no file from the working directory is the
 shipped file of that name. A file that exists from the working directory always wins.
+`resolve_from` does the same for a spec's `model`, from the spec's folder: a spec anywhere may
+name a shipped model (`model = "household"`), and a shipped spec copied out still finds its own.
 """
 
 from __future__ import annotations
@@ -32,21 +34,43 @@ def path(relative: str) -> Path:
 
 def resolve(given: str | Path, kind: tuple[str, str]) -> Path:
     """`given` when it names an existing file or directory (or is absolute, or names none of
-    the shipped ones); else the shipped file it names: `FOLDER/NAME.SUFFIX` or a bare `NAME`,
-    with (FOLDER, SUFFIX) = `kind` (MODELS or SPECS)."""
+    the shipped ones); else the shipped file it names (`_name`)."""
     given = Path(given)
     if given.exists() or given.is_absolute():
         return given
+    return _shipped(given, kind) or given
+
+
+def resolve_from(base: Path, given: str, kind: tuple[str, str]) -> Path:
+    """What a spec in the folder `base` means by `given` (its `model`): the file `base / given`
+    when it exists, else the shipped file `given` names (`_name`: a shipped spec copied
+    elsewhere still names its model as `../../models/NAME.py`), else `base / given`, resolved."""
+    local = (base / given).resolve()
+    if local.exists() or Path(given).is_absolute():
+        return local
+    found = _shipped(Path(given), kind)
+    return local if found is None else found.resolve()
+
+
+def _name(given: Path, kind: tuple[str, str]) -> str | None:
+    """The shipped file name a relative path names, if it has the form of one: a bare `NAME`, or
+    `FOLDER/NAME.SUFFIX` after any leading `..` (with (FOLDER, SUFFIX) = `kind`); else None."""
     folder, suffix = kind
     parts = given.parts
     if len(parts) == 1 and not given.suffix:
-        name = parts[0] + suffix
-    elif parts[:-1] == Path(folder).parts and given.suffix == suffix:
-        name = parts[-1]
-    else:
-        return given
-    shipped = ROOT / folder / name
-    return shipped if shipped.is_file() else given
+        return parts[0] + suffix
+    while parts and parts[0] == "..":
+        parts = parts[1:]
+    if parts[:-1] == Path(folder).parts and given.suffix == suffix:
+        return parts[-1]
+    return None
+
+
+def _shipped(given: Path, kind: tuple[str, str]) -> Path | None:
+    """The shipped file `given` names (`_name`), if there is one."""
+    name = _name(given, kind)
+    found = None if name is None else ROOT / kind[0] / name
+    return found if found is not None and found.is_file() else None
 
 
 def names(kind: tuple[str, str]) -> list[str]:

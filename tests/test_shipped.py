@@ -96,3 +96,71 @@ def test_missing_shipped_data_is_one_clear_line(tmp_path, monkeypatch):
     with pytest.raises(InputError, match=r"^missing input file: locations .*\(the shipped Gowalla data is missing "
                                          r"from the installed package: reinstall ddpbayes, or pass --locations"):
         load_data()
+
+
+# --- a spec's model (issue #40 item 2) ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("given", ["household", "models/household.py", "../../models/household.py",
+                                   "./models/household.py"])
+def test_a_spec_anywhere_may_name_a_shipped_model(tmp_path, given):
+    assert shipped.resolve_from(tmp_path, given, shipped.MODELS) == (shipped.ROOT / "models" / "household.py").resolve()
+
+
+def test_a_model_beside_the_spec_wins(tmp_path):
+    (tmp_path / "models").mkdir()
+    mine = tmp_path / "models" / "household.py"
+    mine.write_text("def build():\n    pass\n")
+    assert shipped.resolve_from(tmp_path, "models/household.py", shipped.MODELS) == mine.resolve()
+
+
+@pytest.mark.parametrize("given", ["other/household.py", "household.py", "models/nope.py", "../models/household.toml"])
+def test_other_spec_models_stay_beside_the_spec(tmp_path, given):
+    assert shipped.resolve_from(tmp_path, given, shipped.MODELS) == (tmp_path / given).resolve()
+
+
+def _spec_text(kind: str, model: str) -> str:
+    """A small valid spec of `kind` (audit, composition, mechanisms) naming `model`."""
+    if kind == "audit":
+        return f'model = "{model}"\nquery = "count"\nnotions = ["idp"]\n[mechanism]\nkind = "laplace"\nepsilon = 1.0\n'
+    if kind == "composition":
+        return (f'model = "{model}"\nreleases = ["linear:1,1,0,0:laplace:1", "linear:0,0,1,1:laplace:2"]\n'
+                'notions = ["idp"]\n')
+    return f'[[case]]\nmodel = "{model}"\nquery = "count"\nmechanism = "laplace"\nepsilon = 1.0\nnotions = ["idp"]\n'
+
+
+@pytest.mark.parametrize("kind", ["audit", "composition", "mechanisms"])
+@pytest.mark.parametrize("model", ["household", "models/household.py"])
+def test_load_spec_takes_a_shipped_model_from_outside_the_checkout(tmp_path, monkeypatch, kind, model):
+    from ddpbayes.reports.input import load_spec
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "spec.toml").write_text(_spec_text(kind, model))
+    spec = load_spec(tmp_path / "spec.toml")
+    files = [c.model for c in spec.cases] if kind == "mechanisms" else [spec.model]
+    assert files == [(ROOT / "models" / "household.py").resolve()]
+
+
+@pytest.mark.parametrize("name", [n for n in shipped.names(shipped.SPECS) if n != "gowalla_attack"])
+def test_a_shipped_spec_copied_out_finds_its_model(tmp_path, monkeypatch, name):
+    """The copy's `../../models/NAME.py` names no file beside it: it is the shipped model NAME."""
+    from ddpbayes.reports.input import load_spec
+
+    text = (ROOT / "reports" / "specs" / f"{name}.toml").read_text()
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "copy.toml").write_text(text)
+    monkeypatch.chdir(tmp_path)
+    spec = load_spec("a/copy.toml")
+    original = load_spec(ROOT / "reports" / "specs" / f"{name}.toml")
+    files = (lambda s: [c.model for c in s.cases] if hasattr(s, "cases") else [s.model])
+    assert [f.resolve() for f in files(spec)] == [f.resolve() for f in files(original)]
+    assert all(f.resolve().parent == (ROOT / "models").resolve() for f in files(spec))
+
+
+def test_a_missing_spec_model_names_the_shipped_ones(tmp_path):
+    from ddpbayes.reports.input import load_spec
+
+    (tmp_path / "spec.toml").write_text(_spec_text("audit", "nope"))
+    with pytest.raises(InputError, match=r"key 'model' must be an existing model file, relative to the spec, or a "
+                                         r"shipped model \(.*household.*\), got 'nope'"):
+        load_spec(tmp_path / "spec.toml")

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ddpbayes.errors import InputError
 from ddpbayes.limits import positive_finite
-from ddpbayes.reports.input.keys import check_keys
+from ddpbayes.reports.input.keys import check_keys, model_file
 from ddpbayes.settings import MIN_DRAWS, SEED_LIMIT, RunSettings
 from ddpbayes.vocabulary import ENGINES, NOTIONS
 
@@ -68,13 +68,11 @@ class CompositionSpec:
 def load_composition_spec(raw: dict, path: Path) -> CompositionSpec:
     """Check a spec with `releases` (every value that can be checked without the model)."""
     check_keys(raw, KEYS, path, "")
-    model = (path.parent / raw["model"]).resolve()
 
     def bad(key: str, must: str) -> InputError:
         return InputError(f"{path}: key '{key}' must be {must}, got {raw[key]!r}")
 
-    if not model.is_file():
-        raise bad("model", f"an existing model file (resolved to {model})")
+    model = model_file(raw["model"], path)
     if len(raw["releases"]) < 2:
         raise bad("releases", "a list of at least two QUERY:MECHANISM:PARAM strings")
     notions = raw["notions"]

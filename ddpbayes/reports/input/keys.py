@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ddpbayes import shipped
 from ddpbayes.errors import InputError
 
 _TYPES = {bool: "true or false", int: "an integer", float: "a number", str: "a string", dict: "a table", list: "a list"}
@@ -27,6 +28,16 @@ def check_keys(table: dict, schema: dict, path: Path, prefix: str) -> None:
         if not _is(value, kind):
             raise InputError(f"{path}: key '{prefix}{key}' must be {_describe(kind)}, "
                              f"got {type(value).__name__} {value!r}")
+
+
+def model_file(given: str, path: Path, key: str = "model") -> Path:
+    """The model file a spec at `path` names by `given`: relative to the spec's folder, or a shipped
+    model (`shipped.resolve_from`: `household`, `models/household.py`); else one line naming the key."""
+    model = shipped.resolve_from(path.parent, given, shipped.MODELS)
+    if not model.is_file():
+        raise InputError(f"{path}: key '{key}' must be an existing model file, relative to the spec, or a shipped "
+                         f"model ({', '.join(shipped.names(shipped.MODELS))}), got {given!r} (resolved to {model})")
+    return model
 
 
 def _is(value, kind) -> bool:

@@ -7,7 +7,7 @@ item 5, DESIGN §5.2). A spec with `[[case]]` tables instead of one `query` and 
     notions = ["dp", "idp", "pdp", "ddp"]           # optional: every case's notions, unless it names its own
     [[case]]
     label = "household: report-noisy-max"           # optional: the case's name in the report
-    model = "../../models/household.py"             # relative to the spec file
+    model = "../../models/household.py"             # relative to the spec file, or a shipped model
     params = { n = 6 }                              # optional: build(**params)
     query = "histogram:-0.5,0.5,1.5"
     mechanism = "report_noisy_max"                  # a kind of `ddpbayes mechanisms` (pure ε)
@@ -33,7 +33,7 @@ from ddpbayes.limits import positive_finite
 from ddpbayes.mechanisms import MECHANISMS, lookup
 from ddpbayes.mechanisms.joint import parse_params
 from ddpbayes.queries import parse_query
-from ddpbayes.reports.input.keys import check_keys
+from ddpbayes.reports.input.keys import check_keys, model_file
 from ddpbayes.settings import SEED_LIMIT, RunSettings
 from ddpbayes.vocabulary import ENGINES, NOTIONS
 
@@ -124,9 +124,7 @@ def _case(raw: dict, k: int, path: Path, default: list[str] | None) -> Mechanism
     def bad(key: str, must: str) -> InputError:
         return InputError(f"{path}: key '{prefix}{key}' must be {must}, got {raw[key]!r}")
 
-    model = (path.parent / raw["model"]).resolve()
-    if not model.is_file():
-        raise bad("model", f"an existing model file (resolved to {model})")
+    model = model_file(raw["model"], path, f"{prefix}model")
     try:
         parse_query(raw["query"])
     except InputError as exc:

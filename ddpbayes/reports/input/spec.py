@@ -2,7 +2,7 @@
 
     title = "Seed 004's contagious family"         # optional, the report's heading
     description = "..."                             # optional, a paragraph under it
-    model = "../../models/contagious_family.py"     # relative to the spec file
+    model = "../../models/contagious_family.py"     # relative to the spec file, or a shipped model ("household")
     params = { k = 2, p = 0.1 }                     # build(**params); optional
     query = "count"
     sensitivity = 1.0                               # optional: an expr:/fn: query's sensitivity on continuous domains
@@ -43,7 +43,7 @@ from ddpbayes.limits import positive_finite
 from ddpbayes.mechanisms import MECHANISMS, lookup
 from ddpbayes.notions import Notion, notion
 from ddpbayes.queries import Identity, Query, parse_query
-from ddpbayes.reports.input.keys import check_keys
+from ddpbayes.reports.input.keys import check_keys, model_file
 from ddpbayes.reports.input.profile_spec import KINDS as PROFILE_KINDS
 from ddpbayes.reports.input.profile_spec import ProfileSpec, parse_profile
 from ddpbayes.settings import MIN_DRAWS, SEED_LIMIT, RunSettings, search_width
@@ -289,9 +289,7 @@ def _check_values(raw: dict, path: Path) -> Path:
         if key in raw and not ok(raw[key]):
             raise bad(key, must, raw[key])
 
-    model = (path.parent / raw["model"]).resolve()
-    if not model.is_file():
-        raise bad("model", f"an existing model file (resolved to {model})", raw["model"])
+    model = model_file(raw["model"], path)
     mech = raw["mechanism"]
     pure = [k for k in MECHANISMS if k not in PROFILE_KINDS]
     if mech["kind"] not in pure:

@@ -110,7 +110,8 @@ def _model(c: Collected) -> Section:
     rows = grouped([[str(k), name, str(dom), set_text(dep, model.names, k)]
                     for k, (name, dom, dep) in enumerate(zip(model.names, model.domains, c.dependence_sets))], 2)
     latent = ", ".join(f"`{rv.name}`" for rv in model.latent_rvs) or "none"
-    blocks = [Para(f"Model file `{spec.model_ref}` (relative to the spec), built with {params}.")]
+    where = "relative to the spec" if (spec.path.parent / spec.model_ref).resolve() == spec.model else "shipped"
+    blocks = [Para(f"Model file `{spec.model_ref}` ({where}), built with {params}.")]
     doc = _docstring(spec.model)
     if doc:
         blocks.append(Para(doc))
