@@ -11,6 +11,8 @@ from ddpbayes.parallel.cluster import check_where
 from ddpbayes.settings import DEFAULT_TOP_K, METHODS, SEARCHES, RunSettings, search_width
 from ddpbayes.vocabulary import ENGINES, PROGRAM
 
+PROGRAM_ENGINE = PROGRAM.rstrip(":")  # the engine of `--mechanism program:FILE:NAME`, audit's alone
+
 
 def index_list(text: str) -> list[int]:
     """'0,2' -> [0, 2]; '' -> []."""
@@ -34,7 +36,8 @@ def load_model_of(args: argparse.Namespace, settings: RunSettings):
 
 
 def add_model(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("model", help="model file exposing build(**params) -> DependenceModel")
+    parser.add_argument("model", help="model file exposing build(**params) -> DependenceModel, or a shipped model's "
+                        "name (`ddpbayes models` lists them)")
     parser.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
                         help="parameter for build(), a Python literal (repeatable)")
 
@@ -63,10 +66,11 @@ def add_mechanism(parser: argparse.ArgumentParser, releases: bool = False) -> No
     parser.add_argument("--query", required=not releases, help=QUERY_HELP)
     add_sensitivity(parser)
     parser.add_argument("--mechanism", required=not releases,
-                        help="laplace, geometric, randomized_response, gaussian, discrete_gaussian; mechanisms with "
-                        "an output law over all the answers: report_noisy_max, exponential, sparse_vector, rappor, "
-                        "one_time_rappor, truncated_geometric (their settings by --mechanism-param); or program:FILE:NAME, "
-                        "a Python function mechanism(answers, rng) audited as a black box (a certified lower bound)")
+                        help="laplace, geometric, prefix_sums, randomized_response, gaussian, discrete_gaussian; "
+                        "mechanisms with an output law over all the answers: report_noisy_max, exponential, "
+                        "sparse_vector, numerical_sparse_vector, rappor, one_time_rappor, truncated_geometric (settings "
+                        "by --mechanism-param; `ddpbayes mechanisms` describes each); or program:FILE:NAME, a Python "
+                        "function mechanism(answers, rng) audited as a black box (a certified lower bound)")
     parser.add_argument("--mechanism-param", action="append", default=None, metavar="NAME=VALUE",
                         help="a setting of the mechanism (repeat it), e.g. --mechanism-param threshold=1 "
                         "--mechanism-param cutoff=2 for sparse_vector; `ddpbayes mechanisms` lists each one's")
@@ -119,10 +123,13 @@ def _sets_own_noise(mechanism: str | None) -> bool:
 
 def add_run_settings(parser: argparse.ArgumentParser, method: bool = False) -> None:
     """The flags of `RunSettings`, one per field, for every command that runs engines; `method`
-    adds audit's own: the sampling route and the greedy pdp search (a lower bound, which a
-    calibration must not take for the leakage). A flag left out keeps RunSettings' default."""
+    adds audit's own: the sampling route, the greedy pdp search (a lower bound, which a
+    calibration must not take for the leakage) and the program engine (only `audit` takes a
+    program: `rho` and `calibrate` neither offer nor accept it). A flag left out keeps
+    RunSettings' default."""
     d = RunSettings()
-    parser.add_argument("--engine", choices=("auto", *ENGINES), default=None,
+    engines = ENGINES if method else tuple(e for e in ENGINES if e != PROGRAM_ENGINE)
+    parser.add_argument("--engine", choices=("auto", *engines), default=None,
                         help="auto (default: exact while the joint fits --max-states, then structured, gaussian, "
                         "sampling), or one engine by name")
     if method:
@@ -143,9 +150,10 @@ def add_run_settings(parser: argparse.ArgumentParser, method: bool = False) -> N
     parser.add_argument("--tune", type=int, default=None, help=f"sampling: tuning steps per chain (default {d.tune})")
     parser.add_argument("--chains", type=int, default=None,
                         help=f"sampling: chains per conditioning event (default {d.chains})")
-    parser.add_argument("--program-runs", type=int, default=None, metavar="N",
-                        help=f"program engine: runs of the program per target value in each of its two stages, the "
-                        f"event search and the certificate (default {d.program_runs})")
+    if method:
+        parser.add_argument("--program-runs", type=int, default=None, metavar="N",
+                            help=f"program engine: runs of the program per target value in each of its two stages, "
+                            f"the event search and the certificate (default {d.program_runs})")
     add_workers(parser)
     parser.add_argument("--max-runs", type=int, default=None,
                         help=f"sampling: refuse to plan more MCMC runs than this (default {d.max_runs})")

@@ -81,13 +81,17 @@ def run(args) -> int:
     where = execution(args)
     if not 0 <= args.audit_users <= MAX_AUDIT_USERS:
         raise InputError(f"--audit-users must be an integer from 0 to {MAX_AUDIT_USERS}, got {args.audit_users}")
+    if args.report:
+        from ddpbayes.reports.render.atomic import check_target
+
+        check_target(args.report, "results.json", "--report")  # before the attack's minutes of work
     data = load_data(args.locations, args.edges, args.fit, grid=settings.grid, where=where, near=args.near,
                      region_name=settings.region)
     result = run_attack(data, settings, progress=args.format == "text" or sys.stderr.isatty(), where=where)
     if args.report:
         from ddpbayes.reports.render.attack import write_report  # matplotlib: off the --help path
 
-        write_report([result], args.report, command(args), args.audit_users)
+        write_report([result], args.report, command(args), args.audit_users, flag="--report")
     if args.format == "json":
         print(json.dumps(jsonable(result.to_json()), indent=2, allow_nan=False))
     else:

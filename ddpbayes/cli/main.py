@@ -2,7 +2,8 @@
 
 Exit codes: 0 ran (and passed, or no claim), 1 ran and the claim fails, 2 bad input,
 3 an internal error (a bug: rerun with --debug for the traceback), 4 ran but an estimate
-could not settle the claim (inconclusive), 130 interrupted (Ctrl-C), 143 terminated (SIGTERM).
+could not settle the claim (inconclusive), 130 interrupted (Ctrl-C), 141 stdout closed (`| head`),
+143 terminated (SIGTERM). Bare `ddpbayes` (no command) prints the usage on stderr and exits 2.
 Parsing the arguments imports no PyMC: `--help` and argument errors answer at once.
 """
 
@@ -47,13 +48,14 @@ def version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ddpbayes.cli import attack_cmd, audit_cmd, calibrate_cmd, derive_cmd, mechanisms_cmd, report_cmd, rho_cmd
+    from ddpbayes.cli import (attack_cmd, audit_cmd, calibrate_cmd, derive_cmd, mechanisms_cmd, models_cmd, report_cmd,
+                              rho_cmd)
 
     parser = _Parser(prog="ddpbayes", description="Verify privacy mechanisms on dependent data (DDP, PDP, IDP).")
     parser.add_argument("-V", "--version", action="version", version=f"ddpbayes {version()}",
                         help="print the version and exit")
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser,
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser,  # none: the usage (`_main`)
                                 help="the command to run (ddpbayes COMMAND --help describes its flags)")
     audit_cmd.register(sub)
     derive_cmd.register(sub)
@@ -62,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     report_cmd.register(sub)
     attack_cmd.register(sub)
     mechanisms_cmd.register(sub)
+    models_cmd.register(sub)
     return parser
 
 
@@ -94,7 +97,11 @@ def _main(argv: list[str] | None) -> int:
     warnings.filterwarnings("ignore", category=FutureWarning)
     warnings.filterwarnings("ignore", message=".*could not link to a BLAS.*")
     try:
-        args = build_parser().parse_args(argv)
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if args.command is None:  # bare `ddpbayes`: what it can do, and exit 2 as for any missing argument
+            print(parser.format_help(), file=sys.stderr, end="")
+            return 2
         try:
             return args.run(args)
         finally:

@@ -12,7 +12,8 @@ def register(sub) -> None:
         description="Audit the spec's model under each of its notions and write DIR/index.html (self-contained), "
         "DIR/report.md, DIR/results.json and DIR/figures/*.png. DIR is replaced atomically.",
     )
-    p.add_argument("spec", help="TOML audit spec (keys mirror `ddpbayes audit`; see ddpbayes/reports/input/spec.py)")
+    p.add_argument("spec", help="TOML spec file, or a shipped spec's name (`ddpbayes models` lists them); its keys mirror "
+                   "`ddpbayes audit`'s flags (the documentation's Reports guide lists them)")
     p.add_argument("--out", required=True, help="output directory (created, or replaced if it holds a report)")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.add_argument("--debug", action="store_true", help="show tracebacks")

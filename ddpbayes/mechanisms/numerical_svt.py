@@ -29,7 +29,7 @@ from ddpbayes.mechanisms.sparse_vector import SparseVector
 
 @dataclass(frozen=True)
 class NumericalSparseVector(SparseVector):
-    """NumericalSVT (Wang et al. 2019; module docstring): the pattern of K answers, then the noisy values of the
+    """NumericalSVT (Wang et al. 2019): the pattern of K answers, then the noisy values of the
     TRUE ones.
 
     Classic ε at sensitivity Δ: Δ/s, s = `scale` (Wang et al. 2019; an upper bound).

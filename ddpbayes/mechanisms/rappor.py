@@ -57,10 +57,11 @@ def murmur3_32(data: bytes, seed: int = 0) -> int:
 
 @dataclass(frozen=True)
 class Rappor(JointMechanism):
-    """RAPPOR steps 1–3 on one integer answer (module docstring). Output: the m report bits (d = m).
+    """RAPPOR steps 1–3 on one integer answer. Output: the m report bits (d = m).
     Classic ε: the paper's ε_1 = h ln(q*(1 − p*) / (p*(1 − q*))) for one report, q* = P(y=1|B=1),
     p* = P(y=1|B=0) (an upper bound: attained when two values' Bloom bits do not overlap); ε_∞ =
-    2h ln((1 − f/2)/(f/2)) (the permanent response, over every report) is in `describe`.
+    2h ln((1 − f/2)/(f/2)) (the permanent response, over every report) is reported too, as the
+    result's `mechanism.epsilon_permanent`.
 
     Parameters
     ----------

@@ -37,7 +37,7 @@ ABORTING = (1, 2, 4)
 
 @dataclass(frozen=True)
 class SparseVector(JointMechanism):
-    """The sparse vector technique, Lyu et al. 2017 Alg. `variant` (module docstring): K answers in,
+    """The sparse vector technique, Lyu et al. 2017 Alg. `variant`: K answers in,
     K entries out (1 TRUE, 0 FALSE, −1 not answered).
 
     Classic ε at sensitivity Δ, with s = `scale`: Δ/s (Algs. 1, 2) and ((1 + 6c)/4)Δ/s (Alg. 4), upper bounds

@@ -27,7 +27,7 @@ VARIANTS = ("ghosh", "balcer_vadhan")
 
 @dataclass(frozen=True)
 class TruncatedGeometric(JointMechanism):
-    """A count a in 0..n released as y in 0..n (module docstring): `variant` ghosh or balcer_vadhan.
+    """A count a in 0..n released as y in 0..n: `variant` ghosh or balcer_vadhan.
     Classic ε at sensitivity Δ (counts move by whole units): ghosh Δ/s; balcer_vadhan Δ·ln(1 + 2^{−k})
     (Balcer & Vadhan Thm 4.7, as DP-Sniper states it; group privacy beyond Δ = 1, a bound there).
 

@@ -17,7 +17,7 @@ from ddpbayes.errors import InputError
 from ddpbayes.model import DependenceModel
 from ddpbayes.model.loading import load_model
 from ddpbayes.reports.input import AttackSpec, CompositionSpec, MechanismsSpec, Spec, load_spec
-from ddpbayes.reports.render.atomic import write_directory
+from ddpbayes.reports.render.atomic import check_target, write_directory
 from ddpbayes.reports.render.attack import write_report
 from ddpbayes.reports.render.composition_doc import composition_document, composition_json
 from ddpbayes.reports.render.content import build_document
@@ -73,6 +73,7 @@ def build_report(
     """
     spec = load_spec(spec_path)
     out = Path(out)
+    check_target(out, "results.json")  # before the work: a report only replaces a report
     command = command_for(Path(spec_path), out)
     say = Progress(progress, Path(spec_path).stem)
     where = RunSettings.of(where, progress=progress)

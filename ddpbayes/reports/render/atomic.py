@@ -23,16 +23,13 @@ from pathlib import Path
 from ddpbayes.errors import InputError
 
 
-def write_directory(out: Path, marker: str, build: Callable[[Path], None]) -> None:
-    """Call `build(tmp)` to fill a fresh directory, then move it to `out`."""
+def write_directory(out: Path, marker: str, build: Callable[[Path], None], flag: str = "--out") -> None:
+    """Call `build(tmp)` to fill a fresh directory, then move it to `out`; `flag` is the option that
+    named `out`, for the messages (`check_target`)."""
     out = Path(os.path.abspath(out))
     _sweep(out)
-    if out.exists() and not out.is_dir():
-        raise InputError(f"--out {out} exists and is not a directory")
-    if out.is_dir() and any(out.iterdir()) and not (out / marker).is_file():
-        raise InputError(f"--out {out} is a non-empty directory without a previous report ({marker}); "
-                         "refusing to replace it")
-    tmp = _make_tmp(out)
+    check_target(out, marker, flag)
+    tmp = _make_tmp(out, flag)
     try:
         umask = os.umask(0)
         os.umask(umask)
@@ -44,18 +41,30 @@ def write_directory(out: Path, marker: str, build: Callable[[Path], None]) -> No
         raise
 
 
-def _make_tmp(out: Path) -> Path:
+def check_target(out: str | Path, marker: str, flag: str = "--out") -> None:
+    """Refuse, naming `flag` (the option the user gave: `--out`, `attack --report`), an `out` that
+    is no directory, or a non-empty one without a previous report (its `marker` file); cheap, so a
+    command checks it before its work too."""
+    out = Path(os.path.abspath(out))
+    if out.exists() and not out.is_dir():
+        raise InputError(f"{flag} {out} exists and is not a directory")
+    if out.is_dir() and any(out.iterdir()) and not (out / marker).is_file():
+        raise InputError(f"{flag} {out} is a non-empty directory without a previous report ({marker}); "
+                         "refusing to replace it")
+
+
+def _make_tmp(out: Path, flag: str) -> Path:
     """A fresh temporary directory beside `out` (creating its parents); InputError if it cannot be."""
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
     except FileExistsError as e:  # exist_ok, yet there: a file
-        raise InputError(f"--out {out}: cannot create it: {e.filename} is not a directory") from None
+        raise InputError(f"{flag} {out}: cannot create it: {e.filename} is not a directory") from None
     except OSError as e:
-        raise InputError(f"--out {out}: cannot create it: {e.strerror or e}: {e.filename}") from None
+        raise InputError(f"{flag} {out}: cannot create it: {e.strerror or e}: {e.filename}") from None
     try:
         return Path(tempfile.mkdtemp(prefix=_prefix(out), suffix=".tmp", dir=out.parent))
     except OSError as e:
-        raise InputError(f"--out {out}: cannot create it: cannot write in {out.parent}: {e.strerror or e}") from None
+        raise InputError(f"{flag} {out}: cannot create it: cannot write in {out.parent}: {e.strerror or e}") from None
 
 
 def _prefix(out: Path) -> str:

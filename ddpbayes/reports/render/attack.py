@@ -23,11 +23,12 @@ TITLE = "Friends and places: Liu et al. 2016's inference attack on noisy K-means
 CDF_EPSILONS = (0.1, 1.0)  # seed 002 Fig. 5(a)
 
 
-def write_report(results: list[AttackResult], out: str | Path, command: str, audit_users: int = 0) -> dict:
+def write_report(results: list[AttackResult], out: str | Path, command: str, audit_users: int = 0,
+                 flag: str = "--out") -> dict:
     """Write the report of `results` (one per region, the first shown in full) to `out` (replaced
-    atomically), with the exact audit of the same release under the CAR beside the attack (`worst`,
-    for the us region) and, with `audit_users`, the near-friend model audited by the sampling engine
-    for that many users; return results.json's content."""
+    atomically; `flag` named it), with the exact audit of the same release under the CAR beside the
+    attack (`worst`, for the us region) and, with `audit_users`, the near-friend model audited by the
+    sampling engine for that many users; return results.json's content."""
     result = results[0]
     audited = None
     if result.meta["region"] == "us":
@@ -38,7 +39,7 @@ def write_report(results: list[AttackResult], out: str | Path, command: str, aud
     doc = build_document(results, command, audited, model)
     data = {**results_json(results, command), "worst_case": audited, "dependence_model": model}
 
-    write_directory(Path(out), "results.json", lambda tmp: write_pages(tmp, doc, data))
+    write_directory(Path(out), "results.json", lambda tmp: write_pages(tmp, doc, data), flag)
     return data
 
 
