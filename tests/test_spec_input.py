@@ -150,3 +150,57 @@ def test_text_names_the_interval():
     rho = rho_text(Coefficients(np.array([[1, 0.5], [0.5, 1]]), ci, [frozenset({1}), frozenset({0})], 1.0,
                                 "sampling", ["x0", "x1"], {"ok": True}))
     assert "90% interval (two one-sided 95% bounds)" in rho and "95% lower bound," not in rho
+
+
+# --- several mistakes at once (issue #40 item 12) --------------------------------------------------
+
+# case -> (spec text, the keys its one line must name, in the order the checks find them)
+SEVERAL = {
+    "audit: types, values, an unknown key and the mechanism": (
+        GOOD.replace("seed = 0", 'seed = -1\ndraws = "many"\nengine = "magic"\ncolour = "red"')
+            .replace('kind = "laplace"', 'kind = "gaussian"').replace("claim = 1.0", "claim = -2.0"),
+        ["'colour'", "'draws'", "'mechanism.kind'", "'engine'", "'claim'", "'seed'"]),
+    "audit: a missing key beside bad values": (
+        GOOD.replace('query = "count"\n', "").replace('notions = ["dp", "idp", "pdp", "ddp"]', 'notions = ["idp", "idp"]')
+            .replace("epsilon = 1.0", "epsilon = 0.0"),
+        ["'query'", "'mechanism.epsilon'", "'notions'"]),
+    "audit: the model, the profile and the search": (
+        GOOD.replace(str(CONTAGIOUS), "nowhere.py").replace("seed = 0", 'seed = 0\nsearch = "sideways"')
+        + '\n[profile]\nkind = "gaussian"\nrho = -1\n', ["'model'", "'search'", "'profile.rho'"]),
+    "composition": (
+        f'model = "{CONTAGIOUS}"\nreleases = ["sum:laplace:1"]\nnotions = ["xdp"]\nseed = -1\ndraws = 1\n',
+        ["'releases'", "'notions'", "'seed'", "'draws'"]),
+    "mechanisms: two cases": (
+        f'notions = ["idp"]\n[[case]]\nmodel = "{CONTAGIOUS}"\nquery = "count"\nmechanism = "nope"\nepsilon = -1\n'
+        f'[[case]]\nmodel = "{CONTAGIOUS}"\nquery = "linear:1,x"\nmechanism = "laplace"\nengine = "magic"\n',
+        ["'case[0].mechanism'", "'case[0].epsilon'", "'case[1].query'", "'case[1].engine'"]),
+    "attack": ("[attack]\nk = 0\ngrid = 0\nregions = [\"mars\"]\ncolour = 1\n",
+               ["'attack.colour'", "'attack.k'", "'attack.grid'", "'attack.regions'"]),
+}
+
+
+@pytest.mark.parametrize("case", list(SEVERAL))
+def test_every_mistake_of_a_spec_is_reported_at_once(case, tmp_path, monkeypatch, capsys):
+    """One line, exit 2, nothing built or written: `SPEC: N problems: ...` naming every key once,
+    in the order the checks meet them."""
+    def never(*args, **kwargs):
+        raise AssertionError("the spec was not validated up front")
+
+    monkeypatch.setattr(reports, "_model", never)
+    monkeypatch.setattr(reports, "write_directory", never)
+    text, keys = SEVERAL[case]
+    spec = _spec(tmp_path, text)
+    assert main(["report", str(spec), "--out", str(tmp_path / "out"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    _one_line(err, spec, f"{len(keys)} problems: ")
+    where = [err.find(key) for key in keys]
+    assert -1 not in where and where == sorted(where), (keys, err)
+    assert err.count("; ") == len(keys) - 1, err
+    assert _entries(tmp_path) == ["spec.toml"]
+
+
+def test_one_mistake_is_said_as_before(tmp_path, capsys):
+    spec = _spec(tmp_path, GOOD.replace("seed = 0", "seed = -1"))
+    assert main(["report", str(spec), "--out", str(tmp_path / "out"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: {spec}: key 'seed' must be an integer from 0 to {2**32 - 1}, got -1\n"

@@ -27,8 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ddpbayes.attack.run import MAX_AUDIT_USERS, MAX_GRID, REGIONS, AttackSettings
-from ddpbayes.errors import InputError
-from ddpbayes.reports.input.keys import check_keys
+from ddpbayes.reports.input.keys import Problems, check_keys
 from ddpbayes.settings import SEED_LIMIT
 
 KEYS = {"k": (int, False), "epsilons": ((list, float), False), "grid": (int, False), "n_prior": (list, False),
@@ -50,13 +49,14 @@ class AttackSpec:
 
 
 def load_attack_spec(raw: dict, path: Path) -> AttackSpec:
-    """Check a spec with `[attack]` (every value that can be checked without the data)."""
-    check_keys(raw, {"attack": (dict, True)}, path, "")
-    table = raw["attack"]
-    check_keys(table, KEYS, path, "attack.")
+    """Check a spec with `[attack]` (every value that can be checked without the data): every
+    problem found, then all reported at once (`Problems`)."""
+    problems = Problems(path)
+    top = check_keys(raw, {"attack": (dict, True)}, problems, "")
+    table = check_keys(top["attack"], KEYS, problems, "attack.") if "attack" in top else {}
 
-    def bad(key: str, must: str) -> InputError:
-        return InputError(f"{path}: key 'attack.{key}' must be {must}, got {table[key]!r}")
+    def bad(key: str, must: str) -> None:
+        problems.add(f"key 'attack.{key}' must be {must}, got {table[key]!r}")
 
     checks = {"k": (lambda v: v >= 1, "a positive integer"),
               "epsilons": (lambda v: bool(v) and all(math.isfinite(e) and e > 0 for e in v),
@@ -66,17 +66,18 @@ def load_attack_spec(raw: dict, path: Path) -> AttackSpec:
                           'a non-empty list of "all" or positive counts'),
               "targets": (lambda v: v >= 1, "a positive integer"),
               "seed": (lambda v: 0 <= v < SEED_LIMIT, f"an integer from 0 to {SEED_LIMIT - 1}"),
-              "regions": (lambda v: bool(v) and all(r in REGIONS for r in v) and len(set(v)) == len(v),
-                          f"a non-empty list of distinct regions from {', '.join(REGIONS)}"),
+              "regions": (lambda v: bool(v) and all(isinstance(r, str) and r in REGIONS for r in v)
+                          and len(set(v)) == len(v), f"a non-empty list of distinct regions from {', '.join(REGIONS)}"),
               "audit_users": (lambda v: 0 <= v <= MAX_AUDIT_USERS, f"an integer from 0 to {MAX_AUDIT_USERS}")}
     for key, (ok, must) in checks.items():
         if key in table and not ok(table[key]):
-            raise bad(key, must)
+            bad(key, must)
     inputs = {}
     for key in INPUTS:
         inputs[key] = None if key not in table else (path.parent / table[key]).resolve()
         if inputs[key] is not None and not inputs[key].is_file():
-            raise bad(key, f"an existing file (resolved to {inputs[key]})")
+            bad(key, f"an existing file (resolved to {inputs[key]})")
+    problems.raise_any()
     given = {k: table[k] for k in ("k", "grid", "targets", "seed") if k in table}
     if "epsilons" in table:
         given["epsilons"] = tuple(dict.fromkeys(float(e) for e in table["epsilons"]))

@@ -19,9 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ddpbayes.errors import InputError
 from ddpbayes.limits import positive_finite
-from ddpbayes.reports.input.keys import check_keys, model_file
+from ddpbayes.reports.input.keys import Problems, check_keys, model_file
 from ddpbayes.settings import MIN_DRAWS, SEED_LIMIT, RunSettings
 from ddpbayes.vocabulary import ENGINES, NOTIONS
 
@@ -66,18 +65,23 @@ class CompositionSpec:
 
 
 def load_composition_spec(raw: dict, path: Path) -> CompositionSpec:
-    """Check a spec with `releases` (every value that can be checked without the model)."""
-    check_keys(raw, KEYS, path, "")
+    """Check a spec with `releases` (every value that can be checked without the model): every
+    problem found, then all reported at once (`Problems`)."""
+    problems = Problems(path)
+    good = check_keys(raw, KEYS, problems, "")
 
-    def bad(key: str, must: str) -> InputError:
-        return InputError(f"{path}: key '{key}' must be {must}, got {raw[key]!r}")
+    def bad(key: str, must: str) -> None:
+        problems.add(f"key '{key}' must be {must}, got {good[key]!r}")
 
-    model = model_file(raw["model"], path)
-    if len(raw["releases"]) < 2:
-        raise bad("releases", "a list of at least two QUERY:MECHANISM:PARAM strings")
-    notions = raw["notions"]
-    if not notions or len(set(notions)) != len(notions) or any(n not in NOTIONS for n in notions):
-        raise bad("notions", f"a non-empty list of distinct notions from {', '.join(NOTIONS)}")
+    model = None
+    if "model" in good:
+        with problems.check():
+            model = model_file(good["model"], path)
+    if "releases" in good and len(good["releases"]) < 2:
+        bad("releases", "a list of at least two QUERY:MECHANISM:PARAM strings")
+    notions = good.get("notions")
+    if notions is not None and (not notions or len(set(notions)) != len(notions) or any(n not in NOTIONS for n in notions)):
+        bad("notions", f"a non-empty list of distinct notions from {', '.join(NOTIONS)}")
     checks = {"engine": (lambda v: v in ("auto", *ENGINES), f"one of auto, {', '.join(ENGINES)}"),
               "claim": (lambda v: positive_finite(v) or v == 0, "a non-negative finite number"),
               "seed": (lambda v: 0 <= v < SEED_LIMIT, f"an integer from 0 to {SEED_LIMIT - 1}"),
@@ -87,8 +91,9 @@ def load_composition_spec(raw: dict, path: Path) -> CompositionSpec:
               "sweep": (lambda v: len(v) >= 2 and all(map(positive_finite, v)),
                         "a list of at least two positive finite factors")}
     for key, (ok, must) in checks.items():
-        if key in raw and not ok(raw[key]):
-            raise bad(key, must)
+        if key in good and not ok(good[key]):
+            bad(key, must)
+    problems.raise_any()
     return CompositionSpec(
         path=path, model=model, model_ref=raw["model"], releases=tuple(raw["releases"]), notions=tuple(notions),
         params=raw.get("params", {}), sweep=tuple(sorted({float(v) for v in raw.get("sweep", DEFAULT_FACTORS)})),

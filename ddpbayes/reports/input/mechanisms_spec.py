@@ -17,9 +17,10 @@ item 5, DESIGN §5.2). A spec with `[[case]]` tables instead of one `query` and 
     engine = "exact"                                # optional (default auto)
     note = "..."                                    # optional: why the leakage is what it is (the report shows it)
 
-Every key and value is checked before anything runs, one line per problem naming the spec file and
-the key (`case[2].mechanism_params`); what only the built model reveals (a variant out of range, a
-query too wide) is reported when the case runs, naming the spec file and the case.
+Every key and value is checked before anything runs, and every problem found is reported at once,
+on one line naming the spec file and each key (`case[2].mechanism_params`); what only the built
+model reveals (a variant out of range, a query too wide) is reported when the case runs, naming
+the spec file and the case.
 What the report computes from it: `reports.views.mechanisms`.
 """
 
@@ -33,7 +34,7 @@ from ddpbayes.limits import positive_finite
 from ddpbayes.mechanisms import MECHANISMS, lookup
 from ddpbayes.mechanisms.joint import parse_params
 from ddpbayes.queries import parse_query
-from ddpbayes.reports.input.keys import check_keys, model_file
+from ddpbayes.reports.input.keys import Problems, check_keys, model_file
 from ddpbayes.settings import SEED_LIMIT, RunSettings
 from ddpbayes.vocabulary import ENGINES, NOTIONS
 
@@ -98,63 +99,67 @@ class MechanismsSpec:
 
 
 def load_mechanisms_spec(raw: dict, path: Path) -> MechanismsSpec:
-    """Check a spec with `[[case]]` tables (every value that can be checked without the models)."""
-    check_keys(raw, KEYS, path, "")
-    if not raw["case"]:
-        raise InputError(f"{path}: key 'case' must be a non-empty list of [[case]] tables")
-    default = raw.get("notions")
-    if default is not None:
-        _check_notions(default, path, "notions")
-    seed = raw.get("seed", 0)
+    """Check a spec with `[[case]]` tables (every value that can be checked without the models):
+    every problem of every case found, then all reported at once (`Problems`)."""
+    problems = Problems(path)
+    good = check_keys(raw, KEYS, problems, "")
+    if "case" in good and not good["case"]:
+        problems.add("key 'case' must be a non-empty list of [[case]] tables")
+    default = good.get("notions")
+    if default is not None and not _check_notions(default, problems, "notions"):
+        default = []  # said once; each case without its own notions is then not checked again
+    seed = good.get("seed", 0)
     if not 0 <= seed < SEED_LIMIT:
-        raise InputError(f"{path}: key 'seed' must be an integer from 0 to {SEED_LIMIT - 1}, got {seed!r}")
-    cases = tuple(_case(table, k, path, default) for k, table in enumerate(raw["case"]))
-    labels = [c.label for c in cases]
+        problems.add(f"key 'seed' must be an integer from 0 to {SEED_LIMIT - 1}, got {seed!r}")
+    cases = [_case(table, k, problems, default) for k, table in enumerate(good.get("case", []))]
+    labels = [c.label for c in cases if c is not None]
     twice = next((label for label in labels if labels.count(label) > 1), None)
     if twice is not None:
-        raise InputError(f"{path}: two cases are labelled '{twice}': give each a distinct 'label'")
-    return MechanismsSpec(path=path, cases=cases, seed=seed, title=raw.get("title"),
+        problems.add(f"two cases are labelled '{twice}': give each a distinct 'label'")
+    problems.raise_any()
+    return MechanismsSpec(path=path, cases=tuple(cases), seed=seed, title=raw.get("title"),
                           description=raw.get("description"))
 
 
-def _case(raw: dict, k: int, path: Path, default: list[str] | None) -> MechanismCase:
+def _case(raw: dict, k: int, problems: Problems, default: list[str] | None) -> MechanismCase | None:
+    """The case `raw`, the k-th; None when it has a problem (each recorded in `problems`)."""
     prefix = f"case[{k}]."
-    check_keys(raw, CASE, path, prefix)
+    before = len(problems.found)
+    good = check_keys(raw, CASE, problems, prefix)
 
-    def bad(key: str, must: str) -> InputError:
-        return InputError(f"{path}: key '{prefix}{key}' must be {must}, got {raw[key]!r}")
+    def bad(key: str, must: str) -> None:
+        problems.add(f"key '{prefix}{key}' must be {must}, got {good[key]!r}")
 
-    model = model_file(raw["model"], path, f"{prefix}model")
-    try:
-        parse_query(raw["query"])
-    except InputError as exc:
-        raise InputError(f"{path}: key '{prefix}query': {exc}") from None
-    cls = lookup(raw["mechanism"])
-    pure = [kind for kind in MECHANISMS if not lookup(kind).gaussian]
-    if cls is None or cls.gaussian:
-        raise bad("mechanism", f"a pure-ε mechanism of `ddpbayes mechanisms`: one of {', '.join(pure)}")
-    if "epsilon" in raw and "scale" in raw:
-        raise InputError(f"{path}: case[{k}] gives both 'epsilon' and 'scale': give at most one")
+    model = None
+    if "model" in good:
+        with problems.check():
+            model = model_file(good["model"], problems.path, f"{prefix}model")
+    if "query" in good:
+        try:
+            parse_query(good["query"])
+        except InputError as exc:
+            problems.add(f"key '{prefix}query': {exc}")
+    cls = lookup(good["mechanism"]) if "mechanism" in good else None
+    if "mechanism" in good and (cls is None or cls.gaussian):
+        pure = [kind for kind in MECHANISMS if not lookup(kind).gaussian]
+        bad("mechanism", f"a pure-ε mechanism of `ddpbayes mechanisms`: one of {', '.join(pure)}")
+        cls = None
+    if "epsilon" in good and "scale" in good:
+        problems.add(f"case[{k}] gives both 'epsilon' and 'scale': give at most one")
     for key in ("epsilon", "scale"):
-        if key in raw and not positive_finite(raw[key]):
-            raise bad(key, "a positive finite number")
-    given = {}
-    for name, value in raw.get("mechanism_params", {}).items():
-        if not isinstance(value, (str, int, float, bool)):
-            raise InputError(f"{path}: key '{prefix}mechanism_params.{name}' must be a string, number or boolean, "
-                             f"got {value!r}")
-        given[name] = str(value).lower() if isinstance(value, bool) else str(value)
-    try:
-        parse_params(cls.kind, cls.parameters, given)
-    except InputError as exc:
-        raise InputError(f"{path}: key '{prefix}mechanism_params': {exc}") from None
-    notions = raw.get("notions", default)
+        if key in good and not positive_finite(good[key]):
+            bad(key, "a positive finite number")
+    given = _mechanism_params(good.get("mechanism_params", {}), cls, prefix, problems)
+    notions = good.get("notions", default)
     if notions is None:
-        raise InputError(f"{path}: missing key '{prefix}notions' (or a top-level 'notions' for every case)")
-    _check_notions(notions, path, f"{prefix}notions")
-    engine = raw.get("engine", "auto")
+        problems.add(f"missing key '{prefix}notions' (or a top-level 'notions' for every case)")
+    elif notions is not default:
+        _check_notions(notions, problems, f"{prefix}notions")
+    engine = good.get("engine", "auto")
     if engine not in ("auto", *ENGINES):
-        raise bad("engine", f"one of auto, {', '.join(ENGINES)}")
+        bad("engine", f"one of auto, {', '.join(ENGINES)}")
+    if len(problems.found) > before:
+        return None
     label = raw.get("label") or f"{Path(raw['model']).stem}: {raw['mechanism']} on {raw['query']}"
     return MechanismCase(index=k, label=label, model=model, model_ref=raw["model"], params=raw.get("params", {}),
                          query=raw["query"], mechanism=cls.kind, notions=tuple(notions),
@@ -162,10 +167,29 @@ def _case(raw: dict, k: int, path: Path, default: list[str] | None) -> Mechanism
                          mechanism_params=given, engine=engine, note=raw.get("note"))
 
 
-def _check_notions(notions: list[str], path: Path, key: str) -> None:
+def _mechanism_params(table: dict, cls, prefix: str, problems: Problems) -> dict[str, str]:
+    """`mechanism_params` as --mechanism-param gives them (name -> text), checked against the
+    mechanism `cls` (None: not known, so only each value's type is checked)."""
+    given = {}
+    for name, value in table.items():
+        if not isinstance(value, (str, int, float, bool)):
+            problems.add(f"key '{prefix}mechanism_params.{name}' must be a string, number or boolean, got {value!r}")
+            continue
+        given[name] = str(value).lower() if isinstance(value, bool) else str(value)
+    if cls is not None and len(given) == len(table):
+        try:
+            parse_params(cls.kind, cls.parameters, given)
+        except InputError as exc:
+            problems.add(f"key '{prefix}mechanism_params': {exc}")
+    return given
+
+
+def _check_notions(notions: list[str], problems: Problems, key: str) -> bool:
     if not notions or len(set(notions)) != len(notions) or any(n not in NOTIONS for n in notions):
-        raise InputError(f"{path}: key '{key}' must be a non-empty list of distinct notions from "
-                         f"{', '.join(NOTIONS)}, got {notions!r}")
+        problems.add(f"key '{key}' must be a non-empty list of distinct notions from {', '.join(NOTIONS)}, "
+                     f"got {notions!r}")
+        return False
+    return True
 
 
 def _float(value) -> float | None:

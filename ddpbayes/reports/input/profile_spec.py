@@ -12,11 +12,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
-from ddpbayes.errors import InputError
 from ddpbayes.limits import positive_finite
 from ddpbayes.profiles import DEFAULT_DELTA
+from ddpbayes.reports.input.keys import Problems
 from ddpbayes.vocabulary import NOTIONS
 
 KINDS = ("gaussian", "discrete_gaussian")
@@ -42,33 +41,38 @@ class ProfileSpec:
                 "notions": list(self.notions), "title": self.title}
 
 
-def parse_profile(table: dict, path: Path, notions: list[str]) -> ProfileSpec:
-    """Check every key and value of `[profile]`; each problem one line naming the spec and key."""
-    def bad(key: str, must: str) -> InputError:
-        return InputError(f"{path}: key 'profile.{key}' must be {must}, got {table[key]!r}")
+def parse_profile(table: dict, problems: Problems, notions: list[str]) -> ProfileSpec | None:
+    """Check every key and value of `[profile]`, each problem recorded in `problems` naming its key;
+    the table, or None when it has a problem."""
+    before = len(problems.found)
 
-    for key in table:
-        if key not in KEYS:
-            raise InputError(f"{path}: unknown key 'profile.{key}' (allowed: {', '.join(KEYS)})")
+    def bad(key: str, must: str) -> None:
+        problems.add(f"key 'profile.{key}' must be {must}, got {table[key]!r}")
+
+    unknown = [f"'profile.{key}'" for key in table if key not in KEYS]
+    if unknown:
+        problems.add(f"unknown key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} (allowed: {', '.join(KEYS)})")
     if "kind" not in table:
-        raise InputError(f"{path}: missing key 'profile.kind'")
-    if table["kind"] not in KINDS:
-        raise bad("kind", f"one of {', '.join(KINDS)}")
+        problems.add("missing key 'profile.kind'")
+    elif table["kind"] not in KINDS:
+        bad("kind", f"one of {', '.join(KINDS)}")
     for key in ("rho", "epsilon", "sigma"):
         if key in table and not positive_finite(table[key]):
-            raise bad(key, "a positive finite number")
+            bad(key, "a positive finite number")
     if sum(key in table for key in ("rho", "epsilon", "sigma")) != 1:
-        raise InputError(f"{path}: [profile] needs exactly one of the keys 'rho', 'epsilon' and 'sigma'")
+        problems.add("[profile] needs exactly one of the keys 'rho', 'epsilon' and 'sigma'")
     delta = table.get("delta", DEFAULT_DELTA)
     if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not 0 < delta < 1:
-        raise bad("delta", "a number strictly between 0 and 1")
+        bad("delta", "a number strictly between 0 and 1")
     chosen = table.get("notions", notions)
-    if (not isinstance(chosen, list) or not chosen or len(set(chosen)) != len(chosen)
-            or any(n not in NOTIONS for n in chosen)):
-        raise bad("notions", f"a non-empty list of distinct notions from {', '.join(NOTIONS)}")
+    if (not isinstance(chosen, list) or not chosen or not all(isinstance(n, str) for n in chosen)
+            or len(set(chosen)) != len(chosen) or any(n not in NOTIONS for n in chosen)):
+        bad("notions", f"a non-empty list of distinct notions from {', '.join(NOTIONS)}")
     for key in ("title", "text"):
         if key in table and not isinstance(table[key], str):
-            raise bad(key, "a string")
+            bad(key, "a string")
+    if len(problems.found) > before:
+        return None
     return ProfileSpec(table["kind"], tuple(chosen), float(delta), *(_float(table.get(k)) for k in ("rho", "epsilon",
                        "sigma")), table.get("title"), table.get("text"))
 

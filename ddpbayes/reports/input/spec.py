@@ -25,15 +25,14 @@
     kind = "laplace"
     epsilon = 1.0                                   # or scale = 1.0
 
-`load_spec` checks every key and value before anything runs, and every problem is reported on
-one line naming the spec file and the key (`InputError`); what only the built model can reveal
+`load_spec` checks every key and value before anything runs, and reports every problem it found
+at once, on one line naming the spec file and each key (`InputError`, `keys.Problems`); what only the built model can reveal
 (a target out of range, an unknown build parameter) is reported later, also naming the spec file.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,7 +42,7 @@ from ddpbayes.limits import positive_finite
 from ddpbayes.mechanisms import MECHANISMS, lookup
 from ddpbayes.notions import Notion, notion
 from ddpbayes.queries import Identity, Query, parse_query
-from ddpbayes.reports.input.keys import check_keys, model_file
+from ddpbayes.reports.input.keys import Problems, check_keys, model_file
 from ddpbayes.reports.input.profile_spec import KINDS as PROFILE_KINDS
 from ddpbayes.reports.input.profile_spec import ProfileSpec, parse_profile
 from ddpbayes.settings import MIN_DRAWS, SEED_LIMIT, RunSettings, search_width
@@ -243,11 +242,16 @@ class Spec:
 
 
 def audit_spec(raw: dict, path: Path) -> Spec:
-    """Check an audit spec read from `path` (every value that can be checked without the model)."""
-    check_keys(raw, TOP, path, "")
-    mech = raw["mechanism"]
-    check_keys(mech, MECHANISM, path, "mechanism.")
-    model = _check_values(raw, path)
+    """Check an audit spec read from `path` (every value that can be checked without the model):
+    every problem found, then all reported at once (`Problems`)."""
+    problems = Problems(path)
+    good = check_keys(raw, TOP, problems, "")
+    mech = check_keys(good["mechanism"], MECHANISM, problems, "mechanism.") if "mechanism" in good else {}
+    model = _check_values(good, mech, problems)
+    profile = None
+    if "profile" in good and _notions_ok(good):
+        profile = parse_profile(good["profile"], problems, good["notions"])
+    problems.raise_any()
     target, known, sweep = raw.get("target"), raw.get("known"), raw.get("sweep")
     return Spec(
         path=path,
@@ -275,89 +279,128 @@ def audit_spec(raw: dict, path: Path) -> Spec:
         title=raw.get("title"),
         description=raw.get("description"),
         sensitivity=_float(raw.get("sensitivity")),
-        profile=parse_profile(raw["profile"], path, raw["notions"]) if "profile" in raw else None,
+        profile=profile,
     )
 
 
-def _check_values(raw: dict, path: Path) -> Path:
-    """Check every value of a spec whose keys and types are right; return the resolved model file."""
-
-    def bad(key: str, must: str, got: object) -> InputError:
-        return InputError(f"{path}: key '{key}' must be {must}, got {got!r}")
-
-    def within(key: str, must: str, ok: Callable[..., bool]) -> None:
+def _check_values(raw: dict, mech: dict, problems: Problems) -> Path | None:
+    """Check every value of the spec's well-typed keys `raw` (and `[mechanism]`'s, `mech`), recording
+    each problem; return the resolved model file (None when it is one of them)."""
+    model = None
+    if "model" in raw:
+        with problems.check():
+            model = model_file(raw["model"], problems.path)
+    flips_bits = _check_mechanism(mech, problems) if "mechanism" in raw else None  # missing: said once
+    if "query" in raw:
+        _check_query(raw, flips_bits, problems)
+    if "notions" in raw and not _notions_ok(raw):
+        problems.add(_must("notions", f"a non-empty list of distinct notions from {', '.join(NOTIONS)}", raw["notions"]))
+    checks = {
+        "engine": (lambda v: v in ("auto", *ENGINES), f"one of auto, {', '.join(ENGINES)}"),
+        "claim": (lambda v: math.isfinite(v) and v >= 0, "a non-negative finite number"),
+        "seed": (lambda v: 0 <= v < SEED_LIMIT, f"an integer from 0 to {SEED_LIMIT - 1}"),
+        "draws": (lambda v: v >= MIN_DRAWS, f"an integer of at least {MIN_DRAWS}"),
+        "tune": (lambda v: v >= 0, "a non-negative integer"),
+        "chains": (lambda v: v >= 1, "a positive integer"),
+        "sweep": (lambda v: len(v) >= 2 and all(map(positive_finite, v)), "a list of at least two positive finite numbers"),
+        "target": (lambda v: bool(v) and min(v) >= 0, "a non-empty list of non-negative tuple indices"),
+        "known": (lambda v: all(k >= 0 for k in v), "a list of non-negative tuple indices"),
+    }
+    for key, (ok, must) in checks.items():
         if key in raw and not ok(raw[key]):
-            raise bad(key, must, raw[key])
-
-    model = model_file(raw["model"], path)
-    mech = raw["mechanism"]
-    pure = [k for k in MECHANISMS if k not in PROFILE_KINDS]
-    if mech["kind"] not in pure:
-        also = " (Gaussian noise goes in a [profile] table)" if mech["kind"] in PROFILE_KINDS else ""
-        raise bad("mechanism.kind", f"one of {', '.join(pure)}{also}", mech["kind"])
-    if ("scale" in mech) == ("epsilon" in mech):
-        raise InputError(f"{path}: [mechanism] needs exactly one of the keys 'scale' and 'epsilon'")
-    for key in ("scale", "epsilon"):
-        if key in mech and not positive_finite(mech[key]):
-            raise bad(f"mechanism.{key}", "a positive finite number", mech[key])
-    flips_bits = lookup(mech["kind"]).flips_bits  # a kind in `pure`, checked above
-    if flips_bits and "scale" in mech:
-        raise InputError(f"{path}: key 'mechanism.scale' does not apply to randomized_response: "
-                         "give 'mechanism.epsilon' (the per-bit DP level)")
-    try:
-        query = parse_query(raw["query"])
-    except InputError as exc:
-        raise InputError(f"{path}: key 'query': {exc}") from None
-    try:
-        with_sensitivity(query, raw.get("sensitivity"))
-    except InputError as exc:
-        raise InputError(f"{path}: key 'sensitivity': {exc}") from None
-    if flips_bits and not isinstance(query, Identity):
-        raise bad("query", "'identity' with randomized_response (it perturbs the tuples themselves)", raw["query"])
-    notions = raw["notions"]
-    if not notions or len(set(notions)) != len(notions) or any(n not in NOTIONS for n in notions):
-        raise bad("notions", f"a non-empty list of distinct notions from {', '.join(NOTIONS)}", notions)
-    if raw.get("engine", "auto") not in ("auto", *ENGINES):
-        raise bad("engine", f"one of auto, {', '.join(ENGINES)}", raw["engine"])
-    within("claim", "a non-negative finite number", lambda v: math.isfinite(v) and v >= 0)
-    within("seed", f"an integer from 0 to {SEED_LIMIT - 1}", lambda v: 0 <= v < SEED_LIMIT)
-    within("draws", f"an integer of at least {MIN_DRAWS}", lambda v: v >= MIN_DRAWS)
-    within("tune", "a non-negative integer", lambda v: v >= 0)
-    within("chains", "a positive integer", lambda v: v >= 1)
-    within("sweep", "a list of at least two positive finite numbers", lambda v: len(v) >= 2 and all(map(positive_finite, v)))
-    within("target", "a non-empty list of non-negative tuple indices", lambda v: bool(v) and min(v) >= 0)
-    within("known", "a list of non-negative tuple indices", lambda v: all(k >= 0 for k in v))
-    if "known" in raw:
-        if not _has_lattice(notions):
-            raise InputError(f"{path}: key 'known' fixes pdp's adversary, but 'notions' has no pdp")
-        clash = sorted(set(raw["known"]) & set(raw.get("target", ())))
-        if clash:
-            raise bad("known", f"disjoint from 'target' (tuple {clash[0]} is in both)", raw["known"])
-    _check_search(raw, path)
+            problems.add(_must(key, must, raw[key]))
+    if _notions_ok(raw):
+        _check_known(raw, problems)
+        with problems.check():
+            _check_search(raw)
     if "derive_cov" in raw:
-        try:
-            cov = parse_matrix(raw["derive_cov"], "the matrix")
-        except InputError as exc:
-            raise InputError(f"{path}: key 'derive_cov': {exc}") from None
-        if not cov.is_square:
-            raise bad("derive_cov", f"a square matrix (it is {cov.rows}x{cov.cols})", raw["derive_cov"])
+        _check_cov(raw["derive_cov"], problems)
     return model
 
 
-def _check_search(raw: dict, path: Path) -> None:
+def _must(key: str, must: str, got: object) -> str:
+    return f"key '{key}' must be {must}, got {got!r}"
+
+
+def _check_mechanism(mech: dict, problems: Problems) -> bool | None:
+    """`[mechanism]`'s kind and its scale or epsilon; whether the kind flips bits (None: no valid kind)."""
+    if ("scale" in mech) == ("epsilon" in mech):
+        problems.add("[mechanism] needs exactly one of the keys 'scale' and 'epsilon'")
+    for key in ("scale", "epsilon"):
+        if key in mech and not positive_finite(mech[key]):
+            problems.add(_must(f"mechanism.{key}", "a positive finite number", mech[key]))
+    if "kind" not in mech:
+        return None
+    pure = [k for k in MECHANISMS if k not in PROFILE_KINDS]
+    if mech["kind"] not in pure:
+        also = " (Gaussian noise goes in a [profile] table)" if mech["kind"] in PROFILE_KINDS else ""
+        problems.add(_must("mechanism.kind", f"one of {', '.join(pure)}{also}", mech["kind"]))
+        return None
+    flips_bits = lookup(mech["kind"]).flips_bits
+    if flips_bits and "scale" in mech:
+        problems.add("key 'mechanism.scale' does not apply to randomized_response: give 'mechanism.epsilon' (the "
+                     "per-bit DP level)")
+    return flips_bits
+
+
+def _check_query(raw: dict, flips_bits: bool | None, problems: Problems) -> None:
+    """The query parses, takes the spec's sensitivity, and is the identity under randomized response."""
+    try:
+        query = parse_query(raw["query"])
+    except InputError as exc:
+        problems.add(f"key 'query': {exc}")
+        return
+    if "sensitivity" in raw:
+        try:
+            with_sensitivity(query, raw["sensitivity"])
+        except InputError as exc:
+            problems.add(f"key 'sensitivity': {exc}")
+    if flips_bits and not isinstance(query, Identity):
+        problems.add(_must("query", "'identity' with randomized_response (it perturbs the tuples themselves)",
+                           raw["query"]))
+
+
+def _check_known(raw: dict, problems: Problems) -> None:
+    """`known` only with pdp, and disjoint from `target`."""
+    if "known" not in raw:
+        return
+    if not _has_lattice(raw["notions"]):
+        problems.add("key 'known' fixes pdp's adversary, but 'notions' has no pdp")
+    clash = sorted(set(raw["known"]) & set(raw.get("target", ())))
+    if clash:
+        problems.add(_must("known", f"disjoint from 'target' (tuple {clash[0]} is in both)", raw["known"]))
+
+
+def _check_cov(text: str, problems: Problems) -> None:
+    """`derive_cov` parses as a square matrix."""
+    try:
+        cov = parse_matrix(text, "the matrix")
+    except InputError as exc:
+        problems.add(f"key 'derive_cov': {exc}")
+        return
+    if not cov.is_square:
+        problems.add(_must("derive_cov", f"a square matrix (it is {cov.rows}x{cov.cols})", text))
+
+
+def _check_search(raw: dict) -> None:
     """`search` and `top_k` as `audit --search --top-k` takes them, and only with pdp among the notions."""
     if "search" not in raw and "top_k" not in raw:
         return
     if not _has_lattice(raw["notions"]):
-        raise InputError(f"{path}: key '{'search' if 'search' in raw else 'top_k'}' sets pdp's search, but 'notions' "
-                         "has no pdp")
+        raise InputError(f"key '{'search' if 'search' in raw else 'top_k'}' sets pdp's search, but 'notions' has no pdp")
     try:
         search_width(raw.get("search"), raw.get("top_k"), None)
     except InputError as exc:
         message = str(exc).replace("--search", "search").replace("--top-k", "top_k")
-        raise InputError(f"{path}: key '{'top_k' if 'top_k' in message else 'search'}': {message}") from None
+        raise InputError(f"key '{'top_k' if 'top_k' in message else 'search'}': {message}") from None
     if raw.get("search") == "greedy" and "known" in raw:
-        raise InputError(f"{path}: key 'search': the greedy search searches the known sets and 'known' fixes one")
+        raise InputError("key 'search': the greedy search searches the known sets and 'known' fixes one")
+
+
+def _notions_ok(raw: dict) -> bool:
+    """Are the spec's (well-typed) notions a non-empty list of distinct known notions?"""
+    notions = raw.get("notions")
+    return bool(notions) and len(set(notions)) == len(notions) and all(n in NOTIONS for n in notions)
 
 
 def _has_lattice(notions: list[str]) -> bool:
