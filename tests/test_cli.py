@@ -102,7 +102,6 @@ BAD = {
     "non-integer weights, engine structured": lambda f: ["audit", HOUSEHOLD, "--query", "linear:0.5,1,1,1", "--mechanism", "laplace", "--scale", "1", "--notion", "idp", "--engine", "structured"],
     "max-states 0": lambda f: ["audit", HOUSEHOLD, *COUNT, "--notion", "idp", "--max-states", "0"],
     "missing --notion": lambda f: ["audit", HOUSEHOLD, *COUNT],
-    "no subcommand": lambda f: [],
     "unknown format": lambda f: ["audit", HOUSEHOLD, *COUNT, "--notion", "idp", "--format", "xml"],
 }
 

@@ -68,6 +68,8 @@ def test_models_imports_no_pymc():
 
 @pytest.mark.parametrize("argv", [[], ["--debug"]])
 def test_bare_ddpbayes_prints_the_usage_and_exits_2(capsys, argv):
+    """No command: the whole usage (every command with its line) on stderr, not the one-line argument
+    error of before; exit 2 as for any missing argument, so an empty command word never reads as a pass."""
     assert main(argv) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.startswith("usage: ddpbayes") and "Traceback" not in err
