@@ -144,3 +144,27 @@ def test_a_report_spec_runs_from_the_installed_package(installed, outside):
     results = json.loads((outside / "report" / "results.json").read_text())
     assert results["audits"]["dp"]["leakage"] == pytest.approx(1.0, rel=1e-12)
     assert results["audits"]["idp"]["leakage"] == pytest.approx(2.0, rel=1e-12)
+
+
+def test_models_lists_the_installed_files(installed, outside):
+    """`ddpbayes models` (issue #40 item 10) lists the wheel's models and specs, from anywhere."""
+    run = _run(installed, outside, "-m", "ddpbayes", "models")
+    assert run.returncode == 0, run.stderr
+    names = {line.split()[0] for line in run.stdout.splitlines() if line.startswith("  ")}
+    shipped = [*(ROOT / "models").glob("*.py"), *(ROOT / "reports" / "specs").glob("*.toml")]
+    assert names == {p.stem for p in shipped}
+
+
+@pytest.mark.slow
+def test_a_shipped_spec_copied_out_finds_the_installed_model(installed, outside):
+    """A shipped spec copied out of the package (`../../models/X.py` names nothing beside it) and a
+    spec naming `household` both resolve to the installed copy's models (issue #40 item 2)."""
+    (outside / "copy.toml").write_text((ROOT / "reports" / "specs" / "contagious_family.toml").read_text())
+    (outside / "mine.toml").write_text('model = "household"\nquery = "count"\nnotions = ["idp"]\n'
+                                       '[mechanism]\nkind = "laplace"\nepsilon = 1.0\n')
+    code = ("from ddpbayes.reports.input import load_spec\n"
+            "for s in ('copy.toml', 'mine.toml'): print(load_spec(s).model)")
+    run = _run(installed, outside, "-c", code)
+    assert run.returncode == 0, run.stderr
+    models = (installed / "ddpbayes" / "examples" / "models").resolve()
+    assert run.stdout.split() == [str(models / "contagious_family.py"), str(models / "household.py")]

@@ -161,7 +161,8 @@ SEVERAL = {
             .replace('kind = "laplace"', 'kind = "gaussian"').replace("claim = 1.0", "claim = -2.0"),
         ["'colour'", "'draws'", "'mechanism.kind'", "'engine'", "'claim'", "'seed'"]),
     "audit: a missing key beside bad values": (
-        GOOD.replace('query = "count"\n', "").replace('notions = ["dp", "idp", "pdp", "ddp"]', 'notions = ["idp", "idp"]')
+        GOOD.replace('query = "count"\n', "")
+            .replace('notions = ["dp", "idp", "pdp", "ddp"]', 'notions = ["idp", "idp"]')
             .replace("epsilon = 1.0", "epsilon = 0.0"),
         ["'query'", "'mechanism.epsilon'", "'notions'"]),
     "audit: the model, the profile and the search": (

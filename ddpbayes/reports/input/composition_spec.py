@@ -80,7 +80,8 @@ def load_composition_spec(raw: dict, path: Path) -> CompositionSpec:
     if "releases" in good and len(good["releases"]) < 2:
         bad("releases", "a list of at least two QUERY:MECHANISM:PARAM strings")
     notions = good.get("notions")
-    if notions is not None and (not notions or len(set(notions)) != len(notions) or any(n not in NOTIONS for n in notions)):
+    if notions is not None and (not notions or len(set(notions)) != len(notions)
+                                or any(n not in NOTIONS for n in notions)):
         bad("notions", f"a non-empty list of distinct notions from {', '.join(NOTIONS)}")
     checks = {"engine": (lambda v: v in ("auto", *ENGINES), f"one of auto, {', '.join(ENGINES)}"),
               "claim": (lambda v: positive_finite(v) or v == 0, "a non-negative finite number"),

@@ -26,8 +26,9 @@
     epsilon = 1.0                                   # or scale = 1.0
 
 `load_spec` checks every key and value before anything runs, and reports every problem it found
-at once, on one line naming the spec file and each key (`InputError`, `keys.Problems`); what only the built model can reveal
-(a target out of range, an unknown build parameter) is reported later, also naming the spec file.
+at once, on one line naming the spec file and each key (`InputError`, `keys.Problems`); what only
+the built model can reveal (a target out of range, an unknown build parameter) is reported later,
+also naming the spec file.
 """
 
 from __future__ import annotations
@@ -294,7 +295,8 @@ def _check_values(raw: dict, mech: dict, problems: Problems) -> Path | None:
     if "query" in raw:
         _check_query(raw, flips_bits, problems)
     if "notions" in raw and not _notions_ok(raw):
-        problems.add(_must("notions", f"a non-empty list of distinct notions from {', '.join(NOTIONS)}", raw["notions"]))
+        problems.add(_must("notions", f"a non-empty list of distinct notions from {', '.join(NOTIONS)}",
+                           raw["notions"]))
     checks = {
         "engine": (lambda v: v in ("auto", *ENGINES), f"one of auto, {', '.join(ENGINES)}"),
         "claim": (lambda v: math.isfinite(v) and v >= 0, "a non-negative finite number"),
@@ -302,7 +304,8 @@ def _check_values(raw: dict, mech: dict, problems: Problems) -> Path | None:
         "draws": (lambda v: v >= MIN_DRAWS, f"an integer of at least {MIN_DRAWS}"),
         "tune": (lambda v: v >= 0, "a non-negative integer"),
         "chains": (lambda v: v >= 1, "a positive integer"),
-        "sweep": (lambda v: len(v) >= 2 and all(map(positive_finite, v)), "a list of at least two positive finite numbers"),
+        "sweep": (lambda v: len(v) >= 2 and all(map(positive_finite, v)),
+                  "a list of at least two positive finite numbers"),
         "target": (lambda v: bool(v) and min(v) >= 0, "a non-empty list of non-negative tuple indices"),
         "known": (lambda v: all(k >= 0 for k in v), "a list of non-negative tuple indices"),
     }
@@ -387,7 +390,8 @@ def _check_search(raw: dict) -> None:
     if "search" not in raw and "top_k" not in raw:
         return
     if not _has_lattice(raw["notions"]):
-        raise InputError(f"key '{'search' if 'search' in raw else 'top_k'}' sets pdp's search, but 'notions' has no pdp")
+        key = "search" if "search" in raw else "top_k"
+        raise InputError(f"key '{key}' sets pdp's search, but 'notions' has no pdp")
     try:
         search_width(raw.get("search"), raw.get("top_k"), None)
     except InputError as exc:
