@@ -8,7 +8,6 @@ two independent fair bits released as a count with Laplace(b), every adversary's
 from __future__ import annotations
 
 import json
-import math
 import subprocess
 import sys
 
@@ -130,8 +129,10 @@ def test_derive_from_python_is_the_cli(capsys):
     assert json.loads(capsys.readouterr().out)["value"] == pytest.approx(1.0)
     laplace = ddpbayes.derive("gaussian", "[[1, 0.5], [0.5, 1]]", width=1.0, scale=B)
     assert laplace.value == pytest.approx(1.5 / B)  # width / b * |w_0 + w_1 C_10 / C_00|
-    gdp = ddpbayes.derive("gaussian", "[[1, 0.5], [0.5, 1]]", mechanism="gaussian", sigma=1.0, width=1.0)
-    assert gdp.value == pytest.approx(1.5 / math.sqrt(1 + 0.75))  # |1 + 0.5| / sqrt(σ² + 1 − 0.5²)
+    with pytest.raises(InputError, match="sigma once"):  # Gaussian noise's sigma is --sigma or --scale
+        ddpbayes.derive("gaussian", "[[1]]", mechanism="gaussian", sigma=1.0, scale=1.0)
+    with pytest.raises(InputError, match="--sigma is for --mechanism gaussian"):
+        ddpbayes.derive("gaussian", "[[1]]", sigma=1.0)
     for bad, says in ((dict(pair=(0, 1, 2)), "--pair takes two"), (dict(target=1), "not target")):
         with pytest.raises(InputError, match=says):
             ddpbayes.derive("gaussian-rho", "[[1, 0.5], [0.5, 1]]", **bad)
