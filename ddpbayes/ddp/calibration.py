@@ -240,7 +240,13 @@ class Calibration(JsonDocument):
         return views.plot(self, ax, scales)
 
     def to_dict(self) -> dict:
-        """The calibration as ``ddpbayes calibrate --format json`` prints it (docs/reference/json.md)."""
+        """The calibration as ``ddpbayes calibrate --format json`` prints it (docs/reference/json.md).
+
+        Returns
+        -------
+        dict
+            The JSON document, as Python objects (`to_json` is its text).
+        """
         comparison = {r.method: r.to_dict() for r in self.rows}
         gaussian = {}
         if self.dpm is None:

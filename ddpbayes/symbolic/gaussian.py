@@ -82,11 +82,23 @@ class Derivation:
         return float(self.expression) if not self.expression.free_symbols else None
 
     def to_json(self) -> str:
-        """`to_dict` as indented JSON text, symbols as they are: what ``ddpbayes derive --format json`` prints."""
+        """`to_dict` as indented JSON text, symbols as they are.
+
+        Returns
+        -------
+        str
+            What ``ddpbayes derive --format json`` prints.
+        """
         return json.dumps(self.to_dict(), indent=2, ensure_ascii=False)
 
     def to_dict(self) -> dict:
-        """The derivation as a JSON document: expression, LaTeX, value, assumptions, extras and numbers."""
+        """The derivation as a JSON document.
+
+        Returns
+        -------
+        dict
+            expression, latex, value and assumptions, then each of `extras` and `numbers`.
+        """
         value = self.value
         out = {
             "expression": sympy.sstr(self.expression),
