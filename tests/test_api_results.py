@@ -160,6 +160,18 @@ def test_plot_refuses_what_it_cannot_draw(pair):
         dp.plot(kind="curve")
 
 
+def test_plot_of_unbounded_targets_says_so(recwarn):
+    """An unbounded leakage is said in the title, not drawn; nothing warns (no empty legend)."""
+    from ddpbayes.auditing import AuditResult
+
+    r = AuditResult(notion="idp", leakage=math.inf, per_target=[math.inf, None, math.inf], witness=None,
+                    engine="exact", verdict=None, claim=None, seconds=0.0)
+    ax = r.plot()
+    assert ax.get_title().endswith("2 target(s) leak inf (not drawn)") and not ax.get_lines()
+    assert not [w for w in recwarn if issubclass(w.category, UserWarning)]
+    plt.close(ax.figure)
+
+
 def test_calibration_plot_is_the_leakage_against_the_scale(calibration):
     """At every scale s drawn, each notion's leakage is 1/s; the extra scales are audited."""
     fig, ax = plt.subplots()

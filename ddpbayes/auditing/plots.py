@@ -59,7 +59,8 @@ def per_target(result: AuditResult, ax: Axes) -> None:
     ax.set_ylim(bottom=0)
     ax.set_xlabel("target tuple")
     ax.set_ylabel("lower bound on leakage" if result.lower_bound else "worst leakage")
-    ax.legend(fontsize=8, frameon=False)
+    if ax.get_legend_handles_labels()[0]:  # every target unbounded and no claim: nothing to label
+        ax.legend(fontsize=8, frameon=False)
 
 
 def witness(result: AuditResult, ax: Axes) -> None:
@@ -116,4 +117,6 @@ def _intervals(result: AuditResult, targets: list[int], ax: Axes) -> None:
 
 
 def _title(result: AuditResult) -> str:
-    return f"{result.notion} of {result.query}, {result.mechanism_text()} ({result.engine} engine)"
+    """`idp of count, kind=laplace, scale=1.0 (exact engine)`: what was released, as far as the result says."""
+    released = ", ".join(part for part in (result.query, result.mechanism_text()) if part)
+    return f"{result.notion}{f' of {released}' if released else ''} ({result.engine} engine)"
