@@ -121,7 +121,7 @@ def case_sweep(workers: int) -> dict:
         start = time.perf_counter()
         swept = sweep(run, results, tuple(SWEEP), {}, lambda message: None)
         wall = time.perf_counter() - start
-    return {"wall": wall, "units": len(SWEEP), "json": json.dumps(swept.to_json(), sort_keys=True)}
+    return {"wall": wall, "units": len(SWEEP), "json": json.dumps(swept.to_dict(), sort_keys=True)}
 
 
 CASES = {"noop": case_noop, "lattice": case_lattice, "sweep": case_sweep}

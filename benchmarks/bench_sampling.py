@@ -124,7 +124,7 @@ def engine_child(draws: int, tune: int, seed: int) -> dict:
     return {"draws": draws, "import_s": import_s, "wall_s": wall, "cpu_s": cpu, "leakage": r.leakage, "lo": lo,
             "hi": hi, "half_width": (hi - lo) / 2 * Z975 / Z95, "ok": d["ok"], "rhat_max": d["rhat_max"],
             "ess_bulk_min": d["ess_bulk_min"], "divergences": d["divergences"], "samplers": d["samplers"],
-            "witness": r.witness.to_json(), "scale": r.mechanism["scale"]}
+            "witness": r.witness.to_dict(), "scale": r.mechanism["scale"]}
 
 
 def engine_search(args) -> dict:

@@ -2,7 +2,8 @@
 
 A model is a PyMC model plus the names of its tuples (`DependenceModel`); `audit` computes
 the leakage of a query released through a noise mechanism, against the adversaries of a
-notion, with the engine that fits the model. The names below are imported on first use, so
+notion, with the engine that fits the model; `calibrate`, `rho` and `derive` are the command
+line's commands of the same names, their keywords its flags. The names below are imported on first use, so
 `import ddpbayes` (and the command line's argument parsing) does not load PyMC.
 """
 
@@ -16,6 +17,10 @@ __version__ = "0.1.0"
 _HOMES = {
     "AuditResult": "ddpbayes.auditing",
     "audit": "ddpbayes.auditing",
+    "Calibration": "ddpbayes.ddp",
+    "calibrate": "ddpbayes.ddp",
+    "rho": "ddpbayes.ddp",
+    "derive": "ddpbayes.symbolic",
     "Geometric": "ddpbayes.mechanisms",
     "Laplace": "ddpbayes.mechanisms",
     "RandomizedResponse": "ddpbayes.mechanisms",

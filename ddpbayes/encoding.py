@@ -4,6 +4,7 @@ An unbounded leakage is "inf"; a witness output y -> -inf is "-inf"."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -32,3 +33,18 @@ def jsonable(value):
     if isinstance(value, (float, int, np.floating, np.integer)) and not isinstance(value, bool):
         return number(value)
     return value
+
+
+class JsonDocument:
+    """`to_json()` for a class with `to_dict()`: one meaning everywhere (issue #40) — `to_dict()` is
+    the JSON document as Python objects, `to_json()` its text, as the command line prints it."""
+
+    def to_json(self) -> str:
+        """`to_dict()` as indented JSON text (numbers through `jsonable`: inf and nan as strings).
+
+        Returns
+        -------
+        str
+            The document the command line's ``--format json`` prints.
+        """
+        return json.dumps(jsonable(self.to_dict()), indent=2, allow_nan=False)

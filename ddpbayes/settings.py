@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields, replace
 
+from ddpbayes.encoding import JsonDocument
 from ddpbayes.errors import InputError
 from ddpbayes.limits import DEFAULT_MAX_ADVERSARIES, DEFAULT_MAX_STATES, check_positive_int
 from ddpbayes.vocabulary import ENGINES
@@ -68,7 +69,7 @@ def search_width(search: str | None, top_k: int | None, pdp_greedy: int | None) 
 
 
 @dataclass(frozen=True)
-class RunSettings:
+class RunSettings(JsonDocument):
     """Every setting of a run (DESIGN §2.3, §2.4); the defaults are the command line's.
 
     Parameters
@@ -188,7 +189,7 @@ class RunSettings:
         changes = {k: v for k, v in changes.items() if v is not None}
         return replace(settings or cls(), **changes)
 
-    def to_json(self) -> dict:
+    def to_dict(self) -> dict:
         """The settings that can change a result: not where it ran, nor what was shown on the way
         (the same seed gives the same JSON whatever the workers).
 

@@ -335,7 +335,7 @@ def test_report_spec_takes_a_sensitivity(tmp_path):
         return load_spec(path)
 
     s = spec("expr:d_i*d_j", "sensitivity = 2\n")
-    assert s.sensitivity == 2.0 and s.to_json()["sensitivity"] == 2.0 and s.query_object().given == 2.0
+    assert s.sensitivity == 2.0 and s.to_dict()["sensitivity"] == 2.0 and s.query_object().given == 2.0
     with pytest.raises(InputError, match=r"key 'sensitivity': --sensitivity applies to expr: and fn:"):
         spec("sum", "sensitivity = 2\n")
     with pytest.raises(InputError, match=r"key 'query': .*calling 'open'"):

@@ -318,7 +318,7 @@ def test_attack_same_json_on_two_workers():
     settings = AttackSettings(targets=200, n_prior=(None, 40), epsilons=(0.5, 2.0))
     out = []
     for workers in (1, 2):
-        doc = jsonable(run_attack(data, settings, progress=False, where=RunSettings(workers=workers)).to_json())
+        doc = jsonable(run_attack(data, settings, progress=False, where=RunSettings(workers=workers)).to_dict())
         doc.pop("seconds")
         out.append(json.dumps(doc, sort_keys=True))
     assert out[0] == out[1]

@@ -367,7 +367,7 @@ def test_spec_search_applies_to_pdp_only(models_dir, tmp_path):
     spec = load_spec(path)
     assert spec.audit_kwargs("pdp")["settings"].pdp_greedy == 2
     assert spec.audit_kwargs("idp")["settings"].pdp_greedy == 0
-    assert spec.to_json()["search"] == "greedy" and spec.to_json()["top_k"] == 2
+    assert spec.to_dict()["search"] == "greedy" and spec.to_dict()["top_k"] == 2
 
 
 def test_report_labels_the_greedy_pdp_a_lower_bound(models_dir, tmp_path):

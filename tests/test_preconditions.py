@@ -106,7 +106,7 @@ def test_calibrate_says_rho_above_one_breaks_the_assumption_and_audits_the_scale
     [note] = [n for n in c.notes if "rho_ij > 1" in n]
     assert "rho[x0, x1] = 2" in note and "assume 0 <= rho_ij <= 1" in note
     assert "ddp leakage 1, which meets epsilon = 1" in note
-    doc = c.to_json()
+    doc = c.to_dict()
     assert doc["dpm"]["coefficients"]["above_one"] == [[0, 1]] and doc["notes"] == c.notes
 
 
@@ -153,7 +153,7 @@ def test_prop3_is_not_shown_when_tuples_can_leave_their_domains():
     assert ddpbayes.audit(model, "sum", "laplace", "idp", scale=2.0).leakage == pytest.approx(1.5, rel=1e-12)
     assert bounds.prop3 is None and bounds.thm4 is None
     assert "x0, x1 can leave them" in bounds.prop3_premise
-    doc = bounds.to_json()
+    doc = bounds.to_dict()
     assert doc["prop3"] is None and doc["prop3_reason"] == "premise: " + bounds.prop3_premise
 
 

@@ -338,6 +338,6 @@ def test_results_record_the_settings_of_today(report):
     """Each audit's `settings` are today's RunSettings record (no `cores`, gone with --workers)."""
     text = (report / "results.json").read_text(encoding="utf-8")
     assert '"cores"' not in text
-    keys = set(RunSettings().to_json())
+    keys = set(RunSettings().to_dict())
     for audit in json.loads(text).get("audits", {}).values():
         assert set(audit["settings"]) == keys

@@ -21,6 +21,7 @@ from ddpbayes import shipped
 from ddpbayes.attack import adversary, metrics, posterior
 from ddpbayes.attack.grid import Grid
 from ddpbayes.attack.release import Partition, kmeans, lpm, sensitivity
+from ddpbayes.encoding import JsonDocument
 from ddpbayes.errors import InputError
 from ddpbayes.geo.car import CarFit, adjacency, car_precision, conditional, load_fit
 from ddpbayes.geo.data import Box, haversine_km, read_edges, read_locations
@@ -160,7 +161,7 @@ class AttackData:
 
 
 @dataclass
-class AttackResult:
+class AttackResult(JsonDocument):
     """`rows` (one per known-set size, ε and adversary), `meta`, and per-target arrays for figures.
 
     Parameters
@@ -196,7 +197,7 @@ class AttackResult:
     guess_errors: np.ndarray  # km per target of guessing the regional mean (a reference for Eq. 10)
     targets: np.ndarray | None = None  # the attacked users' rows
 
-    def to_json(self) -> dict:
+    def to_dict(self) -> dict:
         return {"rows": self.rows, **self.meta}
 
     def row(self, n_prior: int, epsilon: float, adversary: str) -> dict:

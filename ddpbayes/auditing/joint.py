@@ -21,7 +21,7 @@ def composition_block(audit: Callable, joint, engine_name: str, dependence_sets,
     alone = RunSettings.of(settings, engine=None if engine is None else engine.name, progress=False)
     releases = []
     for q, m, spec in zip(query.queries, mechanism.mechanisms, mechanism.specs):
-        r = audit(model, q, m, notion, targets=targets, known=known, information=None, settings=alone)
+        r = audit(model, q, m, notion, target=targets, known=known, information=None, settings=alone)
         releases.append((spec, Leak(r.leakage, r.ci), r.per_target))
     if dependence_sets is None and engine is not None:
         dependence_sets = engine.dependence_sets(problem)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from ddpbayes.encoding import jsonable, number
 from ddpbayes.engines import AdversaryLeakage, Witness
 from ddpbayes.formatting import abbreviated, fmt
+from ddpbayes.model.reference import provenance
 from ddpbayes.notions import notion as named
 from ddpbayes.notions.lattice import lattice_summary
 from ddpbayes.problem import Problem
@@ -19,6 +20,7 @@ from ddpbayes.profiles import Profile
 
 if TYPE_CHECKING:
     import pandas
+    from matplotlib.axes import Axes
 
 HTML_ROWS = 40  # targets an AuditResult's HTML table shows before it elides the middle
 
@@ -130,7 +132,7 @@ class AuditResult:
             "leakage": number(self.leakage),
             "lower_bound": self.lower_bound,
             "per_target": [None if v is None else number(v) for v in self.per_target],
-            "witness": None if self.witness is None else self.witness.to_json(),
+            "witness": None if self.witness is None else self.witness.to_dict(),
             "engine": self.engine,
             "verdict": self.verdict,
             "claim": self.claim,
@@ -145,7 +147,7 @@ class AuditResult:
             "notes": self.notes,
         }
         if self.profile is not None:  # delta, epsilon_at_delta, profile, zcdp_rho, gdp_mu (DESIGN §3.5)
-            out.update(self.profile.to_json(self.problem.mechanism.delta))
+            out.update(self.profile.to_dict(self.problem.mechanism.delta))
         if self.information is not None or self.information_reason is not None:
             out["information"] = self.information
             if self.information_reason is not None:
@@ -153,7 +155,8 @@ class AuditResult:
         if self.composition is not None:
             out["composition"] = self.composition
         if self.problem is not None:
-            out["settings"] = self.problem.settings.to_json()
+            out["model"] = provenance(self.problem.model)
+            out["settings"] = self.problem.settings.to_dict()
             if self.problem.query.given is not None:  # an expr:/fn: query's --sensitivity
                 out["sensitivity_given"] = self.problem.query.given
         if self.dependence_sets is not None:
@@ -284,6 +287,33 @@ class AuditResult:
         shown = ("kind", "sigma", "rho", "epsilon", "delta") if self.profile is not None else ("kind", "scale",
                                                                                              "epsilon")
         return ", ".join(f"{k}={v}" for k, v in self.mechanism.items() if k in shown)
+
+    def plot(self, kind: str | None = None, ax: Axes | None = None) -> Axes:
+        """A picture of the audit (`auditing.plots`): "targets", the worst leakage per target with
+        the claim drawn (the default when several targets were audited), or "witness", the
+        log-ratio r(y) = log L(y | t, x_K) - log L(y | t', x_K) over the output y for the worst
+        adversary's witness, whose supremum is the leakage, with the leakage and the claim drawn.
+
+        Parameters
+        ----------
+        kind : str or None, default None
+            "targets" or "witness"; None: targets for several targets, else witness.
+        ax : matplotlib.axes.Axes or None, default None
+            Where to draw; None: a new figure.
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+            The axes drawn on.
+
+        Raises
+        ------
+        InputError
+            For an unknown kind, or a witness curve the engine cannot draw (dp is model-free).
+        """
+        from ddpbayes.auditing import plots  # matplotlib: loaded when a picture is asked for
+
+        return plots.plot(self, kind, ax)
 
     def _delta(self) -> float | None:
         """The δ at which `leakage` is ε (Gaussian noise: DESIGN §3.5), else None."""

@@ -4,11 +4,13 @@ worst judged against the claim (`verdict`) into an `AuditResult` (`result`)."""
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import math
+import numbers
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 
 from ddpbayes.auditing.cost import check_adversaries, refuse
 from ddpbayes.auditing.information import check_unit, information_block
@@ -18,7 +20,7 @@ from ddpbayes.auditing.verdict import judge
 from ddpbayes.engines import AdversaryLeakage, Engine, engine_named, passed_over, select_engine
 from ddpbayes.errors import InputError
 from ddpbayes.limits import state_limit
-from ddpbayes.mechanisms import Mechanism, make_mechanism
+from ddpbayes.mechanisms import Mechanism, lookup, make_mechanism
 from ddpbayes.mechanisms.interop import from_library
 from ddpbayes.mechanisms.program import Program
 from ddpbayes.model import DependenceModel
@@ -30,11 +32,13 @@ from ddpbayes.problem import Adversary, Problem
 from ddpbayes.profiles import Profile
 from ddpbayes.progress import Progress
 from ddpbayes.queries import Query, parse_query
-from ddpbayes.settings import RunSettings
+from ddpbayes.queries.general import with_sensitivity
+from ddpbayes.settings import RunSettings, search_width
 from ddpbayes.vocabulary import PROGRAM
 
 CHUNK = 1024  # adversaries handed to an exact engine at once: the lattice is streamed, never listed
 WINDOW = 64  # batches of CHUNK adversaries handed to the workers at once
+SETTINGS = [f.name for f in fields(RunSettings)]  # what `audit(**run)` takes besides its own keywords
 
 
 def audit(
@@ -47,11 +51,15 @@ def audit(
     epsilon: float | None = None,
     delta: float | None = None,
     rho: float | None = None,
-    params: dict[str, str] | None = None,
+    sigma: float | None = None,
+    mechanism_params: dict[str, str] | None = None,
+    sensitivity: float | None = None,
     claim: float | None = None,
-    targets: Sequence[int] | None = None,
+    target: int | Sequence[int] | None = None,
     known: Sequence[int] | None = None,
     lattice: bool = False,
+    search: str | None = None,
+    top_k: int | None = None,
     information: str | None = "nats",
     settings: RunSettings | None = None,
     **run,
@@ -59,9 +67,11 @@ def audit(
     """Leakage of `mechanism` releasing `query` on `model` under `notion` (DESIGN §1).
 
     The notion's adversaries are evaluated by the engine that fits the problem (or the one
-    `settings` names), and the worst is judged against `claim` (`judge`). With pdp_greedy = k
-    (`--search greedy --top-k k`), pdp is seed 003's greedy search: a lower bound (`reason` and
-    `lower_bound` say so), which can fail a claim but never pass it.
+    `settings` names), and the worst is judged against `claim` (`judge`). With search="greedy"
+    (`--search greedy --top-k k`), pdp is Li et al.'s greedy search: a lower bound (`reason`
+    and `lower_bound` say so), which can fail a claim but never pass it. Each keyword is the
+    command line's flag of the same name (`--mechanism-param` is `mechanism_params`); the older
+    spellings `params`, `targets` and `pdp_greedy` are accepted too (`_spelled`).
 
     Parameters
     ----------
@@ -86,17 +96,28 @@ def audit(
         (`profile`; default 1e-6; DESIGN §3.5).
     rho : float or None, default None
         Gaussian noise: σ from zCDP's rho.
-    params : dict[str, str] or None, default None
+    sigma : float or None, default None
+        Gaussian noise: its standard deviation (``--sigma``; the same as `scale` for it).
+    mechanism_params : dict[str, str] or None, default None
         A mechanism with a joint output law (report-noisy-max, sparse vector, ...; DESIGN §5.2):
         its parameters by name, as strings (as ``--mechanism-param NAME=VALUE`` gives them).
+        Also spelled `params` (not to be confused with `load_model`'s model parameters).
+    sensitivity : float or None, default None
+        An expr:/fn: query's sensitivity on continuous domains (``--sensitivity``).
     claim : float or None, default None
         The leakage claimed (>= 0); None: no verdict.
-    targets : sequence of int or None, default None
-        The targets; None: every tuple (every unknown one with `known`).
+    target : int, sequence of int or None, default None
+        The target or targets (``--target``; also spelled `targets`); None: every tuple (every
+        unknown one with `known`).
     known : sequence of int or None, default None
         Fixes the adversary's knowledge for pdp.
     lattice : bool, default False
         Keep every pdp adversary in the result.
+    search : str or None, default None
+        pdp: "full" (every known set, the default) or "greedy" (``--search``; a lower bound).
+    top_k : int or None, default None
+        With search="greedy": known sets kept per layer (``--top-k``; default 3). The same width
+        is also spelled ``pdp_greedy=k``.
     information : str or None, default "nats"
         Seed 004's KL/MI/CMI in "nats" or "bits" (DESIGN §3.4); None skips them (loops over
         audits pass None so as not to pay for them).
@@ -104,8 +125,8 @@ def audit(
         How it runs; None: the defaults.
     **run
         Any `RunSettings` field by name (engine, method, seed, draws, tune, chains, workers,
-        scheduler, max_runs, max_states, max_adversaries, pdp_greedy, progress, force), applied
-        over `settings`.
+        scheduler, max_runs, max_states, max_adversaries, pdp_greedy, progress, force,
+        program_runs), applied over `settings`; and the older spellings `params` and `targets`.
 
     Returns
     -------
@@ -115,16 +136,23 @@ def audit(
     Raises
     ------
     InputError
-        For an unknown setting or notion, a query or mechanism that does not fit the model, a
-        target out of range, a negative claim, an information unit other than nats or bits, or a
-        problem past the size limits.
+        For an unknown keyword or notion, one thing given under two names, a query or mechanism
+        that does not fit the model, a target out of range, a negative claim, an information unit
+        other than nats or bits, or a problem past the size limits.
     """
     start = time.perf_counter()
-    settings = RunSettings.of(settings, **run)
+    mechanism_params = _spelled("mechanism_params", mechanism_params, "params", run.pop("params", None))
+    targets = _spelled("target", target, "targets", run.pop("targets", None))
+    targets = [targets] if isinstance(targets, numbers.Integral) else targets
+    _check_keywords(run)
+    width = search_width(search, top_k, run.pop("pdp_greedy", None))
+    settings = RunSettings.of(settings, pdp_greedy=width, **run)
     notion = named(notion)
     check_unit(information)
-    query, mechanism = _release(model, query, mechanism, settings, scale=scale, epsilon=epsilon, delta=delta, rho=rho,
-                                params=params)
+    if sensitivity is not None:
+        query = with_sensitivity(parse_query(query) if isinstance(query, str) else query, sensitivity)
+    query, mechanism = _release(model, query, mechanism, settings, scale=_scale(mechanism, scale, sigma),
+                                epsilon=epsilon, delta=delta, rho=rho, params=mechanism_params)
     if targets is None and known is not None:  # with --known alone, every unknown tuple is a target
         targets = [i for i in range(model.n) if i not in set(known)]
     targets = _targets(targets, model.n)
@@ -146,6 +174,37 @@ def audit(
         result.composition = composition_block(audit, result, evaluated.engine, evaluated.dependence_sets, notion,
                                                targets, known, lower_bounds=evaluated.bound is not None)
     return result
+
+
+KEYWORDS = [name for name, p in inspect.signature(audit).parameters.items() if p.kind is p.KEYWORD_ONLY]
+
+
+def _spelled(name: str, value: object, old: str, old_value: object) -> object:
+    """A keyword given under its name (the command line's flag) or its older spelling, not both."""
+    if value is not None and old_value is not None:
+        raise InputError(f"{old} is the older spelling of {name}: give one of them")
+    return old_value if value is None else value
+
+
+def _check_keywords(run: dict) -> None:
+    """Every keyword left in `**run` is a RunSettings field; else one line naming audit's own keywords too."""
+    unknown = sorted(set(run) - set(SETTINGS))
+    if unknown:
+        raise InputError(f"unknown setting '{unknown[0]}' (audit's keywords: {', '.join(KEYWORDS)}; run settings: "
+                         f"{', '.join(SETTINGS)})")
+
+
+def _scale(mechanism: object, scale: float | None, sigma: float | None) -> float | None:
+    """`sigma` is Gaussian noise's scale (``--sigma``), refused for other noise and beside `scale`."""
+    if sigma is None:
+        return scale
+    kind = lookup(mechanism) if isinstance(mechanism, str) else None
+    if kind is None or not kind.gaussian:
+        raise InputError(f"sigma is the standard deviation of Gaussian noise: give {mechanism!r} noise scale= or "
+                         "epsilon=")
+    if scale is not None:
+        raise InputError("give the Gaussian noise's sigma once: sigma= or scale=, not both")
+    return sigma
 
 
 def _release(model: DependenceModel, query: str | Query, mechanism: str | Mechanism | object, settings: RunSettings,

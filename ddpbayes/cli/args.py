@@ -204,7 +204,7 @@ def add_output(parser: argparse.ArgumentParser) -> None:
 
 
 def noise(args: argparse.Namespace) -> dict:
-    """The noise flags as `make_mechanism`'s keywords: --sigma is the Gaussian's scale, refused
+    """The noise flags as `audit`'s keywords: --sigma is the Gaussian's scale, refused
     for other noise (whose scale is --scale)."""
     from ddpbayes.mechanisms import lookup  # not at import: `--help` loads nothing heavy (scipy)
 
@@ -213,7 +213,8 @@ def noise(args: argparse.Namespace) -> dict:
         raise InputError(f"--sigma is the standard deviation of Gaussian noise: {args.mechanism} noise takes --scale "
                          "or --epsilon")
     scale = args.sigma if args.sigma is not None else args.scale
-    return {"scale": scale, "epsilon": args.epsilon, "delta": args.delta, "rho": args.rho, "params": mechanism_params(args)}
+    return {"scale": scale, "epsilon": args.epsilon, "delta": args.delta, "rho": args.rho,
+            "mechanism_params": mechanism_params(args)}
 
 
 def mechanism_params(args: argparse.Namespace) -> dict[str, str]:

@@ -3,7 +3,6 @@ noise, on the shipped Gowalla users and friendships or the user's own CSVs (DESI
 
 from __future__ import annotations
 
-import json
 import shlex
 import sys
 
@@ -74,7 +73,6 @@ def _n_priors(text: str) -> tuple[int | None, ...]:
 
 def run(args) -> int:
     from ddpbayes.attack.run import MAX_AUDIT_USERS, AttackSettings, load_data, run_attack
-    from ddpbayes.encoding import jsonable
 
     settings = AttackSettings(k=args.k, epsilons=args.epsilons, grid=args.grid, n_prior=args.n_prior,
                               targets=args.targets, seed=args.seed, region=args.region)
@@ -93,9 +91,9 @@ def run(args) -> int:
 
         write_report([result], args.report, command(args), args.audit_users, flag="--report")
     if args.format == "json":
-        print(json.dumps(jsonable(result.to_json()), indent=2, allow_nan=False))
+        print(result.to_json())
     else:
-        print(attack_text(result.to_json()))
+        print(attack_text(result.to_dict()))
     return 0
 
 

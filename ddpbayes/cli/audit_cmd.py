@@ -45,23 +45,20 @@ def run(args) -> int:
     from ddpbayes.auditing import audit
     from ddpbayes.cli.text import audit_text
     from ddpbayes.composition import compose
-    from ddpbayes.queries.general import with_sensitivity
-    from ddpbayes.queries import parse_query
 
     check_release_flags(args)
     settings = run_settings(args)
     model = load_model_of(args, settings)
     query, mechanism = compose(args.release, model) if args.release else (args.query, args.mechanism)
-    if args.sensitivity is not None:
-        query = with_sensitivity(parse_query(query), args.sensitivity)
     result = audit(
         model,
         query,
         mechanism,
         args.notion,
         **({} if args.release else noise(args)),
+        sensitivity=args.sensitivity,
         claim=args.claim,
-        targets=args.target,
+        target=args.target,
         known=args.known,
         lattice=args.lattice,
         information=None if args.information == "none" else args.information,

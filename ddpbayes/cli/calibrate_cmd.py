@@ -3,7 +3,6 @@ audited under every notion."""
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING
 
 from ddpbayes.cli.args import (
@@ -55,15 +54,12 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from ddpbayes.ddp import calibrate
-    from ddpbayes.queries.general import with_sensitivity
-    from ddpbayes.queries import parse_query
 
     settings = run_settings(args)
     model = load_model_of(args, settings)
-    query = with_sensitivity(parse_query(args.query), args.sensitivity)
-    c = calibrate(model, query, args.notion, args.epsilon, method=args.method, mechanism=args.mechanism,
-                  delta=args.delta, settings=settings)
-    print(json.dumps(c.to_json(), indent=2) if args.format == "json" else calibrate_text(c, args.model))
+    c = calibrate(model, args.query, args.notion, args.epsilon, method=args.method, mechanism=args.mechanism,
+                  delta=args.delta, sensitivity=args.sensitivity, settings=settings)
+    print(c.to_json() if args.format == "json" else calibrate_text(c, args.model))
     return EXIT_CODES.get(c.audit.verdict, 0)
 
 

@@ -8,7 +8,6 @@ input can still take minutes (a 6x6 covariance of distinct symbols, (x+y)**20 of
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import signal
 import threading
@@ -19,8 +18,6 @@ from typing import TYPE_CHECKING
 from ddpbayes.cli.args import FORMAT_HELP, index_list
 from ddpbayes.errors import InputError
 from ddpbayes.vocabulary import DERIVED_NOISES
-
-LAPLACE = DERIVED_NOISES[0]  # `--mechanism`'s default; the other choice is Gaussian noise
 
 if TYPE_CHECKING:
     from ddpbayes.symbolic import Derivation
@@ -49,7 +46,7 @@ def register(sub) -> None:
     g.add_argument("--weights", default=None, help="query weights w0,w1,... (numbers or symbols; default all 1)")
     g.add_argument("--width", type=float, default=None, help="width hi - lo of the target's domain")
     g.add_argument("--scale", type=float, default=None, help="Laplace scale b (with gaussian: sigma)")
-    g.add_argument("--mechanism", choices=DERIVED_NOISES, default="laplace",
+    g.add_argument("--mechanism", choices=DERIVED_NOISES, default=DERIVED_NOISES[0],
                    help="the noise: laplace (default) or gaussian (the loss is Gaussian: mu-GDP)")
     g.add_argument("--sigma", type=float, default=None, help="Gaussian noise's standard deviation sigma")
     g.add_argument("--delta", type=float, default=None,
@@ -79,39 +76,23 @@ def _add_common(p: argparse.ArgumentParser) -> None:
 
 
 def _run_gaussian(args) -> int:
-    from ddpbayes.symbolic import derive_gaussian, derive_gaussian_gdp  # not at import: `--help` must not load sympy
+    from ddpbayes.symbolic import derive  # not at import: `--help` must not load sympy
 
-    if args.mechanism == LAPLACE:  # the choices are DERIVED_NOISES: the mechanisms need PyMC, derive does not
-        for flag, value in (("--sigma", args.sigma), ("--delta", args.delta)):
-            if value is not None:
-                raise InputError(f"{flag} is for --mechanism gaussian; Laplace noise takes --scale b")
-        return _derive(args, lambda: derive_gaussian(args.cov, args.mean, args.target, args.known, args.weights,
-                                                     args.width, args.scale))
-    if args.sigma is not None and args.scale is not None:
-        raise InputError("give the Gaussian noise's sigma once: --sigma or --scale, not both")
-    sigma = args.sigma if args.sigma is not None else args.scale
-
-    def derive() -> Derivation:
-        return derive_gaussian_gdp(args.cov, args.mean, args.target, args.known, args.weights, args.width, sigma,
-                                   args.delta)
-
-    return _derive(args, derive)
+    return _derive(args, lambda: derive(args.kind, args.cov, mechanism=args.mechanism, mean=args.mean,
+                                        target=args.target, known=args.known, weights=args.weights, width=args.width,
+                                        scale=args.scale, sigma=args.sigma, delta=args.delta))
 
 
 def _run_rho(args) -> int:
-    from ddpbayes.symbolic import derive_gaussian_rho
+    from ddpbayes.symbolic import derive
 
-    if len(args.pair) != 2:
-        raise InputError(f"--pair takes two indices i,j, got {args.pair}")
-    widths = [None, None]
+    widths = (None, None)
     if args.widths is not None:
         try:
-            widths = [float(v) for v in args.widths.split(",")]
+            widths = tuple(float(v) for v in args.widths.split(","))
         except ValueError:
             raise InputError(f"--widths takes two numbers width_i,width_j, got '{args.widths}'") from None
-        if len(widths) != 2:
-            raise InputError(f"--widths takes two numbers width_i,width_j, got '{args.widths}'")
-    return _derive(args, lambda: derive_gaussian_rho(args.cov, *args.pair, *widths))
+    return _derive(args, lambda: derive(args.kind, args.cov, pair=args.pair, widths=widths))
 
 
 def _derive(args, derive: Callable[[], Derivation]) -> int:
@@ -163,8 +144,8 @@ def _time_limit(seconds: float) -> Iterator[None]:
 
 def _render(d: Derivation, fmt: str) -> str:
     if fmt == "json":
-        return json.dumps(d.to_json(), indent=2, ensure_ascii=False)
-    out = d.to_json()
+        return d.to_json()
+    out = d.to_dict()
     value = "-" if out["value"] is None else out["value"]
     lines = [f"expression   {out['expression']}", f"latex        {out['latex']}", f"value        {value}"]
     for name in d.extras:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING
 
 from ddpbayes.cli.args import add_model, add_output, add_run_settings, load_model_of, run_settings
@@ -34,7 +33,7 @@ def run(args) -> int:
     settings = run_settings(args)
     model = load_model_of(args, settings)
     c = dependence_coefficients(model, args.scale, settings)
-    print(json.dumps(c.to_json(), indent=2) if args.format == "json" else rho_text(c))
+    print(c.to_json() if args.format == "json" else rho_text(c))
     return 0
 
 

@@ -2,7 +2,7 @@
 baseline, seed 004's IDP sufficient conditions, and Laplace calibration to a notion."""
 
 from ddpbayes.ddp.calibration import METHODS, Calibration, MethodRow, calibrate, exact_scale
-from ddpbayes.ddp.coefficients import Coefficients, dependence_coefficients
+from ddpbayes.ddp.coefficients import Coefficients, dependence_coefficients, rho
 from ddpbayes.ddp.dpm import DPMScale, dp_scale, dpm_scale, group_scale
 from ddpbayes.ddp.idp_bounds import DependenceProfile, IdpBounds, dependence_profile, idp_bounds
 
@@ -22,4 +22,5 @@ __all__ = [
     "exact_scale",
     "group_scale",
     "idp_bounds",
+    "rho",
 ]

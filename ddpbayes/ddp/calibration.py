@@ -43,31 +43,39 @@ it. The same root-finding applies, started at the analytic σ; the jump is then 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from scipy import special
 
 from ddpbayes.auditing import AuditResult, audit
+from ddpbayes.ddp import views
 from ddpbayes.ddp.coefficients import dependence_engine
 from ddpbayes.ddp.dpm import DPMScale, dp_scale, dpm_scale, group_scale
 from ddpbayes.ddp.idp_bounds import IdpBounds, dependence_profile, idp_bounds
 from ddpbayes.ddp.roots import safe_root
-from ddpbayes.encoding import jsonable, number
+from ddpbayes.encoding import JsonDocument, jsonable, number
 from ddpbayes.errors import InputError
 from ddpbayes.limits import check_positive_finite, state_limit
 from ddpbayes.mechanisms import REGISTRY, Laplace, Mechanism
 from ddpbayes.mechanisms.gaussian import check_delta, global_l2_sensitivity
 from ddpbayes.mechanisms.make import make_mechanism
 from ddpbayes.model import DependenceModel
+from ddpbayes.model.reference import provenance
 from ddpbayes.notions import NOTIONS, Notion
 from ddpbayes.notions import notion as named
 from ddpbayes.problem import dependence_size
 from ddpbayes.mechanisms.gaussian.gdp import analytic_sigma
 from ddpbayes.progress import Progress
 from ddpbayes.queries import Query, parse_query
+from ddpbayes.queries.general import with_sensitivity
 from ddpbayes.settings import RunSettings
 from ddpbayes.vocabulary import CALIBRATION_METHODS
+
+if TYPE_CHECKING:
+    import pandas
+    from matplotlib.axes import Axes
 
 METHODS = CALIBRATION_METHODS
 BETA = 0.05  # (alpha, beta)-accuracy: P(|noise| > alpha) = beta, alpha = scale ln(1 / beta) (001 Lemmas 1–2)
@@ -114,14 +122,14 @@ class MethodRow:
             return self.scale * float(special.ndtri(1 - BETA / 2))
         return self.scale * math.log(1 / BETA)
 
-    def to_json(self) -> dict:
+    def to_dict(self) -> dict:
         out = {
             "scale": self.scale,
             "alpha": self.alpha,
             "beta": BETA,
             "leakage": {n: number(a.leakage) for n, a in self.audits.items()},
             "verdict": {n: a.verdict for n, a in self.audits.items()},
-            "idp_bounds": None if self.bounds is None else self.bounds.to_json(),
+            "idp_bounds": None if self.bounds is None else self.bounds.to_dict(),
         }
         if self.bounds is None:
             out["idp_bounds_reason"] = BOUNDS_NA
@@ -132,9 +140,13 @@ class MethodRow:
         return out
 
 
-@dataclass
-class Calibration:
+@dataclass(repr=False)
+class Calibration(JsonDocument):
     """The scale `method` prescribes for `notion` at `epsilon`, its final audit, and the comparison.
+
+    Its views (`ddp.views`): a one-line repr, a notebook's HTML table (`_repr_html_`),
+    `to_dataframe` (one row per recipe), `plot` (leakage against the scale per notion), and
+    `to_dict`/`to_json`, the document ``ddpbayes calibrate --format json`` prints.
 
     Parameters
     ----------
@@ -190,8 +202,52 @@ class Calibration:
     def row(self, method: str) -> MethodRow:
         return next(r for r in self.rows if r.method == method)
 
-    def to_json(self) -> dict:
-        comparison = {r.method: r.to_json() for r in self.rows}
+    def __repr__(self) -> str:
+        return views.summary(self)
+
+    def _repr_html_(self) -> str:
+        return views.table(self)
+
+    def to_dataframe(self) -> pandas.DataFrame:
+        """One row per recipe: method, scale, alpha, each notion's leakage there, Wu et al.'s
+        Prop. 3 and Thm. 4 bounds; `attrs` hold the chosen scale and verdict (`views.frame`).
+        Needs pandas: ``pip install 'ddpbayes[dataframe]'``.
+
+        Returns
+        -------
+        pandas.DataFrame
+            One row per recipe.
+        """
+        return views.frame(self)
+
+    def plot(self, ax: Axes | None = None, scales: Sequence[float] | None = None) -> Axes:
+        """Each notion's leakage against the noise scale (log axis), epsilon and the recipes'
+        scales drawn (`views.plot`).
+
+        Parameters
+        ----------
+        ax : matplotlib.axes.Axes or None, default None
+            Where to draw; None: a new figure.
+        scales : sequence of float or None, default None
+            More scales to draw the leakage at, each audited now under every notion; None: only
+            the recipes' scales (no new audit).
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+            The axes drawn on.
+        """
+        return views.plot(self, ax, scales)
+
+    def to_dict(self) -> dict:
+        """The calibration as ``ddpbayes calibrate --format json`` prints it (docs/reference/json.md).
+
+        Returns
+        -------
+        dict
+            The JSON document, as Python objects (`to_json` is its text).
+        """
+        comparison = {r.method: r.to_dict() for r in self.rows}
         gaussian = {}
         if self.dpm is None:
             comparison = {m: comparison.get(m, {"scale": None, "reason": DPM_NA}) for m in METHODS}
@@ -207,8 +263,9 @@ class Calibration:
             "engine": self.engine,
             "query": self.query,
             "tuples": self.tuples,
+            "model": None if self.audit.problem is None else provenance(self.audit.problem.model),
             "L": self.dependence_size,
-            "dpm": {"scale": None, "reason": DPM_NA} if self.dpm is None else self.dpm.to_json(),
+            "dpm": {"scale": None, "reason": DPM_NA} if self.dpm is None else self.dpm.to_dict(),
             "comparison": comparison,
             "notes": self.notes,
             **gaussian,
@@ -224,7 +281,9 @@ def calibrate(
     method: str = "exact",
     mechanism: str = "laplace",
     delta: float | None = None,
+    sensitivity: float | None = None,
     settings: RunSettings | None = None,
+    **run,
 ) -> Calibration:
     """The Laplace scale (or Gaussian σ, with `delta`) each method prescribes for `epsilon`,
     audited under every notion.
@@ -245,8 +304,12 @@ def calibrate(
         The noise: laplace or gaussian.
     delta : float or None, default None
         Gaussian noise only (and required there): the δ at which the leakage is read.
+    sensitivity : float or None, default None
+        An expr:/fn: query's sensitivity on continuous domains (``--sensitivity``).
     settings : RunSettings or None, default None
         How to run the audits; None: the defaults.
+    **run
+        Any `RunSettings` field by name (engine, seed, draws, ...), applied over `settings`.
 
     Returns
     -------
@@ -260,12 +323,12 @@ def calibrate(
         or invalid `delta`, dpm with Gaussian noise, a query that does not fit the model, or a
         chosen scale whose leakage cannot be audited.
     """
-    settings = settings or RunSettings()
+    settings = RunSettings.of(settings, **run)
     notion = named(notion).name  # a name or a Notion; the calibration keeps the name (JSON)
     if method not in METHODS:
         raise InputError(f"unknown method '{method}' (use {', '.join(METHODS)})")
     check_positive_finite(epsilon, "epsilon")
-    query = (parse_query(query) if isinstance(query, str) else query).bind(model)
+    query = with_sensitivity(parse_query(query) if isinstance(query, str) else query, sensitivity).bind(model)
     query.check(model.domains)
     noise = _noise(mechanism, delta, method, query, model)
     with state_limit(settings.max_states):  # every method needs it: an expr: query enumerates (and caches) it here

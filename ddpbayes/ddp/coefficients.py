@@ -27,11 +27,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ddpbayes.encoding import jsonable
+from ddpbayes.encoding import JsonDocument, jsonable
 from ddpbayes.engines import Engine, merge_diagnostics, select_engine
 from ddpbayes.errors import InputError
 from ddpbayes.mechanisms import Laplace
 from ddpbayes.model import DependenceModel
+from ddpbayes.model.reference import provenance
 from ddpbayes.model.supports import wider_than_declared
 from ddpbayes.problem import Adversary, Problem, dependence_size
 from ddpbayes.queries import Linear
@@ -41,7 +42,7 @@ ABOVE_ONE = 1e-9  # rho_ij above 1 by more than this (relative rounding) is outs
 
 
 @dataclass(frozen=True)
-class Coefficients:
+class Coefficients(JsonDocument):
     """rho (n, n) at one Laplace scale, with (lower, upper) bounds (n, n, 2) for estimates.
 
     Parameters
@@ -60,6 +61,8 @@ class Coefficients:
         The tuples' names.
     diagnostics : dict or None, default None
         The sampling engine's merged diagnostics, if it ran.
+    model : dict or None, default None
+        The model's file, parameters and digest (`model.reference.provenance`); None when built in Python.
     """
 
     rho: np.ndarray
@@ -69,6 +72,7 @@ class Coefficients:
     engine: str
     tuples: list[str]
     diagnostics: dict | None = None
+    model: dict | None = None  # the model's file, parameters and digest (`provenance`)
 
     @property
     def dependence_size(self) -> int:
@@ -112,7 +116,7 @@ class Coefficients:
         """
         return float((self.rho @ np.asarray(sensitivities, dtype=float)).max())
 
-    def to_json(self) -> dict:
+    def to_dict(self) -> dict:
         return jsonable({
             "scale": self.scale,
             "engine": self.engine,
@@ -124,6 +128,7 @@ class Coefficients:
             "above_one": [list(p) for p in self.above_one],
             "notes": [] if self.assumption_note() is None else [self.assumption_note()],
             "diagnostics": self.diagnostics,
+            "model": self.model,
         })
 
 
@@ -204,4 +209,28 @@ def dependence_coefficients(model: DependenceModel, scale: float, settings: RunS
                 ci[i, j] = [r.ci[0] * scale / width, upper if j in unconfined else min(1.0, upper)]
             if r.diagnostics:
                 runs.append(r.diagnostics)
-    return Coefficients(rho, ci, dep, float(scale), engine.name, model.names, merge_diagnostics(runs))
+    return Coefficients(rho, ci, dep, float(scale), engine.name, model.names, merge_diagnostics(runs),
+                        provenance(model))
+
+
+def rho(model: DependenceModel, scale: float, *, settings: RunSettings | None = None, **run) -> Coefficients:
+    """``ddpbayes rho`` from Python: `dependence_coefficients` at Laplace scale `scale`, with any
+    `RunSettings` field by name (engine, seed, draws, ...) applied over `settings`.
+
+    Parameters
+    ----------
+    model : DependenceModel
+        The tuples and their dependence; every domain must be bounded.
+    scale : float
+        The Laplace scale sigma (``--scale``).
+    settings : RunSettings or None, default None
+        How to run; None: the defaults.
+    **run
+        RunSettings fields by name.
+
+    Returns
+    -------
+    Coefficients
+        rho_ij (Liu et al. 2016, Eq. 14-16), its bounds when estimated, N(i) and L.
+    """
+    return dependence_coefficients(model, scale, RunSettings.of(settings, **run))

@@ -67,12 +67,12 @@ class DPMScale:
     coefficients: Coefficients
     evaluations: int
 
-    def to_json(self) -> dict:
+    def to_dict(self) -> dict:
         return {
             "scale": self.scale,
             "dependent_sensitivity": self.dependent_sensitivity,
             "evaluations": self.evaluations,
-            "coefficients": self.coefficients.to_json(),
+            "coefficients": self.coefficients.to_dict(),
         }
 
 

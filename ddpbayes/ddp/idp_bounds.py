@@ -77,7 +77,7 @@ class IdpBounds:
     prop3_premise: str | None = None  # why Prop. 3 does not apply (then prop3 is None)
     thm4_premise: str | None = None  # why Thm. 4 does not apply (then thm4 is None)
 
-    def to_json(self) -> dict:
+    def to_dict(self) -> dict:
         return {
             "scale": self.scale,
             "dp_epsilon": self.dp_epsilon,

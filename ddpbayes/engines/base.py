@@ -39,7 +39,7 @@ class Witness:
     t_prime: float | None
     y: tuple[float, ...] | None
 
-    def to_json(self) -> dict:
+    def to_dict(self) -> dict:
         """The witness as the JSON report writes it.
 
         Returns
@@ -185,7 +185,7 @@ class Curve:
     method: str
     integer: bool  # geometric noise: only integer outputs exist
 
-    def to_json(self) -> dict:
+    def to_dict(self) -> dict:
         """The curve as the JSON output writes it.
 
         Returns

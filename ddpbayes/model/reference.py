@@ -15,6 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ddpbayes.encoding import number
+from ddpbayes.shipped import MODELS, ROOT
+
 KEPT = 8  # models a worker keeps (least recently used dropped)
 
 _models: OrderedDict[tuple, object] = OrderedDict()
@@ -40,6 +43,19 @@ class ModelRef:
         return cls(str(Path(path).resolve()), pickle.dumps(sorted(params.items())), max_states,
                    hashlib.sha256(source).hexdigest(), source, build)
 
+    def to_dict(self) -> dict:
+        """Where the model comes from, as a result's JSON records it (docs/reference/json.md): the
+        file (`models/NAME.py` for a shipped model, else its absolute path), the parameters its
+        `build` was given, and the sha256 of the file's text.
+
+        Returns
+        -------
+        dict
+            ``file``, ``params`` and ``sha256``.
+        """
+        return {"file": _shown(self.path), "params": {k: _plain(v) for k, v in pickle.loads(self.params)},
+                "sha256": self.digest}
+
     def load(self):
         """The model this process built from the reference (built now on first use)."""
         if self in _models:
@@ -50,6 +66,34 @@ class ModelRef:
         while len(_models) > KEPT:
             _models.popitem(last=False)
         return model
+
+
+def provenance(model) -> dict | None:
+    """`model`'s file, parameters and text digest (`ModelRef.to_dict`); None for a model built in Python."""
+    return None if model.origin is None else model.origin.to_dict()
+
+
+def _shown(path: str) -> str:
+    """A shipped model as the documentation names it (`models/household.py`), any other file as its path."""
+    shipped = (ROOT / MODELS[0]).resolve()
+    where = Path(path)
+    return f"{MODELS[0]}/{where.name}" if where.parent == shipped else path
+
+
+def _plain(value: object) -> object:
+    """A parameter as JSON holds it: numbers through `encoding.number`, containers item by item,
+    an array as its list, anything else as its repr (`build` may take any Python object)."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if hasattr(value, "tolist") and hasattr(value, "shape"):  # a numpy array or scalar
+        return _plain(value.tolist())
+    if value is None or isinstance(value, (str, bool)):
+        return value
+    if isinstance(value, (int, float)):
+        return number(value)
+    return repr(value)
 
 
 def rebuild(ref: ModelRef):

@@ -164,7 +164,7 @@ class Profile:
         points = [[0.0, self.tv]] + [[e, d] for d, e in zip(self.deltas, self.epsilons) if e > 0]
         return sorted(points, key=lambda p: (p[0], -p[1]))
 
-    def to_json(self, delta: float) -> dict:
+    def to_dict(self, delta: float) -> dict:
         """The profile as the JSON report writes it.
 
         Parameters

@@ -28,6 +28,7 @@ conditional mean, i.e. the domains do not fit the model.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -80,7 +81,24 @@ class Derivation:
         """The number, when no symbol is left."""
         return float(self.expression) if not self.expression.free_symbols else None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> str:
+        """`to_dict` as indented JSON text, symbols as they are.
+
+        Returns
+        -------
+        str
+            What ``ddpbayes derive --format json`` prints.
+        """
+        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False)
+
+    def to_dict(self) -> dict:
+        """The derivation as a JSON document.
+
+        Returns
+        -------
+        dict
+            expression, latex, value and assumptions, then each of `extras` and `numbers`.
+        """
         value = self.value
         out = {
             "expression": sympy.sstr(self.expression),

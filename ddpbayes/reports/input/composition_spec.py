@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ddpbayes.encoding import JsonDocument
 from ddpbayes.limits import positive_finite
 from ddpbayes.reports.input.keys import Problems, check_keys, model_file
 from ddpbayes.settings import MIN_DRAWS, SEED_LIMIT, RunSettings
@@ -34,7 +35,7 @@ KEYS = {
 
 
 @dataclass(frozen=True)
-class CompositionSpec:
+class CompositionSpec(JsonDocument):
     """A validated composition spec; `path` is the spec file, `model` the resolved model file."""
 
     path: Path
@@ -57,7 +58,7 @@ class CompositionSpec:
     def settings(self) -> RunSettings:
         return RunSettings.of(engine=self.engine, seed=self.seed, draws=self.draws, tune=self.tune, chains=self.chains)
 
-    def to_json(self) -> dict:
+    def to_dict(self) -> dict:
         return {"title": self.title, "model": self.model_ref, "params": self.params, "releases": list(self.releases),
                 "notions": list(self.notions), "claim": self.claim, "engine": self.engine, "seed": self.seed,
                 "target": None if self.target is None else list(self.target), "draws": self.draws, "tune": self.tune,

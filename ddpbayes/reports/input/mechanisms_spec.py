@@ -29,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ddpbayes.encoding import JsonDocument
 from ddpbayes.errors import InputError
 from ddpbayes.limits import positive_finite
 from ddpbayes.mechanisms import MECHANISMS, lookup
@@ -71,7 +72,7 @@ class MechanismCase:
         """The noise keywords of `audit` for this case (its scale or epsilon and its params)."""
         return {"epsilon": self.epsilon, "scale": self.scale, "params": dict(self.mechanism_params or {}) or None}
 
-    def to_json(self) -> dict:
+    def to_dict(self) -> dict:
         return {"label": self.label, "model": self.model_ref, "params": self.params, "query": self.query,
                 "mechanism": self.mechanism, "epsilon": self.epsilon, "scale": self.scale,
                 "mechanism_params": dict(self.mechanism_params or {}), "notions": list(self.notions),
@@ -79,7 +80,7 @@ class MechanismCase:
 
 
 @dataclass(frozen=True)
-class MechanismsSpec:
+class MechanismsSpec(JsonDocument):
     """A validated mechanisms-under-dependence spec; `path` is the spec file."""
 
     path: Path
@@ -93,9 +94,9 @@ class MechanismsSpec:
         """What the report loads (for its progress line): the cases' model files."""
         return ", ".join(dict.fromkeys(c.model_ref for c in self.cases))
 
-    def to_json(self) -> dict:
+    def to_dict(self) -> dict:
         return {"title": self.title, "description": self.description, "seed": self.seed,
-                "cases": [c.to_json() for c in self.cases]}
+                "cases": [c.to_dict() for c in self.cases]}
 
 
 def load_mechanisms_spec(raw: dict, path: Path) -> MechanismsSpec:

@@ -36,7 +36,7 @@ class ProfileSpec:
     title: str | None = None
     text: str | None = None
 
-    def to_json(self) -> dict:
+    def to_dict(self) -> dict:
         return {"kind": self.kind, "rho": self.rho, "epsilon": self.epsilon, "sigma": self.sigma, "delta": self.delta,
                 "notions": list(self.notions), "title": self.title}
 

@@ -37,6 +37,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ddpbayes.encoding import JsonDocument
 from ddpbayes.errors import InputError
 from ddpbayes.queries.general import with_sensitivity
 from ddpbayes.limits import positive_finite
@@ -80,7 +81,7 @@ MECHANISM = {"kind": (str, True), "scale": (float, False), "epsilon": (float, Fa
 
 
 @dataclass(frozen=True)
-class Spec:
+class Spec(JsonDocument):
     """A validated audit spec; `path` is the spec file, `model` the resolved model file.
 
     The fields are the spec's keys (module docstring), checked by `load_spec`.
@@ -216,7 +217,7 @@ class Spec:
             "settings": self.settings(where, pdp=lattice),
         }
 
-    def to_json(self) -> dict:
+    def to_dict(self) -> dict:
         return {
             "title": self.title,
             "model": self.model_ref,
@@ -238,7 +239,7 @@ class Spec:
             "calibrate": self.calibrate,
             "search": self.search,
             "top_k": self.top_k,
-            **({} if self.profile is None else {"profile": self.profile.to_json()}),
+            **({} if self.profile is None else {"profile": self.profile.to_dict()}),
         }
 
 

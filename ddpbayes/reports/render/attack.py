@@ -45,7 +45,7 @@ def write_report(results: list[AttackResult], out: str | Path, command: str, aud
 
 def results_json(results: list[AttackResult], command: str) -> dict:
     def one(result: AttackResult) -> dict:
-        return {**result.to_json(),
+        return {**result.to_dict(),
                 "error_percentiles_km": [{"n_prior": n, "epsilon": e, "adversary": a,
                                           "percentiles": error_percentiles(km)}
                                          for (n, e, a), km in result.errors.items()]}

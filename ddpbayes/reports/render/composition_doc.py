@@ -61,7 +61,7 @@ def composition_json(c: Composed, command: str) -> dict:
     """results.json of a composition report: every number it shows."""
     spec = c.spec
     return jsonable({
-        "ddpbayes_report": FORMAT, "title": title(c), "finding": finding(c), "spec": spec.to_json(),
+        "ddpbayes_report": FORMAT, "title": title(c), "finding": finding(c), "spec": spec.to_dict(),
         "model": {"file": spec.model_ref, "params": spec.params, **c.model.describe()},
         "audits": {n: r.to_dict() for n, r in c.results.items()}, "sweep": c.sweep,
         "reproducibility": reproducibility(spec.seed, command)})

@@ -59,7 +59,7 @@ def mechanisms_json(v: MechanismsView, command: str) -> dict:
     for c in v.cases:
         worst = c.worst
         cases.append({
-            **c.case.to_json(), "model_description": c.model.describe(),
+            **c.case.to_dict(), "model_description": c.model.describe(),
             "nominal": c.nominal.leakage, "nominal_reason": c.nominal.reason,
             "leakage": {name: r.leakage for name, r in c.results.items()},
             "ratio": {name: c.ratio(name) for name in c.results},
@@ -69,7 +69,7 @@ def mechanisms_json(v: MechanismsView, command: str) -> dict:
             "seconds": round(c.seconds, 3),
             "audits": {c.nominal.notion: c.nominal.to_dict(), **{n: r.to_dict() for n, r in c.results.items()}},
         })
-    return jsonable({"ddpbayes_report": FORMAT, "title": title(v), "finding": finding(v), "spec": v.spec.to_json(),
+    return jsonable({"ddpbayes_report": FORMAT, "title": title(v), "finding": finding(v), "spec": v.spec.to_dict(),
                      "cases": cases, "seconds": round(sum(c.seconds for c in v.cases), 3),
                      "reproducibility": reproducibility(v.spec.seed, command)})
 

@@ -35,7 +35,7 @@ class ClosedForm:
     value: float | None  # with width and b put in, when no other symbol is left
     engine_value: float
 
-    def to_json(self) -> dict:
+    def to_dict(self) -> dict:
         return {k: getattr(self, k) for k in
                 ("notions", "target", "known", "source", "expression", "latex", "value", "engine_value")}
 

@@ -28,7 +28,7 @@ class InformationView:
     idp: list[float] = field(default_factory=list)
     measures: dict[str, list[float]] = field(default_factory=dict)
 
-    def to_json(self) -> dict:
+    def to_dict(self) -> dict:
         return {"reason": self.reason, "at_spec": self.block, "parameter": self.parameter, "values": self.values,
                 "idp": [number(v) for v in self.idp],
                 "measures": {k: [number(v) for v in vs] for k, vs in self.measures.items()}}

@@ -28,7 +28,7 @@ class Point:
     known: frozenset[int]
     leakage: float
 
-    def to_json(self) -> dict:
+    def to_dict(self) -> dict:
         return {"target": self.target, "known": sorted(self.known), "leakage": number(self.leakage)}
 
 
@@ -43,9 +43,9 @@ class LatticeView:
     def complete(self) -> bool:
         return len(self.points) == self.total
 
-    def to_json(self) -> dict:
+    def to_dict(self) -> dict:
         return {"total": self.total, "shown": len(self.points), "complete": self.complete, "note": self.note,
-                "points": [p.to_json() for p in self.points]}
+                "points": [p.to_dict() for p in self.points]}
 
 
 def pdp_lattice(

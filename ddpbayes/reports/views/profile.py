@@ -28,9 +28,9 @@ class ProfileView:
     l2: float
     classic: Profile
 
-    def to_json(self) -> dict:
-        return {"spec": self.spec.to_json(), "sigma": self.sigma, "l2_sensitivity": self.l2,
-                "classic": self.classic.to_json(self.spec.delta),
+    def to_dict(self) -> dict:
+        return {"spec": self.spec.to_dict(), "sigma": self.sigma, "l2_sensitivity": self.l2,
+                "classic": self.classic.to_dict(self.spec.delta),
                 "audits": {n: r.to_dict() for n, r in self.results.items()}}
 
 

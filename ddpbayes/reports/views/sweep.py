@@ -41,7 +41,7 @@ class Sweep:
         """The calibrations whose scale this swept value stands for."""
         return [k for k, s in self.calibrated.items() if abs(s - value) <= SAME * s]
 
-    def to_json(self) -> dict:
+    def to_dict(self) -> dict:
         return {
             "parameter": self.parameter,
             "base": self.base,
