@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import http.server
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -146,12 +147,49 @@ def test_every_page_opens_and_every_internal_link_resolves(server, browser):
 
 
 def test_the_readme_points_into_the_site_and_every_link_exists():
-    """The README is short: its two set-up commands first, then links into docs/ that all exist."""
+    """The README is short: its two set-up commands first (in a virtual environment), then links into docs/
+    that all exist."""
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     blocks = re.findall(r"```bash\n(.*?)\n```", text, flags=re.S)
-    assert blocks[0].startswith("pip install . && ddpbayes audit ")
+    venv, audit = blocks[0].split("\n")
+    assert venv == "python3 -m venv .venv && . .venv/bin/activate"
+    assert audit.startswith("pip install . && ddpbayes audit ") and " --claim " in audit
     assert "python -m sphinx -W" in blocks[1] and "python -m pytest -q" in blocks[1]
     links = [target for target in re.findall(r"\]\(([^)#]+)\)", text) if "://" not in target]
     assert any(target.startswith("docs/") for target in links)
     missing = [target for target in links if not (ROOT / target).exists()]
     assert not missing, f"README links to files that do not exist: {missing}"
+
+
+
+def _readme_audit() -> tuple[str, list[str], str]:
+    """The README's first audit command, the output lines it quotes, and the README's text."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    audit = re.findall(r"```bash\n(.*?)\n```", text, flags=re.S)[0].split("\n")[1].split(" && ", 1)[1]
+    quoted = [" ".join(line.split()) for line in re.findall(r"```text\n(.*?)\n```", text, flags=re.S)[0].split("\n")]
+    return audit, quoted, text
+
+
+def test_the_readme_quotes_the_household_leakage_and_its_verdict():
+    """The leakage the README quotes is the household's idp (tests/bruteforce.py's hand derivation: the
+    count of n = 4 members, Laplace b = 1/ε = 1), and the verdict and exit code follow from it and the claim."""
+    import bruteforce
+
+    audit, quoted, text = _readme_audit()
+    args = shlex.split(audit)
+    claim, epsilon = (float(args[args.index(flag) + 1]) for flag in ("--claim", "--epsilon"))
+    leakage = float(next(line for line in quoted if line.startswith("leakage ")).split()[1])
+    assert leakage == pytest.approx(bruteforce.household_idp_closed_form(4, 1 / epsilon), abs=5e-6)
+    assert f"claim {claim:g} verdict FAIL" in quoted and leakage > claim and "(exit code 1)" in text
+
+
+@pytest.mark.slow
+def test_the_readme_quotes_what_its_first_audit_prints(capsys):
+    """The lines the README quotes are what its audit prints, and it exits as the README says."""
+    from ddpbayes.cli.main import main
+
+    audit, quoted, text = _readme_audit()
+    code = main(shlex.split(audit)[1:])
+    printed = [" ".join(line.split()) for line in capsys.readouterr().out.splitlines()]
+    assert [line for line in quoted if line not in printed] == []
+    assert f"(exit code {code})" in text
