@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import ddpbayes
+from ddpbayes.reports.render.papers import cite
 
 sys.path.insert(0, str(Path(__file__).parent / "_ext"))
 
@@ -70,3 +71,12 @@ html_theme_options = {
 html_show_sourcelink = False
 html_static_path = ["_static"]
 html_css_files = ["custom.css"]
+
+
+def _name_the_papers(app, what, name, obj, options, lines: list[str]) -> None:
+    """Docstrings cite papers by seed number (DESIGN, top); the API pages name them, as reports do."""
+    lines[:] = cite("\n".join(lines)).split("\n")
+
+
+def setup(app) -> None:
+    app.connect("autodoc-process-docstring", _name_the_papers)

@@ -7,6 +7,7 @@ chromium-driver) over a local HTTP server; every same-site link must reach a pag
 
 from __future__ import annotations
 
+import ast
 import functools
 import http.server
 import re
@@ -144,6 +145,37 @@ def test_every_page_opens_and_every_internal_link_resolves(server, browser):
                  "reference/api/index.html", "design.html", "references.html", "tutorials/household-counts.html",
                  "tutorials/year-of-days.html", "tutorials/calibration.html"):
         assert part in names, f"{part} is not reachable from index.html"
+
+
+# "seed 004" or a bare paper number ("004's integrals", "(004 §1, Example 2)"), not "1,000" or "0.004"
+SEED_NUMBER = re.compile(r"[Ss]eeds? 00[0-4]|(?<![\w.,+\-/–])00[0-4](?!\w|[.,/–-]\d)")
+SEED_PAGES = {"design.md", "references.md"}  # the design notes and the bibliography map seed numbers to papers
+
+
+def _user_pages() -> dict[str, str]:
+    """The text of the site's pages a user reads, of what they include, and of the READMEs, by path."""
+    pages = [p for p in sorted((ROOT / "docs").rglob("*")) if p.suffix in (".md", ".ipynb")
+             and "_build" not in p.parts and p.relative_to(ROOT / "docs").as_posix() not in SEED_PAGES]
+    texts = {str(p.relative_to(ROOT)): p.read_text(encoding="utf-8") for p in pages}
+    for page in pages:
+        for target, obj in re.findall(r"\{literalinclude\}\s+(\S+)\n(?::pyobject:\s+(\S+))?", texts[str(page.relative_to(ROOT))]):
+            path = (page.parent / target).resolve()
+            text = path.read_text(encoding="utf-8")
+            if obj:  # only that class or function is shown
+                node = next(n for n in ast.walk(ast.parse(text)) if getattr(n, "name", None) == obj)
+                text = ast.get_source_segment(text, node)
+            texts[f"{path.relative_to(ROOT)}{':' + obj if obj else ''}"] = text
+    for readme in (ROOT / "README.md", ROOT / "reports" / "README.md"):
+        texts[str(readme.relative_to(ROOT))] = readme.read_text(encoding="utf-8")
+    return texts
+
+
+def test_pages_name_papers_not_seed_numbers():
+    """What a user reads names the paper ("Wu et al."); the API pages' docstrings are rewritten at build time
+    (docs/conf.py), which test_the_rendered_pages_... checks on the built site."""
+    seen = [f"{name}: {text[max(0, m.start() - 40):m.end() + 20]!r}"
+            for name, text in _user_pages().items() for m in SEED_NUMBER.finditer(text)]
+    assert seen == []
 
 
 def test_the_readme_points_into_the_site_and_every_link_exists():
