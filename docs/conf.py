@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import ddpbayes
+from ddpbayes.reports.render.papers import cite
 
 sys.path.insert(0, str(Path(__file__).parent / "_ext"))
 
@@ -68,5 +69,30 @@ html_theme_options = {
     "footer_end": [],
 }
 html_show_sourcelink = False
+templates_path = ["_templates"]
+html_sidebars = {"index": ["site-nav.html"]}  # the front page lists the whole site
 html_static_path = ["_static"]
 html_css_files = ["custom.css"]
+
+
+def _name_the_papers(app, what, name, obj, options, lines: list[str]) -> None:
+    """Docstrings cite papers by seed number (DESIGN, top); the API pages name them, as reports do."""
+    lines[:] = cite("\n".join(lines)).split("\n")
+
+
+# Where this build runs: a notebook's output names files there (a model's repr: "from /home/.../models/household.py"),
+# which mean nothing to a reader; pages show them from "/…/" on, as Getting started writes them.
+_BUILD_PATHS = sorted({str(Path(__file__).resolve().parent.parent),
+                       str(Path(ddpbayes.__file__).resolve().parent.parent)}, key=len, reverse=True)
+
+
+def _hide_build_paths(app, pagename, templatename, context, doctree) -> None:
+    """The page's body with the checkout's (and the installed package's) folder written "/…"."""
+    if "body" in context:
+        for path in _BUILD_PATHS:
+            context["body"] = context["body"].replace(path + "/", "/…/")
+
+
+def setup(app) -> None:
+    app.connect("autodoc-process-docstring", _name_the_papers)
+    app.connect("html-page-context", _hide_build_paths)

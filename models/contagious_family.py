@@ -1,4 +1,4 @@
-"""Seed 004's contagious-disease family: k perfectly dependent members (004 §1, Example 2).
+"""Wu et al.'s contagious-disease family (their §1, Example 2): k perfectly dependent members.
 
 One member is infected with prior probability `p`; contagion is perfect, so every member
 shares that state (X_1 = ... = X_k). A count released with Laplace(1/eps) or two-sided

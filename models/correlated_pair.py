@@ -1,4 +1,4 @@
-"""Seed 003's two-tuple database with positive, negative or no correlation (003 §I Example 1, §IV-B Table II).
+"""Li et al. 2019's two-tuple database with positive, negative or no correlation (their Example 1, Table II).
 
 Two binary tuples with joint table P(X_0 = r, X_1 = c) = table[r][c]: X_0 ~ Bernoulli(p10 + p11),
 X_1 | X_0 ~ Bernoulli(P(X_1 = 1 | X_0)). Seed 003 compares such tables (its Table II) with

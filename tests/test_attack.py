@@ -18,6 +18,7 @@ from scipy.cluster.vq import vq
 
 from ddpbayes.attack import adversary, posterior
 from ddpbayes.attack.grid import Grid
+from ddpbayes.attack.metrics import THEOREM_2, car_line, left_out_edges
 from ddpbayes.attack.release import kmeans, partition, sensitivity
 from ddpbayes.attack.run import AttackData, AttackSettings, run_attack
 from ddpbayes.cli.main import main
@@ -274,10 +275,48 @@ def test_text_output_and_report(tmp_path, capsys):
     html = (out / "index.html").read_text()
     assert "data:image/png;base64," in html and "http" not in html.replace("http://www.w3.org", "")
     data = json.loads((out / "results.json").read_text())
+    # What the table's words mean (issue #40): the shipped edges file's 10,473 rows are 4,080 friendships between
+    # located users, 5,992 rows naming a user without a location and 401 repeats (DESIGN §6).
+    left_out = "the edges file's other rows are left out: 5,992 name a user with no location, 401 repeat a friendship"
+    assert f"friendships 4,080 between these users; {left_out}" in text.splitlines()
+    markdown = (out / "report.md").read_text()
+    assert f"4,080 friendships between them (models/data/gowalla_us_edges.csv; {left_out})" in markdown
+    assert THEOREM_2 in text and THEOREM_2 in markdown
+    # the bound is exceeded only by adversaries whose prior is not the histogram: for the independent adversary the
+    # leaked bits are the release's, within the bound
+    for row in data["rows"]:
+        if row["adversary"] == "independent":
+            assert row["leaked_bits"] == pytest.approx(row["release_bits"], abs=1e-12)
+            assert row["leaked_bits"] <= row["bound_bits"]
+    car = next(r for r in data["rows"] if r["adversary"] == "car" and r["leaked_bits"] < 0)
+    ind = next(r for r in data["rows"] if (r["adversary"], r["epsilon"], r["n_prior"]) ==
+               ("independent", car["epsilon"], car["n_prior"]))
+    assert car["prior_bits"] > ind["prior_bits"]
+    assert (f"car: the fitted CAR model's conditional law as the prior; broader than the histogram (entropy "
+            f"{car['prior_bits']:.3f} against {ind['prior_bits']:.3f} bits)") in text
     assert data["reproducibility"]["command"].startswith("ddpbayes attack --region us --k 8")
     assert sorted(p.name for p in (out / "figures").iterdir()) == ["error_cdf.png", "leaked_information.png",
                                                                   "release.png"]
     assert (out / "report.md").read_text().startswith("# ")
+
+
+@pytest.mark.parametrize("car, expected", [
+    ({"leaked_bits": -0.4, "prior_bits": 5.2}, "entropy 5.200 against 4.800 bits"),
+    ({"leaked_bits": 0.1, "prior_bits": 5.2}, None),  # not negative: nothing to explain
+    ({"leaked_bits": -0.1, "prior_bits": 4.7}, None),  # negative, but not for a broader prior
+])
+def test_the_car_line_explains_negative_leaked_bits_only_by_a_broader_prior(car, expected):
+    rows = [{"adversary": "independent", "epsilon": 1.0, "n_prior": 9, "leaked_bits": 0.01, "prior_bits": 4.8},
+            {"adversary": "car", "epsilon": 1.0, "n_prior": 9, **car}]
+    line = car_line(rows)
+    assert (line is None) if expected is None else (expected in line)
+
+
+def test_left_out_edges_names_every_kind():
+    doc = {"dropped_edges": 1234, "duplicate_edges": 5, "outside_edges": 7}
+    assert left_out_edges(doc) == ("the edges file's other rows are left out: 1,234 name a user with no location, "
+                                   "5 repeat a friendship, 7 have an end outside the region")
+    assert "outside" not in left_out_edges({**doc, "outside_edges": 0})
 
 
 def _csv(path: Path, text: str) -> str:

@@ -8,12 +8,14 @@ Expected numbers come from the formulas written here: the Gaussian closed form
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib.metadata
 import math
 import re
 import subprocess
 import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,6 +25,8 @@ from ddpbayes.cli import main as cli_main
 from ddpbayes.cli.main import build_parser, main
 from ddpbayes.errors import InputError
 from test_quadrature import _laplace_idp, _logit_household_law  # adaptive-quadrature references
+
+ROOT = Path(__file__).resolve().parent.parent
 
 SEED_NUMBER = re.compile(r"\b00[0-4]\b|seeds? 00")  # "seed 000", "004's", "seeds 000/001"
 
@@ -80,6 +84,26 @@ def test_help_names_papers_not_seed_numbers():
         texts += [c.help or "" for a in parser._actions if isinstance(a, argparse._SubParsersAction)
                   for c in a._choices_actions]
         seen += [f"{path}: {t}" for t in texts if SEED_NUMBER.search(t)]
+    assert seen == []
+
+
+def test_messages_and_output_name_papers_not_seed_numbers():
+    """Every string the package can print (an error, a note, a table's text: any literal that is not a
+    docstring) names the paper; docstrings keep the seed numbers (DESIGN, top), `papers.py` maps them."""
+    paper = re.compile(r"[Ss]eeds? 00[0-4]|(?<![\w.,+\-/–])00[0-4](?!\w|[.,/–-]\d)")  # not "1,000", "0.004"
+    seen = []
+    for path in sorted((ROOT / "ddpbayes").rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        if path.name == "papers.py" or not paper.search(text):
+            continue
+        tree = ast.parse(text)
+        docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                      if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                      and node.body and isinstance(node.body[0], ast.Expr)
+                      and isinstance(node.body[0].value, ast.Constant)}
+        seen += [f"{path.relative_to(ROOT)}:{node.lineno}: {node.value!r}" for node in ast.walk(tree)
+                 if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+                 and paper.search(node.value)]
     assert seen == []
 
 

@@ -33,7 +33,8 @@ from ddpbayes.settings import RunSettings
 
 ROOT = Path(__file__).resolve().parent.parent
 REPORTS = ROOT / "reports"
-SEED = re.compile(r"\b[Ss]eeds? 00[0-4]\b")
+# "seed 004", and a bare paper number: "004's integrals", "(004 §1, Example 2)", "000/001's range"; not "1,000"
+SEED = re.compile(r"\b[Ss]eeds? 00[0-4]\b|(?<![\w.,+\-/–])00[0-4](?!\w|[.,/–-]\d)")
 
 
 # --------------------------------------------------------------------------- papers, not seeds
@@ -48,6 +49,15 @@ SEED = re.compile(r"\b[Ss]eeds? 00[0-4]\b")
     ("seed 002 §IV-B: K-means", "Liu et al. 2016, §IV-B: K-means"),
     ("seeds 000/002/004 say", "Liu et al. 2016 and Wu et al. say"),
     ("seed 0 and --seed 1", "seed 0 and --seed 1"),  # a random seed is not a paper
+    ("(004 §1, Example 2)", "(Wu et al., §1, Example 2)"),
+    ("004's integrals", "Wu et al.'s integrals"),
+    ("(003 §I Example 1, §IV-B Table II)", "(Li et al. 2019, §I Example 1, §IV-B Table II)"),
+    ("outside 000/001's range", "outside Liu et al. 2016's range"),
+    ("(004 Thms 2–3, Prop. 4; DESIGN §3.4)", "(Wu et al., Thms 2–3, Prop. 4; DESIGN §3.4)"),
+    ("Wu et al. (seed 004), Thm 2", "Wu et al., Thm 2"),  # the name is not said twice
+    ("Liu et al. 2016 (seed 000), §V-A", "Liu et al. 2016, §V-A"),
+    ("seed\n004's bounds", "Wu et al.'s bounds"),  # a docstring's line break
+    ("1,000 draws, 0.004 and 1e-004 at 2004 §2", "1,000 draws, 0.004 and 1e-004 at 2004 §2"),  # numbers, not papers
 ])
 def test_cite_names_the_paper(text, named):
     assert cite(text) == named

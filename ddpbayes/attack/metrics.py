@@ -9,6 +9,9 @@
   release alone leaks, H(own prior) − H(posterior); for the independent adversary the two agree.
 - Theorem 2 (seed 000): for an ε-DP mechanism the leaked information of a DP adversary is at most
   ε. Its ε is a log-likelihood ratio, in nats: in bits the bound is ε · log₂ e ≈ 1.443 ε.
+
+`THEOREM_2`, `left_out_edges` and `car_line` say how to read the attack's table, in its text
+(`ddpbayes attack`) and its report alike (issue #40).
 """
 
 from __future__ import annotations
@@ -57,3 +60,34 @@ def summary(errors_km: np.ndarray) -> dict[str, float]:
 def error_percentiles(errors_km: np.ndarray) -> list[float]:
     """The empirical CDF of the error as its percentiles 0, 1, ..., 100 (km)."""
     return [float(v) for v in np.percentile(errors_km, PERCENTILES)]
+
+
+# Why a row's leaked bits may exceed Theorem 2's bound, in the table's text and the report's
+THEOREM_2 = ("It bounds the leaked bits of an adversary whose prior is the histogram, the prior the theorem assumes "
+             "(independent); the dependent and car adversaries start from another prior, and what it knows beyond the "
+             "histogram (or lacks: negative bits) counts in their leaked bits, so only theirs can exceed the bound; "
+             "the release's own part is their release bits.")
+
+
+def left_out_edges(doc: dict) -> str:
+    """What the edges file held beside the friendships kept: rows naming a user with no location, repeats, rows
+    with an end outside the region."""
+    parts = [f"{doc['dropped_edges']:,} name a user with no location",
+             f"{doc['duplicate_edges']:,} repeat a friendship"]
+    if doc.get("outside_edges"):
+        parts.append(f"{doc['outside_edges']:,} have an end outside the region")
+    return "the edges file's other rows are left out: " + ", ".join(parts)
+
+
+def car_line(rows: list[dict]) -> str | None:
+    """One line on the CAR adversary's negative leaked bits, where its prior knows less than the histogram (a
+    larger entropy, at the first negative row's ε and known-set size); None where no car row is negative or
+    that is not why."""
+    car = next((r for r in rows if r["adversary"] == "car" and r["leaked_bits"] < 0), None)
+    histogram = car and next((r for r in rows if r["adversary"] == "independent" and r["epsilon"] == car["epsilon"]
+                              and r["n_prior"] == car["n_prior"]), None)
+    if not histogram or car["prior_bits"] <= histogram["prior_bits"]:
+        return None
+    return (f"the fitted CAR model's conditional law as the prior; broader than the histogram (entropy "
+            f"{car['prior_bits']:.3f} against {histogram['prior_bits']:.3f} bits), it knows less before the release, "
+            "hence negative leaked bits")

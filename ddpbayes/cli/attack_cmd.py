@@ -114,11 +114,13 @@ def command(args) -> str:
 
 
 def attack_text(doc: dict) -> str:
+    from ddpbayes.attack.metrics import THEOREM_2, car_line, left_out_edges
+
     box, guess, cluster = doc["box"], doc["regional_mean_guess"], doc["cluster_mean_guess"]
     lines = [
         (f"region {doc['region']}: users {doc['users']:,} (targets {doc['targets']:,}; {doc['outside_users']:,} "
-         f"outside left out), located friendships {doc['located_edges']:,} (dropped {doc['dropped_edges']:,}), "
-         f"frame lat {box['lat'][0]:g}..{box['lat'][1]:g} lon {box['lon'][0]:g}..{box['lon'][1]:g}"),
+         f"outside left out), frame lat {box['lat'][0]:g}..{box['lat'][1]:g} lon {box['lon'][0]:g}..{box['lon'][1]:g}"),
+        f"friendships {doc['located_edges']:,} between these users; {left_out_edges(doc)}",
         (f"K-means K = {doc['k']}, cluster sizes {doc['cluster_sizes']}, L1 sensitivity {doc['sensitivity']:.4g}, "
          f"grid {doc['grid']} x {doc['grid']} per box ({doc['cells']:,} cells), seed {doc['seed']}"),
         "",
@@ -132,12 +134,16 @@ def attack_text(doc: dict) -> str:
                      f"{r['bound_bits']:>11.3f}")
     lines += [
         "",
-        ("leaked bits: H(histogram prior, Eq. 8) - H(posterior) (Liu et al. 2016 Eq. 11); release bits: H(own prior) - "
-         "H(posterior); Thm 2 bound: epsilon nats, in bits; mean km: the MAP cell (Eq. 7, 10); Bayes km: the cell of "
-         "least posterior expected distance"),
+        ("leaked bits: H(histogram prior, Eq. 8) - H(posterior) (Liu et al. 2016, Eq. 11), the same prior for every "
+         "adversary"),
+        "release bits: H(own prior) - H(posterior), what the release alone tells the adversary",
+        f"Thm 2 bound: epsilon nats, in bits. {THEOREM_2}",
+        *([f"car: {car_line(doc['rows'])}"] if car_line(doc["rows"]) else []),
+        "mean km: the MAP cell (Eq. 7, 10); Bayes km: the cell of least posterior expected distance",
         (f"guessing the others' mean position: mean error {guess['mean_error_km']:.1f} km, median "
          f"{guess['median_error_km']:.1f} km; the cluster's other members' mean: {cluster['mean_error_km']:.1f} km, "
          f"median {cluster['median_error_km']:.1f} km"),
         f"time {doc['seconds']:.1f} s",
     ]
     return "\n".join(lines)
+

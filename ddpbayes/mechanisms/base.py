@@ -560,8 +560,8 @@ class Mechanism(ABC):
             When the measures are not integrated for this mechanism (here always).
         """
         if self.joint:
-            raise NotAvailable(f"004's integrals are for noise added to each answer, not the {self.kind} mechanism's "
-                               "joint law")
+            raise NotAvailable(f"Wu et al.'s integrals are for noise added to each answer, not the {self.kind} "
+                               "mechanism's joint law")
         if len(kernels) > 1:
             raise NotAvailable(f"{len(kernels)} output coordinates vary with the target under continuous noise: the "
                                "integral over y is multi-dimensional (only scalar Laplace/geometric outputs are "

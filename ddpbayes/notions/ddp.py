@@ -8,7 +8,7 @@ from ddpbayes.problem import Adversary
 
 
 class DependentDP(Notion):
-    name, source, needs_dependence_sets = "ddp", "000 Def. 3-4", True
+    name, source, needs_dependence_sets = "ddp", "Liu et al. 2016, Def. 3-4", True
 
     def adversaries(self, n, targets, known=None, dependence_sets=None):
         """A(i, everything outside N(i) and i). Targets with the same N(i) ∪ {i} (a connected

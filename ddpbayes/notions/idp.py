@@ -7,7 +7,7 @@ from ddpbayes.problem import Adversary
 
 
 class IdentityDP(Notion):
-    name, source, weakest = "idp", "004 Def. 3", True
+    name, source, weakest = "idp", "Wu et al., Def. 3", True
 
     def adversaries(self, n, targets, known=None, dependence_sets=None):
         return (Adversary(i) for i in targets)

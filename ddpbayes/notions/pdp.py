@@ -12,7 +12,7 @@ from ddpbayes.problem import Adversary
 
 
 class PriorDP(Notion):
-    name, source, lattice = "pdp", "003 Def. 2", True
+    name, source, lattice = "pdp", "Li et al. 2019, Def. 2", True
 
     def adversaries(self, n, targets, known=None, dependence_sets=None):
         if known is not None:

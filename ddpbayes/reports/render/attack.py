@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ddpbayes.attack import worst
-from ddpbayes.attack.metrics import error_percentiles, theorem2_bound_bits
+from ddpbayes.attack.metrics import THEOREM_2, car_line, error_percentiles, left_out_edges, theorem2_bound_bits
 from ddpbayes.attack.run import AttackResult
 from ddpbayes.encoding import jsonable
 from ddpbayes.reports.render import attack_dependence as dependence
@@ -97,7 +97,9 @@ def build_document(results: list[AttackResult] | AttackResult, command: str, aud
                     fmt(r["release_bits"]), fmt(r["bound_bits"])] for r in result.rows],
                   "Leaked information is Liu et al. 2016's Eq. 11: the entropy of the histogram prior (Eq. 8) minus "
                   "that of the adversary's posterior, averaged over targets; release only: the adversary's own prior's "
-                  "entropy minus the posterior's. Guessing the regional mean for every target errs by "
+                  f"entropy minus the posterior's. Thm 2 bound: ε nats, in bits. {THEOREM_2} "
+                  + (f"The car rows: {car_line(result.rows)}. " if car_line(result.rows) else "")
+                  + "Guessing the regional mean for every target errs by "
                   f"{fmt(m['regional_mean_guess']['mean_error_km'])} km on average "
                   f"(median {fmt(m['regional_mean_guess']['median_error_km'])} km)."),
         ]),
@@ -218,10 +220,10 @@ def _lead(result: AttackResult) -> str:
     cells = f"{m['grid']} × {m['grid']} cells" + (f" in each of its {len(m['boxes'])} boxes" if len(m["boxes"]) > 1
                                                   else "")
     return (f"Region {m['region']}: {m['users']:,} users ({m['inputs']['locations']}) and {m['located_edges']:,} "
-            f"friendships between them ({m['inputs']['edges']}); the provider releases {m['k']} K-means centroids with "
-            f"Laplace noise; {m['targets']:,} targets, each attacked on {cells} by adversaries who know the others' "
-            f"positions (all, or N_prior of them) and, for the friend-aware ones, the friendships and a fitted model "
-            f"({m['inputs']['near']}; the CAR, {m['inputs']['fit']}).")
+            f"friendships between them ({m['inputs']['edges']}; {left_out_edges(m)}); the provider releases "
+            f"{m['k']} K-means centroids with Laplace noise; {m['targets']:,} targets, each attacked on {cells} by "
+            f"adversaries who know the others' positions (all, or N_prior of them) and, for the friend-aware ones, the "
+            f"friendships and a fitted model ({m['inputs']['near']}; the CAR, {m['inputs']['fit']}).")
 
 
 def _release_text(result: AttackResult) -> str:

@@ -2,7 +2,8 @@
 never the seed number the code uses ("seed 000 Thm 3"; docs/references.md maps the two).
 
 `cite` rewrites the seed references in text the reports take from elsewhere (a model file's
-docstring, an engine's notes); the reports' own sentences name the papers directly.
+docstring, an engine's notes), and in the docstrings the documentation site's API pages show
+(docs/conf.py); the reports' own sentences name the papers directly.
 """
 
 from __future__ import annotations
@@ -22,15 +23,19 @@ ERLINGSSON = "Erlingsson et al. 2014"  # Erlingsson, Pihur, Korolova, RAPPOR (CC
 GHOSH = "Ghosh et al. 2009"  # Ghosh, Roughgarden, Sundararajan, Universally Utility-Maximizing Privacy Mechanisms (STOC)
 DING = "Ding et al. 2018"  # Ding, Wang, Wang, Zhang, Kifer, Detecting Violations of Differential Privacy (CCS)
 
-# "seed 000", "Seeds 000/002/004", "seeds 000 and 003", then an optional "'s" or a locator
-_SEEDS = re.compile(r"\b[Ss]eeds? (00[0-4](?:(?:/|, | and |–|-)00[0-4])*)\b('s)?")
+# "seed 000", "Seeds 000/002/004", "seeds 000 and 003", "004", "000/001", then an optional "'s" or a locator
+_NUMBERS = r"00[0-4](?:(?:/|, | and |–|-)00[0-4])*"
+_SEEDS = re.compile(rf"(?:\b[Ss]eeds?\s)?(?<![\w.,+\-/–])({_NUMBERS})(?!\w|[.,/–-]\d|-[A-Za-z])('s\b)?")
 _LOCATOR = re.compile(r" (?:§|(?:Thms?|Theorems?|Defs?|Eqs?|Figs?|Examples?|Lemmas?|Props?|Corollary|Table|Sec)\b)")
+# "Wu et al. (seed 004)": the name already said
+_NAMED = re.compile(r"(Liu et al\.(?: 2016)?|Li et al\.(?: 2019)?|Wu et al\.)\s\((?:[Ss]eeds?\s)?" + _NUMBERS + r"\)")
 
 
 def cite(text: str) -> str:
-    """`text` with every "seed NNN" reference replaced by the paper's name ("Seed 004's
-    contagious family" → "Wu et al.'s contagious family", "seed 000 Thm 3" → "Liu et al. 2016,
-    Thm 3", "seeds 000/004" → "Liu et al. 2016 and Wu et al.")."""
+    """`text` with every seed reference replaced by the paper's name ("Seed 004's contagious
+    family" → "Wu et al.'s contagious family", "seed 000 Thm 3" → "Liu et al. 2016, Thm 3",
+    "(004 §1, Example 2)" → "(Wu et al., §1, Example 2)", "seeds 000/004" → "Liu et al. 2016 and
+    Wu et al.", "Wu et al. (seed 004)" → "Wu et al.")."""
     def name(m: re.Match) -> str:
         papers = list(dict.fromkeys(PAPERS[s] for s in re.findall(r"00[0-4]", m.group(1))))
         text = " and ".join(papers)
@@ -38,4 +43,4 @@ def cite(text: str) -> str:
             return text + "'s"
         return text + ("," if _LOCATOR.match(m.string, m.end()) else "")
 
-    return _SEEDS.sub(name, text)
+    return _SEEDS.sub(name, _NAMED.sub(r"\1", text))
