@@ -1,4 +1,4 @@
-"""Gowalla friends and places (issue 14; seed 002 §IV, the papers' real-data experiment):
+"""Gowalla friends and places (seed 002 §IV, the papers' real-data experiment):
 friends' positions are dependent, as a Gaussian Markov random field on the friendship graph.
 
 Data: models/data/gowalla_us_user_locations.csv (each user's average check-in position) and

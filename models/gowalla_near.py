@@ -1,4 +1,4 @@
-"""Gowalla: a user lives near a randomly chosen friend or where people live (issue 30; the model
+"""Gowalla: a user lives near a randomly chosen friend or where people live (the model
 is ddpbayes/geo/near.py's), fitted with PyMC; and the held-out check of it against the CAR.
 
 Data: models/gowalla_friends.py's (2,392 users, 4,080 friendships, 1,456 users with a friend);

@@ -10,6 +10,7 @@ from itertools import takewhile
 from pathlib import Path
 
 from ddpbayes import shipped
+from ddpbayes.reports.render.papers import cite
 
 # a sentence ends at . ! or ? before a capital, an opening parenthesis or the end ("Thm. 1", "et al. 2016" go on)
 _SENTENCE = re.compile(r"(.+?[.!?])(?=\s+[A-Z(]|$)")
@@ -39,8 +40,8 @@ def _listing(heading: str, rows: dict[str, str]) -> str:
 
 
 def model_summary(path: Path) -> str:
-    """The first sentence of the model file's docstring (read, not imported)."""
-    return first_sentence(ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or "")
+    """The first sentence of the model file's docstring (read, not imported), papers by name."""
+    return cite(first_sentence(ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""))
 
 
 def spec_summary(path: Path) -> str:
@@ -49,10 +50,10 @@ def spec_summary(path: Path) -> str:
     text = path.read_text(encoding="utf-8")
     title = tomllib.loads(text).get("title")
     if isinstance(title, str):
-        return " ".join(title.split())
+        return cite(" ".join(title.split()))
     comment = " ".join(line.lstrip("#").strip() for line in takewhile(lambda line: line.startswith("#"),
                                                                       text.splitlines()))
-    return re.sub(r"\s*\([^()]*\)\.$", ".", first_sentence(comment))
+    return cite(re.sub(r"\s*\([^()]*\)\.$", ".", first_sentence(comment)))
 
 
 def first_sentence(text: str) -> str:
