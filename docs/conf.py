@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import ddpbayes
-from ddpbayes.reports.render.papers import cite
+from ddpbayes.papers import cite
 
 sys.path.insert(0, str(Path(__file__).parent / "_ext"))
 

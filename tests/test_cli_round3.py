@@ -16,6 +16,7 @@ import pytest
 
 from ddpbayes import shipped
 from ddpbayes.cli.main import build_parser, main
+from ddpbayes.papers import cite
 
 ROOT = Path(__file__).resolve().parent.parent
 EXIT_CODES = (0, 1, 2, 3, 4, 130, 141, 143)
@@ -44,10 +45,11 @@ def test_models_lists_every_shipped_model_and_spec_on_one_line(capsys):
     assert main(["models"]) == 0
     lines = capsys.readouterr().out.splitlines()
     for name in shipped.names(shipped.MODELS):
-        doc = ast.get_docstring(ast.parse((ROOT / "models" / f"{name}.py").read_text())).split()
+        doc = cite(ast.get_docstring(ast.parse((ROOT / "models" / f"{name}.py").read_text()))).split()
         mine = [line for line in lines if line.split()[:1] == [name] and line.startswith("  ")]
         assert len(mine) == 2 if name in shipped.names(shipped.SPECS) else len(mine) == 1, (name, mine)
-        assert any(line.split()[1:5] == doc[:4] for line in mine), (name, mine)  # its docstring's words
+        assert any(line.split()[1:5] == doc[:4] for line in mine), (name, mine)  # its docstring's words, papers named
+        assert not re.search(r"\b00[0-4]\b", " ".join(mine)), mine
     for name in shipped.names(shipped.SPECS):
         assert any(line.split()[:1] == [name] and len(line.split()) > 2 for line in lines), name
     # the attack's spec has no title: its leading comment's sentence, without the command in parentheses

@@ -25,7 +25,7 @@ from ddpbayes.reports.render import figures as report_figures
 from ddpbayes.reports.render.attack import build_document as attack_document
 from ddpbayes.reports.render.document import Document, Figure, Notes, Para, Section, Table, render_html, render_markdown
 from ddpbayes.reports.render.information import figures_information, information_section
-from ddpbayes.reports.render.papers import cite
+from ddpbayes.papers import cite
 from ddpbayes.cli.regenerate import regenerate, spec_files
 from ddpbayes.reports.views.information import InformationView
 from ddpbayes.reports.views.sweep import Sweep

@@ -10,7 +10,7 @@ from itertools import takewhile
 from pathlib import Path
 
 from ddpbayes import shipped
-from ddpbayes.reports.render.papers import cite
+from ddpbayes.papers import cite
 
 # a sentence ends at . ! or ? before a capital, an opening parenthesis or the end ("Thm. 1", "et al. 2016" go on)
 _SENTENCE = re.compile(r"(.+?[.!?])(?=\s+[A-Z(]|$)")

@@ -14,7 +14,7 @@ import html
 import re
 from dataclasses import dataclass, field, replace
 
-from ddpbayes.reports.render.papers import cite
+from ddpbayes.papers import cite
 
 Cell = str | tuple[str, str]
 

@@ -12,7 +12,7 @@ from ddpbayes.encoding import jsonable
 from ddpbayes.notions import NOTIONS, notion
 from ddpbayes.reports.render import figures
 from ddpbayes.reports.render.document import Code, Document, Figure, Notes, Para, Section, Table
-from ddpbayes.reports.render.papers import DING, DWORK_ROTH, ERLINGSSON, GHOSH, LIU, LYU, MCSHERRY_TALWAR
+from ddpbayes.papers import DING, DWORK_ROTH, ERLINGSSON, GHOSH, LIU, LYU, MCSHERRY_TALWAR
 from ddpbayes.reports.render.results import FORMAT, fmt, reproducibility, set_text
 from ddpbayes.reports.views.mechanisms import CaseResult, MechanismsView
 
