@@ -7,6 +7,7 @@ latents' own laws for the rules themselves.
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -17,8 +18,15 @@ from scipy.special import betaln, expit, gammaln
 
 import ddpbayes
 from ddpbayes import DependenceModel
+from ddpbayes.cli.main import main
+from ddpbayes.engines import Declined, passed_over, select_engine
+from ddpbayes.engines.structured import StructuredEngine
 from ddpbayes.engines.structured.quadrature import rule
 from ddpbayes.errors import InputError
+from ddpbayes.mechanisms import Laplace
+from ddpbayes.problem import Adversary, Problem
+from ddpbayes.queries import parse_query
+from ddpbayes.settings import RunSettings
 
 
 def _laplace_idp(law_by_t: dict[int, np.ndarray], b: float) -> float:
@@ -203,6 +211,35 @@ def test_a_support_that_moves_with_another_latent_is_refused():
     model = _bounded_household(2, lambda: pm.Uniform("p", 0, pm.Beta("s", 2, 2)), lambda z: z)
     with pytest.raises(InputError, match="'p' has a support whose bounds depend on other variables"):
         ddpbayes.audit(model, "count", "laplace", "idp", epsilon=1, engine="structured", information=None)
+
+
+def test_auto_hands_a_quadrature_that_does_not_settle_to_the_next_engine():
+    """Issue #40.1: a step in the integrand (Gauss–Legendre's error falls like 1/m) does not settle by 1024 nodes.
+    The structured engine accepts the problem, then declines it while computing; auto, told so, chooses the
+    sampling engine (exact and gaussian cannot read a continuous latent) and its note says why structured did
+    not answer."""
+    model = _bounded_household(2, lambda: pm.Uniform("z", 0, 1), lambda z: pm.math.switch(z > 0.3, 0.9, 0.2))
+    problem = Problem(model, parse_query("count"), Laplace(1.0), (Adversary(0),), RunSettings())
+    assert select_engine(problem, "auto").name == "structured"
+    with pytest.raises(Declined, match="did not settle") as declined:
+        StructuredEngine().leakage(problem)
+    chosen = select_engine(problem, "auto", {"structured": str(declined.value)})
+    assert chosen.name == "sampling"
+    note = passed_over(problem, chosen, {"structured": str(declined.value)})
+    assert len(note) == 1 and f"structured: {declined.value}" in note[0]
+    with pytest.raises(Declined, match="did not settle"):  # named, it is one line (exit 2)
+        ddpbayes.audit(model, "count", "laplace", "idp", epsilon=1, engine="structured", information=None)
+
+
+@pytest.mark.slow
+def test_issue_command_falls_back_to_sampling(capsys):
+    """The issue's command: exit 2 ("did not settle") before; now the sampling engine answers, with the note."""
+    code = main(["audit", "hierarchical_logit", "--query", "count", "--mechanism", "laplace", "--epsilon", "1",
+                 "--notion", "idp", "--target", "0", "--claim", "3", "--format", "json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and out["engine"] == "sampling" and out["verdict"] == "PASS"  # about 1.34, CI [1.31, 1.36]
+    assert float(out["ci"][0]) <= float(out["leakage"]) <= float(out["ci"][1]) < 3
+    assert any("structured: the quadrature over the continuous latents did not settle" in n for n in out["notes"])
 
 
 def test_three_continuous_latent_dimensions_are_refused():
