@@ -35,8 +35,9 @@ def _law(rng: np.random.Generator, size: int, certain: float) -> np.ndarray:
 
 
 def _network(seed: int) -> tuple[DependenceModel, np.ndarray, np.random.Generator]:
-    """5-6 nodes of 2-3 values, each with up to two earlier parents and a table of `_law` rows (three in ten
-    children a function of their parents: x2 = 1 - x1); a third of the nodes latent. Also P over the tuples' values (the latents summed out), and the generator."""
+    """5-6 nodes of 2-3 values, each with up to two earlier parents and a table of `_law` rows (three children in
+    ten a function of their parents, as x2 = 1 - x1); a third of the nodes latent. Also P over the tuples' values
+    (the latents summed out), and the generator."""
     rng = np.random.default_rng(4000 + seed)
     nodes = int(rng.integers(5, 7))
     sizes = [int(s) for s in rng.integers(2, 4, size=nodes)]
@@ -123,7 +124,7 @@ def _check(model, joint, query: str, weights: np.ndarray, mechanism: str, b: flo
     for engine, run in runs.items():
         for target, worst in run.target_worst.items():
             w = worst.witness
-            want = set(known) if notion == "pdp" else set() if notion == "idp" else set(range(n)) - deps[target] - {target}
+            want = {"pdp": set(known or ()), "idp": set()}.get(notion, set(range(n)) - deps[target] - {target})
             assert w.adversary.target == target and set(w.adversary.known) == want
             assert set(w.known_values) == want
             at = float(_log_ratio(xs, p, q, b, target, w.known_values, w.t, w.t_prime, w.y[0])[0])
@@ -171,13 +172,12 @@ def test_issue_example_witness_attains_the_leakage():
     _check(model, joint, "count", np.ones(6), "laplace", 1.0, "idp", None)
 
 
-def test_random_networks_with_zeros_witnesses_attain_the_leakage():
-    for seed in range(3):
-        _one_network(seed)
+@pytest.mark.parametrize("seed", range(3))  # seed 2 failed before the fix (and 19 of the slow ones)
+def test_random_networks_with_zeros_witnesses_attain_the_leakage(seed):
+    _one_network(seed)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("chunk", range(1, 12))
-def test_more_random_networks_with_zeros_witnesses_attain_the_leakage(chunk):
-    for seed in range(chunk * 3, chunk * 3 + 3):
-        _one_network(seed)
+@pytest.mark.parametrize("seed", range(3, 36))
+def test_more_random_networks_with_zeros_witnesses_attain_the_leakage(seed):
+    _one_network(seed)

@@ -244,8 +244,9 @@ def _evaluate_on(chosen: Engine, problem: Problem, notion: Notion, targets: list
         fold_targets(searched, by_target)
     else:
         worst, kept = _every(chosen, problem, notion, targets, known, dep_sets, lattice, by_target)
-    auto = passed_over(problem, chosen, declined) if settings.engine == "auto" and settings.method != "posterior" else []
-    return _Evaluated(worst, _values(by_target, n), chosen.name, dep_sets, kept, auto + chosen.notes(problem),
+    auto = settings.engine == "auto" and settings.method != "posterior"
+    auto_notes = passed_over(problem, chosen, declined) if auto else []
+    return _Evaluated(worst, _values(by_target, n), chosen.name, dep_sets, kept, auto_notes + chosen.notes(problem),
                       greedy_reason(greedy) if greedy else None, by_target)
 
 
