@@ -7,6 +7,7 @@ latents' own laws for the rules themselves.
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -17,8 +18,15 @@ from scipy.special import betaln, expit, gammaln
 
 import ddpbayes
 from ddpbayes import DependenceModel
+from ddpbayes.cli.main import main
+from ddpbayes.engines import Declined, passed_over, select_engine
+from ddpbayes.engines.structured import StructuredEngine
 from ddpbayes.engines.structured.quadrature import rule
 from ddpbayes.errors import InputError
+from ddpbayes.mechanisms import Laplace
+from ddpbayes.problem import Adversary, Problem
+from ddpbayes.queries import parse_query
+from ddpbayes.settings import RunSettings
 
 
 def _laplace_idp(law_by_t: dict[int, np.ndarray], b: float) -> float:
@@ -133,6 +141,105 @@ def test_rules_integrate_the_latents_own_moments(build, density, moment):
     for k in range(4):
         got = float(np.sum(np.exp(r.log_weights) * density(r.nodes) * r.nodes**k))
         assert got == pytest.approx(moment(k), rel=1e-9, abs=1e-9)
+
+
+def _truncated_normal(mu: float, sigma: float, lo: float, hi: float):
+    """The density of Normal(mu, sigma) truncated to [lo, hi], written with erf."""
+    cdf = lambda z: 0.5 * (1 + math.erf((z - mu) / (sigma * math.sqrt(2)))) if math.isfinite(z) else float(z > 0)
+    mass = cdf(hi) - cdf(lo)
+    return lambda z: math.exp(-((z - mu) ** 2) / (2 * sigma**2)) / (math.sqrt(2 * math.pi) * sigma * mass)
+
+
+def _bounded_household(n: int, latent, rate) -> DependenceModel:
+    with pm.Model() as m:
+        z = latent()
+        for k in range(n):
+            pm.Bernoulli(f"x{k}", rate(z))
+    return DependenceModel(m, tuples=[f"x{k}" for k in range(n)])
+
+
+@pytest.mark.parametrize("n, mu, sigma, lo, hi, rate, family", [
+    (4, 0.3, 0.25, 0.0, 1.0, lambda z: z, "Gauss–Legendre"),  # the issue's latent: p itself
+    (3, 0.5, 1.0, 0.0, math.inf, lambda z: z / (1 + z), "exp-sinh"),
+])
+def test_truncated_normal_latent_is_integrated_inside_its_support(n, mu, sigma, lo, hi, rate, family):
+    """Issue #40.4: the nodes lie in the support (they were on the line, where Bernoulli(p) rejects p < 0);
+    the leakage equals adaptive quadrature of each configuration's probability over [lo, hi]."""
+    upper = None if math.isinf(hi) else hi
+    model = _bounded_household(n, lambda: pm.TruncatedNormal("p", mu, sigma, lower=lo, upper=upper), rate)
+    got = ddpbayes.audit(model, "count", "laplace", "idp", epsilon=1, targets=[0], information=None)
+    density = _truncated_normal(mu, sigma, lo, hi)
+
+    def config(c: int) -> float:
+        return integrate.quad(lambda z: density(z) * rate(z) ** c * (1 - rate(z)) ** (n - c), lo, hi,
+                              epsabs=0, epsrel=1e-13, limit=400)[0]
+
+    law = {t: np.array([math.comb(n - 1, s) * config(s + t) for s in range(n)]) for t in (0, 1)}
+    assert got.engine == "structured"
+    assert got.leakage == pytest.approx(_laplace_idp({t: w / w.sum() for t, w in law.items()}, 1.0), abs=1e-9)
+    assert any(family in note for note in got.notes)
+
+
+@pytest.mark.parametrize("build, lo, hi", [
+    (lambda: pm.TruncatedNormal.dist(0.3, 0.25, lower=0, upper=1), 0.0, 1.0),
+    (lambda: pm.TruncatedNormal.dist(-2.0, 1.0, lower=-1.5), -1.5, math.inf),
+    (lambda: pm.Truncated.dist(pm.Normal.dist(0, 1), upper=0.5), -math.inf, 0.5),
+    (lambda: pm.Kumaraswamy.dist(2, 3), 0.0, 1.0),
+    (lambda: pm.Triangular.dist(0.0, 2.0, 0.5), 0.0, 2.0),
+    (lambda: pm.Pareto.dist(2.0, 1.5), 1.5, math.inf),
+    (lambda: pm.LogNormal.dist(0, 1), 0.0, math.inf),
+    (lambda: pm.VonMises.dist(0, 1), -math.pi, math.pi),
+])
+def test_rules_place_their_nodes_inside_bounded_supports(build, lo, hi):
+    for m in (16, 1024):
+        nodes = rule(build(), m).nodes
+        assert np.all((lo <= nodes) & (nodes <= hi))
+
+
+def test_truncated_normal_rule_integrates_its_own_moments():
+    """Σ_j W_j p(z_j) z_j^k against scipy's adaptive quadrature of the density written here."""
+    density = _truncated_normal(0.3, 0.25, 0.0, 1.0)
+    r = rule(pm.TruncatedNormal.dist(0.3, 0.25, lower=0, upper=1), 64)
+    weights = np.exp(r.log_weights) * np.array([density(z) for z in r.nodes])
+    for k in range(4):
+        want = integrate.quad(lambda z: density(z) * z**k, 0, 1, epsabs=0, epsrel=1e-13)[0]
+        assert float(np.sum(weights * r.nodes**k)) == pytest.approx(want, rel=1e-12)
+
+
+def test_a_support_that_moves_with_another_latent_is_refused():
+    """Uniform(0, s) with s random: no fixed interval holds the nodes; one line, and auto samples instead."""
+    model = _bounded_household(2, lambda: pm.Uniform("p", 0, pm.Beta("s", 2, 2)), lambda z: z)
+    with pytest.raises(InputError, match="'p' has a support whose bounds depend on other variables"):
+        ddpbayes.audit(model, "count", "laplace", "idp", epsilon=1, engine="structured", information=None)
+
+
+def test_auto_hands_a_quadrature_that_does_not_settle_to_the_next_engine():
+    """Issue #40.1: a step in the integrand (Gauss–Legendre's error falls like 1/m) does not settle by 1024 nodes.
+    The structured engine accepts the problem, then declines it while computing; auto, told so, chooses the
+    sampling engine (exact and gaussian cannot read a continuous latent) and its note says why structured did
+    not answer."""
+    model = _bounded_household(2, lambda: pm.Uniform("z", 0, 1), lambda z: pm.math.switch(z > 0.3, 0.9, 0.2))
+    problem = Problem(model, parse_query("count"), Laplace(1.0), (Adversary(0),), RunSettings())
+    assert select_engine(problem, "auto").name == "structured"
+    with pytest.raises(Declined, match="did not settle") as declined:
+        StructuredEngine().leakage(problem)
+    chosen = select_engine(problem, "auto", {"structured": str(declined.value)})
+    assert chosen.name == "sampling"
+    note = passed_over(problem, chosen, {"structured": str(declined.value)})
+    assert len(note) == 1 and f"structured: {declined.value}" in note[0]
+    with pytest.raises(Declined, match="did not settle"):  # named, it is one line (exit 2)
+        ddpbayes.audit(model, "count", "laplace", "idp", epsilon=1, engine="structured", information=None)
+
+
+@pytest.mark.slow
+def test_issue_command_falls_back_to_sampling(capsys):
+    """The issue's command: exit 2 ("did not settle") before; now the sampling engine answers, with the note."""
+    code = main(["audit", "hierarchical_logit", "--query", "count", "--mechanism", "laplace", "--epsilon", "1",
+                 "--notion", "idp", "--target", "0", "--claim", "3", "--format", "json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and out["engine"] == "sampling" and out["verdict"] == "pass"  # about 1.34, CI [1.31, 1.36]
+    assert float(out["ci"][0]) <= float(out["leakage"]) <= float(out["ci"][1]) < 3
+    assert any("structured: the quadrature over the continuous latents did not settle" in n for n in out["notes"])
 
 
 def test_three_continuous_latent_dimensions_are_refused():

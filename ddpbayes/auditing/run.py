@@ -17,7 +17,7 @@ from ddpbayes.auditing.information import check_unit, information_block
 from ddpbayes.auditing.joint import composition_block
 from ddpbayes.auditing.result import AuditResult
 from ddpbayes.auditing.verdict import judge
-from ddpbayes.engines import AdversaryLeakage, Engine, engine_named, passed_over, select_engine
+from ddpbayes.engines import AdversaryLeakage, Declined, Engine, engine_named, passed_over, select_engine
 from ddpbayes.errors import InputError
 from ddpbayes.limits import state_limit
 from ddpbayes.mechanisms import Mechanism, lookup, make_mechanism
@@ -273,12 +273,26 @@ def _evaluate(problem: Problem, notion: Notion, targets: list[int], known: list[
               lattice: bool) -> _Evaluated:
     """Every adversary of the notion, by the engine that fits (a model-free notion needs none):
     found by a search (pdp's greedy one, or the engine's own) or streamed one by one."""
-    n, settings = problem.model.n, problem.settings
     if notion.model_free:
         results = notion.leakage(problem, targets)
         by_target = fold_targets(results, {})
-        return _Evaluated(worst_of(results), _values(by_target, n), "analytic", by_target=by_target)
-    chosen = select_engine(problem, "sampling" if settings.method == "posterior" else settings.engine)
+        return _Evaluated(worst_of(results), _values(by_target, problem.model.n), "analytic", by_target=by_target)
+    name = "sampling" if problem.settings.method == "posterior" else problem.settings.engine
+    declined: dict[str, str] = {}
+    while True:  # under auto, an engine that declines while computing hands the problem to the next one
+        chosen = select_engine(problem, name, declined)
+        try:
+            return _evaluate_on(chosen, problem, notion, targets, known, lattice, declined)
+        except Declined as e:
+            if name != "auto":
+                raise
+            declined[chosen.name] = str(e)
+
+
+def _evaluate_on(chosen: Engine, problem: Problem, notion: Notion, targets: list[int], known: list[int] | None,
+                 lattice: bool, declined: dict[str, str]) -> _Evaluated:
+    """`_evaluate` on the engine chosen; `declined`: the engines auto passed over while computing, and why."""
+    n, settings = problem.model.n, problem.settings
     dep_sets = notion.dependence_sets(chosen, problem)
     greedy = settings.pdp_greedy  # 0 but for a notion that takes --search greedy (`Notion.check_search`)
     searched = (_greedy(chosen, problem, targets, greedy) if greedy
@@ -289,8 +303,9 @@ def _evaluate(problem: Problem, notion: Notion, targets: list[int], known: list[
         fold_targets(searched, by_target)
     else:
         worst, kept = _every(chosen, problem, notion, targets, known, dep_sets, lattice, by_target)
-    auto = passed_over(problem, chosen) if settings.engine == "auto" and settings.method != "posterior" else []
-    return _Evaluated(worst, _values(by_target, n), chosen.name, dep_sets, kept, auto + chosen.notes(problem),
+    auto = settings.engine == "auto" and settings.method != "posterior"
+    auto_notes = passed_over(problem, chosen, declined) if auto else []
+    return _Evaluated(worst, _values(by_target, n), chosen.name, dep_sets, kept, auto_notes + chosen.notes(problem),
                       greedy_reason(greedy) if greedy else None, by_target)
 
 

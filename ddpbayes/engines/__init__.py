@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import importlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
-from ddpbayes.engines.base import (AdversaryLeakage, Curve, DependenceProfile, Engine, NoCurve, Witness,
+from ddpbayes.engines.base import (AdversaryLeakage, Curve, Declined, DependenceProfile, Engine, NoCurve, Witness,
                                    merge_diagnostics)
 from ddpbayes.errors import InputError
 from ddpbayes.problem import Problem
@@ -63,8 +63,8 @@ def engine_named(name: str) -> Engine | None:
     return _engine(name) if name in _HOMES else None
 
 
-def select_engine(problem: Problem, name: str = "auto") -> Engine:
-    """The named engine, or with `auto` the first in ENGINES that can solve `problem`.
+def select_engine(problem: Problem, name: str = "auto", declined: Mapping[str, str] | None = None) -> Engine:
+    """The named engine, or with `auto` the first in ENGINES that can solve `problem` and has not declined it.
 
     Parameters
     ----------
@@ -72,6 +72,8 @@ def select_engine(problem: Problem, name: str = "auto") -> Engine:
         The audit problem.
     name : str, default "auto"
         An engine's name (``exact``, ``structured``, ``gaussian``, ``sampling``, ``program``) or ``auto``.
+    declined : mapping of str to str or None, default None
+        With ``auto``: the engines that raised `Declined` on `problem` while computing, with its message.
 
     Returns
     -------
@@ -92,15 +94,21 @@ def select_engine(problem: Problem, name: str = "auto") -> Engine:
         return _engine(name)
     reasons = []
     for engine in _in_order():
-        reason = engine.supports(problem)
+        reason = _reason(engine, problem, declined)
         if reason is None:
             return engine
         reasons.append(f"{engine.name}: {reason}")
     raise InputError("no engine can solve this problem (" + "; ".join(reasons) + ")")
 
 
-def passed_over(problem: Problem, chosen: Engine) -> list[str]:
-    """Why `auto` chose an estimating engine: what each engine before it could not do (one note).
+def _reason(engine: Engine, problem: Problem, declined: Mapping[str, str] | None) -> str | None:
+    """Why `engine` cannot solve `problem`: it declined it while computing, or `supports` says why; else None."""
+    return (declined or {}).get(engine.name) or engine.supports(problem)
+
+
+def passed_over(problem: Problem, chosen: Engine, declined: Mapping[str, str] | None = None) -> list[str]:
+    """Why `auto` chose an estimating engine, or one after an engine that declined while computing: what each
+    engine before it could not do (one note).
 
     Parameters
     ----------
@@ -108,21 +116,27 @@ def passed_over(problem: Problem, chosen: Engine) -> list[str]:
         The audit problem.
     chosen : Engine
         The engine `auto` chose.
+    declined : mapping of str to str or None, default None
+        The engines that declined `problem` while computing, with why (`select_engine`).
 
     Returns
     -------
     list of str
-        One note naming each engine passed over and its reason; empty when `chosen` is exact.
+        One note naming each engine passed over and its reason; empty when `chosen` is exact and no engine
+        declined.
     """
     if not chosen.estimates:
-        return []
+        if not declined:
+            return []
+        reasons = "; ".join(f"{name}: {reason}" for name, reason in declined.items())
+        return [f"auto chose the {chosen.name} engine because an engine before it declined while computing ({reasons})"]
     reasons = []
     for engine in _in_order():
         if engine is chosen:
             break
-        reasons.append(f"{engine.name}: {engine.supports(problem)}")
+        reasons.append(f"{engine.name}: {_reason(engine, problem, declined)}")
     return [f"auto chose the {chosen.name} engine, an estimate, because no exact engine applies (" + "; ".join(reasons) + ")"]
 
 
-__all__ = ["ENGINES", "AdversaryLeakage", "Curve", "DependenceProfile", "Engine", "NoCurve", "Witness", "engine_named",
-           "merge_diagnostics", "passed_over", "select_engine"]
+__all__ = ["ENGINES", "AdversaryLeakage", "Curve", "Declined", "DependenceProfile", "Engine", "NoCurve", "Witness",
+           "engine_named", "merge_diagnostics", "passed_over", "select_engine"]

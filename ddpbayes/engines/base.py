@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ddpbayes.encoding import number
+from ddpbayes.errors import InputError
 from ddpbayes.problem import Adversary, Problem, dependence_size
 from ddpbayes.profiles import Profile
 
@@ -123,6 +124,12 @@ def merge_diagnostics(records: list[dict]) -> dict | None:
     if all(d.get("exact") for d in records):
         out["exact"] = True
     return out
+
+
+class Declined(InputError):
+    """The engine found while computing that it cannot solve the problem (a quadrature that does not settle);
+    the message says why. `auto` then moves on to the next engine (`engines.select_engine`), a named engine
+    reports it as one line."""
 
 
 class NoMixtures(Exception):

@@ -1,7 +1,10 @@
 """Supports of PyMC random variables, read from their distribution and parameters.
 
 Finite supports are inferred for Bernoulli, Categorical, Binomial, DiscreteUniform and a
-`DiscreteMarkovChain`'s states (DESIGN §4); a few continuous families give an interval; anything else is unbounded.
+`DiscreteMarkovChain`'s states (DESIGN §4). A continuous variable's interval is the one PyMC's default
+transform maps onto the line (an interval transform's bounds: Uniform, TruncatedNormal, Truncated,
+Pareto, ...; log: [0, inf); log-odds: [0, 1]; circular: [-pi, pi]); anything else is unbounded, and so
+is an interval whose bounds depend on other random variables (`random_bounds`).
 Parameters are read from the graph when they are constants; the others (e.g. a bound written
 as an expression) are evaluated together by one function compiled for all variables, so
 loading a model costs no compilation per variable. A finite support larger than the state
@@ -15,21 +18,20 @@ from collections.abc import Sequence
 
 import numpy as np
 import pytensor
+import pytensor.tensor as pt
 from pymc.distributions.discrete import DiscreteUniformRV
+from pymc.distributions.transforms import (
+    CircularTransform,
+    IntervalTransform,
+    LogOddsTransform,
+    LogTransform,
+    _default_transform,
+)
 from pytensor.graph.basic import Constant, Variable
 from pytensor.graph.traversal import ancestors
 from pytensor.tensor.basic import get_underlying_scalar_constant_value
 from pytensor.tensor.exceptions import NotScalarConstantError
-from pytensor.tensor.random.basic import (
-    BernoulliRV,
-    BetaRV,
-    BinomialRV,
-    CategoricalRV,
-    ExponentialRV,
-    GammaRV,
-    HalfNormalRV,
-    UniformRV,
-)
+from pytensor.tensor.random.basic import BernoulliRV, BinomialRV, CategoricalRV
 from pytensor.tensor.random.op import RandomVariable
 
 from ddpbayes.errors import InputError
@@ -70,6 +72,11 @@ def _parameters(rv) -> list[Variable]:
     op = rv.owner.op
     if chain(rv) is not None:
         return []
+    if not is_discrete(rv):  # an interval transform's bounds, when they are fixed
+        bounds = _interval_bounds(rv)
+        if bounds is None or random_bounds(rv):
+            return []
+        return [pt.constant(sign * math.inf) if b is None else b for b, sign in zip(bounds, (-1, 1))]
     params = op.dist_params(rv.owner)
     if isinstance(op, CategoricalRV):
         k = params[0].type.shape[-1]
@@ -82,9 +89,21 @@ def _parameters(rv) -> list[Variable]:
         if any(depends_on_random(p) for p in params[:2]):
             raise InputError(f"DiscreteUniform '{rv.name}' has bounds that depend on other variables")
         return list(params[:2])
-    if isinstance(op, UniformRV) and not any(depends_on_random(p) for p in params[:2]):
-        return list(params[:2])
     return []
+
+
+def random_bounds(rv) -> bool:
+    """Whether a bound of continuous `rv`'s interval depends on another random variable (Uniform(0, s), s
+    random): no interval holds it for every value of the others, and `support` reports the line."""
+    bounds = _interval_bounds(rv)
+    return bounds is not None and any(b is not None and depends_on_random(b) for b in bounds)
+
+
+def _interval_bounds(rv) -> tuple[Variable | None, Variable | None] | None:
+    """The (lower, upper) graphs of a continuous `rv` whose default transform is PyMC's interval transform
+    (None: that side unbounded), else None."""
+    transform = _default_transform(rv.owner.op, rv)
+    return transform.args_fn(*rv.owner.inputs) if isinstance(transform, IntervalTransform) else None
 
 
 def _evaluate(graphs: list[Variable]) -> dict:
@@ -118,14 +137,15 @@ def _domain(rv, values: list[np.ndarray]) -> Domain:
         return _integers(rv, 0, _whole(rv, np.max(values[0])))
     if isinstance(op, DiscreteUniformRV):
         return _integers(rv, _whole(rv, np.min(values[0])), _whole(rv, np.max(values[1])))
-    if isinstance(op, UniformRV):
-        if values:
-            return Interval(float(np.min(values[0])), float(np.max(values[1])))
-        return Interval(-math.inf, math.inf)
-    if isinstance(op, BetaRV):
-        return Interval(0.0, 1.0)
-    if isinstance(op, (HalfNormalRV, ExponentialRV, GammaRV)):
+    if values:  # an interval transform's bounds
+        return Interval(float(np.min(values[0])), float(np.max(values[1])))
+    transform = _default_transform(op, rv)
+    if isinstance(transform, LogTransform):
         return Interval(0.0, math.inf)
+    if isinstance(transform, LogOddsTransform):
+        return Interval(0.0, 1.0)
+    if isinstance(transform, CircularTransform):
+        return Interval(-math.pi, math.pi)
     return Interval(-math.inf, math.inf)
 
 

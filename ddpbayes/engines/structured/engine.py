@@ -16,7 +16,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ddpbayes.engines.base import AdversaryLeakage, Engine, Mixtures, NoMixtures, Witness
+from ddpbayes.engines.base import AdversaryLeakage, Declined, Engine, Mixtures, NoMixtures, Witness
 from ddpbayes.engines.hockey import MixtureProfile, learns_nothing, mixture_profiles
 from ddpbayes.numerics import logsumexp
 from ddpbayes.engines.structured.continual import continual_leakage, continual_reason
@@ -73,7 +73,8 @@ class StructuredEngine(Engine):
 
     def leakage(self, problem: Problem) -> list[AdversaryLeakage]:
         """Exact on finite models; with continuous latents, the quadrature value whose leakage
-        moves by less than SETTLED when the nodes double (raised until it does)."""
+        moves by less than SETTLED when the nodes double (raised until it does; Declined when it
+        has not by QUADRATURE_MAX nodes)."""
         self._check(problem)
         limit = problem.settings.max_states
         graph = factor_graph(problem.model, limit)
@@ -90,8 +91,8 @@ class StructuredEngine(Engine):
                 _settled(problem)[_key(problem)] = (nodes, change)
                 return found
             previous = found
-        raise InputError(f"the quadrature over the continuous latents did not settle: the leakage moved by {change:.3g} "
-                         f"between {nodes // 2} and {nodes} nodes (use the sampling engine)")
+        raise Declined(f"the quadrature over the continuous latents did not settle: the leakage moved by {change:.3g} "
+                       f"between {nodes // 2} and {nodes} nodes (use the sampling engine)")
 
     def notes(self, problem: Problem) -> list[str]:
         graph = self._graph(problem)

@@ -23,7 +23,7 @@ from ddpbayes.engines.terms import elements, model_slots, structure, tabulate
 from ddpbayes.errors import InputError
 from ddpbayes.model import DependenceModel, Finite
 from ddpbayes.model.chains import length
-from ddpbayes.model.supports import is_discrete, support
+from ddpbayes.model.supports import is_discrete, random_bounds, support
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,8 @@ def factor_graph(model: DependenceModel, limit: int, nodes: int | None = None) -
 
 def model_reason(model: DependenceModel) -> str | None:
     """Why the structured engine cannot read `model`: continuous tuples, latents that are
-    neither finite nor continuous scalars, or more than two continuous latent dimensions."""
+    neither finite nor continuous scalars, continuous latents whose support moves with other
+    variables, or more than two continuous latent dimensions."""
     reason = continuous_tuple_reason(model)
     if reason:
         return reason
@@ -62,6 +63,9 @@ def model_reason(model: DependenceModel) -> str | None:
         if is_discrete(rv):
             if not isinstance(support(rv), Finite):
                 return f"latent variable '{rv.name}' has unbounded discrete support"
+        elif random_bounds(rv):
+            return (f"latent variable '{rv.name}' has a support whose bounds depend on other variables: quadrature "
+                    "places its nodes in a fixed interval")
         else:
             dims += elements(rv)
     if dims > MAX_CONTINUOUS:

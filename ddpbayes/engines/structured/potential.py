@@ -192,9 +192,10 @@ def sum_out(p: Potential, v: int, contribution: np.ndarray, limit: int) -> Poten
 
 def weighted_sum_out(factor: Potential, p: Potential, v: int, contribution: np.ndarray, sizes: list[int],
                      limit: int) -> Potential:
-    """`sum_out(multiply(factor, p), v, ...)` (v in their scopes) for a factor without partial sums (length 1), in
-    linear space when their spans add up to at most _RANGE: each table exponentiated once, not their product (a
-    chain's day: a k x k transition table times a k x S message, k·S exponentials instead of k·k·S)."""
+    """`sum_out(multiply(factor, p), v, ...)` (v in their scopes) for a factor with one partial sum (length 1: none,
+    or a sum fixed at its offset, as a message across deterministic zeros can be), in linear space when their spans
+    add up to at most _RANGE: each table exponentiated once, not their product (a chain's day: a k x k transition
+    table times a k x S message, k·S exponentials instead of k·k·S)."""
     scope = p.scope + tuple(u for u in factor.scope if u not in p.scope)
     tf, tp = align(factor, scope), align(p, scope)
     top_f, top_p = tf.max(), tp.max()
@@ -211,7 +212,7 @@ def weighted_sum_out(factor: Potential, p: Potential, v: int, contribution: np.n
         start = int(c) - low
         out[..., start:start + p.length] += _at(ef, a, axis) * _at(ep, a, axis)
     with np.errstate(divide="ignore"):
-        return trim(Potential(kept, np.log(out) + (top_f + top_p), p.offset + low))
+        return trim(Potential(kept, np.log(out) + (top_f + top_p), factor.offset + p.offset + low))
 
 
 def _at(table: np.ndarray, a: int, axis: int) -> np.ndarray:
