@@ -74,7 +74,7 @@ def _route(problem: Problem) -> type[Records] | None:
         return EnumeratedRecords
     if gaussian_reason(model) is None:
         return GaussianRecords
-    if all(is_discrete(model.tuple_rvs[k]) for k in range(model.n)) and forward_reason(model) is None:
+    if all(is_discrete(slot.rv) for slot in model.slots) and forward_reason(model) is None:  # slots, not variables
         return ForwardRecords
     return None
 
