@@ -308,6 +308,23 @@ def test_a_slow_lattice_of_one_chunk_shows_progress(household, monkeypatch):
     assert err.lines and err.lines[-1].startswith("ddpbayes: pdp 12/12 adversaries")
 
 
+def test_short_inner_lines_do_not_hide_a_long_outer_one(monkeypatch):
+    """Each audit of a calibration now opens its own `slow_only` line; the timer redraws the newest line
+    at least a heartbeat old, so a run of short audits (0.2 s each, heartbeat 0.3 s) leaves the outer
+    line drawn and draws none of theirs."""
+    err = _Stderr()
+    monkeypatch.setattr(sys, "stderr", err)
+    monkeypatch.setattr(progress, "HEARTBEAT", 0.3)
+    with progress.Progress("outer", None, "audits", slow_only=True) as outer:
+        for _ in range(8):
+            with progress.Progress("inner", 1, "adversaries", slow_only=True) as inner:
+                time.sleep(0.2)
+                inner.advance(1)
+            outer.advance(1)
+    assert any(line.startswith("ddpbayes: outer") for line in err.lines)
+    assert not any("inner" in line for line in err.lines)
+
+
 # ---------------------------------------------------------------------------------------------- item 6
 
 def test_a_programs_result_is_a_lower_bound_in_every_view(household):

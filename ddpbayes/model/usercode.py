@@ -188,6 +188,20 @@ def _start_watcher() -> None:
         thread.start()
 
 
+def _after_fork_in_child() -> None:
+    """A forked process (the program engine's pool, a process forked by user code) starts with a free
+    lock and no watches: another thread of the parent may have held the lock at the fork, and the
+    parent's watches are not the child's to report."""
+    global _lock, _watcher
+    _lock = threading.Lock()
+    _watches.clear()
+    _watcher = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def _watch_loop() -> None:
     """The timer: every tick, a line for each watch past its next notice; it ends when no watch is open."""
     global _watcher
