@@ -249,6 +249,30 @@ def test_a_program_call_that_runs_long_gets_the_notice(monkeypatch, capfd):
     assert "program slow (one call) is still running after" in capfd.readouterr().err
 
 
+@pytest.mark.slow  # a subprocess audit, stopped by Ctrl-C
+def test_an_endless_program_shows_life_and_stops_on_ctrl_c(tmp_path):
+    """Before: a program that never returned gave no sign of life. Now the notice model builds get
+    (NOTICE_AFTER shortened here), and Ctrl-C ends the run: exit 130, last line 'interrupted'."""
+    import signal
+
+    (tmp_path / "prog.py").write_text("def forever(answers, rng):\n    while True:\n        pass\n")
+    script = ("import sys; from ddpbayes.model import usercode; usercode.NOTICE_AFTER = 0.5; "
+              "from ddpbayes.cli.main import main; sys.exit(main(sys.argv[1:]))")
+    proc = subprocess.Popen([sys.executable, "-c", script, "audit", "household", "--query", "count", "--mechanism",
+                             "program:prog.py:forever", "--notion", "idp", "--target", "0"], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        first = proc.stderr.readline()
+        assert first.startswith("program forever (one call) is still running after") and "Ctrl-C" in first
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130 and out == ""
+    assert err.splitlines()[-1] == "interrupted"
+
+
 # ---------------------------------------------------------------------------------------------- item 11
 
 class _Stderr:
@@ -336,6 +360,10 @@ def test_a_programs_result_is_a_lower_bound_in_every_view(household):
     assert f"leakage>={r.leakage:g}"[:16] in text and "(a lower bound: certified for a program)" in text
     assert "y=-" not in text and f"event {r.diagnostics['event']}" in text
     assert "leakage (lower bound)" in r._repr_html_() and "y=-" not in r._repr_html_()
+    from ddpbayes.cli.text import audit_text
+
+    witness = [line for line in audit_text(r).splitlines() if line.startswith("witness")]
+    assert witness and witness[0].endswith(f"event {r.diagnostics['event']}")
 
 
 def _result(y, diagnostics=None) -> AuditResult:
