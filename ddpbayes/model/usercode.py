@@ -81,7 +81,7 @@ def leave_if_forked(pid: int) -> None:
 def _point_stdout_at_stderr() -> int | None:
     """Point fd 1 at fd 2 (after flushing what was printed to stdout before); the saved fd 1, or None
     when either is not open (nothing to protect)."""
-    with contextlib.suppress(OSError, ValueError):
+    with contextlib.suppress(OSError, ValueError, AttributeError):  # closed, or None (no console)
         sys.stdout.flush()
     try:
         saved = os.dup(1)
@@ -99,7 +99,7 @@ def _restore_stdout(saved: int | None) -> None:
     """Point fd 1 back at the saved stdout, after flushing what the user's code wrote to C's stdout buffer."""
     if saved is None:
         return
-    with contextlib.suppress(OSError, ValueError):
+    with contextlib.suppress(OSError, ValueError, AttributeError):  # closed, or None (no console)
         sys.stderr.flush()
     _flush_c_stdio()
     os.dup2(saved, 1)
