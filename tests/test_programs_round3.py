@@ -86,6 +86,20 @@ def test_output_size_is_checked_after_the_first_call():
     assert len(calls) == 1 and "\n" not in str(info.value)
 
 
+def test_a_vectorized_programs_output_size_is_checked_after_the_probe():
+    """A vectorized program makes a whole batch in one call: the two-row probe that gives the output's
+    size bounds the batches before the first one is drawn."""
+    sizes = []
+
+    def draw(n, rng):
+        sizes.append(n)
+        return np.zeros((n, 10**7))
+
+    with pytest.raises(InputError, match="10,000,000 numbers each.*return fewer numbers per run"):
+        certify(draw, draw, n_search=100_000, n_check=100_000, confidence=0.95, rng=np.random.default_rng(0))
+    assert sizes == [2]
+
+
 # ---------------------------------------------------------------------------------------------- item 21
 
 @pytest.mark.parametrize("output", [np.array([]), (), (np.zeros(0), np.zeros((0, 3))), [[]]])

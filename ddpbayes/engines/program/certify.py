@@ -28,6 +28,7 @@ import numpy as np
 
 from ddpbayes.engines.program import bounds
 from ddpbayes.engines.program.event import Draw, Event, Found, Search, batch_rows, train_rows
+from ddpbayes.limits import check_memory
 from ddpbayes.progress import Progress
 
 
@@ -148,6 +149,9 @@ class _PairSearch:
         """Draw the first batch (the family's choice, the classifier's training set): its rows."""
         probe = _draw(self.index, 0, 2, self.rngs[0].spawn(1)[0])  # the output dimension
         first = max(1, min(train_rows(probe.shape[1]), share // 2))
+        rows = max(first, batch_rows(probe.shape[1]))  # the largest batch: the first, or a later one
+        check_memory(8 * 2 * rows * probe.shape[1], f"a batch of {rows:,} outputs per value",
+                     f"{probe.shape[1]:,} numbers each", advice="return fewer numbers per run")
         xa, xb = workers.map([(self.index, s, first, self.rngs[s].spawn(1)[0], None) for s in (0, 1)])
         self.search = Search(xa, xb)
         self.d = xa.shape[1]
