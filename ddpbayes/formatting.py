@@ -23,3 +23,15 @@ def abbreviated(items: list[str], keep: int = 12) -> str:
         return ", ".join(items)
     half = keep // 2
     return ", ".join(items[:half]) + f", ... ({len(items) - keep:,} more) ..., " + ", ".join(items[-half:])
+
+
+def witness_output(y: tuple[float, ...] | None, event: str | None, profile: bool) -> str:
+    """What attains a witness's leakage: `y=0.5`, `y → +∞` (a limit), a program's `event output in {5, 6, 8}`
+    (`event`), `y: a set of outputs (privacy profile)` (`profile`), or `y: none` (nothing to learn)."""
+    if y is not None:
+        shown = ["+∞" if v == math.inf else "-∞" if v == -math.inf else fmt(v) for v in y]
+        arrow = " → " if any(math.isinf(v) for v in y) else "="
+        return f"y{arrow}{shown[0] if len(shown) == 1 else f'({abbreviated(shown)})'}"
+    if event:
+        return f"event {event}"
+    return "y: a set of outputs (privacy profile)" if profile else "y: none"

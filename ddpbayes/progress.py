@@ -2,9 +2,9 @@
 (DESIGN §2.4).
 
 On a terminal the line is redrawn in place (at most ten times a second); otherwise a line is
-printed at every tenth of the work, so logs stay short. Whatever the work does, the line is
-also redrawn every `HEARTBEAT` seconds by a timer thread (issue #24: a line within 10 s, and
-at least every 10 s, even while one unit runs for minutes). The time left is measured, never
+printed at every tenth of the work, so logs stay short. Whatever the work does, the newest line
+at least `HEARTBEAT` seconds old is also redrawn every `HEARTBEAT` seconds by a timer thread
+(issue #24: a line within 10 s, and at least every 10 s, even while one unit runs for minutes). The time left is measured, never
 guessed: the work left at the rate of the work done, "unknown" before any is done. The CLI
 calls `close_all` before its last line (an error, "interrupted"), so nothing is drawn after it.
 """
@@ -110,19 +110,23 @@ def _watch(bar: Progress) -> None:
 
 
 def _beat() -> None:
-    """The timer: redraw the newest open bar (the innermost loop: the work under way) when it
-    has not been drawn for HEARTBEAT seconds; end when no bar is open."""
+    """The timer: redraw the newest open bar that started at least HEARTBEAT seconds ago (the
+    innermost loop that is long: the work under way; a younger one, e.g. each short audit of a
+    calibration, would hide the outer line) when it has not been drawn for HEARTBEAT seconds;
+    end when no bar is open."""
     global _timer
     while True:
         time.sleep(min(1.0, HEARTBEAT / 4))
+        now = time.monotonic()
         with _lock:
             _open[:] = [ref for ref in _open if (bar := ref()) is not None and bar.enabled]
-            newest = _open[-1]() if _open else None
-            if newest is None:
+            if not _open:
                 _timer = None
                 return
-        now = time.monotonic()
-        if now - newest.shown_at >= HEARTBEAT:
+            due = [b for b in (ref() for ref in _open) if b is not None and now - b.start >= HEARTBEAT]
+            newest = due[-1] if due else None
+            del due
+        if newest is not None and now - newest.shown_at >= HEARTBEAT:
             newest._draw(now)
         del newest
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from ddpbayes.encoding import jsonable, number
 from ddpbayes.engines import AdversaryLeakage, Witness
-from ddpbayes.formatting import abbreviated, fmt
+from ddpbayes.formatting import abbreviated, fmt, witness_output
 from ddpbayes.model.reference import provenance
 from ddpbayes.notions import notion as named
 from ddpbayes.notions.lattice import lattice_summary
@@ -115,8 +115,19 @@ class AuditResult:
 
     @property
     def lower_bound(self) -> bool:
-        """True for a greedy pdp search's result: a lower bound on the notion, not its value."""
-        return named(self.notion).lattice and self.problem is not None and self.problem.settings.pdp_greedy > 0
+        """True when `leakage` is a lower bound on the notion, not its value: a greedy pdp search's,
+        or a program's certified bound (DESIGN §2.6)."""
+        return self.bound_kind is not None
+
+    @property
+    def bound_kind(self) -> str | None:
+        """Why `leakage` is a lower bound: "greedy search", "certified for a program", or None."""
+        if named(self.notion).lattice and self.problem is not None and self.problem.settings.pdp_greedy > 0:
+            return "greedy search"
+        black_box = self.problem is not None and self.problem.mechanism.black_box
+        if black_box or (self.diagnostics or {}).get("lower_bound_only"):
+            return "certified for a program"
+        return None
 
     def to_dict(self) -> dict:
         """The audit as `ddpbayes audit --format json` prints it (numbers as `encoding.number`:
@@ -183,8 +194,8 @@ class AuditResult:
         """A pandas DataFrame, one row per audited target: `target` (its index), `name`, `leakage`,
         `lower` and `upper` (an estimate's interval, else NaN), and its worst adversary's witness:
         `known` (tuple indices), `known_values`, `t`, `t_prime`, `y`. `attrs` holds notion, engine,
-        lower_bound (a greedy search), claim, verdict and delta (Gaussian noise: `leakage` is ε at
-        that δ). Needs pandas: `pip install 'ddpbayes[dataframe]'`.
+        lower_bound (a greedy search, or a program's certified bound), claim, verdict and delta
+        (Gaussian noise: `leakage` is ε at that δ). Needs pandas: `pip install 'ddpbayes[dataframe]'`.
 
         Returns
         -------
@@ -230,7 +241,7 @@ class AuditResult:
         if self._delta() is not None:
             parts.append(f"(epsilon at delta={self._delta():g})")
         if self.lower_bound:
-            parts.append("(a lower bound: greedy search)")
+            parts.append(f"(a lower bound: {self.bound_kind})")
         if self.ci is not None:
             parts.append(f"ci=[{fmt(self.ci[0])}, {fmt(self.ci[1])}]")
         parts.append(f"engine={self.engine}")
@@ -245,7 +256,7 @@ class AuditResult:
         e = html.escape
         head = (f"<b>{e(self.notion)}</b> leakage {'&ge; ' if self.lower_bound else ''}{e(fmt(self.leakage))}"
                 + (f" (epsilon at delta = {self._delta():g})" if self._delta() is not None else "")
-                + (" (a lower bound: greedy search)" if self.lower_bound else "")
+                + (f" (a lower bound: {e(self.bound_kind)})" if self.lower_bound else "")
                 + (f", interval [{e(fmt(self.ci[0]))}, {e(fmt(self.ci[1]))}]" if self.ci is not None else "")
                 + f" &middot; engine {e(self.engine)}"
                 + (f" &middot; verdict <b>{e(str(self.verdict))}</b> (claim {e(fmt(self.claim))})"
@@ -268,7 +279,7 @@ class AuditResult:
             worst = (self.target_worst or {}).get(i)
             ci = None if worst is None else worst.ci
             interval = ["" if ci is None else f"[{fmt(ci[0])}, {fmt(ci[1])}]"] if estimate else []
-            witness = "" if worst is None else self._witness_text(worst.witness)
+            witness = "" if worst is None else self._witness_text(worst.witness, worst)
             rows.append("<tr>" + "".join(f"<td>{e(c)}</td>" for c in (str(i), self._name(i), fmt(value),
                                                                       *interval, witness)) + "</tr>")
         notes = "".join(f"<p>{e(text)}</p>" for text in (self.reason, self.verdict_reason) if text)
@@ -327,17 +338,20 @@ class AuditResult:
         """Tuple k's name (its index when the result names no tuples)."""
         return self.tuples[k] if k < len(self.tuples) else str(k)
 
-    def _witness_text(self, w: Witness | None) -> str:
-        """`target x0, known {x1=1}, t=1 t'=0, y=0.5` (long lists abbreviated)."""
+    def _witness_text(self, w: Witness | None, record: AdversaryLeakage | None = None) -> str:
+        """`target x0, known {x1=1}, t=1 t'=0, y=0.5` (long lists abbreviated; `witness_output` for y), of
+        the worst adversary or of `record`, a target's worst."""
         if w is None:
             return "none"
         known = sorted(w.adversary.known)
         names = [self._name(k) for k in known]
         if w.known_values is not None:
             names = [f"{name}={fmt(w.known_values.get(k))}" for name, k in zip(names, known)]
-        y = "-" if w.y is None else fmt(w.y[0]) if len(w.y) == 1 else f"({abbreviated([fmt(v) for v in w.y])})"
+        diagnostics = (self.diagnostics if record is None else record.diagnostics) or {}
+        profile = self.profile if record is None else record.profile
+        output = witness_output(w.y, diagnostics.get("event"), profile is not None)
         return (f"target {self._name(w.adversary.target)}, known {{{abbreviated(names)}}}, "
-                f"t={fmt(w.t)} t'={fmt(w.t_prime)}, y={y}")
+                f"t={fmt(w.t)} t'={fmt(w.t_prime)}, {output}")
 
 
 def _plain(v: float | None) -> float | None:

@@ -332,7 +332,9 @@ def _every(engine: Engine, problem: Problem, notion: Notion, targets: list[int],
     check_adversaries(engine, problem, notion, targets, known, count, settings.max_adversaries, keep)
     advs = notion.adversaries(n, targets, known, dep_sets)
     chunk = count if engine.estimates else CHUNK  # an estimating engine plans its MCMC runs as a whole
-    bar = Progress(notion.name, count, "adversaries", enabled=settings.progress and count > chunk)
+    # one chunk (a sparse-vector lattice's few slow adversaries): a line only once it has taken a heartbeat
+    shown = settings.progress and (count > chunk or not engine.estimates)
+    bar = Progress(notion.name, count, "adversaries", enabled=shown, slow_only=count <= chunk)
     return _stream(engine, problem, advs, chunk, bar, keep, by_target)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ddpbayes.formatting import abbreviated, fmt
+from ddpbayes.formatting import abbreviated, fmt, witness_output
 
 if TYPE_CHECKING:
     from ddpbayes.auditing import AuditResult
@@ -56,8 +56,9 @@ def audit_text(r: AuditResult) -> str:
         known = "{" + abbreviated([r.tuples[k] for k in sorted(w.adversary.known)]) + "}"
         if w.known_values:
             known += " = (" + abbreviated([fmt(v) for _, v in sorted(w.known_values.items())]) + ")"
-        y = "-" if w.y is None else abbreviated([fmt(v) for v in w.y])
-        lines.append(f"witness    target {r.tuples[w.adversary.target]}, knows {known}, t={fmt(w.t)} vs t'={fmt(w.t_prime)}, y={y}")
+        shown = witness_output(w.y, (r.diagnostics or {}).get("event"), r.profile is not None)
+        lines.append(f"witness    target {r.tuples[w.adversary.target]}, knows {known}, "
+                     f"t={fmt(w.t)} vs t'={fmt(w.t_prime)}, {shown}")
     lines.append("")
     width = max(len(n) for n in [*r.tuples, "target"])
     lines.append(f"{'tuple'.ljust(width)}  leakage")

@@ -14,6 +14,7 @@ bad input."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -22,7 +23,8 @@ import numpy as np
 
 from ddpbayes.errors import InputError
 from ddpbayes.mechanisms.base import Mechanism, source_entry
-from ddpbayes.model.usercode import user_code
+from ddpbayes.limits import check_memory
+from ddpbayes.model.usercode import Watch, is_interrupt, leave_if_forked, user_code, watched
 
 
 def _one_line(text: str) -> str:
@@ -76,38 +78,58 @@ class Program(Mechanism):
 
     def sample(self, answers: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """One output per row of answers (S, K), flattened to (S, d) floats: a tuple's parts in
-        order, booleans as 0/1."""
+        order, booleans as 0/1. The calls run as the user's code (`model.usercode`), one call
+        running past NOTICE_AFTER seconds says so on stderr."""
         answers = np.asarray(answers, dtype=float)
         if answers.ndim == 1:
             answers = answers[None, :]
         if answers.ndim != 2:
             raise InputError(f"program {self.name} takes answers (S, K), got shape {answers.shape}")
         s = len(answers)
-        if self.vectorized:
-            raw = self._call(answers.copy(), rng)
-            out = self._stacked(raw, s)
-        else:
-            rows = [self._row(self._call(answers[i].copy(), rng)) for i in range(s)]
-            sizes = {len(r) for r in rows}
-            if len(sizes) > 1:
-                raise InputError(f"program {self.name} returned outputs of different sizes ({sorted(sizes)}): "
-                                 "every output must have the same shape")
-            out = np.stack(rows) if rows else np.zeros((0, 0))
+        with user_code(), watched(f"program {self.name} (one call)") as watch:
+            if self.vectorized:
+                out = self._stacked(self._call(answers.copy(), rng, watch), s)
+            else:
+                out = self._rows(answers, rng, watch)
         if np.isnan(out).any():
             raise InputError(f"program {self.name} returned nan")
         return out
 
-    def _call(self, answers: np.ndarray, rng: np.random.Generator):
+    def _rows(self, answers: np.ndarray, rng: np.random.Generator, watch: Watch) -> np.ndarray:
+        """A call per row; the output's size, known after the first call, bounds the memory of the rest."""
+        s = len(answers)
+        if s == 0:
+            return np.zeros((0, 0))
+        first = self._row(self._call(answers[0].copy(), rng, watch))
+        check_memory(8 * s * first.size, f"{s:,} outputs of program {self.name}", f"{first.size:,} numbers each",
+                     advice="return fewer numbers per run")
+        out = np.empty((s, first.size))
+        out[0] = first
+        for i in range(1, s):
+            row = self._row(self._call(answers[i].copy(), rng, watch))
+            if row.size != first.size:
+                raise InputError(f"program {self.name} returned outputs of different sizes ({first.size} and "
+                                 f"{row.size} numbers): every output must have the same shape")
+            out[i] = row
+        return out
+
+    def _call(self, answers: np.ndarray, rng: np.random.Generator, watch: Watch):
+        """One call of the function (inside `user_code`): whatever it raises but Ctrl-C is bad input."""
+        pid = os.getpid()
+        watch.restart()
         try:
-            with user_code():
-                return self.function(answers, rng)
+            return self.function(answers, rng)
         except InputError:
             raise
         except SystemExit as exc:
             raise InputError(f"program {self.name} called exit({exc.code!r}): a mechanism must return its "
                              "output") from exc
-        except Exception as exc:  # the user's code: any error is bad input
+        except BaseException as exc:  # the user's code: any error (GeneratorExit, its own classes) is bad input
+            if is_interrupt(exc):
+                raise
             raise InputError(_one_line(f"program {self.name} raised {type(exc).__name__}: {exc}")) from exc
+        finally:
+            leave_if_forked(pid)  # a process the program forked stops here: only this one audits
 
     def _numeric(self, value) -> np.ndarray:
         try:
@@ -123,22 +145,26 @@ class Program(Mechanism):
 
     def _row(self, raw) -> np.ndarray:
         parts = raw if isinstance(raw, tuple) else (raw,)
-        if not parts:
-            raise InputError(f"program {self.name} returned an empty tuple")
-        return np.concatenate([self._numeric(p).reshape(-1) for p in parts])
+        return self._nonempty(np.concatenate([np.zeros(0), *(self._numeric(p).reshape(-1) for p in parts)]))
 
     def _stacked(self, raw, s: int) -> np.ndarray:
         parts = raw if isinstance(raw, tuple) else (raw,)
-        if not parts:
-            raise InputError(f"program {self.name} returned an empty tuple")
-        cols = []
+        cols = [np.zeros((s, 0))]
         for p in parts:
             arr = self._numeric(p)
             if arr.ndim == 0 or arr.shape[0] != s:
                 raise InputError(f"vectorized program {self.name} returned shape {arr.shape} for {s} answer rows: "
                                  f"return ({s}, ...) arrays (or a tuple of them)")
             cols.append(arr.reshape(s, -1))
-        return np.concatenate(cols, axis=1)
+        return self._nonempty(np.concatenate(cols, axis=1))
+
+    def _nonempty(self, out: np.ndarray) -> np.ndarray:
+        """One rule for every form of output: at least one number per run (an empty array, tuple or
+        tuple of empty arrays has nothing an event could be about)."""
+        if out.shape[-1] == 0:
+            raise InputError(f"program {self.name} returned an empty output (no numbers): return at least one "
+                             "number per run")
+        return out
 
     # ------------------------------------------------------------------ what it is not
 
@@ -173,14 +199,16 @@ def _load_file(file: str):
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     try:
-        with user_code():
+        with watched(f"the import of program file '{file}'"), user_code():
             sys.modules[name] = module  # dataclasses and pickling look the module up
             spec.loader.exec_module(module)
     except SystemExit as exc:
         sys.modules.pop(name, None)
         raise InputError(f"program file '{file}' called exit({exc.code!r}) while loading") from exc
-    except Exception as exc:  # the user's file: any error is bad input
+    except BaseException as exc:  # the user's file: any error (GeneratorExit, its own classes) is bad input
         sys.modules.pop(name, None)
+        if is_interrupt(exc):
+            raise
         raise InputError(_one_line(f"program file '{file}' raised {type(exc).__name__} while loading: {exc}")) \
             from exc
     return module

@@ -12,7 +12,7 @@ from ddpbayes import shipped
 from ddpbayes.errors import InputError
 from ddpbayes.limits import state_limit
 from ddpbayes.model.contract import DependenceModel
-from ddpbayes.model.usercode import untraced, user_code, watched
+from ddpbayes.model.usercode import is_interrupt, untraced, user_code, watched
 from ddpbayes.model.reference import ModelRef
 
 MAX_SOURCE_BYTES = 16 * 2**20  # a model file larger than this is refused before it is read (it travels to workers)
@@ -109,7 +109,9 @@ def load_source(path: str | Path, source: bytes, params: dict, max_states: int |
     try:
         with watched(f"the import of model file '{path}'"), user_code(), untraced():
             exec(compile(source, str(path), "exec"), module.__dict__)
-    except (Exception, SystemExit) as exc:  # the user's file: any error, or an exit, is bad input
+    except BaseException as exc:  # the user's file: any error, an exit, a GeneratorExit is bad input
+        if is_interrupt(exc):
+            raise
         raise InputError(f"model file '{path}' failed to import: {_describe(exc)}") from exc
     finally:
         sys.modules.pop(name, None)
@@ -122,7 +124,9 @@ def load_source(path: str | Path, source: bytes, params: dict, max_states: int |
             model = build(**params)
     except InputError:
         raise
-    except (Exception, SystemExit) as exc:
+    except BaseException as exc:
+        if is_interrupt(exc):
+            raise
         raise InputError(f"build() in '{path}' raised {_describe(exc)}") from exc
     if not isinstance(model, DependenceModel):
         raise InputError(f"build() in '{path}' returned {type(model).__name__}, not a DependenceModel")
@@ -134,7 +138,7 @@ def load_source(path: str | Path, source: bytes, params: dict, max_states: int |
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, SystemExit):
         return f"SystemExit (it called exit({exc.code!r}); a model file must not exit)"
-    return f"{type(exc).__name__}: {exc}"
+    return " ".join(f"{type(exc).__name__}: {exc}".split())
 
 
 def _check_params(build, params: dict, path: Path) -> None:

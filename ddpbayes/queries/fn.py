@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ddpbayes.errors import InputError
-from ddpbayes.model.usercode import user_code
+from ddpbayes.model.usercode import is_interrupt, user_code
 from ddpbayes.queries.base import Query
 from ddpbayes.queries.general import NamedQuery, Variables
 
@@ -75,7 +75,9 @@ class FunctionQuery(NamedQuery):
         except SystemExit as exc:
             raise InputError(f"query '{self.spec}' called exit({exc.code!r}): a query function must return "
                              "its values, not exit") from exc
-        except Exception as exc:  # the user's function: any error is bad input
+        except BaseException as exc:  # the user's function: any error (GeneratorExit too) is bad input
+            if is_interrupt(exc):
+                raise
             raise InputError(f"query '{self.spec}' raised {type(exc).__name__}: {exc}") from exc
         if out.ndim <= 1 and out.size in (1, len(x)):
             return np.broadcast_to(out.reshape(-1, 1), (len(x), 1)).astype(float)

@@ -28,6 +28,8 @@ import numpy as np
 
 from ddpbayes.engines.program import bounds
 from ddpbayes.engines.program.event import Draw, Event, Found, Search, batch_rows, train_rows
+from ddpbayes.limits import check_memory
+from ddpbayes.progress import Progress
 
 
 @dataclass
@@ -103,19 +105,26 @@ def _task(task) -> object:
 
 class Workers:
     """Runs batch tasks in order, in this process (workers=1) or in a forked pool: every batch has
-    its own generator, so the results are the same for any number of workers."""
+    its own generator, so the results are the same for any number of workers. Each batch done
+    advances `progress` (if any) by its draws."""
 
-    def __init__(self, pairs: Sequence[tuple[Draw, Draw]], workers: int):
+    def __init__(self, pairs: Sequence[tuple[Draw, Draw]], workers: int, progress: Progress | None = None):
         global _PAIRS
         _PAIRS = pairs
         self.pool = None
+        self.progress = progress
         if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
             self.pool = multiprocessing.get_context("fork").Pool(workers)
 
     def map(self, tasks: list) -> list:
-        if self.pool is None or len(tasks) < 2:
-            return [_task(t) for t in tasks]
-        return self.pool.map(_task, tasks, chunksize=1)
+        done = (_task(t) for t in tasks) if self.pool is None or len(tasks) < 2 else \
+            self.pool.imap(_task, tasks, chunksize=1)
+        results = []
+        for task, result in zip(tasks, done):
+            results.append(result)
+            if self.progress is not None:
+                self.progress.advance(task[2])
+        return results
 
     def close(self) -> None:
         global _PAIRS
@@ -140,6 +149,9 @@ class _PairSearch:
         """Draw the first batch (the family's choice, the classifier's training set): its rows."""
         probe = _draw(self.index, 0, 2, self.rngs[0].spawn(1)[0])  # the output dimension
         first = max(1, min(train_rows(probe.shape[1]), share // 2))
+        rows = max(first, batch_rows(probe.shape[1]))  # the largest batch: the first, or a later one
+        check_memory(8 * 2 * rows * probe.shape[1], f"a batch of {rows:,} outputs per value",
+                     f"{probe.shape[1]:,} numbers each", advice="return fewer numbers per run")
         xa, xb = workers.map([(self.index, s, first, self.rngs[s].spawn(1)[0], None) for s in (0, 1)])
         self.search = Search(xa, xb)
         self.d = xa.shape[1]
@@ -253,17 +265,20 @@ def ratio_bound(k_a: int, k_b: int, n: int, direction: str, confidence: float) -
 
 
 def certify(draw_a: Draw, draw_b: Draw, *, n_search: int, n_check: int, confidence: float = 0.9,
-            rng: np.random.Generator, project: bool = True, workers: int = 1) -> Certificate:
+            rng: np.random.Generator, project: bool = True, workers: int = 1,
+            progress: Progress | None = None) -> Certificate:
     """Search on n_search fresh draws per side, certify on n_check fresh draws per side.
     `project`: score the search's candidates by the bound they would get on n_check draws
     (`event.conservative_log_ratio` with n_target), else as if on the search sample. `workers`:
-    processes drawing the batches (the certificate does not depend on it)."""
+    processes drawing the batches (the certificate does not depend on it). `progress`: a line
+    advanced by the draws of each batch, 2 (n_search + n_check) in all."""
     return certify_best([(draw_a, draw_b)], n_search=n_search, n_check=n_check, confidence=confidence,
-                        rng=rng, project=project, workers=workers)
+                        rng=rng, project=project, workers=workers, progress=progress)
 
 
 def certify_best(pairs: Sequence[tuple[Draw, Draw]], *, n_search: int, n_check: int, confidence: float = 0.9,
-                 rng: np.random.Generator, project: bool = True, workers: int = 1) -> Certificate:
+                 rng: np.random.Generator, project: bool = True, workers: int = 1,
+                 progress: Progress | None = None) -> Certificate:
     """Several candidate pairs of laws (input pairs, target values) share n_search draws per side,
     by successive halving on the search score (`search_pairs`); the best pair's event is checked
     on n_check fresh draws per side (the check sample is never looked at before the choice)."""
@@ -276,7 +291,7 @@ def certify_best(pairs: Sequence[tuple[Draw, Draw]], *, n_search: int, n_check: 
     start = time.perf_counter()
     alpha = (1 - confidence) / 2
     streams = rng.spawn(len(pairs) + 1)
-    pool = Workers(pairs, workers)
+    pool = Workers(pairs, workers, progress)
     try:
         chosen, best, used, d = search_pairs(pool, len(pairs), n_search, streams[:-1], alpha=alpha,
                                           n_target=n_check if project else None)

@@ -26,6 +26,7 @@ from ddpbayes.engines.program.records import (EnumeratedRecords, ForwardRecords,
 from ddpbayes.errors import InputError
 from ddpbayes.model.supports import is_discrete
 from ddpbayes.problem import Adversary, Problem
+from ddpbayes.progress import Progress
 
 CONFIDENCE = 0.95  # of the audit's certified lower bound, all adversaries together
 MAX_ADVERSARIES = 64  # each costs 4 x --program-runs runs of the program
@@ -47,7 +48,10 @@ class ProgramEngine(Engine):
                              f"adversary: {m} adversaries are over {MAX_ADVERSARIES} (restrict --target or --known)")
         records = _records(problem)
         level = 1 - (1 - CONFIDENCE) / m
-        return [_certified(problem, records, adv, level, m) for adv in problem.adversaries]
+        runs = 4 * problem.settings.program_runs  # per adversary: search and check, two target values each
+        with Progress("certifying the program", runs * m, "runs", enabled=problem.settings.progress,
+                      slow_only=True) as bar:  # shown once it has taken a heartbeat (5 s)
+            return [_certified(problem, records, adv, level, m, bar) for adv in problem.adversaries]
 
     def dependence_sets(self, problem: Problem) -> list[frozenset[int]]:
         """N(i) is the model's: from an exact engine that reads it, with any noise in place of the program."""
@@ -74,7 +78,7 @@ def _route(problem: Problem) -> type[Records] | None:
         return EnumeratedRecords
     if gaussian_reason(model) is None:
         return GaussianRecords
-    if all(is_discrete(model.tuple_rvs[k]) for k in range(model.n)) and forward_reason(model) is None:
+    if all(is_discrete(slot.rv) for slot in model.slots) and forward_reason(model) is None:  # slots, not variables
         return ForwardRecords
     return None
 
@@ -83,9 +87,11 @@ def _records(problem: Problem) -> Records:
     return _route(problem)(problem)
 
 
-def _certified(problem: Problem, records: Records, adv: Adversary, level: float, m: int) -> AdversaryLeakage:
+def _certified(problem: Problem, records: Records, adv: Adversary, level: float, m: int,
+               bar: Progress) -> AdversaryLeakage:
     candidate = records.candidate(adv)
     if candidate is None:
+        bar.advance(4 * problem.settings.program_runs)
         return AdversaryLeakage(adv, 0.0, Witness(adv, None, None, None, None), ci=(0.0, 0.0),
                                 reason="no known values leave two possible target values: nothing to learn",
                                 diagnostics={"ok": True, "exact": True})
@@ -96,7 +102,7 @@ def _certified(problem: Problem, records: Records, adv: Adversary, level: float,
         return lambda n, gen: mech.sample(records.answers(adv, candidate.known_values, t, n, gen), gen)
 
     cert = certify(draw(candidate.t), draw(candidate.t_prime), n_search=runs, n_check=runs, confidence=level,
-                   rng=rng)
+                   rng=rng, progress=bar)
     k_a, k_b, n = cert.counts
     t, t_prime = candidate.t, candidate.t_prime
     if cert.direction != "a":  # the event is likelier given t' than given t: name the pair the way it leaks

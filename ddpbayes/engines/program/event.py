@@ -89,8 +89,20 @@ def row_keys(outputs: np.ndarray) -> np.ndarray:
     return h ^ (h >> np.uint64(32))
 
 
+def headroom(x: np.ndarray) -> float:
+    """A power of two m >= 1 with |x| / m <= 2^500, so that sums and squares of x / m stay finite
+    (outputs near the largest double); 1 for any ordinary output. Dividing by it is exact."""
+    big = float(np.max(np.abs(x), initial=0.0))
+    return 1.0 if big <= 2.0**500 else 2.0 ** (np.frexp(big)[1] - 500)
+
+
 def _fmt_value(v: float) -> str:
     return str(int(v)) if float(v).is_integer() and abs(v) < 1e15 else f"{v:.6g}"
+
+
+def _sorted_rows(rows: np.ndarray) -> np.ndarray:
+    """The rows in lexicographic order (as an event is shown: {5, 6, 8})."""
+    return rows[np.lexsort(rows.T[::-1])] if len(rows) else rows
 
 
 def _fmt_row(row: np.ndarray) -> str:
@@ -112,7 +124,7 @@ class RowSet(Event):
         return np.isin(row_keys(outputs), self.keys)
 
     def describe(self) -> str:
-        shown = ", ".join(_fmt_row(r) for r in self.rows[:6])
+        shown = ", ".join(_fmt_row(r) for r in _sorted_rows(self.rows)[:6])
         if len(self.rows) == 1:
             return f"output == {shown}"
         more = f", ... ({len(self.rows)} outputs)" if len(self.rows) > 6 else ""
@@ -141,8 +153,9 @@ class Features:
             flags += [(j, v) for v in frequent]
             rest = x[~np.isin(x[:, j], frequent), j]
             rest = rest[np.isfinite(rest)]
-            if len(rest) > 1 and np.std(rest) > 0:
-                mean[j], scale[j] = np.mean(rest), np.std(rest)
+            m = headroom(rest)
+            if len(rest) > 1 and np.std(rest / m) > 0:
+                mean[j], scale[j] = m * np.mean(rest / m), m * np.std(rest / m)
         return cls(mean, scale, flags)
 
     @property
@@ -157,7 +170,8 @@ class Features:
             if self.scale[j]:
                 col = int(np.searchsorted(keep, j))
                 cont[x[:, j] == v, col] = self.mean[j]
-        cont = (cont - self.mean[keep]) / self.scale[keep]
+        with np.errstate(over="ignore"):  # outputs near the largest double: clipped to +-1e6 below, in order
+            cont = (cont - self.mean[keep]) / self.scale[keep]
         out[:, :len(keep)] = np.clip(np.nan_to_num(cont, nan=0.0), -1e6, 1e6)
         for i, (j, v) in enumerate(self.flags):
             out[:, len(keep) + i] = x[:, j] == v
@@ -369,7 +383,8 @@ class Coarsener:
             fl = np.array(sorted(v for jj, v in feats.flags if jj == j))
             rest = x[~np.isin(x[:, j], fl), j]
             rest = rest[np.isfinite(rest)]
-            e = np.unique(np.quantile(rest, BIN_QUANTILES[bins])) if len(rest) > 1 else np.zeros(0)
+            m = headroom(rest)
+            e = np.unique(m * np.quantile(rest / m, BIN_QUANTILES[bins])) if len(rest) > 1 else np.zeros(0)
             flags.append(fl)
             edges.append(e)
         return cls(flags, edges)
@@ -408,7 +423,7 @@ class CoarseSet(Event):
         return self.codes.contains(self.coarsener(np.asarray(outputs, dtype=float)))
 
     def describe(self) -> str:
-        rows = self.codes.rows
+        rows = _sorted_rows(self.codes.rows)
         shown = ", ".join(self.coarsener.describe_row(r) for r in rows[:4])
         more = f", ... ({len(rows)} cells)" if len(rows) > 4 else ""
         return f"output in the cells {{{shown}{more}}}"

@@ -69,8 +69,10 @@ def pdp_lattice(
         "target's weakest (K = {}) and strongest (K = all others) adversary, pdp's worst adversary"
     )
     note += f", and up to {per_layer} known sets per layer |K| drawn at random (seed {seed})." if per_layer else "."
-    if pdp.lower_bound:
+    if pdp.bound_kind == "greedy search":
         note += " The pdp value is the greedy search's, a lower bound on the maximum."
+    elif pdp.lower_bound:
+        note += " The pdp value is a program's certified lower bound."
     elif engine.searches_lattice:
         note += " The pdp maximum itself is exact: the engine searches the whole lattice without listing it."
     return LatticeView(points, total, n, note)
