@@ -1,0 +1,186 @@
+"""Issue #40, "Bad input, round three", items 17, 18 and 21 on the mechanisms: degenerate RAPPOR bit
+probabilities give the exact answer (inf, or the large finite value), overflowing parameters are refused on
+one line (exit 2), and the listed commands leave stderr empty. Every expected number is derived here (exact
+rational arithmetic, or an enumeration written here), never by the engine under test."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import warnings
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+import ddpbayes
+from ddpbayes.cli.main import main
+from ddpbayes.mechanisms.rappor import murmur3_32  # the hash itself: checked against mmh3's test vectors elsewhere
+
+# ----------------------------------------------------------------------------- RAPPOR: brute force
+
+
+def household_law(n: int) -> dict[tuple[int, ...], Fraction]:
+    """models/household.py (exposure 1/5, infection 4/5 if exposed else 1/10) enumerated exactly."""
+    law = {}
+    for x in itertools.product((0, 1), repeat=n):
+        law[x] = sum(ph * math.prod(rate if v else 1 - rate for v in x)
+                     for ph, rate in ((Fraction(1, 5), Fraction(4, 5)), (Fraction(4, 5), Fraction(1, 10))))
+    return law
+
+
+def bloom(value: int, hashes: int, size: int) -> set[int]:
+    """RAPPOR step 1: the bits murmur3_32(str(v), seed=i) mod m, i < h."""
+    return {murmur3_32(str(value).encode(), i) % size for i in range(hashes)}
+
+
+def bit_one(set_bit: bool, f: Fraction, p: Fraction, q: Fraction) -> Fraction:
+    """P(report bit 1 | Bloom bit): the permanent response (keep w.p. 1 − f, else a fair coin) then the
+    instantaneous one (1 w.p. q from a 1, p from a 0), written from the paper's steps 2–3."""
+    permanent_one = (1 - f) * (1 if set_bit else 0) + f / 2
+    return permanent_one * q + (1 - permanent_one) * p
+
+
+def rappor_idp(n: int, f: float, p: float, q: float, hashes: int, size: int) -> float:
+    """leak(0, ∅) of the count of the household under RAPPOR, by exact rational arithmetic over every state
+    and every one of the 2^m reports: max over y and t ≠ t' of log L(y | t) / L(y | t'), inf when only t
+    can give y. One-time RAPPOR is p = 0, q = 1."""
+    f, p, q = Fraction(f), Fraction(p), Fraction(q)
+    law = household_law(n)
+    p_t = [sum(w for x, w in law.items() if x[0] == t) for t in (0, 1)]
+    ones = {c: [bit_one(j in bloom(c, hashes, size), f, p, q) for j in range(size)] for c in range(n + 1)}
+    best = -math.inf
+    for y in itertools.product((0, 1), repeat=size):
+        given = {c: math.prod(o if yj else 1 - o for o, yj in zip(one, y)) for c, one in ones.items()}  # p(y | c)
+        like = [Fraction(0), Fraction(0)]
+        for x, w in law.items():
+            like[x[0]] += w * given[sum(x)]
+        for t, u in ((0, 1), (1, 0)):
+            a, b = like[t] / p_t[t], like[u] / p_t[u]
+            if a > 0:
+                best = max(best, math.inf if b == 0 else _log(a / b))
+    return best
+
+
+def _log(r: Fraction) -> float:
+    return math.log(r.numerator) - math.log(r.denominator)
+
+
+def one_time_f(epsilon: float, hashes: int) -> float:
+    """The f whose ε_∞ = 2h ln((1 − f/2)/(f/2)) is ε (the paper's ε_∞ solved for f)."""
+    return 2 / (1 + math.exp(epsilon / (2 * hashes)))
+
+
+SMALL = {"hashes": "2", "filter_size": "6"}
+RAPPOR_CASES = [  # (kind, params, epsilon, f, p, q): the issue's degenerate cases on a 6-bit filter
+    ("one_time_rappor", {"f": "0"}, None, 0.0, 0.0, 1.0),
+    ("one_time_rappor", {"f": "1e-17"}, None, 1e-17, 0.0, 1.0),
+    ("one_time_rappor", {}, 300.0, one_time_f(300.0, 2), 0.0, 1.0),
+    ("rappor", {"f": "0", "p": "0", "q": "1"}, None, 0.0, 0.0, 1.0),
+    ("rappor", {"f": "1e-17", "p": "0", "q": "1"}, None, 1e-17, 0.0, 1.0),
+    ("rappor", {"f": "0", "p": "1e-300", "q": "0.5"}, None, 0.0, 1e-300, 0.5),
+]
+
+
+@pytest.mark.parametrize("engine", ["exact", "structured"])
+@pytest.mark.parametrize("kind,params,epsilon,f,p,q", RAPPOR_CASES)
+def test_degenerate_rappor_bits_are_exact(household, engine, kind, params, epsilon, f, p, q):
+    """Before: 1 − f/2 rounded to 1, 0 · log 0 = nan in the bit likelihoods, leakage 0 and PASS."""
+    want = rappor_idp(4, f, p, q, 2, 6)
+    assert want > 30  # the cases are the degenerate ones: a report bit (nearly) certain
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        r = ddpbayes.audit(household(), "count", kind, "idp", epsilon=epsilon, params={**SMALL, **params},
+                           targets=[0], engine=engine, information=None)
+    assert r.leakage == want if math.isinf(want) else r.leakage == pytest.approx(want, rel=1e-12)
+
+
+def test_one_time_rappor_classic_epsilon_at_tiny_f():
+    """ε_∞ = 2h ln((1 − f/2)/(f/2)) stays finite and exact when 1 − f/2 rounds to 1."""
+    from ddpbayes.mechanisms import OneTimeRappor, Rappor
+
+    f = Fraction(1e-17)
+    want = 2 * 4 * _log((1 - f / 2) / (f / 2))
+    assert OneTimeRappor(f=1e-17).dp_leakage(1.0) == pytest.approx(want, rel=1e-14)
+    p, q = Fraction(1, 4), Fraction(3, 4)  # ε_1 = h ln(q*(1 − p*) / (p*(1 − q*))), q* = P(1 | B = 1), p* = P(1 | B = 0)
+    q_star, p_star = bit_one(True, f, p, q), bit_one(False, f, p, q)
+    want_1 = 4 * _log(q_star * (1 - p_star) / (p_star * (1 - q_star)))
+    assert Rappor(f=1e-17, p=0.25, q=0.75).dp_leakage(1.0) == pytest.approx(want_1, rel=1e-14)
+    assert Rappor(f=1e-17, p=0.0, q=1.0).dp_leakage(1.0) == pytest.approx(want, rel=1e-14)  # one-time RAPPOR's
+    assert math.isinf(OneTimeRappor(f=0.0).dp_leakage(1.0)) and math.isinf(Rappor(f=0.0, p=0, q=1).dp_leakage(1.0))
+
+
+def household_idp_default_filter(f: float) -> float:
+    """leak(0, ∅) of models/household.py (n = 4) under one-time RAPPOR with the default filter (h = 4,
+    m = 20), enumerating all 2^20 reports: log P(y | count c) = d log(f/2) + (m − d) log(1 − f/2), d the
+    number of bits where y and the Bloom filter of c differ (d = 0 only, at f = 0)."""
+    law = household_law(4)
+    counts = np.arange(5)
+    masks = np.array([sum(1 << j for j in bloom(c, 4, 20)) for c in counts], dtype=np.int64)
+    diff = np.bitwise_count(np.arange(1 << 20, dtype=np.int64)[:, None] ^ masks[None, :]).astype(float)  # (Y, 5)
+    flip = math.log(f / 2) if f > 0 else -math.inf
+    with np.errstate(invalid="ignore"):
+        log_y = np.where(diff > 0, diff * flip, 0.0) + (20 - diff) * math.log1p(-f / 2)
+    top = log_y.max(axis=1, keepdims=True)  # log Σ_c w_c e^{log_y} = top + log Σ_c w_c e^{log_y − top}
+    kernel = np.exp(log_y - top)
+    log_l = []
+    for t in (0, 1):
+        w = np.array([float(sum(v for x, v in law.items() if x[0] == t and sum(x) == c)) for c in counts])
+        with np.errstate(divide="ignore"):
+            log_l.append(np.log(kernel @ (w / w.sum())))
+    with np.errstate(invalid="ignore"):
+        ratio = np.abs(log_l[1] - log_l[0])  # the common e^{top} cancels; nan where neither t gives y
+    return float(np.nanmax(ratio))
+
+
+@pytest.mark.parametrize("flag,want_f", [(["--mechanism-param", "f=0"], 0.0),
+                                          (["--epsilon", "300"], one_time_f(300.0, 4)),
+                                          pytest.param(["--epsilon", "400"], one_time_f(400.0, 4), marks=pytest.mark.slow),
+                                          pytest.param(["--mechanism-param", "f=1e-17"], 1e-17, marks=pytest.mark.slow)])
+def test_cli_one_time_rappor_degenerate(capsys, models_dir, flag, want_f):
+    """The issue's commands: the truth (∞, 187.4, 249.9, ...) and FAIL against claim 1, stderr empty."""
+    want = household_idp_default_filter(want_f)
+    code = main(["audit", str(models_dir / "household.py"), "--query", "count", "--mechanism", "one_time_rappor",
+                 *flag, "--notion", "idp", "--target", "0", "--claim", "1", "--format", "json"])
+    out, err = capsys.readouterr()
+    assert code == 1 and err == ""
+    data = json.loads(out)
+    assert data["verdict"] == "fail"
+    got = float(data["leakage"])
+    assert got == want if math.isinf(want) else got == pytest.approx(want, rel=1e-12)
+    if flag[0] == "--epsilon":
+        assert got == pytest.approx({"300": 187.4, "400": 249.9}[flag[1]], abs=0.05)
+
+
+def test_report_on_degenerate_rappor(tmp_path, models_dir):
+    """A mechanisms report runs the same code path: f = 0 leaks inf, --epsilon 300 its exact value."""
+    from ddpbayes.reports import build_report
+
+    cases = "".join(f"""
+[[case]]
+label = "{label}"
+model = "{models_dir / 'household.py'}"
+query = "count"
+mechanism = "one_time_rappor"
+{setting}
+mechanism_params = {{ hashes = 2, filter_size = 6{extra} }}
+notions = ["idp"]
+""" for label, setting, extra in (("f0", "", ", f = 0"), ("eps300", "epsilon = 300.0", "")))
+    path = tmp_path / "spec.toml"
+    path.write_text('notions = ["idp"]\n' + cases, encoding="utf-8")
+    data = build_report(path, tmp_path / "out", progress=False)
+    leak = [case["leakage"]["idp"] for case in data["cases"]]
+    assert math.isinf(float(leak[0]))
+    assert float(leak[1]) == pytest.approx(rappor_idp(4, one_time_f(300.0, 2), 0.0, 1.0, 2, 6), rel=1e-12)
+
+
+def test_one_time_rappor_epsilon_beyond_a_double(capsys, models_dir):
+    """--epsilon 1e300: f = 2/(1 + e^{ε/2h}) is below every double. Before: OverflowError, exit 3."""
+    code = main(["audit", str(models_dir / "household.py"), "--query", "count", "--mechanism", "one_time_rappor",
+                 "--epsilon", "1e300", "--notion", "idp", "--claim", "1"])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "" and err.count("\n") == 1 and "ε is at most" in err
+    # the largest ε that is taken: f at the smallest normal double
+    most = 2 * 4 * math.log(2 / np.finfo(float).tiny - 1)
+    assert f"{most:.6g}" in err
