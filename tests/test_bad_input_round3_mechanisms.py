@@ -184,3 +184,45 @@ def test_one_time_rappor_epsilon_beyond_a_double(capsys, models_dir):
     # the largest ε that is taken: f at the smallest normal double
     most = 2 * 4 * math.log(2 / np.finfo(float).tiny - 1)
     assert f"{most:.6g}" in err
+
+
+# ----------------------------------------------------------------------------- Balcer & Vadhan at large n
+
+
+def balcer_vadhan_law(k: int, n: int, c: int) -> list[Fraction]:
+    """Balcer & Vadhan 2018 Alg. 4.8 written from the paper: P(z | c) = (F(z) − F(z − 1))/d in exact integers,
+    d = (2^{k+1} + 1)(2^k + 1)^{n−1}."""
+    d = (2 ** (k + 1) + 1) * (2 ** k + 1) ** (n - 1)
+    big_f = [2 ** (k * (c - z)) * (2 ** k + 1) ** (n - (c - z)) if z < c else
+             (d - 2 ** (k * (z - c + 1)) * (2 ** k + 1) ** (n - 1 - (z - c)) if z < n else d) for z in range(n + 1)]
+    return [Fraction(big_f[0], d)] + [Fraction(big_f[z] - big_f[z - 1], d) for z in range(1, n + 1)]
+
+
+@pytest.mark.parametrize("scale,k", [(1.0, 1), (100.0, 6), (0.2, 0)])
+def test_balcer_vadhan_law_at_n_40(scale, k):
+    """Before: OverflowError (a numpy int64 count mixed with the big integers), exit 3."""
+    from ddpbayes.mechanisms import TruncatedGeometric
+
+    mech = TruncatedGeometric(scale, 40, "balcer_vadhan")
+    assert mech.k == k == max(0, math.ceil(math.log(2 * scale)))
+    counts = np.array([[0.0], [3.0], [20.0], [39.0], [40.0]])
+    got = mech.log_prob(np.arange(41.0)[:, None], counts)
+    for r, c in enumerate((0, 3, 20, 39, 40)):
+        assert np.allclose(got[:, r], [_log(p) for p in balcer_vadhan_law(k, 40, c)], rtol=0, atol=1e-12)
+
+
+def test_cli_balcer_vadhan_n_40(capsys, models_dir):
+    """The issue's command: leak(0, ∅) of the household's count (n = 4 members, counts 0..4) released in
+    0..40, from the integer law and the household enumerated exactly."""
+    law = household_law(4)
+    p_t = [sum(w for x, w in law.items() if x[0] == t) for t in (0, 1)]
+    table = {c: balcer_vadhan_law(1, 40, c) for c in range(5)}  # --epsilon 1, Δ = 1: scale 1, k = ⌈ln 2⌉ = 1
+    like = [[sum(w * table[sum(x)][z] for x, w in law.items() if x[0] == t) / p_t[t] for z in range(41)]
+            for t in (0, 1)]
+    want = max(abs(_log(a / b)) for a, b in zip(*like))
+    code = main(["audit", str(models_dir / "household.py"), "--query", "count", "--mechanism", "truncated_geometric",
+                 "--mechanism-param", "variant=balcer_vadhan", "--mechanism-param", "n=40", "--epsilon", "1",
+                 "--notion", "idp", "--target", "0", "--format", "json"])
+    out, err = capsys.readouterr()
+    assert code == 0 and err == ""
+    assert json.loads(out)["leakage"] == pytest.approx(want, rel=1e-12)
