@@ -226,3 +226,94 @@ def test_cli_balcer_vadhan_n_40(capsys, models_dir):
     out, err = capsys.readouterr()
     assert code == 0 and err == ""
     assert json.loads(out)["leakage"] == pytest.approx(want, rel=1e-12)
+
+
+# ----------------------------------------------------------------------------- quadrature: memory, reasons, warnings
+
+
+def household_cli(*args: str) -> list[str]:
+    return ["audit", "household", "--query", "identity", *args, "--notion", "idp", "--target", "0"]
+
+
+def test_numerical_svt_quadrature_is_bounded_before_allocating(capsys):
+    """cutoff = 80 built a (16, 12288, 625) quadrature array (938 MiB; 3.3 GB in all): the 625 outputs share 16
+    patterns, whose integrals are now computed once each, and the nodes' cells are checked against --max-states
+    before each doubling."""
+    code = main([*household_cli("--mechanism", "numerical_sparse_vector", "--mechanism-param", "cutoff=80",
+                                "--epsilon", "1"), "--max-states", "20000"])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "the output law's quadrature" in err and "over the limit of 20,000" in err
+
+
+def test_numerical_svt_law_at_cutoff_80():
+    """P(pattern | a) = ∫ Lap_{3s}(ρ) Π_TRUE P(ν > T + ρ − a_i) Π_FALSE P(ν ≤ T + ρ − a_i) dρ, ν ~ Lap(6cs) (Wang
+    et al. 2019), by scipy's adaptive quadrature, against the mechanism's law with the TRUE values' Laplace(3cs)
+    densities taken off. The noise scales are 160 times apart: the Gauss-Legendre sums reach their round-off
+    floor (a few 1e-13) before 1e-13, which is now taken as converged within the stated 1e-12."""
+    from scipy import integrate, stats
+
+    from ddpbayes.mechanisms.numerical_svt import NumericalSparseVector
+
+    c, s, thr = 80, 1.0, 1.0
+    mech = NumericalSparseVector(s, 1, thr, c)
+    a = np.array([[0.0, 1.0, 1.0, 0.0]])
+    rho, nu = stats.laplace(scale=3 * s), stats.laplace(scale=6 * c * s)
+    patterns = np.array([(0.0, 0.0, 0.0, 0.0), (1.0, 0.0, 1.0, 0.0), (0.0, 1.0, 1.0, 1.0)])
+    values = np.where(patterns == 1, a, 0.0)  # each TRUE value at its answer: Lap(3cs) density 1/(6cs) there
+    got = mech.log_prob(np.concatenate([patterns, values], axis=1), a)[:, 0] - patterns.sum(axis=1) * math.log(
+        1 / (6 * c * s))
+    for pattern, value in zip(patterns, got):
+        def f(r, pattern=pattern):
+            x = thr + r - a[0]
+            return rho.pdf(r) * math.prod(nu.sf(xi) if p else nu.cdf(xi) for p, xi in zip(pattern, x))
+        pieces = [(-np.inf, -1.0), (-1.0, 0.0), (0.0, np.inf)]  # the kinks: ρ = a_i − T and 0
+        want = sum(integrate.quad(f, lo, hi, epsabs=0, epsrel=1e-11, limit=200)[0] for lo, hi in pieces)
+        assert value == pytest.approx(math.log(want), abs=1e-9)
+
+
+@pytest.mark.slow
+def test_cli_numerical_svt_cutoff_80(capsys):
+    code = main(household_cli("--mechanism", "numerical_sparse_vector", "--mechanism-param", "cutoff=80",
+                              "--epsilon", "1"))
+    out, err = capsys.readouterr()
+    assert code == 0 and err == "" and "leakage" in out
+
+
+@pytest.mark.parametrize("args,reason", [
+    (("--mechanism", "sparse_vector", "--mechanism-param", "cutoff=1000000000", "--epsilon", "1"),
+     "mixes noise scales 2 and 4e+09"),
+    (("--mechanism", "report_noisy_max", "--mechanism-param", "noise=exponential", "--scale", "1e-300"),
+     "the noise scale 1e-300 is below the spacing of doubles at the answers"),
+])
+def test_quadrature_refusals_say_what_is_not_resolved(capsys, args, reason):
+    """Before: "the noise scale is too small for the spread of the answers" after minutes (the sparse vector's
+    comparison noise Lap(4cs) is 2c = 2e9 times its threshold noise Lap(2s): the tails' polynomials have that
+    degree), with RuntimeWarnings for the exponential noise below the answers' resolution. Now at once, one line."""
+    code = main(household_cli(*args))
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "" and err.count("\n") == 1 and reason in err and "Warning" not in err
+
+
+def test_quadrature_refusal_names_the_answers_spread():
+    """A Laplace(1e-3) kernel between answers 1 apart (report-noisy-max at --scale 1e-3): 1,000 noise scales."""
+    from ddpbayes.errors import InputError
+    from ddpbayes.mechanisms.quadrature import laplace_log_pdf, log_integral
+
+    with pytest.raises(InputError, match="the answers are 1,000 noise scales apart"):
+        log_integral(lambda v: laplace_log_pdf(v[..., None] - 0.5, 1e-3), np.array([[0.0, 1.0]]), 1e-3, most=64)
+
+
+@pytest.mark.parametrize("noise", ["laplace", "exponential"])
+def test_noisy_max_value_at_a_tiny_scale_warns_nothing(capsys, noise):
+    """returns=value at b = 1e-200 (Before: 'invalid value encountered in subtract': the Laurent coefficients
+    ~1/b overflowed in P'Q − PQ'). By hand: the all-zero answers (t = 0) put the maximum within O(b) of 0, every
+    vector with x0 = 1 has its maximum at least 1, so near v = 0 its density is e^{−1/b} times powers of 1/b:
+    the log-ratio is 1/b up to O(log 1/b), 1e200 to double precision (Laplace); exponential noise has no mass
+    below the largest answer, so the ratio is infinite."""
+    code = main([*household_cli("--mechanism", "report_noisy_max", "--mechanism-param", f"noise={noise}",
+                                "--mechanism-param", "returns=value", "--scale", "1e-200"), "--format", "json"])
+    out, err = capsys.readouterr()
+    assert code == 0 and err == ""
+    leak = float(json.loads(out)["leakage"])
+    assert leak == (math.inf if noise == "exponential" else pytest.approx(1e200, rel=1e-12))
