@@ -317,3 +317,44 @@ def test_noisy_max_value_at_a_tiny_scale_warns_nothing(capsys, noise):
     assert code == 0 and err == ""
     leak = float(json.loads(out)["leakage"])
     assert leak == (math.inf if noise == "exponential" else pytest.approx(1e200, rel=1e-12))
+
+
+# ----------------------------------------------------------------------------- attack --grid 1000
+
+
+def test_histogram_counts_build_no_users_by_cells_table():
+    """attack --grid 1000 built a (users, 10^6) float32 one-hot table (8.9 GiB on the shipped users): the counts
+    are now one bincount per target, (T, cells) float64 in all. Counted here by hand, and the peak traced."""
+    import tracemalloc
+
+    from ddpbayes.attack import adversary
+
+    rng = np.random.default_rng(40)
+    users, n_cells = 5000, 1_000_000
+    cells = rng.integers(0, n_cells, users)
+    mask = rng.random((2, users)) < 0.5
+    tracemalloc.start()
+    got = adversary.histogram_counts(cells, mask, n_cells)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 3 * 2 * n_cells * 8  # the (2, cells) result and one row's bincount; the one-hot was 20 GB here
+    for r in range(2):
+        want = np.zeros(n_cells)
+        for c in cells[mask[r]]:
+            want[c] += 1
+        assert np.array_equal(got[r], want)
+
+
+@pytest.mark.slow
+def test_cli_attack_grid_1000_runs_in_bounded_memory():
+    """The issue's command at two targets under a 2 GB address-space limit (before: 8.9 GiB, exit 3 here)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(__import__("pathlib").Path(ddpbayes.__file__).parents[1])}
+    run = subprocess.run(["bash", "-c", f"ulimit -v 2000000; exec {sys.executable} -m ddpbayes attack --grid 1000 "
+                          "--targets 2 --epsilons 1 --workers 1 --format json"], capture_output=True, text=True,
+                         env=env, timeout=600)
+    assert run.returncode == 0 and run.stderr == "", run.stderr
+    assert json.loads(run.stdout)["grid"] == 1000
