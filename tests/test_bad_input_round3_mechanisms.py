@@ -358,3 +358,35 @@ def test_cli_attack_grid_1000_runs_in_bounded_memory():
                          env=env, timeout=600)
     assert run.returncode == 0 and run.stderr == "", run.stderr
     assert json.loads(run.stdout)["grid"] == 1000
+
+
+# ----------------------------------------------------------------------------- parameters that do nothing
+
+
+@pytest.mark.parametrize("kind", ["report_noisy_max", "sparse_vector", "truncated_geometric"])
+def test_sensitivity_beside_scale_is_refused_as_unused(capsys, kind):
+    """--mechanism-param sensitivity= only sets the scale from --epsilon; beside --scale it was ignored silently."""
+    query = "count" if kind == "truncated_geometric" else "identity"
+    code = main(["audit", "household", "--query", query, "--mechanism", kind, "--scale", "1",
+                 "--mechanism-param", "sensitivity=2", "--notion", "idp", "--target", "0"])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "sensitivity= is unused beside --scale" in err
+
+
+def test_stale_diffprivlib_exponential_is_refused(household):
+    """diffprivlib's Exponential caches its selection probabilities at construction; an epsilon set afterwards
+    does not reach `randomise`. Its cumulative probabilities at ε = 1 over utilities [0, 1] are [1/(1 + e^{1/2}), 1]
+    (scale ε/(2Δ)), which ε = 5 would make [1/(1 + e^{5/2}), 1]."""
+    from diffprivlib.mechanisms import Exponential
+
+    from ddpbayes.errors import InputError
+
+    obj = Exponential(epsilon=1.0, sensitivity=1.0, utility=[0.0, 1.0])
+    assert np.allclose(obj._probabilities, [1 / (1 + math.exp(0.5)), 1.0])
+    ddpbayes.audit(household(), "identity", obj, "idp", targets=[0], information=None)  # fresh: taken
+    obj.epsilon = 5.0
+    with pytest.raises(InputError, match="was an attribute changed after it was built"):
+        ddpbayes.audit(household(), "identity", obj, "idp", targets=[0], information=None)
+    obj.epsilon = 1.0  # back to what it was built with: fresh again
+    ddpbayes.audit(household(), "identity", obj, "idp", targets=[0], information=None)
