@@ -134,10 +134,11 @@ def household_idp_default_filter(f: float) -> float:
     return float(np.nanmax(ratio))
 
 
-@pytest.mark.parametrize("flag,want_f", [(["--mechanism-param", "f=0"], 0.0),
-                                          (["--epsilon", "300"], one_time_f(300.0, 4)),
-                                          pytest.param(["--epsilon", "400"], one_time_f(400.0, 4), marks=pytest.mark.slow),
-                                          pytest.param(["--mechanism-param", "f=1e-17"], 1e-17, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("flag,want_f", [
+    (["--mechanism-param", "f=0"], 0.0),
+    (["--epsilon", "300"], one_time_f(300.0, 4)),
+    pytest.param(["--epsilon", "400"], one_time_f(400.0, 4), marks=pytest.mark.slow),
+    pytest.param(["--mechanism-param", "f=1e-17"], 1e-17, marks=pytest.mark.slow)])
 def test_cli_one_time_rappor_degenerate(capsys, models_dir, flag, want_f):
     """The issue's commands: the truth (∞, 187.4, 249.9, ...) and FAIL against claim 1, stderr empty."""
     want = household_idp_default_filter(want_f)

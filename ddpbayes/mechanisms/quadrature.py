@@ -91,8 +91,9 @@ def log_integral(log_f: Callable[[np.ndarray], np.ndarray], breaks: np.ndarray, 
             last = change
         previous = values
         n *= 2
+    why = _unresolved(breaks, scale, narrow, 64) or "the integrand is not smooth between the answers"
     raise InputError(f"the output law's integral did not converge to {tol:g} with {most} Gauss-Legendre nodes per "
-                     f"piece: {_unresolved(breaks, scale, narrow, 64) or 'the integrand is not smooth between the answers'}")
+                     f"piece: {why}")
 
 
 def _unresolved(breaks: np.ndarray, scale: float, narrow: float, ratio: float) -> str:
