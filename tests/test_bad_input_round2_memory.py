@@ -295,26 +295,26 @@ def test_locations_stop_streaming_once_they_cannot_fit(tmp_path, monkeypatch):
     monkeypatch.setattr(data, "CHECK_EVERY", 4)
     path = _locations(tmp_path, 30, bad_line=20)
     with pytest.raises(InputError, match=r"the table for the 8 users read by line 9 would need about 7\.81 KiB, more "
-                                         r"than this machine's available memory \(5\.86 KiB\): lower --grid"):
+                                         r"than this machine's available memory \(5\.86 KiB\): attack fewer users"):
         data.read_locations(path, 1000, "the table")
     assert len(data.read_locations(_locations(tmp_path, 5), 1000, "the table")) == 5
 
 
 def test_attack_refuses_users_times_cells_beyond_memory(tmp_path, monkeypatch, capsys):
-    """ddpbayes attack: 10 users at --grid 50 take 10 x (4 x 2,500 + 5 x 256) = 112,800 bytes (the
-    float32 cell table, and the masks of a block of min(256, 2^20 // 2,500) targets, a bool and a
-    float32 each), one worker: refused with 100,000 bytes available, in one line naming --grid."""
+    """ddpbayes attack: 10 users at --grid 50 take 10 x 12 x 256 = 30,720 bytes (the masks of a block of
+    min(256, 2^20 // 2,500) targets, 12 bytes a user each; no users x cells table since #40.18), one
+    worker: refused with 30,000 bytes available, in one line naming the users."""
     from ddpbayes import limits
     from ddpbayes.cli.main import main
 
-    monkeypatch.setattr(limits, "available_memory", lambda: 100_000)
+    monkeypatch.setattr(limits, "available_memory", lambda: 30_000)
     monkeypatch.setattr(limits, "FITS_ANYWHERE", 0)
     path = _locations(tmp_path, 10)
     assert main(["attack", "--locations", str(path), "--grid", "50", "--workers", "1", "--format", "json"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1
-    assert f"for its 10 users would need about {10 * (4 * 2500 + 5 * 256) / 1024:.3g} KiB" in err
-    assert "lower --grid" in err
+    assert f"for its 10 users would need about {10 * 12 * 256 / 1024:.3g} KiB" in err
+    assert "attack fewer users" in err
 
 
 # ----------------------------------------------------------------------------- counts past a float and past 4,300 digits
@@ -344,11 +344,11 @@ def test_a_vector_grid_of_thousands_of_digits_is_one_line(household):
 
 def test_attack_report_spec_refuses_users_times_cells_beyond_memory(tmp_path, monkeypatch, capsys):
     """The same bound when the attack comes from a report spec's `[attack]` table (it read its
-    locations without it): 10 users at grid 50 need 112,800 bytes on one worker (as above)."""
+    locations without it): 10 users at grid 50 need 30,720 bytes on one worker (as above)."""
     from ddpbayes import limits
     from ddpbayes.cli.main import main
 
-    monkeypatch.setattr(limits, "available_memory", lambda: 100_000)
+    monkeypatch.setattr(limits, "available_memory", lambda: 30_000)
     monkeypatch.setattr(limits, "FITS_ANYWHERE", 0)
     _locations(tmp_path, 10)
     spec = tmp_path / "attack.toml"
@@ -356,7 +356,7 @@ def test_attack_report_spec_refuses_users_times_cells_beyond_memory(tmp_path, mo
     assert main(["report", str(spec), "--out", str(tmp_path / "out"), "--workers", "1"]) == 2
     err = capsys.readouterr().err
     assert [line for line in err.splitlines() if line.startswith("error:")] == [err.strip().splitlines()[-1]]
-    assert f"for its 10 users would need about {10 * (4 * 2500 + 5 * 256) / 1024:.3g} KiB" in err
+    assert f"for its 10 users would need about {10 * 12 * 256 / 1024:.3g} KiB" in err
     assert not (tmp_path / "out").exists()
 
 

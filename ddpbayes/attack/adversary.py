@@ -81,10 +81,12 @@ def _moments(points: np.ndarray, mask: np.ndarray) -> tuple[tuple[np.ndarray, np
 
 
 def histogram_counts(cells: np.ndarray, mask: np.ndarray, n_cells: int) -> np.ndarray:
-    """(T, G²): how many of each target's known others fall in each cell (Eq. 8's counts)."""
-    onehot = np.zeros((len(cells), n_cells), dtype=np.float32)
-    onehot[np.arange(len(cells)), cells] = 1.0
-    return (mask.astype(np.float32) @ onehot).astype(float)  # counts below 2^24 are exact in float32
+    """(T, G²): how many of each target's known others fall in each cell (Eq. 8's counts), row by row: no
+    (users, cells) table (8.9 GiB at --grid 1000)."""
+    out = np.zeros((len(mask), n_cells))
+    for r, row in enumerate(mask):
+        out[r] = np.bincount(cells[np.flatnonzero(row)], minlength=n_cells)
+    return out
 
 
 def weighted_counts(cells: np.ndarray, mask: np.ndarray, km: np.ndarray, friends: sp.csr_matrix,

@@ -41,6 +41,7 @@ MAX_GRID = 1000
 MAX_AUDIT_USERS = 50  # users whose near-friend audit (sampling engine, minutes each) a report may ask for
 CELLS_PER_BLOCK = 2**20  # targets per block = this / G², at most MAX_BLOCK
 MAX_BLOCK = 256
+MASK_BYTES = 12  # a user's bytes in a block's masks, per target (`load_data`)
 _KMEANS, _TARGETS, _KNOWN, _NOISE = range(4)  # random streams
 
 
@@ -231,9 +232,10 @@ def load_data(locations: str | Path | None = None, edges: str | Path | None = No
     """Read the CSVs and the fits (the shipped Gowalla files by default, read from the installed
     package) and keep the users of the region (`geo.regions`; "us": the CAR fit's box, which must hold
     every user, since the CAR model is fitted in it). With the attack's `grid`, the locations stop
-    streaming in once the users × cells float32 counts (`adversary.histogram_counts`) and a block of
-    targets' masks over the users (a bool and a float32 each), held at once by each of this machine's
-    workers (`where`), would not fit in its memory.
+    streaming in once a block of targets' masks over the users (MASK_BYTES a user and target: the known and
+    same-cluster bools, their comparison and a float64 copy in `adversary.cluster_view`), held at once by each
+    of this machine's workers (`where`), would not fit in its memory. The per-cell tables are (block, cells),
+    at most 2^20 cells or one target's (`CELLS_PER_BLOCK`), whatever the users.
 
     Parameters
     ----------
@@ -281,8 +283,8 @@ def load_data(locations: str | Path | None = None, edges: str | Path | None = No
     block = max(1, min(MAX_BLOCK, CELLS_PER_BLOCK // max(1, cells)))  # as `run_attack` blocks the targets
     local = where is not None and not scheduler_address(where.scheduler)
     copies = worker_count(where.workers) if local else 1
-    locs = read_locations(paths["locations"], copies * (4 * cells + 5 * block) if cells else 0,
-                          f"the attack's users x {cells:,} cells float32 table and {block} targets' masks"
+    locs = read_locations(paths["locations"], copies * MASK_BYTES * block if cells else 0,
+                          f"the masks of a block of {block} targets ({MASK_BYTES} bytes a user each)"
                           + (f", in each of {copies} workers," if copies > 1 else ""))
     links = read_edges(paths["edges"], locs)
     car, near_fit = load_fit(paths["fit"]), load_near_fit(paths["near"])

@@ -265,10 +265,10 @@ def read_locations(path: str | Path, bytes_per_user: int = 0, need: str = "") ->
         lon.append(_coordinate(cell("Longitude"), path, line, "Longitude", 180.0))
         if bytes_per_user and len(ids) % CHECK_EVERY == 0:
             check_memory(len(ids) * bytes_per_user, f"{path}: {need} for the {len(ids):,} users read by line {line}",
-                         advice="lower --grid or attack fewer users")
+                         advice="attack fewer users, or use fewer --workers")
     if bytes_per_user:
         check_memory(len(ids) * bytes_per_user, f"{path}: {need} for its {len(ids):,} users",
-                     advice="lower --grid or attack fewer users")
+                     advice="attack fewer users, or use fewer --workers")
     return Locations(np.frombuffer(ids, dtype=np.int64).copy(), np.frombuffer(lat, dtype=np.float64).copy(),
                      np.frombuffer(lon, dtype=np.float64).copy())
 

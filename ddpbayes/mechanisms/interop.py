@@ -187,8 +187,23 @@ def _exponential(obj, source: str) -> Mechanism | None:
         return None
     eps, sens = _eps_sens(obj, source)
     mono = bool(obj.monotonic)
+    _fresh_probabilities(obj, source)
     return ExponentialMechanism((1 if mono else 2) * sens / eps, mono, epsilon=eps,
                                 source=f"{source}; utilities: the query's answers")
+
+
+def _fresh_probabilities(obj, source: str) -> None:
+    """Refuse an Exponential whose cached cumulative probabilities (what its `randomise` draws from, computed at
+    construction) are not those of its current epsilon, sensitivity, utility and monotonic: an attribute changed
+    after it was built, so its samples and its stated ε disagree."""
+    cached, find = getattr(obj, "_probabilities", None), getattr(type(obj), "_find_probabilities", None)
+    if cached is None or find is None:
+        return
+    now = find(obj.epsilon, obj.sensitivity, obj.utility, obj.monotonic, obj.measure)
+    if np.shape(now) != np.shape(cached) or not np.allclose(now, cached, rtol=REL, atol=0.0):
+        raise InputError(f"{source}: its cached selection probabilities (what randomise draws from) are not those of "
+                         f"its epsilon {float(obj.epsilon):g}, sensitivity, utility and monotonic (was an attribute "
+                         "changed after it was built?): build a new Exponential")
 
 
 _EXACT: dict[str, Callable] = {

@@ -286,7 +286,8 @@ class JointMechanism(Mechanism):
         ------
         InputError
             For both or neither of `scale` and `epsilon` (where a scale is needed), a non-positive value, an
-            unknown or bad parameter, a sensitivity that is zero or unbounded, or a query it cannot release.
+            unknown or bad parameter, a sensitivity that is zero or unbounded or given beside `scale` (unused
+            there), or a query it cannot release.
         """
         values = parse_params(cls.kind, cls.parameters, params or {})
         if scale is not None and epsilon is not None:
@@ -298,6 +299,9 @@ class JointMechanism(Mechanism):
             _positive(scale, f"the scale --epsilon {epsilon:g} sets")
         elif scale is not None:
             _positive(scale, "scale")
+            if "sensitivity" in (params or {}):
+                raise InputError(f"--mechanism-param sensitivity= is unused beside --scale: it sets the {cls.kind} "
+                                 "mechanism's scale from --epsilon (give --epsilon, or drop it)")
         mech = cls._from(scale, epsilon, values)
         mech.check(query, domains)
         return mech

@@ -110,6 +110,7 @@ def _densities(rows: np.ndarray, beta: float, b: float, noise: str, index: int |
 def _stationary(p: np.ndarray, q: np.ndarray, k: int, hi: float) -> list[float]:
     """The s in (0, hi) (s = (v − beta)/b) where P'Q − PQ' = 0, P and Q Laurent coefficient arrays."""
     m = np.arange(-k, k + 1, dtype=float)
+    p, q = _unit(p), _unit(q)  # P'Q − PQ' = 0 is unchanged by positive factors; the products stay finite at tiny b
     cross = np.convolve(p * m, q) - np.convolve(p, q * m)  # exponents −2k..2k
     scale = np.abs(cross).max(initial=0.0)
     nz = np.flatnonzero(np.abs(cross) > 1e-14 * scale) if scale > 0 else np.array([], dtype=int)
@@ -123,6 +124,12 @@ def _stationary(p: np.ndarray, q: np.ndarray, k: int, hi: float) -> list[float]:
             if 0 < s < hi:
                 out.append(s)
     return out
+
+
+def _unit(p: np.ndarray) -> np.ndarray:
+    """p divided by its largest absolute coefficient (p itself when zero)."""
+    top = np.abs(p).max(initial=0.0)
+    return p / top if top > 0 else p
 
 
 def candidates(rows: np.ndarray, weights: np.ndarray, b: float, noise: str, index: int | None) -> np.ndarray:

@@ -166,7 +166,8 @@ class NumericalSparseVector(SparseVector):
         if y.shape[1] != 2 * k:
             raise InputError(f"numerical_sparse_vector outputs have {y.shape[1]} entries for {k} answers (2K)")
         pattern, z = y[:, :k], y[:, k:]
-        out = super().log_prob(pattern, a)  # the pattern's law (Alg. 1's integral with these scales)
+        distinct, which = np.unique(pattern, axis=0, return_inverse=True)  # many outputs share one pattern
+        out = super().log_prob(distinct, a)[which.ravel()]  # the pattern's law (Alg. 1's integral, these scales)
         b = self.value_scale
         true = pattern == 1
         with np.errstate(invalid="ignore"):

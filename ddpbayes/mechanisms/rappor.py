@@ -13,6 +13,7 @@ probability q if the permanent bit is 1, p if it is 0. The bits are independent 
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -174,6 +175,22 @@ class Rappor(JointMechanism):
         h = self.f / 2
         return h * self.q + (1 - h) * self.p, (1 - h) * self.q + h * self.p
 
+    def bit_log_probabilities(self) -> np.ndarray:
+        """log P(y_j = y | B_j = b) as a table [b, y] (2, 2), each entry from the logs of its own terms so that
+        a probability within 1e-16 of 1 (1 − f/2 at f < 1e-16) keeps its complement, and 0 gives −inf.
+
+        Returns
+        -------
+        numpy.ndarray
+            [[log P(0 | 0), log P(1 | 0)], [log P(0 | 1), log P(1 | 1)]].
+        """
+        keep, flip = _keep_flip(self.f)
+        with np.errstate(divide="ignore"):
+            one, zero = np.log([self.p, self.q]), np.log1p(-np.array([self.p, self.q]))
+        # P(y | b) = (1 − f/2) P_inst(y | b) + (f/2) P_inst(y | 1 − b), P_inst(1 | b) = (p, q)[b]
+        return np.array([[np.logaddexp(keep + zero[b], flip + zero[1 - b]),
+                          np.logaddexp(keep + one[b], flip + one[1 - b])] for b in (0, 1)])
+
     def bloom(self, values: np.ndarray) -> np.ndarray:
         """The Bloom filters (R, m) of the integer answers `values` (R,).
 
@@ -267,13 +284,15 @@ class Rappor(JointMechanism):
         y = np.asarray(outputs, dtype=float).reshape(len(outputs), -1)
         if y.shape[1] != self.filter_size:
             raise InputError(f"{self.kind} outputs have {y.shape[1]} bits, the filter {self.filter_size}")
-        b = self._filters(answers)  # (R, m)
-        p1 = np.where(b == 1, self.one_probabilities[1], self.one_probabilities[0])  # (R, m)
-        with np.errstate(divide="ignore"):
-            l1, l0 = np.log(p1), np.log1p(-p1)
+        b = self._filters(answers).astype(int)  # (R, m)
+        table = self.bit_log_probabilities()
+        l0, l1 = table[b, 0], table[b, 1]  # (R, m): log P(y_j = 0 | B_j), log P(y_j = 1 | B_j)
         ones, zeros = (y == 1).astype(float), (y == 0).astype(float)
-        out = ones @ l1.T + zeros @ l0.T
-        return np.where(np.all((y == 0) | (y == 1), axis=1)[:, None], out, -np.inf)
+        # a bit of probability 0 makes its output impossible: counted apart, as 0 · (−inf) would be nan
+        out = ones @ np.where(np.isinf(l1), 0.0, l1).T + zeros @ np.where(np.isinf(l0), 0.0, l0).T
+        impossible = ones @ np.isinf(l1).T.astype(float) + zeros @ np.isinf(l0).T.astype(float)
+        valid = np.all((y == 0) | (y == 1), axis=1)[:, None]
+        return np.where(valid & (impossible == 0), out, -np.inf)
 
     def sample(self, answers: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """One report per answer: its Bloom filter, each bit set to 1 with P(y_j = 1 | B_j).
@@ -316,12 +335,12 @@ class Rappor(JointMechanism):
         """
         if sensitivity <= 0:
             return 0.0
-        p0, p1 = self.one_probabilities
-        if p0 == p1:
+        (l00, l01), (l10, l11) = self.bit_log_probabilities()
+        if l01 == l11 and l00 == l10:
             return 0.0
-        if not (0 < p0 < 1 and 0 < p1 < 1):
+        if math.isinf(min(l00, l01, l10, l11)):
             return math.inf
-        return self.hashes * abs(math.log(p1 * (1 - p0)) - math.log(p0 * (1 - p1)))
+        return self.hashes * abs(float((l11 + l00) - (l01 + l10)))
 
     def permanent_epsilon(self) -> float:
         """ε_∞ = 2h ln((1 − f/2)/(f/2)), the paper's bound over every report (the permanent response).
@@ -331,7 +350,8 @@ class Rappor(JointMechanism):
         float
             ε_∞, inf when f = 0.
         """
-        return 2 * self.hashes * math.log((1 - self.f / 2) / (self.f / 2)) if self.f > 0 else math.inf
+        keep, flip = _keep_flip(self.f)
+        return 2 * self.hashes * (keep - flip) if self.f > 0 else math.inf
 
     def describe(self) -> dict:
         p0, p1 = self.one_probabilities
@@ -386,6 +406,17 @@ class OneTimeRappor(Rappor):
         """(P(y_j = 1 | B_j = 0), P(y_j = 1 | B_j = 1)) = (f/2, 1 − f/2)."""
         return self.f / 2, 1 - self.f / 2
 
+    def bit_log_probabilities(self) -> np.ndarray:
+        """log P(y_j = y | B_j = b) as a table [b, y]: log(1 − f/2) where y = b, log(f/2) where not.
+
+        Returns
+        -------
+        numpy.ndarray
+            [[log(1 − f/2), log(f/2)], [log(f/2), log(1 − f/2)]].
+        """
+        keep, flip = _keep_flip(self.f)
+        return np.array([[keep, flip], [flip, keep]])
+
     def dp_leakage(self, sensitivity: float) -> float:
         """ε_∞ = 2h ln((1 − f/2)/(f/2)), whatever the change.
 
@@ -408,6 +439,19 @@ class OneTimeRappor(Rappor):
 
 
 def f_for(epsilon: float, hashes: int) -> float:
-    """The f whose ε_∞ = 2h ln((1 − f/2)/(f/2)) is `epsilon`."""
+    """The f whose ε_∞ = 2h ln((1 − f/2)/(f/2)) is `epsilon`: 2 e^{−x} / (1 + e^{−x}), x = ε/(2h); refused
+    when f is below the smallest normal double (its ε would be rounded)."""
     _positive(epsilon, "epsilon")
-    return 2.0 / (1.0 + math.exp(epsilon / (2 * hashes)))
+    x = epsilon / (2 * hashes)
+    f = 2.0 * math.exp(-x) / (1.0 + math.exp(-x))
+    if f < sys.float_info.min:
+        most = 2 * hashes * math.log(2 / sys.float_info.min - 1)
+        raise InputError(f"--epsilon {epsilon:g} of the one_time_rappor mechanism needs f = 2/(1 + e^(ε/(2h))) below "
+                         f"the smallest normal double: with h = {hashes} hashes ε is at most {most:.6g} (f=0 gives "
+                         "deterministic reports, leakage inf)")
+    return f
+
+
+def _keep_flip(f: float) -> tuple[float, float]:
+    """(log(1 − f/2), log(f/2)), each kept to full precision: log(f/2) is −inf at f = 0."""
+    return math.log1p(-f / 2), (math.log(f) - math.log(2) if f > 0 else -math.inf)

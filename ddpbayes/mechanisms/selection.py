@@ -202,14 +202,14 @@ class ReportNoisyMax(_Selection):
                 x = v[:, :, None] - a[:, None, :]  # (R, N, K)
                 log_cdf = laplace_log_cdf(x, b)
                 return laplace_log_pdf(x, b) - log_cdf + log_cdf.sum(axis=2, keepdims=True)
-            values, _ = log_integral(log_f, a, b)
+            values, _ = log_integral(log_f, a, b, width=a.shape[1])
         else:
             def log_f(v):
                 x = np.maximum(v[:, :, None] - a[:, None, :], 0.0)  # v > max a at every node
                 with np.errstate(divide="ignore"):
                     log_cdf = np.log(-np.expm1(-x / b))
                 return (-x / b - math.log(b)) - log_cdf + log_cdf.sum(axis=2, keepdims=True)
-            values, _ = log_integral(log_f, a.max(axis=1, keepdims=True), b, left=False)
+            values, _ = log_integral(log_f, a.max(axis=1, keepdims=True), b, left=False, width=a.shape[1])
         return values.T
 
     def sample(self, answers: np.ndarray, rng: np.random.Generator) -> np.ndarray:

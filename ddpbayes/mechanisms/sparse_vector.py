@@ -226,7 +226,8 @@ class SparseVector(JointMechanism):
                     + laplace_log_cdf(x, b_nu) @ f_mask)
 
         breaks = np.concatenate([a - self.threshold, np.zeros((len(a), 1))], axis=1)
-        values, _ = log_integral(log_f, breaks, big)
+        values, _ = log_integral(log_f, breaks, big, width=max(t_mask.shape[1], a.shape[1]),
+                                 narrow=min(b_rho, b_nu))
         return values.T
 
     def _runs(self, y: np.ndarray, a: np.ndarray) -> np.ndarray:

@@ -7,6 +7,11 @@
   GeoSample, as DP-Sniper's TruncatedGeometricMechanism runs it: with ε₀ = 1/s, k = max(0, ⌈ln(2/ε₀)⌉) and
   d = (2^{k+1} + 1)(2^k + 1)^{n−1}, F(z) = 2^{k(a−z)} (2^k + 1)^{n−(a−z)} for z < a, d − 2^{k(z−a+1)}
   (2^k + 1)^{n−1−(z−a)} for a ≤ z < n, F(n) = d, and P(y = z | a) = (F(z) − F(z − 1))/d, in exact integers.
+  The differences telescope: F(z) − F(z − 1) = 2^{k|z−a|} (2^k + 1)^{n−1−|z−a|} for 0 < z < n and
+  2^{ka} (2^k + 1)^{n−a}, 2^{k(n−a)} (2^k + 1)^{a} at z = 0, n; divided by d this is Ghosh's law with
+  α = 2^k/(2^k + 1) = 1/(1 + 2^{−k}), (1 − α)/(1 + α) = 1/(2^{k+1} + 1). So the integers never need building:
+  the law is computed as Ghosh's at log α = −ln(1 + 2^{−k}) (tests/test_mechanism_laws.py checks it against
+  the integers).
 
 Both laws are exact. The answer must be an integer in 0..n.
 """
@@ -47,8 +52,7 @@ class TruncatedGeometric(JointMechanism):
     Raises
     ------
     InputError
-        For a scale that is not positive, `n` out of range, an unknown variant, or
-        balcer_vadhan integers of more than 2^16 bits (k·n).
+        For a scale that is not positive, `n` out of range or an unknown variant.
     """
 
     scale: float
@@ -71,9 +75,6 @@ class TruncatedGeometric(JointMechanism):
         if self.variant not in VARIANTS:
             raise InputError(f"--mechanism-param variant= of truncated_geometric must be ghosh or balcer_vadhan, "
                              f"got '{self.variant}'")
-        if self.variant == VARIANTS[1] and self.k * self.n > 1 << 16:
-            raise InputError(f"balcer_vadhan's integers have about {self.k * self.n} bits at n = {self.n}: lower n "
-                             "or raise the scale")
 
     @classmethod
     def _from(cls, scale, epsilon, values):
@@ -83,7 +84,12 @@ class TruncatedGeometric(JointMechanism):
 
     @property
     def alpha(self) -> float:
-        return math.exp(-1.0 / self.scale)
+        return math.exp(self.log_alpha)
+
+    @property
+    def log_alpha(self) -> float:
+        """log α of the folded geometric: −1/s (ghosh); −ln(1 + 2^{−k}) (balcer_vadhan, module docstring)."""
+        return -1.0 / self.scale if self.variant == VARIANTS[0] else -math.log1p(2.0 ** -self.k)
 
     @property
     def k(self) -> int:
@@ -174,26 +180,13 @@ class TruncatedGeometric(JointMechanism):
             When an answer is not an integer in 0..n.
         """
         a = self._counts(answers)
-        if self.variant == VARIANTS[0]:
-            y = np.arange(self.n + 1)[:, None]
-            la = -1.0 / self.scale  # log α
-            inner = math.log(-math.expm1(la)) - math.log1p(self.alpha) + la * np.abs(y - a[None, :])
-            lo = la * a[None, :] - math.log1p(self.alpha)
-            hi = la * (self.n - a[None, :]) - math.log1p(self.alpha)
-            return np.where(y == 0, lo, np.where(y == self.n, hi, inner))
-        cols = {c: self._bv_column(c) for c in np.unique(a)}
-        return np.stack([cols[c] for c in a], axis=1)
-
-    def _bv_column(self, c: int) -> np.ndarray:
-        """Balcer & Vadhan's log P(z | c), z = 0..n, from F in exact integers."""
-        k, n = self.k, self.n
-        two_k = 1 << k
-        d = ((two_k << 1) + 1) * (two_k + 1) ** (n - 1)
-        f = [(1 << (k * (c - z))) * (two_k + 1) ** (n - (c - z)) for z in range(c)]
-        f += [d - (1 << (k * (z - c + 1))) * (two_k + 1) ** (n - 1 - (z - c)) for z in range(c, n)]
-        f.append(d)
-        mass = [f[0]] + [f[z] - f[z - 1] for z in range(1, n + 1)]
-        return np.array([math.log(m) - math.log(d) if m > 0 else -math.inf for m in mass])
+        y = np.arange(self.n + 1)[:, None]
+        la = self.log_alpha
+        fold = math.log1p(self.alpha)  # log(1 + α)
+        inner = math.log(-math.expm1(la)) - fold + la * np.abs(y - a[None, :])
+        lo = la * a[None, :] - fold
+        hi = la * (self.n - a[None, :]) - fold
+        return np.where(y == 0, lo, np.where(y == self.n, hi, inner))
 
     def log_prob(self, outputs: np.ndarray, answers: np.ndarray) -> np.ndarray:
         """log P(y | a) of each output, from `log_table`.
@@ -234,14 +227,9 @@ class TruncatedGeometric(JointMechanism):
             The outputs (S, 1).
         """
         a = self._counts(answers)
-        if self.variant == VARIANTS[0]:
-            p = -math.expm1(-1.0 / self.scale)  # success probability: failures ~ Geometric(1 − α)
-            z = rng.geometric(p, len(a)) - rng.geometric(p, len(a))
-            return np.clip(a + z, 0, self.n).astype(float)[:, None]
-        values, inverse = np.unique(a, return_inverse=True)
-        cdf = np.cumsum(np.exp(self.log_table(values[:, None])), axis=0).T  # (V, n + 1)
-        u = rng.random(len(a)) * cdf[inverse.ravel(), -1]
-        return np.minimum((cdf[inverse.ravel()] < u[:, None]).sum(axis=1), self.n).astype(float)[:, None]
+        p = -math.expm1(self.log_alpha)  # success probability: failures ~ Geometric(1 − α)
+        z = rng.geometric(p, len(a)) - rng.geometric(p, len(a))
+        return np.clip(a + z, 0, self.n).astype(float)[:, None]
 
     def dp_leakage(self, sensitivity: float) -> float:
         """ghosh Δ/s; balcer_vadhan Δ·ln(1 + 2^{−k}).
