@@ -47,7 +47,8 @@ def version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ddpbayes.cli import attack_cmd, audit_cmd, calibrate_cmd, derive_cmd, mechanisms_cmd, report_cmd, rho_cmd
+    from ddpbayes.cli import (attack_cmd, audit_cmd, calibrate_cmd, derive_cmd, fit_cmd, mechanisms_cmd, report_cmd,
+                              rho_cmd)
 
     parser = _Parser(prog="ddpbayes", description="Verify privacy mechanisms on dependent data (DDP, PDP, IDP).")
     parser.add_argument("-V", "--version", action="version", version=f"ddpbayes {version()}",
@@ -62,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     report_cmd.register(sub)
     attack_cmd.register(sub)
     mechanisms_cmd.register(sub)
+    fit_cmd.register(sub)
     return parser
 
 
