@@ -6,7 +6,6 @@ import json
 import sys
 
 from ddpbayes.cli.args import FORMAT_HELP
-from ddpbayes.formatting import fmt
 
 NOT_CONVERGED = 4  # ran, but the fit cannot be trusted: nothing written (as an inconclusive audit)
 
@@ -85,6 +84,11 @@ def fit_text(doc: dict) -> str:
     lines.append(f"  supported: {'yes' if checks['dependence_supported'] else 'no'}")
     lines += ["", f"model: {doc['model']} (posterior: {doc['posterior']})" if doc["model"] else "model: not written"]
     return "\n".join(lines)
+
+
+def fmt(value: float) -> str:
+    """Three significant digits: a fit's numbers are no more precise."""
+    return f"{value:.3g}"
 
 
 def _replicated(block: dict) -> str:
