@@ -13,26 +13,37 @@ RHAT_MAX = 1.01
 ESS_MIN = 400
 
 
-def convergence(idata, data: ClusteredData) -> dict:
-    """The `diagnostics` block of a clustered fit."""
-    import arviz as az
-
-    post = idata.posterior
-    names = ["intercept", *(["beta"] if data.covariates else []), "sigma", "u"]
-    rhat, ess = az.rhat(post, var_names=names), az.ess(post, var_names=names, method="bulk")
-    table = {name: (float(r), float(e)) for name, r, e in _flatten(rhat, ess, data)}
+def convergence(idata, idata_independent, data: ClusteredData) -> dict:
+    """The `diagnostics` block of a clustered fit; the failures of the fit without cluster effects
+    (the checks' reference) are failures too, named as such."""
+    table = _table(idata, data)
     summary = {name: {"rhat": r, "ess_bulk": e} for name, (r, e) in table.items() if not name.startswith("u[")}
     worst_rhat = max(table, key=lambda name: _nan_high(table[name][0]))
     worst_ess = min(table, key=lambda name: _nan_low(table[name][1]))
     divergences = int(idata.sample_stats["diverging"].sum())
-    failures = [f"{name} has R-hat {r:.3f} (over {RHAT_MAX})" for name, (r, _) in table.items() if not r <= RHAT_MAX]
-    failures += [f"{name} has bulk ESS {e:.0f} (under {ESS_MIN})" for name, (_, e) in table.items() if not e >= ESS_MIN]
-    if divergences:
-        failures.append(f"{divergences:,} divergent transitions")
+    failures = _failures(table, divergences)
+    failures += [f"without cluster effects, {f}" for f in _failures(_table(idata_independent, data, True),
+                                                                 int(idata_independent.sample_stats["diverging"].sum()))]
     return {"ok": not failures, "rhat_max": RHAT_MAX, "ess_bulk_min": ESS_MIN, "parameters": summary,
             "worst_rhat": {"parameter": worst_rhat, "value": table[worst_rhat][0]},
             "worst_ess_bulk": {"parameter": worst_ess, "value": table[worst_ess][1]},
             "divergences": divergences, "failures": failures}
+
+
+def _table(idata, data: ClusteredData, independent: bool = False) -> dict[str, tuple[float, float]]:
+    """(R-hat, bulk ESS) of every scalar parameter."""
+    import arviz as az
+
+    names = ["intercept", *(["beta"] if data.covariates else []), *([] if independent else ["sigma", "u"])]
+    rhat, ess = az.rhat(idata.posterior, var_names=names), az.ess(idata.posterior, var_names=names, method="bulk")
+    return {name: (float(r), float(e)) for name, r, e in _flatten(rhat, ess, data)}
+
+
+def _failures(table: dict[str, tuple[float, float]], divergences: int) -> list[str]:
+    """Each failed check, naming its parameter."""
+    failures = [f"{name} has R-hat {r:.3f} (over {RHAT_MAX})" for name, (r, _) in table.items() if not r <= RHAT_MAX]
+    failures += [f"{name} has bulk ESS {e:.0f} (under {ESS_MIN})" for name, (_, e) in table.items() if not e >= ESS_MIN]
+    return failures + ([f"{divergences:,} divergent transitions"] if divergences else [])
 
 
 def _flatten(rhat, ess, data: ClusteredData):

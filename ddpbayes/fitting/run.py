@@ -12,7 +12,7 @@ import time
 import warnings
 from collections.abc import Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -55,13 +55,11 @@ class Sampler:
         return [int(s) for s in np.random.SeedSequence(self.seed).generate_state(3)]
 
 
-@dataclass
+@dataclass(frozen=True)
 class FitResult:
-    """A fit: its document (`to_dict`, the `--format json` keys) and whether it was written."""
+    """A fit: its document (`to_dict`, the `--format json` keys; `model` the file written, or None)."""
 
     doc: dict
-    written: bool = False
-    notes: list[str] = field(default_factory=list)
 
     @property
     def converged(self) -> bool:
@@ -129,15 +127,14 @@ def fit(data: str | Path, template: str = "clustered", *, cluster: str | Sequenc
                         "fit: NUTS, without cluster effects", progress)
     _say(progress, "checks: posterior predictive and LOO")
     doc = _document(prepared, Path(data), idata, idata_ind, sampler, seeds[2])
-    result = FitResult(doc)
-    if out is not None and (result.converged or force):
+    write = out is not None and (doc["diagnostics"]["ok"] or force)
+    if write:
         doc["model"], doc["posterior"] = str(out), str(companions(out)[1])
-        doc["seconds"] = time.perf_counter() - start
-        write_fit(out, jsonable(doc), idata)
-        result.written = True
     doc["seconds"] = time.perf_counter() - start
-    result.doc = jsonable(doc)
-    return result
+    doc = jsonable(doc)
+    if write:
+        write_fit(out, doc, idata)
+    return FitResult(doc)
 
 
 def _columns(value: str | Sequence[str], flag: str, empty: bool = False) -> list[str]:
@@ -204,7 +201,7 @@ def _document(data: ClusteredData, path: Path, idata, idata_ind, sampler: Sample
         "format": FORMAT,
         "template": "clustered",
         "parameters": {name: _summary(draws[name]) for name in names},
-        "diagnostics": convergence(idata, data),
+        "diagnostics": convergence(idata, idata_ind, data),
         "checks": ppc.dependence_checks(draws, draws_ind, u, data, reff, seed),
         "model": None,
         "posterior": None,
