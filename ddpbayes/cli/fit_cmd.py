@@ -33,7 +33,7 @@ def register(sub) -> None:
     p.add_argument("--chains", type=int, default=4, help="chains (default 4)")
     p.add_argument("--force", action="store_true", help="write the model even when the convergence checks fail")
     p.add_argument("--max-rows", type=int, default=None, metavar="N",
-                   help="refuse a table of more rows before reading it whole (default 1,000,000)")
+                   help="refuse a table of more rows before reading it whole (default one million)")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     p.add_argument("--format", choices=("text", "json"), default="text", help=FORMAT_HELP)
     p.add_argument("--debug", action="store_true", help="show tracebacks")

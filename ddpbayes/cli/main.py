@@ -2,7 +2,8 @@
 
 Exit codes: 0 ran (and passed, or no claim), 1 ran and the claim fails, 2 bad input,
 3 an internal error (a bug: rerun with --debug for the traceback), 4 ran but an estimate
-could not settle the claim (inconclusive), 130 interrupted (Ctrl-C), 143 terminated (SIGTERM).
+could not settle the claim (inconclusive; `fit`: the fit did not converge, nothing written),
+130 interrupted (Ctrl-C), 143 terminated (SIGTERM).
 Parsing the arguments imports no PyMC: `--help` and argument errors answer at once.
 """
 
