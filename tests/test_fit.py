@@ -266,3 +266,18 @@ def test_the_checks_do_not_flag_dependence_in_independent_records(tmp_path):
         doc, _ = fit_simulated(tmp_path, seed, 0.0)
         assert not doc["checks"]["dependence_supported"]
         assert doc["checks"]["icc"]["independent"]["p_value"] >= 0.01
+
+
+@pytest.mark.slow
+def test_same_seed_same_document_and_the_text_says_what_failed(short_fits):
+    """The two short fits share data and seed: their documents differ only where --force wrote files."""
+    from ddpbayes.cli.fit_cmd import fit_text
+
+    _, runs = short_fits
+    plain, forced = runs[False][1], runs[True][1]
+    assert forced["model"] and plain["model"] is None
+    ignore = {"model", "posterior", "seconds"}
+    assert {k: v for k, v in plain.items() if k not in ignore} == {k: v for k, v in forced.items() if k not in ignore}
+    text = fit_text(plain)
+    assert "convergence: FAILED" in text and "bulk ESS" in text and "model: not written" in text
+    assert "intra-cluster correlation: data" in text and "LOO elpd" in text
