@@ -281,3 +281,25 @@ def test_same_seed_same_document_and_the_text_says_what_failed(short_fits):
     text = fit_text(plain)
     assert "convergence: FAILED" in text and "bulk ESS" in text and "model: not written" in text
     assert "intra-cluster correlation: data" in text and "LOO elpd" in text
+
+
+def test_the_fitted_parameters_are_the_means_or_one_draw_and_nothing_else(tmp_path):
+    from ddpbayes.errors import InputError
+    from ddpbayes.fitting.fitted import FORMAT, read_fit
+
+    doc = {"format": FORMAT, "template": "clustered", "data": {"covariates": ["age"]},
+           "parameters": {"intercept": {"mean": -0.5}, "beta_age": {"mean": 0.3}, "sigma": {"mean": 1.2}},
+           "draws": {"intercept": [-0.4, -0.6], "beta_age": [0.2, 0.4], "sigma": [1.1, 1.3]},
+           "table": {"clusters": ["a", "b"], "cluster_index": [0, 0, 1], "x": [-1.0, 0.0, 1.0]}}
+    path = tmp_path / "m.fit.json"
+    path.write_text(json.dumps(doc))
+    mean, draw = read_fit(path), read_fit(path, "draw:1")
+    assert (mean.intercept, mean.beta.tolist(), mean.sigma) == (-0.5, [0.3], 1.2)
+    assert (draw.intercept, draw.beta.tolist(), draw.sigma) == (-0.6, [0.4], 1.3)
+    assert mean.x.shape == (3, 1) and mean.cluster_index.tolist() == [0, 0, 1] and mean.n_clusters == 2
+    for bad in ("draw:2", "draw:-1", "median", "draws:5"):
+        with pytest.raises(InputError, match=r"'mean' or 'draw:K' with K from 0 to 1"):
+            read_fit(path, bad)
+    path.write_text("{not json")
+    with pytest.raises(InputError, match="cannot be read"):
+        read_fit(path)

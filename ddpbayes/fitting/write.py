@@ -22,9 +22,8 @@ standardised as in the fit. Posterior means: {means}.
 
 build(parameters="mean") fixes the parameters at their posterior means, "draw:K" at posterior
 draw K (0 to {last_draw}, chains in order). The fit, its checks and the draws: {fit_name}; the
-whole posterior (ArviZ InferenceData): {posterior_name}.
-
-    ddpbayes audit {model_name} --query count --mechanism laplace --epsilon 1 --notion idp --target 0
+whole posterior (ArviZ InferenceData): {posterior_name}. `ddpbayes audit {model_name} ...`
+audits it like any model file (-p parameters="'draw:0'" for one draw).
 """
 
 from pathlib import Path
