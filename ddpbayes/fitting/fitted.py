@@ -33,7 +33,25 @@ class FixedClustered:
 
 
 def read_fit(path: str | Path, parameters: str = "mean") -> FixedClustered:
-    """The fit stored at `path` with `parameters` fixed: "mean" (posterior means) or "draw:K"."""
+    """The fit stored at `path` with its parameters fixed (what a fitted model file's `build` reads).
+
+    Parameters
+    ----------
+    path : str or Path
+        The MODEL.fit.json that `ddpbayes fit` wrote.
+    parameters : str, default "mean"
+        "mean": the posterior means; "draw:K": posterior draw K (chains in order).
+
+    Returns
+    -------
+    FixedClustered
+        The parameters, the rows' clusters and standardised covariates.
+
+    Raises
+    ------
+    InputError
+        If the file cannot be read, is not a clustered fit of this layout, or `parameters` is neither.
+    """
     path = Path(path)
     try:
         doc = json.loads(path.read_text())

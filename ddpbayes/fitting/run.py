@@ -57,19 +57,34 @@ class Sampler:
 
 @dataclass(frozen=True)
 class FitResult:
-    """A fit: its document (`to_dict`, the `--format json` keys; `model` the file written, or None)."""
+    """A fit, as `fit` returns it.
+
+    Parameters
+    ----------
+    doc : dict
+        The fit's document: what MODEL.fit.json holds (docs/reference/json.md, `ddpbayes fit`).
+    """
 
     doc: dict
 
     @property
     def converged(self) -> bool:
+        """Whether every convergence check passed (`diagnostics.ok`)."""
         return self.doc["diagnostics"]["ok"]
 
     @property
     def model(self) -> str | None:
+        """The model file written, or None."""
         return self.doc["model"]
 
     def to_dict(self) -> dict:
+        """The document `ddpbayes fit --format json` prints.
+
+        Returns
+        -------
+        dict
+            The keys of docs/reference/json.md's `ddpbayes fit` section, without those of MODEL.fit.json only.
+        """
         return {k: v for k, v in self.doc.items() if k not in ("table", "draws", "format")}
 
 
