@@ -27,6 +27,7 @@ _HOMES = {
     "DependenceModel": "ddpbayes.model",
     "Finite": "ddpbayes.model",
     "Interval": "ddpbayes.model",
+    "fit": "ddpbayes.fitting",
     "load_model": "ddpbayes.model.loading",
     "Adversary": "ddpbayes.problem",
     "Problem": "ddpbayes.problem",

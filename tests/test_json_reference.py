@@ -59,6 +59,14 @@ POSTERIOR = ("audit models/beta_bernoulli.py -p n=2 --query count --mechanism la
              "--engine sampling --method posterior --draws 8 --tune 8 --target 0 --workers 1 --format json")
 POSTERIOR_ONLY = {("json-diagnostics", "method")}
 
+# A fit compiles two PyMC models and runs NUTS twice (20 s on an idle machine, even this short one, which fails its
+# convergence checks and is written with --force): its sections are checked by the slow test below, which also
+# reads the MODEL.fit.json it writes.
+FIT = ("fit {tmp}/small.csv --template clustered --cluster village --outcome pos --covariates age --draws 30 --tune 30 "
+       "--chains 2 --out {tmp}/small.py --force --quiet --format json")
+FIT_TABLE = "village,pos,age\n" + "".join(f"v{i // 5},{int(i % 3 == 0) ^ (i // 5 % 2)},{i % 4}\n" for i in range(30))
+FIT_SECTIONS = {"json-fit", "json-fit-check"}
+
 # Each command is one document of its section; fast settings only (the exact, structured and gaussian
 # engines, and the sampling engine where nothing continuous is left to sample: the MCMC estimates'
 # diagnostics come from the shipped reports, which the sampling engine made).
@@ -244,6 +252,7 @@ def test_every_key_is_documented_and_every_documented_key_exists(docs, capsys, t
         walk(doc, "", report_section(doc), docs, seen, missing)
     assert not missing, "emitted but not documented in docs/reference/json.md:\n" + "\n".join(sorted(missing))
     left = {("json-audit", path) for path in unproduced} | set(UNREACHABLE) | POSTERIOR_ONLY
+    left |= {(section, path) for section in FIT_SECTIONS for path in docs[section]}
     never = sorted(f"{section}: {path}" for section, rows in docs.items() for path in rows
                    if path not in seen.get(section, set()) and (section, path) not in left)
     assert not never, "documented but emitted by no document of this test:\n" + "\n".join(never)
@@ -257,3 +266,19 @@ def test_the_posterior_route_keys_are_documented(docs, capsys, monkeypatch):
     walk(run(shlex.split(POSTERIOR), capsys), "", "json-audit", docs, seen, missing)
     assert not missing, "emitted but not documented in docs/reference/json.md:\n" + "\n".join(sorted(missing))
     assert all(path in seen.get(section, set()) for section, path in POSTERIOR_ONLY)
+
+
+@pytest.mark.slow
+def test_the_fit_keys_are_documented(docs, capsys, tmp_path):
+    (tmp_path / "small.csv").write_text(FIT_TABLE)
+    capsys.readouterr()
+    code = main(shlex.split(FIT.replace("{tmp}", str(tmp_path))))
+    assert code == 4  # too short to converge: written because of --force
+    seen: dict[str, set] = {}
+    missing: set = set()
+    walk(json.loads(capsys.readouterr().out), "", "json-fit", docs, seen, missing)
+    walk(json.loads((tmp_path / "small.fit.json").read_text()), "", "json-fit", docs, seen, missing)
+    assert not missing, "emitted but not documented in docs/reference/json.md:\n" + "\n".join(sorted(missing))
+    never = sorted(f"{section}: {path}" for section in FIT_SECTIONS for path in docs[section]
+                   if path not in seen.get(section, set()))
+    assert not never, "documented but emitted by no document of this test:\n" + "\n".join(never)

@@ -2,8 +2,9 @@
 
 Exit codes: 0 ran (and passed, or no claim), 1 ran and the claim fails, 2 bad input,
 3 an internal error (a bug: rerun with --debug for the traceback), 4 ran but an estimate
-could not settle the claim (inconclusive), 130 interrupted (Ctrl-C), 141 stdout closed (`| head`),
-143 terminated (SIGTERM). Bare `ddpbayes` (no command) prints the usage on stderr and exits 2.
+could not settle the claim (inconclusive; `fit`: the fit did not converge, nothing written), 130 interrupted
+(Ctrl-C), 141 stdout closed (`| head`), 143 terminated (SIGTERM). Bare `ddpbayes` (no command) prints the usage on
+stderr and exits 2.
 Parsing the arguments imports no PyMC: `--help` and argument errors answer at once.
 """
 
@@ -48,8 +49,8 @@ def version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ddpbayes.cli import (attack_cmd, audit_cmd, calibrate_cmd, derive_cmd, mechanisms_cmd, models_cmd, report_cmd,
-                              rho_cmd)
+    from ddpbayes.cli import (attack_cmd, audit_cmd, calibrate_cmd, derive_cmd, fit_cmd, mechanisms_cmd, models_cmd,
+                              report_cmd, rho_cmd)
 
     parser = _Parser(prog="ddpbayes", description="Verify privacy mechanisms on dependent data (DDP, PDP, IDP).")
     parser.add_argument("-V", "--version", action="version", version=f"ddpbayes {version()}",
@@ -65,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     attack_cmd.register(sub)
     mechanisms_cmd.register(sub)
     models_cmd.register(sub)
+    fit_cmd.register(sub)
     return parser
 
 

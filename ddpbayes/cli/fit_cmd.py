@@ -1,0 +1,96 @@
+"""`ddpbayes fit`: fit a dependence template to a data table and write its model file (DESIGN §9)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from ddpbayes.cli.args import FORMAT_HELP
+
+NOT_CONVERGED = 4  # ran, but the fit cannot be trusted: nothing written (as an inconclusive audit)
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "fit",
+        help="fit a dependence model to a data table (PyMC) and write a model file that audit reads",
+        description="Fit a template with PyMC's NUTS, check convergence (R-hat <= 1.01, bulk ESS >= 400, no "
+        "divergences) and whether the data support the dependence (posterior predictive checks, LOO), and write "
+        "MODEL.py with MODEL.fit.json and MODEL.posterior.nc beside it; a fit that fails its convergence checks "
+        "writes nothing (exit 4) unless --force.",
+    )
+    p.add_argument("data", help="the table: a CSV file (or Parquet with pyarrow installed), one record per row")
+    p.add_argument("--template", choices=("clustered",), required=True,
+                   help="clustered: binary records in clusters, a logit with a cluster random effect")
+    p.add_argument("--cluster", required=True, metavar="COL[,COL]",
+                   help="the column naming each row's cluster (several: their values together name it)")
+    p.add_argument("--outcome", required=True, metavar="COL", help="the binary (0/1) column: the records")
+    p.add_argument("--covariates", default="", metavar="A,B", help="numeric columns in the log-odds (standardised)")
+    p.add_argument("--out", default=None, metavar="MODEL.py", help="the model file to write (default: none)")
+    p.add_argument("--seed", type=int, default=0, help="NUTS's seed (default 0; same seed, same JSON)")
+    p.add_argument("--draws", type=int, default=1000, help="draws per chain (default 1000)")
+    p.add_argument("--tune", type=int, default=1000, help="tuning steps per chain (default 1000)")
+    p.add_argument("--chains", type=int, default=4, help="chains (default 4)")
+    p.add_argument("--force", action="store_true", help="write the model even when the convergence checks fail")
+    p.add_argument("--max-rows", type=int, default=None, metavar="N",
+                   help="refuse a table of more rows before reading it whole (default one million)")
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    p.add_argument("--format", choices=("text", "json"), default="text", help=FORMAT_HELP)
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    p.set_defaults(run=run)
+
+
+def run(args) -> int:
+    from ddpbayes.fitting import fit
+    from ddpbayes.fitting.table import DEFAULT_MAX_ROWS
+
+    result = fit(args.data, args.template, cluster=args.cluster, outcome=args.outcome, covariates=args.covariates,
+                 out=args.out, seed=args.seed, draws=args.draws, tune=args.tune, chains=args.chains, force=args.force,
+                 max_rows=DEFAULT_MAX_ROWS if args.max_rows is None else args.max_rows, progress=not args.quiet)
+    doc = result.to_dict()
+    print(json.dumps(doc, indent=2) if args.format == "json" else fit_text(doc))
+    if not result.converged:
+        failures = "; ".join(doc["diagnostics"]["failures"])
+        written = f"written anyway (--force): {doc['model']}" if doc["model"] else "nothing written (--force writes it)"
+        print(f"error: the fit did not converge: {failures}; {written}", file=sys.stderr)
+        return NOT_CONVERGED
+    return 0
+
+
+def fit_text(doc: dict) -> str:
+    """The fit for people: parameters, convergence, the checks, what was written."""
+    data, diag, checks = doc["data"], doc["diagnostics"], doc["checks"]
+    lines = [f"{doc['template']} fit of {data['file']}: {data['rows']:,} rows in {data['clusters']:,} clusters "
+             f"({','.join(data['cluster'])}), outcome {data['outcome']}", "",
+             f"{'parameter':<16}{'mean':>9}{'sd':>9}   {'94% HDI':<20}{'R-hat':>7}{'bulk ESS':>10}"]
+    for name, p in doc["parameters"].items():
+        d = diag["parameters"][name]
+        hdi = f"[{fmt(p['hdi'][0])}, {fmt(p['hdi'][1])}]"
+        lines.append(f"{name:<16}{fmt(p['mean']):>9}{fmt(p['sd']):>9}   {hdi:<20}{d['rhat']:>7.3f}{d['ess_bulk']:>10.0f}")
+    state = "ok" if diag["ok"] else "FAILED (" + "; ".join(diag["failures"]) + ")"
+    lines += ["", f"convergence: {state}; worst R-hat {diag['worst_rhat']['value']:.3f} "
+              f"({diag['worst_rhat']['parameter']}), lowest bulk ESS {diag['worst_ess_bulk']['value']:.0f} "
+              f"({diag['worst_ess_bulk']['parameter']}), {diag['divergences']} divergences", "",
+              f"does the data support the dependence? (posterior predictive, {checks['draws']:,} draws; "
+              "p = P(replicated >= data))"]
+    for key, label in (("icc", "intra-cluster correlation"), ("cluster_total_sd", "SD of cluster totals")):
+        c = checks[key]
+        lines.append(f"  {label}: data {fmt(c['data'])}; clustered {_replicated(c)}; "
+                     f"without cluster effects {_replicated(c['independent'])}")
+    loo = checks["loo"]
+    lines.append(f"  LOO elpd: clustered {loo['elpd']:.1f} (se {loo['se']:.1f}), without cluster effects "
+                 f"{loo['elpd_independent']:.1f} (se {loo['se_independent']:.1f}); difference {loo['elpd_diff']:.1f} "
+                 f"(se {loo['se_diff']:.1f}); Pareto k max {loo['pareto_k_max']:.2f}")
+    lines.append(f"  supported: {'yes' if checks['dependence_supported'] else 'no'}")
+    lines += ["", f"model: {doc['model']} (posterior: {doc['posterior']})" if doc["model"] else "model: not written"]
+    return "\n".join(lines)
+
+
+def fmt(value: float) -> str:
+    """Three significant digits: a fit's numbers are no more precise."""
+    return f"{value:.3g}"
+
+
+def _replicated(block: dict) -> str:
+    r = block["replicated"]
+    return f"{fmt(r['mean'])} [{fmt(r['hdi'][0])}, {fmt(r['hdi'][1])}] p = {block['p_value']:.3f}"

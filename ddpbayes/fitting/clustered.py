@@ -1,0 +1,165 @@
+"""The `clustered` template (DESIGN §9.1): binary records in clusters, a logit with a cluster
+random effect, non-centred:
+
+    intercept ~ Normal(0, 2.5),  beta_j ~ Normal(0, 2.5)  (covariate j standardised),
+    sigma ~ Exponential(1),  z_c ~ Normal(0, 1),  u_c = sigma z_c,
+    y_r ~ Bernoulli(logit^-1(intercept + x_r . beta + u_{c(r)})).
+
+Rows with the same cluster and covariates are one Binomial observation (the same posterior as the
+Bernoulli rows, the likelihood differing by a constant), so a fit costs per pattern, not per row.
+`independent=True` is the same template without the cluster effects (LOO's and the checks'
+reference model)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ddpbayes.errors import InputError
+
+PRIOR_SD = 2.5  # intercept and standardised coefficients: rstanarm's weakly informative defaults (Gelman et al. 2008)
+SIGMA_RATE = 1.0  # the cluster effects' SD: Exponential(1), rstanarm's default for one varying intercept
+
+
+@dataclass(frozen=True)
+class ClusteredData:
+    """A table as the template sees it: rows in the file's order, clusters in order of first
+    appearance, covariates standardised (`center`, `scale` per column), and the distinct
+    (cluster, covariates) patterns with their row counts `trials` and positive counts `positives`."""
+
+    outcome: str
+    cluster_columns: tuple[str, ...]
+    covariates: tuple[str, ...]
+    y: np.ndarray  # (n,) 0/1
+    cluster_index: np.ndarray  # (n,) into labels
+    labels: tuple[str, ...]
+    x: np.ndarray  # (n, p) standardised
+    center: np.ndarray
+    scale: np.ndarray
+    pattern: np.ndarray  # (n,) each row's pattern
+    pattern_cluster: np.ndarray  # (P,)
+    pattern_x: np.ndarray  # (P, p)
+    trials: np.ndarray  # (P,)
+    positives: np.ndarray  # (P,)
+
+    @property
+    def sizes(self) -> np.ndarray:
+        """Rows per cluster."""
+        return np.bincount(self.cluster_index, minlength=len(self.labels))
+
+    @property
+    def totals(self) -> np.ndarray:
+        """Positive rows per cluster."""
+        return np.bincount(self.cluster_index, weights=self.y, minlength=len(self.labels))
+
+    def parameter_names(self, independent: bool = False) -> list[str]:
+        """The template's parameters, as the JSON names them."""
+        return ["intercept", *(f"beta_{c}" for c in self.covariates), *([] if independent else ["sigma"])]
+
+
+def prepare(table, cluster: Sequence[str], outcome: str, covariates: Sequence[str], path: str | Path) -> ClusteredData:
+    """The template's view of `table` (read by `read_table`), refusing what it cannot fit."""
+    import pandas as pd
+
+    y = _binary(table[outcome], outcome, path)
+    key = table[list(cluster)].astype(str).agg(",".join, axis=1) if len(cluster) > 1 else table[cluster[0]]
+    index, labels = pd.factorize(key, sort=False)
+    _check_clusters(index, np.asarray(labels, dtype=str), cluster, path)
+    x, center, scale = _standardised(table, covariates, path)
+    rows = np.column_stack([index.astype(float), x])
+    _, first, pattern = np.unique(rows, axis=0, return_index=True, return_inverse=True)
+    pattern = pattern.ravel()
+    trials = np.bincount(pattern)
+    return ClusteredData(
+        outcome=outcome, cluster_columns=tuple(cluster), covariates=tuple(covariates), y=y,
+        cluster_index=index.astype(np.int64), labels=tuple(str(v) for v in labels), x=x, center=center, scale=scale,
+        pattern=pattern, pattern_cluster=index[first].astype(np.int64), pattern_x=x[first], trials=trials,
+        positives=np.bincount(pattern, weights=y, minlength=len(trials)).astype(np.int64),
+    )
+
+
+def _binary(values, column: str, path) -> np.ndarray:
+    """The outcome (numbers, `read_table` checked) as 0/1 integers; a category or a count is refused."""
+    data = values.to_numpy()
+    if data.dtype == bool:
+        data = data.astype(np.int64)
+    other = ~np.isin(data, (0, 1))
+    if other.any():
+        first = int(np.flatnonzero(other)[0])
+        raise InputError(f"column '{column}' of '{path}' must be binary (0 or 1) for the clustered template: data row "
+                         f"{first + 1} holds {data[first]:g} (code a category as 0/1 first)")
+    y = data.astype(np.int64)
+    if y.min() == y.max():
+        raise InputError(f"column '{column}' of '{path}' is {y[0]} in every row: nothing to fit (the intercept and "
+                         "the cluster effects are not identified)")
+    return y
+
+
+def _check_clusters(index: np.ndarray, labels: np.ndarray, cluster: Sequence[str], path) -> None:
+    """At least two clusters, each of at least two rows: a cluster of one says nothing about the
+    dependence within clusters."""
+    name = ",".join(cluster)
+    if len(labels) < 2:
+        raise InputError(f"column '{name}' of '{path}' has one cluster: the template needs at least two")
+    sizes = np.bincount(index, minlength=len(labels))
+    single = np.flatnonzero(sizes == 1)
+    if single.size:
+        raise InputError(f"cluster '{labels[single[0]]}' ({name}) of '{path}' has one row ({single.size:,} cluster(s) "
+                         "of one in all): a cluster effect needs at least two rows per cluster (drop or merge them)")
+
+
+def _standardised(table, covariates: Sequence[str], path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Covariates centred and scaled to unit SD (the priors are on that scale); a constant one is refused."""
+    if not covariates:
+        return np.zeros((len(table), 0)), np.zeros(0), np.ones(0)
+    x = table[list(covariates)].to_numpy(dtype=float)
+    center, scale = x.mean(axis=0), x.std(axis=0)
+    if (scale == 0).any():
+        raise InputError(f"covariate '{covariates[int(np.flatnonzero(scale == 0)[0])]}' of '{path}' is the same in every "
+                         "row: its coefficient cannot be estimated")
+    return (x - center) / scale, center, scale
+
+
+def pymc_model(data: ClusteredData, independent: bool = False):
+    """The template as a PyMC model of the Binomial patterns; `independent` drops the cluster effects."""
+    import pymc as pm
+
+    coords = {"covariate": list(data.covariates), "cluster": list(data.labels)}
+    with pm.Model(coords=coords) as model:
+        eta = pm.Normal("intercept", 0.0, PRIOR_SD)
+        if data.covariates:
+            beta = pm.Normal("beta", 0.0, PRIOR_SD, dims="covariate")
+            eta = eta + pm.math.dot(data.pattern_x, beta)
+        if not independent:
+            sigma = pm.Exponential("sigma", SIGMA_RATE)
+            z = pm.Normal("z", 0.0, 1.0, dims="cluster")
+            u = pm.Deterministic("u", sigma * z, dims="cluster")
+            eta = eta + u[data.pattern_cluster]
+        pm.Binomial("positives", n=data.trials, logit_p=eta, observed=data.positives)
+    return model
+
+
+def hyperparameter_draws(posterior, data: ClusteredData, independent: bool = False) -> dict[str, np.ndarray]:
+    """Each named parameter's draws, chains flattened (chain-major), keyed as the JSON names them."""
+    out = {"intercept": _flat(posterior["intercept"])}
+    if data.covariates:
+        beta = posterior["beta"].values.reshape(-1, len(data.covariates))
+        out |= {f"beta_{c}": beta[:, j] for j, c in enumerate(data.covariates)}
+    if not independent:
+        out["sigma"] = _flat(posterior["sigma"])
+    return out
+
+
+def _flat(values) -> np.ndarray:
+    return np.asarray(values).reshape(-1)
+
+
+def fixed_effects(draws: dict[str, np.ndarray], data: ClusteredData) -> np.ndarray:
+    """The linear predictor without cluster effects, per draw and pattern: (D, P)."""
+    eta = draws["intercept"][:, None] + np.zeros((1, len(data.trials)))
+    for j, c in enumerate(data.covariates):
+        eta = eta + draws[f"beta_{c}"][:, None] * data.pattern_x[None, :, j]
+    return eta

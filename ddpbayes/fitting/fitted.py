@@ -1,0 +1,80 @@
+"""What a fitted model file reads (DESIGN §9.3): its `.fit.json`, with the parameters fixed at the
+posterior means (`parameters="mean"`) or at one posterior draw (`"draw:K"`). Light on purpose
+(json and NumPy only): a fitted model file loads in well under a second."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ddpbayes.errors import InputError
+
+FORMAT = 1  # the `.fit.json` layout this code reads and writes
+
+
+@dataclass(frozen=True)
+class FixedClustered:
+    """A clustered fit with fixed parameters: the log-odds of row r are
+    intercept + x[r] @ beta + u[cluster_index[r]], u_c ~ Normal(0, sigma)."""
+
+    intercept: float
+    beta: np.ndarray
+    sigma: float
+    x: np.ndarray
+    cluster_index: np.ndarray
+    n_clusters: int
+
+    @property
+    def n(self) -> int:
+        return len(self.cluster_index)
+
+
+def read_fit(path: str | Path, parameters: str = "mean") -> FixedClustered:
+    """The fit stored at `path` with its parameters fixed (what a fitted model file's `build` reads).
+
+    Parameters
+    ----------
+    path : str or Path
+        The MODEL.fit.json that `ddpbayes fit` wrote.
+    parameters : str, default "mean"
+        "mean": the posterior means; "draw:K": posterior draw K (chains in order).
+
+    Returns
+    -------
+    FixedClustered
+        The parameters, the rows' clusters and standardised covariates.
+
+    Raises
+    ------
+    InputError
+        If the file cannot be read, is not a clustered fit of this layout, or `parameters` is neither.
+    """
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise InputError(f"fit file '{path}' cannot be read: {exc}") from None
+    if doc.get("format") != FORMAT or doc.get("template") != "clustered":
+        raise InputError(f"fit file '{path}' is not a clustered fit written by this version of ddpbayes fit")
+    values = _values(doc, parameters, path)
+    table = doc["table"]
+    index = np.asarray(table["cluster_index"], dtype=np.int64)
+    x = np.asarray(table["x"], dtype=float).reshape(len(index), len(doc["data"]["covariates"]))
+    beta = np.array([values[f"beta_{c}"] for c in doc["data"]["covariates"]], dtype=float)
+    return FixedClustered(values["intercept"], beta, values["sigma"], x, index, len(table["clusters"]))
+
+
+def _values(doc: dict, parameters: str, path: Path) -> dict[str, float]:
+    """Each parameter's fixed value under `parameters`."""
+    if parameters == "mean":
+        return {name: float(p["mean"]) for name, p in doc["parameters"].items()}
+    head, _, k = str(parameters).partition(":")
+    draws = doc["draws"]
+    count = len(draws["intercept"])
+    if head == "draw" and k.isdigit() and int(k) < count:
+        return {name: float(v[int(k)]) for name, v in draws.items()}
+    raise InputError(f"parameters must be 'mean' or 'draw:K' with K from 0 to {count - 1} (the posterior draws of "
+                     f"'{path.name}'), got '{parameters}'")

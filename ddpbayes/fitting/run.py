@@ -1,0 +1,240 @@
+"""`ddpbayes fit` and `ddpbayes.fit(...)` (DESIGN §9): read a table, fit a template with PyMC's
+NUTS, check convergence and the dependence, write the model file (nothing when the fit fails,
+unless `force`)."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import sys
+import time
+import warnings
+from collections.abc import Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ddpbayes.encoding import jsonable
+from ddpbayes.errors import InputError
+from ddpbayes.fitting import checks as ppc
+from ddpbayes.fitting.clustered import ClusteredData, hyperparameter_draws, prepare, pymc_model
+from ddpbayes.fitting.diagnostics import convergence, relative_ess
+from ddpbayes.fitting.fitted import FORMAT
+from ddpbayes.fitting.table import DEFAULT_MAX_ROWS, read_table
+from ddpbayes.fitting.write import check_out, companions, write_fit
+from ddpbayes.limits import check_memory, check_positive_int
+from ddpbayes.progress import Progress
+
+TEMPLATES = ("clustered",)
+HDI = 0.94
+DENSE_UP_TO = 200  # parameters up to which NUTS adapts a dense mass matrix (DESIGN §9.1: intercept vs effects)
+
+
+@dataclass(frozen=True)
+class Sampler:
+    """NUTS settings: draws and tuning steps per chain, chains, seed."""
+
+    draws: int = 1000
+    tune: int = 1000
+    chains: int = 4
+    seed: int = 0
+
+    def check(self) -> None:
+        for name in ("draws", "chains"):
+            check_positive_int(getattr(self, name), f"--{name}")
+        if isinstance(self.tune, bool) or not isinstance(self.tune, int) or self.tune < 0:
+            raise InputError(f"--tune must be a non-negative integer, got {self.tune}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < 2**32:
+            raise InputError(f"--seed must be an integer from 0 to {2**32 - 1}, got {self.seed}")
+
+    def seeds(self) -> list[int]:
+        """Three independent seeds from one: the clustered fit, the independent fit, the checks."""
+        return [int(s) for s in np.random.SeedSequence(self.seed).generate_state(3)]
+
+
+@dataclass(frozen=True)
+class FitResult:
+    """A fit, as `fit` returns it.
+
+    Parameters
+    ----------
+    doc : dict
+        The fit's document: what MODEL.fit.json holds (docs/reference/json.md, `ddpbayes fit`).
+    """
+
+    doc: dict
+
+    @property
+    def converged(self) -> bool:
+        """Whether every convergence check passed (`diagnostics.ok`)."""
+        return self.doc["diagnostics"]["ok"]
+
+    @property
+    def model(self) -> str | None:
+        """The model file written, or None."""
+        return self.doc["model"]
+
+    def to_dict(self) -> dict:
+        """The document `ddpbayes fit --format json` prints.
+
+        Returns
+        -------
+        dict
+            The keys of docs/reference/json.md's `ddpbayes fit` section, without those of MODEL.fit.json only.
+        """
+        return {k: v for k, v in self.doc.items() if k not in ("table", "draws", "format")}
+
+
+def fit(data: str | Path, template: str = "clustered", *, cluster: str | Sequence[str], outcome: str,
+        covariates: str | Sequence[str] = (), out: str | Path | None = None, seed: int = 0, draws: int = 1000,
+        tune: int = 1000, chains: int = 4, force: bool = False, max_rows: int = DEFAULT_MAX_ROWS,
+        progress: bool = False) -> FitResult:
+    """Fit `template` to the table at `data` and, when it converged (or `force`), write the model
+    file `out` with its posterior beside it (DESIGN §9).
+
+    Parameters
+    ----------
+    data : str or Path
+        A CSV file (or Parquet, with pyarrow installed), one record per row.
+    template : str, default "clustered"
+        The dependence template; "clustered": binary records in clusters, a logit with a cluster effect.
+    cluster : str or sequence of str
+        The column(s) naming each row's cluster ("x,y": the pair identifies it).
+    outcome : str
+        The binary (0/1) column: the records.
+    covariates : str or sequence of str, default ()
+        Numeric columns entering the log-odds (standardised).
+    out : str, Path or None, default None
+        The model file to write (MODEL.py; MODEL.fit.json and MODEL.posterior.nc beside it); None writes nothing.
+    seed, draws, tune, chains : int
+        NUTS: the seed (same seed, same document), draws and tuning steps per chain, chains.
+    force : bool, default False
+        Write the files even when the convergence checks fail.
+    max_rows : int, default 1,000,000
+        Refuse a larger table before reading it whole.
+    progress : bool, default False
+        Progress lines on stderr.
+
+    Returns
+    -------
+    FitResult
+        Its `to_dict()` holds `template`, `parameters`, `diagnostics`, `checks` and `model`.
+    """
+    start = time.perf_counter()
+    if template not in TEMPLATES:
+        raise InputError(f"unknown template '{template}' (templates: {', '.join(TEMPLATES)})")
+    sampler = Sampler(draws, tune, chains, seed)
+    sampler.check()
+    out = check_out(out) if out is not None else None
+    cluster_cols, covariate_cols = _columns(cluster, "--cluster"), _columns(covariates, "--covariates", empty=True)
+    _say(progress, f"reading {data}")
+    table = read_table(data, cluster_cols, [outcome, *covariate_cols], max_rows)
+    prepared = prepare(table, cluster_cols, outcome, covariate_cols, data)
+    _check_sizes(prepared, sampler)
+    _say(progress, f"{len(prepared.y):,} rows in {len(prepared.labels):,} clusters, {len(prepared.trials):,} distinct "
+                   "(cluster, covariates) patterns")
+    seeds = sampler.seeds()
+    idata = _sample(pymc_model(prepared), sampler, seeds[0], "fit: NUTS, clustered", progress)
+    idata_ind = _sample(pymc_model(prepared, independent=True), sampler, seeds[1],
+                        "fit: NUTS, without cluster effects", progress)
+    _say(progress, "checks: posterior predictive and LOO")
+    doc = _document(prepared, Path(data), idata, idata_ind, sampler, seeds[2])
+    write = out is not None and (doc["diagnostics"]["ok"] or force)
+    if write:
+        doc["model"], doc["posterior"] = str(out), str(companions(out)[1])
+    doc["seconds"] = time.perf_counter() - start
+    doc = jsonable(doc)
+    if write:
+        write_fit(out, doc, idata)
+    return FitResult(doc)
+
+
+def _columns(value: str | Sequence[str], flag: str, empty: bool = False) -> list[str]:
+    """'a,b' or ['a', 'b'] -> ['a', 'b'], no name twice."""
+    names = [c.strip() for c in value.split(",")] if isinstance(value, str) else [str(c) for c in value]
+    names = [c for c in names if c]
+    if not names and not empty:
+        raise InputError(f"{flag} names no column")
+    if len(set(names)) != len(names):
+        raise InputError(f"{flag} names a column twice: {','.join(names)}")
+    return names
+
+
+def _check_sizes(data: ClusteredData, sampler: Sampler) -> None:
+    """The posterior and the checks' tables fit in memory before sampling starts."""
+    total = sampler.draws * sampler.chains
+    cells = total * (2 * len(data.labels) + len(data.covariates) + 2) + 6 * total * len(data.trials)
+    check_memory(8 * cells, "the posterior draws and the checks' tables", flag="--draws")
+
+
+def _say(progress: bool, line: str) -> None:
+    if progress:
+        print(f"ddpbayes: {line}", file=sys.stderr, flush=True)
+
+
+@contextmanager
+def _quiet_pymc():
+    """PyMC's own log lines off (the progress lines say what runs)."""
+    logger = logging.getLogger("pymc")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def _sample(model, sampler: Sampler, seed: int, label: str, progress: bool):
+    """NUTS on `model`, PyMC's own sampler, chains on up to as many cores as there are; a dense mass
+    matrix while the model has at most DENSE_UP_TO parameters (its cost grows as their square)."""
+    import pymc as pm
+
+    total = sampler.chains * (sampler.tune + sampler.draws)
+    dense = sum(int(np.prod(v.shape.eval())) for v in model.free_RVs) <= DENSE_UP_TO
+    with Progress(label, total, "iterations", enabled=progress) as bar, _quiet_pymc(), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*experimental feature.*")  # PyMC's word on its dense adaptation
+        return pm.sample(draws=sampler.draws, tune=sampler.tune, chains=sampler.chains,
+                         init="jitter+adapt_full" if dense else "jitter+adapt_diag",
+                         cores=min(sampler.chains, os.cpu_count() or 1), random_seed=seed, progressbar=False,
+                         compute_convergence_checks=False, callback=lambda trace, draw: bar.advance(1), model=model)
+
+
+def _document(data: ClusteredData, path: Path, idata, idata_ind, sampler: Sampler, seed: int) -> dict:
+    """The fit's document: what `--format json` prints, and what MODEL.fit.json holds besides
+    (`table`, `draws`)."""
+    import pymc as pm
+
+    draws = hyperparameter_draws(idata.posterior, data)
+    draws_ind = hyperparameter_draws(idata_ind.posterior, data, independent=True)
+    u = idata.posterior["u"].values.reshape(-1, len(data.labels))
+    names = data.parameter_names()
+    reff = (relative_ess(idata, ["intercept", "sigma"]), relative_ess(idata_ind, ["intercept"]))
+    return {
+        "format": FORMAT,
+        "template": "clustered",
+        "parameters": {name: _summary(draws[name]) for name in names},
+        "diagnostics": convergence(idata, idata_ind, data),
+        "checks": ppc.dependence_checks(draws, draws_ind, u, data, reff, seed),
+        "model": None,
+        "posterior": None,
+        "data": {"file": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest(), "rows": len(data.y),
+                 "outcome": data.outcome, "cluster": list(data.cluster_columns), "clusters": len(data.labels),
+                 "covariates": list(data.covariates), "covariate_mean": data.center.tolist(),
+                 "covariate_sd": data.scale.tolist()},
+        "sampler": {"method": "NUTS", "draws": sampler.draws, "tune": sampler.tune, "chains": sampler.chains,
+                    "seed": sampler.seed, "pymc": pm.__version__},
+        "table": {"clusters": list(data.labels), "cluster_index": data.cluster_index.tolist(),
+                  "x": data.x.ravel().tolist()},
+        "draws": {name: draws[name].tolist() for name in names},
+    }
+
+
+def _summary(values: np.ndarray) -> dict:
+    """A parameter's posterior mean, SD and 94% HDI."""
+    import arviz as az
+
+    low, high = az.hdi(values, hdi_prob=HDI)
+    return {"mean": float(values.mean()), "sd": float(values.std(ddof=1)), "hdi": [float(low), float(high)]}
