@@ -91,7 +91,8 @@ def audit_args(parameters: str, **kw):
 @pytest.fixture(scope="module")
 def plausible(fitted):
     """draws:3 with a claim between the draws' leakages."""
-    return audit_fitted(fitted, **audit_args("draws:3", claim=float(np.median([brute_force_draw(k) for k in THINNED_3]))))
+    claim = float(np.median([brute_force_draw(k) for k in THINNED_3]))
+    return audit_fitted(fitted, **audit_args("draws:3", claim=claim))
 
 
 def test_each_plausible_model_leaks_what_the_brute_force_gives(plausible):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ddpbayes.cli.args import (
     NOTION_HELP,
     add_mechanism,
@@ -15,6 +17,10 @@ from ddpbayes.cli.args import (
     run_settings,
 )
 from ddpbayes.vocabulary import NOTIONS
+
+if TYPE_CHECKING:
+    from ddpbayes.plausible import Parameters
+    from ddpbayes.settings import RunSettings
 
 EXIT_CODES = {"fail": 1, "inconclusive": 4}
 
@@ -79,15 +85,17 @@ def run(args) -> int:
     return EXIT_CODES.get(result.verdict, 0)
 
 
-def fitted_parameters(args):
+def fitted_parameters(args) -> Parameters | None:
     """The `Parameters` of a fitted model file (mean unless --parameters says otherwise), None for
     any other model; --parameters on another model, with --release or with -p is bad input."""
     from ddpbayes.errors import InputError
-    from ddpbayes.fitting.posterior import fit_of
     from ddpbayes.plausible import check_fitted, parse_parameters
 
-    if args.parameters is None and fit_of(args.model) is None:
-        return None
+    if args.parameters is None:
+        from ddpbayes.fitting.posterior import fit_of
+
+        if fit_of(args.model) is None:
+            return None
     parameters = parse_parameters(args.parameters or "mean")
     check_fitted(args.model)
     if args.param:
@@ -97,7 +105,7 @@ def fitted_parameters(args):
     return parameters
 
 
-def _run_fitted(args, settings, parameters) -> int:
+def _run_fitted(args, settings: RunSettings, parameters: Parameters) -> int:
     """`audit` of a fitted model under --parameters (DESIGN §9.4)."""
     from ddpbayes.cli.text import fitted_audit_text
     from ddpbayes.plausible import audit_fitted

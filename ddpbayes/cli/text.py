@@ -91,8 +91,8 @@ def fitted_audit_text(found: FittedAudit) -> str:
     lines = [f"parameters {found.parameters}    {says[mode]}"]
     p = found.plausible
     if p is not None:
-        lines.append(f"plausible  leakage median {fmt(p['median'])}, 95th percentile {fmt(p['p95'])}, max {fmt(p['max'])}"
-                     f" over {p['draws']} draws")
+        lines.append(f"plausible  leakage median {fmt(p['median'])}, 95th percentile {fmt(p['p95'])}, "
+                     f"max {fmt(p['max'])} over {p['draws']} draws")
     return "\n".join([*lines, audit_text(found.result)])
 
 

@@ -95,7 +95,8 @@ def audit_fitted(model_path: str | Path, parameters: Parameters | str, query: st
         model = load_model(model_path, {"parameters": "mean"}, max_states=settings.max_states)
         return FittedAudit(parameters, audit(model, query, mechanism, notion, information=information, **run))
     if parameters.mode == "integrated":
-        result = audit(integrated_model(fit, parameters.draws), query, mechanism, notion, information=information, **run)
+        model = integrated_model(fit, parameters.draws)
+        result = audit(model, query, mechanism, notion, information=information, **run)
         result.notes.append(f"parameters integrated over {parameters.draws} posterior draws, evenly thinned, each "
                             "of weight 1/S (the Bayesian adversary; exact for these draws, a Monte Carlo "
                             "approximation of the posterior)")
@@ -157,8 +158,7 @@ def _worst(results: list[AuditResult], indices: np.ndarray, summary: dict, secon
                           f"reached at posterior draw {int(indices[worst])}"]
     return dataclasses.replace(base, per_target=per_target, verdict=verdict, verdict_reason=reason, seconds=seconds,
                                notes=notes, information=None,
-                               information_reason="not computed under --parameters draws:S (one audit per draw)",
-                               problem=base.problem, target_worst=base.target_worst)
+                               information_reason="not computed under --parameters draws:S (one audit per draw)")
 
 
 def _percent(share: float) -> str:
