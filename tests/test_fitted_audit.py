@@ -173,3 +173,21 @@ def test_bad_input_is_one_line_exit_2(case, fitted, capsys):
                          *extra)
     assert code == 2 and out == ""
     assert len(err.strip().splitlines()) == 1 and err.startswith("error: ") and message in err, err
+
+
+@pytest.mark.parametrize("verdicts, expected", [([None, None], None), (["pass", "pass"], "pass"),
+                                                (["pass", "fail", "inconclusive"], "fail"),
+                                                (["pass", "inconclusive"], "inconclusive")])
+def test_the_class_verdict_needs_every_plausible_model(verdicts, expected):
+    from ddpbayes.plausible.audit import class_verdict
+
+    assert class_verdict(verdicts) == expected
+
+
+def test_draws_are_thinned_evenly_with_the_first_and_the_last():
+    from ddpbayes.fitting.posterior import thinned
+
+    assert thinned(1000, 5).tolist() == [0, 250, 500, 749, 999]  # 249.75 and 749.25 round to the nearest draw
+    assert thinned(4, 4).tolist() == [0, 1, 2, 3]
+    with pytest.raises(InputError, match="asks for 5 posterior draws; the fit has 4"):
+        thinned(4, 5)
