@@ -143,13 +143,14 @@ def test_mean_is_the_posterior_means_and_the_same_seed_gives_the_same_json(fitte
     assert docs[0]["parameters"] == "mean" and docs[0]["leakage"] == pytest.approx(expected, abs=1e-8)
 
 
-@pytest.mark.parametrize("text, parsed", [("mean", Parameters("mean")), ("integrated", Parameters("integrated", 200)),
+@pytest.mark.parametrize("text, parsed", [("mean", Parameters("mean")), ("draw:0", Parameters("draw", 0)),
+                                          ("integrated", Parameters("integrated", 200)),
                                           ("draws", Parameters("draws", 200)), ("draws:50", Parameters("draws", 50))])
 def test_parameters_are_read(text, parsed):
     assert parse_parameters(text) == parsed
 
 
-@pytest.mark.parametrize("text", ["median", "mean:3", "draws:0", "draws:-2", "draws:x", "integrated:"])
+@pytest.mark.parametrize("text", ["median", "mean:3", "draw", "draw:x", "draws:0", "draws:-2", "draws:x", "integrated:"])
 def test_a_bad_parameters_value_is_refused(text):
     with pytest.raises(InputError, match="--parameters takes mean"):
         parse_parameters(text)
@@ -161,13 +162,15 @@ def cli(capsys, *argv) -> tuple[int, str, str]:
     return code, out, err
 
 
-@pytest.mark.parametrize("case", ["not fitted", "too many draws", "with -p", "bad mode"])
+@pytest.mark.parametrize("case", ["not fitted", "too many draws", "with -p", "other -p", "draw out of range", "bad mode"])
 def test_bad_input_is_one_line_exit_2(case, fitted, capsys):
     model, extra, message = {
         "not fitted": (str(ROOT / "models" / "household.py"), ["--parameters", "mean"], "is not one"),
         "too many draws": (str(fitted), ["--parameters", "draws:13"], "asks for 13 posterior draws; the fit has 12"),
-        "with -p": (str(fitted), ["--parameters", "mean", "-p", "parameters='mean'"], "not -p"),
-        "bad mode": (str(fitted), ["--parameters", "all"], "takes mean, integrated"),
+        "with -p": (str(fitted), ["--parameters", "mean", "-p", "parameters='mean'"], "not both"),
+        "other -p": (str(fitted), ["-p", "n=3"], "takes one parameter"),
+        "draw out of range": (str(fitted), ["--parameters", "draw:12"], "K from 0 to 11"),
+        "bad mode": (str(fitted), ["--parameters", "all"], "takes mean, draw:K"),
     }[case]
     code, out, err = cli(capsys, model, "--query", "count", "--mechanism", "laplace", "--scale", "1", "--notion", "idp",
                          *extra)
@@ -191,3 +194,12 @@ def test_draws_are_thinned_evenly_with_the_first_and_the_last():
     assert thinned(4, 4).tolist() == [0, 1, 2, 3]
     with pytest.raises(InputError, match="asks for 5 posterior draws; the fit has 4"):
         thinned(4, 5)
+
+
+@pytest.mark.parametrize("mode, says", [("mean", "parameters mean    the posterior means"),
+                                        ("draw:4", "parameters draw:4    one posterior draw"),
+                                        ("integrated:3", "parameters integrated:3    integrated over 3 posterior draws")])
+def test_the_text_names_how_the_parameters_were_set(plausible, mode, says):
+    from ddpbayes.plausible import FittedAudit
+
+    assert fitted_audit_text(FittedAudit(parse_parameters(mode), plausible.result)).startswith(says)

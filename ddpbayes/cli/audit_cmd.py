@@ -43,7 +43,8 @@ def register(sub) -> None:
                    "information (Thm. 3), conditional mutual information (Prop. 4), in nats (default) or bits; "
                    "none skips them")
     p.add_argument("--parameters", default=None, metavar="MODE",
-                   help="a model written by `ddpbayes fit` only: mean (default; the posterior means), integrated[:S] "
+                   help="a model written by `ddpbayes fit` only: mean (default; the posterior means), draw:K (posterior "
+                   "draw K; also -p parameters=\"'draw:K'\"), integrated[:S] "
                    "(the Bayesian adversary: parameters integrated over S posterior draws) or draws[:S] (Pufferfish: "
                    "the leakage under each of S posterior draws, their worst, and the share meeting --claim); "
                    "S defaults to 200")
@@ -86,9 +87,11 @@ def run(args) -> int:
 
 
 def fitted_parameters(args) -> Parameters | None:
-    """The `Parameters` of a fitted model file (mean unless --parameters says otherwise), None for
-    any other model; --parameters on another model, with --release or with -p is bad input."""
+    """The `Parameters` of a fitted model file (mean unless --parameters or -p parameters=... says
+    otherwise), None for any other model; --parameters on another model, with --release, or with
+    -p other than the model file's own `parameters` is bad input."""
     from ddpbayes.errors import InputError
+    from ddpbayes.model.loading import parse_params
     from ddpbayes.plausible import check_fitted, parse_parameters
 
     if args.parameters is None:
@@ -96,10 +99,12 @@ def fitted_parameters(args) -> Parameters | None:
 
         if fit_of(args.model) is None:
             return None
-    parameters = parse_parameters(args.parameters or "mean")
     check_fitted(args.model)
-    if args.param:
-        raise InputError("a fitted model's parameters are set by --parameters, not -p")
+    given = parse_params(args.param)
+    if set(given) - {"parameters"} or (given and args.parameters is not None):
+        raise InputError("a fitted model's build takes one parameter: give --parameters MODE (or -p parameters=..., "
+                         "not both)")
+    parameters = parse_parameters(args.parameters or given.get("parameters", "mean"))
     if args.release:
         raise InputError("--parameters audits one release (--query, --mechanism): --release is not built for it")
     return parameters

@@ -85,7 +85,7 @@ def fitted_audit_text(found: FittedAudit) -> str:
     """An audit under a fitted model: how its parameters were set first, then the audit; for
     draws:S the plausible models' leakages."""
     mode = found.parameters.mode
-    says = {"mean": "the posterior means, fixed",
+    says = {"mean": "the posterior means, fixed", "draw": "one posterior draw, fixed",
             "integrated": f"integrated over {found.parameters.draws} posterior draws (the Bayesian adversary)",
             "draws": f"each of {found.parameters.draws} posterior draws (Pufferfish: a class of plausible models)"}
     lines = [f"parameters {found.parameters}    {says[mode]}"]

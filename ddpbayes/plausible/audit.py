@@ -1,6 +1,6 @@
 """`audit_fitted`: the audit of a model fitted by `ddpbayes fit` under `--parameters` (DESIGN §9.4).
 
-- `mean`: the model file's build(parameters="mean"), the posterior means fixed;
+- `mean`: the model file's build(parameters="mean"), the posterior means fixed (`draw:K`: draw K);
 - `integrated:S`: the Bayesian adversary's model, a latent draw index J uniform over S posterior
   draws evenly thinned (`fitting.posterior.integrated_model`): exact for that empirical posterior,
   a Monte Carlo approximation of the posterior itself;
@@ -29,12 +29,13 @@ from ddpbayes.progress import Progress
 from ddpbayes.settings import RunSettings
 
 DEFAULT_DRAWS = 200  # posterior draws of `integrated` and `draws` when S is not given
-MODES = ("mean", "integrated", "draws")
+MODES = ("mean", "draw", "integrated", "draws")
 
 
 @dataclass(frozen=True)
 class Parameters:
-    """How a fitted model's parameters are set: `mode` with `draws` posterior draws (None for mean)."""
+    """How a fitted model's parameters are set: `mode` with `draws` posterior draws (integrated,
+    draws), or the draw's index (draw); None for mean."""
 
     mode: str
     draws: int | None = None
@@ -44,11 +45,12 @@ class Parameters:
 
 
 def parse_parameters(text: str) -> Parameters:
-    """'mean', 'integrated[:S]' or 'draws[:S]' (S posterior draws, default 200)."""
+    """'mean', 'draw:K' (posterior draw K), 'integrated[:S]' or 'draws[:S]' (S posterior draws, default 200)."""
     mode, sep, count = str(text).strip().partition(":")
-    if mode not in MODES or (mode == "mean" and sep) or (sep and not (count.isdigit() and int(count) > 0)):
-        raise InputError(f"--parameters takes mean, integrated[:S] or draws[:S] (S posterior draws, a positive "
-                         f"integer, default {DEFAULT_DRAWS}), got '{text}'")
+    number_ok = count.isdigit() and (int(count) > 0 or mode == "draw")
+    if mode not in MODES or (mode == "mean" and sep) or (mode == "draw" and not sep) or (sep and not number_ok):
+        raise InputError(f"--parameters takes mean, draw:K (posterior draw K), integrated[:S] or draws[:S] (S "
+                         f"posterior draws, a positive integer, default {DEFAULT_DRAWS}), got '{text}'")
     return Parameters(mode, None if mode == "mean" else int(count) if sep else DEFAULT_DRAWS)
 
 
@@ -91,8 +93,8 @@ def audit_fitted(model_path: str | Path, parameters: Parameters | str, query: st
     fit = check_fitted(model_path)
     settings = RunSettings.of(settings)
     run = {"claim": claim, "settings": settings, **kwargs}
-    if parameters.mode == "mean":
-        model = load_model(model_path, {"parameters": "mean"}, max_states=settings.max_states)
+    if parameters.mode in ("mean", "draw"):  # the model file's own build
+        model = load_model(model_path, {"parameters": str(parameters)}, max_states=settings.max_states)
         return FittedAudit(parameters, audit(model, query, mechanism, notion, information=information, **run))
     if parameters.mode == "integrated":
         model = integrated_model(fit, parameters.draws)
