@@ -100,8 +100,8 @@ def audit_fitted(model_path: str | Path, parameters: Parameters | str, query: st
         model = integrated_model(fit, parameters.draws)
         result = audit(model, query, mechanism, notion, information=information, **run)
         result.notes.append(f"parameters integrated over {parameters.draws} posterior draws, evenly thinned, each "
-                            "of weight 1/S (the Bayesian adversary; exact for these draws, a Monte Carlo "
-                            "approximation of the posterior)")
+                            f"of weight 1/{parameters.draws} (the Bayesian adversary; exact for these draws, a Monte "
+                            "Carlo approximation of the posterior)")
         return FittedAudit(parameters, result)
     return _plausible(model_path, fit, parameters, query, mechanism, notion, run)
 
