@@ -67,6 +67,12 @@ FIT = ("fit {tmp}/small.csv --template clustered --cluster village --outcome pos
 FIT_TABLE = "village,pos,age\n" + "".join(f"v{i // 5},{int(i % 3 == 0) ^ (i // 5 % 2)},{i % 4}\n" for i in range(30))
 FIT_SECTIONS = {"json-fit", "json-fit-check"}
 
+# An audit of a fitted model under draws:S runs one audit per draw (the structured engine's quadrature, seconds each):
+# checked by the slow test below on a fit written by hand in the `.fit.json` format.
+FITTED = ("audit {tmp}/villages.py --parameters draws:2 --query count --mechanism laplace --scale 1 --notion idp "
+          "--target 0 --claim 1 --format json")
+FITTED_SECTIONS = {"json-audit-fitted"}
+
 # Each command is one document of its section; fast settings only (the exact, structured and gaussian
 # engines, and the sampling engine where nothing continuous is left to sample: the MCMC estimates'
 # diagnostics come from the shipped reports, which the sampling engine made).
@@ -252,7 +258,7 @@ def test_every_key_is_documented_and_every_documented_key_exists(docs, capsys, t
         walk(doc, "", report_section(doc), docs, seen, missing)
     assert not missing, "emitted but not documented in docs/reference/json.md:\n" + "\n".join(sorted(missing))
     left = {("json-audit", path) for path in unproduced} | set(UNREACHABLE) | POSTERIOR_ONLY
-    left |= {(section, path) for section in FIT_SECTIONS for path in docs[section]}
+    left |= {(section, path) for section in FIT_SECTIONS | FITTED_SECTIONS for path in docs[section]}
     never = sorted(f"{section}: {path}" for section, rows in docs.items() for path in rows
                    if path not in seen.get(section, set()) and (section, path) not in left)
     assert not never, "documented but emitted by no document of this test:\n" + "\n".join(never)
@@ -280,5 +286,27 @@ def test_the_fit_keys_are_documented(docs, capsys, tmp_path):
     walk(json.loads((tmp_path / "small.fit.json").read_text()), "", "json-fit", docs, seen, missing)
     assert not missing, "emitted but not documented in docs/reference/json.md:\n" + "\n".join(sorted(missing))
     never = sorted(f"{section}: {path}" for section in FIT_SECTIONS for path in docs[section]
+                   if path not in seen.get(section, set()))
+    assert not never, "documented but emitted by no document of this test:\n" + "\n".join(never)
+
+
+@pytest.mark.slow
+def test_the_fitted_audit_keys_are_documented(docs, capsys, tmp_path):
+    from ddpbayes.fitting.write import companions, model_text
+
+    draws = {"intercept": [-0.5, 0.0, 0.5], "sigma": [0.5, 1.0, 1.5]}
+    doc = {"format": 1, "template": "clustered",
+           "parameters": {k: {"mean": sum(v) / 3, "sd": 0.5, "hdi": [min(v), max(v)]} for k, v in draws.items()},
+           "data": {"file": "villages.csv", "rows": 4, "outcome": "pos", "cluster": ["village"], "clusters": 2,
+                    "covariates": [], "covariate_mean": [], "covariate_sd": []},
+           "table": {"clusters": ["a", "b"], "cluster_index": [0, 0, 1, 1], "x": []}, "draws": draws}
+    out = tmp_path / "villages.py"
+    companions(out)[0].write_text(json.dumps(doc))
+    out.write_text(model_text(out, doc))
+    seen: dict[str, set] = {}
+    missing: set = set()
+    walk(run(shlex.split(FITTED.replace("{tmp}", str(tmp_path))), capsys), "", "json-audit-fitted", docs, seen, missing)
+    assert not missing, "emitted but not documented in docs/reference/json.md:\n" + "\n".join(sorted(missing))
+    never = sorted(f"{section}: {path}" for section in FITTED_SECTIONS for path in docs[section]
                    if path not in seen.get(section, set()))
     assert not never, "documented but emitted by no document of this test:\n" + "\n".join(never)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ddpbayes.cli.args import (
     NOTION_HELP,
     add_mechanism,
@@ -15,6 +17,10 @@ from ddpbayes.cli.args import (
     run_settings,
 )
 from ddpbayes.vocabulary import NOTIONS
+
+if TYPE_CHECKING:
+    from ddpbayes.plausible import Parameters
+    from ddpbayes.settings import RunSettings
 
 EXIT_CODES = {"fail": 1, "inconclusive": 4}
 
@@ -36,6 +42,12 @@ def register(sub) -> None:
                    help="Wu et al.'s (IDP) information measures beside the leakage: worst KL (Thm. 2), mutual "
                    "information (Thm. 3), conditional mutual information (Prop. 4), in nats (default) or bits; "
                    "none skips them")
+    p.add_argument("--parameters", default=None, metavar="MODE",
+                   help="a model written by `ddpbayes fit` only: mean (default; the posterior means), draw:K (posterior "
+                   "draw K; also -p parameters=\"'draw:K'\"), integrated[:S] "
+                   "(the Bayesian adversary: parameters integrated over S posterior draws) or draws[:S] (Pufferfish: "
+                   "the leakage under each of S posterior draws, their worst, and the share meeting --claim); "
+                   "S defaults to 200")
     add_run_settings(p, method=True)
     add_output(p)
     p.set_defaults(run=run)
@@ -48,6 +60,9 @@ def run(args) -> int:
 
     check_release_flags(args)
     settings = run_settings(args)
+    fitted = fitted_parameters(args)
+    if fitted is not None:
+        return _run_fitted(args, settings, fitted)
     model = load_model_of(args, settings)
     query, mechanism = compose(args.release, model) if args.release else (args.query, args.mechanism)
     result = audit(
@@ -66,3 +81,42 @@ def run(args) -> int:
     )
     print(result.to_json() if args.format == "json" else audit_text(result))
     return EXIT_CODES.get(result.verdict, 0)
+
+
+def fitted_parameters(args) -> Parameters | None:
+    """The `Parameters` of a fitted model file (mean unless --parameters or -p parameters=... says
+    otherwise), None for any other model; --parameters on another model, with --release, or with
+    -p other than the model file's own `parameters` is bad input."""
+    from ddpbayes.errors import InputError
+    from ddpbayes.model.loading import parse_params
+    from ddpbayes.plausible import check_fitted, parse_parameters
+
+    if args.parameters is None:
+        from ddpbayes.fitting.posterior import fit_of
+
+        if fit_of(args.model) is None:
+            return None
+    check_fitted(args.model)
+    given = parse_params(args.param)
+    if set(given) - {"parameters"} or (given and args.parameters is not None):
+        raise InputError("a fitted model's build takes one parameter: give --parameters MODE (or -p parameters=..., "
+                         "not both)")
+    parameters = parse_parameters(args.parameters or given.get("parameters", "mean"))
+    if args.release:
+        raise InputError("--parameters audits one release (--query, --mechanism): --release is not built for it")
+    return parameters
+
+
+def _run_fitted(args, settings: RunSettings, parameters: Parameters) -> int:
+    """`audit` of a fitted model under --parameters (DESIGN §9.4)."""
+    from ddpbayes.cli.text import fitted_audit_text
+    from ddpbayes.plausible import audit_fitted
+    from ddpbayes.queries import parse_query
+    from ddpbayes.queries.general import with_sensitivity
+
+    query = args.query if args.sensitivity is None else with_sensitivity(parse_query(args.query), args.sensitivity)
+    found = audit_fitted(args.model, parameters, query, args.mechanism, args.notion, settings=settings,
+                         claim=args.claim, information=None if args.information == "none" else args.information,
+                         targets=args.target, known=args.known, lattice=args.lattice, **noise(args))
+    print(found.to_json() if args.format == "json" else fitted_audit_text(found))
+    return EXIT_CODES.get(found.result.verdict, 0)

@@ -8,6 +8,7 @@ from ddpbayes.formatting import abbreviated, fmt, witness_output
 
 if TYPE_CHECKING:
     from ddpbayes.auditing import AuditResult
+    from ddpbayes.plausible import FittedAudit
 
 INTERVAL = "90% interval (two one-sided 95% bounds)"  # the sampling engine's `ci`: (lower, upper)
 
@@ -79,6 +80,21 @@ def audit_text(r: AuditResult) -> str:
         lines.extend(summary_text(r.composition))
     lines.extend(f"note: {n}" for n in r.notes)
     return "\n".join(lines)
+
+
+def fitted_audit_text(found: FittedAudit) -> str:
+    """An audit under a fitted model: how its parameters were set first, then the audit; for
+    draws:S the plausible models' leakages."""
+    mode = found.parameters.mode
+    says = {"mean": "the posterior means, fixed", "draw": "one posterior draw, fixed",
+            "integrated": f"integrated over {found.parameters.draws} posterior draws (the Bayesian adversary)",
+            "draws": f"each of {found.parameters.draws} posterior draws (Pufferfish: a class of plausible models)"}
+    lines = [f"parameters {found.parameters}    {says[mode]}"]
+    p = found.plausible
+    if p is not None:
+        lines.append(f"plausible  leakage median {fmt(p['median'])}, 95th percentile {fmt(p['p95'])}, "
+                     f"max {fmt(p['max'])} over {p['draws']} draws")
+    return "\n".join([*lines, audit_text(found.result)])
 
 
 def _interval_name(r: AuditResult) -> str:

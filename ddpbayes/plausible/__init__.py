@@ -1,0 +1,8 @@
+"""Auditing under a fitted model three ways (DESIGN §9.4, issue #41): the posterior means, the
+parameters integrated over the posterior (the Bayesian adversary), or a class of plausible models,
+one per posterior draw (Pufferfish privacy, Kifer & Machanavajjhala, TODS 2014)."""
+
+from ddpbayes.plausible.audit import (DEFAULT_DRAWS, FittedAudit, Parameters, audit_fitted, check_fitted,
+                                      parse_parameters)
+
+__all__ = ["DEFAULT_DRAWS", "FittedAudit", "Parameters", "audit_fitted", "check_fitted", "parse_parameters"]

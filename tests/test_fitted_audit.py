@@ -1,0 +1,205 @@
+"""Auditing under a fitted model (DESIGN §9.4, issue #41 item 3): --parameters mean, integrated:S
+and draws:S against a brute force written here (each cluster's effect by Gauss-Hermite
+quadrature, the records by enumeration, the draws' parameters averaged explicitly), on a small
+hand-written fit in the `.fit.json` format `fitting/fitted.py` reads."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy.special import expit
+
+from ddpbayes.cli.main import main
+from ddpbayes.cli.text import fitted_audit_text
+from ddpbayes.errors import InputError
+from ddpbayes.fitting.write import companions, model_text
+from ddpbayes.plausible import Parameters, audit_fitted, parse_parameters
+
+ROOT = Path(__file__).resolve().parent.parent
+CLUSTER_INDEX = np.array([0, 0, 0, 1, 1, 1])  # two clusters of three rows: today's structured engine integrates them
+X = np.array([[-1.0], [0.0], [1.0], [0.5], [-0.5], [1.5]])  # one standardised covariate
+DRAWS = 12
+THINNED_3 = [0, 6, 11]  # rint(linspace(0, 11, 3)): 5.5 rounds to the even 6
+B = 1.0  # Laplace scale of the count
+
+
+def posterior_draws() -> dict[str, list[float]]:
+    """Twelve draws of (intercept, beta, sigma), spread as a posterior's would be."""
+    k = np.arange(DRAWS)
+    return {"intercept": (-0.4 + 0.3 * np.sin(k)).tolist(), "beta_age": (0.5 + 0.2 * np.cos(k)).tolist(),
+            "sigma": (0.6 + 0.1 * k).tolist()}
+
+
+@pytest.fixture(scope="module")
+def fitted(tmp_path_factory) -> Path:
+    """MODEL.py and MODEL.fit.json as `ddpbayes fit` writes them (the model file from its template)."""
+    out = tmp_path_factory.mktemp("fitted") / "villages.py"
+    draws = posterior_draws()
+    doc = {"format": 1, "template": "clustered",
+           "parameters": {k: {"mean": float(np.mean(v)), "sd": float(np.std(v, ddof=1)), "hdi": [min(v), max(v)]}
+                          for k, v in draws.items()},
+           "data": {"file": "villages.csv", "rows": 6, "outcome": "pos", "cluster": ["village"], "clusters": 2,
+                    "covariates": ["age"], "covariate_mean": [0.0], "covariate_sd": [1.0]},
+           "table": {"clusters": ["a", "b"], "cluster_index": CLUSTER_INDEX.tolist(), "x": X.ravel().tolist()},
+           "draws": draws}
+    companions(out)[0].write_text(json.dumps(doc))
+    out.write_text(model_text(out, doc))
+    return out
+
+
+def record_law(intercept: float, beta: float, sigma: float, nodes: int = 80) -> np.ndarray:
+    """P(Y = y) for each y in {0,1}^6 (itertools.product order): the clusters are independent given
+    the parameters; each one's effect u = sigma z, z ~ Normal(0, 1), by Gauss-Hermite (probabilists')."""
+    z, w = np.polynomial.hermite_e.hermegauss(nodes)
+    w = w / w.sum()
+    ys = np.array(list(itertools.product((0, 1), repeat=len(CLUSTER_INDEX))))
+    law = np.ones(len(ys))
+    for c in (0, 1):
+        rows = np.flatnonzero(CLUSTER_INDEX == c)
+        p = expit(intercept + X[rows, 0] * beta + sigma * z[:, None])  # (nodes, rows)
+        y = ys[:, rows][:, None, :]
+        law *= np.prod(np.where(y == 1, p, 1 - p), axis=2) @ w
+    return law
+
+
+def idp_of_first_record(law: np.ndarray) -> float:
+    """idp of y[0] under a Laplace(B) count: sup over y of |log L(y | 1) - log L(y | 0)|, on the
+    integer breakpoints and the two tails (DESIGN §2.1), L(y | t) = sum_s P(s | t) e^(-|y - s| / B)."""
+    ys = np.array(list(itertools.product((0, 1), repeat=len(CLUSTER_INDEX))))
+    counts = ys.sum(axis=1)
+    s = np.arange(len(CLUSTER_INDEX) + 1)
+    w = np.array([[law[(ys[:, 0] == t) & (counts == v)].sum() for v in s] for t in (0, 1)])
+    w /= w.sum(axis=1, keepdims=True)
+    kernels = [np.exp(-np.abs(y - s) / B) for y in s] + [np.exp(s / B), np.exp(-s / B)]
+    return max(abs(np.log(w[1] @ k) - np.log(w[0] @ k)) for k in kernels)
+
+
+def brute_force_draw(k: int) -> float:
+    d = posterior_draws()
+    return idp_of_first_record(record_law(d["intercept"][k], d["beta_age"][k], d["sigma"][k]))
+
+
+def audit_args(parameters: str, **kw):
+    return dict(parameters=parameters, query="count", mechanism="laplace", notion="idp", scale=B, targets=[0],
+                information=None) | kw
+
+
+@pytest.fixture(scope="module")
+def plausible(fitted):
+    """draws:3 with a claim between the draws' leakages."""
+    claim = float(np.median([brute_force_draw(k) for k in THINNED_3]))
+    return audit_fitted(fitted, **audit_args("draws:3", claim=claim))
+
+
+def test_each_plausible_model_leaks_what_the_brute_force_gives(plausible):
+    expected = [brute_force_draw(k) for k in THINNED_3]
+    p = plausible.plausible
+    assert p["posterior_draws"] == THINNED_3 and p["draws"] == 3
+    np.testing.assert_allclose(p["leakages"], expected, rtol=0, atol=1e-8)
+    assert p["median"] == pytest.approx(np.median(expected), abs=1e-8)
+    assert p["p95"] == pytest.approx(np.percentile(expected, 95), abs=1e-8)
+    assert p["max"] == pytest.approx(max(expected), abs=1e-8)
+    assert plausible.result.leakage == pytest.approx(max(expected), abs=1e-8)
+
+
+def test_the_class_meets_the_claim_only_when_every_draw_does(plausible):
+    """The claim is the median of three distinct leakages: two of three draws meet it, so the class fails."""
+    p, r = plausible.plausible, plausible.result
+    assert p["share_meeting_claim"] == pytest.approx(2 / 3)
+    assert r.verdict == "fail" and "for 67% of plausible models (2 of 3 posterior draws)" in r.verdict_reason
+    doc = plausible.to_dict()
+    assert doc["parameters"] == "draws:3" and doc["plausible"]["max"] == p["max"]
+    text = fitted_audit_text(plausible)
+    assert text.startswith("parameters draws:3") and "meets epsilon" in text
+
+
+@pytest.mark.slow  # the draw index multiplies the quadrature's tables: ~14 s on a loaded machine
+def test_integrated_equals_the_average_over_the_draws(fitted):
+    """The Bayesian adversary's law of the records is the average of the three draws' laws."""
+    d = posterior_draws()
+    law = np.mean([record_law(d["intercept"][k], d["beta_age"][k], d["sigma"][k]) for k in THINNED_3], axis=0)
+    found = audit_fitted(fitted, **audit_args("integrated:3"))
+    assert found.result.leakage == pytest.approx(idp_of_first_record(law), abs=1e-8)
+    assert found.to_dict()["parameters"] == "integrated:3"
+    assert any("integrated over 3 posterior draws" in n for n in found.result.notes)
+
+
+@pytest.mark.slow  # two audits of the mean model through the command line, ~6 s on a loaded machine
+def test_mean_is_the_posterior_means_and_the_same_seed_gives_the_same_json(fitted, capsys):
+    d = posterior_draws()
+    expected = idp_of_first_record(record_law(*(float(np.mean(d[k])) for k in ("intercept", "beta_age", "sigma"))))
+    argv = ["audit", str(fitted), "--query", "count", "--mechanism", "laplace", "--scale", str(B), "--notion", "idp",
+            "--target", "0", "--seed", "3", "--format", "json"]
+    docs = []
+    for _ in range(2):
+        assert main(argv) == 0
+        docs.append(json.loads(capsys.readouterr().out))
+        docs[-1].pop("seconds")
+    assert docs[0] == docs[1]
+    assert docs[0]["parameters"] == "mean" and docs[0]["leakage"] == pytest.approx(expected, abs=1e-8)
+
+
+@pytest.mark.parametrize("text, parsed", [("mean", Parameters("mean")), ("draw:0", Parameters("draw", 0)),
+                                          ("integrated", Parameters("integrated", 200)),
+                                          ("draws", Parameters("draws", 200)), ("draws:50", Parameters("draws", 50))])
+def test_parameters_are_read(text, parsed):
+    assert parse_parameters(text) == parsed
+
+
+@pytest.mark.parametrize("text", ["median", "mean:3", "draw", "draw:x", "draws:0", "draws:-2", "draws:x", "integrated:"])
+def test_a_bad_parameters_value_is_refused(text):
+    with pytest.raises(InputError, match="--parameters takes mean"):
+        parse_parameters(text)
+
+
+def cli(capsys, *argv) -> tuple[int, str, str]:
+    code = main(["audit", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("case", ["not fitted", "too many draws", "with -p", "other -p", "draw out of range", "bad mode"])
+def test_bad_input_is_one_line_exit_2(case, fitted, capsys):
+    model, extra, message = {
+        "not fitted": (str(ROOT / "models" / "household.py"), ["--parameters", "mean"], "is not one"),
+        "too many draws": (str(fitted), ["--parameters", "draws:13"], "asks for 13 posterior draws; the fit has 12"),
+        "with -p": (str(fitted), ["--parameters", "mean", "-p", "parameters='mean'"], "not both"),
+        "other -p": (str(fitted), ["-p", "n=3"], "takes one parameter"),
+        "draw out of range": (str(fitted), ["--parameters", "draw:12"], "K from 0 to 11"),
+        "bad mode": (str(fitted), ["--parameters", "all"], "takes mean, draw:K"),
+    }[case]
+    code, out, err = cli(capsys, model, "--query", "count", "--mechanism", "laplace", "--scale", "1", "--notion", "idp",
+                         *extra)
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and err.startswith("error: ") and message in err, err
+
+
+@pytest.mark.parametrize("verdicts, expected", [([None, None], None), (["pass", "pass"], "pass"),
+                                                (["pass", "fail", "inconclusive"], "fail"),
+                                                (["pass", "inconclusive"], "inconclusive")])
+def test_the_class_verdict_needs_every_plausible_model(verdicts, expected):
+    from ddpbayes.plausible.audit import class_verdict
+
+    assert class_verdict(verdicts) == expected
+
+
+def test_draws_are_thinned_evenly_with_the_first_and_the_last():
+    from ddpbayes.fitting.posterior import thinned
+
+    assert thinned(1000, 5).tolist() == [0, 250, 500, 749, 999]  # 249.75 and 749.25 round to the nearest draw
+    assert thinned(4, 4).tolist() == [0, 1, 2, 3]
+    with pytest.raises(InputError, match="asks for 5 posterior draws; the fit has 4"):
+        thinned(4, 5)
+
+
+@pytest.mark.parametrize("mode, says", [("mean", "parameters mean    the posterior means"),
+                                        ("draw:4", "parameters draw:4    one posterior draw"),
+                                        ("integrated:3", "parameters integrated:3    integrated over 3 posterior draws")])
+def test_the_text_names_how_the_parameters_were_set(plausible, mode, says):
+    from ddpbayes.plausible import FittedAudit
+
+    assert fitted_audit_text(FittedAudit(parse_parameters(mode), plausible.result)).startswith(says)
