@@ -53,7 +53,7 @@ def width_reason(graph: FactorGraph, span: int, limit: int) -> str | None:
     if reason:
         return reason
     order = tree(graph, frozenset())
-    work = _widest(graph) * span * len(order.order)
+    work = pass_cells(graph, span)
     if work > WORK_PER_STATE * limit:
         return (f"one pass of its elimination would touch about {work:.2g} table cells ({len(order.order):,} slots x "
                 f"{_widest(graph) * span:,}), over {WORK_PER_STATE} x --max-states = {WORK_PER_STATE * limit:.2g} "
@@ -73,6 +73,11 @@ def clique_reason(graph: FactorGraph, span: int, limit: int) -> str | None:
                 f"{cells:,} cells, over the limit of {limit:,} (raise --max-states): the model's treewidth or the "
                 "query's range is too large")
     return None
+
+
+def pass_cells(graph: FactorGraph, span: int) -> int:
+    """A bound on the table cells one elimination pass touches: its slots times its widest clique times `span`."""
+    return _widest(graph) * span * len(tree(graph, frozenset()).order)
 
 
 def _widest(graph: FactorGraph) -> int:
