@@ -18,8 +18,8 @@ written as one vector variable is an initial term and one transition term per da
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 import pymc as pm
@@ -83,7 +83,7 @@ class _Term:
     var: object
     parents: list  # the free variables it reads, besides its own value
     element: int | None  # for an element-wise vector variable or a chain: which element this table is for
-    aligned: frozenset = frozenset()  # parents it reads only at `element`
+    aligned: Mapping = field(default_factory=dict)  # parents it reads at one element: parent -> element read, by `element`
     chain: bool = False  # a chain's term: element 0's initial law, or element k given element k - 1
 
     @property
@@ -114,21 +114,17 @@ def _tabulate(model: DependenceModel, slots: list[Slot], limit: int) -> list[tup
                      "cells", limit, ", or use another engine")
         plans.append(ids)
     groups, lifted = _groups(model.model, terms)
-    outputs, inputs, feeds, evaluated = [], [], [], []
-    for members, lift in _batches(groups, lifted, plans, slots):
-        graph, own, constants = _graph(model.model, terms[members[0]], lifted[members[0]] if lift else [])
-        batched = [pt.tensor(dtype=v.dtype, shape=(None, *v.type.shape)) for v in own + constants]
-        out = _gathers(vectorize_graph(graph, replace=dict(zip(own + constants, batched))))
-        outputs.append(out.reshape((out.shape[0], -1)) if out.ndim > 1 else out[:, None])
-        inputs += batched
+    batches = _batches(groups, lifted, plans, slots)
+    key = ("compiled", tuple(id(v) for v in slots_of), tuple((tuple(members), lift) for members, lift in batches))
+    fn, holders = model.memo("terms", key, lambda: _compile(model.model, terms, lifted, batches))
+    feeds, evaluated = [], []
+    for (members, lift), (own, constants) in zip(batches, holders):
         # members with equal value grids and equal lifted constants share one evaluation
         grids = _distinct_grids(members, plans, slots, lifted if lift else None)
         firsts = list(dict.fromkeys(grids.values()))
         feeds += _feeds([terms[m] for m in firsts], [plans[m] for m in firsts], slots, slots_of, own)
         feeds += _constant_feeds([lifted[m] for m in firsts], [_rows(plans[m], slots) for m in firsts], constants)
         evaluated.append((grids, firsts))
-    # The tables are tiny: C compilation would cost seconds and save nothing.
-    fn = pytensor.function(inputs, outputs, on_unused_input="ignore", mode=python_mode())
     with rejected_parameters():
         results = fn(*feeds)
     tables: list = [None] * len(terms)
@@ -142,6 +138,23 @@ def _tabulate(model: DependenceModel, slots: list[Slot], limit: int) -> list[tup
             column = terms[m].element if terms[m].part == "element" else None
             tables[m] = blocks[first][:, column] if column is not None else blocks[first].sum(axis=1)
     return [(ids, table) for ids, table in zip(plans, tables)]
+
+
+def _compile(pm_model: pm.Model, terms: list[_Term], lifted: list[list[Constant]],
+             batches: list[tuple[list[int], bool]]) -> tuple[Callable, list[tuple[list[Variable], list[Variable]]]]:
+    """One function evaluating every batch's log-probability graph on its members' stacked grids, and each batch's
+    placeholders (own value and parents, lifted constants). It depends on the terms, not on the slots' values:
+    the quadrature's finer rules reuse it (cached by `_tabulate`)."""
+    outputs, inputs, holders = [], [], []
+    for members, lift in batches:
+        graph, own, constants = _graph(pm_model, terms[members[0]], lifted[members[0]] if lift else [])
+        batched = [pt.tensor(dtype=v.dtype, shape=(None, *v.type.shape)) for v in own + constants]
+        out = _gathers(vectorize_graph(graph, replace=dict(zip(own + constants, batched))))
+        outputs.append(out.reshape((out.shape[0], -1)) if out.ndim > 1 else out[:, None])
+        inputs += batched
+        holders.append((own, constants))
+    # The tables are tiny: C compilation would cost seconds and save nothing.
+    return pytensor.function(inputs, outputs, on_unused_input="ignore", mode=python_mode()), holders
 
 
 @node_rewriter([Blockwise])
@@ -245,7 +258,7 @@ def _terms(pm_model: pm.Model, free: list) -> list[_Term]:
             continue
         reached = ancestors([var] if var in potentials else var.owner.inputs, blockers=free_set)
         parents = [v for v in reached if v in free_set and v is not var]
-        aligned = frozenset(aligned_parents(var, parents)) if _elementwise(var) else frozenset()
+        aligned = aligned_parents(var, parents) if _elementwise(var) else {}
         if _elementwise(var) and (var in free_rvs or aligned):
             out += [_Term(var, parents, k, aligned) for k in range(var.type.shape[0])]
         else:
@@ -263,7 +276,8 @@ def _scope(term: _Term, slots_of: dict) -> list[int]:
     own = slots_of.get(term.var, [])
     if term.element is not None:
         own = own[term.element - (term.part == "step"):term.element + 1][::-1]  # a step: (x[k], x[k-1])
-    return own + [k for p in term.parents for k in ([slots_of[p][term.element]] if p in term.aligned else slots_of[p])]
+    return own + [k for p in term.parents
+                  for k in ([slots_of[p][term.aligned[p][term.element]]] if p in term.aligned else slots_of[p])]
 
 
 def _graph(pm_model: pm.Model, term: _Term, lifted: list[Constant]) -> tuple[Variable, list[Variable], list[Variable]]:
@@ -422,7 +436,7 @@ def _feeds(terms: list[_Term], plans: list[list[int]], slots: list[Slot], slots_
             if own[c].ndim == 0:
                 columns[c].append(block[:, 0])
             elif one:
-                columns[c].append(np.repeat(block, term.var.type.shape[0], axis=1))  # every element the same value
+                columns[c].append(np.repeat(block, len(slots_of[var]), axis=1))  # every element the same value
             else:
                 columns[c].append(block)
     return [np.concatenate(cols).astype(v.dtype) for cols, v in zip(columns, own)]

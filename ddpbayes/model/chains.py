@@ -7,13 +7,16 @@ with the log-density its library gives it (pymc-extras: log p_init(x[0]) + Σ_k 
 x[k]]; PyMC's measurable scan: Σ_k log p_step(x[k] | x[k-1])). Other scans stay one table over
 all their elements. An element-wise variable (an HMM's emissions) whose parameters read a
 vector parent only element by element (`Bernoulli(p=pt.switch(x, a, b))`, `Categorical(p=E[x])`)
-reads, for element k, only x[k].
+reads, for element k, only x[k]; through a gather by a constant integer vector (`u[cluster]`, a
+clustered model's effects, issue #41) it reads only u[cluster[k]].
 """
 
 from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+
+import numpy as np
 
 import pytensor.tensor as pt
 from pymc.distributions.dist_math import check_parameters
@@ -29,6 +32,7 @@ from pytensor.tensor.elemwise import DimShuffle, Elemwise
 from pytensor.tensor.random.op import RandomVariable
 from pytensor.tensor.subtensor import AdvancedSubtensor, AdvancedSubtensor1, Subtensor
 from pytensor.tensor.type_other import SliceType
+from pytensor.tensor.variable import TensorConstant
 
 from ddpbayes.errors import InputError
 
@@ -189,59 +193,93 @@ def length(rv) -> int | None:
     return found.length if found is not None else None
 
 
-def aligned_parents(var, parents: list) -> set:
+def aligned_parents(var, parents: list) -> dict:
     """The vector `parents` that an element-wise `var` (a univariate RandomVariable's batch of n)
-    reads element by element: element k of every parameter depends on the parent only through
-    its element k (element-wise operations, axis 0 kept first, a fixed table indexed by it)."""
+    reads element by element, each with its map: element k of every parameter depends on parent p
+    only through p[map[k]] (element-wise operations, axis 0 kept first, a fixed table indexed by it,
+    a gather by a constant integer array: `u[cluster]` maps element k to cluster[k])."""
     op = var.owner.op
     n = var.type.shape[0]
     if not isinstance(op, RandomVariable) or _depends(var.owner.inputs[1], parents):
-        return set()
+        return {}
     params = op.dist_params(var.owner)
-    out = set()
+    out = {}
     for p in parents:
-        if p.ndim != 1 or length(p) != n:
+        if p.ndim != 1 or length(p) is None:
             continue
         memo: dict = {}
         states = [_status(q, p, memo) for q in params]
-        if all(s == _FREE or (s == _ALIGNED and q.ndim - nd == 1)
-               for s, q, nd in zip(states, params, op.ndims_params)) and _ALIGNED in states:
-            out.add(p)
+        maps = [s for s in states if isinstance(s, _Map)]
+        if maps and all(s is _FREE or (isinstance(s, _Map) and q.ndim - nd == 1)
+                        for s, q, nd in zip(states, params, op.ndims_params)) \
+                and all(m == maps[0] for m in maps) and len(maps[0].index) == n:
+            out[p] = maps[0].index
     return out
 
 
-_FREE, _ALIGNED, _MIXED = "free", "aligned", "mixed"
+@dataclass(frozen=True, eq=False)
+class _Map:
+    """Aligned with the parent: element k (on axis 0) reads only parent[index[k]]."""
+
+    index: np.ndarray
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, _Map) and np.array_equal(self.index, other.index)
+
+    def __hash__(self) -> int:
+        return hash(self.index.tobytes())
+
+
+_FREE, _MIXED = "free", "mixed"
 
 
 def _depends(v: Variable, parents: list) -> bool:
-    return any(_status(v, p, {}) != _FREE for p in parents)
+    return bool(set(ancestors([v])) & set(parents))
 
 
-def _status(v: Variable, parent: Variable, memo: dict) -> str:
-    """Whether `v` is free of `parent`, aligned with it (axis 0 element k reads only parent[k]), or mixed."""
+def _status(v: Variable, parent: Variable, memo: dict) -> str | _Map:
+    """Whether `v` is free of `parent`, aligned with it (a `_Map`: element k on axis 0 reads only
+    parent[map[k]]), or mixed."""
     if v is parent:
-        return _ALIGNED
+        return _Map(np.arange(length(parent)))
     if v in memo:
         return memo[v]
     memo[v] = _FREE
     node = v.owner
     if node is not None:
         states = [_status(i, parent, memo) for i in node.inputs]
-        if any(s != _FREE for s in states):
-            memo[v] = _ALIGNED if _keeps_alignment(node, v, states) else _MIXED
+        if any(s is not _FREE for s in states):
+            memo[v] = _through(node, v, states)
     return memo[v]
 
 
-def _keeps_alignment(node, v: Variable, states: list[str]) -> bool:
+def _through(node, v: Variable, states: list) -> _Map | str:
+    """The map of `v`, computed by `node` from inputs of these `states` (one of them not free), or `_MIXED`."""
     if _MIXED in states:
-        return False
-    op = node.op
+        return _MIXED
+    op, maps = node.op, [s for s in states if isinstance(s, _Map)]
     if isinstance(op, Elemwise):
-        return all(s == _FREE or (i.ndim == v.ndim and not i.type.broadcastable[0])
+        same = all(m == maps[0] for m in maps)
+        kept = all(s is _FREE or (i.ndim == v.ndim and not i.type.broadcastable[0])
                    for i, s in zip(node.inputs, states))
+        return maps[0] if same and kept else _MIXED
     if isinstance(op, DimShuffle):
-        return bool(op.new_order) and op.new_order[0] == 0
-    if isinstance(op, (AdvancedSubtensor1, AdvancedSubtensor)):  # table[x] or table[x, slices]
-        return (states[0] == _FREE and states[1] == _ALIGNED and node.inputs[1].ndim == 1
-                and all(isinstance(i.type, SliceType) and s == _FREE for i, s in zip(node.inputs[2:], states[2:])))
-    return False
+        return states[0] if op.new_order and op.new_order[0] == 0 else _MIXED
+    if isinstance(op, (AdvancedSubtensor1, AdvancedSubtensor)):
+        rest_free = all(isinstance(i.type, SliceType) and s is _FREE for i, s in zip(node.inputs[2:], states[2:]))
+        if states[0] is _FREE and isinstance(states[1], _Map) and node.inputs[1].ndim == 1 and rest_free:
+            return states[1]  # table[x] or table[x, slices]
+        if isinstance(states[0], _Map) and len(node.inputs) == 2:
+            return _gathered(states[0], node.inputs[1])  # u[cluster]
+    return _MIXED
+
+
+def _gathered(read: _Map, index: Variable) -> _Map | str:
+    """u[index] for a constant integer vector `index` and u aligned by `read`: element k reads
+    read.index[index[k]] (negative indices count from the end; outside u: mixed, PyMC refuses it)."""
+    if not isinstance(index, TensorConstant) or index.ndim != 1 or not index.dtype.startswith(("int", "uint")):
+        return _MIXED
+    at, size = np.asarray(index.data, dtype=np.int64), len(read.index)
+    if np.any(at < -size) or np.any(at >= size):
+        return _MIXED
+    return _Map(read.index[np.where(at < 0, at + size, at)])

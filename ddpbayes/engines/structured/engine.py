@@ -29,9 +29,12 @@ from ddpbayes.engines.structured.graph import (
     centre,
     factor_graph,
     model_reason,
+    quadrature_reason,
 )
 from ddpbayes.engines.structured.potential import Potential
+from ddpbayes.engines.structured.rows import components, row_matrix, row_problems, widened
 from ddpbayes.engines.structured.scope import (
+    clique_reason,
     linear_reason,
     query_span,
     quick_work_reason,
@@ -44,7 +47,7 @@ from ddpbayes.errors import InputError
 from ddpbayes.mechanisms import Mechanism
 from ddpbayes.model.supports import wider_than_declared
 from ddpbayes.problem import Adversary, Problem
-from ddpbayes.queries import ComposedQuery, Identity
+from ddpbayes.queries import ComposedQuery, Identity, LinearRows
 
 
 class StructuredEngine(Engine):
@@ -67,6 +70,9 @@ class StructuredEngine(Engine):
             graph = factor_graph(problem.model, problem.settings.max_states)
         except InputError as e:
             return str(e)
+        reason = quadrature_reason(graph)
+        if reason:
+            return reason
         if isinstance(problem.query, Identity):
             return continual_reason(problem, graph)
         return width_reason(graph, query_span(problem), problem.settings.max_states)
@@ -74,32 +80,31 @@ class StructuredEngine(Engine):
     def leakage(self, problem: Problem) -> list[AdversaryLeakage]:
         """Exact on finite models; with continuous latents, the quadrature value whose leakage
         moves by less than SETTLED when the nodes double (raised until it does; Declined when it
-        has not by QUADRATURE_MAX nodes)."""
+        has not by QUADRATURE_MAX nodes, or when a finer rule would not fit). A several-row release is solved one
+        row at a time: each target's coupled row (`rows`)."""
         self._check(problem)
-        limit = problem.settings.max_states
-        graph = factor_graph(problem.model, limit)
+        graph = factor_graph(problem.model, problem.settings.max_states)
         if isinstance(problem.query, Identity):
             return continual_leakage(problem, graph)
-        if not graph.rules:
-            return _leakage_on(problem, graph)
-        nodes, previous = QUADRATURE_START, _leakage_on(problem, graph)
-        while nodes < QUADRATURE_MAX:
-            nodes *= 2
-            found = _leakage_on(problem, factor_graph(problem.model, limit, nodes))
-            change = max(_moved(a.value, b.value) for a, b in zip(found, previous))
-            if change < SETTLED:
-                _settled(problem)[_key(problem)] = (nodes, change)
-                return found
-            previous = found
-        raise Declined(f"the quadrature over the continuous latents did not settle: the leakage moved by {change:.3g} "
-                       f"between {nodes // 2} and {nodes} nodes (use the sampling engine)")
+        if not isinstance(problem.query, LinearRows):
+            return _settled_leakage(problem, graph)
+        found: dict[Adversary, AdversaryLeakage] = {}
+        settled, rows = [], len(row_matrix(problem))
+        for row, one in row_problems(problem, graph):
+            for leak in _settled_leakage(one, graph):
+                y = widened(leak.witness.y, row, rows)
+                found[leak.adversary] = replace(leak, witness=replace(leak.witness, y=y))
+            settled.append(_settled(one).get(_key(one)))
+        if graph.rules:
+            _settled(problem)[_key(problem)] = max(settled)
+        return [found[adv] for adv in problem.adversaries]
 
     def notes(self, problem: Problem) -> list[str]:
         graph = self._graph(problem)
         notes = []
         if graph.rules:
             nodes, change = _settled(problem).get(_key(problem), (len(graph.values[min(graph.rules)]), math.nan))
-            rules = ", ".join(f"'{_latent_name(problem, v)}' by {graph.rules[v].name}" for v in graph.rules)
+            rules = ", ".join(_rules_by_variable(problem, graph))
             notes.append(f"quadrature value: continuous latents integrated out with {nodes} nodes ({rules}); the "
                          f"leakage moved by {change:.2g} from {nodes // 2} nodes (settled below {SETTLED:g})")
         if _declared_narrower(problem) and not graph.rules:
@@ -123,6 +128,8 @@ class StructuredEngine(Engine):
         self._check(problem)
         if isinstance(problem.query, Identity):
             raise NoMixtures("the continual release (identity on a chain) has vector outputs: not integrated")
+        if isinstance(problem.query, LinearRows):
+            raise NoMixtures("a several-row release has vector outputs: not integrated")
         graph = self._graph(problem)
         return structured_mixtures(problem, graph, adversary, _contributions(problem, graph),
                                    _relevant(graph, adversary.known, problem.mechanism), _mixture)
@@ -157,11 +164,37 @@ QUADRATURE_MAX = 1024  # nodes per continuous latent at most
 SETTLED = 1e-10  # a quadrature leakage is reported once doubling the nodes moves it by less
 
 
+def _settled_leakage(problem: Problem, graph: FactorGraph) -> list[AdversaryLeakage]:
+    """The leakage on `graph`; with continuous latents, on rules of doubling node counts until it moves by less
+    than SETTLED (each finer graph's widest table checked against --max-states before it is built)."""
+    limit = problem.settings.max_states
+    if not graph.rules:
+        return _leakage_on(problem, graph)
+    nodes, previous = QUADRATURE_START, _leakage_on(problem, graph)
+    while nodes < QUADRATURE_MAX:
+        nodes *= 2
+        finer = factor_graph(problem.model, limit, nodes)
+        reason = clique_reason(finer, query_span(problem), limit)
+        if reason:
+            raise Declined(f"the quadrature over the continuous latents had not settled at {nodes // 2} nodes, "
+                             f"and at {nodes}: {reason}")
+        found = _leakage_on(problem, finer)
+        change = max(_moved(a.value, b.value) for a, b in zip(found, previous))
+        if change < SETTLED:
+            _settled(problem)[_key(problem)] = (nodes, change)
+            return found
+        previous = found
+    raise Declined(f"the quadrature over the continuous latents did not settle: the leakage moved by {change:.3g} "
+                     f"between {nodes // 2} and {nodes} nodes (use the sampling engine)")
+
+
 def _leakage_on(problem: Problem, graph: FactorGraph) -> list[AdversaryLeakage]:
     limit = problem.settings.max_states
     contribution = _contributions(problem, graph)
     found: dict[Adversary, AdversaryLeakage] = {}
-    on_zeros = frozenset(v for p in graph.factors if not np.isfinite(p.table).all() for v in p.scope)
+    if "on zeros" not in graph.trees:  # cached with the graph's trees
+        graph.trees["on zeros"] = frozenset(v for p in graph.factors if not np.isfinite(p.table).all() for v in p.scope)
+    on_zeros = graph.trees["on zeros"]
     for known, adversaries in _by_known_set(problem.adversaries).items():
         found.update(_leakage_for_known_set(known, adversaries, graph, contribution, problem.mechanism, limit,
                                             on_zeros))
@@ -178,7 +211,7 @@ def _settled(problem: Problem) -> dict:
 
 
 def _key(problem: Problem) -> tuple:
-    return problem.query.spec, repr(problem.mechanism), problem.settings.max_states
+    return problem.query, repr(problem.mechanism), problem.settings.max_states
 
 
 def _declared_narrower(problem: Problem) -> bool:
@@ -187,11 +220,15 @@ def _declared_narrower(problem: Problem) -> bool:
     return bool(wider_than_declared([slot.rv for slot in problem.model.slots], problem.model.domains))
 
 
-def _latent_name(problem: Problem, slot: int) -> str:
-    """The name of latent slot `slot` (slots after the tuples, element by element)."""
-    names = [rv.name if rv.ndim == 0 else f"{rv.name}[{k}]" for rv in problem.model.latent_rvs
-             for k in range(elements(rv))]
-    return names[slot - problem.model.n]
+def _rules_by_variable(problem: Problem, graph: FactorGraph) -> list[str]:
+    """Each continuous latent variable and its rule: "'u' by Gauss–Hermite (...)", a vector's elements, each its
+    own slot of nodes, named once ("'u' (65 elements, one rule each) by ...")."""
+    owner = [rv for rv in problem.model.latent_rvs for _ in range(elements(rv))]
+    rules: dict = {}
+    for v, r in graph.rules.items():
+        rules.setdefault(owner[v - problem.model.n], set()).add(r.name)
+    return [f"'{rv.name}'" + (f" ({elements(rv)} elements, one rule each)" if elements(rv) > 1 else "")
+            + f" by {' / '.join(sorted(names))}" for rv, names in rules.items()]
 
 
 def _zeros(graph: FactorGraph) -> list[np.ndarray]:
@@ -223,6 +260,7 @@ def _leakage_for_known_set(known: frozenset[int], adversaries: list[Adversary], 
     unchanged. So x_R is enumerated, the rest of K is summed out without moving the partial
     sum, and the witness completes x_K with values of positive probability. One calibration
     per x_R serves every target."""
+    graph = _concerned(graph, known, {adv.target for adv in adversaries}, contribution, on_zeros)
     relevant = _relevant(graph, known, mechanism)
     local, apart = _local(graph, known, relevant, on_zeros)
     order = sorted(relevant)
@@ -349,6 +387,21 @@ def _relevant(graph: FactorGraph, known: frozenset[int], mechanism: Mechanism) -
         if any(v not in known for v in p.scope):
             out.update(v for v in p.scope if v in known)
     return out
+
+
+def _concerned(graph: FactorGraph, known: frozenset[int], targets: set[int], contribution: list[np.ndarray],
+               on_zeros: frozenset[int]) -> FactorGraph:
+    """The graph without the components of the unknown slots (given the known ones) that hold no target and no
+    tuple the query reads, when every factor on them is positive. Given x_K such a component is independent of
+    the rest (global Markov property), and its factors sum to a positive number that multiplies L(y | t, x_K)
+    for every t alike: it cancels from the log-ratio (65 villages, one audited: the other 64 are not computed)."""
+    label = components(graph, known)
+    wanted = {label[v] for v in targets} | {label[v] for v, c in enumerate(contribution) if v not in known and c.any()}
+    idle = {v for v in range(graph.slots) if label[v] >= 0 and label[v] not in wanted}
+    if not idle or idle & on_zeros:
+        return graph
+    factors = [p for p in graph.factors if not idle.intersection(p.scope)]
+    return replace(graph, factors=factors, trees={})
 
 
 def _local(graph: FactorGraph, known: frozenset[int], relevant: set[int],

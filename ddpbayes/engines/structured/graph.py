@@ -19,7 +19,7 @@ from ddpbayes.engines.structured.junction import Calibration, Tree, elimination_
 from ddpbayes.engines.structured.potential import Potential
 from ddpbayes.engines.structured.quadrature import Rule, rule
 from ddpbayes.engines.structured.separation import Directed
-from ddpbayes.engines.terms import elements, model_slots, structure, tabulate
+from ddpbayes.engines.terms import model_slots, structure, tabulate
 from ddpbayes.errors import InputError
 from ddpbayes.model import DependenceModel, Finite
 from ddpbayes.model.chains import length
@@ -51,12 +51,12 @@ def factor_graph(model: DependenceModel, limit: int, nodes: int | None = None) -
 
 def model_reason(model: DependenceModel) -> str | None:
     """Why the structured engine cannot read `model`: continuous tuples, latents that are
-    neither finite nor continuous scalars, continuous latents whose support moves with other
-    variables, or more than two continuous latent dimensions."""
+    neither finite nor continuous scalars or vectors of static length, or continuous latents whose
+    support moves with other variables (how many continuous latents one clique may hold is
+    `clique_reason`'s)."""
     reason = continuous_tuple_reason(model)
     if reason:
         return reason
-    dims = 0
     for rv in model.latent_rvs:
         if rv.ndim > 1 or (rv.ndim == 1 and length(rv) is None):
             return f"latent variable '{rv.name}' must be a scalar or a vector of static length"
@@ -66,14 +66,28 @@ def model_reason(model: DependenceModel) -> str | None:
         elif random_bounds(rv):
             return (f"latent variable '{rv.name}' has a support whose bounds depend on other variables: quadrature "
                     "places its nodes in a fixed interval")
-        else:
-            dims += elements(rv)
-    if dims > MAX_CONTINUOUS:
-        return f"the model has {dims} continuous latent dimensions; quadrature integrates at most {MAX_CONTINUOUS}"
     return None
 
 
-MAX_CONTINUOUS = 2  # continuous latent dimensions integrated by a tensor-product rule
+def quadrature_reason(graph: FactorGraph) -> str | None:
+    """Why the continuous latents cannot be integrated clique by clique: an elimination clique
+    holding more than MAX_CONTINUOUS of them (its integral would be a tensor-product rule of that
+    dimension). Latents in different cliques are integrated one clique at a time: 65 village
+    effects, each read by its own village's records, are 65 one-dimensional rules."""
+    if not graph.rules:
+        return None
+    plain = tree(graph, frozenset())
+    clique = max(((v, *plain.separator[v]) for v in plain.order),
+                 key=lambda c: sum(u in graph.rules for u in c))
+    dims = sum(u in graph.rules for u in clique)
+    if dims > MAX_CONTINUOUS:
+        return (f"an elimination clique holds {dims} continuous latent dimensions together; quadrature integrates at "
+                f"most {MAX_CONTINUOUS} in one clique (latents read by disjoint groups of records are integrated one "
+                "clique at a time)")
+    return None
+
+
+MAX_CONTINUOUS = 2  # continuous latent dimensions in one elimination clique (a tensor-product rule)
 
 
 def _build(model: DependenceModel, limit: int, nodes: int | None) -> FactorGraph:
@@ -107,7 +121,8 @@ def tree(graph: FactorGraph, clamped: frozenset[int], root: int | None = None) -
     key = (clamped, root)
     if key not in graph.trees:
         scopes = [tuple(v for v in p.scope if v not in clamped) for p in graph.factors]
-        free = [v for v in range(graph.slots) if v not in clamped and v != root]
+        present = sorted({v for p in graph.factors for v in p.scope})  # a graph cut to a part leaves slots out
+        free = [v for v in present if v not in clamped and v != root]
         order, separators = elimination_order(scopes, free)
         if root is not None:
             order, separators = [*order, root], {**separators, root: ()}

@@ -16,6 +16,7 @@ from scipy.special import logsumexp
 
 from ddpbayes.engines.base import MixtureGroup, Mixtures, NoMixtures
 from ddpbayes.engines.structured.graph import FactorGraph, calibrate
+from ddpbayes.engines.structured.scope import WORK_PER_STATE, pass_cells, query_span
 from ddpbayes.problem import Adversary, Problem
 
 DIGITS = 12  # merged groups agree in log-weights to this many decimals
@@ -31,6 +32,11 @@ def structured_mixtures(problem: Problem, graph: FactorGraph, adv: Adversary, co
     if count > limit:
         raise NoMixtures(f"A({adv.target}, {len(adv.known)} known) has {count:.3g} configurations of the known tuples "
                          f"that bear on the target, over the limit of {limit:,}")
+    work = count * pass_cells(graph, query_span(problem))
+    if work > WORK_PER_STATE * limit:  # all 19 others of 4 clusters of 5 known: 2^19 calibrations, hours
+        raise NoMixtures(f"A({adv.target}, {len(adv.known)} known) has {count:.3g} configurations of the known tuples "
+                         f"that bear on the target, one calibration each: about {work:.2g} table cells, over "
+                         f"{WORK_PER_STATE} x --max-states = {WORK_PER_STATE * limit:.2g}")
     moving = [np.zeros_like(c) if k in adv.known and k not in relevant else c for k, c in enumerate(contribution)]
     merged: dict[bytes, list] = {}
     for codes in itertools.product(*[range(graph.sizes[k]) for k in order]):

@@ -60,7 +60,7 @@ def multiply(a: Potential, b: Potential, sizes: list[int], limit: int) -> Potent
         out = _linear_convolve(np.exp(ta - top_a), np.exp(tb - top_b), shape, length)
         with np.errstate(divide="ignore"):
             return trim(Potential(scope, np.log(out) + (top_a + top_b), a.offset + b.offset))
-    if tb.shape[-1] <= _SHORT:
+    if tb.shape[-1] <= max(_SHORT, math.prod(shape)):  # fewer shifts than rows (a quadrature slot's 256 nodes)
         out = np.full((*shape, length), -np.inf)
         wide = ta.shape[-1]
         for j in range(tb.shape[-1]):  # the shorter axis: O(A·B) logaddexps, vectorised over the scope

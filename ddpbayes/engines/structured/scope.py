@@ -8,39 +8,62 @@ import math
 import numpy as np
 
 from ddpbayes.engines.structured.graph import FactorGraph, tree
+from ddpbayes.engines.structured.rows import row_matrix
 from ddpbayes.model.domains import Finite
 from ddpbayes.problem import Problem
-from ddpbayes.queries import Linear
+from ddpbayes.queries import Linear, LinearRows
 
 
 def linear_reason(problem: Problem) -> str | None:
-    """Why the query or mechanism is not an integer linear release with Laplace, geometric or Gaussian noise or a
-    mechanism with a joint output law on its one answer (truncated geometric, RAPPOR: DESIGN §5.2)."""
-    if not isinstance(problem.query, Linear):
+    """Why the query or mechanism is not an integer linear release (one row, or several rows with independent noise
+    on each) with Laplace, geometric or Gaussian noise or a mechanism with a joint output law on its one answer
+    (truncated geometric, RAPPOR: DESIGN §5.2)."""
+    if not isinstance(problem.query, (Linear, LinearRows)):
         return (f"the query '{problem.query.spec}' is not linear (use count, sum or linear: with integer weights; "
                 "identity on a chain)")
-    w = problem.query.weights(problem.model.n)
-    if len(w) != problem.model.n or not np.all(np.isfinite(w)) or np.any(np.mod(w, 1) != 0):
-        return f"the query '{problem.query.spec}' needs integer weights, one per tuple"
+    w = row_matrix(problem)
+    if w.shape[1] != problem.model.n or not np.all(np.isfinite(w)) or np.any(np.mod(w, 1) != 0):
+        return f"the query '{_short(problem.query.spec)}' needs integer weights, one per tuple"
     for k, d in enumerate(problem.model.domains):
         if not (isinstance(d, Finite) and all(float(v).is_integer() for v in d.values)):
             return f"tuple '{problem.model.names[k]}' is not integer-valued (domain {d})"
     if not (problem.mechanism.laplace or problem.mechanism.gaussian or problem.mechanism.joint):
         return (f"the {problem.mechanism.kind} mechanism is not Laplace, geometric or Gaussian noise, nor a mechanism "
                 "with an output law")
+    if len(w) > 1 and problem.mechanism.joint:
+        return f"the {problem.mechanism.kind} mechanism's output law is on one answer, and the query has {len(w)} rows"
     return None
 
 
+def _short(text: str) -> str:
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def query_span(problem: Problem) -> int:
-    """How many partial sums the query can take: 1 + Σ_k |w_k| (max - min of tuple k's domain)."""
-    w = problem.query.weights(problem.model.n)
-    return 1 + int(sum(abs(wk) * (max(d.values) - min(d.values)) for wk, d in zip(w, problem.model.domains)))
+    """How many partial sums the query can take: 1 + Σ_k |w_k| (max - min of tuple k's domain), for its widest row
+    (a several-row release is solved one row at a time: `rows`)."""
+    widths = np.array([max(d.values) - min(d.values) for d in problem.model.domains], dtype=float)
+    return 1 + int(np.abs(row_matrix(problem)).dot(widths).max())
 
 
 def width_reason(graph: FactorGraph, span: int, limit: int) -> str | None:
-    """Why the elimination is too large, or None: its widest clique times the query's `span` (a
-    bound on its largest table) above `limit`, or the cells one pass touches (slots times that)
-    above WORK_PER_STATE · `limit`."""
+    """Why the elimination is too large, or None: `clique_reason`, or the cells one pass touches
+    (slots times the widest clique's) above WORK_PER_STATE · `limit`."""
+    reason = clique_reason(graph, span, limit)
+    if reason:
+        return reason
+    order = tree(graph, frozenset())
+    work = pass_cells(graph, span)
+    if work > WORK_PER_STATE * limit:
+        return (f"one pass of its elimination would touch about {work:.2g} table cells ({len(order.order):,} slots x "
+                f"{_widest(graph) * span:,}), over {WORK_PER_STATE} x --max-states = {WORK_PER_STATE * limit:.2g} "
+                "(raise --max-states)")
+    return None
+
+
+def clique_reason(graph: FactorGraph, span: int, limit: int) -> str | None:
+    """Why one table of the elimination is too large to allocate, or None: its widest clique times the query's
+    `span` (a bound on its largest table) above `limit`."""
     order = tree(graph, frozenset())
     widest = max(order.order, key=lambda v: math.prod(graph.sizes[u] for u in (v, *order.separator[v])))
     clique = (widest, *order.separator[widest])
@@ -49,21 +72,26 @@ def width_reason(graph: FactorGraph, span: int, limit: int) -> str | None:
         return (f"its widest elimination clique ({len(clique)} slots) times the query's {span:,} partial sums has "
                 f"{cells:,} cells, over the limit of {limit:,} (raise --max-states): the model's treewidth or the "
                 "query's range is too large")
-    work = cells * len(order.order)
-    if work > WORK_PER_STATE * limit:
-        return (f"one pass of its elimination would touch about {work:.2g} table cells ({len(order.order):,} slots x "
-                f"{cells:,}), over {WORK_PER_STATE} x --max-states = {WORK_PER_STATE * limit:.2g} (raise --max-states)")
     return None
+
+
+def pass_cells(graph: FactorGraph, span: int) -> int:
+    """A bound on the table cells one elimination pass touches: its slots times its widest clique times `span`."""
+    return _widest(graph) * span * len(tree(graph, frozenset()).order)
+
+
+def _widest(graph: FactorGraph) -> int:
+    """The cells of the widest elimination clique (its slots' sizes multiplied)."""
+    order = tree(graph, frozenset())
+    return max(math.prod(graph.sizes[u] for u in (v, *order.separator[v])) for v in order.order)
 
 
 def seconds_per_pass(graph: FactorGraph, span: int) -> float:
     """A rough cost of one adversary's elimination pass (`Engine.seconds_per_adversary`): about
     5 ms + 0.5 ms per slot + 20 ns per table cell the pass touches (measured, one core shared:
     household n = 10, 40, 80 at 16, 49, 81 ms; markov_chain n = 20, 100 at 19, 40 ms)."""
-    order = tree(graph, frozenset())
-    widest = max(math.prod(graph.sizes[u] for u in (v, *order.separator[v])) for v in order.order)
-    slots = len(order.order)
-    return 5e-3 + 5e-4 * slots + 2e-8 * widest * span * slots
+    slots = len(tree(graph, frozenset()).order)
+    return 5e-3 + 5e-4 * slots + 2e-8 * _widest(graph) * span * slots
 
 
 def seconds_per_target(span: int) -> float:

@@ -1,0 +1,98 @@
+"""A several-row linear release reduced to the rows coupled with the target (DESIGN §2.1b, issue #41).
+
+Each row of A x gets its own noise. Given x_K the factorised law splits over the connected
+components of the factor graph on the unknown slots (global Markov property), so rows that
+read no unknown tuple of a component coupled with the target are independent of X_i and of the
+coupled rows: their factor of L(y | t, x_K) does not depend on t and cancels from every
+log-ratio. The coupled rows are found by closure (the target's component, the rows reading it,
+the components those rows read, ...); when one row remains, the leakage is that row's, a
+one-row linear query the engine solves exactly.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ddpbayes.engines.structured.graph import FactorGraph
+from ddpbayes.errors import InputError
+from ddpbayes.problem import Adversary, Problem
+from ddpbayes.queries import Linear, LinearRows
+
+
+def row_matrix(problem: Problem) -> np.ndarray:
+    """A, (rows, n): a `LinearRows` query's matrix, or the one row of a `Linear` query."""
+    n = problem.model.n
+    if isinstance(problem.query, LinearRows):
+        return np.asarray(problem.query.matrix(n), dtype=float)
+    return np.asarray(problem.query.weights(n), dtype=float)[None, :]
+
+
+def components(graph: FactorGraph, known: frozenset[int]) -> np.ndarray:
+    """The connected component of every slot in the factor graph without the `known` slots (-1 for a known slot),
+    cached with the graph's trees."""
+    if ("components", known) in graph.trees:
+        return graph.trees["components", known]
+    parent = list(range(graph.slots))
+
+    def root(v: int) -> int:
+        while parent[v] != v:
+            parent[v] = parent[parent[v]]
+            v = parent[v]
+        return v
+
+    for p in graph.factors:
+        free = [v for v in p.scope if v not in known]
+        for v in free[1:]:
+            parent[root(v)] = root(free[0])
+    graph.trees["components", known] = np.array([-1 if v in known else root(v) for v in range(graph.slots)])
+    return graph.trees["components", known]
+
+
+def row_reads(matrix: np.ndarray, label: np.ndarray, known: frozenset[int]) -> list[set[int]]:
+    """The components of the unknown tuples each row reads."""
+    unknown = np.array([k not in known for k in range(matrix.shape[1])])
+    return [set(label[:matrix.shape[1]][unknown & (row != 0)].tolist()) for row in matrix]
+
+
+def coupled_rows(reads: list[set[int]], label: np.ndarray, target: int) -> list[int]:
+    """The rows whose noisy answers are dependent on X_i given x_K: the closure of the target's component under
+    "a row reads an unknown tuple of a coupled component, and every component it reads is coupled"."""
+    coupled, rows = {int(label[target])}, set()
+    while True:
+        more = {r for r, comps in enumerate(reads) if r not in rows and comps & coupled}
+        if not more:
+            return sorted(rows)
+        rows |= more
+        coupled |= set().union(*(reads[r] for r in more))
+
+
+def row_problems(problem: Problem, graph: FactorGraph) -> list[tuple[int | None, Problem]]:
+    """The adversaries grouped by their coupled row, each group as a one-row problem (None: no row is coupled with
+    the target, whose leakage is 0, solved as the zero row); InputError when a target is coupled with several."""
+    matrix = row_matrix(problem)
+    reads: dict[frozenset[int], list[set[int]]] = {}
+    groups: dict[int | None, list[Adversary]] = {}
+    for adv in problem.adversaries:
+        label = components(graph, adv.known)
+        if adv.known not in reads:
+            reads[adv.known] = row_reads(matrix, label, adv.known)
+        rows = coupled_rows(reads[adv.known], label, adv.target)
+        if len(rows) > 1:
+            raise InputError(f"rows {rows[0]} and {rows[1]} of the query both read tuples dependent on tuple "
+                             f"{adv.target}: the structured engine solves a several-row release only when one row "
+                             "does (use the sampling engine)")
+        groups.setdefault(rows[0] if rows else None, []).append(adv)
+    out = []
+    for row, advs in groups.items():
+        weights = matrix[row] if row is not None else np.zeros(matrix.shape[1])
+        query = Linear("linear", tuple(float(w) for w in weights))
+        out.append((row, Problem(problem.model, query, problem.mechanism, tuple(advs), problem.settings)))
+    return out
+
+
+def widened(y: tuple[float, ...] | None, row: int | None, rows: int) -> tuple[float, ...] | None:
+    """The witness output of a one-row problem as the full release's: its value at `row`, 0 elsewhere (the other
+    rows' factors cancel, so any value attains the same log-ratio)."""
+    if y is None:
+        return None
+    return tuple(y[0] if c == row else 0.0 for c in range(rows))
