@@ -32,7 +32,26 @@ class FixedClustered:
         return len(self.cluster_index)
 
 
-def read_fit(path: str | Path, parameters: str = "mean") -> FixedClustered:
+@dataclass(frozen=True)
+class FixedGaussian:
+    """A gaussian fit with fixed parameters: row r is Normal(intercept + x[r] @ beta +
+    u[cluster_index[r]], sigma_residual), u_g ~ Normal(0, sigma_group), every value in `domain`."""
+
+    intercept: float
+    beta: np.ndarray
+    sigma_group: float
+    sigma_residual: float
+    x: np.ndarray
+    cluster_index: np.ndarray
+    n_clusters: int
+    domain: tuple[float, float]
+
+    @property
+    def n(self) -> int:
+        return len(self.cluster_index)
+
+
+def read_fit(path: str | Path, parameters: str = "mean") -> FixedClustered | FixedGaussian:
     """The fit stored at `path` with its parameters fixed (what a fitted model file's `build` reads).
 
     Parameters
@@ -44,26 +63,30 @@ def read_fit(path: str | Path, parameters: str = "mean") -> FixedClustered:
 
     Returns
     -------
-    FixedClustered
-        The parameters, the rows' clusters and standardised covariates.
+    FixedClustered or FixedGaussian
+        The parameters, the rows' clusters and standardised covariates (and a gaussian fit's domain).
 
     Raises
     ------
     InputError
-        If the file cannot be read, is not a clustered fit of this layout, or `parameters` is neither.
+        If the file cannot be read, is not a fit of this layout, or `parameters` is neither.
     """
     path = Path(path)
     try:
         doc = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         raise InputError(f"fit file '{path}' cannot be read: {exc}") from None
-    if doc.get("format") != FORMAT or doc.get("template") != "clustered":
-        raise InputError(f"fit file '{path}' is not a clustered fit written by this version of ddpbayes fit")
+    if doc.get("format") != FORMAT or "table" not in doc:
+        raise InputError(f"fit file '{path}' is not a fit written by this version of ddpbayes fit")
     values = _values(doc, parameters, path)
     table = doc["table"]
     index = np.asarray(table["cluster_index"], dtype=np.int64)
     x = np.asarray(table["x"], dtype=float).reshape(len(index), len(doc["data"]["covariates"]))
     beta = np.array([values[f"beta_{c}"] for c in doc["data"]["covariates"]], dtype=float)
+    if "sigma_group" in values:  # a gaussian fit (DESIGN §9.4)
+        low, high = doc["data"]["domain"]
+        return FixedGaussian(values["intercept"], beta, values["sigma_group"], values["sigma_residual"], x, index,
+                             len(table["clusters"]), (float(low), float(high)))
     return FixedClustered(values["intercept"], beta, values["sigma"], x, index, len(table["clusters"]))
 
 
