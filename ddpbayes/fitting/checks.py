@@ -120,11 +120,11 @@ def dependence_checks(clustered: dict[str, np.ndarray], independent: dict[str, n
     return checks
 
 
-def supported(checks: dict) -> bool:
-    """The template without the effects rarely reaches the data's ICC (p < FLAG_P) and LOO prefers
-    the template with them by more than two standard errors."""
+def supported(checks: dict, statistic: str = "icc") -> bool:
+    """The template without the dependence rarely reaches the data's `statistic` (the ICC; p <
+    FLAG_P) and LOO prefers the template with it by more than two standard errors."""
     loo = checks["loo"]
-    return bool(checks["icc"]["independent"]["p_value"] < FLAG_P and loo["elpd_diff"] > 2 * loo["se_diff"])
+    return bool(checks[statistic]["independent"]["p_value"] < FLAG_P and loo["elpd_diff"] > 2 * loo["se_diff"])
 
 
 def short(block: dict) -> dict:

@@ -47,8 +47,8 @@ def _failures(table: dict[str, tuple[float, float]], divergences: int) -> list[s
 def _flatten(rhat, ess, data):
     """(name, R-hat, ESS) per scalar: beta_<covariate>, u[<cluster>], the others by their names."""
     for name in rhat.data_vars:
-        r, e = np.atleast_1d(rhat[name].values), np.atleast_1d(ess[name].values)
-        labels = {"beta": [f"beta_{c}" for c in data.covariates], "u": [f"u[{c}]" for c in data.labels]}.get(name, [name])
+        r, e = np.ravel(rhat[name].values), np.ravel(ess[name].values)
+        labels = data.element_names(name)
         yield from zip(labels, r, e)
 
 

@@ -64,6 +64,11 @@ class GaussianData:
         """The scalar variables whose ESS gives LOO's r_eff."""
         return ["intercept", "sigma_residual", *([] if independent else ["sigma_group"])]
 
+    def element_names(self, variable: str) -> list[str]:
+        """Each scalar of a PyMC variable, as the diagnostics name it: beta_<covariate>, u[<cluster>]."""
+        named = {"beta": [f"beta_{c}" for c in self.covariates], "u": [f"u[{c}]" for c in self.labels]}
+        return named.get(variable, [variable])
+
     def cells_per_draw(self) -> int:
         """Numbers kept per posterior draw: effects, parameters, replicated rows and LOO's tables."""
         return 2 * len(self.labels) + len(self.covariates) + 3 + 4 * len(self.y)
@@ -76,7 +81,8 @@ class GaussianData:
 
     def table(self) -> dict:
         """What the model file needs of the table."""
-        return {"clusters": list(self.labels), "cluster_index": self.cluster_index.tolist(), "x": self.x.ravel().tolist()}
+        return {"clusters": list(self.labels), "cluster_index": self.cluster_index.tolist(),
+                "x": self.x.ravel().tolist()}
 
 
 def read(path: str | Path, options: dict, max_rows: int) -> GaussianData:

@@ -8,7 +8,7 @@ import hashlib
 import logging
 import os
 import sys
-import time
+from time import perf_counter
 import warnings
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
@@ -20,7 +20,7 @@ import numpy as np
 from ddpbayes.encoding import jsonable
 from ddpbayes.errors import InputError
 from ddpbayes.fitting import checks as ppc
-from ddpbayes.fitting import clustered, gaussian
+from ddpbayes.fitting import chain, clustered, gaussian
 from ddpbayes.fitting.diagnostics import convergence, relative_ess
 from ddpbayes.fitting.fitted import FORMAT
 from ddpbayes.fitting.table import DEFAULT_MAX_ROWS
@@ -48,6 +48,7 @@ TEMPLATES = {
     "clustered": Template(clustered.read, clustered.pymc_model, clustered.hyperparameter_draws,
                           ppc.dependence_checks),
     "gaussian": Template(gaussian.read, gaussian.pymc_model, gaussian.hyperparameter_draws, gaussian.dependence_checks),
+    "chain": Template(chain.read, chain.pymc_model, chain.hyperparameter_draws, chain.dependence_checks),
 }
 HDI = 0.94
 DENSE_UP_TO = 200  # parameters up to which NUTS adapts a dense mass matrix (DESIGN §9.1: intercept vs effects)
@@ -65,6 +66,8 @@ class Sampler:
     def check(self) -> None:
         for name in ("draws", "chains"):
             check_positive_int(getattr(self, name), f"--{name}")
+        if self.chains < 2:
+            raise InputError(f"--chains must be at least 2: R-hat compares chains (DESIGN §9.2), got {self.chains}")
         if isinstance(self.tune, bool) or not isinstance(self.tune, int) or self.tune < 0:
             raise InputError(f"--tune must be a non-negative integer, got {self.tune}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < 2**32:
@@ -110,7 +113,8 @@ class FitResult:
 
 def fit(data: str | Path, template: str = "clustered", *, cluster: str | Sequence[str] = (), outcome: str | None = None,
         covariates: str | Sequence[str] = (), group: str | Sequence[str] = (), columns: str | Sequence[str] = (),
-        domain: Sequence[float] | None = None, out: str | Path | None = None, seed: int = 0, draws: int = 1000,
+        domain: Sequence[float] | None = None, id: str | None = None, time: str | None = None,
+        state: str | None = None, out: str | Path | None = None, seed: int = 0, draws: int = 1000,
         tune: int = 1000, chains: int = 4, force: bool = False, max_rows: int = DEFAULT_MAX_ROWS,
         progress: bool = False) -> FitResult:
     """Fit `template` to the table at `data` and, when it converged (or `force`), write the model
@@ -123,7 +127,8 @@ def fit(data: str | Path, template: str = "clustered", *, cluster: str | Sequenc
     template : str, default "clustered"
         The dependence template: "clustered" (binary records in clusters, a logit with a cluster
         effect, DESIGN §9.1) or "gaussian" (a continuous column in groups, a normal model with a
-        group effect, DESIGN §9.4).
+        group effect, DESIGN §9.4) or "chain" (per-individual sequences of a categorical state,
+        Markov chains with a shared Dirichlet prior, DESIGN §9.5).
     cluster : str or sequence of str
         clustered: the column(s) naming each row's cluster ("x,y": the pair identifies it).
     outcome : str
@@ -137,6 +142,8 @@ def fit(data: str | Path, template: str = "clustered", *, cluster: str | Sequenc
         gaussian: the continuous column (one): the records.
     domain : (low, high) or None
         gaussian: every value's declared range; None: the data's range.
+    id, time, state : str
+        chain: the columns naming each row's individual, its time (ordering its rows) and its state.
     out : str, Path or None, default None
         The model file to write (MODEL.py; MODEL.fit.json and MODEL.posterior.nc beside it); None writes nothing.
     seed, draws, tune, chains : int
@@ -153,7 +160,7 @@ def fit(data: str | Path, template: str = "clustered", *, cluster: str | Sequenc
     FitResult
         Its `to_dict()` holds `template`, `parameters`, `diagnostics`, `checks` and `model`.
     """
-    start = time.perf_counter()
+    start = perf_counter()
     if template not in TEMPLATES:
         raise InputError(f"unknown template '{template}' (templates: {', '.join(TEMPLATES)})")
     chosen = TEMPLATES[template]
@@ -163,7 +170,7 @@ def fit(data: str | Path, template: str = "clustered", *, cluster: str | Sequenc
     options = {"cluster": _columns(cluster, "--cluster", empty=True), "outcome": outcome,
                "covariates": _columns(covariates, "--covariates", empty=True),
                "group": _columns(group, "--group", empty=True), "columns": _columns(columns, "--columns", empty=True),
-               "domain": domain}
+               "domain": domain, "id": id, "time": time, "state": state}
     _say(progress, f"reading {data}")
     prepared = chosen.read(data, options, max_rows)
     _check_sizes(prepared, sampler)
@@ -177,7 +184,7 @@ def fit(data: str | Path, template: str = "clustered", *, cluster: str | Sequenc
     write = out is not None and (doc["diagnostics"]["ok"] or force)
     if write:
         doc["model"], doc["posterior"] = str(out), str(companions(out)[1])
-    doc["seconds"] = time.perf_counter() - start
+    doc["seconds"] = perf_counter() - start
     doc = jsonable(doc)
     if write:
         write_fit(out, doc, idata)
@@ -241,7 +248,7 @@ def _document(template: str, data, path: Path, idata, idata_ind, sampler: Sample
     chosen = TEMPLATES[template]
     draws = chosen.draws(idata.posterior, data)
     draws_ind = chosen.draws(idata_ind.posterior, data, independent=True)
-    u = idata.posterior["u"].values.reshape(-1, len(data.labels))
+    u = idata.posterior["u"].values.reshape(-1, len(data.labels)) if "u" in idata.posterior else None
     names = data.parameter_names()
     reff = (relative_ess(idata, data.hyperparameters()), relative_ess(idata_ind, data.hyperparameters(True)))
     return {

@@ -43,7 +43,7 @@ def model_text(out: Path, doc: dict) -> str:
     return template.MODEL_FILE.format(
         data=Path(data["file"]).name, rows=data["rows"], clusters=data["clusters"], cluster=", ".join(data["cluster"]),
         outcome=data["outcome"], covariate_text=f"; covariates {', '.join(covariates)}" if covariates else "",
-        means=means, last_draw=len(doc["draws"]["intercept"]) - 1, fit_name=fit_path.name,
+        means=means, last_draw=len(next(iter(doc["draws"].values()))) - 1, fit_name=fit_path.name,
         posterior_name=posterior_path.name, model_name=out.name, low=low, high=high)
 
 
