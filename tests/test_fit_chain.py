@@ -156,3 +156,15 @@ def test_the_checks_do_not_flag_dependence_in_independent_states(tmp_path):
         doc = fit_simulated(tmp_path, seed, None)
         assert not doc["checks"]["dependence_supported"]
         assert doc["checks"]["stay_share"]["independent"]["p_value"] >= 0.01
+
+
+def test_an_individuals_rows_are_ordered_by_time_whatever_the_file_order(tmp_path):
+    """p's rows (days 3, 1, 2 in file order) are b, a, b by time: one b->a and one a->b transition."""
+    from ddpbayes.fitting.chain import read
+
+    path = tmp_path / "t.csv"
+    path.write_text("person,day,place\np,3,b\nq,1,a\np,1,b\nq,2,a\np,2,a\n")
+    data = read(path, {"id": "person", "time": "day", "state": "place"}, 100)
+    assert data.labels == ("p", "q") and data.states == ("a", "b")
+    assert [s.tolist() for s in data.sequences] == [[1, 0, 1], [0, 0]]
+    assert data.counts.tolist() == [[[0, 1], [1, 0]], [[1, 0], [0, 0]]]

@@ -92,6 +92,8 @@ class ChainData:
 
 def read(path: str | Path, options: dict, max_rows: int) -> ChainData:
     """The template's view of the table at `path`: `options` names `id`, `time`, `state`."""
+    import pandas as pd
+
     ident, time, state = options["id"], options["time"], options["state"]
     if not ident or not time or not state:
         raise InputError("the chain template needs --id COL, --time COL and --state COL")
@@ -99,8 +101,6 @@ def read(path: str | Path, options: dict, max_rows: int) -> ChainData:
     states, code = np.unique(table[state].to_numpy(dtype=str), return_inverse=True)
     if len(states) < 2:
         raise InputError(f"column '{state}' of '{path}' holds one state ('{states[0]}'): nothing to fit")
-    import pandas as pd
-
     index, labels = pd.factorize(table[ident], sort=False)
     times = table[time].to_numpy(dtype=float)
     duplicate = pd.DataFrame({"i": index, "t": times}).duplicated()
@@ -108,10 +108,8 @@ def read(path: str | Path, options: dict, max_rows: int) -> ChainData:
         row = int(np.flatnonzero(duplicate.to_numpy())[0])
         raise InputError(f"individual '{labels[index[row]]}' of '{path}' has two rows at {time} = {times[row]:g} "
                          f"(data row {row + 1}): one state per individual and time")
-    sequences = []
-    for i in range(len(labels)):
-        rows = np.flatnonzero(index == i)
-        sequences.append(code.ravel()[rows[np.argsort(times[rows], kind="stable")]])
+    order = np.lexsort((times, index))  # by individual, then time
+    sequences = np.split(code.ravel()[order], np.cumsum(np.bincount(index, minlength=len(labels)))[:-1])
     _check_sequences(sequences, labels, ident, path)
     return ChainData(outcome=state, cluster_columns=(ident,), time=time, states=tuple(str(s) for s in states),
                      labels=tuple(str(v) for v in labels), cluster_index=index.astype(np.int64),
