@@ -1,5 +1,5 @@
 """How the three audits of a fitted model compare, and how `integrated:S` moves with S (issue #41
-item 3, DESIGN §9.4), on a fit small enough for a brute force: 6 children in 2 villages.
+item 3, DESIGN §9.6), on a fit small enough for a brute force: 6 children in 2 villages.
 
     printf 'village,pos\\na,1\\na,1\\na,0\\nb,0\\nb,0\\nb,1\\n' > /tmp/small.csv
     ddpbayes fit /tmp/small.csv --template clustered --cluster village --outcome pos --draws 500 \\

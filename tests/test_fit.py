@@ -106,6 +106,7 @@ BAD = {
     "no rows": ("village,pos\n", ["--cluster", "village", "--outcome", "pos"], r"has no data rows"),
     "out not .py": (GOOD, ["--cluster", "village", "--outcome", "pos", "--out", "{tmp}/m.txt"], r"must name a \.py"),
     "negative draws": (GOOD, ["--cluster", "village", "--outcome", "pos", "--draws", "-1"], r"--draws must be a positive"),
+    "one chain": (GOOD, ["--cluster", "village", "--outcome", "pos", "--chains", "1"], r"--chains must be at least 2"),
 }
 
 

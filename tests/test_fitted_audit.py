@@ -1,4 +1,4 @@
-"""Auditing under a fitted model (DESIGN §9.4, issue #41 item 3): --parameters mean, integrated:S
+"""Auditing under a fitted model (DESIGN §9.6, issue #41 item 3): --parameters mean, integrated:S
 and draws:S against a brute force written here (each cluster's effect by Gauss-Hermite
 quadrature, the records by enumeration, the draws' parameters averaged explicitly), on a small
 hand-written fit in the `.fit.json` format `fitting/fitted.py` reads."""

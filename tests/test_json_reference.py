@@ -65,6 +65,12 @@ POSTERIOR_ONLY = {("json-diagnostics", "method")}
 FIT = ("fit {tmp}/small.csv --template clustered --cluster village --outcome pos --covariates age --draws 30 --tune 30 "
        "--chains 2 --out {tmp}/small.py --force --quiet --format json")
 FIT_TABLE = "village,pos,age\n" + "".join(f"v{i // 5},{int(i % 3 == 0) ^ (i // 5 % 2)},{i % 4}\n" for i in range(30))
+FIT_GAUSSIAN = ("fit {tmp}/heights.csv --template gaussian --group fam --columns h --covariates sex --draws 30 "
+                "--tune 30 --chains 2 --out {tmp}/heights.py --force --quiet --format json")
+FIT_GAUSSIAN_TABLE = "fam,sex,h\n" + "".join(f"f{i // 3},{'mf'[i % 2]},{60 + (i * 7) % 11}\n" for i in range(30))
+FIT_CHAIN = ("fit {tmp}/days.csv --template chain --id person --time day --state place --draws 30 --tune 30 "
+             "--chains 2 --out {tmp}/days.py --force --quiet --format json")
+FIT_CHAIN_TABLE = "person,day,place\n" + "".join(f"p{i // 6},{i % 6},{'ab'[(i * i) % 3 == 0]}\n" for i in range(30))
 FIT_SECTIONS = {"json-fit", "json-fit-check"}
 
 # An audit of a fitted model under draws:S runs one audit per draw (the structured engine's quadrature, seconds each):
@@ -277,13 +283,16 @@ def test_the_posterior_route_keys_are_documented(docs, capsys, monkeypatch):
 @pytest.mark.slow
 def test_the_fit_keys_are_documented(docs, capsys, tmp_path):
     (tmp_path / "small.csv").write_text(FIT_TABLE)
-    capsys.readouterr()
-    code = main(shlex.split(FIT.replace("{tmp}", str(tmp_path))))
-    assert code == 4  # too short to converge: written because of --force
+    (tmp_path / "heights.csv").write_text(FIT_GAUSSIAN_TABLE)
+    (tmp_path / "days.csv").write_text(FIT_CHAIN_TABLE)
     seen: dict[str, set] = {}
     missing: set = set()
-    walk(json.loads(capsys.readouterr().out), "", "json-fit", docs, seen, missing)
-    walk(json.loads((tmp_path / "small.fit.json").read_text()), "", "json-fit", docs, seen, missing)
+    for command, name in ((FIT, "small"), (FIT_GAUSSIAN, "heights"), (FIT_CHAIN, "days")):  # each template
+        capsys.readouterr()
+        code = main(shlex.split(command.replace("{tmp}", str(tmp_path))))
+        assert code == 4  # too short to converge: written because of --force
+        walk(json.loads(capsys.readouterr().out), "", "json-fit", docs, seen, missing)
+        walk(json.loads((tmp_path / f"{name}.fit.json").read_text()), "", "json-fit", docs, seen, missing)
     assert not missing, "emitted but not documented in docs/reference/json.md:\n" + "\n".join(sorted(missing))
     never = sorted(f"{section}: {path}" for section in FIT_SECTIONS for path in docs[section]
                    if path not in seen.get(section, set()))

@@ -108,7 +108,7 @@ def fitted_parameters(args) -> Parameters | None:
 
 
 def _run_fitted(args, settings: RunSettings, parameters: Parameters) -> int:
-    """`audit` of a fitted model under --parameters (DESIGN §9.4)."""
+    """`audit` of a fitted model under --parameters (DESIGN §9.6)."""
     from ddpbayes.cli.text import fitted_audit_text
     from ddpbayes.plausible import audit_fitted
     from ddpbayes.queries import parse_query

@@ -7,6 +7,7 @@ import sys
 
 from ddpbayes.cli.args import FORMAT_HELP
 
+TEMPLATES = ("clustered", "gaussian", "chain")  # DESIGN §9's templates (a template's name, not a noise kind)
 NOT_CONVERGED = 4  # ran, but the fit cannot be trusted: nothing written (as an inconclusive audit)
 
 
@@ -20,12 +21,24 @@ def register(sub) -> None:
         "writes nothing (exit 4) unless --force.",
     )
     p.add_argument("data", help="the table: a CSV file (or Parquet with pyarrow installed), one record per row")
-    p.add_argument("--template", choices=("clustered",), required=True,
-                   help="clustered: binary records in clusters, a logit with a cluster random effect")
-    p.add_argument("--cluster", required=True, metavar="COL[,COL]",
-                   help="the column naming each row's cluster (several: their values together name it)")
-    p.add_argument("--outcome", required=True, metavar="COL", help="the binary (0/1) column: the records")
-    p.add_argument("--covariates", default="", metavar="A,B", help="numeric columns in the log-odds (standardised)")
+    p.add_argument("--template", choices=TEMPLATES, required=True,
+                   help="clustered: binary records in clusters, a logit with a cluster random effect; gaussian: a "
+                   "continuous column in groups, a normal model with a group random effect; chain: per-individual "
+                   "sequences of a categorical state, Markov chains with a shared Dirichlet prior")
+    p.add_argument("--cluster", default="", metavar="COL[,COL]",
+                   help="clustered: the column naming each row's cluster (several: their values together name it)")
+    p.add_argument("--outcome", default=None, metavar="COL", help="clustered: the binary (0/1) column: the records")
+    p.add_argument("--group", default="", metavar="COL[,COL]", help="gaussian: the column naming each row's group")
+    p.add_argument("--columns", default="", metavar="COL", help="gaussian: the continuous column: the records")
+    p.add_argument("--domain", default=None, type=_domain, metavar="LOW,HIGH",
+                   help="gaussian: every value's declared range (default: the data's range)")
+    p.add_argument("--id", default=None, metavar="COL", help="chain: the column naming each row's individual")
+    p.add_argument("--time", default=None, metavar="COL",
+                   help="chain: the numeric column ordering an individual's rows")
+    p.add_argument("--state", default=None, metavar="COL", help="chain: the categorical state: the records")
+    p.add_argument("--covariates", default="", metavar="A,B",
+                   help="numeric columns in the linear predictor (standardised); gaussian: also a text column of "
+                   "two values (coded 0/1)")
     p.add_argument("--out", default=None, metavar="MODEL.py", help="the model file to write (default: none)")
     p.add_argument("--seed", type=int, default=0, help="NUTS's seed (default 0; same seed, same JSON)")
     p.add_argument("--draws", type=int, default=1000, help="draws per chain (default 1000)")
@@ -45,7 +58,9 @@ def run(args) -> int:
     from ddpbayes.fitting.table import DEFAULT_MAX_ROWS
 
     result = fit(args.data, args.template, cluster=args.cluster, outcome=args.outcome, covariates=args.covariates,
-                 out=args.out, seed=args.seed, draws=args.draws, tune=args.tune, chains=args.chains, force=args.force,
+                 group=args.group, columns=args.columns, domain=args.domain,
+                 id=args.id, time=args.time, state=args.state, out=args.out, seed=args.seed, draws=args.draws,
+                 tune=args.tune, chains=args.chains, force=args.force,
                  max_rows=DEFAULT_MAX_ROWS if args.max_rows is None else args.max_rows, progress=not args.quiet)
     doc = result.to_dict()
     print(json.dumps(doc, indent=2) if args.format == "json" else fit_text(doc))
@@ -55,6 +70,18 @@ def run(args) -> int:
         print(f"error: the fit did not converge: {failures}; {written}", file=sys.stderr)
         return NOT_CONVERGED
     return 0
+
+
+def _domain(text: str) -> tuple[float, float]:
+    """LOW,HIGH as two numbers (their order is checked with the data)."""
+    import argparse
+
+    parts = text.split(",")
+    try:
+        low, high = (float(v) for v in parts)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected LOW,HIGH (two numbers), got '{text}'") from None
+    return low, high
 
 
 def fit_text(doc: dict) -> str:
@@ -73,12 +100,15 @@ def fit_text(doc: dict) -> str:
               f"({diag['worst_ess_bulk']['parameter']}), {diag['divergences']} divergences", "",
               f"does the data support the dependence? (posterior predictive, {checks['draws']:,} draws; "
               "p = P(replicated >= data))"]
-    for key, label in (("icc", "intra-cluster correlation"), ("cluster_total_sd", "SD of cluster totals")):
+    for key, label in (("icc", "intra-cluster correlation"), ("cluster_total_sd", "SD of cluster totals"),
+                       ("stay_share", "share of transitions staying"), ("longest_run", "mean longest run")):
+        if key not in checks:
+            continue
         c = checks[key]
-        lines.append(f"  {label}: data {fmt(c['data'])}; clustered {_replicated(c)}; "
-                     f"without cluster effects {_replicated(c['independent'])}")
+        lines.append(f"  {label}: data {fmt(c['data'])}; {doc['template']} {_replicated(c)}; "
+                     f"without dependence {_replicated(c['independent'])}")
     loo = checks["loo"]
-    lines.append(f"  LOO elpd: clustered {loo['elpd']:.1f} (se {loo['se']:.1f}), without cluster effects "
+    lines.append(f"  LOO elpd: {doc['template']} {loo['elpd']:.1f} (se {loo['se']:.1f}), without dependence "
                  f"{loo['elpd_independent']:.1f} (se {loo['se_independent']:.1f}); difference {loo['elpd_diff']:.1f} "
                  f"(se {loo['se_diff']:.1f}); Pareto k max {loo['pareto_k_max']:.2f}")
     lines.append(f"  supported: {'yes' if checks['dependence_supported'] else 'no'}")

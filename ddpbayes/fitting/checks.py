@@ -18,16 +18,18 @@ CHUNK = 1 << 21  # cells (draws x patterns) simulated at once
 FLAG_P = 0.01  # the independent template's p-value for the ICC below which the data show dependence
 
 
-def icc(totals: np.ndarray, sizes: np.ndarray) -> np.ndarray:
-    """The one-way ANOVA estimator of the intra-cluster correlation of binary records from the
-    clusters' positive counts `totals` (last axis; sizes `sizes`): (MSB - MSW) / (MSB + (n0 - 1) MSW),
-    n0 = (N - sum n_i^2 / N) / (k - 1) for unequal sizes. 0 when no row differs from another."""
+def icc(totals: np.ndarray, sizes: np.ndarray, squares: np.ndarray | None = None) -> np.ndarray:
+    """The one-way ANOVA estimator of the intra-cluster correlation from the clusters' sums
+    `totals` and sums of squares `squares` (last axis; sizes `sizes`; binary records: squares =
+    totals, the default): (MSB - MSW) / (MSB + (n0 - 1) MSW), n0 = (N - sum n_i^2 / N) / (k - 1)
+    for unequal sizes. 0 when no row differs from another."""
     totals = np.asarray(totals, dtype=float)
+    squares = totals if squares is None else np.asarray(squares, dtype=float)
     big_n, k = sizes.sum(), len(sizes)
     rate = totals / sizes
     mean = totals.sum(axis=-1, keepdims=True) / big_n
     msb = (sizes * (rate - mean) ** 2).sum(axis=-1) / (k - 1)
-    msw = (totals - totals**2 / sizes).sum(axis=-1) / (big_n - k)
+    msw = (squares - totals**2 / sizes).sum(axis=-1) / (big_n - k)
     n0 = (big_n - (sizes**2).sum() / big_n) / (k - 1)
     denominator = msb + (n0 - 1) * msw
     return np.divide(msb - msw, denominator, out=np.zeros_like(msb), where=denominator > 0)
@@ -112,14 +114,20 @@ def dependence_checks(clustered: dict[str, np.ndarray], independent: dict[str, n
     checks = {"draws": int(len(pick))}
     for name, statistic in (("icc", lambda t: icc(t, sizes)), ("cluster_total_sd", total_sd)):
         observed = float(statistic(totals))
-        checks[name] = compare(observed, statistic(rep_c)) | {"independent": _short(compare(observed, statistic(rep_i)))}
+        checks[name] = compare(observed, statistic(rep_c)) | {"independent": short(compare(observed, statistic(rep_i)))}
     checks["loo"] = loo_comparison(eta_c + u[:, data.pattern_cluster], eta_i, data, reff)
-    checks["dependence_supported"] = bool(checks["icc"]["independent"]["p_value"] < FLAG_P
-                                          and checks["loo"]["elpd_diff"] > 2 * checks["loo"]["se_diff"])
+    checks["dependence_supported"] = supported(checks)
     return checks
 
 
-def _short(block: dict) -> dict:
+def supported(checks: dict, statistic: str = "icc") -> bool:
+    """The template without the dependence rarely reaches the data's `statistic` (the ICC; p <
+    FLAG_P) and LOO prefers the template with it by more than two standard errors."""
+    loo = checks["loo"]
+    return bool(checks[statistic]["independent"]["p_value"] < FLAG_P and loo["elpd_diff"] > 2 * loo["se_diff"])
+
+
+def short(block: dict) -> dict:
     """A comparison without the data's value (given once, beside)."""
     return {"replicated": block["replicated"], "p_value": block["p_value"]}
 
@@ -129,6 +137,12 @@ def loo_comparison(eta_c: np.ndarray, eta_i: np.ndarray, data: ClusteredData, re
     without them; elpd_diff > 0 favours the clustered one, se_diff from the pointwise differences."""
     ll_c, weights = pointwise_loglik(eta_c, data)
     ll_i, _ = pointwise_loglik(eta_i, data)
+    return compare_loo(ll_c, ll_i, weights, reff)
+
+
+def compare_loo(ll_c: np.ndarray, ll_i: np.ndarray, weights: np.ndarray, reff: tuple[float, float]) -> dict:
+    """PSIS-LOO of the template with effects (pointwise log-likelihood `ll_c`, (D, U), each distinct
+    row standing for `weights` rows) against the template without (`ll_i`)."""
     c, i = psis_loo(ll_c, weights, reff[0]), psis_loo(ll_i, weights, reff[1])
     diff = c["pointwise"] - i["pointwise"]
     return {"elpd": c["elpd"], "se": c["se"], "elpd_independent": i["elpd"], "se_independent": i["se"],

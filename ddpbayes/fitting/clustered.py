@@ -59,16 +59,61 @@ class ClusteredData:
         """The template's parameters, as the JSON names them."""
         return ["intercept", *(f"beta_{c}" for c in self.covariates), *([] if independent else ["sigma"])]
 
+    def variables(self, independent: bool = False) -> list[str]:
+        """The PyMC variables whose convergence is checked."""
+        return ["intercept", *(["beta"] if self.covariates else []), *([] if independent else ["sigma", "u"])]
+
+    def hyperparameters(self, independent: bool = False) -> list[str]:
+        """The scalar variables whose ESS gives LOO's r_eff."""
+        return ["intercept", *([] if independent else ["sigma"])]
+
+    def element_names(self, variable: str) -> list[str]:
+        """Each scalar of a PyMC variable, as the diagnostics name it: beta_<covariate>, u[<cluster>]."""
+        named = {"beta": [f"beta_{c}" for c in self.covariates], "u": [f"u[{c}]" for c in self.labels]}
+        return named.get(variable, [variable])
+
+    def cells_per_draw(self) -> int:
+        """Numbers kept per posterior draw: effects, parameters, the checks' pattern tables."""
+        return 2 * len(self.labels) + len(self.covariates) + 2 + 6 * len(self.trials)
+
+    def describe(self) -> dict:
+        """The `data` block's template part."""
+        return {"outcome": self.outcome, "cluster": list(self.cluster_columns), "clusters": len(self.labels),
+                "covariates": list(self.covariates), "covariate_mean": self.center.tolist(),
+                "covariate_sd": self.scale.tolist()}
+
+    def table(self) -> dict:
+        """What the model file needs of the table."""
+        return {"clusters": list(self.labels), "cluster_index": self.cluster_index.tolist(),
+                "x": self.x.ravel().tolist()}
+
+
+def read(path: str | Path, options: dict, max_rows: int) -> ClusteredData:
+    """The template's view of the table at `path`: `options` names `cluster`, `outcome`, `covariates`."""
+    from ddpbayes.fitting.table import read_table
+
+    cluster, outcome, covariates = options["cluster"], options["outcome"], options["covariates"]
+    if not cluster or not outcome:
+        raise InputError("the clustered template needs --cluster COL and --outcome COL")
+    table = read_table(path, cluster, [outcome, *covariates], max_rows)
+    return prepare(table, cluster, outcome, covariates, path)
+
+
+def group_index(table, columns: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's group (the values of `columns` together), numbered in order of first appearance, and the labels."""
+    import pandas as pd
+
+    key = table[list(columns)].astype(str).agg(",".join, axis=1) if len(columns) > 1 else table[columns[0]]
+    index, labels = pd.factorize(key, sort=False)
+    return index, np.asarray(labels, dtype=str)
+
 
 def prepare(table, cluster: Sequence[str], outcome: str, covariates: Sequence[str], path: str | Path) -> ClusteredData:
     """The template's view of `table` (read by `read_table`), refusing what it cannot fit."""
-    import pandas as pd
-
     y = _binary(table[outcome], outcome, path)
-    key = table[list(cluster)].astype(str).agg(",".join, axis=1) if len(cluster) > 1 else table[cluster[0]]
-    index, labels = pd.factorize(key, sort=False)
-    _check_clusters(index, np.asarray(labels, dtype=str), cluster, path)
-    x, center, scale = _standardised(table, covariates, path)
+    index, labels = group_index(table, cluster)
+    check_clusters(index, labels, cluster, path)
+    x, center, scale = standardised(table, covariates, path)
     rows = np.column_stack([index.astype(float), x])
     _, first, pattern = np.unique(rows, axis=0, return_index=True, return_inverse=True)
     pattern = pattern.ravel()
@@ -98,20 +143,20 @@ def _binary(values, column: str, path) -> np.ndarray:
     return y
 
 
-def _check_clusters(index: np.ndarray, labels: np.ndarray, cluster: Sequence[str], path) -> None:
+def check_clusters(index: np.ndarray, labels: np.ndarray, cluster: Sequence[str], path, word: str = "cluster") -> None:
     """At least two clusters, each of at least two rows: a cluster of one says nothing about the
     dependence within clusters."""
     name = ",".join(cluster)
     if len(labels) < 2:
-        raise InputError(f"column '{name}' of '{path}' has one cluster: the template needs at least two")
+        raise InputError(f"column '{name}' of '{path}' has one {word}: the template needs at least two")
     sizes = np.bincount(index, minlength=len(labels))
     single = np.flatnonzero(sizes == 1)
     if single.size:
-        raise InputError(f"cluster '{labels[single[0]]}' ({name}) of '{path}' has one row ({single.size:,} cluster(s) "
-                         "of one in all): a cluster effect needs at least two rows per cluster (drop or merge them)")
+        raise InputError(f"{word} '{labels[single[0]]}' ({name}) of '{path}' has one row ({single.size:,} {word}(s) "
+                         f"of one in all): a {word} effect needs at least two rows per {word} (drop or merge them)")
 
 
-def _standardised(table, covariates: Sequence[str], path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def standardised(table, covariates: Sequence[str], path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Covariates centred and scaled to unit SD (the priors are on that scale); a constant one is refused."""
     if not covariates:
         return np.zeros((len(table), 0)), np.zeros(0), np.ones(0)
@@ -163,3 +208,35 @@ def fixed_effects(draws: dict[str, np.ndarray], data: ClusteredData) -> np.ndarr
     for j, c in enumerate(data.covariates):
         eta = eta + draws[f"beta_{c}"][:, None] * data.pattern_x[None, :, j]
     return eta
+
+
+MODEL_FILE = '''"""A clustered dependence model fitted by `ddpbayes fit` from {data} (DESIGN §9.1).
+
+{rows:,} records (tuple k is data row k: the vector variable "y") in {clusters:,} clusters of
+{cluster}; outcome {outcome}{covariate_text}. The template: y_r ~ Bernoulli(logit^-1(intercept +
+x_r . beta + u_c(r))), the cluster effects u_c ~ Normal(0, sigma) latent, x_r the covariates
+standardised as in the fit. Posterior means: {means}.
+
+build(parameters="mean") fixes the parameters at their posterior means, "draw:K" at posterior
+draw K (0 to {last_draw}, chains in order). The fit, its checks and the draws: {fit_name}; the
+whole posterior (ArviZ InferenceData): {posterior_name}. `ddpbayes audit {model_name} ...`
+audits it like any model file (-p parameters="'draw:0'" for one draw).
+"""
+
+from pathlib import Path
+
+import pymc as pm
+
+from ddpbayes import DependenceModel
+from ddpbayes.fitting.fitted import read_fit
+
+FIT = Path(__file__).with_name("{fit_name}")
+
+
+def build(parameters: str = "mean") -> DependenceModel:
+    fit = read_fit(FIT, parameters)
+    with pm.Model() as m:
+        u = pm.Normal("u", 0.0, fit.sigma, shape=fit.n_clusters)
+        pm.Bernoulli("y", logit_p=fit.intercept + fit.x @ fit.beta + u[fit.cluster_index], shape=fit.n)
+    return DependenceModel(m, tuples="y")
+'''

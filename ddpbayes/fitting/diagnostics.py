@@ -7,15 +7,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ddpbayes.fitting.clustered import ClusteredData
-
 RHAT_MAX = 1.01
 ESS_MIN = 400
 
 
-def convergence(idata, idata_independent, data: ClusteredData) -> dict:
-    """The `diagnostics` block of a clustered fit; the failures of the fit without cluster effects
-    (the checks' reference) are failures too, named as such."""
+def convergence(idata, idata_independent, data) -> dict:
+    """The `diagnostics` block of a fit (`data`: a template's table, naming its `variables`); the
+    failures of the fit without cluster effects (the checks' reference) are failures too, named as such."""
     table = _table(idata, data)
     summary = {name: {"rhat": r, "ess_bulk": e} for name, (r, e) in table.items() if not name.startswith("u[")}
     worst_rhat = max(table, key=lambda name: _nan_high(table[name][0]))
@@ -30,11 +28,11 @@ def convergence(idata, idata_independent, data: ClusteredData) -> dict:
             "divergences": divergences, "failures": failures}
 
 
-def _table(idata, data: ClusteredData, independent: bool = False) -> dict[str, tuple[float, float]]:
-    """(R-hat, bulk ESS) of every scalar parameter."""
+def _table(idata, data, independent: bool = False) -> dict[str, tuple[float, float]]:
+    """(R-hat, bulk ESS) of every scalar parameter; the effects are `u`, the covariates' coefficients `beta`."""
     import arviz as az
 
-    names = ["intercept", *(["beta"] if data.covariates else []), *([] if independent else ["sigma", "u"])]
+    names = data.variables(independent)
     rhat, ess = az.rhat(idata.posterior, var_names=names), az.ess(idata.posterior, var_names=names, method="bulk")
     return {name: (float(r), float(e)) for name, r, e in _flatten(rhat, ess, data)}
 
@@ -46,11 +44,11 @@ def _failures(table: dict[str, tuple[float, float]], divergences: int) -> list[s
     return failures + ([f"{divergences:,} divergent transitions"] if divergences else [])
 
 
-def _flatten(rhat, ess, data: ClusteredData):
+def _flatten(rhat, ess, data):
     """(name, R-hat, ESS) per scalar: beta_<covariate>, u[<cluster>], the others by their names."""
     for name in rhat.data_vars:
-        r, e = np.atleast_1d(rhat[name].values), np.atleast_1d(ess[name].values)
-        labels = {"beta": [f"beta_{c}" for c in data.covariates], "u": [f"u[{c}]" for c in data.labels]}.get(name, [name])
+        r, e = np.ravel(rhat[name].values), np.ravel(ess[name].values)
+        labels = data.element_names(name)
         yield from zip(labels, r, e)
 
 

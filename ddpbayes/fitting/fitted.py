@@ -32,7 +32,26 @@ class FixedClustered:
         return len(self.cluster_index)
 
 
-def read_fit(path: str | Path, parameters: str = "mean") -> FixedClustered:
+@dataclass(frozen=True)
+class FixedGaussian:
+    """A gaussian fit with fixed parameters: row r is Normal(intercept + x[r] @ beta +
+    u[cluster_index[r]], sigma_residual), u_g ~ Normal(0, sigma_group), every value in `domain`."""
+
+    intercept: float
+    beta: np.ndarray
+    sigma_group: float
+    sigma_residual: float
+    x: np.ndarray
+    cluster_index: np.ndarray
+    n_clusters: int
+    domain: tuple[float, float]
+
+    @property
+    def n(self) -> int:
+        return len(self.cluster_index)
+
+
+def read_fit(path: str | Path, parameters: str = "mean") -> FixedClustered | FixedGaussian:
     """The fit stored at `path` with its parameters fixed (what a fitted model file's `build` reads).
 
     Parameters
@@ -44,26 +63,30 @@ def read_fit(path: str | Path, parameters: str = "mean") -> FixedClustered:
 
     Returns
     -------
-    FixedClustered
-        The parameters, the rows' clusters and standardised covariates.
+    FixedClustered or FixedGaussian
+        The parameters, the rows' clusters and standardised covariates (and a gaussian fit's domain).
 
     Raises
     ------
     InputError
-        If the file cannot be read, is not a clustered fit of this layout, or `parameters` is neither.
+        If the file cannot be read, is not a fit of this layout, or `parameters` is neither.
     """
     path = Path(path)
     try:
         doc = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         raise InputError(f"fit file '{path}' cannot be read: {exc}") from None
-    if doc.get("format") != FORMAT or doc.get("template") != "clustered":
-        raise InputError(f"fit file '{path}' is not a clustered fit written by this version of ddpbayes fit")
+    if doc.get("format") != FORMAT or "table" not in doc:
+        raise InputError(f"fit file '{path}' is not a fit written by this version of ddpbayes fit")
     values = _values(doc, parameters, path)
     table = doc["table"]
     index = np.asarray(table["cluster_index"], dtype=np.int64)
     x = np.asarray(table["x"], dtype=float).reshape(len(index), len(doc["data"]["covariates"]))
     beta = np.array([values[f"beta_{c}"] for c in doc["data"]["covariates"]], dtype=float)
+    if "sigma_group" in values:  # a gaussian fit (DESIGN §9.4)
+        low, high = doc["data"]["domain"]
+        return FixedGaussian(values["intercept"], beta, values["sigma_group"], values["sigma_residual"], x, index,
+                             len(table["clusters"]), (float(low), float(high)))
     return FixedClustered(values["intercept"], beta, values["sigma"], x, index, len(table["clusters"]))
 
 
@@ -76,5 +99,54 @@ def _values(doc: dict, parameters: str, path: Path) -> dict[str, float]:
     count = len(draws["intercept"])
     if head == "draw" and k.isdigit() and int(k) < count:
         return {name: float(v[int(k)]) for name, v in draws.items()}
+    raise InputError(f"parameters must be 'mean' or 'draw:K' with K from 0 to {count - 1} (the posterior draws of "
+                     f"'{path.name}'), got '{parameters}'")
+
+
+@dataclass(frozen=True)
+class FixedChain:
+    """One individual's chain from a chain fit: x_0 ~ Categorical(init), x_t ~ Categorical(transition[x_t-1]),
+    `n` its observations."""
+
+    init: np.ndarray
+    transition: np.ndarray
+    n: int
+
+
+def read_chain(path: str | Path, parameters: str = "mean", individual: str | None = None) -> FixedChain:
+    """Individual `individual`'s chain (default: the table's first) from the chain fit at `path`
+    (DESIGN §9.5): P_i = E[P_i | kappa, m, data] = (kappa m_s + n_i[s]) / (kappa + N_is), averaged
+    over the posterior draws ("mean") or at draw K ("draw:K"); init likewise."""
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise InputError(f"fit file '{path}' cannot be read: {exc}") from None
+    if doc.get("format") != FORMAT or "counts" not in doc.get("table", {}):
+        raise InputError(f"fit file '{path}' is not a chain fit written by this version of ddpbayes fit")
+    table, states = doc["table"], doc["data"]["states"]
+    people = table["clusters"]
+    who = people[0] if individual is None else str(individual)
+    if who not in people:
+        raise InputError(f"individual '{who}' is not in '{path.name}' (its first: {', '.join(people[:5])})")
+    i, k = people.index(who), len(states)
+    draws = doc["draws"]
+    pick = _draw_indices(parameters, len(draws["kappa"]), path)
+    kappa = np.asarray(draws["kappa"])[pick]
+    m = np.array([[draws[f"m_{s}_{t}"] for t in states] for s in states]).transpose(2, 0, 1)[pick]
+    counts = np.asarray(table["counts"], dtype=float).reshape(len(people), k, k)[i]
+    alpha = kappa[:, None, None] * m + counts[None]
+    init = np.array([draws[f"init_{s}"] for s in states]).T[pick]
+    return FixedChain(init.mean(axis=0), (alpha / alpha.sum(axis=-1, keepdims=True)).mean(axis=0),
+                      int(table["lengths"][i]))
+
+
+def _draw_indices(parameters: str, count: int, path: Path) -> np.ndarray:
+    """Every draw ("mean") or draw K ("draw:K")."""
+    if parameters == "mean":
+        return np.arange(count)
+    head, _, k = str(parameters).partition(":")
+    if head == "draw" and k.isdigit() and int(k) < count:
+        return np.array([int(k)])
     raise InputError(f"parameters must be 'mean' or 'draw:K' with K from 0 to {count - 1} (the posterior draws of "
                      f"'{path.name}'), got '{parameters}'")

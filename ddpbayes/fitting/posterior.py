@@ -1,4 +1,4 @@
-"""A fitted model's posterior as the audits under it read it (DESIGN §9.4): which model files are
+"""A fitted model's posterior as the audits under it read it (DESIGN §9.6): which model files are
 fitted (the marker is their `.fit.json` beside them), S posterior draws evenly thinned, and the
 Bayesian adversary's model, whose parameters are one of those S draws, uniformly at random."""
 

@@ -8,9 +8,9 @@ import hashlib
 import logging
 import os
 import sys
-import time
+from time import perf_counter
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,15 +20,36 @@ import numpy as np
 from ddpbayes.encoding import jsonable
 from ddpbayes.errors import InputError
 from ddpbayes.fitting import checks as ppc
-from ddpbayes.fitting.clustered import ClusteredData, hyperparameter_draws, prepare, pymc_model
+from ddpbayes.fitting import chain, clustered, gaussian
 from ddpbayes.fitting.diagnostics import convergence, relative_ess
 from ddpbayes.fitting.fitted import FORMAT
-from ddpbayes.fitting.table import DEFAULT_MAX_ROWS, read_table
+from ddpbayes.fitting.table import DEFAULT_MAX_ROWS
 from ddpbayes.fitting.write import check_out, companions, write_fit
 from ddpbayes.limits import check_memory, check_positive_int
 from ddpbayes.progress import Progress
 
-TEMPLATES = ("clustered",)
+
+@dataclass(frozen=True)
+class Template:
+    """What `fit` asks of a template (DESIGN §9): `read(path, options, max_rows)` its view of the
+    table (an object with `labels`, `covariates`, `parameter_names`, `variables`,
+    `hyperparameters`, `cells_per_draw`, `describe`, `table`), `model(data, independent)` the PyMC
+    model with or without its effects `u`, `draws(posterior, data, independent)` each parameter's
+    draws, `checks(draws, draws_independent, u, data, reff, seed)` the `checks` block; the model
+    file's text is the module's MODEL_FILE (write.py)."""
+
+    read: Callable
+    model: Callable
+    draws: Callable
+    checks: Callable
+
+
+TEMPLATES = {
+    "clustered": Template(clustered.read, clustered.pymc_model, clustered.hyperparameter_draws,
+                          ppc.dependence_checks),
+    "gaussian": Template(gaussian.read, gaussian.pymc_model, gaussian.hyperparameter_draws, gaussian.dependence_checks),
+    "chain": Template(chain.read, chain.pymc_model, chain.hyperparameter_draws, chain.dependence_checks),
+}
 HDI = 0.94
 DENSE_UP_TO = 200  # parameters up to which NUTS adapts a dense mass matrix (DESIGN §9.1: intercept vs effects)
 
@@ -45,6 +66,8 @@ class Sampler:
     def check(self) -> None:
         for name in ("draws", "chains"):
             check_positive_int(getattr(self, name), f"--{name}")
+        if self.chains < 2:
+            raise InputError(f"--chains must be at least 2: R-hat compares chains (DESIGN §9.2), got {self.chains}")
         if isinstance(self.tune, bool) or not isinstance(self.tune, int) or self.tune < 0:
             raise InputError(f"--tune must be a non-negative integer, got {self.tune}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < 2**32:
@@ -88,8 +111,10 @@ class FitResult:
         return {k: v for k, v in self.doc.items() if k not in ("table", "draws", "format")}
 
 
-def fit(data: str | Path, template: str = "clustered", *, cluster: str | Sequence[str], outcome: str,
-        covariates: str | Sequence[str] = (), out: str | Path | None = None, seed: int = 0, draws: int = 1000,
+def fit(data: str | Path, template: str = "clustered", *, cluster: str | Sequence[str] = (), outcome: str | None = None,
+        covariates: str | Sequence[str] = (), group: str | Sequence[str] = (), columns: str | Sequence[str] = (),
+        domain: Sequence[float] | None = None, id: str | None = None, time: str | None = None,
+        state: str | None = None, out: str | Path | None = None, seed: int = 0, draws: int = 1000,
         tune: int = 1000, chains: int = 4, force: bool = False, max_rows: int = DEFAULT_MAX_ROWS,
         progress: bool = False) -> FitResult:
     """Fit `template` to the table at `data` and, when it converged (or `force`), write the model
@@ -100,13 +125,25 @@ def fit(data: str | Path, template: str = "clustered", *, cluster: str | Sequenc
     data : str or Path
         A CSV file (or Parquet, with pyarrow installed), one record per row.
     template : str, default "clustered"
-        The dependence template; "clustered": binary records in clusters, a logit with a cluster effect.
+        The dependence template: "clustered" (binary records in clusters, a logit with a cluster
+        effect, DESIGN §9.1) or "gaussian" (a continuous column in groups, a normal model with a
+        group effect, DESIGN §9.4) or "chain" (per-individual sequences of a categorical state,
+        Markov chains with a shared Dirichlet prior, DESIGN §9.5).
     cluster : str or sequence of str
-        The column(s) naming each row's cluster ("x,y": the pair identifies it).
+        clustered: the column(s) naming each row's cluster ("x,y": the pair identifies it).
     outcome : str
-        The binary (0/1) column: the records.
+        clustered: the binary (0/1) column: the records.
     covariates : str or sequence of str, default ()
-        Numeric columns entering the log-odds (standardised).
+        Numeric columns entering the linear predictor (standardised); gaussian also takes a text
+        column of two values (coded 0/1).
+    group : str or sequence of str
+        gaussian: the column(s) naming each row's group.
+    columns : str or sequence of str
+        gaussian: the continuous column (one): the records.
+    domain : (low, high) or None
+        gaussian: every value's declared range; None: the data's range.
+    id, time, state : str
+        chain: the columns naming each row's individual, its time (ordering its rows) and its state.
     out : str, Path or None, default None
         The model file to write (MODEL.py; MODEL.fit.json and MODEL.posterior.nc beside it); None writes nothing.
     seed, draws, tune, chains : int
@@ -123,29 +160,31 @@ def fit(data: str | Path, template: str = "clustered", *, cluster: str | Sequenc
     FitResult
         Its `to_dict()` holds `template`, `parameters`, `diagnostics`, `checks` and `model`.
     """
-    start = time.perf_counter()
+    start = perf_counter()
     if template not in TEMPLATES:
         raise InputError(f"unknown template '{template}' (templates: {', '.join(TEMPLATES)})")
+    chosen = TEMPLATES[template]
     sampler = Sampler(draws, tune, chains, seed)
     sampler.check()
     out = check_out(out) if out is not None else None
-    cluster_cols, covariate_cols = _columns(cluster, "--cluster"), _columns(covariates, "--covariates", empty=True)
+    options = {"cluster": _columns(cluster, "--cluster", empty=True), "outcome": outcome,
+               "covariates": _columns(covariates, "--covariates", empty=True),
+               "group": _columns(group, "--group", empty=True), "columns": _columns(columns, "--columns", empty=True),
+               "domain": domain, "id": id, "time": time, "state": state}
     _say(progress, f"reading {data}")
-    table = read_table(data, cluster_cols, [outcome, *covariate_cols], max_rows)
-    prepared = prepare(table, cluster_cols, outcome, covariate_cols, data)
+    prepared = chosen.read(data, options, max_rows)
     _check_sizes(prepared, sampler)
-    _say(progress, f"{len(prepared.y):,} rows in {len(prepared.labels):,} clusters, {len(prepared.trials):,} distinct "
-                   "(cluster, covariates) patterns")
+    _say(progress, f"{len(prepared.cluster_index):,} rows in {len(prepared.labels):,} clusters")
     seeds = sampler.seeds()
-    idata = _sample(pymc_model(prepared), sampler, seeds[0], "fit: NUTS, clustered", progress)
-    idata_ind = _sample(pymc_model(prepared, independent=True), sampler, seeds[1],
+    idata = _sample(chosen.model(prepared), sampler, seeds[0], f"fit: NUTS, {template}", progress)
+    idata_ind = _sample(chosen.model(prepared, independent=True), sampler, seeds[1],
                         "fit: NUTS, without cluster effects", progress)
     _say(progress, "checks: posterior predictive and LOO")
-    doc = _document(prepared, Path(data), idata, idata_ind, sampler, seeds[2])
+    doc = _document(template, prepared, Path(data), idata, idata_ind, sampler, seeds[2])
     write = out is not None and (doc["diagnostics"]["ok"] or force)
     if write:
         doc["model"], doc["posterior"] = str(out), str(companions(out)[1])
-    doc["seconds"] = time.perf_counter() - start
+    doc["seconds"] = perf_counter() - start
     doc = jsonable(doc)
     if write:
         write_fit(out, doc, idata)
@@ -163,10 +202,9 @@ def _columns(value: str | Sequence[str], flag: str, empty: bool = False) -> list
     return names
 
 
-def _check_sizes(data: ClusteredData, sampler: Sampler) -> None:
+def _check_sizes(data, sampler: Sampler) -> None:
     """The posterior and the checks' tables fit in memory before sampling starts."""
-    total = sampler.draws * sampler.chains
-    cells = total * (2 * len(data.labels) + len(data.covariates) + 2) + 6 * total * len(data.trials)
+    cells = sampler.draws * sampler.chains * data.cells_per_draw()
     check_memory(8 * cells, "the posterior draws and the checks' tables", flag="--draws")
 
 
@@ -202,32 +240,30 @@ def _sample(model, sampler: Sampler, seed: int, label: str, progress: bool):
                          compute_convergence_checks=False, callback=lambda trace, draw: bar.advance(1), model=model)
 
 
-def _document(data: ClusteredData, path: Path, idata, idata_ind, sampler: Sampler, seed: int) -> dict:
+def _document(template: str, data, path: Path, idata, idata_ind, sampler: Sampler, seed: int) -> dict:
     """The fit's document: what `--format json` prints, and what MODEL.fit.json holds besides
     (`table`, `draws`)."""
     import pymc as pm
 
-    draws = hyperparameter_draws(idata.posterior, data)
-    draws_ind = hyperparameter_draws(idata_ind.posterior, data, independent=True)
-    u = idata.posterior["u"].values.reshape(-1, len(data.labels))
+    chosen = TEMPLATES[template]
+    draws = chosen.draws(idata.posterior, data)
+    draws_ind = chosen.draws(idata_ind.posterior, data, independent=True)
+    u = idata.posterior["u"].values.reshape(-1, len(data.labels)) if "u" in idata.posterior else None
     names = data.parameter_names()
-    reff = (relative_ess(idata, ["intercept", "sigma"]), relative_ess(idata_ind, ["intercept"]))
+    reff = (relative_ess(idata, data.hyperparameters()), relative_ess(idata_ind, data.hyperparameters(True)))
     return {
         "format": FORMAT,
-        "template": "clustered",
+        "template": template,
         "parameters": {name: _summary(draws[name]) for name in names},
         "diagnostics": convergence(idata, idata_ind, data),
-        "checks": ppc.dependence_checks(draws, draws_ind, u, data, reff, seed),
+        "checks": chosen.checks(draws, draws_ind, u, data, reff, seed),
         "model": None,
         "posterior": None,
-        "data": {"file": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest(), "rows": len(data.y),
-                 "outcome": data.outcome, "cluster": list(data.cluster_columns), "clusters": len(data.labels),
-                 "covariates": list(data.covariates), "covariate_mean": data.center.tolist(),
-                 "covariate_sd": data.scale.tolist()},
+        "data": {"file": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+                 "rows": len(data.cluster_index)} | data.describe(),
         "sampler": {"method": "NUTS", "draws": sampler.draws, "tune": sampler.tune, "chains": sampler.chains,
                     "seed": sampler.seed, "pymc": pm.__version__},
-        "table": {"clusters": list(data.labels), "cluster_index": data.cluster_index.tolist(),
-                  "x": data.x.ravel().tolist()},
+        "table": data.table(),
         "draws": {name: draws[name].tolist() for name in names},
     }
 

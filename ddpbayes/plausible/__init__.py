@@ -1,4 +1,4 @@
-"""Auditing under a fitted model three ways (DESIGN §9.4, issue #41): the posterior means, the
+"""Auditing under a fitted model three ways (DESIGN §9.6, issue #41): the posterior means, the
 parameters integrated over the posterior (the Bayesian adversary), or a class of plausible models,
 one per posterior draw (Pufferfish privacy, Kifer & Machanavajjhala, TODS 2014)."""
 

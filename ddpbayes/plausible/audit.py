@@ -1,4 +1,4 @@
-"""`audit_fitted`: the audit of a model fitted by `ddpbayes fit` under `--parameters` (DESIGN §9.4).
+"""`audit_fitted`: the audit of a model fitted by `ddpbayes fit` under `--parameters` (DESIGN §9.6).
 
 - `mean`: the model file's build(parameters="mean"), the posterior means fixed (`draw:K`: draw K);
 - `integrated:S`: the Bayesian adversary's model, a latent draw index J uniform over S posterior
