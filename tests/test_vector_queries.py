@@ -25,6 +25,8 @@ import ddpbayes.engines.gaussian.graph as gaussian_graph
 from ddpbayes import DependenceModel, InputError, Interval, Problem, audit, load_model, parse_query
 from ddpbayes.cli.main import main
 from ddpbayes.engines import ENGINES
+from ddpbayes.engines.base import Declined
+from ddpbayes.problem import Adversary
 from ddpbayes.mechanisms import Laplace, make_mechanism
 from ddpbayes.queries import Centroids, LinearRows
 
@@ -192,9 +194,14 @@ def test_exact_engine_two_rows_against_enumeration(models_dir):
 
 
 def test_engines_that_take_one_row_say_so(models_dir):
+    """The structured engine takes a several-row release only where one row reads the target's dependence
+    (DESIGN §2.1b, `rows.py`): in a household every member depends on every other through h, so both rows are
+    coupled with the target and it declines (auto moves on), naming them."""
     model = load_model(models_dir / "household.py", {"n": 3})
-    problem = Problem(model, parse_query("linear:1,1,0;0,1,1"), Laplace(1.0))
-    assert "not linear" in ENGINES["structured"].supports(problem)
+    problem = Problem(model, parse_query("linear:1,1,0;0,1,1"), Laplace(1.0), (Adversary(0),))
+    assert ENGINES["structured"].supports(problem) is None
+    with pytest.raises(Declined, match="rows 0 and 1 of the query both read"):
+        ENGINES["structured"].leakage(problem)
     assert ENGINES["sampling"].supports(problem) is None  # several outputs: tests/test_sampling_queries.py
     assert ENGINES["exact"].supports(problem) is None
     with pytest.raises(InputError, match="integer query"):

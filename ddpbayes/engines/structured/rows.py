@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ddpbayes.engines.base import Declined
 from ddpbayes.engines.structured.graph import FactorGraph
-from ddpbayes.errors import InputError
 from ddpbayes.problem import Adversary, Problem
 from ddpbayes.queries import Linear, LinearRows
 
@@ -68,7 +68,8 @@ def coupled_rows(reads: list[set[int]], label: np.ndarray, target: int) -> list[
 
 def row_problems(problem: Problem, graph: FactorGraph) -> list[tuple[int | None, Problem]]:
     """The adversaries grouped by their coupled row, each group as a one-row problem (None: no row is coupled with
-    the target, whose leakage is 0, solved as the zero row); InputError when a target is coupled with several."""
+    the target, whose leakage is 0, solved as the zero row); Declined when a target is coupled with several
+    (`--engine auto` moves on)."""
     matrix = row_matrix(problem)
     reads: dict[frozenset[int], list[set[int]]] = {}
     groups: dict[int | None, list[Adversary]] = {}
@@ -78,7 +79,7 @@ def row_problems(problem: Problem, graph: FactorGraph) -> list[tuple[int | None,
             reads[adv.known] = row_reads(matrix, label, adv.known)
         rows = coupled_rows(reads[adv.known], label, adv.target)
         if len(rows) > 1:
-            raise InputError(f"rows {rows[0]} and {rows[1]} of the query both read tuples dependent on tuple "
+            raise Declined(f"rows {rows[0]} and {rows[1]} of the query both read tuples dependent on tuple "
                              f"{adv.target}: the structured engine solves a several-row release only when one row "
                              "does (use the sampling engine)")
         groups.setdefault(rows[0] if rows else None, []).append(adv)
