@@ -123,7 +123,8 @@ def household_idp_default_filter(f: float) -> float:
     with np.errstate(invalid="ignore"):
         log_y = np.where(diff > 0, diff * flip, 0.0) + (20 - diff) * math.log1p(-f / 2)
     top = log_y.max(axis=1, keepdims=True)  # log Σ_c w_c e^{log_y} = top + log Σ_c w_c e^{log_y − top}
-    kernel = np.exp(log_y - top)
+    with np.errstate(invalid="ignore"):  # a report no count gives: −inf − (−inf), nan, dropped below
+        kernel = np.exp(log_y - top)
     log_l = []
     for t in (0, 1):
         w = np.array([float(sum(v for x, v in law.items() if x[0] == t and sum(x) == c)) for c in counts])
