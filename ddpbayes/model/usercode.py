@@ -205,7 +205,6 @@ if hasattr(os, "register_at_fork"):
 def _watch_loop() -> None:
     """The timer: every tick, a line for each watch past its next notice; it ends when no watch is open."""
     global _watcher
-    stream = sys.stderr
     while True:
         time.sleep(min(0.25, NOTICE_AFTER / 4))
         with _lock:
@@ -219,5 +218,5 @@ def _watch_loop() -> None:
                 if waited >= watch.next:
                     due.append(f"{watch.what} is still running after {waited:.0f} s (Ctrl-C stops it)")
                     watch.next = waited + NOTICE_EVERY
-        for line in due:
-            print(line, file=stream, flush=True)
+        for line in due:  # sys.stderr as it is now: the thread may outlive the stream it started under
+            print(line, file=sys.stderr, flush=True)
