@@ -10,13 +10,21 @@ idp of child 0 under a Laplace(1) count (epsilon 1), computed as tests/test_fitt
 force does (each village's effect by 200-node Gauss-Hermite, the 2^6 tables enumerated; it agrees with
 `ddpbayes audit --parameters ...` to 1e-8 where the structured engine answers): `mean`, then for
 S = 50, 100, 200 and every draw the integrated leakage and the draws:S summary.
+
+    python benchmarks/bench_fitted_modes.py --time /tmp/speed41/gambia.py [--draws 200]
+
+times `--parameters draws:S` (idp of child 0, Laplace count at epsilon 1, claim 1) on a real fit such as
+the Gambia survey's (`ddpbayes fit models/data/gambia_malaria.csv --template clustered --cluster x,y
+--outcome pos --out /tmp/speed41/gambia.py --seed 0`): cold (the first audit in the process) and warm
+(again in the same process), and checks three draws' leakages against fresh audits of their models.
 """
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import json
-import sys
+import time
 
 import numpy as np
 from scipy.special import expit
@@ -65,5 +73,34 @@ def idp(p: np.ndarray, ys: np.ndarray) -> float:
     return max(abs(np.log(w[1] @ k) - np.log(w[0] @ k)) for k in kernels)
 
 
+def timed(model: str, draws: int) -> None:
+    """draws:S cold then warm, and three draws (first, middle, last) against fresh audits of build(draw:K)."""
+    from ddpbayes.auditing import audit
+    from ddpbayes.model.loading import load_model
+    from ddpbayes.plausible import audit_fitted
+
+    run = dict(query="count", mechanism="laplace", notion="idp", epsilon=1.0, targets=[0], claim=1.0,
+               progress=False)
+    for label in ("cold", "warm"):
+        start = time.perf_counter()
+        found = audit_fitted(model, f"draws:{draws}", **run)
+        p = found.plausible
+        print(f"draws:{draws} {label}: {time.perf_counter() - start:.1f} s; median {p['median']:.6f}, p95 "
+              f"{p['p95']:.6f}, max {p['max']:.6f}, share meeting 1: {p['share_meeting_claim']}")
+    for j in (0, draws // 2, draws - 1):
+        k = p["posterior_draws"][j]
+        fresh = audit(load_model(model, {"parameters": f"draw:{k}"}), information=None, **run).leakage
+        print(f"draw {k}: draws:{draws} {p['leakages'][j]!r}, fresh audit {fresh!r}, difference "
+              f"{abs(p['leakages'][j] - fresh):.2g}")
+
+
 if __name__ == "__main__":
-    main(sys.argv[1])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("path", help="a .fit.json (the modes against the brute force) or, with --time, a MODEL.py")
+    parser.add_argument("--time", action="store_true", help="time draws:S on a fitted model file")
+    parser.add_argument("--draws", type=int, default=200)
+    args = parser.parse_args()
+    if args.time:
+        timed(args.path, args.draws)
+    else:
+        main(args.path)

@@ -203,3 +203,63 @@ def test_the_text_names_how_the_parameters_were_set(plausible, mode, says):
     from ddpbayes.plausible import FittedAudit
 
     assert fitted_audit_text(FittedAudit(parse_parameters(mode), plausible.result)).startswith(says)
+
+
+def idp_of_record(law: np.ndarray, weights: np.ndarray, target: int) -> float:
+    """idp of y[target] under a Laplace(B) release of weights . y, as `idp_of_first_record` does for the count."""
+    ys = np.array(list(itertools.product((0, 1), repeat=len(CLUSTER_INDEX))))
+    answers, s = ys @ weights, np.arange(weights.sum() + 1)
+    w = np.array([[law[(ys[:, target] == t) & (answers == v)].sum() for v in s] for t in (0, 1)])
+    w /= w.sum(axis=1, keepdims=True)
+    kernels = [np.exp(-np.abs(y - s) / B) for y in s] + [np.exp(s / B), np.exp(-s / B)]
+    return max(abs(np.log(w[1] @ k) - np.log(w[0] @ k)) for k in kernels)
+
+
+@pytest.fixture(scope="module")
+def every_draw(fitted):
+    """draws:12, every draw after the first by the per-cluster factors (`plausible.clusters`)."""
+    return audit_fitted(fitted, **audit_args("draws:12"))
+
+
+def test_per_cluster_draws_equal_a_fresh_audit_of_each_draw_and_the_brute_force(fitted, every_draw):
+    """Each draw's leakage from the per-cluster factors is the structured engine's on build(parameters="draw:K"),
+    audited afresh in its own model (no table shared), to 1e-12; and the brute force's to 1e-10."""
+    from ddpbayes.auditing import audit
+    from ddpbayes.model.loading import load_model
+
+    found = every_draw.plausible["leakages"]
+    for k in (6, 11):  # draw 0 is the engine's own audit in draws:S
+        fresh = audit(load_model(fitted, {"parameters": f"draw:{k}"}), "count", "laplace", "idp", scale=B, targets=[0],
+                      information=None, progress=False)
+        assert fresh.engine == "structured" and abs(found[k] - fresh.leakage) <= 1e-12
+    np.testing.assert_allclose(found, [brute_force_draw(k) for k in range(DRAWS)], rtol=0, atol=1e-10)
+    assert every_draw.result.leakage == max(found) and every_draw.result.witness is not None
+
+
+def test_per_cluster_factors_read_weights_and_any_target(fitted):
+    """A release of some rows only (weight 0 elsewhere) and a target in the second cluster, all 12 draws at once,
+    against the brute force with those weights."""
+    from ddpbayes.fitting.fitted import read_fit
+    from ddpbayes.fitting.posterior import read_draws
+    from ddpbayes.mechanisms import Laplace
+    from ddpbayes.engines.structured.clusters import ClusterRelease, draws_leakages
+
+    fit = companions(fitted)[0]
+    weights = np.array([1.0, 0.0, 1.0, 1.0, 0.0, 1.0])
+    release = ClusterRelease(weights, Laplace(B), [4, 0], 1 << 25)
+    values, nodes = draws_leakages(read_fit(fit), read_draws(fit, DRAWS), release)
+    d = posterior_draws()
+    laws = [record_law(d["intercept"][k], d["beta_age"][k], d["sigma"][k]) for k in range(DRAWS)]
+    expected = [[idp_of_record(law, weights.astype(int), t) for t in (4, 0)] for law in laws]
+    np.testing.assert_allclose(values, expected, rtol=0, atol=1e-10)
+    assert set(nodes) <= {32, 64, 128, 256}
+
+
+def test_draws_below_the_guard_are_left_to_the_engine(fitted, every_draw, monkeypatch):
+    """With every coefficient below the guard, every draw is audited by the engine: the same leakages."""
+    from ddpbayes.engines.structured import clusters
+
+    monkeypatch.setattr(clusters, "GUARD", 2.0)
+    by_engine = audit_fitted(fitted, **audit_args("draws:2"))
+    expected = [every_draw.plausible["leakages"][k] for k in (0, 11)]
+    np.testing.assert_allclose(by_engine.plausible["leakages"], expected, rtol=0, atol=1e-12)

@@ -350,6 +350,30 @@ class Engine(ABC):
         each = self.seconds_per_adversary(problem)
         return None if each is None else adversaries * each
 
+    def plausible_leakages(self, problem: Problem, fixed: object, draws: object,
+                           targets: list[int]) -> np.ndarray | None:
+        """Each posterior draw's weakest-adversary (idp) leakage per target, every draw at once, for a
+        `problem` built on one draw of a clustered fit (DESIGN §9.6): (S, targets), NaN where a draw needs
+        its own audit; None when this engine has no such path.
+
+        Parameters
+        ----------
+        problem : Problem
+            The audit problem of one draw, which this engine solved.
+        fixed : FixedClustered
+            The fit's rows: covariates and clusters (`fitting.fitted`).
+        draws : PosteriorDraws
+            The draws' parameters (`fitting.posterior`).
+        targets : list of int
+            The targets.
+
+        Returns
+        -------
+        numpy.ndarray or None
+            The leakages, or None (here None).
+        """
+        return None
+
     def notes(self, problem: Problem) -> list[str]:
         """What the user should know about the answer (e.g. the domains truncate the prior).
 

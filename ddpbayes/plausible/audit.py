@@ -21,10 +21,15 @@ from pathlib import Path
 import numpy as np
 
 from ddpbayes.auditing import AuditResult, audit
+from ddpbayes.auditing.verdict import judge
 from ddpbayes.encoding import jsonable, number
 from ddpbayes.errors import InputError
-from ddpbayes.fitting.posterior import fit_of, integrated_model, read_draws
+from ddpbayes.engines import AdversaryLeakage, engine_named
+from ddpbayes.fitting.fitted import read_fit
+from ddpbayes.fitting.posterior import PosteriorDraws, fit_of, integrated_model, read_draws
 from ddpbayes.model.loading import load_model
+from ddpbayes.notions import notion as named
+from ddpbayes.problem import Adversary
 from ddpbayes.progress import Progress
 from ddpbayes.settings import RunSettings
 
@@ -108,23 +113,65 @@ def audit_fitted(model_path: str | Path, parameters: Parameters | str, query: st
 
 def _plausible(model_path, fit: Path, parameters: Parameters, query: str, mechanism: str, notion: str,
                run: dict) -> FittedAudit:
-    """draws:S: one audit per thinned posterior draw, their worst and their summary."""
+    """draws:S: one audit per thinned posterior draw, their worst and their summary. The first draw is
+    audited by the engine that fits; when that engine gives every draw's leakage at once
+    (`Engine.plausible_leakages`: the structured engine's per-cluster factors for idp), those are the
+    other draws' leakages, and the engine audits the draws they leave and the worst draw (its witness)."""
     start = time.perf_counter()
-    indices = read_draws(fit, parameters.draws).indices
+    draws = read_draws(fit, parameters.draws)
     settings = run["settings"]
     quiet = run | {"settings": RunSettings.of(settings, progress=False)}
-    results = []
-    with Progress(f"audit: {parameters.draws} plausible models", len(indices), "draws",
+
+    def one(k: int) -> AuditResult:
+        model = load_model(model_path, {"parameters": f"draw:{k}"}, max_states=settings.max_states)
+        return audit(model, query, mechanism, notion, information=None, **quiet)
+
+    with Progress(f"audit: {parameters.draws} plausible models", len(draws.indices), "draws",
                   enabled=settings.progress) as bar:
-        for k in indices:
-            model = load_model(model_path, {"parameters": f"draw:{k}"}, max_states=settings.max_states)
-            results.append(audit(model, query, mechanism, notion, information=None, **quiet))
+        results: list[AuditResult | DrawLeakage] = [one(draws.indices[0])]
+        bar.advance(1)
+        fast = _by_engine(fit, draws, results[0])
+        for j, k in enumerate(draws.indices[1:], 1):
+            results.append(one(k) if fast is None or np.isnan(fast[j]).any() else _draw(results[0], fast[j]))
             bar.advance(1)
-    summary = plausible_summary(indices, results, run["claim"])
-    return FittedAudit(parameters, _worst(results, indices, summary, time.perf_counter() - start), summary)
+    worst = int(np.argmax([r.leakage for r in results]))
+    if not isinstance(results[worst], AuditResult):  # the witness and notes are the engine's
+        results[worst] = one(draws.indices[worst])
+    summary = plausible_summary(draws.indices, results, run["claim"])
+    return FittedAudit(parameters, _worst(results, draws.indices, summary, time.perf_counter() - start), summary)
 
 
-def plausible_summary(indices: np.ndarray, results: list[AuditResult], claim: float | None) -> dict:
+def _by_engine(fit: Path, draws: PosteriorDraws, first: AuditResult) -> np.ndarray | None:
+    """Every draw's idp per target at once from the engine that audited `first` (one of the draws), when it
+    can (`Engine.plausible_leakages`); else None."""
+    engine = engine_named(first.engine)
+    if engine is None or first.problem is None or not named(first.notion).weakest:
+        return None
+    targets = [i for i, v in enumerate(first.per_target) if v is not None]
+    return engine.plausible_leakages(first.problem, read_fit(fit, "mean"), draws, targets)
+
+
+@dataclass(frozen=True)
+class DrawLeakage:
+    """One plausible model's leakage from the per-cluster factors: the worst, per target, the verdict."""
+
+    leakage: float
+    per_target: list[float | None]
+    verdict: str | None
+
+
+def _draw(first: AuditResult, values: np.ndarray) -> DrawLeakage:
+    """A draw's per-target idp `values` (the targets of `first`, in order) judged as an exact leakage."""
+    targets = [i for i, v in enumerate(first.per_target) if v is not None]
+    per_target: list[float | None] = [None] * len(first.per_target)
+    for i, v in zip(targets, values):
+        per_target[i] = float(v)
+    a = int(np.argmax(values))
+    verdict, _ = judge(AdversaryLeakage(Adversary(targets[a]), float(values[a]), None), first.claim)
+    return DrawLeakage(float(values[a]), per_target, verdict)
+
+
+def plausible_summary(indices: np.ndarray, results: list[AuditResult | DrawLeakage], claim: float | None) -> dict:
     """The class's leakages: count, median, 95th percentile (linear interpolation), max, the share
     of draws whose audit passes the claim (None without one), and each draw's index and leakage."""
     values = np.array([r.leakage for r in results], dtype=float)
@@ -143,7 +190,7 @@ def class_verdict(verdicts: list[str | None]) -> str | None:
     return "pass" if all(v == "pass" for v in verdicts) else "fail" if "fail" in verdicts else "inconclusive"
 
 
-def _worst(results: list[AuditResult], indices: np.ndarray, summary: dict, seconds: float) -> AuditResult:
+def _worst(results: list[AuditResult | DrawLeakage], indices: np.ndarray, summary: dict, seconds: float) -> AuditResult:
     """The class's result: the worst draw's audit with the worst leakage per target over the draws,
     the class's verdict and a note naming the draw."""
     worst = int(np.argmax([r.leakage for r in results]))

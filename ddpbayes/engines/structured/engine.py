@@ -99,6 +99,13 @@ class StructuredEngine(Engine):
             _settled(problem)[_key(problem)] = max(settled)
         return [found[adv] for adv in problem.adversaries]
 
+    def plausible_leakages(self, problem: Problem, fixed, draws, targets: list[int]) -> np.ndarray | None:
+        """idp of every draw of a clustered fit at once by per-cluster factors (`structured.clusters`), on the
+        rules this engine settles on: each draw's value is this engine's on that draw's model."""
+        from ddpbayes.engines.structured.clusters import plausible_leakages  # it reads this module's helpers
+
+        return plausible_leakages(problem, fixed, draws, targets)
+
     def notes(self, problem: Problem) -> list[str]:
         graph = self._graph(problem)
         notes = []
@@ -330,7 +337,7 @@ def _add_sups(mixtures: list[tuple[Adversary, tuple[np.ndarray, np.ndarray]]], m
         for (adv, weights), found in zip(mixtures, _profiles_together(mixtures, mechanism)):
             _add_profile(profiles, adv, found, clamped, weights[0])
         return
-    for (adv, _), found in zip(mixtures, _sups([w for _, w in mixtures], mechanism, limit)):
+    for (adv, _), found in zip(mixtures, mixture_sups([w for _, w in mixtures], mechanism, limit)):
         if adv not in best or found[0] > best[adv][0]:
             best[adv] = (*found, clamped)
 
@@ -442,7 +449,7 @@ def _mixture(pot: Potential, target: np.ndarray, shift: int) -> tuple[np.ndarray
     return np.ascontiguousarray(logw[:, alive]), (pot.offset + low + shift + alive).astype(float)
 
 
-def _sups(mixtures: list[tuple[np.ndarray, np.ndarray]], mechanism: Mechanism,
+def mixture_sups(mixtures: list[tuple[np.ndarray, np.ndarray]], mechanism: Mechanism,
           limit: int) -> list[tuple[float, int, int, tuple[float, ...]]]:
     """`_sup` of each (log-weights, levels), the mixtures on equal levels with as many possible values of t
     evaluated together: one `log_mixtures` call for many targets (rows kept under `limit` cells per call)."""

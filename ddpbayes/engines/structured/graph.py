@@ -8,6 +8,7 @@ which gives the junction tree `junction.Calibration` passes messages on.
 
 from __future__ import annotations
 
+import functools
 import heapq
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -157,6 +158,16 @@ def calibrate(graph: FactorGraph, contribution: list[np.ndarray], clamped: Mappi
 
 
 def elimination_order(scopes: list[tuple[int, ...]], drop: list[int]) -> tuple[list[int], dict[int, tuple[int, ...]]]:
+    """`_min_fill_order`, shared by every graph of the same structure in the process: the order reads the
+    scopes alone, not the tables, so the node counts of a quadrature and the posterior draws of a fit
+    (the same model with other parameters) reuse it."""
+    order, separators = _min_fill_order(tuple(scopes), tuple(drop))
+    return list(order), dict(separators)
+
+
+@functools.lru_cache(maxsize=32)
+def _min_fill_order(scopes: tuple[tuple[int, ...], ...],
+                    drop: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[tuple[int, tuple[int, ...]], ...]]:
     """A greedy min-fill order of the slots `drop` (ties: fewest neighbours, then lowest slot), and
     each slot's neighbours when it is eliminated (slots of the scopes not in `drop` are never eliminated). Fill is counted only for slots of at most
     `_FILL_DEGREE` neighbours (eliminating a busier slot makes a table too large to build anyway);
@@ -186,7 +197,7 @@ def elimination_order(scopes: list[tuple[int, ...]], drop: list[int]) -> tuple[l
             if u in current and (new := _key(u, nbrs)) != current[u]:
                 current[u] = new
                 heapq.heappush(heap, (new, u))
-    return order, separators
+    return tuple(order), tuple(separators.items())
 
 
 _FILL_DEGREE = 64
