@@ -5,6 +5,7 @@ hand-written fit in the `.fit.json` format `fitting/fitted.py` reads."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 from pathlib import Path
@@ -18,6 +19,7 @@ from ddpbayes.cli.text import fitted_audit_text
 from ddpbayes.errors import InputError
 from ddpbayes.fitting.write import companions, model_text
 from ddpbayes.plausible import Parameters, audit_fitted, parse_parameters
+from ddpbayes.queries import parse_query
 
 ROOT = Path(__file__).resolve().parent.parent
 CLUSTER_INDEX = np.array([0, 0, 0, 1, 1, 1])  # two clusters of three rows: today's structured engine integrates them
@@ -117,7 +119,6 @@ def test_the_class_meets_the_claim_only_when_every_draw_does(plausible):
     assert text.startswith("parameters draws:3") and "meets epsilon" in text
 
 
-@pytest.mark.slow  # the draw index multiplies the quadrature's tables: ~14 s on a loaded machine
 def test_integrated_equals_the_average_over_the_draws(fitted):
     """The Bayesian adversary's law of the records is the average of the three draws' laws."""
     d = posterior_draws()
@@ -263,3 +264,37 @@ def test_draws_below_the_guard_are_left_to_the_engine(fitted, every_draw, monkey
     by_engine = audit_fitted(fitted, **audit_args("draws:2"))
     expected = [every_draw.plausible["leakages"][k] for k in (0, 11)]
     np.testing.assert_allclose(by_engine.plausible["leakages"], expected, rtol=0, atol=1e-12)
+
+
+def test_integrated_by_per_cluster_factors_equals_the_brute_force_mixture(fitted):
+    """integrated:12 (every draw) and a release of some rows with a target in the second cluster: the
+    brute force's explicit mixture of the 12 draws' laws (quadrature per cluster, records enumerated)."""
+    from ddpbayes.fitting.fitted import read_fit
+    from ddpbayes.fitting.posterior import read_draws
+    from ddpbayes.engines.structured.clusters import integrated_leakages
+
+    d = posterior_draws()
+    law = np.mean([record_law(d["intercept"][k], d["beta_age"][k], d["sigma"][k]) for k in range(DRAWS)], axis=0)
+    found = audit_fitted(fitted, **audit_args("integrated:12"))
+    assert found.result.leakage == pytest.approx(idp_of_first_record(law), abs=1e-8)
+    assert found.result.engine == "structured" and "per-cluster factors" in found.result.notes[0]
+    problem = found.result.problem
+    weights = np.array([1, 0, 1, 1, 0, 1])
+    problem = dataclasses.replace(problem, query=parse_query("linear:" + ",".join(map(str, weights))).bind(problem.model))
+    fit = companions(fitted)[0]
+    leaks, _, _ = integrated_leakages(problem, read_fit(fit), read_draws(fit, DRAWS), [4, 0])
+    np.testing.assert_allclose([a.value for a in leaks], [idp_of_record(law, weights, t) for t in (4, 0)], rtol=0,
+                               atol=1e-8)
+    assert leaks[0].witness.adversary.target == 4 and {leaks[0].witness.t, leaks[0].witness.t_prime} == {0.0, 1.0}
+
+
+def test_integrated_by_per_cluster_factors_equals_the_engine_on_the_draw_index_model(fitted):
+    """The structured engine on `integrated_model` (the latent draw index J in its cliques) gives the same."""
+    from ddpbayes.auditing import audit
+    from ddpbayes.fitting.posterior import integrated_model
+
+    fast = audit_fitted(fitted, **audit_args("integrated:3")).result
+    engine = audit(integrated_model(companions(fitted)[0], 3), "count", "laplace", "idp", scale=B, targets=[0],
+                   information=None, engine="structured", progress=False)
+    assert abs(fast.leakage - engine.leakage) <= 1e-10
+    assert fast.witness.t == engine.witness.t and fast.witness.y == engine.witness.y

@@ -374,6 +374,30 @@ class Engine(ABC):
         """
         return None
 
+    def integrated_leakages(self, problem: Problem, fixed: object, draws: object,
+                            targets: list[int]) -> tuple[list[AdversaryLeakage], str] | None:
+        """The weakest adversary's (idp) leakage per target under the mixture of the posterior draws' laws
+        (the Bayesian adversary of DESIGN §9.6), for a `problem` built on one draw (or the means) of a
+        clustered fit, without a latent draw index in the model; None when this engine has no such path.
+
+        Parameters
+        ----------
+        problem : Problem
+            The audit problem of one fixed-parameter model of the fit, which this engine solved.
+        fixed : FixedClustered
+            The fit's rows: covariates and clusters (`fitting.fitted`).
+        draws : PosteriorDraws
+            The draws' parameters (`fitting.posterior`).
+        targets : list of int
+            The targets.
+
+        Returns
+        -------
+        tuple of (list of AdversaryLeakage, str) or None
+            Each target's leakage with its witness and a note on how it was computed, or None (here None).
+        """
+        return None
+
     def notes(self, problem: Problem) -> list[str]:
         """What the user should know about the answer (e.g. the domains truncate the prior).
 

@@ -1,4 +1,6 @@
-"""idp under a clustered fit by per-cluster factors, every posterior draw at once (DESIGN §9.6).
+"""idp under a clustered fit by per-cluster factors, every posterior draw at once (DESIGN §9.6):
+each draw's leakage (`--parameters draws:S`) and the Bayesian adversary's over their mixture
+(`integrated:S`).
 
 Given draw j's parameters a clustered fit factorises over its clusters: y_r ~ Bernoulli(expit(η_jr +
 u_c(r))), u_c ~ Normal(0, σ_j) independent. For a one-row release q = Σ_r w_r y_r with w_r in {0, 1}
@@ -15,7 +17,12 @@ leakage moves by less than the engine's SETTLED (`engines.structured.engine`), s
 is the structured engine's on build(parameters="draw:K") up to rounding, without a model, a factor
 graph or a compiled table per draw. All in linear space, every draw of a chunk at once: every
 coefficient is a sum of positive terms, exact to relative rounding while it stays above GUARD; a
-draw whose coefficients fall below it is left to the engine (None).
+draw whose coefficients fall below it is left to the engine (NaN).
+
+The Bayesian adversary's law is the mixture (1/S) Σ_j P_j(q = s, X_i = t) (the latent draw index J
+of `fitting.posterior.integrated_model`, whose cluster effects u_c = σ_J z_c sit on the same nodes
+z = √2 x_k), settled on the node count as one leakage: S × clusters one-dimensional tables, never
+J inside a clique.
 """
 
 from __future__ import annotations
@@ -26,12 +33,13 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import gammaln, roots_hermite
 
+from ddpbayes.engines.base import AdversaryLeakage, Witness
 from ddpbayes.engines.structured.engine import QUADRATURE_MAX, SETTLED, mixture_sups
 from ddpbayes.engines.structured.graph import QUADRATURE_START
 from ddpbayes.fitting.fitted import FixedClustered
 from ddpbayes.fitting.posterior import PosteriorDraws
 from ddpbayes.mechanisms import Mechanism
-from ddpbayes.problem import Problem
+from ddpbayes.problem import Adversary, Problem
 
 GUARD = 1e-280  # smallest coefficient trusted in linear space (float64's normal range ends near 2e-308)
 CELLS = 1 << 22  # (draws, nodes, coefficients) cells held at once: draws are taken in chunks under it
@@ -58,6 +66,53 @@ def plausible_leakages(problem: Problem, fixed: FixedClustered, draws: Posterior
         return None
     release = ClusterRelease(np.asarray(weights, dtype=float), problem.mechanism, targets, problem.settings.max_states)
     return draws_leakages(fixed, draws, release)[0]
+
+
+def integrated_leakages(problem: Problem, fixed: FixedClustered, draws: PosteriorDraws,
+                        targets: list[int]) -> tuple[list[AdversaryLeakage], int, float] | None:
+    """idp per target under the mixture of the draws' laws, with its witness, the node count it settled at
+    and how much it moved from half as many; None when the per-cluster factors do not apply or a coefficient
+    falls below GUARD (the engine then audits the integrated model)."""
+    weights = problem.query.weights(problem.model.n)
+    if release_reason(weights, problem.mechanism, targets, fixed):
+        return None
+    release = ClusterRelease(np.asarray(weights, dtype=float), problem.mechanism, targets, problem.settings.max_states)
+    nodes, previous = QUADRATURE_START, _mixed(fixed, draws, release, QUADRATURE_START)
+    while previous is not None and nodes < QUADRATURE_MAX:
+        nodes *= 2
+        found = _mixed(fixed, draws, release, nodes)
+        if found is None:
+            return None
+        change = max(0.0 if a[0] == b[0] else abs(a[0] - b[0]) for a, b in zip(found, previous))
+        if change < SETTLED:
+            return [_leakage(problem, t, f) for t, f in zip(targets, found)], nodes, change
+        previous = found
+    return None
+
+
+def _mixed(fixed: FixedClustered, draws: PosteriorDraws, release: ClusterRelease,
+           nodes: int) -> list[tuple[float, int, int, tuple[float, ...]]] | None:
+    """Per target, the sup (`mixture_sups`: value, t, t', y) of the draws' mixed law on `nodes` nodes; None
+    when a coefficient fell below GUARD."""
+    out = []
+    for target in release.targets:
+        mixed = np.zeros((1, 2, int(release.weights.sum()) + 1))  # levels 0..Σ w
+        for chunk in _chunks(len(draws.sigma), fixed, release):
+            laws, ok = draw_laws(fixed, _subset(draws, chunk), release, target, nodes)
+            if not ok.all():
+                return None
+            mixed += laws.sum(axis=0) / len(draws.sigma)
+        out.append(_sups(mixed, release, target)[0])
+    return out
+
+
+def _leakage(problem: Problem, target: int, found: tuple[float, int, int, tuple[float, ...]]) -> AdversaryLeakage:
+    """The sup as the engine reports it: at least 0, its witness with the target's values."""
+    value, t, t_prime, y = found
+    values = problem.model.domains[target].values
+    adversary = Adversary(target)
+    return AdversaryLeakage(adversary, max(value, 0.0), Witness(adversary, {}, float(values[t]),
+                                                               float(values[t_prime]), y))
 
 
 def release_reason(weights: np.ndarray | None, mechanism: Mechanism, targets: list[int],
@@ -165,16 +220,20 @@ def _convolve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def leakages(laws: np.ndarray, release: ClusterRelease, target: int) -> np.ndarray:
-    """idp of `target` from each law P(q = s, X_target = t) (S, 2, levels): the structured engine's sup
-    (`mixture_sups`) over the reachable levels, at least 0."""
+    """idp of `target` from each law P(q = s, X_target = t) (S, 2, levels): the sup, at least 0."""
+    return np.array([max(f[0], 0.0) for f in _sups(laws, release, target)])
+
+
+def _sups(laws: np.ndarray, release: ClusterRelease, target: int) -> list[tuple[float, int, int, tuple[float, ...]]]:
+    """The structured engine's sup (`mixture_sups`: value, t, t', y) of each law (S, 2, levels) over its
+    reachable levels."""
     shift = int(release.weights[target])
     levels = np.arange(laws.shape[2], dtype=float)
     with np.errstate(divide="ignore"):
         logw = np.log(laws)
     logw[:, 0, laws.shape[2] - shift:] = -np.inf  # unreachable: t = 0 cannot reach the top level, t = 1 the bottom
     logw[:, 1, :shift] = -np.inf
-    found = mixture_sups([(row, levels) for row in logw], release.mechanism, release.limit)
-    return np.array([max(f[0], 0.0) for f in found])
+    return mixture_sups([(row, levels) for row in logw], release.mechanism, release.limit)
 
 
 def draws_leakages(fixed: FixedClustered, draws: PosteriorDraws,
