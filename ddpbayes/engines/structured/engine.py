@@ -307,13 +307,21 @@ class _Padded:
 
     def shift(self, codes: dict[int, int], clamped: dict[int, int]) -> int:
         """Σ contribution[k][c] over `codes` not in `clamped`."""
-        keys = np.fromiter((k for k in codes if k not in clamped), dtype=np.int64)
-        return int(self.table[keys, [codes[k] for k in keys.tolist()]].sum()) if keys.size else 0
+        keys, values = _arrays(codes)
+        free = ~np.isin(keys, np.fromiter(clamped, dtype=np.int64, count=len(clamped)))
+        return int(self.table[keys[free], values[free]].sum())
 
     def known_values(self, codes: dict[int, int]) -> dict[int, float]:
         """x_K as the witness holds it: slot -> value, in slot order."""
-        keys = sorted(codes)
-        return dict(zip(keys, self.values[keys, [codes[k] for k in keys]].tolist()))
+        keys, values = _arrays(codes)
+        order = np.argsort(keys)
+        return dict(zip(keys[order].tolist(), self.values[keys[order], values[order]].tolist()))
+
+
+def _arrays(codes: dict[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """A slot -> code mapping as two integer arrays."""
+    return (np.fromiter(codes.keys(), dtype=np.int64, count=len(codes)),
+            np.fromiter(codes.values(), dtype=np.int64, count=len(codes)))
 
 
 def _by_known_set(adversaries) -> dict[frozenset[int], list[Adversary]]:
