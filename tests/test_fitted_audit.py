@@ -298,3 +298,20 @@ def test_integrated_by_per_cluster_factors_equals_the_engine_on_the_draw_index_m
                    information=None, engine="structured", progress=False)
     assert abs(fast.leakage - engine.leakage) <= 1e-10
     assert fast.witness.t == engine.witness.t and fast.witness.y == engine.witness.y
+
+
+@pytest.mark.slow  # three engine audits of the edited draws: ~6 s on a loaded machine
+def test_a_model_file_that_is_not_the_fits_template_is_audited_draw_by_draw(fitted, tmp_path):
+    """An edited model file (twice the fitted sigma): the per-cluster factors disagree with its first draw's audit,
+    so every draw is audited from the file, as a fresh audit of that file's draw gives."""
+    from ddpbayes.auditing import audit
+    from ddpbayes.model.loading import load_model
+
+    edited = tmp_path / "edited.py"
+    companions(edited)[0].write_text(companions(fitted)[0].read_text())
+    text = fitted.read_text().replace("villages.fit.json", "edited.fit.json")
+    edited.write_text(text.replace("fit.sigma", "2.0 * fit.sigma"))
+    found = audit_fitted(edited, **audit_args("draws:2")).plausible["leakages"]
+    fresh = audit(load_model(edited, {"parameters": "draw:11"}), "count", "laplace", "idp", scale=B, targets=[0],
+                  information=None, progress=False).leakage
+    assert found[1] == fresh and abs(found[1] - brute_force_draw(11)) > 1e-3

@@ -129,7 +129,13 @@ def _integrated_by_engine(model_path, fit: Path, parameters: Parameters, query: 
     if engine is None or base.problem is None:
         return None
     targets = [i for i, v in enumerate(base.per_target) if v is not None]
-    found = engine.integrated_leakages(base.problem, read_fit(fit, "mean"), read_draws(fit, parameters.draws), targets)
+    fixed = read_fit(fit, "mean")
+    means = PosteriorDraws(np.zeros(1, dtype=np.int64), np.array([fixed.intercept]), fixed.beta[None, :],
+                           np.array([fixed.sigma]))
+    check = engine.plausible_leakages(base.problem, fixed, means, targets)
+    if check is None or not _agrees(check[0], base):  # a model file that is not the fit's template
+        return None
+    found = engine.integrated_leakages(base.problem, fixed, read_draws(fit, parameters.draws), targets)
     if found is None:
         return None
     leaks, note = found
@@ -167,6 +173,8 @@ def _plausible(model_path, fit: Path, parameters: Parameters, query: str, mechan
         results: list[AuditResult | DrawLeakage] = [one(draws.indices[0])]
         bar.advance(1)
         fast = _by_engine(fit, draws, results[0])
+        if fast is not None and not _agrees(fast[0], results[0]):  # a model file that is not the fit's template
+            fast = None
         for j, k in enumerate(draws.indices[1:], 1):
             results.append(one(k) if fast is None or np.isnan(fast[j]).any() else _draw(results[0], fast[j]))
             bar.advance(1)
@@ -185,6 +193,16 @@ def _by_engine(fit: Path, draws: PosteriorDraws, first: AuditResult) -> np.ndarr
         return None
     targets = [i for i, v in enumerate(first.per_target) if v is not None]
     return engine.plausible_leakages(first.problem, read_fit(fit, "mean"), draws, targets)
+
+
+AGREE = 1e-9  # the engine's own audit and the per-draw path agree to this (relative) or the path is not used
+
+
+def _agrees(values: np.ndarray, result: AuditResult) -> bool:
+    """Whether per-target `values` computed without a model equal `result`'s (same targets, in order): the
+    model file builds the fit's template, as `ddpbayes fit` wrote it."""
+    found = np.array([v for v in result.per_target if v is not None], dtype=float)
+    return found.shape == values.shape and bool(np.all(np.abs(found - values) <= AGREE * np.maximum(1.0, found)))
 
 
 @dataclass(frozen=True)
