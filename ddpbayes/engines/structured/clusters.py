@@ -149,14 +149,18 @@ def draw_laws(fixed: FixedClustered, draws: PosteriorDraws, release: ClusterRele
     u = np.sqrt(2.0) * draws.sigma[:, None] * rule.x[None, :]  # (S, N)
     home = fixed.cluster_index[target]
     others, ok = [], np.ones(len(draws.sigma), dtype=bool)
+    made: dict[tuple, np.ndarray] = {}  # clusters of the same covariate rows have the same factor
     for c in range(fixed.n_clusters):
-        rows = [r for r in np.flatnonzero(fixed.cluster_index == c) if w[r] and r != target]
+        groups = _groups(fixed.x, [r for r in np.flatnonzero(fixed.cluster_index == c) if w[r] and r != target])
         if c == home:
-            own = _home(_product(eta, u, fixed.x, rows), _log_p(eta[:, target, None] + u), int(w[target]), rule)
+            own = _home(_product(eta, u, groups), _log_p(eta[:, target, None] + u), int(w[target]), rule)
             ok &= _above(own, int(w[target]))
-        elif rows:  # a cluster the release does not read sums to 1 given u: no factor
-            others.append(np.einsum("skm,k->sm", _product(eta, u, fixed.x, rows), rule.weights))
-            ok &= (others[-1] >= GUARD).all(axis=1)
+        elif groups:  # a cluster the release does not read sums to 1 given u: no factor
+            key = tuple((k, len(v)) for k, v in groups.items())
+            if key not in made:
+                made[key] = np.einsum("skm,k->sm", _product(eta, u, groups), rule.weights)
+                ok &= (made[key] >= GUARD).all(axis=1)
+            others.append(made[key])
     total = np.stack([_times(own[j], [f[j] for f in others]) for j in range(len(draws.sigma))])
     return total, ok & _above(total, int(w[target]))
 
@@ -189,12 +193,17 @@ def _log_p(logit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return -np.logaddexp(0.0, -logit), -np.logaddexp(0.0, logit)
 
 
-def _product(eta: np.ndarray, u: np.ndarray, x: np.ndarray, rows: list[int]) -> np.ndarray:
-    """[z^m] Π_{r in rows} (1 − p_r + p_r z) at every draw and node (S, N, len(rows) + 1): rows with equal
-    covariates (equal η in every draw) as one binomial each, the binomials convolved."""
+def _groups(x: np.ndarray, rows: list[int]) -> dict[bytes, list[int]]:
+    """The rows by their covariates (equal covariates, equal η in every draw), in the covariates' order."""
     groups: dict[bytes, list[int]] = {}
     for r in rows:
         groups.setdefault(x[r].tobytes(), []).append(r)
+    return dict(sorted(groups.items()))
+
+
+def _product(eta: np.ndarray, u: np.ndarray, groups: dict[bytes, list[int]]) -> np.ndarray:
+    """[z^m] Π_{r in rows} (1 − p_r + p_r z) at every draw and node (S, N, rows + 1): each group of rows of
+    equal covariates one binomial, the binomials convolved."""
     out = np.ones(u.shape + (1,))
     for members in groups.values():
         out = _convolve(out, _binomial(*_log_p(eta[:, members[0], None] + u), len(members)))
