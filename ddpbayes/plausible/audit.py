@@ -23,7 +23,7 @@ import numpy as np
 from ddpbayes.auditing import AuditResult, audit
 from ddpbayes.encoding import jsonable, number
 from ddpbayes.errors import InputError
-from ddpbayes.fitting.posterior import fit_of, integrated_model, read_draws
+from ddpbayes.fitting.posterior import draw_indices, fit_of, integrated_model
 from ddpbayes.model.loading import load_model
 from ddpbayes.progress import Progress
 from ddpbayes.settings import RunSettings
@@ -85,39 +85,41 @@ def check_fitted(model_path: str | Path) -> Path:
 
 def audit_fitted(model_path: str | Path, parameters: Parameters | str, query: str, mechanism: str, notion: str, *,
                  settings: RunSettings | None = None, claim: float | None = None, information: str | None = "nats",
-                 **kwargs) -> FittedAudit:
+                 build: dict | None = None, **kwargs) -> FittedAudit:
     """Audit the fitted model at `model_path` with its parameters set by `parameters`; `query`,
     `mechanism`, `notion`, `claim`, `information` and `kwargs` (noise, targets, known, lattice) as
-    `audit`'s. `draws:S` skips the information measures (one audit per draw)."""
+    `audit`'s; `build`: the model file's other keywords (a chain fit's individual and n). `draws:S`
+    skips the information measures (one audit per draw)."""
     parameters = parse_parameters(parameters) if isinstance(parameters, str) else parameters
     fit = check_fitted(model_path)
     settings = RunSettings.of(settings)
     run = {"claim": claim, "settings": settings, **kwargs}
+    build = build or {}
     if parameters.mode in ("mean", "draw"):  # the model file's own build
-        model = load_model(model_path, {"parameters": str(parameters)}, max_states=settings.max_states)
+        model = load_model(model_path, {**build, "parameters": str(parameters)}, max_states=settings.max_states)
         return FittedAudit(parameters, audit(model, query, mechanism, notion, information=information, **run))
     if parameters.mode == "integrated":
-        model = integrated_model(fit, parameters.draws)
+        model = integrated_model(fit, parameters.draws, build)
         result = audit(model, query, mechanism, notion, information=information, **run)
         result.notes.append(f"parameters integrated over {parameters.draws} posterior draws, evenly thinned, each "
                             f"of weight 1/{parameters.draws} (the Bayesian adversary; exact for these draws, a Monte "
                             "Carlo approximation of the posterior)")
         return FittedAudit(parameters, result)
-    return _plausible(model_path, fit, parameters, query, mechanism, notion, run)
+    return _plausible(model_path, fit, parameters, query, mechanism, notion, run, build)
 
 
 def _plausible(model_path, fit: Path, parameters: Parameters, query: str, mechanism: str, notion: str,
-               run: dict) -> FittedAudit:
+               run: dict, build: dict) -> FittedAudit:
     """draws:S: one audit per thinned posterior draw, their worst and their summary."""
     start = time.perf_counter()
-    indices = read_draws(fit, parameters.draws).indices
+    indices = draw_indices(fit, parameters.draws)
     settings = run["settings"]
     quiet = run | {"settings": RunSettings.of(settings, progress=False)}
     results = []
     with Progress(f"audit: {parameters.draws} plausible models", len(indices), "draws",
                   enabled=settings.progress) as bar:
         for k in indices:
-            model = load_model(model_path, {"parameters": f"draw:{k}"}, max_states=settings.max_states)
+            model = load_model(model_path, {**build, "parameters": f"draw:{k}"}, max_states=settings.max_states)
             results.append(audit(model, query, mechanism, notion, information=None, **quiet))
             bar.advance(1)
     summary = plausible_summary(indices, results, run["claim"])
