@@ -45,7 +45,8 @@ def register(sub) -> None:
     p.add_argument("--parameters", default=None, metavar="MODE",
                    help="a model written by `ddpbayes fit` only: mean (default; the posterior means), draw:K (posterior "
                    "draw K; also -p parameters=\"'draw:K'\"), integrated[:S] "
-                   "(the Bayesian adversary: parameters integrated over S posterior draws) or draws[:S] (Pufferfish: "
+                   "(the Bayesian adversary: parameters integrated over S posterior draws; clustered and chain fits) or "
+                   "draws[:S] (Pufferfish: "
                    "the leakage under each of S posterior draws, their worst, and the share meeting --claim); "
                    "S defaults to 200")
     add_run_settings(p, method=True)
