@@ -82,16 +82,18 @@ def chain_draw(d: int, person: int) -> tuple[np.ndarray, np.ndarray]:
     return INIT[d], alpha / alpha.sum(axis=1, keepdims=True)
 
 
-@pytest.mark.parametrize("target", [0, 3])
-def test_gaussian_draws_leak_as_each_draws_covariance_says(gaussian, target):
-    b = 10.0
-    got = audit_fitted(gaussian, "draws:3", "sum", "laplace", "idp", scale=b, targets=[target])
-    expected = [gaussian_leak(g, e, target, b) for g, e in zip(SIGMA_GROUP, SIGMA_RESIDUAL)]
-    assert got.plausible["leakages"] == pytest.approx(expected, rel=1e-9)
-    assert got.result.leakage == pytest.approx(max(expected), rel=1e-9)
-    mean = audit_fitted(gaussian, "mean", "sum", "laplace", "idp", scale=b, targets=[target])
-    assert mean.result.leakage == pytest.approx(gaussian_leak(np.mean(SIGMA_GROUP), np.mean(SIGMA_RESIDUAL), target,
-                                                              b), rel=1e-9)
+def test_gaussian_draws_leak_as_each_draws_covariance_says(gaussian):
+    """Rows 0 (a group of 3) and 3 (a group of 2): each draw's leakage, the class's per target, and mean's."""
+    b, targets = 10.0, [0, 3]
+    got = audit_fitted(gaussian, "draws:3", "sum", "laplace", "idp", scale=b, targets=targets)
+    expected = {i: [gaussian_leak(g, e, i, b) for g, e in zip(SIGMA_GROUP, SIGMA_RESIDUAL)] for i in targets}
+    assert got.plausible["leakages"] == pytest.approx([max(e) for e in zip(*expected.values())], rel=1e-9)
+    for i in targets:
+        assert got.result.per_target[i] == pytest.approx(max(expected[i]), rel=1e-9)
+    mean = audit_fitted(gaussian, "mean", "sum", "laplace", "idp", scale=b, targets=targets)
+    for i in targets:
+        assert mean.result.per_target[i] == pytest.approx(
+            gaussian_leak(np.mean(SIGMA_GROUP), np.mean(SIGMA_RESIDUAL), i, b), rel=1e-9)
 
 
 @pytest.mark.slow
