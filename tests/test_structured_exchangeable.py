@@ -177,3 +177,10 @@ def test_information_weights_each_orbit_by_its_size():
 def _entropy(p: np.ndarray) -> float:
     p = p[p > 0]
     return float(-(p * np.log(p)).sum())
+
+
+def test_a_count_too_large_for_a_float_is_a_power_of_ten():
+    """2,034 known children in 65 villages: Π (n_c + 1) passes 1e308 (it raised OverflowError in the message)."""
+    from ddpbayes.engines.structured.exchangeable import many
+
+    assert many(2**32) == "4.29e+09" and many(10**400) == "about 10^400"

@@ -268,9 +268,9 @@ def _leakage_for_known_set(known: frozenset[int], adversaries: list[Adversary], 
     order = sorted(relevant)
     count = math.prod(graph.sizes[k] for k in order)
     orbits = Orbits(local.factors, graph.sizes, None if mechanism.shift_invariant else contribution, order)
-    if orbits.count() > limit:
+    if (distinct := orbits.count()) > limit:
         raise InputError(f"the adversaries knowing {len(known)} tuples have {len(order)} that bear on the others, with "
-                         f"{many(orbits.count())} value combinations up to exchangeable tuples, over the limit of "
+                         f"{many(distinct)} value combinations up to exchangeable tuples, over the limit of "
                          f"{limit:,} (raise --max-states, or choose a known set that cuts the model into smaller pieces)")
     moving = [np.zeros_like(c) if k in known and k not in relevant else c for k, c in enumerate(contribution)]
     best: dict[Adversary, tuple] = {}
