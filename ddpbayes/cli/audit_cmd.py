@@ -45,7 +45,8 @@ def register(sub) -> None:
     p.add_argument("--parameters", default=None, metavar="MODE",
                    help="a model written by `ddpbayes fit` only: mean (default; the posterior means), draw:K (posterior "
                    "draw K; also -p parameters=\"'draw:K'\"), integrated[:S] "
-                   "(the Bayesian adversary: parameters integrated over S posterior draws) or draws[:S] (Pufferfish: "
+                   "(the Bayesian adversary: parameters integrated over S posterior draws; clustered and chain fits) or "
+                   "draws[:S] (Pufferfish: "
                    "the leakage under each of S posterior draws, their worst, and the share meeting --claim); "
                    "S defaults to 200")
     add_run_settings(p, method=True)
@@ -86,20 +87,21 @@ def run(args) -> int:
 def fitted_parameters(args) -> Parameters | None:
     """The `Parameters` of a fitted model file (mean unless --parameters or -p parameters=... says
     otherwise), None for any other model; --parameters on another model, with --release, or with
-    -p other than the model file's own `parameters` is bad input."""
+    -p other than the model file's own keywords (`parameters`; a chain's `individual` and `n`) is bad input."""
     from ddpbayes.errors import InputError
+    from ddpbayes.fitting.posterior import BUILD_KEYS, fit_of, template_of
     from ddpbayes.model.loading import parse_params
     from ddpbayes.plausible import check_fitted, parse_parameters
 
     if args.parameters is None:
-        from ddpbayes.fitting.posterior import fit_of
-
         if fit_of(args.model) is None:
             return None
-    check_fitted(args.model)
+    fit = check_fitted(args.model)
     given = parse_params(args.param)
-    if set(given) - {"parameters"} or (given and args.parameters is not None):
-        raise InputError("a fitted model's build takes one parameter: give --parameters MODE (or -p parameters=..., "
+    others = BUILD_KEYS.get(template_of(fit), ())
+    if set(given) - {"parameters", *others} or ("parameters" in given and args.parameters is not None):
+        takes = "one parameter" if not others else f"parameters, {', '.join(others)}"
+        raise InputError(f"a fitted model's build takes {takes}: give --parameters MODE (or -p parameters=..., "
                          "not both)")
     parameters = parse_parameters(args.parameters or given.get("parameters", "mean"))
     if args.release:
@@ -110,12 +112,14 @@ def fitted_parameters(args) -> Parameters | None:
 def _run_fitted(args, settings: RunSettings, parameters: Parameters) -> int:
     """`audit` of a fitted model under --parameters (DESIGN §9.6)."""
     from ddpbayes.cli.text import fitted_audit_text
+    from ddpbayes.model.loading import parse_params
     from ddpbayes.plausible import audit_fitted
     from ddpbayes.queries import parse_query
     from ddpbayes.queries.general import with_sensitivity
 
     query = args.query if args.sensitivity is None else with_sensitivity(parse_query(args.query), args.sensitivity)
-    found = audit_fitted(args.model, parameters, query, args.mechanism, args.notion, settings=settings,
+    build = {k: v for k, v in parse_params(args.param).items() if k != "parameters"}
+    found = audit_fitted(args.model, parameters, query, args.mechanism, args.notion, settings=settings, build=build,
                          claim=args.claim, information=None if args.information == "none" else args.information,
                          targets=args.target, known=args.known, lattice=args.lattice, **noise(args))
     print(found.to_json() if args.format == "json" else fitted_audit_text(found))

@@ -118,27 +118,39 @@ def read_chain(path: str | Path, parameters: str = "mean", individual: str | Non
     (DESIGN §9.5): P_i = E[P_i | kappa, m, data] = (kappa m_s + n_i[s]) / (kappa + N_is), averaged
     over the posterior draws ("mean") or at draw K ("draw:K"); init likewise."""
     path = Path(path)
+    doc = _chain_document(path)
+    pick = _draw_indices(parameters, len(doc["draws"]["kappa"]), path)
+    init, transition, n = chain_draws(path, pick, individual, doc)
+    return FixedChain(init.mean(axis=0), transition.mean(axis=0), n)
+
+
+def chain_draws(path: str | Path, pick: np.ndarray, individual: str | None = None,
+                doc: dict | None = None) -> tuple[np.ndarray, np.ndarray, int]:
+    """Individual `individual`'s (default: the first) initial law (D, K) and P_i = E[P_i | kappa, m, data]
+    (D, K, K) at the posterior draws `pick` of the chain fit at `path`, and its number of observations."""
+    doc = doc or _chain_document(Path(path))
+    table, states, draws = doc["table"], doc["data"]["states"], doc["draws"]
+    people, k = table["clusters"], len(states)
+    who = people[0] if individual is None else str(individual)
+    if who not in people:
+        raise InputError(f"individual '{who}' is not in '{Path(path).name}' (its first: {', '.join(people[:5])})")
+    i = people.index(who)
+    kappa = np.asarray(draws["kappa"])[pick]
+    m = np.array([[draws[f"m_{s}_{t}"] for t in states] for s in states]).transpose(2, 0, 1)[pick]
+    counts = np.asarray(table["counts"], dtype=float).reshape(len(people), k, k)[i]
+    alpha = kappa[:, None, None] * m + counts[None]
+    init = np.array([draws[f"init_{s}"] for s in states]).T[pick]
+    return init, alpha / alpha.sum(axis=-1, keepdims=True), int(table["lengths"][i])
+
+
+def _chain_document(path: Path) -> dict:
     try:
         doc = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         raise InputError(f"fit file '{path}' cannot be read: {exc}") from None
     if doc.get("format") != FORMAT or "counts" not in doc.get("table", {}):
         raise InputError(f"fit file '{path}' is not a chain fit written by this version of ddpbayes fit")
-    table, states = doc["table"], doc["data"]["states"]
-    people = table["clusters"]
-    who = people[0] if individual is None else str(individual)
-    if who not in people:
-        raise InputError(f"individual '{who}' is not in '{path.name}' (its first: {', '.join(people[:5])})")
-    i, k = people.index(who), len(states)
-    draws = doc["draws"]
-    pick = _draw_indices(parameters, len(draws["kappa"]), path)
-    kappa = np.asarray(draws["kappa"])[pick]
-    m = np.array([[draws[f"m_{s}_{t}"] for t in states] for s in states]).transpose(2, 0, 1)[pick]
-    counts = np.asarray(table["counts"], dtype=float).reshape(len(people), k, k)[i]
-    alpha = kappa[:, None, None] * m + counts[None]
-    init = np.array([draws[f"init_{s}"] for s in states]).T[pick]
-    return FixedChain(init.mean(axis=0), (alpha / alpha.sum(axis=-1, keepdims=True)).mean(axis=0),
-                      int(table["lengths"][i]))
+    return doc
 
 
 def _draw_indices(parameters: str, count: int, path: Path) -> np.ndarray:

@@ -11,13 +11,17 @@ from pathlib import Path
 import numpy as np
 
 from ddpbayes.errors import InputError
-from ddpbayes.fitting.fitted import FORMAT, read_fit
+from ddpbayes.fitting.fitted import FORMAT, chain_draws, read_fit
 from ddpbayes.fitting.write import companions
 from ddpbayes.model import DependenceModel
 
 
+TEMPLATES = ("clustered", "gaussian", "chain")  # fits whose model files build(parameters="mean" | "draw:K")
+BUILD_KEYS = {"chain": ("individual", "n")}  # a model file's build's other keywords (-p), by template
+
+
 def fit_of(model_path: str | Path) -> Path | None:
-    """MODEL.fit.json beside `model_path` when it is a clustered fit written by `ddpbayes fit`, else None."""
+    """MODEL.fit.json beside `model_path` when it is a fit written by `ddpbayes fit` (`TEMPLATES`), else None."""
     path = Path(model_path)
     if path.suffix != ".py":
         return None
@@ -26,8 +30,19 @@ def fit_of(model_path: str | Path) -> Path | None:
         doc = json.loads(fit.read_text()) if fit.is_file() else None
     except (OSError, ValueError):
         return None
-    fitted = isinstance(doc, dict) and doc.get("format") == FORMAT and doc.get("template") == "clustered"
+    fitted = isinstance(doc, dict) and doc.get("format") == FORMAT and doc.get("template") in TEMPLATES
     return fit if fitted else None
+
+
+def template_of(fit_path: str | Path) -> str:
+    """The template of the fit at `fit_path` (one `fit_of` found)."""
+    return json.loads(Path(fit_path).read_text())["template"]
+
+
+def draw_indices(fit_path: str | Path, draws: int) -> np.ndarray:
+    """`draws` of the fit's posterior draws, evenly thinned (`thinned`), whatever its template."""
+    columns = json.loads(Path(fit_path).read_text())["draws"]
+    return thinned(len(next(iter(columns.values()))), draws)
 
 
 def thinned(count: int, draws: int) -> np.ndarray:
@@ -58,11 +73,23 @@ def read_draws(fit_path: str | Path, draws: int) -> PosteriorDraws:
                           np.asarray(table["sigma"], dtype=float)[pick])
 
 
-def integrated_model(fit_path: str | Path, draws: int) -> DependenceModel:
+def integrated_model(fit_path: str | Path, draws: int, build: dict | None = None) -> DependenceModel:
     """The fitted template with its parameters integrated over the empirical posterior of `draws`
-    draws: a latent draw index J ~ Categorical(1/S, ..., 1/S), and given J the template with draw
-    J's parameters. Non-centred (u_c = sigma_J z_c, z_c ~ Normal(0, 1)): the same law as the model
-    file's u_c ~ Normal(0, sigma), with a prior on z_c that does not depend on J."""
+    draws: a latent draw index J ~ Categorical(1/S, ..., 1/S), and given J the model file's model at
+    draw J (`build`: the model file's other keywords, a chain's individual and length). A gaussian
+    fit is refused: a mixture over draws is not jointly Gaussian, which its engine needs."""
+    template = template_of(fit_path)
+    mixed = {"clustered": _integrated_clustered, "chain": _integrated_chain}.get(template)
+    if mixed is None:
+        raise InputError(f"--parameters integrated is not built for {template} fits: a mixture of Gaussian models over "
+                         "posterior draws is not jointly Gaussian, which the gaussian engine needs (use mean or draws:S)")
+    return mixed(fit_path, draws, **(build or {}))
+
+
+def _integrated_clustered(fit_path: str | Path, draws: int) -> DependenceModel:  # its build takes no keywords
+    """Given J the clustered template with draw J's parameters, non-centred (u_c = sigma_J z_c, z_c ~
+    Normal(0, 1)): the same law as the model file's u_c ~ Normal(0, sigma), with a prior on z_c that does
+    not depend on J."""
     import pymc as pm
     import pytensor.tensor as pt
 
@@ -75,3 +102,20 @@ def integrated_model(fit_path: str | Path, draws: int) -> DependenceModel:
         sigma = pt.as_tensor(post.sigma)[j]
         pm.Bernoulli("y", logit_p=fixed_part[:, j] + sigma * z[fixed.cluster_index], shape=fixed.n)
     return DependenceModel(m, tuples="y")
+
+
+def _integrated_chain(fit_path: str | Path, draws: int, individual: str | None = None,
+                      n: int | None = None) -> DependenceModel:
+    """Given J the model file's chain at draw J: x_0 ~ Categorical(init_J), x_t ~ Categorical(P_J[x_t-1]),
+    in its loop form (each day's term reads J and the day before: the structured engine's small cliques)."""
+    import pymc as pm
+    import pytensor.tensor as pt
+
+    init, transition, length = chain_draws(fit_path, draw_indices(fit_path, draws), individual)
+    n = length if n is None else n
+    with pm.Model() as m:
+        j = pm.Categorical("draw", p=np.full(draws, 1.0 / draws))
+        x = pm.Categorical("x0", p=pt.as_tensor(init)[j])
+        for t in range(1, n):
+            x = pm.Categorical(f"x{t}", p=pt.as_tensor(transition)[j, x])
+    return DependenceModel(m, tuples=[f"x{t}" for t in range(n)])

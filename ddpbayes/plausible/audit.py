@@ -26,7 +26,7 @@ from ddpbayes.encoding import jsonable, number
 from ddpbayes.errors import InputError
 from ddpbayes.engines import AdversaryLeakage, engine_named
 from ddpbayes.fitting.fitted import read_fit
-from ddpbayes.fitting.posterior import PosteriorDraws, fit_of, integrated_model, read_draws
+from ddpbayes.fitting.posterior import PosteriorDraws, draw_indices, fit_of, integrated_model, read_draws, template_of
 from ddpbayes.model.loading import load_model
 from ddpbayes.notions import notion as named
 from ddpbayes.problem import Adversary
@@ -90,27 +90,30 @@ def check_fitted(model_path: str | Path) -> Path:
 
 def audit_fitted(model_path: str | Path, parameters: Parameters | str, query: str, mechanism: str, notion: str, *,
                  settings: RunSettings | None = None, claim: float | None = None, information: str | None = "nats",
-                 **kwargs) -> FittedAudit:
+                 build: dict | None = None, **kwargs) -> FittedAudit:
     """Audit the fitted model at `model_path` with its parameters set by `parameters`; `query`,
     `mechanism`, `notion`, `claim`, `information` and `kwargs` (noise, targets, known, lattice) as
-    `audit`'s. `draws:S` skips the information measures (one audit per draw)."""
+    `audit`'s; `build`: the model file's other keywords (a chain fit's individual and n). `draws:S`
+    skips the information measures (one audit per draw)."""
     parameters = parse_parameters(parameters) if isinstance(parameters, str) else parameters
     fit = check_fitted(model_path)
     settings = RunSettings.of(settings)
     run = {"claim": claim, "settings": settings, **kwargs}
+    build = build or {}
     if parameters.mode in ("mean", "draw"):  # the model file's own build
-        model = load_model(model_path, {"parameters": str(parameters)}, max_states=settings.max_states)
+        model = load_model(model_path, {**build, "parameters": str(parameters)}, max_states=settings.max_states)
         return FittedAudit(parameters, audit(model, query, mechanism, notion, information=information, **run))
     if parameters.mode == "integrated":
-        result = _integrated_by_engine(model_path, fit, parameters, query, mechanism, notion, run)
+        by_engine = template_of(fit) == "clustered" and not build  # its per-cluster factors
+        result = _integrated_by_engine(model_path, fit, parameters, query, mechanism, notion, run) if by_engine else None
         if result is None:
-            model = integrated_model(fit, parameters.draws)
+            model = integrated_model(fit, parameters.draws, build)
             result = audit(model, query, mechanism, notion, information=information, **run)
         result.notes.append(f"parameters integrated over {parameters.draws} posterior draws, evenly thinned, each "
                             f"of weight 1/{parameters.draws} (the Bayesian adversary; exact for these draws, a Monte "
                             "Carlo approximation of the posterior)")
         return FittedAudit(parameters, result)
-    return _plausible(model_path, fit, parameters, query, mechanism, notion, run)
+    return _plausible(model_path, fit, parameters, query, mechanism, notion, run, build)
 
 
 def _integrated_by_engine(model_path, fit: Path, parameters: Parameters, query: str, mechanism: str, notion: str,
@@ -154,35 +157,37 @@ def _integrated_by_engine(model_path, fit: Path, parameters: Parameters, query: 
 
 
 def _plausible(model_path, fit: Path, parameters: Parameters, query: str, mechanism: str, notion: str,
-               run: dict) -> FittedAudit:
+               run: dict, build: dict) -> FittedAudit:
     """draws:S: one audit per thinned posterior draw, their worst and their summary. The first draw is
     audited by the engine that fits; when that engine gives every draw's leakage at once
-    (`Engine.plausible_leakages`: the structured engine's per-cluster factors for idp), those are the
-    other draws' leakages, and the engine audits the draws they leave and the worst draw (its witness)."""
+    (`Engine.plausible_leakages`: the structured engine's per-cluster factors for idp of a clustered
+    fit), those are the other draws' leakages, and the engine audits the draws they leave and the worst
+    draw (its witness)."""
     start = time.perf_counter()
-    draws = read_draws(fit, parameters.draws)
+    indices = draw_indices(fit, parameters.draws)
+    draws = read_draws(fit, parameters.draws) if template_of(fit) == "clustered" and not build else None
     settings = run["settings"]
     quiet = run | {"settings": RunSettings.of(settings, progress=False)}
 
     def one(k: int) -> AuditResult:
-        model = load_model(model_path, {"parameters": f"draw:{k}"}, max_states=settings.max_states)
+        model = load_model(model_path, {**build, "parameters": f"draw:{k}"}, max_states=settings.max_states)
         return audit(model, query, mechanism, notion, information=None, **quiet)
 
-    with Progress(f"audit: {parameters.draws} plausible models", len(draws.indices), "draws",
+    with Progress(f"audit: {parameters.draws} plausible models", len(indices), "draws",
                   enabled=settings.progress) as bar:
-        results: list[AuditResult | DrawLeakage] = [one(draws.indices[0])]
+        results: list[AuditResult | DrawLeakage] = [one(indices[0])]
         bar.advance(1)
-        fast = _by_engine(fit, draws, results[0])
+        fast = _by_engine(fit, draws, results[0]) if draws is not None else None
         if fast is not None and not _agrees(fast[0], results[0]):  # a model file that is not the fit's template
             fast = None
-        for j, k in enumerate(draws.indices[1:], 1):
+        for j, k in enumerate(indices[1:], 1):
             results.append(one(k) if fast is None or np.isnan(fast[j]).any() else _draw(results[0], fast[j]))
             bar.advance(1)
     worst = int(np.argmax([r.leakage for r in results]))
     if not isinstance(results[worst], AuditResult):  # the witness and notes are the engine's
-        results[worst] = one(draws.indices[worst])
-    summary = plausible_summary(draws.indices, results, run["claim"])
-    return FittedAudit(parameters, _worst(results, draws.indices, summary, time.perf_counter() - start), summary)
+        results[worst] = one(indices[worst])
+    summary = plausible_summary(indices, results, run["claim"])
+    return FittedAudit(parameters, _worst(results, indices, summary, time.perf_counter() - start), summary)
 
 
 def _by_engine(fit: Path, draws: PosteriorDraws, first: AuditResult) -> np.ndarray | None:

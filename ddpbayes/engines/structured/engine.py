@@ -22,6 +22,7 @@ from ddpbayes.numerics import logsumexp
 from ddpbayes.engines.structured.continual import continual_leakage, continual_reason
 from ddpbayes.engines.structured.dependence import dependence_sets
 from ddpbayes.engines.structured.eliminate import KEPT, target_table
+from ddpbayes.engines.structured.exchangeable import Orbits, many
 from ddpbayes.engines.structured.graph import (
     QUADRATURE_START,
     FactorGraph,
@@ -338,19 +339,21 @@ def _leakage_for_known_set(known: frozenset[int], adversaries: list[Adversary], 
     ties: the first) of the sup for x_K. Only the known tuples that share a factor with an
     unknown slot (R) can change the law of the unknown ones given x_K (global Markov property
     of the factor graph); the others only shift the query by a constant, which leaves the sup
-    unchanged. So x_R is enumerated, the rest of K is summed out without moving the partial
-    sum, and the witness completes x_K with values of positive probability. One calibration
-    per x_R serves every target."""
+    unchanged. So x_R is enumerated, up to permutations of exchangeable tuples (`Orbits`: a
+    village's known children by how many are positive), the rest of K is summed out without
+    moving the partial sum, and the witness completes x_K with values of positive probability.
+    One calibration per x_R serves every target."""
     contribution = padded.rows
     graph = _concerned(graph, known, {adv.target for adv in adversaries}, padded.moves, on_zeros)
     relevant = _relevant(graph, known, mechanism)
     local, apart = _local(graph, known, relevant, on_zeros)
     order = sorted(relevant)
     count = math.prod(graph.sizes[k] for k in order)
-    if count > limit:
+    orbits = Orbits(local.factors, graph.sizes, None if mechanism.shift_invariant else contribution, order)
+    if (distinct := orbits.count()) > limit:
         raise InputError(f"the adversaries knowing {len(known)} tuples have {len(order)} that bear on the others, with "
-                         f"{count:.3g} value combinations, over the limit of {limit:,} (raise --max-states, or choose "
-                         "a known set that cuts the model into smaller pieces)")
+                         f"{many(distinct)} value combinations up to exchangeable tuples, over the limit of "
+                         f"{limit:,} (raise --max-states, or choose a known set that cuts the model into smaller pieces)")
     moving = [padded.zeros[k] if k in known and k not in relevant else c for k, c in enumerate(contribution)]
     best: dict[Adversary, tuple] = {}
     profiles: dict[Adversary, tuple] = {}
@@ -364,7 +367,7 @@ def _leakage_for_known_set(known: frozenset[int], adversaries: list[Adversary], 
     # Otherwise one calibration per x_R, its tree rooted at the single target (the upward pass alone), or for
     # several at the tree's centroid, which halves a chain's upward messages.
     root = single if single is not None else centre(local, frozenset(order) | frozenset(apart))
-    for codes in itertools.product(*[range(graph.sizes[k]) for k in order]):
+    for codes in (itertools.product(*[range(graph.sizes[k]) for k in order]) if as_axes else orbits):
         clamped = dict(zip(order, codes))
         shift = sum(int(contribution[k][c]) for k, c in clamped.items())
         if as_axes:

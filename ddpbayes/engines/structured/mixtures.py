@@ -8,13 +8,11 @@ log P(X_i = t, q = s, x_R); groups with the same law up to a shift of the levels
 
 from __future__ import annotations
 
-import itertools
-import math
-
 import numpy as np
 from scipy.special import logsumexp
 
 from ddpbayes.engines.base import MixtureGroup, Mixtures, NoMixtures
+from ddpbayes.engines.structured.exchangeable import Orbits, many
 from ddpbayes.engines.structured.graph import FactorGraph, calibrate
 from ddpbayes.engines.structured.scope import WORK_PER_STATE, pass_cells, query_span
 from ddpbayes.problem import Adversary, Problem
@@ -24,29 +22,31 @@ DIGITS = 12  # merged groups agree in log-weights to this many decimals
 
 def structured_mixtures(problem: Problem, graph: FactorGraph, adv: Adversary, contribution: list[np.ndarray],
                         relevant: set[int], mixture) -> Mixtures:
-    """`Engine.mixtures` by one calibration per configuration of the `relevant` known tuples
-    (`mixture`: the engine's log P(q = s, X_i = t, x_K) from a marginal)."""
+    """`Engine.mixtures` by one calibration per configuration of the `relevant` known tuples, up to
+    permutations of exchangeable ones (`Orbits`) (`mixture`: the engine's log P(q = s, X_i = t, x_K) from a marginal)."""
     limit = problem.settings.max_states
-    order = sorted(relevant)
-    count = math.prod(graph.sizes[k] for k in order)
+    shifts = problem.mechanism.shift_invariant  # then a known tuple's weight only shifts q (merged below)
+    orbits = Orbits(graph.factors, graph.sizes, None if shifts else contribution, sorted(relevant))
+    count = orbits.count()
     if count > limit:
-        raise NoMixtures(f"A({adv.target}, {len(adv.known)} known) has {count:.3g} configurations of the known tuples "
-                         f"that bear on the target, over the limit of {limit:,}")
+        raise NoMixtures(f"A({adv.target}, {len(adv.known)} known) has {many(count)} configurations of the known "
+                         f"tuples that bear on the target (up to exchangeable tuples), over the limit of {limit:,}")
     work = count * pass_cells(graph, query_span(problem))
     if work > WORK_PER_STATE * limit:  # all 19 others of 4 clusters of 5 known: 2^19 calibrations, hours
         raise NoMixtures(f"A({adv.target}, {len(adv.known)} known) has {count:.3g} configurations of the known tuples "
-                         f"that bear on the target, one calibration each: about {work:.2g} table cells, over "
-                         f"{WORK_PER_STATE} x --max-states = {WORK_PER_STATE * limit:.2g}")
+                         f"that bear on the target (up to exchangeable tuples), one calibration each: about "
+                         f"{work:.2g} table cells, over {WORK_PER_STATE} x --max-states = {WORK_PER_STATE * limit:.2g}")
     moving = [np.zeros_like(c) if k in adv.known and k not in relevant else c for k, c in enumerate(contribution)]
     merged: dict[bytes, list] = {}
-    for codes in itertools.product(*[range(graph.sizes[k]) for k in order]):
-        calibration = calibrate(graph, moving, dict(zip(order, codes)), limit, adv.target)
+    for codes in orbits:  # one assignment per orbit, weighted by the orbit's size (all have its probability)
+        calibration = calibrate(graph, moving, dict(zip(orbits.order, codes)), limit, adv.target)
         weights = mixture(calibration.marginal(adv.target), contribution[adv.target], 0)
         if weights is None:  # P(x_R) = 0
             continue
         log_w, levels = weights
-        log_prob = float(logsumexp(log_w))
-        log_w, levels = log_w - log_prob, levels - levels.min()
+        log_mass = float(logsumexp(log_w))
+        log_w, levels = log_w - log_mass, levels - levels.min()
+        log_prob = log_mass + orbits.log_size(codes)
         key = np.round(log_w, DIGITS).tobytes() + levels.tobytes()
         if key in merged:
             merged[key][0] = np.logaddexp(merged[key][0], log_prob)
@@ -55,3 +55,4 @@ def structured_mixtures(problem: Problem, graph: FactorGraph, adv: Adversary, co
     total = logsumexp([m[0] for m in merged.values()])
     groups = [MixtureGroup(float(lp - total), levels[:, None], log_w) for lp, levels, log_w in merged.values()]
     return Mixtures([0], groups)
+
