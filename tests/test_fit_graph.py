@@ -12,6 +12,7 @@ import sys
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from ddpbayes.cli.main import main
 from ddpbayes.fitting import graph
@@ -139,7 +140,6 @@ def test_near_replications_follow_the_conditional(tmp_path):
     keep = expected > 5
     chi2 = ((counts[keep] - expected[keep]) ** 2 / expected[keep]).sum()
     assert mass.sum() > 0.95 and abs(inside.mean() - mass.sum()) < 0.02
-    from scipy import stats
     assert stats.chi2.sf(chi2, keep.sum() - 1) > 0.001
 
 

@@ -26,13 +26,14 @@ from scipy import sparse
 
 from ddpbayes.errors import InputError
 from ddpbayes.fitting import checks as ppc
-from ddpbayes.fitting.table import read_table
+from ddpbayes.fitting.table import columns_of, read_table
 from ddpbayes.geo import car, near, near_pymc
 from ddpbayes.geo.data import Box, Locations, box_of
 from ddpbayes.limits import check_memory
 
 NEAR_KM = 25.0  # friends "within reach": the share of friendships whose ends lie this close
 CHECK_DRAWS = 400  # posterior draws the checks replicate and LOO weighs (evenly thinned)
+CHUNK = 1 << 21  # cells (redrawn users x others) weighed at once
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ class GraphData:
     lon: np.ndarray
     pairs: np.ndarray  # (E, 2) rows, a < b
     box: Box
-    kind: "GraphModel"
+    kind: GraphModel
     duplicates: int
     dropped: int
 
@@ -153,7 +154,7 @@ def read(path: str | Path, options: dict, max_rows: int) -> GraphData:
     return data
 
 
-def _kind(name) -> "GraphModel":
+def _kind(name) -> GraphModel:
     name = "near" if name is None else name
     if name not in MODELS:
         raise InputError(f"--model must be one of {', '.join(MODELS)} for the graph template, got '{name}'")
@@ -182,18 +183,11 @@ def _box(box, lat: np.ndarray, lon: np.ndarray, columns, path) -> Box:
 
 def _ends(edges, ends: list[str]) -> list[str]:
     """The edge table's two node columns: `ends`, else its first two."""
-    import pandas as pd
-
     if ends:
         if len(ends) != 2:
             raise InputError(f"--ends names the edge table's two node columns, got {len(ends)}")
         return ends
-    if not Path(edges).is_file():
-        raise InputError(f"edge file '{edges}' does not exist or is not a regular file")
-    try:
-        header = list(pd.read_csv(edges, nrows=0).columns)
-    except (ValueError, pd.errors.ParserError, UnicodeDecodeError) as exc:
-        raise InputError(f"edge file '{edges}' cannot be read as CSV: {' '.join(str(exc).split())}") from None
+    header = columns_of(edges)
     if len(header) < 2:
         raise InputError(f"edge file '{edges}' needs two columns (the ends of each edge), it has {len(header)}")
     return [str(c) for c in header[:2]]
@@ -239,7 +233,10 @@ def hyperparameter_draws(posterior, data: GraphData, independent: bool = False) 
 
 
 class GraphModel:
-    """What the template asks of a graph model (`near`, `car`)."""
+    """What the template asks of a graph model (`near`, `car`): `parameter_names`, `variables` and
+    `element_names` (as a template's data, run.py), `pymc_model(data, independent)`,
+    `replicate(draws, data, pick, rng, independent)` the users with friends redrawn from their
+    conditionals (D, T, 2) km, `pointwise(draws, data, pick, independent)` LOO's terms."""
 
     name: str
 
@@ -281,22 +278,26 @@ class NearModel(GraphModel):
         return None if independent else near_pymc.pymc_model(data.near_constants, self.scales)
 
     def replicate(self, draws: dict, data: GraphData, pick: np.ndarray, rng, independent: bool) -> np.ndarray:
-        """(D, T, 2) km: each user with friends redrawn from p(x_i | x_-i) per draw."""
+        """(D, T, 2) km: each user with friends redrawn from p(x_i | x_-i) per draw (independent:
+        w_0 = 1, every user where people live)."""
         constants, h = data.near_constants, data.bandwidth_km
         targets = constants.targets
-        out = np.empty((len(pick), len(targets), 2))
         degree = data.degree[targets]
         start = np.concatenate([[0], np.cumsum(degree)])  # the targets' edges are consecutive (near_data's order)
-        for row, d in enumerate(pick):
-            weights = np.array([1.0] + [0.0] * self.scales) if independent else \
-                np.array([draws[name][d] for name in self.element_names("w")])
-            sigma = None if independent else [draws[name][d] for name in self.element_names("sigma")]
-            comp = rng.choice(len(weights), size=len(targets), p=weights / weights.sum())
-            out[row] = _population_draws(data.km, targets, h, rng)
-            for s in range(1, len(weights)):
-                rows = np.flatnonzero(comp == s)
-                if rows.size:
-                    out[row, rows] = _near_draws(data.km, targets[rows], start[rows], degree[rows], constants.edge_friend, sigma[s - 1], h, rng)
+        if independent:
+            weights, sigma = np.eye(self.scales + 1)[[0] * len(pick)], np.ones((len(pick), self.scales))
+        else:
+            weights = np.column_stack([draws[name][pick] for name in self.element_names("w")])
+            sigma = np.column_stack([draws[name][pick] for name in self.element_names("sigma")])
+        cumulative = np.cumsum(weights / weights.sum(axis=1, keepdims=True), axis=1)
+        comp = (rng.random((len(pick), len(targets)))[..., None] > cumulative[:, None, :-1]).sum(axis=-1)
+        out = _population_draws(data.km, np.broadcast_to(targets, comp.shape), h, rng)
+        draw, slot = np.nonzero(comp > 0)
+        step = max(1, CHUNK // len(data.km))
+        for at in range(0, len(draw), step):
+            d, t = draw[at:at + step], slot[at:at + step]
+            out[d, t] = _near_draws(data.km, targets[t], start[t], degree[t], constants.edge_friend,
+                                    sigma[d, comp[d, t] - 1], h, rng)
         return out
 
     def pointwise(self, draws: dict, data: GraphData, pick: np.ndarray, independent: bool) -> np.ndarray:
@@ -309,11 +310,6 @@ class NearModel(GraphModel):
         w = np.column_stack([draws[name][pick] for name in self.element_names("w")])
         sigma = np.column_stack([draws[name][pick] for name in self.element_names("sigma")])
         return np.array([function(w[k], sigma[k]) for k in range(len(pick))])
-
-    def loo_order(self, data: GraphData) -> np.ndarray:
-        """The node of each pointwise term."""
-        constants = data.near_constants
-        return constants.targets[constants.bucket_order]
 
 
 class CarModel(GraphModel):
@@ -364,32 +360,29 @@ class CarModel(GraphModel):
         z = (xy[None] - mean) / sd
         return (-0.5 * z**2 - np.log(sd) - 0.5 * math.log(2 * math.pi)).sum(axis=-1)
 
-    def loo_order(self, data: GraphData) -> np.ndarray:
-        return np.arange(len(data.ids))
-
 
 MODELS = {"near": NearModel(), "car": CarModel()}
 
 
 def _population_draws(km: np.ndarray, targets: np.ndarray, h: float, rng) -> np.ndarray:
-    """x ~ p, the KDE of the target's others: a uniform other k plus N(0, h² I)."""
-    k = rng.integers(len(km) - 1, size=len(targets))
+    """x ~ p, the KDE of each target's others (any shape of targets): a uniform other k plus N(0, h² I)."""
+    k = rng.integers(len(km) - 1, size=targets.shape)
     k = k + (k >= targets)  # skips the target itself
-    return km[k] + rng.normal(0.0, h, (len(targets), 2))
+    return km[k] + rng.normal(0.0, h, (*targets.shape, 2))
 
 
 def _near_draws(km: np.ndarray, targets: np.ndarray, first: np.ndarray, degree: np.ndarray, friend: np.ndarray,
-                sigma: float, h: float, rng) -> np.ndarray:
-    """x ∝ p(x) N(x; x_f, σ² I), f a uniform friend of each target (near.sample_conditional's
-    mixture: other k with weight ∝ N(x_f; x_k, (σ² + h²) I), then the Gaussian product); each
-    target's friends are friend[first : first + degree]."""
+                sigma: np.ndarray, h: float, rng) -> np.ndarray:
+    """x ∝ p(x) N(x; x_f, σ² I) per target (σ per target), f a uniform friend of it
+    (near.sample_conditional's mixture: other k with weight ∝ N(x_f; x_k, (σ² + h²) I), then the
+    Gaussian product); each target's friends are friend[first : first + degree]."""
     f = friend[first + (rng.random(len(targets)) * degree).astype(np.int64)]
     v = sigma * sigma + h * h
-    log_w = -((km[f][:, None, :] - km[None, :, :]) ** 2).sum(axis=-1) / (2 * v)
+    log_w = -((km[f][:, None, :] - km[None, :, :]) ** 2).sum(axis=-1) / (2 * v[:, None])
     log_w[np.arange(len(targets)), targets] = -np.inf  # the population is the target's others
     k = np.argmax(log_w + rng.gumbel(size=log_w.shape), axis=1)
-    mean = (sigma * sigma * km[k] + h * h * km[f]) / v
-    return mean + rng.normal(0.0, sigma * h / math.sqrt(v), (len(targets), 2))
+    mean = (sigma[:, None] ** 2 * km[k] + h * h * km[f]) / v[:, None]
+    return mean + rng.normal(0.0, 1.0, (len(targets), 2)) * (sigma * h / np.sqrt(v))[:, None]
 
 
 def neighbour_statistics(positions: np.ndarray, data: GraphData, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -37,7 +37,7 @@ class Template:
     model with or without its effects `u` (None: without them it has no free parameter, and it is
     not sampled), `draws(posterior, data, independent)` each parameter's
     draws, `checks(draws, draws_independent, u, data, reff, seed)` the `checks` block; the model
-    file's text is the module's MODEL_FILE (write.py)."""
+    file's text is the module's MODEL_FILE, or its `model_file(doc)` (write.py)."""
 
     read: Callable
     model: Callable
