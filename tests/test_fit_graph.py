@@ -34,11 +34,12 @@ def _read(tmp_path, nodes: str = NODES, edges: str = EDGES, **options):
     return graph.read(path, {"id": "id", "columns": ["lat", "lon"], "edges": edge_path} | options, 1000)
 
 
-def _cli(tmp_path, capsys, *extra: str, nodes: str = NODES, edges: str = EDGES) -> tuple[int, str]:
+def _cli(tmp_path, capsys, *extra: str, nodes: str = NODES, edges: str = EDGES) -> tuple[int, str, str]:
     path, edge_path = _tables(tmp_path, nodes, edges)
     code = main(["fit", str(path), "--template", "graph", "--edges", str(edge_path), "--id", "id", "--columns",
                  "lat,lon", "--out", str(tmp_path / "m.py"), "--quiet", *extra])
-    return code, capsys.readouterr().err
+    captured = capsys.readouterr()
+    return code, captured.err, captured.out
 
 
 def test_the_table_read_edges_once_in_file_order(tmp_path):
@@ -65,7 +66,7 @@ def test_the_table_read_edges_once_in_file_order(tmp_path):
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, edges, nodes, extra, message):
     """Each before any fitting: one line on stderr, exit 2, no model file."""
-    code, err = _cli(tmp_path, capsys, *extra, nodes=nodes, edges=edges)
+    code, err, _ = _cli(tmp_path, capsys, *extra, nodes=nodes, edges=edges)
     assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert __import__("re").search(message, err), err
     assert not (tmp_path / "m.py").exists()
@@ -147,9 +148,9 @@ def test_near_replications_follow_the_conditional(tmp_path):
 def test_a_car_fit_end_to_end(tmp_path, capsys):
     """CAR on 5 nodes through the command: the JSON's keys, a model file that builds the pm.CAR of
     the posterior means (or of a draw)."""
-    code, _ = _cli(tmp_path, capsys, "--model", "car", "--draws", "200", "--tune", "200", "--chains", "2",
-                   "--force", "--format", "json")
-    printed = json.loads(capsys.readouterr().out)
+    code, _, out = _cli(tmp_path, capsys, "--model", "car", "--draws", "200", "--tune", "200", "--chains", "2",
+                        "--force", "--format", "json")
+    printed = json.loads(out)
     doc = json.loads((tmp_path / "m.fit.json").read_text())
     assert code in (0, 4) and printed["template"] == doc["template"] == "graph" and set(doc["parameters"]) == {
         "alpha", "mu_x", "mu_y", "tau_x", "tau_y"}
