@@ -101,8 +101,8 @@ def fit_graph(model: str, n: int | None = None, pairs: np.ndarray | None = None,
     pairs = file_pairs if pairs is None else np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
     with tempfile.TemporaryDirectory() as scratch:
         nodes, edges = Path(scratch) / "users.csv", Path(scratch) / "edges.csv"
-        nodes.write_text("UserID,Latitude,Longitude\n" + "".join(
-            f"{i},{lat!r},{lon!r}\n" for i, lat, lon in zip(locations.ids, locations.lat.tolist(), locations.lon.tolist())))
+        rows = zip(locations.ids, locations.lat.tolist(), locations.lon.tolist())
+        nodes.write_text("UserID,Latitude,Longitude\n" + "".join(f"{i},{lat!r},{lon!r}\n" for i, lat, lon in rows))
         edges.write_text("Source,Destination\n" + "".join(f"{locations.ids[a]},{locations.ids[b]}\n" for a, b in pairs))
         return ddpbayes.fit(nodes, "graph", edges=edges, **options, **sampler)
 

@@ -190,3 +190,60 @@ def test_one_path_reproduces_the_shipped_gowalla_fits(models_dir, model, setting
         p = doc["parameters"][name]
         assert abs(p["mean"] - value) <= p["sd"], (name, p, value)
     assert doc["data"]["nodes"] == 2392 and doc["data"]["edges"] == 4080 and doc["data"]["nodes_with_edges"] == 1456
+
+
+def _written_fit(tmp_path, model: str, parameters: dict[str, float]):
+    """A graph fit's files written by write.py from a document made here (two draws per parameter:
+    the mean and the mean + 1), the model file imported."""
+    from ddpbayes.fitting.fitted import FORMAT
+    from ddpbayes.fitting.write import companions, model_text
+
+    out = tmp_path / f"{model}.py"
+    pairs = [[0, 1], [1, 2], [0, 2], [3, 4]]
+    data = {"file": "nodes.csv", "rows": 6, "edges_file": "edges.csv", "edges": 4, "columns": ["lat", "lon"],
+            "graph_model": model, "box": {"lat": [39.0, 42.0], "lon": [-102.0, -98.0]}, "bandwidth_km": 30.0}
+    doc = {"format": FORMAT, "template": "graph", "data": data,
+           "parameters": {k: {"mean": v, "sd": 0.1, "hdi": [v, v]} for k, v in parameters.items()},
+           "draws": {k: [v, v + 1] for k, v in parameters.items()},
+           "table": {"nodes": list("abcdef"), "pairs": sum(pairs, [])}}
+    companions(out)[0].write_text(json.dumps(doc))
+    out.write_text(model_text(out, doc))
+    spec = importlib.util.spec_from_file_location(f"written_{model}", out)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module, np.array(pairs)
+
+
+@pytest.mark.slow
+def test_the_car_model_file_is_the_fitted_gaussian(tmp_path):
+    """build() at the means: pm.CAR "pos" of length 2n whose log-density differences between two
+    points are the quadratic form of joint_precision(W, alpha, tau) (node f has no edge: Q_ii = tau)."""
+    from ddpbayes.geo.car import adjacency, joint_precision
+
+    p = {"alpha": 0.8, "mu_x": 0.4, "mu_y": 0.6, "tau_x": 3.0, "tau_y": 7.0}
+    module, pairs = _written_fit(tmp_path, "car", p)
+    model = module.build()
+    assert model.n == 12
+    q = joint_precision(adjacency(6, pairs), p["alpha"], (p["tau_x"], p["tau_y"])).toarray()
+    mu = np.repeat([p["mu_x"], p["mu_y"]], 6)
+    logp = model.model.compile_logp()
+    rng = np.random.default_rng(0)
+    a, b = rng.uniform(0, 1, 12), rng.uniform(0, 1, 12)
+    name = model.model.free_RVs[0].name
+    got = logp({name: a}) - logp({name: b})
+    assert got == pytest.approx(-0.5 * (a - mu) @ q @ (a - mu) + 0.5 * (b - mu) @ q @ (b - mu), rel=1e-9)
+    assert module.build("draw:1").n == 12
+
+
+def test_the_near_model_file_refuses_build_and_gives_its_near_fit(tmp_path):
+    """The near model is a set of conditionals: build() is one line of bad input; near_fit() is its NearFit."""
+    from ddpbayes.errors import InputError
+
+    p = {"w_population": 0.7, "w_1": 0.1, "w_2": 0.2, "sigma_1_km": 2.0, "sigma_2_km": 200.0}
+    module, _ = _written_fit(tmp_path, "near", p)
+    with pytest.raises(InputError, match="set of conditionals"):
+        module.build()
+    fit = module.near_fit()
+    assert fit.weights == pytest.approx((0.7, 0.1, 0.2)) and fit.sigma_km == (2.0, 200.0)
+    assert fit.bandwidth_km == 30.0 and fit.box.lat == (39.0, 42.0)
+    assert module.near_fit("draw:1").weights == pytest.approx((1.7 / 4, 1.1 / 4, 1.2 / 4))

@@ -74,7 +74,8 @@ def run(args) -> int:
     result = fit(args.data, args.template, cluster=args.cluster, outcome=args.outcome, covariates=args.covariates,
                  group=args.group, columns=args.columns, domain=args.domain,
                  id=args.id, time=args.time, state=args.state, edges=args.edges, ends=args.ends,
-                 model=args.model, box=args.box, drop_unknown=args.drop_unknown, out=args.out, seed=args.seed, draws=args.draws,
+                 model=args.model, box=args.box, drop_unknown=args.drop_unknown,
+                 out=args.out, seed=args.seed, draws=args.draws,
                  tune=args.tune, chains=args.chains, force=args.force,
                  max_rows=DEFAULT_MAX_ROWS if args.max_rows is None else args.max_rows, progress=not args.quiet)
     doc = result.to_dict()

@@ -81,7 +81,8 @@ class GraphData:
     @cached_property
     def directed(self) -> tuple[np.ndarray, np.ndarray]:
         """Both orientations of every edge: (i, f) arrays."""
-        return np.concatenate([self.pairs[:, 0], self.pairs[:, 1]]), np.concatenate([self.pairs[:, 1], self.pairs[:, 0]])
+        a, b = self.pairs[:, 0], self.pairs[:, 1]
+        return np.concatenate([a, b]), np.concatenate([b, a])
 
     @cached_property
     def bandwidth_km(self) -> float:
@@ -433,7 +434,8 @@ def _loo(ll: np.ndarray, ll_i: np.ndarray, reff: tuple[float, float]) -> dict:
     c = ppc.psis_loo(ll, ones, reff[0])
     diff = c["pointwise"] - ll_i[0]
     return {"elpd": c["elpd"], "se": c["se"], "elpd_independent": float(ll_i[0].sum()),
-            "se_independent": _sum_se(ll_i[0]), "elpd_diff": float(diff.sum()), "se_diff": _sum_se(diff), "pareto_k_max": c["pareto_k_max"],
+            "se_independent": _sum_se(ll_i[0]), "elpd_diff": float(diff.sum()), "se_diff": _sum_se(diff),
+            "pareto_k_max": c["pareto_k_max"],
             "pareto_k_over_0_7": c["pareto_k_over_0_7"]}
 
 
@@ -446,8 +448,8 @@ def model_file(doc: dict) -> tuple[str, dict]:
     """The model file's text (its model's) and its own fields, for write.model_text."""
     data = doc["data"]
     box = Box(lat=tuple(data["box"]["lat"]), lon=tuple(data["box"]["lon"]))
-    fields = {"edges_file": Path(data["edges_file"]).name, "edges": data["edges"], "columns": ", ".join(data["columns"]),
-              "box": str(box), "scales": near_pymc.SCALES}
+    fields = {"edges_file": Path(data["edges_file"]).name, "edges": data["edges"],
+              "columns": ", ".join(data["columns"]), "box": str(box), "scales": near_pymc.SCALES}
     return (CAR_FILE if data["graph_model"] == "car" else NEAR_FILE), fields
 
 
