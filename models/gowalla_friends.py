@@ -21,8 +21,9 @@ so a user with d located friends has X_i | rest ~ N(mu + alpha (friends' mean - 
 a user without one is independent N(mu, 1 / tau) (pm.CAR cannot hold a row without neighbours:
 its log-density divides by sqrt(D)). `fit` samples alpha ~ U(0, 1), sigma_c = tau_c^{-1/2} ~
 HalfNormal(1) and mu_c ~ N(0.5, 0.5) with NUTS: the friends' positions as two observed pm.CAR,
-the others as observed Normals. `python models/gowalla_friends.py` refits and rewrites
-models/data/gowalla_fit.json.
+the others as observed Normals (`ddpbayes.geo.car.pymc_model`), through `ddpbayes fit --template
+graph --model car` (ddpbayes/fitting/graph.py, DESIGN §9.7: the one path, with its convergence and
+dependence checks). `python models/gowalla_friends.py` refits and rewrites models/data/gowalla_fit.json.
 
 The cached fit (NUTS, 2 chains x 500 draws after 500 tuning steps, seed 2011; R-hat <= 1.004,
 bulk ESS >= 930, no divergences; 42 s with PyTensor's compile cache warm, 103 s cold):
@@ -55,15 +56,15 @@ right).
 from __future__ import annotations
 
 import hashlib
-import time
+import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-import arviz as az
 import numpy as np
 import pymc as pm
 from scipy import sparse
 
+import ddpbayes
 from ddpbayes import DependenceModel, Interval
 from ddpbayes.geo.car import CarFit, adjacency, car_precision, car_vector_weights, load_fit, save_fit
 from ddpbayes.geo.data import US_BOX, Locations, read_edges, read_locations
@@ -87,54 +88,58 @@ def users(n: int | None = None) -> tuple[Locations, np.ndarray]:
     return first, pairs[(pairs < n).all(axis=1)]
 
 
-def fit(n: int | None = None, draws: int = 500, tune: int = 500, chains: int = 2, seed: int = SEED,
-        pairs: np.ndarray | None = None) -> CarFit:
-    """Sample the CAR model's posterior with NUTS (module docstring) and summarise it; `pairs`: the
-    friendships (rows into the n users) to fit on instead of the file's (models/gowalla_near.py's
-    held-out check fits on a training share)."""
-    start = time.perf_counter()
+def fit_graph(model: str, n: int | None = None, pairs: np.ndarray | None = None, **sampler):
+    """`ddpbayes.fit(..., template="graph", model=model)` on the shipped tables (the edges naming a user
+    without a location dropped), or, for the first n users or other `pairs` (rows into them), on
+    the same users and friendships written to a scratch table first; `sampler`: draws, tune,
+    chains, seed. The one path by which both Gowalla models are fitted (DESIGN §9.7)."""
+    options = {"id": "UserID", "columns": "Latitude,Longitude", "ends": "Source,Destination", "model": model,
+               "box": (*US_BOX.lat, *US_BOX.lon)}
+    if n is None and pairs is None:
+        return ddpbayes.fit(LOCATIONS, "graph", edges=EDGES, drop_unknown=True, **options, **sampler)
     locations, file_pairs = users(n)
     pairs = file_pairs if pairs is None else np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
-    if not US_BOX.contains(locations.lat, locations.lon).all():
-        raise ValueError(f"a position lies outside the model's box {US_BOX}")
-    x, y = US_BOX.normalise(locations.lat, locations.lon)
-    W = adjacency(len(locations), pairs)
-    linked = np.asarray(W.sum(axis=1)).ravel() > 0
-    W_linked = W[linked][:, linked]
-    with pm.Model():
-        mu = pm.Normal("mu", 0.5, 0.5, shape=2)
-        alpha = pm.Uniform("alpha", 0.0, 1.0)
-        sigma = pm.HalfNormal("sigma", 1.0, shape=2)
-        pm.Deterministic("tau", sigma**-2)
-        for c, values in enumerate((x, y)):
-            pm.CAR(f"friends_{c}", mu=mu[c] * np.ones(linked.sum()), W=W_linked, alpha=alpha, tau=sigma[c] ** -2,
-                   observed=values[linked])
-            pm.Normal(f"alone_{c}", mu[c], sigma[c], observed=values[~linked])
-        idata = pm.sample(draws, tune=tune, chains=chains, cores=chains, random_seed=seed, progressbar=False,
-                          compute_convergence_checks=False)
-    post = idata.posterior
-    names = ["mu", "alpha", "tau"]
-    rhat, ess = az.rhat(post[names]), az.ess(post[names], method="bulk")
-    alpha_draws = post["alpha"].values.ravel()
+    with tempfile.TemporaryDirectory() as scratch:
+        nodes, edges = Path(scratch) / "users.csv", Path(scratch) / "edges.csv"
+        rows = zip(locations.ids, locations.lat.tolist(), locations.lon.tolist())
+        nodes.write_text("UserID,Latitude,Longitude\n" + "".join(f"{i},{lat!r},{lon!r}\n" for i, lat, lon in rows))
+        edges.write_text("Source,Destination\n" + "".join(f"{locations.ids[a]},{locations.ids[b]}\n" for a, b in pairs))
+        return ddpbayes.fit(nodes, "graph", edges=edges, **options, **sampler)
+
+
+def fit(n: int | None = None, draws: int = 500, tune: int = 500, chains: int = 2, seed: int = SEED,
+        pairs: np.ndarray | None = None) -> CarFit:
+    """Fit the CAR model with `ddpbayes fit --template graph --model car` (module docstring) and
+    summarise it as a CarFit; `pairs`: the friendships (rows into the n users) to fit on instead of
+    the file's (models/gowalla_near.py's held-out check fits on a training share)."""
+    result = fit_graph("car", n, pairs, draws=draws, tune=tune, chains=chains, seed=seed)
+    locations, file_pairs = users(n)
+    pairs = file_pairs if pairs is None else np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+    return car_fit(result.doc, adjacency(len(locations), pairs),
+                   np.column_stack(US_BOX.normalise(locations.lat, locations.lon)))
+
+
+def car_fit(doc: dict, W: sparse.csr_matrix, points: np.ndarray) -> CarFit:
+    """The CarFit of a graph fit's document (`ddpbayes.fit(...).doc`), in the format of
+    models/data/gowalla_fit.json; `W` and `points` (normalised) for `what_alpha_says`."""
+    p, stats, sampler, data = doc["parameters"], doc["diagnostics"]["parameters"], doc["sampler"], doc["data"]
+    names = ["alpha", "mu_x", "mu_y", "tau_x", "tau_y"]
     car = CarFit(
-        box=US_BOX,
-        mu=tuple(float(v) for v in post["mu"].mean(("chain", "draw")).values),
-        alpha=float(alpha_draws.mean()),
-        alpha_interval=tuple(float(v) for v in np.quantile(alpha_draws, [0.025, 0.975])),
-        tau=tuple(float(v) for v in post["tau"].mean(("chain", "draw")).values),
-        draws=draws, chains=chains, seed=seed,
-        rhat_max=float(max(rhat[v].max() for v in names)),
-        ess_bulk_min=float(min(ess[v].min() for v in names)),
-        seconds=0.0, tune=tune,
-        divergences=int(idata.sample_stats["diverging"].sum()),
-    )
+        box=US_BOX, mu=(p["mu_x"]["mean"], p["mu_y"]["mean"]), alpha=p["alpha"]["mean"],
+        alpha_interval=tuple(float(v) for v in np.quantile(doc["draws"]["alpha"], [0.025, 0.975])),
+        tau=(p["tau_x"]["mean"], p["tau_y"]["mean"]),
+        draws=sampler["draws"], chains=sampler["chains"], seed=sampler["seed"],
+        rhat_max=float(max(stats[v]["rhat"] for v in names)),
+        ess_bulk_min=float(min(stats[v]["ess_bulk"] for v in names)),
+        seconds=round(doc["seconds"], 1), tune=sampler["tune"], divergences=doc["diagnostics"]["divergences"])
     details = {
-        "users": len(locations), "friendships": len(pairs), "users_with_friends": int(linked.sum()),
-        "pymc": pm.__version__,
+        "users": data["nodes"], "friendships": data["edges"], "users_with_friends": data["nodes_with_edges"],
+        "pymc": sampler["pymc"],
         "data_sha256": {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in (LOCATIONS, EDGES)},
-        **what_alpha_says(car, W, np.column_stack([x, y])),
+        **what_alpha_says(car, W, points),
+        "checks": doc["checks"],
     }
-    return replace(car, seconds=round(time.perf_counter() - start, 1), details=details)
+    return replace(car, details=details)
 
 
 def what_alpha_says(car: CarFit, W: sparse.csr_matrix, points: np.ndarray) -> dict:

@@ -1,4 +1,4 @@
-"""The near-friend model (ddpbayes/geo/near.py) and its PyMC fit (models/gowalla_near.py; issue 30,
+"""The near-friend model (ddpbayes/geo/near.py) and its PyMC fit (geo/near_pymc.py, models/gowalla_near.py; issue 30,
 DESIGN §6.1). Expected values: near.conditional_logpdf summed user by user (the Potential), the
 closed form of a one-friend toy case, numerical integration on a grid, a brute-force bandwidth
 search written here."""
@@ -17,6 +17,7 @@ import pytensor.tensor as pt
 from scipy import stats
 
 from ddpbayes.errors import InputError
+from ddpbayes.geo import near_pymc
 from ddpbayes.geo.data import US_BOX
 from ddpbayes.geo.near import NearFit, conditional_logpdf, load_near_fit, log_weights, population_bandwidth, \
     sample_conditional, save_near_fit
@@ -54,7 +55,7 @@ def test_the_potential_is_the_sum_of_the_conditionals(gowalla_near, first300, we
         mine = np.concatenate([pairs[pairs[:, 0] == i, 1], pairs[pairs[:, 1] == i, 0]])
         if len(mine):
             expected += conditional_logpdf(points[i:i + 1], np.delete(points, i, axis=0), points[mine], fit)[0]
-    m = gowalla_near.model(gowalla_near.near_data(points, pairs, h), scales=len(sigma))
+    m = near_pymc.pymc_model(near_pymc.near_data(points, pairs, h), scales=len(sigma))
     point = {"w_simplex__": pm.distributions.transforms.simplex.forward(pt.as_tensor(np.array(weights))).eval(),
              "log_sigma_ordered__": pm.distributions.transforms.ordered.forward(pt.as_tensor(np.log(sigma))).eval()}
     got = m.compile_fn(m.logp(vars=m.potentials, jacobian=False), inputs=m.value_vars)(point)
@@ -66,7 +67,7 @@ def test_the_potentials_gradient_is_its_finite_difference(gowalla_near, first300
     central differences (step 1e-5 relative) on the first 300 users."""
     points, pairs = first300
     w, s = pt.dvector("w"), pt.dvector("s")
-    value = gowalla_near.pseudo_loglik(gowalla_near.near_data(points, pairs, 40.0), w, s, 2)
+    value = near_pymc.pseudo_loglik(near_pymc.near_data(points, pairs, 40.0), w, s, 2)
     f = pytensor.function([w, s], [value, *pt.grad(value, [w, s])])
     at = (np.array([0.6, 0.1, 0.3]), np.array([3.0, 220.0]))
     grad = f(*at)[1:]
@@ -169,15 +170,3 @@ def test_a_fit_round_trips_and_bad_ones_are_refused(tmp_path):
     (tmp_path / "bad.json").write_text("{")
     with pytest.raises(InputError, match="bad.json"):
         load_near_fit(tmp_path / "bad.json")
-
-
-@pytest.mark.slow
-def test_a_small_refit_converges(gowalla_near):
-    """NUTS on the first 400 users (2 chains x 300 draws) at one scale (their friendships hold too few
-    near-coincident pairs to identify the small second scale: R-hat 1.09 with two): R-hat <= 1.01, no
-    divergence, weights summing to 1 and a scale between 1 and 3,000 km."""
-    fit = gowalla_near.fit(n=400, draws=300, tune=300, seed=7, scales=1)
-    d = fit.diagnostics
-    assert d["rhat_max"] < 1.01 and d["divergences"] == 0 and d["ess_bulk_min"] > 100
-    assert sum(fit.weights) == pytest.approx(1.0) and 1.0 < fit.sigma_km[0] < 3000.0
-    assert d["users"] == 400 and d["scales"] == 1

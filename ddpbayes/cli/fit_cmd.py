@@ -7,7 +7,7 @@ import sys
 
 from ddpbayes.cli.args import FORMAT_HELP
 
-TEMPLATES = ("clustered", "gaussian", "chain")  # DESIGN §9's templates (a template's name, not a noise kind)
+TEMPLATES = ("clustered", "gaussian", "chain", "graph")  # DESIGN §9's templates (a template's name, not a noise kind)
 NOT_CONVERGED = 4  # ran, but the fit cannot be trusted: nothing written (as an inconclusive audit)
 
 
@@ -24,18 +24,32 @@ def register(sub) -> None:
     p.add_argument("--template", choices=TEMPLATES, required=True,
                    help="clustered: binary records in clusters, a logit with a cluster random effect; gaussian: a "
                    "continuous column in groups, a normal model with a group random effect; chain: per-individual "
-                   "sequences of a categorical state, Markov chains with a shared Dirichlet prior")
+                   "sequences of a categorical state, Markov chains with a shared Dirichlet prior; graph: a position per "
+                   "node of an edge list (friends' places), the near-friend or the CAR model")
     p.add_argument("--cluster", default="", metavar="COL[,COL]",
                    help="clustered: the column naming each row's cluster (several: their values together name it)")
     p.add_argument("--outcome", default=None, metavar="COL", help="clustered: the binary (0/1) column: the records")
     p.add_argument("--group", default="", metavar="COL[,COL]", help="gaussian: the column naming each row's group")
-    p.add_argument("--columns", default="", metavar="COL", help="gaussian: the continuous column: the records")
+    p.add_argument("--columns", default="", metavar="COL[,COL]",
+                   help="gaussian: the continuous column: the records; graph: latitude,longitude (degrees)")
     p.add_argument("--domain", default=None, type=_domain, metavar="LOW,HIGH",
                    help="gaussian: every value's declared range (default: the data's range)")
-    p.add_argument("--id", default=None, metavar="COL", help="chain: the column naming each row's individual")
+    p.add_argument("--id", default=None, metavar="COL",
+                   help="chain: the column naming each row's individual; graph: the column naming each node")
     p.add_argument("--time", default=None, metavar="COL",
                    help="chain: the numeric column ordering an individual's rows")
     p.add_argument("--state", default=None, metavar="COL", help="chain: the categorical state: the records")
+    p.add_argument("--edges", default=None, metavar="EDGES.csv",
+                   help="graph: the edge table, one undirected edge per row (an end naming no node is refused)")
+    p.add_argument("--ends", default="", metavar="COL,COL",
+                   help="graph: the edge table's two node columns (default: its first two)")
+    p.add_argument("--model", default=None, choices=("near", "car"),
+                   help="graph: near (default; near a neighbour or where people live, a pseudo-likelihood) or car "
+                   "(a proper CAR per coordinate)")
+    p.add_argument("--box", default=None, type=_box, metavar="LAT0,LAT1,LON0,LON1",
+                   help="graph: the box positions are normalised in (default: the nodes' bounding box + 0.5 degrees)")
+    p.add_argument("--drop-unknown", action="store_true",
+                   help="graph: drop the edges naming a node not in the table (counted) instead of refusing them")
     p.add_argument("--covariates", default="", metavar="A,B",
                    help="numeric columns in the linear predictor (standardised); gaussian: also a text column of "
                    "two values (coded 0/1)")
@@ -59,7 +73,9 @@ def run(args) -> int:
 
     result = fit(args.data, args.template, cluster=args.cluster, outcome=args.outcome, covariates=args.covariates,
                  group=args.group, columns=args.columns, domain=args.domain,
-                 id=args.id, time=args.time, state=args.state, out=args.out, seed=args.seed, draws=args.draws,
+                 id=args.id, time=args.time, state=args.state, edges=args.edges, ends=args.ends,
+                 model=args.model, box=args.box, drop_unknown=args.drop_unknown,
+                 out=args.out, seed=args.seed, draws=args.draws,
                  tune=args.tune, chains=args.chains, force=args.force,
                  max_rows=DEFAULT_MAX_ROWS if args.max_rows is None else args.max_rows, progress=not args.quiet)
     doc = result.to_dict()
@@ -84,11 +100,33 @@ def _domain(text: str) -> tuple[float, float]:
     return low, high
 
 
+def _box(text: str) -> tuple[float, ...]:
+    """LAT_MIN,LAT_MAX,LON_MIN,LON_MAX as four numbers (checked with the data)."""
+    import argparse
+
+    try:
+        values = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        values = ()
+    if len(values) != 4:
+        raise argparse.ArgumentTypeError(f"expected LAT_MIN,LAT_MAX,LON_MIN,LON_MAX (four numbers), got '{text}'")
+    return values
+
+
+def _table_line(doc: dict) -> str:
+    """What was fitted, in one line."""
+    data = doc["data"]
+    if "edges_file" in data:
+        return (f"graph fit ({data['graph_model']} model) of {data['file']} and {data['edges_file']}: "
+                f"{data['nodes']:,} nodes, {data['edges']:,} edges, {data['nodes_with_edges']:,} nodes with one")
+    return (f"{doc['template']} fit of {data['file']}: {data['rows']:,} rows in {data['clusters']:,} clusters "
+            f"({','.join(data['cluster'])}), outcome {data['outcome']}")
+
+
 def fit_text(doc: dict) -> str:
     """The fit for people: parameters, convergence, the checks, what was written."""
     data, diag, checks = doc["data"], doc["diagnostics"], doc["checks"]
-    lines = [f"{doc['template']} fit of {data['file']}: {data['rows']:,} rows in {data['clusters']:,} clusters "
-             f"({','.join(data['cluster'])}), outcome {data['outcome']}", "",
+    lines = [_table_line(doc), "",
              f"{'parameter':<16}{'mean':>9}{'sd':>9}   {'94% HDI':<20}{'R-hat':>7}{'bulk ESS':>10}"]
     for name, p in doc["parameters"].items():
         d = diag["parameters"][name]
@@ -101,7 +139,9 @@ def fit_text(doc: dict) -> str:
               f"does the data support the dependence? (posterior predictive, {checks['draws']:,} draws; "
               "p = P(replicated >= data))"]
     for key, label in (("icc", "intra-cluster correlation"), ("cluster_total_sd", "SD of cluster totals"),
-                       ("stay_share", "share of transitions staying"), ("longest_run", "mean longest run")):
+                       ("stay_share", "share of transitions staying"), ("longest_run", "mean longest run"),
+                       ("neighbour_correlation", "neighbours' correlation"),
+                       ("friends_within_km", f"share of edges within {checks.get('near_km', 0):g} km")):
         if key not in checks:
             continue
         c = checks[key]

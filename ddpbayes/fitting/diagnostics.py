@@ -20,8 +20,9 @@ def convergence(idata, idata_independent, data) -> dict:
     worst_ess = min(table, key=lambda name: _nan_low(table[name][1]))
     divergences = int(idata.sample_stats["diverging"].sum())
     failures = _failures(table, divergences)
-    failures += [f"without cluster effects, {f}" for f in _failures(_table(idata_independent, data, True),
-                                                                 int(idata_independent.sample_stats["diverging"].sum()))]
+    if idata_independent is not None:  # None: the template without dependence has no free parameter
+        failures += [f"without cluster effects, {f}" for f in _failures(
+            _table(idata_independent, data, True), int(idata_independent.sample_stats["diverging"].sum()))]
     return {"ok": not failures, "rhat_max": RHAT_MAX, "ess_bulk_min": ESS_MIN, "parameters": summary,
             "worst_rhat": {"parameter": worst_rhat, "value": table[worst_rhat][0]},
             "worst_ess_bulk": {"parameter": worst_ess, "value": table[worst_ess][1]},

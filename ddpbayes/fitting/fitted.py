@@ -162,3 +162,36 @@ def _draw_indices(parameters: str, count: int, path: Path) -> np.ndarray:
         return np.array([int(k)])
     raise InputError(f"parameters must be 'mean' or 'draw:K' with K from 0 to {count - 1} (the posterior draws of "
                      f"'{path.name}'), got '{parameters}'")
+
+
+@dataclass(frozen=True)
+class FixedGraph:
+    """A graph fit (DESIGN §9.7) with fixed parameters: `values` by their JSON names, the nodes'
+    count `n`, the edges `pairs` (E, 2) rows, the box (lat_min, lat_max, lon_min, lon_max) and,
+    for the near model, the bandwidth in km."""
+
+    values: dict
+    n: int
+    pairs: np.ndarray
+    box: tuple[float, float, float, float]
+    bandwidth_km: float | None
+
+
+def read_graph(path: str | Path, parameters: str = "mean") -> FixedGraph:
+    """The graph fit stored at `path` with its parameters fixed at their posterior means ("mean")
+    or at posterior draw K ("draw:K"); InputError when it cannot be read or is not a graph fit."""
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise InputError(f"fit file '{path}' cannot be read: {exc}") from None
+    if doc.get("format") != FORMAT or doc.get("template") != "graph" or "pairs" not in doc.get("table", {}):
+        raise InputError(f"fit file '{path}' is not a graph fit written by this version of ddpbayes fit")
+    count = len(next(iter(doc["draws"].values())))
+    pick = _draw_indices(parameters, count, path)
+    values = {name: float(p["mean"]) for name, p in doc["parameters"].items()} if parameters == "mean" else \
+        {name: float(v[pick[0]]) for name, v in doc["draws"].items()}
+    data, table = doc["data"], doc["table"]
+    box = (*data["box"]["lat"], *data["box"]["lon"])
+    return FixedGraph(values, len(table["nodes"]), np.asarray(table["pairs"], dtype=np.int64).reshape(-1, 2),
+                      tuple(float(v) for v in box), data.get("bandwidth_km"))

@@ -20,7 +20,7 @@ import numpy as np
 from ddpbayes.encoding import jsonable
 from ddpbayes.errors import InputError
 from ddpbayes.fitting import checks as ppc
-from ddpbayes.fitting import chain, clustered, gaussian
+from ddpbayes.fitting import chain, clustered, gaussian, graph
 from ddpbayes.fitting.diagnostics import convergence, relative_ess
 from ddpbayes.fitting.fitted import FORMAT
 from ddpbayes.fitting.table import DEFAULT_MAX_ROWS
@@ -34,9 +34,10 @@ class Template:
     """What `fit` asks of a template (DESIGN §9): `read(path, options, max_rows)` its view of the
     table (an object with `labels`, `covariates`, `parameter_names`, `variables`,
     `hyperparameters`, `cells_per_draw`, `describe`, `table`), `model(data, independent)` the PyMC
-    model with or without its effects `u`, `draws(posterior, data, independent)` each parameter's
+    model with or without its effects `u` (None: without them it has no free parameter, and it is
+    not sampled), `draws(posterior, data, independent)` each parameter's
     draws, `checks(draws, draws_independent, u, data, reff, seed)` the `checks` block; the model
-    file's text is the module's MODEL_FILE (write.py)."""
+    file's text is the module's MODEL_FILE, or its `model_file(doc)` (write.py)."""
 
     read: Callable
     model: Callable
@@ -49,6 +50,7 @@ TEMPLATES = {
                           ppc.dependence_checks),
     "gaussian": Template(gaussian.read, gaussian.pymc_model, gaussian.hyperparameter_draws, gaussian.dependence_checks),
     "chain": Template(chain.read, chain.pymc_model, chain.hyperparameter_draws, chain.dependence_checks),
+    "graph": Template(graph.read, graph.pymc_model, graph.hyperparameter_draws, graph.dependence_checks),
 }
 HDI = 0.94
 DENSE_UP_TO = 200  # parameters up to which NUTS adapts a dense mass matrix (DESIGN §9.1: intercept vs effects)
@@ -114,7 +116,9 @@ class FitResult:
 def fit(data: str | Path, template: str = "clustered", *, cluster: str | Sequence[str] = (), outcome: str | None = None,
         covariates: str | Sequence[str] = (), group: str | Sequence[str] = (), columns: str | Sequence[str] = (),
         domain: Sequence[float] | None = None, id: str | None = None, time: str | None = None,
-        state: str | None = None, out: str | Path | None = None, seed: int = 0, draws: int = 1000,
+        state: str | None = None, edges: str | Path | None = None, ends: str | Sequence[str] = (),
+        model: str | None = None, box: Sequence[float] | None = None, drop_unknown: bool = False,
+        out: str | Path | None = None, seed: int = 0, draws: int = 1000,
         tune: int = 1000, chains: int = 4, force: bool = False, max_rows: int = DEFAULT_MAX_ROWS,
         progress: bool = False) -> FitResult:
     """Fit `template` to the table at `data` and, when it converged (or `force`), write the model
@@ -128,7 +132,8 @@ def fit(data: str | Path, template: str = "clustered", *, cluster: str | Sequenc
         The dependence template: "clustered" (binary records in clusters, a logit with a cluster
         effect, DESIGN §9.1) or "gaussian" (a continuous column in groups, a normal model with a
         group effect, DESIGN §9.4) or "chain" (per-individual sequences of a categorical state,
-        Markov chains with a shared Dirichlet prior, DESIGN §9.5).
+        Markov chains with a shared Dirichlet prior, DESIGN §9.5) or "graph" (a position per node
+        of an edge list, the near-friend or the CAR model of friends' places, DESIGN §9.7).
     cluster : str or sequence of str
         clustered: the column(s) naming each row's cluster ("x,y": the pair identifies it).
     outcome : str
@@ -139,11 +144,22 @@ def fit(data: str | Path, template: str = "clustered", *, cluster: str | Sequenc
     group : str or sequence of str
         gaussian: the column(s) naming each row's group.
     columns : str or sequence of str
-        gaussian: the continuous column (one): the records.
+        gaussian: the continuous column (one): the records; graph: latitude and longitude (degrees).
     domain : (low, high) or None
         gaussian: every value's declared range; None: the data's range.
     id, time, state : str
-        chain: the columns naming each row's individual, its time (ordering its rows) and its state.
+        chain: the columns naming each row's individual, its time (ordering its rows) and its state;
+        graph: `id` the column naming each node.
+    edges : str, Path or None
+        graph: the edge table (CSV or Parquet), one edge per row, undirected.
+    ends : str or sequence of str, default ()
+        graph: the edge table's two node columns (default: its first two).
+    model : str or None
+        graph: "near" (the default: geo/near.py's near-friend model) or "car" (geo/car.py's CAR).
+    box : (lat_min, lat_max, lon_min, lon_max) or None
+        graph: the box positions are normalised in (default: the nodes' bounding box + 0.5 degrees).
+    drop_unknown : bool, default False
+        graph: drop the edges naming a node not in the table (counted) instead of refusing them.
     out : str, Path or None, default None
         The model file to write (MODEL.py; MODEL.fit.json and MODEL.posterior.nc beside it); None writes nothing.
     seed, draws, tune, chains : int
@@ -170,15 +186,18 @@ def fit(data: str | Path, template: str = "clustered", *, cluster: str | Sequenc
     options = {"cluster": _columns(cluster, "--cluster", empty=True), "outcome": outcome,
                "covariates": _columns(covariates, "--covariates", empty=True),
                "group": _columns(group, "--group", empty=True), "columns": _columns(columns, "--columns", empty=True),
-               "domain": domain, "id": id, "time": time, "state": state}
+               "domain": domain, "id": id, "time": time, "state": state, "edges": edges,
+               "ends": _columns(ends, "--ends", empty=True), "model": model, "box": box, "drop_unknown": drop_unknown}
     _say(progress, f"reading {data}")
     prepared = chosen.read(data, options, max_rows)
     _check_sizes(prepared, sampler)
-    _say(progress, f"{len(prepared.cluster_index):,} rows in {len(prepared.labels):,} clusters")
+    _say(progress, prepared.summary() if hasattr(prepared, "summary")
+         else f"{len(prepared.cluster_index):,} rows in {len(prepared.labels):,} clusters")
     seeds = sampler.seeds()
     idata = _sample(chosen.model(prepared), sampler, seeds[0], f"fit: NUTS, {template}", progress)
-    idata_ind = _sample(chosen.model(prepared, independent=True), sampler, seeds[1],
-                        "fit: NUTS, without cluster effects", progress)
+    reference = chosen.model(prepared, independent=True)
+    idata_ind = None if reference is None else _sample(reference, sampler, seeds[1],
+                                                        "fit: NUTS, without cluster effects", progress)
     _say(progress, "checks: posterior predictive and LOO")
     doc = _document(template, prepared, Path(data), idata, idata_ind, sampler, seeds[2])
     write = out is not None and (doc["diagnostics"]["ok"] or force)
@@ -247,10 +266,11 @@ def _document(template: str, data, path: Path, idata, idata_ind, sampler: Sample
 
     chosen = TEMPLATES[template]
     draws = chosen.draws(idata.posterior, data)
-    draws_ind = chosen.draws(idata_ind.posterior, data, independent=True)
+    draws_ind = chosen.draws(None if idata_ind is None else idata_ind.posterior, data, independent=True)
     u = idata.posterior["u"].values.reshape(-1, len(data.labels)) if "u" in idata.posterior else None
     names = data.parameter_names()
-    reff = (relative_ess(idata, data.hyperparameters()), relative_ess(idata_ind, data.hyperparameters(True)))
+    reff = (relative_ess(idata, data.hyperparameters()),
+            1.0 if idata_ind is None else relative_ess(idata_ind, data.hyperparameters(True)))
     return {
         "format": FORMAT,
         "template": template,

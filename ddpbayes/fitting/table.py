@@ -51,6 +51,14 @@ def read_table(path: str | Path, text_columns: Sequence[str], number_columns: Se
     return table
 
 
+def columns_of(path: str | Path) -> list[str]:
+    """The column names of the table at `path` (CSV or Parquet), read without its rows."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"data file '{path}' does not exist or is not a regular file")
+    return _header(path)
+
+
 def _header(path: Path) -> list[str]:
     """The table's column names, read without reading its rows."""
     if path.suffix.lower() == ".parquet":

@@ -37,14 +37,18 @@ def model_text(out: Path, doc: dict) -> str:
 
     template = importlib.import_module(f"ddpbayes.fitting.{doc['template']}")
     data, fit_path, posterior_path = doc["data"], *companions(out)
-    covariates = data["covariates"]
     means = ", ".join(f"{name} = {p['mean']:.4g}" for name, p in doc["parameters"].items())
+    common = {"data": Path(data["file"]).name, "rows": data["rows"], "means": means,
+              "last_draw": len(next(iter(doc["draws"].values()))) - 1, "fit_name": fit_path.name,
+              "posterior_name": posterior_path.name, "model_name": out.name}
+    if hasattr(template, "model_file"):  # a template whose file depends on the fit (graph: near or car)
+        text, own = template.model_file(doc)
+        return text.format(**common, **own)
+    covariates = data["covariates"]
     low, high = data.get("domain", (None, None))
     return template.MODEL_FILE.format(
-        data=Path(data["file"]).name, rows=data["rows"], clusters=data["clusters"], cluster=", ".join(data["cluster"]),
-        outcome=data["outcome"], covariate_text=f"; covariates {', '.join(covariates)}" if covariates else "",
-        means=means, last_draw=len(next(iter(doc["draws"].values()))) - 1, fit_name=fit_path.name,
-        posterior_name=posterior_path.name, model_name=out.name, low=low, high=high)
+        **common, clusters=data["clusters"], cluster=", ".join(data["cluster"]), outcome=data["outcome"],
+        covariate_text=f"; covariates {', '.join(covariates)}" if covariates else "", low=low, high=high)
 
 
 def write_fit(out: Path, doc: dict, idata) -> None:

@@ -297,3 +297,26 @@ def load_fit(path: str | Path) -> CarFit:
         raise InputError(f"the CAR fit {path} needs -1 < alpha < 1 and two positive taus, got alpha = {fit.alpha}, "
                          f"tau = {fit.tau}")
     return fit
+
+
+def pymc_model(x: np.ndarray, y: np.ndarray, W, independent: bool = False):
+    """The CAR model of models/gowalla_friends.py as a PyMC model, positions normalised in a box
+    (x from longitude, y from latitude): alpha ~ U(0, 1), sigma_c = tau_c^{-1/2} ~ HalfNormal(1),
+    mu_c ~ N(0.5, 0.5); the users with friends as two observed pm.CAR on W, the others as observed
+    Normals (pm.CAR cannot hold a row without neighbours). `independent`: every user N(mu_c, sigma_c),
+    no alpha (the template without dependence, fitting/graph.py)."""
+    import pymc as pm
+
+    w = sparse.csr_matrix(W, dtype=float)
+    linked = np.zeros(len(x), dtype=bool) if independent else np.asarray(w.sum(axis=1)).ravel() > 0
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.5, 0.5, shape=2)
+        alpha = None if independent else pm.Uniform("alpha", 0.0, 1.0)
+        sigma = pm.HalfNormal("sigma", 1.0, shape=2)
+        pm.Deterministic("tau", sigma**-2)
+        for c, values in enumerate((x, y)):
+            if alpha is not None:
+                pm.CAR(f"friends_{c}", mu=mu[c] * np.ones(linked.sum()), W=w[linked][:, linked], alpha=alpha,
+                       tau=sigma[c] ** -2, observed=values[linked])
+            pm.Normal(f"alone_{c}", mu[c], sigma[c], observed=values[~linked])
+    return model
