@@ -49,6 +49,8 @@ def build():
 
 # Documented keys no built-in can emit, with why (the test cannot produce them).
 UNREACHABLE = {
+    ("json-report-fitted", "cells[].errors.<what>"): "no cell of the shipped fitted report is refused (tests/"
+                                                     "test_fitted_report.py builds reports from fits)",
     ("json-information-target", "dp_note"): "a note on the dp bound comes only from a user's Mechanism subclass: the "
                                             "built-in mechanisms with information measures have exact dp levels",
 }
@@ -163,6 +165,8 @@ def report_section(doc: dict) -> str:
         return "json-report-attack"
     if "cases" in doc:
         return "json-report-mechanisms"
+    if "fit" in doc["spec"]:
+        return "json-report-fitted"
     if "releases" in doc["spec"]:
         return "json-report-composition"
     return "json-report"
