@@ -7,8 +7,9 @@ parameters set as `--parameters` says (DESIGN §9.6, issue #41 item 4).
   leakage is non-increasing in the scale (ddp.calibration: Lap(s2) is Lap(s1) plus noise that
   ignores the data), so the class's leakage max_k leak_k(b) is too, and it is at most epsilon
   exactly when b is at least every draw's own smallest scale b_k: the class's scale is max_k b_k.
-  The draws are taken in order; a draw that already meets epsilon at the largest b_k found so far
-  needs no root-finding (its own b_k is at most that), so only the draws that raise it are solved.
+  The draws are taken from the leakiest at classic DP's scale down; a draw that already meets epsilon
+  at the largest b_k found so far needs no root-finding (its own b_k is at most that), so only the
+  draws that raise it are solved (the order only saves work: the maximum is the same in any order).
 
 Classic DP's answer for the same release is beside it: Laplace noise of scale b on a query of
 global sensitivity dQ is (dQ / b)-DP under independence, so classic DP asks dQ / epsilon.
@@ -22,6 +23,7 @@ from pathlib import Path
 
 from ddpbayes.auditing import audit
 from ddpbayes.ddp.calibration import exact_scale
+from ddpbayes.ddp.dpm import dp_scale
 from ddpbayes.encoding import JsonDocument, number
 from ddpbayes.errors import InputError
 from ddpbayes.fitting.posterior import integrated_model, read_draws
@@ -117,13 +119,17 @@ def _class_scale(model_path, fit: Path, draws: int, query: Query, notion: str, e
     """max_k b_k over the thinned draws, solving only the draws that do not yet meet epsilon at the
     largest b_k so far (module docstring); returns it and the solved draws' scales."""
     settings = solve["settings"]
+    models = {int(k): load_model(model_path, {"parameters": f"draw:{int(k)}"}, max_states=settings.max_states)
+              for k in read_draws(fit, draws).indices}
+    first = next(iter(models.values()))
+    classic = dp_scale(first, query.bind(first), epsilon)
+    at_classic = {k: _leakage(m, query, notion, classic, **solve) for k, m in models.items()}
     best, solved = 0.0, {}
-    for k in read_draws(fit, draws).indices:
-        model = load_model(model_path, {"parameters": f"draw:{int(k)}"}, max_states=settings.max_states)
-        if best > 0 and _leakage(model, query, notion, best, **solve) <= epsilon:
+    for k in sorted(models, key=lambda k: -at_classic[k]):  # the leakiest first: it likely needs the most noise
+        if best > 0 and _leakage(models[k], query, notion, best, **solve) <= epsilon:
             continue
-        solved[int(k)] = _solve(model, query, notion, epsilon, notes, **solve)
-        best = max(best, solved[int(k)])
+        solved[k] = _solve(models[k], query, notion, epsilon, notes, **solve)
+        best = max(best, solved[k])
     return best, solved
 
 
