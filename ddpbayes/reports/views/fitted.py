@@ -128,8 +128,8 @@ def _cell(spec: FittedSpec, model: Path, query: str, name: str, mode: str, known
     try:
         cell.audit = audit_fitted(model, mode, query, Laplace(spec.scale), name, claim=spec.claim, information=None,
                                   **run)
-    except InputError as exc:
-        cell.errors["audit"] = str(exc)
+    except Exception as exc:  # one cell's refusal (or an engine's bug) must not lose the others
+        cell.errors["audit"] = _reason(exc)
     cell.seconds["audit"] = time.perf_counter() - start
     if name not in spec.calibrate:
         return cell
@@ -137,7 +137,14 @@ def _cell(spec: FittedSpec, model: Path, query: str, name: str, mode: str, known
     start = time.perf_counter()
     try:
         cell.calibration = calibrate_fitted(model, mode, query, name, spec.claim, **run)
-    except InputError as exc:
-        cell.errors["calibration"] = str(exc)
+    except Exception as exc:  # as the audit's
+        cell.errors["calibration"] = _reason(exc)
     cell.seconds["calibration"] = time.perf_counter() - start
     return cell
+
+
+def _reason(exc: Exception) -> str:
+    """A refused cell's one-line reason; anything but bad input is an internal error, named as such."""
+    if isinstance(exc, InputError):
+        return str(exc)
+    return f"internal error: {type(exc).__name__}: {exc} (a bug: rerun the cell's audit with --debug)"
