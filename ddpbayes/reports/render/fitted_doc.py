@@ -146,7 +146,7 @@ def _leakage(v: FittedView) -> Section:
 
 def _leak_cell(c: Cell) -> str:
     if c.audit is None:
-        return "refused"
+        return "not computed (below)"
     r = c.audit.result
     text = fmt(r.leakage) + ("*" if r.verdict == "fail" else "")
     p = c.audit.plausible
@@ -185,7 +185,7 @@ def _calibration(v: FittedView) -> Section:
         cells = []
         for mode in v.spec.parameters:
             k = v.cell(name, mode).calibration
-            cells.append("refused" if k is None else f"{fmt(k.scale)} (×{fmt(k.scale / classic, 3)})")
+            cells.append("not computed (below)" if k is None else f"{fmt(k.scale)} (×{fmt(k.scale / classic, 3)})")
         rows.append([name, *cells])
     return Section(f"The noise ε = {fmt(v.spec.claim)} needs", "calibration", [
         Para(f"The smallest Laplace scale whose leakage is at most ε = {fmt(v.spec.claim)} for record "
