@@ -186,7 +186,8 @@ def test_every_page_opens_and_every_internal_link_resolves(server, crawled):
     # The site's parts are all reachable from the front page.
     for part in ("getting-started.html", "guide/notions.html", "reference/cli.html", "reference/json.html",
                  "reference/api/index.html", "design.html", "references.html", "tutorials/household-counts.html",
-                 "tutorials/year-of-days.html", "tutorials/calibration.html"):
+                 "tutorials/year-of-days.html", "tutorials/calibration.html",
+                 "tutorials/data-table-to-verdict.html"):
         assert part in names, f"{part} is not reachable from index.html"
 
 

@@ -49,6 +49,8 @@ def build():
 
 # Documented keys no built-in can emit, with why (the test cannot produce them).
 UNREACHABLE = {
+    ("json-report-fitted", "cells[].errors.<what>"): "no cell of the shipped fitted report is refused (tests/"
+                                                     "test_fitted_report.py builds reports from fits)",
     ("json-information-target", "dp_note"): "a note on the dp bound comes only from a user's Mechanism subclass: the "
                                             "built-in mechanisms with information measures have exact dp levels",
 }
@@ -81,7 +83,9 @@ FIT_SECTIONS = {"json-fit", "json-fit-check"}
 # checked by the slow test below on a fit written by hand in the `.fit.json` format.
 FITTED = ("audit {tmp}/villages.py --parameters draws:2 --query count --mechanism laplace --scale 1 --notion idp "
           "--target 0 --claim 1 --format json")
-FITTED_SECTIONS = {"json-audit-fitted"}
+FITTED_CALIBRATE = ("calibrate {tmp}/villages.py --parameters draws:2 --query count --notion idp --epsilon 1 "
+                    "--target 0 --format json")
+FITTED_SECTIONS = {"json-audit-fitted", "json-calibrate-fitted"}
 
 # Each command is one document of its section; fast settings only (the exact, structured and gaussian
 # engines, and the sampling engine where nothing continuous is left to sample: the MCMC estimates'
@@ -165,6 +169,8 @@ def report_section(doc: dict) -> str:
         return "json-report-attack"
     if "cases" in doc:
         return "json-report-mechanisms"
+    if "fit" in doc["spec"]:
+        return "json-report-fitted"
     if "releases" in doc["spec"]:
         return "json-report-composition"
     return "json-report"
@@ -322,6 +328,8 @@ def test_the_fitted_audit_keys_are_documented(docs, capsys, tmp_path):
     seen: dict[str, set] = {}
     missing: set = set()
     walk(run(shlex.split(FITTED.replace("{tmp}", str(tmp_path))), capsys), "", "json-audit-fitted", docs, seen, missing)
+    walk(run(shlex.split(FITTED_CALIBRATE.replace("{tmp}", str(tmp_path))), capsys), "", "json-calibrate-fitted", docs,
+         seen, missing)
     assert not missing, "emitted but not documented in docs/reference/json.md:\n" + "\n".join(sorted(missing))
     never = sorted(f"{section}: {path}" for section in FITTED_SECTIONS for path in docs[section]
                    if path not in seen.get(section, set()))

@@ -15,7 +15,7 @@ import pytest
 import ddpbayes
 from ddpbayes.cli.main import main
 from ddpbayes.reports import build_report, load_spec
-from ddpbayes.reports.input import AttackSpec, MechanismsSpec
+from ddpbayes.reports.input import AttackSpec, FittedSpec, MechanismsSpec
 from ddpbayes.reports.render import document as document_module
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -218,6 +218,9 @@ def test_shipped_specs_are_valid():
             continue
         if isinstance(spec, MechanismsSpec):  # several cases, each with its model (issue #28)
             assert spec.cases and spec.title and all(Path(c.model).is_file() for c in spec.cases)
+            continue
+        if isinstance(spec, FittedSpec):  # a model fitted from a data table (issue #41)
+            assert spec.fit.data.is_file() and spec.title
             continue
         assert spec.model.is_file() and spec.title
 

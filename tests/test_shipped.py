@@ -152,9 +152,11 @@ def test_a_shipped_spec_copied_out_finds_its_model(tmp_path, monkeypatch, name):
     monkeypatch.chdir(tmp_path)
     spec = load_spec("a/copy.toml")
     original = load_spec(ROOT / "reports" / "specs" / f"{name}.toml")
-    files = (lambda s: [c.model for c in s.cases] if hasattr(s, "cases") else [s.model])
+    files = (lambda s: [c.model for c in s.cases] if hasattr(s, "cases") else [s.fit.data] if hasattr(s, "fit")
+             else [s.model])  # a spec naming a fit: its data file, shipped in models/data
     assert [f.resolve() for f in files(spec)] == [f.resolve() for f in files(original)]
-    assert all(f.resolve().parent == (ROOT / "models").resolve() for f in files(spec))
+    assert all(f.resolve().parent in {(ROOT / "models").resolve(), (ROOT / "models" / "data").resolve()}
+               for f in files(spec))
 
 
 def test_a_missing_spec_model_names_the_shipped_ones(tmp_path):

@@ -12,6 +12,7 @@ from ddpbayes.cli.args import (
     add_output,
     add_run_settings,
     add_sensitivity,
+    index_list,
     load_model_of,
     run_settings,
 )
@@ -21,8 +22,11 @@ from ddpbayes.vocabulary import CALIBRATION_METHODS, NOTIONS
 
 if TYPE_CHECKING:
     from ddpbayes.ddp import Calibration
+    from ddpbayes.plausible import FittedCalibration, Parameters
+    from ddpbayes.settings import RunSettings
 
 _MARK = {"fail": "*", "inconclusive": "?"}
+FITTED_METHOD = CALIBRATION_METHODS[0]  # exact: the one recipe of a fitted model
 
 
 def register(sub) -> None:
@@ -47,6 +51,14 @@ def register(sub) -> None:
     p.add_argument("--epsilon", type=float, required=True, help="the privacy level to meet")
     p.add_argument("--method", choices=CALIBRATION_METHODS, default="exact",
                    help="the recipe whose scale is reported (default exact)")
+    p.add_argument("--parameters", default=None, metavar="MODE",
+                   help="a model written by `ddpbayes fit` only (and then the only recipe: exact): mean (default; the "
+                   "posterior means), draw:K, integrated[:S] (the Bayesian adversary) or draws[:S] (the smallest scale "
+                   "meeting epsilon under every one of S posterior draws); S defaults to 200")
+    p.add_argument("--target", type=index_list, default=None,
+                   help="a fitted model only: the target tuple(s) by index (default every tuple)")
+    p.add_argument("--known", type=index_list, default=None,
+                   help="a fitted model only, pdp: the indices the adversary knows (default every known set)")
     add_run_settings(p)
     add_output(p)
     p.set_defaults(run=run)
@@ -56,11 +68,73 @@ def run(args) -> int:
     from ddpbayes.ddp import calibrate
 
     settings = run_settings(args)
+    parameters = _fitted(args)
+    if parameters is not None:
+        return _run_fitted(args, settings, parameters)
     model = load_model_of(args, settings)
     c = calibrate(model, args.query, args.notion, args.epsilon, method=args.method, mechanism=args.mechanism,
                   delta=args.delta, sensitivity=args.sensitivity, settings=settings)
     print(c.to_json() if args.format == "json" else calibrate_text(c, args.model))
     return EXIT_CODES.get(c.audit.verdict, 0)
+
+
+def _fitted(args) -> Parameters | None:
+    """The `Parameters` of a fitted model file (mean unless --parameters says otherwise), None for
+    any other model; --parameters, --target or --known on another model, a recipe other than
+    exact, Gaussian noise or -p on a fitted one: one line."""
+    from ddpbayes.errors import InputError
+    from ddpbayes.fitting.posterior import fit_of
+    from ddpbayes.plausible import check_fitted, parse_parameters
+
+    if args.parameters is None and fit_of(args.model) is None:
+        if args.target is not None or args.known is not None:
+            raise InputError("--target and --known apply to a model written by `ddpbayes fit` (the recipes' table "
+                             "audits every tuple)")
+        return None
+    check_fitted(args.model)
+    from ddpbayes.mechanisms import Laplace
+
+    if args.method != FITTED_METHOD or args.mechanism != Laplace.kind or args.param:
+        raise InputError("a fitted model is calibrated by the exact recipe on Laplace noise, its parameters set by "
+                         "--parameters: --method, --mechanism and -p do not apply")
+    return parse_parameters(args.parameters or "mean")
+
+
+def _run_fitted(args, settings: RunSettings, parameters: Parameters) -> int:
+    """`calibrate` of a fitted model under --parameters (DESIGN §9.6)."""
+    from ddpbayes.plausible import calibrate_fitted
+    from ddpbayes.queries import parse_query
+    from ddpbayes.queries.general import with_sensitivity
+
+    query = with_sensitivity(parse_query(args.query), args.sensitivity)
+    c = calibrate_fitted(args.model, parameters, query, args.notion, args.epsilon, settings=settings,
+                         targets=args.target, known=args.known)
+    print(c.to_json() if args.format == "json" else fitted_calibrate_text(c, args.model))
+    return EXIT_CODES.get(c.found.result.verdict, 0)
+
+
+def fitted_calibrate_text(c: FittedCalibration, model: str) -> str:
+    """The scale under the fitted model, its leakage there, and classic DP's answer beside it."""
+    r = c.found.result
+    lines = [
+        f"parameters {c.parameters}    model {model}    engine {r.engine}",
+        f"query      {_short(c.query)}    laplace    notion {c.notion}    epsilon {fmt(c.epsilon)}",
+        f"scale      {fmt(c.scale)} (exact)    {c.notion} leakage there {fmt(r.leakage)}    verdict "
+        f"{(r.verdict or '').upper()}",
+        f"classic DP scale {fmt(c.classic_scale)} (dQ / epsilon, dQ = {fmt(c.sensitivity)}): classic DP calls the "
+        f"calibrated release {fmt(c.classic_epsilon)}-DP",
+    ]
+    if c.found.plausible is not None:
+        p = c.found.plausible
+        lines.append(f"plausible  leakage at the scale: median {fmt(p['median'])}, max {fmt(p['max'])} over "
+                     f"{p['draws']} draws; {len(c.solved)} draw(s) solved, the others meet epsilon at a scale "
+                     "already found")
+    lines += [f"note: {n}" for n in [*c.notes, *r.notes]]
+    return "\n".join(lines)
+
+
+def _short(text: str, width: int = 60) -> str:
+    return text if len(text) <= width else text[:width - 3] + "..."
 
 
 def _bound(value: float | None, premise: str | None) -> str:

@@ -392,7 +392,7 @@ def _final(chosen: MethodRow, notion: str, method: str) -> AuditResult:
 
 def exact_scale(
     model: DependenceModel, query: Query, notion: str, epsilon: float, settings: RunSettings | None = None,
-    *, mechanism: Mechanism | None = None,
+    *, mechanism: Mechanism | None = None, targets: Sequence[int] | None = None, known: Sequence[int] | None = None,
 ) -> tuple[float, list[str]]:
     """The smallest scale of `mechanism` (default Laplace; Gaussian: σ, the leakage read at its
     δ) whose leakage under `notion` (an estimate's upper bound) is at most `epsilon`, with notes
@@ -412,6 +412,8 @@ def exact_scale(
         How to run the audits; None: the defaults.
     mechanism : Mechanism or None, default None
         The noise whose scale is solved for; None: Laplace.
+    targets, known : sequence of int or None, default None
+        The audits' targets (None: every tuple) and pdp's known set (None: every known set).
 
     Returns
     -------
@@ -430,7 +432,8 @@ def exact_scale(
     with Progress(f"calibrate ({notion}, {name})", None, "audits", enabled=settings.progress, slow_only=True) as bar:
 
         def level(b: float) -> float:
-            r = audit(model, query, _at(mechanism, b), notion, information=None, settings=settings)
+            r = audit(model, query, _at(mechanism, b), notion, information=None, settings=settings, target=targets,
+                      known=known)
             bar.advance(1)
             if math.isinf(r.leakage):
                 raise InputError(f"no {name} bounds the {notion} leakage: {r.reason or 'it is infinite'}")

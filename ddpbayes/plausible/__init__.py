@@ -4,5 +4,7 @@ one per posterior draw (Pufferfish privacy, Kifer & Machanavajjhala, TODS 2014).
 
 from ddpbayes.plausible.audit import (DEFAULT_DRAWS, FittedAudit, Parameters, audit_fitted, check_fitted,
                                       parse_parameters)
+from ddpbayes.plausible.calibrate import FittedCalibration, calibrate_fitted
 
-__all__ = ["DEFAULT_DRAWS", "FittedAudit", "Parameters", "audit_fitted", "check_fitted", "parse_parameters"]
+__all__ = ["DEFAULT_DRAWS", "FittedAudit", "FittedCalibration", "Parameters", "audit_fitted", "calibrate_fitted",
+           "check_fitted", "parse_parameters"]

@@ -1,6 +1,7 @@
 """Verification reports: `ddpbayes report SPEC.toml --out DIR`. A report is built in three steps:
 its spec is read and checked (`input`: an audit spec, one with `releases` a composition spec, one
-with `[attack]` the attack's, one with `[[case]]` tables several mechanisms on several models), what it
+with `[attack]` the attack's, one with `[[case]]` tables several mechanisms on several models, one
+with `[fit]` a model fitted from a data table), what it
 shows is computed (`views`) and rendered (`render`).
 
 DIR receives index.html (self-contained: inline CSS, figures as data URIs), report.md,
@@ -16,11 +17,12 @@ from pathlib import Path
 from ddpbayes.errors import InputError
 from ddpbayes.model import DependenceModel
 from ddpbayes.model.loading import load_model
-from ddpbayes.reports.input import AttackSpec, CompositionSpec, MechanismsSpec, Spec, load_spec
+from ddpbayes.reports.input import AttackSpec, CompositionSpec, FittedSpec, MechanismsSpec, Spec, load_spec
 from ddpbayes.reports.render.atomic import check_target, write_directory
 from ddpbayes.reports.render.attack import write_report
 from ddpbayes.reports.render.composition_doc import composition_document, composition_json
 from ddpbayes.reports.render.content import build_document
+from ddpbayes.reports.render.fitted_doc import fitted_document, fitted_json
 from ddpbayes.reports.render.mechanisms_doc import mechanisms_document, mechanisms_json
 from ddpbayes.reports.render.document import Document
 from ddpbayes.reports.render.pages import write_pages
@@ -28,6 +30,7 @@ from ddpbayes.reports.render.results import command_for, results_json
 from ddpbayes.reports.views.attack import attack_results
 from ddpbayes.reports.views.collect import Progress, collect
 from ddpbayes.reports.views.composition import collect_composition
+from ddpbayes.reports.views.fitted import fitted_results
 from ddpbayes.reports.views.mechanisms import collect_mechanisms
 from ddpbayes.settings import RunSettings
 
@@ -83,6 +86,8 @@ def build_report(
         written = write_report(results, out, command, spec.audit_users)
         say(f"wrote {out}")
         return written
+    if isinstance(spec, FittedSpec):  # the fit is kept in the report's folder, and reused from there
+        return _write_fitted(spec, out, command, say, where)
 
     def pages() -> tuple[Document, dict]:
         if isinstance(spec, MechanismsSpec):  # several models, one per case
@@ -115,6 +120,21 @@ def _write(spec, out: Path, say: Progress, pages: Callable[[], tuple[Document, d
         say("writing figures and pages")
         data.update(results)
         write_pages(tmp, doc, data)
+
+    write_directory(out, "results.json", build)
+    say(f"wrote {out}")
+    return data
+
+
+def _write_fitted(spec: FittedSpec, out: Path, command: str, say: Progress, where: RunSettings) -> dict:
+    """A report from a spec naming a fit: fitted (or the kept fit reused) into the new folder, audited, written."""
+    data: dict = {}
+
+    def build(tmp: Path) -> None:
+        view = fitted_results(spec, out, tmp, say, where)
+        say("writing figures and pages")
+        data.update(fitted_json(view, command))
+        write_pages(tmp, fitted_document(view, command), data)
 
     write_directory(out, "results.json", build)
     say(f"wrote {out}")

@@ -11,13 +11,14 @@ from ddpbayes import shipped
 from ddpbayes.errors import InputError
 from ddpbayes.reports.input.attack_spec import AttackSpec, load_attack_spec
 from ddpbayes.reports.input.composition_spec import CompositionSpec, load_composition_spec
+from ddpbayes.reports.input.fitted_spec import FittedSpec, load_fitted_spec
 from ddpbayes.reports.input.mechanisms_spec import MechanismsSpec, load_mechanisms_spec
 from ddpbayes.reports.input.spec import Spec, audit_spec
 
 MAX_SPEC_BYTES = 2**20  # a spec larger than this is refused before it is read (the shipped ones are under 2 KiB)
 
 
-def load_spec(path: str | Path) -> Spec | CompositionSpec | AttackSpec | MechanismsSpec:
+def load_spec(path: str | Path) -> Spec | CompositionSpec | AttackSpec | MechanismsSpec | FittedSpec:
     """Read and validate the spec at `path` (every value that can be checked without the model); a
     spec with `releases` is a composition spec (`composition_spec`), one with `[attack]` the attack's
     (`attack_spec`), one with `[[case]]` tables several mechanisms on several models (`mechanisms_spec`). A
@@ -31,7 +32,7 @@ def load_spec(path: str | Path) -> Spec | CompositionSpec | AttackSpec | Mechani
 
     Returns
     -------
-    Spec, CompositionSpec, AttackSpec or MechanismsSpec
+    Spec, CompositionSpec, AttackSpec, MechanismsSpec or FittedSpec
         The validated spec.
 
     Raises
@@ -58,6 +59,8 @@ def load_spec(path: str | Path) -> Spec | CompositionSpec | AttackSpec | Mechani
         return load_composition_spec(raw, path)
     if "attack" in raw:  # the inference attack on location data: an attack report
         return load_attack_spec(raw, path)
+    if "fit" in raw:  # a model fitted from a data table, audited three ways (DESIGN §9.6)
+        return load_fitted_spec(raw, path)
     if "case" in raw:  # several mechanisms on several models against their nominal epsilon
         return load_mechanisms_spec(raw, path)
     return audit_spec(raw, path)

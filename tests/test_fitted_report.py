@@ -1,0 +1,96 @@
+"""Reports from a spec naming a fit (issue #41 item 4): bad `[fit]` specs are one line and exit 2 before any
+fitting; a small table is fitted, audited three ways, calibrated, and its fit reused on the next build."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ddpbayes.cli.main import main
+
+SPEC = """
+query = "cluster"
+notions = ["idp"]
+target = 0
+claim = 1.0
+parameters = ["mean", "draws:2"]
+{extra}
+[fit]
+data = "villages.csv"
+template = "{template}"
+options = {options}
+seed = 1
+draws = {draws}
+chains = 2
+
+[mechanism]
+kind = "{kind}"
+scale = 1.0
+"""
+GOOD = {"extra": "", "template": "clustered", "options": '{ cluster = "village", outcome = "pos" }', "kind": "laplace",
+        "draws": 1000}
+
+
+def village_table(path: Path) -> None:
+    """Six villages of five children, the villages' rates far apart (a village effect the fit can see)."""
+    rng = np.random.default_rng(7)
+    rows = [f"v{v},{int(rng.random() < p)}" for v, p in enumerate((0.1, 0.8, 0.3, 0.9, 0.2, 0.6)) for _ in range(5)]
+    path.write_text("village,pos\n" + "\n".join(rows) + "\n")
+
+
+def write_spec(folder: Path, **changes) -> Path:
+    village_table(folder / "villages.csv")
+    spec = folder / "survey.toml"
+    spec.write_text(SPEC.format(**(GOOD | changes)))
+    return spec
+
+
+@pytest.mark.parametrize("changes, says", [
+    ({"template": "gaussian"}, "'fit.template' must be 'clustered'"),
+    ({"options": '{ cluster = "village" }'}, "'fit.options' must give 'outcome'"),
+    ({"options": '{ cluster = "village", outcome = "pos", coords = "x,y" }'}, "unknown option 'coords'"),
+    ({"kind": "geometric"}, "'mechanism.kind' must be 'laplace'"),
+    ({"extra": 'calibrate = ["ddp"]'}, "'calibrate' must name notions of 'notions'"),
+    ({"draws": 0}, "'fit.draws' must be an integer of at least 1"),
+])
+def test_a_bad_fit_spec_is_one_line_and_exit_2_before_fitting(tmp_path, capsys, changes, says):
+    spec = write_spec(tmp_path, **changes)
+    code = main(["report", str(spec), "--out", str(tmp_path / "out"), "--quiet"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and says in err, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_missing_data_file_and_a_draw_are_named_together(tmp_path, capsys):
+    spec = write_spec(tmp_path)
+    spec.write_text(spec.read_text().replace('"villages.csv"', '"nowhere.csv"').replace('"draws:2"', '"draw:2"'))
+    code = main(["report", str(spec), "--out", str(tmp_path / "out"), "--quiet"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and "2 problems" in err
+    assert "'fit.data' must be an existing data file" in err and "draw:K is one draw" in err
+
+
+@pytest.mark.slow  # two NUTS fits (2 chains x 1,000 draws) and the audits: ~40 s
+def test_a_fit_is_reported_three_ways_and_reused(tmp_path):
+    spec = write_spec(tmp_path)
+    spec.write_text(spec.read_text().replace('"draws:2"', '"draws:2", "integrated:2"'))
+    out = tmp_path / "out"
+    assert main(["report", str(spec), "--out", str(out), "--quiet"]) == 0
+    first = json.loads((out / "results.json").read_text())
+    assert first["fit"]["reused"] is False and (out / "fit" / "survey.py").is_file()
+    assert not list((out / "fit").glob("*.nc"))  # the whole posterior is not kept
+    cells = {c["parameters"]: c for c in first["cells"]}
+    assert set(cells) == {"mean", "draws:2", "integrated:2"} and first["release"]["cluster_size"] == 5
+    for c in cells.values():  # each calibrated scale meets the claim, and is above classic DP's 1
+        assert c["leakage_at_scale"] <= 1.0 + 1e-9 and c["scale"] > 1.0
+    assert cells["draws:2"]["leakage"] == pytest.approx(cells["draws:2"]["plausible"]["max"])
+    assert first["classic_dp"] == {"epsilon_at_scale": 1.0, "scale_for_claim": 1.0}
+    assert main(["report", str(spec), "--out", str(out), "--quiet"]) == 0
+    second = json.loads((out / "results.json").read_text())
+    assert second["fit"]["reused"] is True
+    assert [c["leakage"] for c in second["cells"]] == [c["leakage"] for c in first["cells"]]
+    assert "PSIS-LOO" in (out / "report.md").read_text()
