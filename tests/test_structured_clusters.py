@@ -166,3 +166,22 @@ def test_gather_by_a_constant_index_reads_one_effect_per_record(table):
     n = len(table.cluster)
     pairs = {p.scope for p in graph.factors if len(p.scope) == 2}
     assert pairs == {(k, n + int(table.cluster[k])) for k in range(n)}
+
+
+def test_a_cluster_whose_tail_nodes_round_to_certainty_still_cancels():
+    """With a wide effect (σ = 5) a record's probability rounds to exactly 0 or 1 at the far Gauss–Hermite
+    nodes, so the other clusters' factors hold zeros. Their sum over the effect is still positive for every
+    value of their known records (the central nodes are positive), so they cancel from the ddp adversary's
+    log-ratio as before: 30 known clusters of two (3^30 orbits of their values, refused before) are not
+    enumerated. Expected: the target's cluster alone by scipy quadrature, to 1e-8."""
+    table = Clustered((3,) + (2,) * 30, sigma=5.0, intercept=-0.4, beta=(), seed=5)
+    k = table.members(0)
+    weights = np.zeros(len(table.cluster))
+    weights[k] = 1
+    X = np.array(list(itertools.product([0.0, 1.0], repeat=len(k))))
+    p = np.array([table._cluster_probability(k, tuple(int(v) for v in row)) for row in X])
+    q = X.sum(axis=1)
+    expected = leak_grid(X, p, q, laplace_log_kernel(B), scalar_grid(q, B), 0, ())[0]
+    got = ddpbayes.audit(table.model(), "linear:" + ",".join(str(int(w)) for w in weights), "laplace", "ddp",
+                         scale=B, targets=[int(k[0])], engine="structured")
+    assert got.per_target[int(k[0])] == pytest.approx(expected, abs=1e-8)

@@ -344,7 +344,7 @@ def _leakage_for_known_set(known: frozenset[int], adversaries: list[Adversary], 
     moving the partial sum, and the witness completes x_K with values of positive probability.
     One calibration per x_R serves every target."""
     contribution = padded.rows
-    graph = _concerned(graph, known, {adv.target for adv in adversaries}, padded.moves, on_zeros)
+    graph, on_zeros = _concerned(graph, known, {adv.target for adv in adversaries}, padded.moves, on_zeros)
     relevant = _relevant(graph, known, mechanism)
     local, apart = _local(graph, known, relevant, on_zeros)
     order = sorted(relevant)
@@ -474,18 +474,43 @@ def _relevant(graph: FactorGraph, known: frozenset[int], mechanism: Mechanism) -
 
 
 def _concerned(graph: FactorGraph, known: frozenset[int], targets: set[int], moves: np.ndarray,
-               on_zeros: frozenset[int]) -> FactorGraph:
+               on_zeros: frozenset[int]) -> tuple[FactorGraph, frozenset[int]]:
     """The graph without the components of the unknown slots (given the known ones) that hold no target and no
-    tuple the query reads, when every factor on them is positive. Given x_K such a component is independent of
-    the rest (global Markov property), and its factors sum to a positive number that multiplies L(y | t, x_K)
-    for every t alike: it cancels from the log-ratio (65 villages, one audited: the other 64 are not computed)."""
+    tuple the query reads, when their factors sum to a positive number for every x_K (`_positive`). Given x_K
+    such a component is independent of the rest (global Markov property), and that positive number multiplies
+    L(y | t, x_K) for every t alike: it cancels from the log-ratio (65 villages, one audited: the other 64 are
+    not computed), and the slots on a zero of the factors left."""
     label = components(graph, known)
     wanted = {label[v] for v in targets} | set(label[moves & (label >= 0)].tolist())
-    idle = {v for v in range(graph.slots) if label[v] >= 0 and label[v] not in wanted}
-    if not idle or idle & on_zeros:
-        return graph
-    factors = [p for p in graph.factors if not idle.intersection(p.scope)]
-    return replace(graph, factors=factors, trees={})
+    idle: dict[int, list[int]] = {}
+    for v in range(graph.slots):
+        if label[v] >= 0 and label[v] not in wanted:
+            idle.setdefault(int(label[v]), []).append(v)
+    dropped = {v for slots in idle.values() if _positive(graph, slots, on_zeros) for v in slots}
+    if not dropped:
+        return graph, on_zeros
+    factors = [p for p in graph.factors if not dropped.intersection(p.scope)]
+    left = frozenset(v for p in factors if not np.isfinite(p.table).all() for v in p.scope) if on_zeros else on_zeros
+    return replace(graph, factors=factors, trees={}), left
+
+
+def _positive(graph: FactorGraph, slots: list[int], on_zeros: frozenset[int]) -> bool:
+    """Whether the factors on a component's unknown `slots` sum to a positive number whatever the known
+    slots' values: when none of them has a zero, or, for a component of one unknown slot (a cluster's effect
+    given its known records), when one value of that slot leaves every factor on it positive for every value
+    of the others (that value's term of the sum is then positive). A quadrature node far in a tail can round
+    a record's probability to an exact 0 (1 - p for p = 1 - 1e-17); the other nodes keep the sum positive."""
+    if not on_zeros.intersection(slots):
+        return True
+    if len(slots) > 1:
+        return False
+    v = slots[0]
+    ok = np.ones(graph.sizes[v], dtype=bool)
+    for p in graph.factors:
+        if v in p.scope:
+            axis = p.scope.index(v)
+            ok &= np.isfinite(np.moveaxis(p.table, axis, 0)).reshape(graph.sizes[v], -1).all(axis=1)
+    return bool(ok.any())
 
 
 def _local(graph: FactorGraph, known: frozenset[int], relevant: set[int],
