@@ -25,6 +25,14 @@ def abbreviated(items: list[str], keep: int = 12) -> str:
     return ", ".join(items[:half]) + f", ... ({len(items) - keep:,} more) ..., " + ", ".join(items[-half:])
 
 
+def short_text(text: str, keep: int = 100) -> str:
+    """`text` whole up to `keep` characters, else its start and how long it is (a `linear:` query over
+    2,035 records; the JSON output keeps it whole)."""
+    if len(text) <= keep:
+        return text
+    return f"{text[:keep - 40]}... ({len(text):,} characters; whole in --format json)"
+
+
 def witness_output(y: tuple[float, ...] | None, event: str | None, profile: bool) -> str:
     """What attains a witness's leakage: `y=0.5`, `y → +∞` (a limit), a program's `event output in {5, 6, 8}`
     (`event`), `y: a set of outputs (privacy profile)` (`profile`), or `y: none` (nothing to learn)."""

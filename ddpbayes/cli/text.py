@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ddpbayes.formatting import abbreviated, fmt, witness_output
+from ddpbayes.formatting import abbreviated, fmt, short_text, witness_output
 
 if TYPE_CHECKING:
     from ddpbayes.auditing import AuditResult
@@ -22,7 +22,7 @@ def audit_text(r: AuditResult) -> str:
                    + (f" (epsilon at delta = {r.problem.mechanism.delta:g})" if r.profile is not None else "")
                    + (f"    {_interval_name(r)} [{fmt(r.ci[0])}, {fmt(r.ci[1])}]" if r.ci else "")
                    + ("    (a lower bound: greedy search)" if r.lower_bound else ""))
-    lines = [f"notion     {r.notion}", f"query      {r.query}    mechanism  {r.mechanism_text()}", leakage]
+    lines = [f"notion     {r.notion}", f"query      {short_text(r.query)}    mechanism  {r.mechanism_text()}", leakage]
     if r.profile is not None:
         lines.extend(_profile_text(r.profile, r.problem.mechanism.delta))
     if r.claim is not None:
@@ -66,8 +66,7 @@ def audit_text(r: AuditResult) -> str:
     lines += [f"{name.ljust(width)}  {fmt(v)}" for name, v in zip(r.tuples, r.per_target) if v is not None]  # audited
     if r.dependence_sets is not None:
         lines.append("")
-        lines.append("dependence sets: " + "; ".join(
-            f"{r.tuples[i]}: {{{', '.join(r.tuples[j] for j in s)}}}" for i, s in enumerate(r.dependence_sets)))
+        lines.extend(_dependence_text(r))
     if r.lattice is not None:
         lines.append("")
         lines.append(f"{'target'.ljust(width)}  known set  leakage")
@@ -80,6 +79,15 @@ def audit_text(r: AuditResult) -> str:
         lines.extend(summary_text(r.composition))
     lines.extend(f"note: {n}" for n in r.notes)
     return "\n".join(lines)
+
+
+def _dependence_text(r: AuditResult, keep: int = 12) -> list[str]:
+    """The audited tuples' dependence sets, one a line, each abbreviated, the first `keep` of them (the JSON
+    has all)."""
+    audited = [i for i, v in enumerate(r.per_target) if v is not None]
+    lines = [f"  {r.tuples[i]}: {{{abbreviated([r.tuples[j] for j in r.dependence_sets[i]])}}}" for i in audited[:keep]]
+    more = [f"  ... ({len(audited) - keep:,} more audited tuples)"] if len(audited) > keep else []
+    return ["dependence sets:", *lines, *more]
 
 
 def fitted_audit_text(found: FittedAudit) -> str:
