@@ -9,6 +9,7 @@ import importlib.util
 import json
 import math
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -306,3 +307,17 @@ def test_car_parameters_are_recovered_over_seeds(tmp_path):
                   box=(*box.lat, *box.lon), draws=300, tune=300, chains=2, seed=seed).doc
         covered += sum(doc["parameters"][k]["hdi"][0] <= v <= doc["parameters"][k]["hdi"][1] for k, v in truth.items())
     assert covered >= 16, covered
+
+
+def test_parameters_on_a_graph_fit_says_what_it_is(tmp_path, capsys):
+    """--parameters on a graph fit's model file: one line naming the template, exit 2 (it said the file was
+    not written by `ddpbayes fit`)."""
+    from ddpbayes.fitting.fitted import FORMAT
+
+    model = tmp_path / "friends.py"
+    model.write_text((Path(__file__).parents[1] / "models" / "household.py").read_text())
+    (tmp_path / "friends.fit.json").write_text(json.dumps({"format": FORMAT, "template": "graph"}))
+    code = main(["audit", str(model), "--query", "count", "--mechanism", "laplace", "--scale", "1", "--notion", "idp",
+                 "--parameters", "mean"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "is a graph fit" in err[0]

@@ -25,7 +25,8 @@ from ddpbayes.auditing.verdict import judge
 from ddpbayes.encoding import jsonable, number
 from ddpbayes.errors import InputError
 from ddpbayes.engines import AdversaryLeakage, engine_named
-from ddpbayes.fitting.fitted import read_fit
+from ddpbayes.fitting.fitted import FORMAT, read_fit
+from ddpbayes.fitting.write import companions
 from ddpbayes.fitting.posterior import PosteriorDraws, draw_indices, fit_of, integrated_model, read_draws, template_of
 from ddpbayes.model.loading import load_model
 from ddpbayes.notions import notion as named
@@ -82,10 +83,24 @@ class FittedAudit:
 def check_fitted(model_path: str | Path) -> Path:
     """The `.fit.json` of a model file written by `ddpbayes fit`; any other model is bad input."""
     fit = fit_of(model_path)
+    other = _other_template(model_path) if fit is None else None
+    if other is not None:
+        raise InputError(f"--parameters is built for clustered, gaussian and chain fits; '{model_path}' is a {other} "
+                         "fit (audit it without --parameters: its posterior means)")
     if fit is None:
         raise InputError(f"--parameters applies to a model written by `ddpbayes fit` (MODEL.py with MODEL.fit.json "
                          f"beside it): '{model_path}' is not one")
     return fit
+
+
+def _other_template(model_path: str | Path) -> str | None:
+    """The template of a fit written by `ddpbayes fit` that --parameters does not take (graph), else None."""
+    fit = companions(Path(model_path))[0] if Path(model_path).suffix == ".py" else None
+    try:
+        doc = json.loads(fit.read_text()) if fit is not None and fit.is_file() else None
+    except (OSError, ValueError):
+        return None
+    return doc.get("template") if isinstance(doc, dict) and doc.get("format") == FORMAT else None
 
 
 def audit_fitted(model_path: str | Path, parameters: Parameters | str, query: str, mechanism: str, notion: str, *,
