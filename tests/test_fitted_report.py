@@ -94,3 +94,30 @@ def test_a_fit_is_reported_three_ways_and_reused(tmp_path):
     assert second["fit"]["reused"] is True
     assert [c["leakage"] for c in second["cells"]] == [c["leakage"] for c in first["cells"]]
     assert "PSIS-LOO" in (out / "report.md").read_text()
+
+
+def test_known_is_indices_or_the_rest_of_the_cluster(tmp_path, capsys):
+    from ddpbayes.reports.input.fitted_spec import CLUSTER_KNOWN, load_fitted_spec
+    import tomllib
+
+    spec = write_spec(tmp_path, extra='known = "cluster"')
+    assert load_fitted_spec(tomllib.loads(spec.read_text()), spec).known == CLUSTER_KNOWN
+    spec = write_spec(tmp_path, extra='known = "village"')
+    code = main(["report", str(spec), "--out", str(tmp_path / "out"), "--quiet"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and "'known' must be" in err, err
+
+
+@pytest.mark.slow  # one NUTS fit (2 chains x 1,000 draws) and the audits: ~30 s
+def test_pdp_knowing_the_rest_of_the_cluster_is_classic_dp(tmp_path):
+    """Given the rest of the village, the village's count moves by the target's record alone: pdp's leakage is
+    exactly 1/b = 1 under every parameter setting (a hand derivation: the Laplace ratio of two counts 1 apart)."""
+    spec = write_spec(tmp_path, extra='known = "cluster"')
+    spec.write_text(spec.read_text().replace('notions = ["idp"]', 'notions = ["pdp"]'))
+    out = tmp_path / "out"
+    assert main(["report", str(spec), "--out", str(out), "--quiet"]) == 0
+    cells = json.loads((out / "results.json").read_text())["cells"]
+    assert [c["parameters"] for c in cells] == ["mean", "draws:2"]
+    for c in cells:
+        assert c["leakage"] == pytest.approx(1.0, abs=1e-9)
+    assert "the rest of the target's cluster (4 records" in (out / "report.md").read_text()

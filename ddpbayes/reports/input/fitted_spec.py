@@ -9,7 +9,7 @@ answer beside (DESIGN §9.6).
     query = "cluster"                               # the count of the target's cluster; or any query spec
     notions = ["idp", "pdp", "ddp"]
     target = 0
-    known = [1, 2, 3, 4]                            # optional: pdp's known set
+    known = "cluster"                               # optional: pdp's known set (the rest of the target's cluster, or indices)
     claim = 1.0                                     # the epsilon claimed, and calibrated for
     parameters = ["mean", "integrated:20", "draws:20"]
     calibrate = ["idp"]                             # optional: the notions calibrated (default every notion)
@@ -44,6 +44,7 @@ from ddpbayes.settings import SEED_LIMIT
 from ddpbayes.vocabulary import NOTIONS
 
 CLUSTER_QUERY = "cluster"  # the count of the target's cluster (built from the fit's table)
+CLUSTER_KNOWN = "cluster"  # the known set: the rest of the target's cluster (built from the fit's table)
 TEMPLATE = "clustered"  # the template whose fits are audited under --parameters (DESIGN §9.6)
 TOP = {
     "title": (str, False), "description": (str, False), "query": (str, True), "notions": ((list, str), True),
@@ -94,7 +95,7 @@ class FittedSpec(JsonDocument):
     parameters: tuple[str, ...]
     scale: float
     calibrate: tuple[str, ...]
-    known: tuple[int, ...] | None = None
+    known: tuple[int, ...] | str | None = None  # indices, or CLUSTER_KNOWN
     seed: int = 0
     title: str | None = None
     description: str | None = None
@@ -102,7 +103,7 @@ class FittedSpec(JsonDocument):
 
     def to_dict(self) -> dict:
         return {"title": self.title, "fit": self.fit.to_dict(), "query": self.query, "notions": list(self.notions),
-                "target": self.target, "known": None if self.known is None else list(self.known),
+                "target": self.target, "known": self.known if self.known in (None, CLUSTER_KNOWN) else list(self.known),
                 "claim": self.claim, "parameters": list(self.parameters), "calibrate": list(self.calibrate),
                 "mechanism": {"kind": Laplace.kind, "scale": self.scale}, "seed": self.seed}
 
@@ -110,6 +111,8 @@ class FittedSpec(JsonDocument):
 def load_fitted_spec(raw: dict, path: Path) -> FittedSpec:
     """Check a spec with a `[fit]` table: every problem found, then all reported at once."""
     problems = Problems(path)
+    rest = raw.get("known") == CLUSTER_KNOWN  # the rest of the target's cluster, not indices
+    raw = {k: v for k, v in raw.items() if not (rest and k == "known")}
     good = check_keys(raw, TOP, problems, "")
     fit = check_keys(good.get("fit", {}), FIT, problems, "fit.")
     mech = check_keys(good.get("mechanism", {}), MECHANISM, problems, "mechanism.")
@@ -124,7 +127,7 @@ def load_fitted_spec(raw: dict, path: Path) -> FittedSpec:
         query=raw["query"], notions=notions, target=raw["target"][0], claim=float(raw["claim"]),
         parameters=tuple(raw["parameters"]), scale=float(mech["scale"]),
         calibrate=tuple(raw.get("calibrate", notions)),
-        known=None if "known" not in raw else tuple(raw["known"]), seed=raw.get("seed", 0),
+        known=CLUSTER_KNOWN if rest else None if "known" not in raw else tuple(raw["known"]), seed=raw.get("seed", 0),
         title=raw.get("title"), description=raw.get("description"))
 
 

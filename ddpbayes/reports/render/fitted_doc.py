@@ -9,6 +9,7 @@ from ddpbayes.papers import LIU
 from ddpbayes.reports.render import figures
 from ddpbayes.reports.render.document import Code, Document, Figure, Notes, Para, Section, Table
 from ddpbayes.reports.render.results import FORMAT, fmt, reproducibility
+from ddpbayes.reports.input.fitted_spec import CLUSTER_KNOWN, CLUSTER_QUERY
 from ddpbayes.reports.views.fitted import Cell, FittedView
 
 MODES = {"mean": "the posterior means, fixed", "integrated": "the Bayesian adversary: parameters integrated "
@@ -207,6 +208,10 @@ def _errors(v: FittedView, what: str) -> list:
 def _release(v: FittedView) -> Section:
     s = v.spec
     known = ("every known set" if s.known is None else
+             f"the rest of the target's cluster ({v.cluster_size - 1} records"
+             + ("; given them the cluster's count moves by the target's record alone, so pdp's leakage is classic "
+                "DP's epsilon whatever the model)" if s.query == CLUSTER_QUERY else ")")
+             if s.known == CLUSTER_KNOWN else
              f"{len(s.known)} of the other records (tuples {', '.join(map(str, s.known))})")
     items = [
         f"The release audited: the count of record {s.target}'s cluster ({v.label}: {v.cluster_size} records) with "

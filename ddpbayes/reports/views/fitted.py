@@ -16,7 +16,7 @@ from ddpbayes.errors import InputError
 from ddpbayes.mechanisms import Laplace
 from ddpbayes.notions import notion
 from ddpbayes.plausible import FittedAudit, FittedCalibration, audit_fitted, calibrate_fitted
-from ddpbayes.reports.input.fitted_spec import CLUSTER_QUERY, FittedSpec
+from ddpbayes.reports.input.fitted_spec import CLUSTER_KNOWN, CLUSTER_QUERY, FittedSpec
 from ddpbayes.reports.views.collect import Progress
 from ddpbayes.settings import RunSettings
 
@@ -60,14 +60,17 @@ def fitted_results(spec: FittedSpec, out: Path, tmp: Path, say: Progress, where:
     model, reused = _fitted(spec, out, tmp / FIT_DIR, say, where.progress)
     doc = json.loads(model.with_suffix(".fit.json").read_text())
     cluster_index = np.asarray(doc["table"]["cluster_index"])
-    if spec.target >= len(cluster_index) or any(k >= len(cluster_index) for k in spec.known or ()):
+    given = () if spec.known in (None, CLUSTER_KNOWN) else spec.known
+    if spec.target >= len(cluster_index) or any(k >= len(cluster_index) for k in given):
         raise InputError(f"{spec.path}: key 'target' or 'known' names a tuple past the fit's {len(cluster_index)} rows")
     cluster = int(cluster_index[spec.target])
+    mates = [int(k) for k in np.flatnonzero(cluster_index == cluster) if k != spec.target]
+    known_set = mates if spec.known == CLUSTER_KNOWN else None if spec.known is None else list(spec.known)
     query = _query(spec.query, cluster_index == cluster)
     settings = RunSettings.of(where, seed=spec.seed)
     cells = []
     for name in spec.notions:
-        known = list(spec.known) if spec.known is not None and notion(name).lattice else None
+        known = known_set if notion(name).lattice else None
         for mode in spec.parameters:
             cells.append(_cell(spec, model, query, name, mode, known, settings, say))
     fit = {k: v for k, v in doc.items() if k not in ("table", "draws")}
