@@ -71,6 +71,10 @@ FIT_GAUSSIAN_TABLE = "fam,sex,h\n" + "".join(f"f{i // 3},{'mf'[i % 2]},{60 + (i 
 FIT_CHAIN = ("fit {tmp}/days.csv --template chain --id person --time day --state place --draws 30 --tune 30 "
              "--chains 2 --out {tmp}/days.py --force --quiet --format json")
 FIT_CHAIN_TABLE = "person,day,place\n" + "".join(f"p{i // 6},{i % 6},{'ab'[(i * i) % 3 == 0]}\n" for i in range(30))
+FIT_SPATIAL = ("fit {tmp}/places.csv --template clustered --cluster village --outcome pos --coords east,north "
+               "--draws 30 --tune 30 --chains 2 --out {tmp}/places.py --force --quiet --format json")
+FIT_SPATIAL_TABLE = "village,pos,east,north\n" + "".join(
+    f"v{i // 5},{int(i % 3 == 0) ^ (i // 5 % 2)},{i // 5},{(i // 5) ** 2}\n" for i in range(30))
 FIT_SECTIONS = {"json-fit", "json-fit-check"}
 
 # An audit of a fitted model under draws:S runs one audit per draw (the structured engine's quadrature, seconds each):
@@ -285,9 +289,11 @@ def test_the_fit_keys_are_documented(docs, capsys, tmp_path):
     (tmp_path / "small.csv").write_text(FIT_TABLE)
     (tmp_path / "heights.csv").write_text(FIT_GAUSSIAN_TABLE)
     (tmp_path / "days.csv").write_text(FIT_CHAIN_TABLE)
+    (tmp_path / "places.csv").write_text(FIT_SPATIAL_TABLE)
     seen: dict[str, set] = {}
     missing: set = set()
-    for command, name in ((FIT, "small"), (FIT_GAUSSIAN, "heights"), (FIT_CHAIN, "days")):  # each template
+    fits = ((FIT, "small"), (FIT_GAUSSIAN, "heights"), (FIT_CHAIN, "days"), (FIT_SPATIAL, "places"))
+    for command, name in fits:  # each template, and the clustered one with its spatial field
         capsys.readouterr()
         code = main(shlex.split(command.replace("{tmp}", str(tmp_path))))
         assert code == 4  # too short to converge: written because of --force

@@ -13,15 +13,17 @@ ESS_MIN = 400
 
 def convergence(idata, idata_independent, data) -> dict:
     """The `diagnostics` block of a fit (`data`: a template's table, naming its `variables`); the
-    failures of the fit without cluster effects (the checks' reference) are failures too, named as such."""
+    failures of the fit without cluster effects (the checks' reference; None: not checked) are
+    failures too, named as such."""
     table = _table(idata, data)
     summary = {name: {"rhat": r, "ess_bulk": e} for name, (r, e) in table.items() if not name.startswith("u[")}
     worst_rhat = max(table, key=lambda name: _nan_high(table[name][0]))
     worst_ess = min(table, key=lambda name: _nan_low(table[name][1]))
     divergences = int(idata.sample_stats["diverging"].sum())
     failures = _failures(table, divergences)
-    failures += [f"without cluster effects, {f}" for f in _failures(_table(idata_independent, data, True),
-                                                                 int(idata_independent.sample_stats["diverging"].sum()))]
+    if idata_independent is not None:
+        failures += [f"without cluster effects, {f}" for f in _failures(
+            _table(idata_independent, data, True), int(idata_independent.sample_stats["diverging"].sum()))]
     return {"ok": not failures, "rhat_max": RHAT_MAX, "ess_bulk_min": ESS_MIN, "parameters": summary,
             "worst_rhat": {"parameter": worst_rhat, "value": table[worst_rhat][0]},
             "worst_ess_bulk": {"parameter": worst_ess, "value": table[worst_ess][1]},

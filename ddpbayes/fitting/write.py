@@ -40,11 +40,13 @@ def model_text(out: Path, doc: dict) -> str:
     covariates = data["covariates"]
     means = ", ".join(f"{name} = {p['mean']:.4g}" for name, p in doc["parameters"].items())
     low, high = data.get("domain", (None, None))
-    return template.MODEL_FILE.format(
+    text = template.model_file(doc) if hasattr(template, "model_file") else template.MODEL_FILE
+    coords = ", ".join(data.get("spatial", {}).get("coords", []))
+    return text.format(
         data=Path(data["file"]).name, rows=data["rows"], clusters=data["clusters"], cluster=", ".join(data["cluster"]),
         outcome=data["outcome"], covariate_text=f"; covariates {', '.join(covariates)}" if covariates else "",
         means=means, last_draw=len(next(iter(doc["draws"].values()))) - 1, fit_name=fit_path.name,
-        posterior_name=posterior_path.name, model_name=out.name, low=low, high=high)
+        posterior_name=posterior_path.name, model_name=out.name, low=low, high=high, coords=coords)
 
 
 def write_fit(out: Path, doc: dict, idata) -> None:
