@@ -236,3 +236,38 @@ def test_the_spatial_check_flags_a_field_and_not_its_absence(tmp_path):
         checks = doc["checks"]
         assert checks["spatial_supported"] is field, checks["morans_i"]
         assert (checks["morans_i"]["without_field"]["p_value"] < 0.01) is field
+
+
+def field_covariance(places: np.ndarray, length_scale: float) -> tuple[np.ndarray, str]:
+    """The covariance of the template's field f at `places` (amplitude 1, the length scale fixed):
+    f is linear in its standard normal coefficients w, so Cov f = J J^T with J's columns f(e_i)."""
+    import pandas as pd
+    import pymc as pm
+    import pytensor
+
+    from ddpbayes.fitting.spatial import cluster_coordinates, field
+
+    k = len(places)
+    labels = [str(i) for i in range(k)]
+    spatial = cluster_coordinates(pd.DataFrame(places, columns=["e", "n"]), ["e", "n"], np.arange(k), labels, "t")
+    with pm.Model(coords={"cluster": labels}) as model:
+        f = field(spatial)
+    inputs = model.value_vars
+    fn = pytensor.function(inputs, model.replace_rvs_by_values([f])[0], on_unused_input="ignore")
+    size = model.initial_point()["gp_w"].size
+    point = {"gp_length_scale_log__": np.log(length_scale), "gp_amplitude_log__": 0.0}
+    jacobian = np.column_stack([fn(*[(point | {"gp_w": np.eye(size)[i]})[v.name] for v in inputs])
+                                for i in range(size)])
+    return jacobian @ jacobian.T, spatial.describe()["approximation"]
+
+
+@pytest.mark.slow  # two models compiled, one function evaluated 900 times (~25 s on a loaded machine)
+def test_the_field_has_the_matern_covariance_exactly_up_to_100_places_and_approximately_above():
+    rng = np.random.default_rng(5)
+    few, many = rng.uniform(0, 10, (40, 2)), rng.uniform(0, 10, (120, 2))
+    cov, how = field_covariance(few, 3.0)
+    assert how == "exact"
+    np.testing.assert_allclose(cov, matern32(few, 3.0) + 1e-6 * np.eye(40), atol=1e-9)
+    cov, how = field_covariance(many, 5.0)
+    assert how.startswith("HSGP, 30 x 30")
+    assert np.abs(cov - matern32(many, 5.0)).max() < 0.01  # measured 0.003 (DESIGN §9.7)
