@@ -107,8 +107,9 @@ def spatial(seed: int) -> int:
           f"{d['worst_ess_bulk']['value']:.0f} ({d['worst_ess_bulk']['parameter']}), {d['divergences']} divergences")
     m = c["morans_i"]
     print(f"    Moran's I data {m['data']:.3f}: with the field p = {m['p_value']:.3f}, without it p = "
-          f"{m['without_field']['p_value']:.3f}; LOO against the fit without the field {c['loo_spatial']['elpd_diff']:.1f} "
-          f"(se {c['loo_spatial']['se_diff']:.1f}); spatial field supported: {c['spatial_supported']}")
+          f"{m['without_field']['p_value']:.3f}; LOO against the fit without the field "
+          f"{c['loo_spatial']['elpd_diff']:.1f} (se {c['loo_spatial']['se_diff']:.1f}); spatial field supported: "
+          f"{c['spatial_supported']}")
     print(f"load average after: {os.getloadavg()[0]:.2f}")
     return 0 if command_s <= SPATIAL_TARGET_S else 1
 

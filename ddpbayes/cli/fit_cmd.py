@@ -114,8 +114,9 @@ def fit_text(doc: dict) -> str:
         from ddpbayes.fitting.spatial import NEIGHBOURS
 
         c = checks["morans_i"]
-        lines.append(f"  Moran's I of the clusters' residual rates ({NEIGHBOURS} nearest neighbours): data {fmt(c['data'])}; "
-                     f"with the field {_replicated(c)}; without it {_replicated(c['without_field'])}")
+        lines.append(f"  Moran's I of the clusters' residual rates ({NEIGHBOURS} nearest neighbours): "
+                     f"data {fmt(c['data'])}; with the field {_replicated(c)}; "
+                     f"without it {_replicated(c['without_field'])}")
     loo = checks["loo"]
     lines.append(f"  LOO elpd: {doc['template']} {loo['elpd']:.1f} (se {loo['se']:.1f}), without dependence "
                  f"{loo['elpd_independent']:.1f} (se {loo['se_independent']:.1f}); difference {loo['elpd_diff']:.1f} "
@@ -123,8 +124,9 @@ def fit_text(doc: dict) -> str:
     lines.append(f"  supported: {'yes' if checks['dependence_supported'] else 'no'}")
     if "loo_spatial" in checks:
         s = checks["loo_spatial"]
-        lines.append(f"  LOO against the clustered template without the spatial field: difference {s['elpd_diff']:.1f} "
-                     f"(se {s['se_diff']:.1f}); spatial field supported: {'yes' if checks['spatial_supported'] else 'no'}")
+        supported = "yes" if checks["spatial_supported"] else "no"
+        lines.append(f"  LOO against the clustered template without the spatial field: difference "
+                     f"{s['elpd_diff']:.1f} (se {s['se_diff']:.1f}); spatial field supported: {supported}")
         lines.append(f"  (the GP's length scale is in {data['spatial']['units']}; {data['spatial']['approximation']})")
     lines += ["", f"model: {doc['model']} (posterior: {doc['posterior']})" if doc["model"] else "model: not written"]
     return "\n".join(lines)

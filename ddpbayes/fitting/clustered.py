@@ -232,7 +232,8 @@ def _flat(values) -> np.ndarray:
 
 
 def fixed_effects(draws: dict[str, np.ndarray], data: ClusteredData) -> np.ndarray:
-    """The linear predictor without the cluster effects u (with a spatial fit's field f), per draw and pattern: (D, P)."""
+    """The linear predictor without the cluster effects u (with a spatial fit's field f), per draw
+    and pattern: (D, P)."""
     eta = draws["intercept"][:, None] + np.zeros((1, len(data.trials)))
     for j, c in enumerate(data.covariates):
         eta = eta + draws[f"beta_{c}"][:, None] * data.pattern_x[None, :, j]

@@ -66,8 +66,9 @@ def read_draws(fit_path: str | Path, draws: int) -> PosteriorDraws:
 def integrated_model(fit_path: str | Path, draws: int) -> DependenceModel:
     """The fitted template with its parameters integrated over the empirical posterior of `draws`
     draws: a latent draw index J ~ Categorical(1/S, ..., 1/S), and given J the template with draw
-    J's parameters (a spatial fit's field at the clusters too: draw J's). Non-centred (u_c = sigma_J z_c, z_c ~ Normal(0, 1)): the same law as the model
-    file's u_c ~ Normal(0, sigma), with a prior on z_c that does not depend on J."""
+    J's parameters (a spatial fit's field at the clusters too: draw J's). Non-centred (u_c =
+    sigma_J z_c, z_c ~ Normal(0, 1)): the same law as the model file's u_c ~ Normal(0, sigma),
+    with a prior on z_c that does not depend on J."""
     import pymc as pm
     import pytensor.tensor as pt
 

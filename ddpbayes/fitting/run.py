@@ -113,7 +113,8 @@ class FitResult:
 
 
 def fit(data: str | Path, template: str = "clustered", *, cluster: str | Sequence[str] = (), outcome: str | None = None,
-        covariates: str | Sequence[str] = (), coords: str | Sequence[str] = (), group: str | Sequence[str] = (), columns: str | Sequence[str] = (),
+        covariates: str | Sequence[str] = (), coords: str | Sequence[str] = (), group: str | Sequence[str] = (),
+        columns: str | Sequence[str] = (),
         domain: Sequence[float] | None = None, id: str | None = None, time: str | None = None,
         state: str | None = None, out: str | Path | None = None, seed: int = 0, draws: int = 1000,
         tune: int = 1000, chains: int = 4, force: bool = False, max_rows: int = DEFAULT_MAX_ROWS,
