@@ -236,6 +236,7 @@ def test_the_spatial_check_flags_a_field_and_not_its_absence(tmp_path):
         checks = doc["checks"]
         assert checks["spatial_supported"] is field, checks["morans_i"]
         assert (checks["morans_i"]["without_field"]["p_value"] < 0.01) is field
+        assert checks["morans_i"]["p_value"] >= 0.01  # the fitted template reproduces the data's Moran's I
 
 
 def field_covariance(places: np.ndarray, length_scale: float) -> tuple[np.ndarray, str]:

@@ -126,7 +126,8 @@ def fit_text(doc: dict) -> str:
         s = checks["loo_spatial"]
         supported = "yes" if checks["spatial_supported"] else "no"
         lines.append(f"  LOO against the clustered template without the spatial field: difference "
-                     f"{s['elpd_diff']:.1f} (se {s['se_diff']:.1f}); spatial field supported: {supported}")
+                     f"{s['elpd_diff']:.1f} (se {s['se_diff']:.1f})")
+        lines.append(f"  spatial field supported (Moran's I without it, p < 0.01): {supported}")
         lines.append(f"  (the GP's length scale is in {data['spatial']['units']}; {data['spatial']['approximation']})")
     lines += ["", f"model: {doc['model']} (posterior: {doc['posterior']})" if doc["model"] else "model: not written"]
     return "\n".join(lines)
