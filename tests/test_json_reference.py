@@ -77,6 +77,10 @@ FIT_GRAPH = ("fit {tmp}/places.csv --template graph --edges {tmp}/friends.csv --
              "--model MODEL --draws 30 --tune 30 --chains 2 --out {tmp}/places_MODEL.py --force --quiet --format json")
 FIT_GRAPH_NODES = "who,lat,lon\n" + "".join(f"u{i},{40 + (i * 7) % 5 / 10},{-100 + (i * 3) % 7 / 10}\n" for i in range(8))
 FIT_GRAPH_EDGES = "a,b\nu0,u1\nu1,u2\nu2,u0\nu3,u4\nu5,u6\nu6,u7\nu9,u0\n"
+FIT_SPATIAL = ("fit {tmp}/villages.csv --template clustered --cluster village --outcome pos --coords east,north "
+               "--draws 30 --tune 30 --chains 2 --out {tmp}/villages.py --force --quiet --format json")
+FIT_SPATIAL_TABLE = "village,pos,east,north\n" + "".join(
+    f"v{i // 5},{int(i % 3 == 0) ^ (i // 5 % 2)},{i // 5},{(i // 5) ** 2}\n" for i in range(30))
 FIT_SECTIONS = {"json-fit", "json-fit-check"}
 
 # An audit of a fitted model under draws:S runs one audit per draw (the structured engine's quadrature, seconds each):
@@ -297,10 +301,12 @@ def test_the_fit_keys_are_documented(docs, capsys, tmp_path):
     (tmp_path / "days.csv").write_text(FIT_CHAIN_TABLE)
     (tmp_path / "places.csv").write_text(FIT_GRAPH_NODES)
     (tmp_path / "friends.csv").write_text(FIT_GRAPH_EDGES)
+    (tmp_path / "villages.csv").write_text(FIT_SPATIAL_TABLE)
     graphs = [(FIT_GRAPH.replace("MODEL", m) + " --drop-unknown", f"places_{m}") for m in ("near", "car")]
     seen: dict[str, set] = {}
     missing: set = set()
-    for command, name in ((FIT, "small"), (FIT_GAUSSIAN, "heights"), (FIT_CHAIN, "days"), *graphs):  # each template
+    fits = ((FIT, "small"), (FIT_GAUSSIAN, "heights"), (FIT_CHAIN, "days"), (FIT_SPATIAL, "villages"), *graphs)
+    for command, name in fits:  # each template, and the clustered one with its spatial field
         capsys.readouterr()
         code = main(shlex.split(command.replace("{tmp}", str(tmp_path))))
         assert code == 4  # too short to converge: written because of --force

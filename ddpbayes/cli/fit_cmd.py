@@ -29,6 +29,9 @@ def register(sub) -> None:
     p.add_argument("--cluster", default="", metavar="COL[,COL]",
                    help="clustered: the column naming each row's cluster (several: their values together name it)")
     p.add_argument("--outcome", default=None, metavar="COL", help="clustered: the binary (0/1) column: the records")
+    p.add_argument("--coords", default="", metavar="X,Y",
+                   help="clustered: two numeric columns, each cluster's place: adds a spatial Gaussian process between "
+                   "the clusters (exact up to 100 clusters, HSGP above; its length scale in the columns' units)")
     p.add_argument("--group", default="", metavar="COL[,COL]", help="gaussian: the column naming each row's group")
     p.add_argument("--columns", default="", metavar="COL[,COL]",
                    help="gaussian: the continuous column: the records; graph: latitude,longitude (degrees)")
@@ -72,7 +75,7 @@ def run(args) -> int:
     from ddpbayes.fitting.table import DEFAULT_MAX_ROWS
 
     result = fit(args.data, args.template, cluster=args.cluster, outcome=args.outcome, covariates=args.covariates,
-                 group=args.group, columns=args.columns, domain=args.domain,
+                 coords=args.coords, group=args.group, columns=args.columns, domain=args.domain,
                  id=args.id, time=args.time, state=args.state, edges=args.edges, ends=args.ends,
                  model=args.model, box=args.box, drop_unknown=args.drop_unknown,
                  out=args.out, seed=args.seed, draws=args.draws,
@@ -147,11 +150,25 @@ def fit_text(doc: dict) -> str:
         c = checks[key]
         lines.append(f"  {label}: data {fmt(c['data'])}; {doc['template']} {_replicated(c)}; "
                      f"without dependence {_replicated(c['independent'])}")
+    if "morans_i" in checks:
+        from ddpbayes.fitting.spatial import NEIGHBOURS
+
+        c = checks["morans_i"]
+        lines.append(f"  Moran's I of the clusters' residual rates ({NEIGHBOURS} nearest neighbours): "
+                     f"data {fmt(c['data'])}; with the field {_replicated(c)}; "
+                     f"without it {_replicated(c['without_field'])}")
     loo = checks["loo"]
     lines.append(f"  LOO elpd: {doc['template']} {loo['elpd']:.1f} (se {loo['se']:.1f}), without dependence "
                  f"{loo['elpd_independent']:.1f} (se {loo['se_independent']:.1f}); difference {loo['elpd_diff']:.1f} "
                  f"(se {loo['se_diff']:.1f}); Pareto k max {loo['pareto_k_max']:.2f}")
     lines.append(f"  supported: {'yes' if checks['dependence_supported'] else 'no'}")
+    if "loo_spatial" in checks:
+        s = checks["loo_spatial"]
+        supported = "yes" if checks["spatial_supported"] else "no"
+        lines.append(f"  LOO against the clustered template without the spatial field: difference "
+                     f"{s['elpd_diff']:.1f} (se {s['se_diff']:.1f})")
+        lines.append(f"  spatial field supported (Moran's I without it, p < 0.01): {supported}")
+        lines.append(f"  (the GP's length scale is in {data['spatial']['units']}; {data['spatial']['approximation']})")
     lines += ["", f"model: {doc['model']} (posterior: {doc['posterior']})" if doc["model"] else "model: not written"]
     return "\n".join(lines)
 

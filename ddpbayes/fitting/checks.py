@@ -148,3 +148,42 @@ def compare_loo(ll_c: np.ndarray, ll_i: np.ndarray, weights: np.ndarray, reff: t
     return {"elpd": c["elpd"], "se": c["se"], "elpd_independent": i["elpd"], "se_independent": i["se"],
             "elpd_diff": c["elpd"] - i["elpd"], "se_diff": _sum_se(diff, weights),
             "pareto_k_max": c["pareto_k_max"], "pareto_k_over_0_7": c["pareto_k_over_0_7"]}
+
+
+def spatial_checks(spatial: dict[str, np.ndarray], plain: dict[str, np.ndarray], u: np.ndarray, u_plain: np.ndarray,
+                   data: ClusteredData, reff: tuple[float, float], seed: int, max_draws: int = 1000) -> dict:
+    """A spatial fit's checks (DESIGN §9.8): Moran's I of the clusters' residual rates over their
+    nearest neighbours against replications with the field (its posterior draws, fresh u_c) and
+    under the template without it (fresh u_c), LOO against the template without the field, and
+    whether the data support the field (p < FLAG_P without it: row-wise LOO, reported beside,
+    cannot reward a field whose clusters' other rows already pin their effects down)."""
+    from ddpbayes.fitting.spatial import morans_i, neighbour_weights
+
+    rng = np.random.default_rng([seed, 1])
+    draws = len(spatial["intercept"])
+    pick = np.unique(np.linspace(0, draws - 1, min(max_draws, draws)).astype(int))
+    eta_s, eta_p = fixed_effects(spatial, data), fixed_effects(plain, data)
+    weights = neighbour_weights(data.spatial.coords)
+    expected = _expected_totals(eta_p, data)
+
+    def moran(totals: np.ndarray) -> np.ndarray:
+        return morans_i((totals - expected) / data.sizes, weights)
+
+    observed = float(moran(data.totals))
+    with_field = compare(observed, moran(replicated_totals(eta_s[pick], spatial["sigma"][pick], data, rng)))
+    without = compare(observed, moran(replicated_totals(eta_p[pick], plain["sigma"][pick], data, rng)))
+    ll_s, weights_rows = pointwise_loglik(eta_s + u[:, data.pattern_cluster], data)
+    ll_p, _ = pointwise_loglik(eta_p + u_plain[:, data.pattern_cluster], data)
+    loo = compare_loo(ll_s, ll_p, weights_rows, reff)
+    loo = {"elpd": loo["elpd"], "se": loo["se"], "elpd_without_field": loo["elpd_independent"],
+           "se_without_field": loo["se_independent"], "elpd_diff": loo["elpd_diff"], "se_diff": loo["se_diff"]}
+    return {"morans_i": with_field | {"without_field": short(without)}, "loo_spatial": loo,
+            "spatial_supported": bool(without["p_value"] < FLAG_P)}
+
+
+def _expected_totals(eta: np.ndarray, data: ClusteredData) -> np.ndarray:
+    """Each cluster's expected positives from the covariates alone: the posterior mean of
+    trials x logit^-1(intercept + x . beta) summed over its patterns (a fixed vector: the residual
+    rates of the data and of every replication subtract the same)."""
+    per_pattern = data.trials * expit(eta).mean(axis=0)
+    return np.bincount(data.pattern_cluster, weights=per_pattern, minlength=len(data.labels))

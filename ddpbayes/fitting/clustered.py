@@ -8,20 +8,23 @@ random effect, non-centred:
 Rows with the same cluster and covariates are one Binomial observation (the same posterior as the
 Bernoulli rows, the likelihood differing by a constant), so a fit costs per pattern, not per row.
 `independent=True` is the same template without the cluster effects (LOO's and the checks'
-reference model)."""
+reference model). With `--coords X,Y` a spatial Gaussian process f between the clusters is added
+to the log-odds (fitting/spatial.py, DESIGN §9.8)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
 from ddpbayes.errors import InputError
+from ddpbayes.fitting.spatial import Spatial, cluster_coordinates
 
 PRIOR_SD = 2.5  # intercept and standardised coefficients: rstanarm's weakly informative defaults (Gelman et al. 2008)
 SIGMA_RATE = 1.0  # the cluster effects' SD: Exponential(1), rstanarm's default for one varying intercept
+_GP = ["gp_amplitude", "gp_length_scale"]  # a spatial fit's parameters besides (DESIGN §9.8)
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,11 @@ class ClusteredData:
     pattern_x: np.ndarray  # (P, p)
     trials: np.ndarray  # (P,)
     positives: np.ndarray  # (P,)
+    spatial: Spatial | None = None  # --coords: the GP between the clusters
+
+    def without_field(self) -> ClusteredData:
+        """The same table under the template without the spatial field (the spatial checks' reference)."""
+        return replace(self, spatial=None)
 
     @property
     def sizes(self) -> np.ndarray:
@@ -57,46 +65,58 @@ class ClusteredData:
 
     def parameter_names(self, independent: bool = False) -> list[str]:
         """The template's parameters, as the JSON names them."""
-        return ["intercept", *(f"beta_{c}" for c in self.covariates), *([] if independent else ["sigma"])]
+        return ["intercept", *(f"beta_{c}" for c in self.covariates), *([] if independent else ["sigma"]),
+                *(_GP if self.spatial and not independent else [])]
 
     def variables(self, independent: bool = False) -> list[str]:
         """The PyMC variables whose convergence is checked."""
-        return ["intercept", *(["beta"] if self.covariates else []), *([] if independent else ["sigma", "u"])]
+        effects = [] if independent else ["sigma", "u", *([*_GP, "f"] if self.spatial else [])]
+        return ["intercept", *(["beta"] if self.covariates else []), *effects]
 
     def hyperparameters(self, independent: bool = False) -> list[str]:
         """The scalar variables whose ESS gives LOO's r_eff."""
-        return ["intercept", *([] if independent else ["sigma"])]
+        return ["intercept", *([] if independent else ["sigma", *(_GP if self.spatial else [])])]
 
     def element_names(self, variable: str) -> list[str]:
-        """Each scalar of a PyMC variable, as the diagnostics name it: beta_<covariate>, u[<cluster>]."""
-        named = {"beta": [f"beta_{c}" for c in self.covariates], "u": [f"u[{c}]" for c in self.labels]}
+        """Each scalar of a PyMC variable, as the diagnostics name it: beta_<covariate>, u[<cluster>], f[<cluster>]."""
+        named = {"beta": [f"beta_{c}" for c in self.covariates], "u": [f"u[{c}]" for c in self.labels],
+                 "f": [f"f[{c}]" for c in self.labels]}
         return named.get(variable, [variable])
 
     def cells_per_draw(self) -> int:
         """Numbers kept per posterior draw: effects, parameters, the checks' pattern tables."""
-        return 2 * len(self.labels) + len(self.covariates) + 2 + 6 * len(self.trials)
+        return (4 if self.spatial else 2) * len(self.labels) + len(self.covariates) + 4 + 6 * len(self.trials)
 
     def describe(self) -> dict:
         """The `data` block's template part."""
         return {"outcome": self.outcome, "cluster": list(self.cluster_columns), "clusters": len(self.labels),
                 "covariates": list(self.covariates), "covariate_mean": self.center.tolist(),
-                "covariate_sd": self.scale.tolist()}
+                "covariate_sd": self.scale.tolist()} | ({"spatial": self.spatial.describe()} if self.spatial else {})
 
     def table(self) -> dict:
         """What the model file needs of the table."""
+        coords = {"coords": self.spatial.coords.ravel().tolist()} if self.spatial else {}
         return {"clusters": list(self.labels), "cluster_index": self.cluster_index.tolist(),
-                "x": self.x.ravel().tolist()}
+                "x": self.x.ravel().tolist()} | coords
 
 
 def read(path: str | Path, options: dict, max_rows: int) -> ClusteredData:
-    """The template's view of the table at `path`: `options` names `cluster`, `outcome`, `covariates`."""
+    """The template's view of the table at `path`: `options` names `cluster`, `outcome`, `covariates`
+    and `coords` (none, or the X,Y columns of each cluster's place)."""
     from ddpbayes.fitting.table import read_table
 
     cluster, outcome, covariates = options["cluster"], options["outcome"], options["covariates"]
+    coords = options.get("coords") or []
     if not cluster or not outcome:
         raise InputError("the clustered template needs --cluster COL and --outcome COL")
-    table = read_table(path, cluster, [outcome, *covariates], max_rows)
-    return prepare(table, cluster, outcome, covariates, path)
+    if coords and len(coords) != 2:
+        raise InputError(f"--coords names two columns X,Y, got {len(coords)}: {','.join(coords)}")
+    numbers = [outcome, *covariates, *(c for c in coords if c not in cluster)]
+    table = read_table(path, cluster, list(dict.fromkeys(numbers)), max_rows)
+    data = prepare(table, cluster, outcome, covariates, path)
+    if coords:
+        data = replace(data, spatial=cluster_coordinates(table, coords, data.cluster_index, data.labels, path))
+    return data
 
 
 def group_index(table, columns: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -169,8 +189,11 @@ def standardised(table, covariates: Sequence[str], path) -> tuple[np.ndarray, np
 
 
 def pymc_model(data: ClusteredData, independent: bool = False):
-    """The template as a PyMC model of the Binomial patterns; `independent` drops the cluster effects."""
+    """The template as a PyMC model of the Binomial patterns; `independent` drops the cluster effects
+    (and the spatial field)."""
     import pymc as pm
+
+    from ddpbayes.fitting.spatial import field
 
     coords = {"covariate": list(data.covariates), "cluster": list(data.labels)}
     with pm.Model(coords=coords) as model:
@@ -183,18 +206,24 @@ def pymc_model(data: ClusteredData, independent: bool = False):
             z = pm.Normal("z", 0.0, 1.0, dims="cluster")
             u = pm.Deterministic("u", sigma * z, dims="cluster")
             eta = eta + u[data.pattern_cluster]
+            if data.spatial:
+                eta = eta + field(data.spatial)[data.pattern_cluster]
         pm.Binomial("positives", n=data.trials, logit_p=eta, observed=data.positives)
     return model
 
 
 def hyperparameter_draws(posterior, data: ClusteredData, independent: bool = False) -> dict[str, np.ndarray]:
-    """Each named parameter's draws, chains flattened (chain-major), keyed as the JSON names them."""
+    """Each named parameter's draws, chains flattened (chain-major), keyed as the JSON names them;
+    a spatial fit's field at the clusters under `f` (D, k)."""
     out = {"intercept": _flat(posterior["intercept"])}
     if data.covariates:
         beta = posterior["beta"].values.reshape(-1, len(data.covariates))
         out |= {f"beta_{c}": beta[:, j] for j, c in enumerate(data.covariates)}
     if not independent:
         out["sigma"] = _flat(posterior["sigma"])
+    if data.spatial and not independent:
+        out |= {name: _flat(posterior[name]) for name in _GP}
+        out["f"] = posterior["f"].values.reshape(-1, len(data.labels))
     return out
 
 
@@ -203,11 +232,12 @@ def _flat(values) -> np.ndarray:
 
 
 def fixed_effects(draws: dict[str, np.ndarray], data: ClusteredData) -> np.ndarray:
-    """The linear predictor without cluster effects, per draw and pattern: (D, P)."""
+    """The linear predictor without the cluster effects u (with a spatial fit's field f), per draw
+    and pattern: (D, P)."""
     eta = draws["intercept"][:, None] + np.zeros((1, len(data.trials)))
     for j, c in enumerate(data.covariates):
         eta = eta + draws[f"beta_{c}"][:, None] * data.pattern_x[None, :, j]
-    return eta
+    return eta + draws["f"][:, data.pattern_cluster] if "f" in draws else eta
 
 
 MODEL_FILE = '''"""A clustered dependence model fitted by `ddpbayes fit` from {data} (DESIGN §9.1).
@@ -240,3 +270,51 @@ def build(parameters: str = "mean") -> DependenceModel:
         pm.Bernoulli("y", logit_p=fit.intercept + fit.x @ fit.beta + u[fit.cluster_index], shape=fit.n)
     return DependenceModel(m, tuples="y")
 '''
+
+SPATIAL_MODEL_FILE = '''"""A clustered dependence model with a spatial field, fitted by `ddpbayes fit` from {data}
+(DESIGN §9.1, §9.8).
+
+{rows:,} records (tuple k is data row k: the vector variable "y") in {clusters:,} clusters of
+{cluster}; outcome {outcome}{covariate_text}. The template: y_r ~ Bernoulli(logit^-1(intercept +
+x_r . beta + f_c(r) + u_c(r))), f a Gaussian process over the clusters' places ({coords}, the
+length scale in their units), the cluster effects u_c ~ Normal(0, sigma) latent, x_r the
+covariates standardised as in the fit. Posterior means: {means}.
+
+The audit engines need each cluster's effect one-dimensional, so the field is FIXED here, as a
+parameter: build(parameters="mean") takes each cluster's posterior mean of f_c (and the parameters'
+posterior means), "draw:K" posterior draw K's field and parameters (0 to {last_draw}, chains in
+order). Under `mean` and `draws` the spatial field is treated as known: the villages are then
+independent of one another, and dependence across them enters only through `ddpbayes audit
+--parameters integrated:S`, the mixture over posterior draws. The fit, its checks and the draws:
+{fit_name}; the whole posterior (ArviZ InferenceData): {posterior_name}.
+"""
+
+from pathlib import Path
+
+import pymc as pm
+
+from ddpbayes import DependenceModel
+from ddpbayes.fitting.fitted import read_fit
+
+FIT = Path(__file__).with_name("{fit_name}")
+
+
+def build(parameters: str = "mean") -> DependenceModel:
+    fit = read_fit(FIT, parameters)
+    with pm.Model() as m:
+        u = pm.Normal("u", 0.0, fit.sigma, shape=fit.n_clusters)
+        field = fit.offset[fit.cluster_index]  # the spatial field at each row's cluster, fixed
+        pm.Bernoulli("y", logit_p=fit.intercept + fit.x @ fit.beta + field + u[fit.cluster_index], shape=fit.n)
+    return DependenceModel(m, tuples="y")
+'''
+
+
+def model_file(doc: dict) -> tuple[str, dict]:
+    """The model file's template text for the fit `doc` (with a fixed spatial field when it has one) and its
+    own fields, for write.model_text."""
+    data = doc["data"]
+    covariates = data["covariates"]
+    fields = {"clusters": data["clusters"], "cluster": ", ".join(data["cluster"]), "outcome": data["outcome"],
+              "covariate_text": f"; covariates {', '.join(covariates)}" if covariates else "",
+              "coords": ", ".join(data.get("spatial", {}).get("coords", []))}
+    return (SPATIAL_MODEL_FILE if "field" in doc else MODEL_FILE), fields

@@ -13,7 +13,8 @@ ESS_MIN = 400
 
 def convergence(idata, idata_independent, data) -> dict:
     """The `diagnostics` block of a fit (`data`: a template's table, naming its `variables`); the
-    failures of the fit without cluster effects (the checks' reference) are failures too, named as such."""
+    failures of the fit without cluster effects (the checks' reference; None: not checked) are
+    failures too, named as such."""
     table = _table(idata, data)
     summary = {name: {"rhat": r, "ess_bulk": e} for name, (r, e) in table.items() if not name.startswith("u[")}
     worst_rhat = max(table, key=lambda name: _nan_high(table[name][0]))

@@ -18,7 +18,8 @@ FORMAT = 1  # the `.fit.json` layout this code reads and writes
 @dataclass(frozen=True)
 class FixedClustered:
     """A clustered fit with fixed parameters: the log-odds of row r are
-    intercept + x[r] @ beta + u[cluster_index[r]], u_c ~ Normal(0, sigma)."""
+    intercept + x[r] @ beta + offset[cluster_index[r]] + u[cluster_index[r]], u_c ~ Normal(0, sigma);
+    `offset` is a spatial fit's field at the clusters, fixed as a parameter (DESIGN §9.8; else zeros)."""
 
     intercept: float
     beta: np.ndarray
@@ -26,6 +27,7 @@ class FixedClustered:
     x: np.ndarray
     cluster_index: np.ndarray
     n_clusters: int
+    offset: np.ndarray
 
     @property
     def n(self) -> int:
@@ -59,7 +61,8 @@ def read_fit(path: str | Path, parameters: str = "mean") -> FixedClustered | Fix
     path : str or Path
         The MODEL.fit.json that `ddpbayes fit` wrote.
     parameters : str, default "mean"
-        "mean": the posterior means; "draw:K": posterior draw K (chains in order).
+        "mean": the posterior means; "draw:K": posterior draw K (chains in order). A spatial
+        fit's field at the clusters likewise (its posterior mean, or draw K).
 
     Returns
     -------
@@ -87,7 +90,18 @@ def read_fit(path: str | Path, parameters: str = "mean") -> FixedClustered | Fix
         low, high = doc["data"]["domain"]
         return FixedGaussian(values["intercept"], beta, values["sigma_group"], values["sigma_residual"], x, index,
                              len(table["clusters"]), (float(low), float(high)))
-    return FixedClustered(values["intercept"], beta, values["sigma"], x, index, len(table["clusters"]))
+    k = len(table["clusters"])
+    return FixedClustered(values["intercept"], beta, values["sigma"], x, index, k, _field(doc, parameters, k))
+
+
+def _field(doc: dict, parameters: str, clusters: int) -> np.ndarray:
+    """A spatial fit's field at the clusters: its posterior mean ("mean") or draw K ("draw:K", checked
+    by `_values`); zeros for a fit without one."""
+    if "field" not in doc:
+        return np.zeros(clusters)
+    if parameters == "mean":
+        return np.asarray(doc["field"]["mean"], dtype=float)
+    return np.asarray(doc["field"]["draws"][int(str(parameters).partition(":")[2])], dtype=float)
 
 
 def _values(doc: dict, parameters: str, path: Path) -> dict[str, float]:

@@ -55,12 +55,14 @@ def thinned(count: int, draws: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class PosteriorDraws:
-    """S posterior draws of a clustered fit: draw `indices[j]` has `intercept[j]`, `beta[j]`, `sigma[j]`."""
+    """S posterior draws of a clustered fit: draw `indices[j]` has `intercept[j]`, `beta[j]`,
+    `sigma[j]` and a spatial fit's field at the clusters `field[j]` (zeros without one)."""
 
     indices: np.ndarray  # (S,) into the fit's draws
     intercept: np.ndarray  # (S,)
     beta: np.ndarray  # (S, p)
     sigma: np.ndarray  # (S,)
+    field: np.ndarray  # (S, k)
 
 
 def read_draws(fit_path: str | Path, draws: int) -> PosteriorDraws:
@@ -69,8 +71,11 @@ def read_draws(fit_path: str | Path, draws: int) -> PosteriorDraws:
     table = doc["draws"]
     pick = thinned(len(table["intercept"]), draws)
     beta = np.array([np.asarray(table[f"beta_{c}"], dtype=float)[pick] for c in doc["data"]["covariates"]])
+    clusters = len(doc["table"]["clusters"])
+    field = (np.asarray([doc["field"]["draws"][k] for k in pick], dtype=float) if "field" in doc
+             else np.zeros((len(pick), clusters)))
     return PosteriorDraws(pick, np.asarray(table["intercept"], dtype=float)[pick], beta.T.reshape(len(pick), -1),
-                          np.asarray(table["sigma"], dtype=float)[pick])
+                          np.asarray(table["sigma"], dtype=float)[pick], field)
 
 
 def integrated_model(fit_path: str | Path, draws: int, build: dict | None = None) -> DependenceModel:
@@ -87,7 +92,8 @@ def integrated_model(fit_path: str | Path, draws: int, build: dict | None = None
 
 
 def _integrated_clustered(fit_path: str | Path, draws: int) -> DependenceModel:  # its build takes no keywords
-    """Given J the clustered template with draw J's parameters, non-centred (u_c = sigma_J z_c, z_c ~
+    """Given J the clustered template with draw J's parameters (a spatial fit's field at the clusters
+    too: draw J's), non-centred (u_c = sigma_J z_c, z_c ~
     Normal(0, 1)): the same law as the model file's u_c ~ Normal(0, sigma), with a prior on z_c that does
     not depend on J."""
     import pymc as pm
@@ -95,7 +101,8 @@ def _integrated_clustered(fit_path: str | Path, draws: int) -> DependenceModel: 
 
     fixed = read_fit(fit_path, "mean")
     post = read_draws(fit_path, draws)
-    fixed_part = pt.as_tensor(post.intercept[None, :] + fixed.x @ post.beta.T)  # (n, S): row r under draw j
+    fixed_part = pt.as_tensor(post.intercept[None, :] + fixed.x @ post.beta.T  # (n, S): row r under draw j
+                              + post.field[:, fixed.cluster_index].T)
     with pm.Model() as m:
         j = pm.Categorical("draw", p=np.full(draws, 1.0 / draws))
         z = pm.Normal("z", 0.0, 1.0, shape=fixed.n_clusters)

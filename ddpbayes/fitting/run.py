@@ -76,8 +76,9 @@ class Sampler:
             raise InputError(f"--seed must be an integer from 0 to {2**32 - 1}, got {self.seed}")
 
     def seeds(self) -> list[int]:
-        """Three independent seeds from one: the clustered fit, the independent fit, the checks."""
-        return [int(s) for s in np.random.SeedSequence(self.seed).generate_state(3)]
+        """Four independent seeds from one: the clustered fit, the independent fit, the checks, and a
+        spatial fit's reference without the field (SeedSequence's states extend: the first three as before)."""
+        return [int(s) for s in np.random.SeedSequence(self.seed).generate_state(4)]
 
 
 @dataclass(frozen=True)
@@ -110,11 +111,12 @@ class FitResult:
         dict
             The keys of docs/reference/json.md's `ddpbayes fit` section, without those of MODEL.fit.json only.
         """
-        return {k: v for k, v in self.doc.items() if k not in ("table", "draws", "format")}
+        return {k: v for k, v in self.doc.items() if k not in ("table", "draws", "field", "format")}
 
 
 def fit(data: str | Path, template: str = "clustered", *, cluster: str | Sequence[str] = (), outcome: str | None = None,
-        covariates: str | Sequence[str] = (), group: str | Sequence[str] = (), columns: str | Sequence[str] = (),
+        covariates: str | Sequence[str] = (), coords: str | Sequence[str] = (), group: str | Sequence[str] = (),
+        columns: str | Sequence[str] = (),
         domain: Sequence[float] | None = None, id: str | None = None, time: str | None = None,
         state: str | None = None, edges: str | Path | None = None, ends: str | Sequence[str] = (),
         model: str | None = None, box: Sequence[float] | None = None, drop_unknown: bool = False,
@@ -141,6 +143,9 @@ def fit(data: str | Path, template: str = "clustered", *, cluster: str | Sequenc
     covariates : str or sequence of str, default ()
         Numeric columns entering the linear predictor (standardised); gaussian also takes a text
         column of two values (coded 0/1).
+    coords : str or sequence of str, default ()
+        clustered: two numeric columns X,Y, each cluster's place: a spatial Gaussian process
+        between the clusters (DESIGN §9.8), its length scale in their units.
     group : str or sequence of str
         gaussian: the column(s) naming each row's group.
     columns : str or sequence of str
@@ -185,6 +190,7 @@ def fit(data: str | Path, template: str = "clustered", *, cluster: str | Sequenc
     out = check_out(out) if out is not None else None
     options = {"cluster": _columns(cluster, "--cluster", empty=True), "outcome": outcome,
                "covariates": _columns(covariates, "--covariates", empty=True),
+               "coords": _columns(coords, "--coords", empty=True),
                "group": _columns(group, "--group", empty=True), "columns": _columns(columns, "--columns", empty=True),
                "domain": domain, "id": id, "time": time, "state": state, "edges": edges,
                "ends": _columns(ends, "--ends", empty=True), "model": model, "box": box, "drop_unknown": drop_unknown}
@@ -198,8 +204,13 @@ def fit(data: str | Path, template: str = "clustered", *, cluster: str | Sequenc
     reference = chosen.model(prepared, independent=True)
     idata_ind = None if reference is None else _sample(reference, sampler, seeds[1],
                                                         "fit: NUTS, without cluster effects", progress)
+    spatial = getattr(prepared, "spatial", None)
+    idata_plain = _sample(chosen.model(prepared.without_field()), sampler, seeds[3],
+                          "fit: NUTS, without the spatial field", progress) if spatial else None
     _say(progress, "checks: posterior predictive and LOO")
     doc = _document(template, prepared, Path(data), idata, idata_ind, sampler, seeds[2])
+    if spatial:
+        _add_spatial(doc, prepared, idata, idata_plain, seeds[2])
     write = out is not None and (doc["diagnostics"]["ok"] or force)
     if write:
         doc["model"], doc["posterior"] = str(out), str(companions(out)[1])
@@ -246,12 +257,17 @@ def _quiet_pymc():
 
 def _sample(model, sampler: Sampler, seed: int, label: str, progress: bool):
     """NUTS on `model`, PyMC's own sampler, chains on up to as many cores as there are; a dense mass
-    matrix while the model has at most DENSE_UP_TO parameters (its cost grows as their square)."""
+    matrix while the model has at most DENSE_UP_TO parameters (its cost grows as their square).
+    BLAS on one thread (the forked chains inherit it): a chain is one core's work, and OpenBLAS's
+    threads on a busy machine made the spatial GP's 65 x 65 triangular solves 100 times slower
+    (23 ms against 0.2 ms, DESIGN §9.8)."""
     import pymc as pm
+    from threadpoolctl import threadpool_limits
 
     total = sampler.chains * (sampler.tune + sampler.draws)
     dense = sum(int(np.prod(v.shape.eval())) for v in model.free_RVs) <= DENSE_UP_TO
-    with Progress(label, total, "iterations", enabled=progress) as bar, _quiet_pymc(), warnings.catch_warnings():
+    with Progress(label, total, "iterations", enabled=progress) as bar, _quiet_pymc(), warnings.catch_warnings(), \
+            threadpool_limits(limits=1, user_api="blas"):
         warnings.filterwarnings("ignore", message=".*experimental feature.*")  # PyMC's word on its dense adaptation
         return pm.sample(draws=sampler.draws, tune=sampler.tune, chains=sampler.chains,
                          init="jitter+adapt_full" if dense else "jitter+adapt_diag",
@@ -286,6 +302,22 @@ def _document(template: str, data, path: Path, idata, idata_ind, sampler: Sample
         "table": data.table(),
         "draws": {name: draws[name].tolist() for name in names},
     }
+
+
+def _add_spatial(doc: dict, data, idata, idata_plain, seed: int) -> None:
+    """A spatial fit's additions to its document (DESIGN §9.8): the field at the clusters (`field`,
+    MODEL.fit.json only), the convergence of the fit without the field, the spatial checks."""
+    plain = data.without_field()
+    draws = clustered.hyperparameter_draws(idata.posterior, data)
+    draws_plain = clustered.hyperparameter_draws(idata_plain.posterior, plain)
+    k = len(data.labels)
+    u, u_plain = (i.posterior["u"].values.reshape(-1, k) for i in (idata, idata_plain))
+    reff = (relative_ess(idata, data.hyperparameters()), relative_ess(idata_plain, plain.hyperparameters()))
+    doc["field"] = {"mean": draws["f"].mean(axis=0).tolist(), "draws": draws["f"].tolist()}
+    failures = [f"without the spatial field, {f}" for f in convergence(idata_plain, None, plain)["failures"]]
+    doc["diagnostics"]["failures"] += failures
+    doc["diagnostics"]["ok"] = not doc["diagnostics"]["failures"]
+    doc["checks"] |= ppc.spatial_checks(draws, draws_plain, u, u_plain, data, reff, seed)
 
 
 def _summary(values: np.ndarray) -> dict:

@@ -149,7 +149,7 @@ def _integrated_by_engine(model_path, fit: Path, parameters: Parameters, query: 
     targets = [i for i, v in enumerate(base.per_target) if v is not None]
     fixed = read_fit(fit, "mean")
     means = PosteriorDraws(np.zeros(1, dtype=np.int64), np.array([fixed.intercept]), fixed.beta[None, :],
-                           np.array([fixed.sigma]))
+                           np.array([fixed.sigma]), fixed.offset[None, :])
     check = engine.plausible_leakages(base.problem, fixed, means, targets)
     if check is None or not _agrees(check[0], base):  # a model file that is not the fit's template
         return None

@@ -145,18 +145,19 @@ def draw_laws(fixed: FixedClustered, draws: PosteriorDraws, release: ClusterRele
     """P_j(q = s, X_target = t) for every draw j (S, 2, levels 0..Σ w) on `nodes` nodes, and whether
     every reachable coefficient of every cluster and of the total stayed above GUARD (per draw, (S,))."""
     rule, w = _rule(nodes), release.weights
-    eta = draws.intercept[:, None] + draws.beta @ fixed.x.T  # (S, n)
+    eta = draws.intercept[:, None] + draws.beta @ fixed.x.T + draws.field[:, fixed.cluster_index]  # (S, n)
+    spatial = bool(np.any(draws.field))  # a field at the clusters: no two clusters share a factor
     u = np.sqrt(2.0) * draws.sigma[:, None] * rule.x[None, :]  # (S, N)
     home = fixed.cluster_index[target]
     others, ok = [], np.ones(len(draws.sigma), dtype=bool)
-    made: dict[tuple, np.ndarray] = {}  # clusters of the same covariate rows have the same factor
+    made: dict[tuple, np.ndarray] = {}  # clusters of the same covariate rows (and field) have the same factor
     for c in range(fixed.n_clusters):
         groups = _groups(fixed.x, [r for r in np.flatnonzero(fixed.cluster_index == c) if w[r] and r != target])
         if c == home:
             own = _home(_product(eta, u, groups), _log_p(eta[:, target, None] + u), int(w[target]), rule)
             ok &= _above(own, int(w[target]))
         elif groups:  # a cluster the release does not read sums to 1 given u: no factor
-            key = tuple((k, len(v)) for k, v in groups.items())
+            key = (tuple((k, len(v)) for k, v in groups.items()), c if spatial else -1)
             if key not in made:
                 made[key] = np.einsum("skm,k->sm", _product(eta, u, groups), rule.weights)
                 ok &= (made[key] >= GUARD).all(axis=1)
@@ -280,7 +281,8 @@ def _at(fixed: FixedClustered, draws: PosteriorDraws, release: ClusterRelease,
 
 
 def _subset(draws: PosteriorDraws, pick: np.ndarray) -> PosteriorDraws:
-    return PosteriorDraws(draws.indices[pick], draws.intercept[pick], draws.beta[pick], draws.sigma[pick])
+    return PosteriorDraws(draws.indices[pick], draws.intercept[pick], draws.beta[pick], draws.sigma[pick],
+                          draws.field[pick])
 
 
 def _chunks(count: int, fixed: FixedClustered, release: ClusterRelease) -> list[np.ndarray]:

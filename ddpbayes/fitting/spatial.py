@@ -1,0 +1,155 @@
+"""The spatial Gaussian process between clusters of the `clustered` template (DESIGN §9.8):
+`--coords X,Y` adds f(s_c), a zero-mean Gaussian process over the clusters' coordinates s_c, to
+the log-odds of cluster c's rows:
+
+    gp_length_scale ~ LogNormal(mu, s)   (2.5% below the median nearest-neighbour distance,
+                                         2.5% above the largest distance)
+    gp_amplitude ~ HalfNormal(1)
+    f ~ GP(0, gp_amplitude^2 Matern32(gp_length_scale))
+
+exact (non-centred: f = gp_amplitude L w, L the Cholesky factor of the Matern 3/2 correlations,
+w ~ Normal(0, I)) up to EXACT_UP_TO clusters, PyMC's Hilbert-space approximation (HSGP; Solin &
+Särkkä 2020, Riutort-Mayol et al. 2023) above. Distances are in the coordinates' own units.
+Also the spatial check: Moran's I of the clusters' residual rates over their nearest neighbours."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+from scipy.spatial.distance import cdist, pdist
+
+from ddpbayes.errors import InputError
+
+EXACT_UP_TO = 100  # clusters up to which the GP is exact (a Cholesky factor per gradient); HSGP above
+TAIL = 0.025  # the length scale's prior mass below the shortest and above the longest scale the data can see
+AMPLITUDE_SD = 1.0  # HalfNormal scale of the field's SD on the log-odds (sigma's Exponential(1) has mean 1 too)
+JITTER = 1e-6  # added to the correlation matrix's diagonal (clusters at one place make it singular)
+HSGP_MAX_M = 30  # basis functions per coordinate at most (30 x 30 = 900 coefficients)
+NEIGHBOURS = 4  # the Moran's I weights: each cluster's nearest neighbours
+
+
+@dataclass(frozen=True)
+class Spatial:
+    """The clusters' coordinates (k, 2) in the data's units, named by `columns`, and the GP's prior
+    and approximation: LogNormal(`mu`, `s`) on the length scale, `m` basis functions per
+    coordinate and the boundary factor `c` when approximated (m = 0: exact)."""
+
+    columns: tuple[str, str]
+    coords: np.ndarray
+    mu: float
+    s: float
+    m: int
+    c: float
+
+    def describe(self) -> dict:
+        """The `data.spatial` block."""
+        approximation = f"HSGP, {self.m} x {self.m} basis functions, c = {self.c:.3g}" if self.m else "exact"
+        return {"coords": list(self.columns), "units": f"the units of {self.columns[0]} and {self.columns[1]}",
+                "kernel": "Matern32", "approximation": approximation,
+                "length_scale_prior": {"mu": self.mu, "sigma": self.s}, "amplitude_prior_sd": AMPLITUDE_SD}
+
+
+def cluster_coordinates(table, columns: Sequence[str], index: np.ndarray, labels: Sequence[str], path) -> Spatial:
+    """Each cluster's coordinates (the two `columns`: the same in each of its rows), refusing what a GP cannot use."""
+    xy = np.column_stack([_numbers(table[c], c, path) for c in columns])
+    first = np.zeros(len(labels), dtype=np.int64)
+    first[index[::-1]] = np.arange(len(index))[::-1]
+    coords = xy[first]
+    moved = np.flatnonzero((xy != coords[index]).any(axis=1))
+    if moved.size:
+        r = int(moved[0])
+        raise InputError(f"cluster '{labels[index[r]]}' of '{path}' has two places ({','.join(columns)}): data row "
+                         f"{r + 1} differs from its first row (a cluster's coordinates must be the same in each row)")
+    places = np.unique(coords, axis=0)
+    if len(places) < 3:
+        raise InputError(f"the clusters of '{path}' lie at {len(places)} place(s) of {','.join(columns)}: a spatial "
+                         "field needs at least three places (its length scale is not identified)")
+    mu, s = length_scale_prior(places)
+    m, c = basis(places) if len(labels) > EXACT_UP_TO else (0, 0.0)
+    return Spatial(tuple(columns), coords, mu, s, m, c)
+
+
+def _numbers(values, column: str, path) -> np.ndarray:
+    """A coordinate column as finite numbers (read as text when it also names the clusters, as Gambia's x,y)."""
+    import pandas as pd
+
+    numbers = pd.to_numeric(values, errors="coerce").to_numpy(dtype=float)
+    bad = np.flatnonzero(~np.isfinite(numbers))
+    if bad.size:
+        raise InputError(f"column '{column}' of '{path}' must hold finite numbers (coordinates): data row "
+                         f"{bad[0] + 1} holds '{str(values.iloc[bad[0]])[:40]}'")
+    return numbers
+
+
+def length_scale_prior(places: np.ndarray) -> tuple[float, float]:
+    """LogNormal(mu, s) on the length scale with TAIL of its mass below the median distance from a
+    place to its nearest other place (shorter scales: each cluster alone, the cluster effects' job)
+    and TAIL above the largest distance between places (longer: one level everywhere, the
+    intercept's job): mu the mean of their logarithms, s their half-difference over z_0.975."""
+    low, high = scale_range(places)
+    z = stats.norm.ppf(1 - TAIL)
+    return float((np.log(low) + np.log(high)) / 2), float(max(np.log(high / low), 1e-9) / (2 * z))
+
+
+def basis(places: np.ndarray) -> tuple[int, float]:
+    """HSGP basis functions per coordinate and the boundary factor c for length scales from the
+    median nearest-neighbour distance to the places' half-width S (PyMC's approx_hsgp_hyperparams:
+    the rule of Riutort-Mayol et al. 2023 for the Matern 3/2 kernel; c = 4.5), at most HSGP_MAX_M
+    functions. Longer scales, a field nearly constant over the places, are approximated less well."""
+    import pymc as pm
+
+    low, _ = scale_range(places)
+    half = float((places.max(axis=0) - places.min(axis=0)).max()) / 2
+    m, c = pm.gp.hsgp_approx.approx_hsgp_hyperparams([-half, half], [min(low, half / 2), half], "matern32")
+    return int(min(max(m, 1), HSGP_MAX_M)), float(c)
+
+
+def scale_range(places: np.ndarray) -> tuple[float, float]:
+    """The median distance from a place to its nearest other place, and the largest distance between places."""
+    near = cdist(places, places)
+    np.fill_diagonal(near, np.inf)
+    return float(np.median(near.min(axis=1))), float(pdist(places).max())
+
+
+def field(spatial: Spatial):
+    """The field f at the clusters (a PyMC tensor, inside a model): exact or HSGP, non-centred."""
+    import pymc as pm
+    import pytensor.tensor as pt
+
+    ls = pm.LogNormal("gp_length_scale", spatial.mu, spatial.s)
+    amplitude = pm.HalfNormal("gp_amplitude", AMPLITUDE_SD)
+    centred = spatial.coords - (spatial.coords.max(axis=0) + spatial.coords.min(axis=0)) / 2
+    correlation = pm.gp.cov.Matern32(2, ls=ls)
+    if not spatial.m:
+        k = len(centred)
+        chol = pt.linalg.cholesky(correlation(centred) + JITTER * pt.eye(k))
+        w = pm.Normal("gp_w", 0.0, 1.0, shape=k)
+        return pm.Deterministic("f", amplitude * chol @ w, dims="cluster")
+    gp = pm.gp.HSGP(m=[spatial.m, spatial.m], c=spatial.c, cov_func=correlation)
+    phi, sqrt_psd = gp.prior_linearized(centred)
+    w = pm.Normal("gp_w", 0.0, 1.0, shape=spatial.m * spatial.m)
+    return pm.Deterministic("f", amplitude * phi @ (w * sqrt_psd), dims="cluster")
+
+
+def neighbour_weights(coords: np.ndarray, neighbours: int = NEIGHBOURS) -> np.ndarray:
+    """Row-standardised weights: each cluster's `neighbours` nearest other clusters, 1/neighbours each."""
+    k = len(coords)
+    m = min(neighbours, k - 1)
+    distance = cdist(coords, coords)
+    np.fill_diagonal(distance, np.inf)
+    nearest = np.argsort(distance, axis=1, kind="stable")[:, :m]
+    weights = np.zeros((k, k))
+    weights[np.repeat(np.arange(k), m), nearest.ravel()] = 1.0 / m
+    return weights
+
+
+def morans_i(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Moran's I of `values` (last axis: the clusters) under row-standardised `weights`:
+    sum_ij w_ij d_i d_j / sum_i d_i^2, d the deviations from the mean (k / W = 1). 0 for constant values."""
+    d = values - values.mean(axis=-1, keepdims=True)
+    top = np.einsum("...i,ij,...j->...", d, weights, d)
+    bottom = (d**2).sum(axis=-1)
+    return np.divide(top, bottom, out=np.zeros_like(top), where=bottom > 0)

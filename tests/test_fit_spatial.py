@@ -1,0 +1,274 @@
+"""The clustered template's spatial Gaussian process (`--coords X,Y`, DESIGN §9.8, issue #41 item 1):
+its prior and Moran's I against hand computations, bad input as one line (exit 2, nothing
+written), the model file's fixed field under `mean`, `draws:S` and `integrated:S` against a brute
+force written here, and (slow) parameter recovery over seeds and the spatial check's verdicts."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats
+from scipy.special import expit
+
+from ddpbayes.cli.main import main
+from ddpbayes.fitting.spatial import length_scale_prior, morans_i, neighbour_weights
+from ddpbayes.fitting.write import companions, model_text
+from ddpbayes.plausible import audit_fitted
+
+
+def test_the_length_scale_prior_puts_2_5_percent_beyond_the_distances_the_data_can_see():
+    """Places (0,0), (1,0), (3,0), (3,4): nearest-neighbour distances 1, 1, 2, 4 (median 1.5), largest 5."""
+    mu, s = length_scale_prior(np.array([[0.0, 0.0], [1.0, 0.0], [3.0, 0.0], [3.0, 4.0]]))
+    assert stats.lognorm.cdf(1.5, s, scale=np.exp(mu)) == pytest.approx(0.025, abs=1e-9)
+    assert stats.lognorm.sf(5.0, s, scale=np.exp(mu)) == pytest.approx(0.025, abs=1e-9)
+
+
+def test_morans_i_is_the_hand_formula_over_nearest_neighbours():
+    """Four places on a line 0, 1, 2, 10 with one neighbour each: 0->1, 1->0 (tie with 2: the first),
+    2->1, 10->2; I = sum_i d_i d_nb(i) / sum_i d_i^2."""
+    coords = np.array([[0.0, 0.0], [1.0, 0.0], [2.0, 0.0], [10.0, 0.0]])
+    weights = neighbour_weights(coords, neighbours=1)
+    assert weights.tolist() == [[0, 1, 0, 0], [1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0]]
+    values = np.array([1.0, 2.0, 4.0, 8.0])
+    d = values - values.mean()
+    expected = (d[0] * d[1] + d[1] * d[0] + d[2] * d[1] + d[3] * d[2]) / (d**2).sum()
+    assert morans_i(values, weights) == pytest.approx(expected, abs=1e-12)
+    assert morans_i(np.full(4, 3.0), weights) == 0.0
+
+
+GOOD = "village,pos,east,north\n" + "".join(f"v{i // 4},{(i * 7) % 3 == 0:d},{i // 4},{(i // 4) ** 2}\n"
+                                            for i in range(24))
+BAD = {
+    "missing coordinate column": (GOOD, "east,height", r"column 'height' is not in"),
+    "one coordinate column": (GOOD, "east", r"--coords names two columns X,Y, got 1"),
+    "non-numeric coordinate": ("village,pos,east,north\n" + "a,0,1,2\na,1,1,2\nb,1,x,3\nb,0,x,3\nc,0,4,5\nc,1,4,5\n",
+                               "east,north", r"column 'east' .* must hold numbers"),
+    "all clusters at one point": ("village,pos,east,north\n" + "a,0,1,2\na,1,1,2\nb,1,1,2\nb,0,1,2\nc,0,1,2\nc,1,1,2\n",
+                                  "east,north", r"lie at 1 place\(s\) of east,north: a spatial field needs at least"),
+    "a cluster in two places": ("village,pos,east,north\n" + "a,0,1,2\na,1,1,2\nb,1,2,3\nb,0,2,9\nc,0,4,5\nc,1,4,5\n",
+                                "east,north", r"cluster 'b' .* has two places .* data row 4 differs"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_coordinates_are_one_line_exit_2_and_nothing_written(case, tmp_path, capsys):
+    text, coords, message = BAD[case]
+    (tmp_path / "t.csv").write_text(text)
+    code = main(["fit", str(tmp_path / "t.csv"), "--template", "clustered", "--cluster", "village", "--outcome", "pos",
+                 "--coords", coords, "--out", str(tmp_path / "m.py"), "--quiet"])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and err.startswith("error: ") and re.search(message, err), err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.csv"]
+
+
+def test_coordinates_that_also_name_the_clusters_must_be_numbers(tmp_path, capsys):
+    """Gambia's villages are --cluster x,y --coords x,y: the cluster columns are read as text first."""
+    text = "x,y,pos\n" + "1,2,0\n1,2,1\n3,q,1\n3,q,0\n4,5,0\n4,5,1\n"
+    (tmp_path / "t.csv").write_text(text)
+    code = main(["fit", str(tmp_path / "t.csv"), "--template", "clustered", "--cluster", "x,y", "--outcome", "pos",
+                 "--coords", "x,y", "--quiet"])
+    _, err = capsys.readouterr()
+    assert code == 2 and "column 'y' of" in err and "data row 3 holds 'q'" in err, err
+
+
+# A spatial fit written by hand in the `.fit.json` format: two clusters of three rows, the field's
+# posterior draws at the clusters beside the parameters' (the model file fixes it: DESIGN §9.8).
+CLUSTER_INDEX = np.array([0, 0, 0, 1, 1, 1])
+DRAWS = 6
+B = 1.0  # Laplace scale of the count
+
+
+def posterior_draws() -> tuple[dict[str, list[float]], np.ndarray]:
+    k = np.arange(DRAWS)
+    draws = {"intercept": (-0.3 + 0.2 * np.sin(k)).tolist(), "sigma": (0.5 + 0.1 * k).tolist(),
+             "gp_amplitude": (0.8 + 0.05 * k).tolist(), "gp_length_scale": (3.0 + 0.2 * k).tolist()}
+    field = np.column_stack([0.9 - 0.1 * k, -0.7 + 0.15 * np.cos(k)])  # (draws, clusters)
+    return draws, field
+
+
+@pytest.fixture(scope="module")
+def spatial_fit(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("spatial") / "villages.py"
+    draws, field = posterior_draws()
+    doc = {"format": 1, "template": "clustered",
+           "parameters": {k: {"mean": float(np.mean(v)), "sd": float(np.std(v, ddof=1)), "hdi": [min(v), max(v)]}
+                          for k, v in draws.items()},
+           "data": {"file": "villages.csv", "rows": 6, "outcome": "pos", "cluster": ["village"], "clusters": 2,
+                    "covariates": [], "covariate_mean": [], "covariate_sd": [],
+                    "spatial": {"coords": ["east", "north"], "units": "the units of east and north"}},
+           "table": {"clusters": ["a", "b"], "cluster_index": CLUSTER_INDEX.tolist(), "x": [],
+                     "coords": [0.0, 0.0, 3.0, 4.0]},
+           "draws": draws, "field": {"mean": field.mean(axis=0).tolist(), "draws": field.tolist()}}
+    companions(out)[0].write_text(json.dumps(doc))
+    out.write_text(model_text(out, doc))
+    return out
+
+
+def record_law(intercept: float, sigma: float, field: np.ndarray, nodes: int = 80) -> np.ndarray:
+    """P(Y = y) for each y in {0,1}^6 (itertools.product order) given the parameters and the field:
+    the clusters independent, each one's effect u = sigma z, z ~ Normal(0, 1), by Gauss-Hermite."""
+    z, w = np.polynomial.hermite_e.hermegauss(nodes)
+    w = w / w.sum()
+    ys = np.array(list(itertools.product((0, 1), repeat=6)))
+    law = np.ones(len(ys))
+    for c in (0, 1):
+        rows = np.flatnonzero(CLUSTER_INDEX == c)
+        p = expit(intercept + field[c] + sigma * z)[:, None] * np.ones(len(rows))  # (nodes, rows)
+        y = ys[:, rows][:, None, :]
+        law *= np.prod(np.where(y == 1, p, 1 - p), axis=2) @ w
+    return law
+
+
+def idp_of_first_record(law: np.ndarray) -> float:
+    """idp of y[0] under a Laplace(B) count: the largest log-ratio over the integer breakpoints and the tails."""
+    ys = np.array(list(itertools.product((0, 1), repeat=6)))
+    s = np.arange(7)
+    w = np.array([[law[(ys[:, 0] == t) & (ys.sum(axis=1) == v)].sum() for v in s] for t in (0, 1)])
+    w /= w.sum(axis=1, keepdims=True)
+    kernels = [np.exp(-np.abs(y - s) / B) for y in s] + [np.exp(s / B), np.exp(-s / B)]
+    return max(abs(np.log(w[1] @ k) - np.log(w[0] @ k)) for k in kernels)
+
+
+def draw_law(k: int) -> np.ndarray:
+    draws, field = posterior_draws()
+    return record_law(draws["intercept"][k], draws["sigma"][k], field[k])
+
+
+def audit_args(parameters: str) -> dict:
+    return dict(parameters=parameters, query="count", mechanism="laplace", notion="idp", scale=B, targets=[0],
+                information=None)
+
+
+def test_the_model_file_fixes_the_field_at_its_posterior_mean_or_one_draw(spatial_fit):
+    from ddpbayes.fitting.fitted import read_fit
+
+    draws, field = posterior_draws()
+    np.testing.assert_allclose(read_fit(companions(spatial_fit)[0], "mean").offset, field.mean(axis=0))
+    np.testing.assert_allclose(read_fit(companions(spatial_fit)[0], "draw:4").offset, field[4])
+    text = spatial_fit.read_text()
+    assert "treated as known" in text and "(east, north, the" in text and "fit.offset[fit.cluster_index]" in text
+
+
+def test_mean_audits_the_field_fixed_at_its_posterior_mean_as_the_brute_force(spatial_fit):
+    draws, field = posterior_draws()
+    mean = record_law(float(np.mean(draws["intercept"])), float(np.mean(draws["sigma"])), field.mean(axis=0))
+    found = audit_fitted(spatial_fit, **audit_args("mean"))
+    assert found.result.leakage == pytest.approx(idp_of_first_record(mean), abs=1e-8)
+
+
+@pytest.mark.slow  # two audits (~6 s on a loaded machine)
+def test_draws_audit_each_draws_field_as_the_brute_force(spatial_fit):
+    """draws:2 (draws 0 and 5): each draw's field and parameters."""
+    plausible = audit_fitted(spatial_fit, **audit_args("draws:2")).plausible
+    assert plausible["posterior_draws"] == [0, 5]
+    np.testing.assert_allclose(plausible["leakages"], [idp_of_first_record(draw_law(k)) for k in (0, 5)], atol=1e-8)
+
+
+@pytest.mark.slow  # the draw index multiplies the quadrature's tables (~15 s on a loaded machine)
+def test_integrated_mixes_the_draws_fields(spatial_fit):
+    """The Bayesian adversary's law is the average over draws 0 and 5 of each one's law, field included:
+    the field's uncertainty makes the two villages dependent."""
+    law = np.mean([draw_law(k) for k in (0, 5)], axis=0)
+    found = audit_fitted(spatial_fit, **audit_args("integrated:2"))
+    assert found.result.leakage == pytest.approx(idp_of_first_record(law), abs=1e-8)
+
+
+TRUTH = {"intercept": -0.3, "sigma": 0.3, "gp_amplitude": 1.2, "gp_length_scale": 3.0}
+
+
+def matern32(coords: np.ndarray, length_scale: float) -> np.ndarray:
+    """Matern 3/2 correlations: (1 + sqrt(3) d / l) exp(-sqrt(3) d / l)."""
+    d = np.sqrt(((coords[:, None, :] - coords[None, :, :]) ** 2).sum(axis=-1)) * np.sqrt(3) / length_scale
+    return (1 + d) * np.exp(-d)
+
+
+def simulate(seed: int, field: bool, clusters: int = 30, size: int = 20) -> str:
+    """A table from the spatial template (places uniform on [0, 10]^2), or without the field."""
+    rng = np.random.default_rng(seed)
+    coords = rng.uniform(0, 10, (clusters, 2))
+    cov = TRUTH["gp_amplitude"] ** 2 * matern32(coords, TRUTH["gp_length_scale"])
+    f = rng.multivariate_normal(np.zeros(clusters), cov) if field else np.zeros(clusters)
+    u = rng.normal(0, TRUTH["sigma"], clusters)
+    cluster = np.repeat(np.arange(clusters), size)
+    y = rng.binomial(1, expit(TRUTH["intercept"] + f[cluster] + u[cluster]))
+    return "village,pos,east,north\n" + "".join(f"c{c},{v},{coords[c, 0]:.17g},{coords[c, 1]:.17g}\n"
+                                                for c, v in zip(cluster, y))
+
+
+@pytest.mark.slow  # four NUTS fits of the spatial template (about a minute each on a loaded machine)
+def test_the_gp_parameters_are_recovered_over_seeds(tmp_path):
+    """Four tables with a known field (30 places, 20 rows each): the 94% HDIs of intercept, sigma, the
+    amplitude and the length scale miss the truth at most 3 times in 16 (expected about 1)."""
+    import arviz as az
+    import pymc as pm
+
+    from ddpbayes.fitting.clustered import read, pymc_model
+
+    misses = 0
+    for seed in range(4):
+        path = tmp_path / f"s{seed}.csv"
+        path.write_text(simulate(seed, field=True))
+        data = read(path, {"cluster": ["village"], "outcome": "pos", "covariates": [], "coords": ["east", "north"]},
+                    10**6)
+        idata = pm.sample(draws=500, tune=500, chains=2, cores=1, random_seed=seed, progressbar=False,
+                          model=pymc_model(data), compute_convergence_checks=False)
+        for name, value in TRUTH.items():
+            low, high = az.hdi(idata.posterior[name].values.ravel(), hdi_prob=0.94)
+            misses += not low <= value <= high
+    assert misses <= 3
+
+
+@pytest.mark.slow  # six NUTS fits (with and without the field, each with its references)
+def test_the_spatial_check_flags_a_field_and_not_its_absence(tmp_path):
+    import ddpbayes
+
+    for field in (True, False):
+        path = tmp_path / f"{field}.csv"
+        path.write_text(simulate(7, field=field, clusters=40))
+        doc = ddpbayes.fit(path, cluster="village", outcome="pos", coords="east,north", seed=7, draws=500,
+                           chains=2).to_dict()
+        checks = doc["checks"]
+        assert checks["spatial_supported"] is field, checks["morans_i"]
+        assert (checks["morans_i"]["without_field"]["p_value"] < 0.01) is field
+        assert checks["morans_i"]["p_value"] >= 0.01  # the fitted template reproduces the data's Moran's I
+
+
+def field_covariance(places: np.ndarray, length_scale: float) -> tuple[np.ndarray, str]:
+    """The covariance of the template's field f at `places` (amplitude 1, the length scale fixed):
+    f is linear in its standard normal coefficients w, so Cov f = J J^T with J's columns f(e_i)."""
+    import pandas as pd
+    import pymc as pm
+    import pytensor
+
+    from ddpbayes.fitting.spatial import cluster_coordinates, field
+
+    k = len(places)
+    labels = [str(i) for i in range(k)]
+    spatial = cluster_coordinates(pd.DataFrame(places, columns=["e", "n"]), ["e", "n"], np.arange(k), labels, "t")
+    with pm.Model(coords={"cluster": labels}) as model:
+        f = field(spatial)
+    inputs = model.value_vars
+    fn = pytensor.function(inputs, model.replace_rvs_by_values([f])[0], on_unused_input="ignore")
+    size = model.initial_point()["gp_w"].size
+    point = {"gp_length_scale_log__": np.log(length_scale), "gp_amplitude_log__": 0.0}
+    jacobian = np.column_stack([fn(*[(point | {"gp_w": np.eye(size)[i]})[v.name] for v in inputs])
+                                for i in range(size)])
+    return jacobian @ jacobian.T, spatial.describe()["approximation"]
+
+
+@pytest.mark.slow  # two models compiled, one function evaluated 900 times (~25 s on a loaded machine)
+def test_the_field_has_the_matern_covariance_exactly_up_to_100_places_and_approximately_above():
+    rng = np.random.default_rng(5)
+    few, many = rng.uniform(0, 10, (40, 2)), rng.uniform(0, 10, (120, 2))
+    cov, how = field_covariance(few, 3.0)
+    assert how == "exact"
+    np.testing.assert_allclose(cov, matern32(few, 3.0) + 1e-6 * np.eye(40), atol=1e-9)
+    cov, how = field_covariance(many, 5.0)
+    assert how.startswith("HSGP, 30 x 30")
+    assert np.abs(cov - matern32(many, 5.0)).max() < 0.01  # measured 0.003 (DESIGN §9.8)
