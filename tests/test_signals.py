@@ -105,8 +105,11 @@ class Run:
     """A `ddpbayes` process in its own session, its stderr piped to the test."""
 
     def __init__(self, argv: list[str], cwd: Path | None = None):
+        # SIGINT as a terminal leaves it: a test run started in the background of a shell without job control
+        # has SIGINT ignored, which the children would inherit (and Ctrl-C would then stop nothing)
         self.proc = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, text=True, start_new_session=True)
+                                     stderr=subprocess.PIPE, text=True, start_new_session=True,
+                                     preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
     def wait_sampling(self, workers: int = 0) -> None:
         """Block until the run samples (on `workers` Dask worker processes, when not 0)."""
