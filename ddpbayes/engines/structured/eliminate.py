@@ -21,7 +21,19 @@ def target_table(graph: FactorGraph, contribution: list[np.ndarray], target: int
                  limit: int) -> tuple[np.ndarray, int]:
     """log P(X_target, X_kept..., Σ w_k X_k = offset + s) over the slots summed out (not the target, not the
     kept ones), up to a constant: a table with axes (target, *kept, s), and the offset."""
-    last = {target, *kept}
+    final = kept_law(graph, contribution, [target, *kept], limit)
+    scope = (target, *kept)
+    present = [u for u in scope if u in final.scope]
+    table = np.transpose(final.table, [final.scope.index(u) for u in present] + [len(final.scope)])
+    table = table.reshape(*[graph.sizes[u] if u in final.scope else 1 for u in scope], final.length)
+    return np.broadcast_to(table, (*[graph.sizes[u] for u in scope], final.length)), final.offset
+
+
+def kept_law(graph: FactorGraph, contribution: list[np.ndarray], kept: list[int], limit: int) -> Potential:
+    """Σ over every slot of the factors but `kept` of their product, the partial sum of the slots summed out
+    as the sum axis (the kept slots' contributions not added): a potential over the kept slots that hold a
+    factor, by variable elimination in a min-fill order that leaves them to the end."""
+    last = set(kept)
     drop = sorted({v for p in graph.factors for v in p.scope} - last)
     order, _ = elimination_order([tuple(v for v in p.scope if v not in last) for p in graph.factors], drop)
     position = {v: k for k, v in enumerate(order)}
@@ -36,9 +48,4 @@ def target_table(graph: FactorGraph, contribution: list[np.ndarray], target: int
         place(p)
     for v in order:
         place(eliminate(buckets.pop(v), v, contribution[v], graph.sizes, limit))
-    final = product(buckets[None], graph.sizes, limit)
-    scope = (target, *kept)
-    present = [u for u in scope if u in final.scope]
-    table = np.transpose(final.table, [final.scope.index(u) for u in present] + [len(final.scope)])
-    table = table.reshape(*[graph.sizes[u] if u in final.scope else 1 for u in scope], final.length)
-    return np.broadcast_to(table, (*[graph.sizes[u] for u in scope], final.length)), final.offset
+    return product(buckets[None], graph.sizes, limit)

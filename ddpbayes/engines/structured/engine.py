@@ -23,6 +23,7 @@ from ddpbayes.engines.structured.continual import continual_leakage, continual_r
 from ddpbayes.engines.structured.dependence import dependence_sets
 from ddpbayes.engines.structured.eliminate import KEPT, target_table
 from ddpbayes.engines.structured.exchangeable import Orbits, many
+from ddpbayes.engines.structured.free import fold_free_parts
 from ddpbayes.engines.structured.graph import (
     QUADRATURE_START,
     FactorGraph,
@@ -342,9 +343,12 @@ def _leakage_for_known_set(known: frozenset[int], adversaries: list[Adversary], 
     unchanged. So x_R is enumerated, up to permutations of exchangeable tuples (`Orbits`: a
     village's known children by how many are positive), the rest of K is summed out without
     moving the partial sum, and the witness completes x_K with values of positive probability.
-    One calibration per x_R serves every target."""
+    One calibration per x_R serves every target; the parts free of the known tuples are summed once
+    (`free.fold_free_parts`)."""
     contribution = padded.rows
-    graph, on_zeros = _concerned(graph, known, {adv.target for adv in adversaries}, padded.moves, on_zeros)
+    targets = {adv.target for adv in adversaries}
+    graph, on_zeros = _concerned(graph, known, targets, padded.moves, on_zeros)
+    graph = fold_free_parts(graph, known, targets, contribution, limit)  # their sums convolved once, not per x_R
     relevant = _relevant(graph, known, mechanism)
     local, apart = _local(graph, known, relevant, on_zeros)
     order = sorted(relevant)
