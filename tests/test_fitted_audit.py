@@ -266,16 +266,22 @@ def test_draws_below_the_guard_are_left_to_the_engine(fitted, every_draw, monkey
     np.testing.assert_allclose(by_engine.plausible["leakages"], expected, rtol=0, atol=1e-12)
 
 
-def test_integrated_by_per_cluster_factors_equals_the_brute_force_mixture(fitted):
+@pytest.fixture(scope="module")
+def integrated_all(fitted):
+    """integrated:12 (every draw) of y[0], and the brute force's explicit mixture of the 12 draws' laws."""
+    d = posterior_draws()
+    law = np.mean([record_law(d["intercept"][k], d["beta_age"][k], d["sigma"][k]) for k in range(DRAWS)], axis=0)
+    return audit_fitted(fitted, **audit_args("integrated:12")), law
+
+
+def test_integrated_by_per_cluster_factors_equals_the_brute_force_mixture(fitted, integrated_all):
     """integrated:12 (every draw) and a release of some rows with a target in the second cluster: the
     brute force's explicit mixture of the 12 draws' laws (quadrature per cluster, records enumerated)."""
     from ddpbayes.fitting.fitted import read_fit
     from ddpbayes.fitting.posterior import read_draws
     from ddpbayes.engines.structured.clusters import integrated_leakages
 
-    d = posterior_draws()
-    law = np.mean([record_law(d["intercept"][k], d["beta_age"][k], d["sigma"][k]) for k in range(DRAWS)], axis=0)
-    found = audit_fitted(fitted, **audit_args("integrated:12"))
+    found, law = integrated_all
     assert found.result.leakage == pytest.approx(idp_of_first_record(law), abs=1e-8)
     assert found.result.engine == "structured" and "per-cluster factors" in found.result.notes[0]
     problem = found.result.problem
@@ -286,6 +292,27 @@ def test_integrated_by_per_cluster_factors_equals_the_brute_force_mixture(fitted
     np.testing.assert_allclose([a.value for a in leaks], [idp_of_record(law, weights, t) for t in (4, 0)], rtol=0,
                                atol=1e-8)
     assert leaks[0].witness.adversary.target == 4 and {leaks[0].witness.t, leaks[0].witness.t_prime} == {0.0, 1.0}
+
+
+def test_integrated_witness_attains_its_leakage_under_the_brute_force(integrated_all):
+    """The witness the per-cluster path prints, (t, t', y): log L(y | t) − log L(y | t') under the brute force's
+    mixture, L(y | t) = Σ_s P(count = s | y[0] = t) e^(−|y − s| / B) (a y beyond every count: the tail's
+    kernel e^(±s / B)), is the reported leakage."""
+    found, law = integrated_all
+    w = found.result.witness
+    assert w.adversary.target == 0 and w.known_values == {} and w.t != w.t_prime and len(w.y) == 1
+    ys = np.array(list(itertools.product((0, 1), repeat=len(CLUSTER_INDEX))))
+    counts = ys.sum(axis=1)
+    s = np.arange(len(CLUSTER_INDEX) + 1)
+
+    def log_l(t: float) -> float:
+        given = np.array([law[(ys[:, 0] == t) & (counts == v)].sum() for v in s]) / law[ys[:, 0] == t].sum()
+        y = w.y[0]
+        kernel = np.exp(np.sign(y) * s / B) if np.isinf(y) else np.exp(-np.abs(y - s) / B)
+        return float(np.log(given @ kernel))
+
+    assert log_l(w.t) - log_l(w.t_prime) == pytest.approx(found.result.leakage, abs=1e-9)
+    assert found.result.leakage == pytest.approx(idp_of_first_record(law), abs=1e-8)
 
 
 def test_integrated_by_per_cluster_factors_equals_the_engine_on_the_draw_index_model(fitted):

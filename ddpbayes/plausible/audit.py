@@ -25,9 +25,9 @@ from ddpbayes.auditing.verdict import judge
 from ddpbayes.encoding import jsonable, number
 from ddpbayes.errors import InputError
 from ddpbayes.engines import AdversaryLeakage, engine_named
-from ddpbayes.fitting.fitted import FORMAT, read_fit
+from ddpbayes.fitting.fitted import FORMAT, FixedClustered, read_fit
 from ddpbayes.fitting.write import companions
-from ddpbayes.fitting.posterior import PosteriorDraws, draw_indices, fit_of, integrated_model, read_draws, template_of
+from ddpbayes.fitting.posterior import PosteriorDraws, draw_indices, fit_of, integrated_model, read_draws
 from ddpbayes.model.loading import load_model
 from ddpbayes.notions import notion as named
 from ddpbayes.problem import Adversary
@@ -119,8 +119,9 @@ def audit_fitted(model_path: str | Path, parameters: Parameters | str, query: st
         model = load_model(model_path, {**build, "parameters": str(parameters)}, max_states=settings.max_states)
         return FittedAudit(parameters, audit(model, query, mechanism, notion, information=information, **run))
     if parameters.mode == "integrated":
-        by_engine = template_of(fit) == "clustered" and not build  # its per-cluster factors
-        result = _integrated_by_engine(model_path, fit, parameters, query, mechanism, notion, run) if by_engine else None
+        cluster = _per_cluster(fit, parameters.draws, build)
+        result = (_integrated_by_engine(model_path, fit, cluster, parameters, query, mechanism, notion, run)
+                  if cluster is not None else None)
         if result is None:
             model = integrated_model(fit, parameters.draws, build)
             result = audit(model, query, mechanism, notion, information=information, **run)
@@ -131,8 +132,8 @@ def audit_fitted(model_path: str | Path, parameters: Parameters | str, query: st
     return _plausible(model_path, fit, parameters, query, mechanism, notion, run, build)
 
 
-def _integrated_by_engine(model_path, fit: Path, parameters: Parameters, query: str, mechanism: str, notion: str,
-                          run: dict) -> AuditResult | None:
+def _integrated_by_engine(model_path, fit: Path, cluster: PerCluster, parameters: Parameters, query: str,
+                          mechanism: str, notion: str, run: dict) -> AuditResult | None:
     """integrated:S from the engine that fits the means' model, when it mixes the draws' laws itself
     (`Engine.integrated_leakages`: the structured engine's per-cluster factors for idp, the draw index in
     no clique); None otherwise (then the engine audits `integrated_model`). The information measures
@@ -147,13 +148,10 @@ def _integrated_by_engine(model_path, fit: Path, parameters: Parameters, query: 
     if engine is None or base.problem is None:
         return None
     targets = [i for i, v in enumerate(base.per_target) if v is not None]
-    fixed = read_fit(fit, "mean")
-    means = PosteriorDraws(np.zeros(1, dtype=np.int64), np.array([fixed.intercept]), fixed.beta[None, :],
-                           np.array([fixed.sigma]), fixed.offset[None, :])
-    check = engine.plausible_leakages(base.problem, fixed, means, targets)
+    check = engine.plausible_leakages(base.problem, cluster.fixed, cluster.means, targets)
     if check is None or not _agrees(check[0], base):  # a model file that is not the fit's template
         return None
-    found = engine.integrated_leakages(base.problem, fixed, read_draws(fit, parameters.draws), targets)
+    found = engine.integrated_leakages(base.problem, cluster.fixed, cluster.draws, targets)
     if found is None:
         return None
     leaks, note = found
@@ -180,7 +178,7 @@ def _plausible(model_path, fit: Path, parameters: Parameters, query: str, mechan
     draw (its witness)."""
     start = time.perf_counter()
     indices = draw_indices(fit, parameters.draws)
-    draws = read_draws(fit, parameters.draws) if template_of(fit) == "clustered" and not build else None
+    cluster = _per_cluster(fit, parameters.draws, build)
     settings = run["settings"]
     quiet = run | {"settings": RunSettings.of(settings, progress=False)}
 
@@ -192,7 +190,7 @@ def _plausible(model_path, fit: Path, parameters: Parameters, query: str, mechan
                   enabled=settings.progress) as bar:
         results: list[AuditResult | DrawLeakage] = [one(indices[0])]
         bar.advance(1)
-        fast = _by_engine(fit, draws, results[0]) if draws is not None else None
+        fast = _by_engine(cluster, results[0]) if cluster is not None else None
         if fast is not None and not _agrees(fast[0], results[0]):  # a model file that is not the fit's template
             fast = None
         for j, k in enumerate(indices[1:], 1):
@@ -205,14 +203,41 @@ def _plausible(model_path, fit: Path, parameters: Parameters, query: str, mechan
     return FittedAudit(parameters, _worst(results, indices, summary, time.perf_counter() - start), summary)
 
 
-def _by_engine(fit: Path, draws: PosteriorDraws, first: AuditResult) -> np.ndarray | None:
+def _by_engine(cluster: PerCluster, first: AuditResult) -> np.ndarray | None:
     """Every draw's idp per target at once from the engine that audited `first` (one of the draws), when it
     can (`Engine.plausible_leakages`); else None."""
     engine = engine_named(first.engine)
     if engine is None or first.problem is None or not named(first.notion).weakest:
         return None
     targets = [i for i, v in enumerate(first.per_target) if v is not None]
-    return engine.plausible_leakages(first.problem, read_fit(fit, "mean"), draws, targets)
+    return engine.plausible_leakages(first.problem, cluster.fixed, cluster.draws, targets)
+
+
+@dataclass(frozen=True)
+class PerCluster:
+    """What the engines' per-cluster paths read (`Engine.plausible_leakages`, `Engine.integrated_leakages`):
+    the fit's rows with the means fixed, the means as one draw (to check the path against the engine's own
+    audit) and the thinned posterior draws."""
+
+    fixed: FixedClustered
+    means: PosteriorDraws
+    draws: PosteriorDraws
+
+
+def _per_cluster(fit: Path, count: int, build: dict) -> PerCluster | None:
+    """The per-cluster inputs of S = `count` draws, when the fit has them: rows in clusters and a posterior for
+    the cluster effect's scale `sigma` (a logit with a random effect per cluster, which `read_fit` gives as
+    FixedClustered), and a model file that takes no other keywords; else None. Either way the engine's own
+    audit of one model decides whether the path is used (`_agrees`)."""
+    doc = json.loads(fit.read_text())
+    if build or "sigma" not in doc.get("draws", {}) or "cluster_index" not in doc.get("table", {}):
+        return None
+    fixed = read_fit(fit, "mean")
+    if not isinstance(fixed, FixedClustered):
+        return None
+    means = PosteriorDraws(np.zeros(1, dtype=np.int64), np.array([fixed.intercept]), fixed.beta[None, :],
+                           np.array([fixed.sigma]), fixed.offset[None, :])
+    return PerCluster(fixed, means, read_draws(fit, count))
 
 
 AGREE = 1e-9  # the engine's own audit and the per-draw path agree to this (relative) or the path is not used
