@@ -266,6 +266,43 @@ def test_draws_below_the_guard_are_left_to_the_engine(fitted, every_draw, monkey
     np.testing.assert_allclose(by_engine.plausible["leakages"], expected, rtol=0, atol=1e-12)
 
 
+def pdp_of_first_record(law: np.ndarray, known: list[int]) -> float:
+    """pdp of y[0] knowing the records `known` under a Laplace(B) count: the max over x_K of idp's sup with every
+    law conditioned on x_K (DESIGN §1)."""
+    ys = np.array(list(itertools.product((0, 1), repeat=len(CLUSTER_INDEX))))
+    counts = ys.sum(axis=1)
+    s = np.arange(len(CLUSTER_INDEX) + 1)
+    kernels = [np.exp(-np.abs(y - s) / B) for y in s] + [np.exp(s / B), np.exp(-s / B)]
+    best = 0.0
+    for x_k in itertools.product((0, 1), repeat=len(known)):
+        given = np.all(ys[:, known] == x_k, axis=1)
+        w = np.array([[law[given & (ys[:, 0] == t) & (counts == v)].sum() for v in s] for t in (0, 1)])
+        w /= w.sum(axis=1, keepdims=True)
+        best = max(best, *(abs(np.log(w[1] @ k) - np.log(w[0] @ k)) for k in kernels))
+    return best
+
+
+@pytest.mark.parametrize("known", [[1], [1, 2]])
+def test_pdp_draws_by_per_cluster_factors_equal_the_brute_force(fitted, known):
+    """draws:3, pdp of y[0] knowing some of its cluster (row 1: row 2 unknown; rows 1 and 2, other covariates: 4
+    configurations, the count then leaking as classic DP's 1/b): the per-cluster factors give each draw's leakage,
+    equal to the brute force's max over x_K, and so does the audit."""
+    from ddpbayes.engines.structured.clusters import plausible_leakages
+    from ddpbayes.fitting.fitted import read_fit
+    from ddpbayes.fitting.posterior import read_draws
+    from ddpbayes.problem import Adversary
+
+    d = posterior_draws()
+    expected = [pdp_of_first_record(record_law(d["intercept"][k], d["beta_age"][k], d["sigma"][k]), known)
+                for k in THINNED_3]
+    found = audit_fitted(fitted, **audit_args("draws:3", notion="pdp", known=known))
+    np.testing.assert_allclose(found.plausible["leakages"], expected, rtol=0, atol=1e-8)
+    fit = companions(fitted)[0]
+    problem = found.result.problem.with_adversaries([Adversary(0, frozenset(known))])
+    fast = plausible_leakages(problem, read_fit(fit), read_draws(fit, 3), [0])
+    np.testing.assert_allclose(fast[:, 0], expected, rtol=0, atol=1e-8)
+
+
 @pytest.fixture(scope="module")
 def integrated_all(fitted):
     """integrated:12 (every draw) of y[0], and the brute force's explicit mixture of the 12 draws' laws."""

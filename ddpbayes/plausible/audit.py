@@ -148,10 +148,11 @@ def _integrated_by_engine(model_path, fit: Path, cluster: PerCluster, parameters
     if engine is None or base.problem is None:
         return None
     targets = [i for i, v in enumerate(base.per_target) if v is not None]
-    check = engine.plausible_leakages(base.problem, cluster.fixed, cluster.means, targets)
+    problem = base.problem.with_adversaries(named(notion).adversaries(len(base.per_target), targets))
+    check = engine.plausible_leakages(problem, cluster.fixed, cluster.means, targets)
     if check is None or not _agrees(check[0], base):  # a model file that is not the fit's template
         return None
-    found = engine.integrated_leakages(base.problem, cluster.fixed, cluster.draws, targets)
+    found = engine.integrated_leakages(problem, cluster.fixed, cluster.draws, targets)
     if found is None:
         return None
     leaks, note = found
@@ -173,8 +174,8 @@ def _plausible(model_path, fit: Path, parameters: Parameters, query: str, mechan
                run: dict, build: dict) -> FittedAudit:
     """draws:S: one audit per thinned posterior draw, their worst and their summary. The first draw is
     audited by the engine that fits; when that engine gives every draw's leakage at once
-    (`Engine.plausible_leakages`: the structured engine's per-cluster factors for idp of a clustered
-    fit), those are the other draws' leakages, and the engine audits the draws they leave and the worst
+    (`Engine.plausible_leakages`: the structured engine's per-cluster factors for idp, or pdp knowing records
+    of the target's cluster, of a clustered fit), those are the other draws' leakages, and the engine audits the draws they leave and the worst
     draw (its witness)."""
     start = time.perf_counter()
     indices = draw_indices(fit, parameters.draws)
@@ -190,7 +191,7 @@ def _plausible(model_path, fit: Path, parameters: Parameters, query: str, mechan
                   enabled=settings.progress) as bar:
         results: list[AuditResult | DrawLeakage] = [one(indices[0])]
         bar.advance(1)
-        fast = _by_engine(cluster, results[0]) if cluster is not None else None
+        fast = _by_engine(cluster, results[0], run.get("known")) if cluster is not None else None
         if fast is not None and not _agrees(fast[0], results[0]):  # a model file that is not the fit's template
             fast = None
         for j, k in enumerate(indices[1:], 1):
@@ -203,14 +204,20 @@ def _plausible(model_path, fit: Path, parameters: Parameters, query: str, mechan
     return FittedAudit(parameters, _worst(results, indices, summary, time.perf_counter() - start), summary)
 
 
-def _by_engine(cluster: PerCluster, first: AuditResult) -> np.ndarray | None:
-    """Every draw's idp per target at once from the engine that audited `first` (one of the draws), when it
-    can (`Engine.plausible_leakages`); else None."""
-    engine = engine_named(first.engine)
-    if engine is None or first.problem is None or not named(first.notion).weakest:
+def _by_engine(cluster: PerCluster, first: AuditResult, known: list[int] | None) -> np.ndarray | None:
+    """Every draw's leakage per target at once from the engine that audited `first` (one of the draws), when it
+    can (`Engine.plausible_leakages`: idp, or pdp knowing records of the target's cluster) and the notion has
+    one adversary per target (not pdp's lattice; not ddp, whose known sets come from the dependence sets);
+    else None."""
+    engine, notion = engine_named(first.engine), named(first.notion)
+    if engine is None or first.problem is None or notion.needs_dependence_sets:
         return None
+    n = len(first.per_target)
     targets = [i for i, v in enumerate(first.per_target) if v is not None]
-    return engine.plausible_leakages(first.problem, cluster.fixed, cluster.draws, targets)
+    if notion.adversary_count(n, targets, known) != len(targets):
+        return None
+    problem = first.problem.with_adversaries(notion.adversaries(n, targets, known))
+    return engine.plausible_leakages(problem, cluster.fixed, cluster.draws, targets)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
-"""idp under a clustered fit by per-cluster factors, every posterior draw at once (DESIGN §9.6):
-each draw's leakage (`--parameters draws:S`) and the Bayesian adversary's over their mixture
-(`integrated:S`).
+"""idp (and pdp within the target's cluster) under a clustered fit by per-cluster factors, every posterior
+draw at once (DESIGN §9.6): each draw's leakage (`--parameters draws:S`) and the Bayesian adversary's
+over their mixture (`integrated:S`).
 
 Given draw j's parameters a clustered fit factorises over its clusters: y_r ~ Bernoulli(expit(η_jr +
 u_c(r))), u_c ~ Normal(0, σ_j) independent. For a one-row release q = Σ_r w_r y_r with w_r in {0, 1}
@@ -19,6 +19,12 @@ graph or a compiled table per draw. All in linear space, every draw of a chunk a
 coefficient is a sum of positive terms, exact to relative rounding while it stays above GUARD; a
 draw whose coefficients fall below it is left to the engine (NaN).
 
+pdp knowing records K of the one target's cluster (the rest of its village): the target's cluster's
+factor takes P(x_K | u_k) = Π_{r∈K} P(x_r | u_k) inside the node sum, K's records leave its polynomial
+(their shift of q is a constant the shift-invariant noise does not see), and the leakage is the max over
+x_K, which depends only on how many known records of each covariate group are positive (exchangeable
+given the draw; DESIGN §2.1b): Π_g (m_g + 1) configurations, the other clusters unchanged.
+
 The Bayesian adversary's law is the mixture (1/S) Σ_j P_j(q = s, X_i = t) (the latent draw index J
 of `fitting.posterior.integrated_model`, whose cluster effects u_c = σ_J z_c sit on the same nodes
 z = √2 x_k), settled on the node count as one leakage: S × clusters one-dimensional tables, never
@@ -27,6 +33,7 @@ J inside a clique.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -54,6 +61,7 @@ class ClusterRelease:
     mechanism: Mechanism
     targets: list[int]
     limit: int  # --max-states, for the mechanism's mixtures
+    known: tuple[int, ...] = ()  # pdp: the known records, all in the one target's cluster
 
 
 def plausible_leakages(problem: Problem, fixed: FixedClustered, draws: PosteriorDraws,
@@ -62,10 +70,25 @@ def plausible_leakages(problem: Problem, fixed: FixedClustered, draws: Posterior
     audit problem, when the per-cluster factors give it (a one-row 0/1 release, Laplace or geometric noise,
     the targets in few clusters); else None."""
     weights = problem.query.weights(problem.model.n)
-    if release_reason(weights, problem.mechanism, targets, fixed):
+    known = known_records(problem, fixed, targets)
+    if release_reason(weights, problem.mechanism, targets, fixed) or known is None:
         return None
-    release = ClusterRelease(np.asarray(weights, dtype=float), problem.mechanism, targets, problem.settings.max_states)
+    release = ClusterRelease(np.asarray(weights, dtype=float), problem.mechanism, targets, problem.settings.max_states,
+                             known)
     return draws_leakages(fixed, draws, release)[0]
+
+
+def known_records(problem: Problem, fixed: FixedClustered, targets: list[int]) -> tuple[int, ...] | None:
+    """The records every adversary knows when the per-cluster path takes them (none: idp, also when the problem
+    lists no adversary; or, for one target, records of its own cluster: pdp with the rest of the village known),
+    else None."""
+    sets = {adv.known for adv in problem.adversaries} or {frozenset()}
+    if len(sets) != 1:
+        return None
+    known = tuple(sorted(sets.pop()))
+    if known and (len(targets) != 1 or np.any(fixed.cluster_index[list(known)] != fixed.cluster_index[targets[0]])):
+        return None
+    return known
 
 
 def integrated_leakages(problem: Problem, fixed: FixedClustered, draws: PosteriorDraws,
@@ -74,7 +97,7 @@ def integrated_leakages(problem: Problem, fixed: FixedClustered, draws: Posterio
     and how much it moved from half as many; None when the per-cluster factors do not apply or a coefficient
     falls below GUARD (the engine then audits the integrated model)."""
     weights = problem.query.weights(problem.model.n)
-    if release_reason(weights, problem.mechanism, targets, fixed):
+    if release_reason(weights, problem.mechanism, targets, fixed) or known_records(problem, fixed, targets) != ():
         return None
     release = ClusterRelease(np.asarray(weights, dtype=float), problem.mechanism, targets, problem.settings.max_states)
     nodes, previous = QUADRATURE_START, _mixed(fixed, draws, release, QUADRATURE_START)
@@ -141,9 +164,11 @@ def _rule(nodes: int) -> _Rule:
 
 
 def draw_laws(fixed: FixedClustered, draws: PosteriorDraws, release: ClusterRelease, target: int,
-              nodes: int) -> tuple[np.ndarray, bool]:
-    """P_j(q = s, X_target = t) for every draw j (S, 2, levels 0..Σ w) on `nodes` nodes, and whether
-    every reachable coefficient of every cluster and of the total stayed above GUARD (per draw, (S,))."""
+              nodes: int, orbit: tuple[int, ...] = ()) -> tuple[np.ndarray, bool]:
+    """P_j(q = s, X_target = t, x_K) for every draw j (S, 2, levels 0..Σ w) on `nodes` nodes, x_K the known
+    records with `orbit[g]` positives in their covariate group g (`known_groups`; the known records' shift of
+    q left out: the noise is shift-invariant), and whether every reachable coefficient of every cluster and of
+    the total stayed above GUARD (per draw, (S,))."""
     rule, w = _rule(nodes), release.weights
     eta = draws.intercept[:, None] + draws.beta @ fixed.x.T + draws.field[:, fixed.cluster_index]  # (S, n)
     spatial = bool(np.any(draws.field))  # a field at the clusters: no two clusters share a factor
@@ -152,9 +177,12 @@ def draw_laws(fixed: FixedClustered, draws: PosteriorDraws, release: ClusterRele
     others, ok = [], np.ones(len(draws.sigma), dtype=bool)
     made: dict[tuple, np.ndarray] = {}  # clusters of the same covariate rows (and field) have the same factor
     for c in range(fixed.n_clusters):
-        groups = _groups(fixed.x, [r for r in np.flatnonzero(fixed.cluster_index == c) if w[r] and r != target])
+        rows = [r for r in np.flatnonzero(fixed.cluster_index == c) if w[r] and r != target and r not in release.known]
+        groups = _groups(fixed.x, rows)
         if c == home:
-            own = _home(_product(eta, u, groups), _log_p(eta[:, target, None] + u), int(w[target]), rule)
+            given = _known_factor(eta, u, known_groups(fixed, release.known), orbit)
+            own = _home(_product(eta, u, groups) * given[..., None], _log_p(eta[:, target, None] + u),
+                        int(w[target]), rule)
             ok &= _above(own, int(w[target]))
         elif groups:  # a cluster the release does not read sums to 1 given u: no factor
             key = (tuple((k, len(v)) for k, v in groups.items()), c if spatial else -1)
@@ -164,6 +192,26 @@ def draw_laws(fixed: FixedClustered, draws: PosteriorDraws, release: ClusterRele
             others.append(made[key])
     total = np.stack([_times(own[j], [f[j] for f in others]) for j in range(len(draws.sigma))])
     return total, ok & _above(total, int(w[target]))
+
+
+def known_groups(fixed: FixedClustered, known: tuple[int, ...]) -> list[list[int]]:
+    """The known records by their covariates (exchangeable given the draw: equal η, the same effect)."""
+    return list(_groups(fixed.x, list(known)).values())
+
+
+def orbits(groups: list[list[int]]) -> list[tuple[int, ...]]:
+    """Every configuration of the known records up to exchange within a group: positives per group
+    (DESIGN §2.1b, exchangeable known tuples); the one empty configuration when none is known."""
+    return list(itertools.product(*[range(len(g) + 1) for g in groups]))
+
+
+def _known_factor(eta: np.ndarray, u: np.ndarray, groups: list[list[int]], orbit: tuple[int, ...]) -> np.ndarray:
+    """P(x_K | u) at every draw and node (S, N): in group g, `orbit[g]` of its records positive."""
+    log = np.zeros(u.shape)
+    for rows, positive in zip(groups, orbit):
+        log_p, log_q = _log_p(eta[:, rows[0], None] + u)
+        log += positive * log_p + (len(rows) - positive) * log_q
+    return np.exp(log)
 
 
 def _above(law: np.ndarray, shift: int) -> np.ndarray:
@@ -272,11 +320,12 @@ def draws_leakages(fixed: FixedClustered, draws: PosteriorDraws,
 def _at(fixed: FixedClustered, draws: PosteriorDraws, release: ClusterRelease,
         nodes: int) -> tuple[np.ndarray, np.ndarray]:
     """Every draw's leakage per target on `nodes` nodes (S, targets), and whether all stayed above GUARD."""
-    out, ok = np.empty((len(draws.sigma), len(release.targets))), np.ones(len(draws.sigma), dtype=bool)
+    out, ok = np.full((len(draws.sigma), len(release.targets)), -np.inf), np.ones(len(draws.sigma), dtype=bool)
     for a, target in enumerate(release.targets):
-        laws, fine = draw_laws(fixed, draws, release, target, nodes)
-        ok &= fine
-        out[:, a] = leakages(laws, release, target)
+        for orbit in orbits(known_groups(fixed, release.known)):  # pdp: the max over x_K (each positive)
+            laws, fine = draw_laws(fixed, draws, release, target, nodes, orbit)
+            ok &= fine
+            out[:, a] = np.maximum(out[:, a], leakages(laws, release, target))
     return out, ok
 
 

@@ -102,8 +102,9 @@ class StructuredEngine(Engine):
         return [found[adv] for adv in problem.adversaries]
 
     def plausible_leakages(self, problem: Problem, fixed, draws, targets: list[int]) -> np.ndarray | None:
-        """idp of every draw of a clustered fit at once by per-cluster factors (`structured.clusters`), on the
-        rules this engine settles on: each draw's value is this engine's on that draw's model."""
+        """idp (or pdp knowing records of the one target's cluster) of every draw of a clustered fit at once by
+        per-cluster factors (`structured.clusters`), on the rules this engine settles on: each draw's value is this
+        engine's on that draw's model."""
         from ddpbayes.engines.structured.clusters import plausible_leakages  # it reads this module's helpers
 
         return plausible_leakages(problem, fixed, draws, targets)
