@@ -30,6 +30,7 @@ import numpy as np
 import pymc as pm
 import scipy.special
 
+from ddpbayes.limits import check_memory
 from ddpbayes.model import DependenceModel
 from ddpbayes.model.condition import TUPLES, WEIGHTS, Conditioned, ImpossibleEvent, condition
 from ddpbayes.parallel import map_units
@@ -212,12 +213,20 @@ class Chains:
         is derived from `key` and the settings, so a run is reproducible on its own."""
         seed = (settings.seed * 1_000_003 + zlib.crc32(repr(key).encode())) % (2**31)
         starts, confined = self.cond.starting_points(settings.chains, settings.seed)
+        self._check_memory(settings, self.evaluate(starts[0])[0].size)
         step = self._step(confined)
         rngs = np.random.default_rng(seed).spawn(settings.chains)
         chains = [self._chain(step, start, settings, rng) for start, rng in zip(starts, rngs)]
         x = np.asarray([draws for draws, _, _ in chains], dtype=float)
         logw = np.asarray([w for _, w, _ in chains], dtype=float) if self.cond.summed else None
         return Run(key, x, self._sampler_name(confined), sum(d for _, _, d in chains), logw)
+
+    def _check_memory(self, settings: RunSettings, values: int) -> None:
+        """Refuse a run whose draws would not fit in memory, before drawing: each draw keeps `values` tuple values
+        (n, or C × n with C summed configurations) and C weights, held twice while the chains are stacked."""
+        cells = settings.chains * settings.draws * (values + self.cond.configurations)
+        check_memory(2 * 8 * cells, "an MCMC run's draws", f"{settings.chains} chains x {settings.draws:,} draws x "
+                     f"{values:,} tuple values", flag="--draws", advice="lower --draws or --chains")
 
     def _chain(self, step, start: dict, settings: RunSettings, rng) -> tuple[np.ndarray, np.ndarray | None, int]:
         """One chain, as PyMC's `_iter_sample` runs it: reset the adaptation, tune, stop tuning, draw."""
