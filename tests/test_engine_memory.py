@@ -44,12 +44,12 @@ def _bounded() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, resource.getrlimit(resource.RLIMIT_AS)[1]))
 
 
-def _audit(path: Path, engine: str) -> tuple[int, str, str, int]:
+def _audit(path: Path, engine: str, draws: int = 100) -> tuple[int, str, str, int]:
     """`ddpbayes audit` of idp of record 0 by `engine` in a bounded process: its exit status, stdout, stderr and
     peak resident set (bytes, its own rusage)."""
     args = [sys.executable, "-m", "ddpbayes", "audit", str(path), "--query", "count", "--mechanism", "laplace",
             "--scale", "1", "--notion", "idp", "--target", "0", "--engine", engine, "--seed", "0",
-            "--max-states", str(MAX_STATES), "--draws", "100", "--tune", "100", "--chains", "2", "--format", "json"]
+            "--max-states", str(MAX_STATES), "--draws", str(draws), "--tune", "100", "--chains", "2", "--format", "json"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     out, err = path.with_suffix(".out"), path.with_suffix(".err")
     with out.open("w") as o, err.open("w") as e:
@@ -71,3 +71,14 @@ def test_each_engine_answers_within_memory_or_refuses_in_one_line(engine, tmp_pa
         return
     assert math.isfinite(json.loads(out)["leakage"])
     assert peak <= PEAK, f"{engine}: peak resident set {peak / 2**20:.0f} MiB"
+
+
+@pytest.mark.slow  # imports PyMC and compiles the model in a subprocess
+def test_an_mcmc_run_too_large_for_memory_is_refused_before_drawing(tmp_path):
+    """10^10 draws of 21 values: far more than any machine's memory, refused in one line before the first draw."""
+    path = tmp_path / "four_clusters.py"
+    path.write_text(MODEL)
+    code, _, err, peak = _audit(path, "sampling", draws=10**10)
+    lines = [line for line in err.splitlines() if not line.startswith("ddpbayes:")]
+    assert code == 2 and len(lines) == 1 and "an MCMC run's draws" in lines[0] and "lower --draws" in lines[0], err
+    assert peak <= PEAK
