@@ -14,6 +14,7 @@ from its definition on a grid holding every breakpoint and the limits (`brutefor
 
 from __future__ import annotations
 
+import functools
 import itertools
 
 import numpy as np
@@ -88,6 +89,14 @@ class Clusters:
         return [*mates[1:-1].tolist(), int(np.flatnonzero(self.cluster == 1)[0])]
 
 
+@functools.lru_cache(maxsize=None)
+def _case(seed: int, draws: int) -> tuple[Clusters, DependenceModel, np.ndarray, np.ndarray]:
+    """The table, its model and its brute-force joint, built once per case (the sum and the rows share seed 0's:
+    the model's compiled tables are cached on it)."""
+    table = Clusters(seed, draws)
+    return (table, table.model(), *table.joint())
+
+
 CASES = [(0, 1), (2, 2), pytest.param(1, 1, marks=pytest.mark.slow), pytest.param(3, 2, marks=pytest.mark.slow),
          pytest.param(4, 1, marks=pytest.mark.slow),
          pytest.param(5, 2, marks=pytest.mark.slow)]
@@ -98,11 +107,9 @@ def test_pdp_under_the_whole_sum_equals_brute_force(seed, draws):
     """Target record 0, known: mates of its cluster and a record of the second cluster; the release: the weighted
     sum of every record. The free clusters are folded into one factor (over J when there are draws), and the
     leakage and its witness equal the brute force's to 1e-9."""
-    table = Clusters(seed, draws)
-    model = table.model()
+    table, model, X, p = _case(seed, draws)
     known = table.known()
     _assert_folded(table, model, known)
-    X, p = table.joint()
     q = X @ table.weights
     expected, _ = leak_grid(X, p, q, laplace_log_kernel(B), scalar_grid(q, B, dense=11), 0, known)
     query = "linear:" + ",".join(str(int(w)) for w in table.weights)
@@ -117,12 +124,10 @@ def test_pdp_under_a_several_row_release_equals_brute_force(seed):
     """Rows: the target's cluster with the third (weighted), the second cluster, the fourth (or none). The target's
     row reads the free third cluster; the second cluster's row is independent of the target given x_K. The brute
     force takes the sup over the whole output vector on a product grid."""
-    table = Clusters(seed, 1)
-    model = table.model()
+    table, model, X, p = _case(seed, 1)
     known = table.known()
     rows = [np.isin(table.cluster, (0, 2)) * table.weights, (table.cluster == 1) * 1, (table.cluster == 3) * 1]
     rows = np.array([r for r in rows if r.any()], dtype=float)
-    X, p = table.joint()
     q = X @ rows.T
     expected, _ = leak_grid(X, p, q, laplace_log_kernel(B), coordinate_grid(q, extra_per_gap=1), 0, known)
     query = "linear:" + ";".join(",".join(str(int(w)) for w in r) for r in rows)
