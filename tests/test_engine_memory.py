@@ -49,7 +49,8 @@ def _audit(path: Path, engine: str, draws: int = 100) -> tuple[int, str, str, in
     peak resident set (bytes, its own rusage)."""
     args = [sys.executable, "-m", "ddpbayes", "audit", str(path), "--query", "count", "--mechanism", "laplace",
             "--scale", "1", "--notion", "idp", "--target", "0", "--engine", engine, "--seed", "0",
-            "--max-states", str(MAX_STATES), "--draws", str(draws), "--tune", "100", "--chains", "2", "--format", "json"]
+            "--max-states", str(MAX_STATES), "--draws", str(draws), "--tune", "100", "--chains", "2",
+            "--format", "json"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     out, err = path.with_suffix(".out"), path.with_suffix(".err")
     with out.open("w") as o, err.open("w") as e:

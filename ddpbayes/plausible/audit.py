@@ -175,8 +175,8 @@ def _plausible(model_path, fit: Path, parameters: Parameters, query: str, mechan
     """draws:S: one audit per thinned posterior draw, their worst and their summary. The first draw is
     audited by the engine that fits; when that engine gives every draw's leakage at once
     (`Engine.plausible_leakages`: the structured engine's per-cluster factors for idp, or pdp knowing records
-    of the target's cluster, of a clustered fit), those are the other draws' leakages, and the engine audits the draws they leave and the worst
-    draw (its witness)."""
+    of the target's cluster, of a clustered fit), those are the other draws' leakages, and the engine audits
+    the draws they leave and the worst draw (its witness)."""
     start = time.perf_counter()
     indices = draw_indices(fit, parameters.draws)
     cluster = _per_cluster(fit, parameters.draws, build)
