@@ -38,11 +38,16 @@ def laws_change(joints: np.ndarray) -> np.ndarray:
 
 
 def check_positive_definite(cov: np.ndarray, what: str) -> None:
+    """InputError unless `cov` is a finite symmetric positive definite matrix with 2-norm condition
+    number at most 1e12. One symmetric eigen-decomposition gives both the smallest eigenvalue and the
+    condition number (for a symmetric positive definite matrix its singular values are its
+    eigenvalues, so lambda_max / lambda_min is `np.linalg.cond`'s value, without a second, SVD, pass)."""
     if cov.ndim != 2 or cov.shape[0] != cov.shape[1] or not np.all(np.isfinite(cov)):
         raise InputError(f"{what} must be a finite square matrix")
     if not np.allclose(cov, cov.T, rtol=1e-10, atol=1e-12 * np.abs(cov).max()):
         raise InputError(f"{what} is not symmetric")
-    low = eigenvalues_min(cov)
+    eig = np.linalg.eigvalsh((cov + cov.T) / 2)
+    low = _rounded_min(eig)
     if low < 0:
         raise InputError(f"{what} is not positive semi-definite (smallest eigenvalue {low:.3g})")
     try:
@@ -52,11 +57,16 @@ def check_positive_definite(cov: np.ndarray, what: str) -> None:
             f"{what} is singular: a tuple is a linear function of others, so a conditional covariance is "
             "singular (the gaussian engine needs a positive definite covariance)"
         ) from None
-    if np.linalg.cond(cov) > 1e12:
-        raise InputError(f"{what} is numerically singular (condition number {np.linalg.cond(cov):.3g})")
+    condition = eig[-1] / eig[0] if eig[0] > 0 else np.inf
+    if condition > 1e12:
+        raise InputError(f"{what} is numerically singular (condition number {condition:.3g})")
 
 
 def eigenvalues_min(cov: np.ndarray) -> float:
     """The smallest eigenvalue of a symmetric matrix, 0 when negative only by rounding."""
-    eig = np.linalg.eigvalsh((cov + cov.T) / 2)
+    return _rounded_min(np.linalg.eigvalsh((cov + cov.T) / 2))
+
+
+def _rounded_min(eig: np.ndarray) -> float:
+    """The smallest of a symmetric matrix's eigenvalues `eig`, 0 when negative only by rounding."""
     return 0.0 if eig.min() >= -1e-12 * max(1.0, np.abs(eig).max()) else float(eig.min())

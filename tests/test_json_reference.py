@@ -70,6 +70,9 @@ FIT_TABLE = "village,pos,age\n" + "".join(f"v{i // 5},{int(i % 3 == 0) ^ (i // 5
 FIT_GAUSSIAN = ("fit {tmp}/heights.csv --template gaussian --group fam --columns h --covariates sex --draws 30 "
                 "--tune 30 --chains 2 --out {tmp}/heights.py --force --quiet --format json")
 FIT_GAUSSIAN_TABLE = "fam,sex,h\n" + "".join(f"f{i // 3},{'mf'[i % 2]},{60 + (i * 7) % 11}\n" for i in range(30))
+FIT_JOINT = ("fit {tmp}/pairs.csv --template gaussian --group fam --columns h,w --draws 30 --tune 30 --chains 2 "
+             "--out {tmp}/pairs.py --force --quiet --format json")
+FIT_JOINT_TABLE = "fam,h,w\n" + "".join(f"f{i // 3},{60 + (i * 7) % 11},{50 + (i * 5) % 13}\n" for i in range(30))
 FIT_CHAIN = ("fit {tmp}/days.csv --template chain --id person --time day --state place --draws 30 --tune 30 "
              "--chains 2 --out {tmp}/days.py --force --quiet --format json")
 FIT_CHAIN_TABLE = "person,day,place\n" + "".join(f"p{i // 6},{i % 6},{'ab'[(i * i) % 3 == 0]}\n" for i in range(30))
@@ -298,6 +301,7 @@ def test_the_posterior_route_keys_are_documented(docs, capsys, monkeypatch):
 def test_the_fit_keys_are_documented(docs, capsys, tmp_path):
     (tmp_path / "small.csv").write_text(FIT_TABLE)
     (tmp_path / "heights.csv").write_text(FIT_GAUSSIAN_TABLE)
+    (tmp_path / "pairs.csv").write_text(FIT_JOINT_TABLE)
     (tmp_path / "days.csv").write_text(FIT_CHAIN_TABLE)
     (tmp_path / "places.csv").write_text(FIT_GRAPH_NODES)
     (tmp_path / "friends.csv").write_text(FIT_GRAPH_EDGES)
@@ -305,7 +309,7 @@ def test_the_fit_keys_are_documented(docs, capsys, tmp_path):
     graphs = [(FIT_GRAPH.replace("MODEL", m) + " --drop-unknown", f"places_{m}") for m in ("near", "car")]
     seen: dict[str, set] = {}
     missing: set = set()
-    fits = ((FIT, "small"), (FIT_GAUSSIAN, "heights"), (FIT_CHAIN, "days"), (FIT_SPATIAL, "villages"), *graphs)
+    fits = ((FIT, "small"), (FIT_GAUSSIAN, "heights"), (FIT_JOINT, "pairs"), (FIT_CHAIN, "days"), (FIT_SPATIAL, "villages"), *graphs)
     for command, name in fits:  # each template, and the clustered one with its spatial field
         capsys.readouterr()
         code = main(shlex.split(command.replace("{tmp}", str(tmp_path))))

@@ -34,7 +34,8 @@ def register(sub) -> None:
                    "the clusters (exact up to 100 clusters, HSGP above; its length scale in the columns' units)")
     p.add_argument("--group", default="", metavar="COL[,COL]", help="gaussian: the column naming each row's group")
     p.add_argument("--columns", default="", metavar="COL[,COL]",
-                   help="gaussian: the continuous column: the records; graph: latitude,longitude (degrees)")
+                   help="gaussian: the continuous column, or several fitted jointly (each row a vector; the "
+                   "records are its cells); graph: latitude,longitude (degrees)")
     p.add_argument("--domain", default=None, type=_domain, metavar="LOW,HIGH",
                    help="gaussian: every value's declared range (default: the data's range)")
     p.add_argument("--id", default=None, metavar="COL",
@@ -147,6 +148,12 @@ def fit_text(doc: dict) -> str:
                        ("friends_within_km", f"share of edges within {checks.get('near_km', 0):g} km")):
         if key not in checks:
             continue
+        c = checks[key]
+        lines.append(f"  {label}: data {fmt(c['data'])}; {doc['template']} {_replicated(c)}; "
+                     f"without dependence {_replicated(c['independent'])}")
+    for key in (k for k in checks if k.startswith(("icc_", "correlation_"))):  # gaussian on several columns
+        kind, _, name = key.partition("_")
+        label = f"intra-group correlation of {name}" if kind == "icc" else f"within-row correlation {name}"
         c = checks[key]
         lines.append(f"  {label}: data {fmt(c['data'])}; {doc['template']} {_replicated(c)}; "
                      f"without dependence {_replicated(c['independent'])}")

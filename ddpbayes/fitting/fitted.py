@@ -53,6 +53,91 @@ class FixedGaussian:
         return len(self.cluster_index)
 
 
+@dataclass(frozen=True)
+class FixedJointGaussian:
+    """A gaussian fit on several columns (DESIGN §9.4b) with fixed parameters: row r's vector is
+    MvNormal(intercept + x[r] @ beta + u[cluster_index[r]], cov_residual), u_g ~ MvNormal(0, cov_group);
+    `domains` each column's [low, high]."""
+
+    intercept: np.ndarray  # (C,)
+    beta: np.ndarray  # (p, C)
+    cov_group: np.ndarray  # (C, C)
+    cov_residual: np.ndarray  # (C, C)
+    x: np.ndarray
+    cluster_index: np.ndarray
+    n_clusters: int
+    domains: tuple[tuple[float, float], ...]
+
+    @property
+    def n(self) -> int:
+        return len(self.cluster_index)
+
+    @property
+    def width(self) -> int:
+        return len(self.intercept)
+
+    @property
+    def mean(self) -> np.ndarray:
+        """The rows' means without group effects (n, C)."""
+        return self.intercept[None, :] + self.x @ self.beta
+
+    @property
+    def chol_group(self) -> np.ndarray:
+        return np.linalg.cholesky(self.cov_group)
+
+    def cells_residual_covariance(self) -> np.ndarray:
+        """The cells' residual covariance, I_n kron Sigma_residual (n C x n C, block diagonal, dense),
+        refused in one line when it would pass the memory bound (`limits.check_memory`)."""
+        from ddpbayes.limits import check_memory
+
+        size = self.n * self.width
+        check_memory(8 * 4 * size * size, f"the {size:,} cells' {size:,} x {size:,} covariance",
+                     advice="the gaussian engine reads a model of several columns densely (DESIGN §9.4b): fit fewer "
+                            "rows or columns")
+        return np.kron(np.eye(self.n), self.cov_residual)
+
+    def cell_domains(self) -> list:
+        """Every cell's declared Interval, row-major (tuple r C + c: column c's domain)."""
+        from ddpbayes import Interval
+
+        per_column = [Interval(lo, hi) for lo, hi in self.domains]
+        return per_column * self.n
+
+
+def read_gaussian_joint(path: str | Path, parameters: str = "mean") -> FixedJointGaussian:
+    """The gaussian fit on several columns stored at `path`, its parameters fixed at their posterior
+    means ("mean") or at posterior draw K ("draw:K"). Sigma = diag(sd) R diag(sd) of the fixed SDs
+    and correlations (under "mean", of their posterior means, as the one-column template's)."""
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise InputError(f"fit file '{path}' cannot be read: {exc}") from None
+    if doc.get("format") != FORMAT or "table" not in doc or len(doc.get("data", {}).get("columns", [])) < 2:
+        raise InputError(f"fit file '{path}' is not a gaussian fit of several columns written by this version of "
+                         "ddpbayes fit")
+    values = _values(doc, parameters, path)
+    data, table = doc["data"], doc["table"]
+    cols, covariates = data["columns"], data["covariates"]
+    index = np.asarray(table["cluster_index"], dtype=np.int64)
+    x = np.asarray(table["x"], dtype=float).reshape(len(index), len(covariates))
+    beta = np.array([[values[f"beta_{v}_{c}"] for c in cols] for v in covariates], dtype=float).reshape(-1, len(cols))
+    return FixedJointGaussian(np.array([values[f"intercept_{c}"] for c in cols]), beta,
+                              _joint_covariance(values, cols, "group"), _joint_covariance(values, cols, "residual"),
+                              x, index, len(table["clusters"]),
+                              tuple((float(lo), float(hi)) for lo, hi in data["domains"]))
+
+
+def _joint_covariance(values: dict[str, float], columns: list[str], kind: str) -> np.ndarray:
+    """diag(sd) R diag(sd) from the parameters sigma_<kind>_<c> and rho_<kind>_<a>_<b>."""
+    sd = np.array([values[f"sigma_{kind}_{c}"] for c in columns])
+    corr = np.eye(len(columns))
+    for i, a in enumerate(columns):
+        for j in range(i + 1, len(columns)):
+            corr[i, j] = corr[j, i] = values[f"rho_{kind}_{a}_{columns[j]}"]
+    return sd[:, None] * corr * sd[None, :]
+
+
 def read_fit(path: str | Path, parameters: str = "mean") -> FixedClustered | FixedGaussian:
     """The fit stored at `path` with its parameters fixed (what a fitted model file's `build` reads).
 
@@ -110,7 +195,7 @@ def _values(doc: dict, parameters: str, path: Path) -> dict[str, float]:
         return {name: float(p["mean"]) for name, p in doc["parameters"].items()}
     head, _, k = str(parameters).partition(":")
     draws = doc["draws"]
-    count = len(draws["intercept"])
+    count = len(next(iter(draws.values())))
     if head == "draw" and k.isdigit() and int(k) < count:
         return {name: float(v[int(k)]) for name, v in draws.items()}
     raise InputError(f"parameters must be 'mean' or 'draw:K' with K from 0 to {count - 1} (the posterior draws of "

@@ -85,15 +85,19 @@ class GaussianData:
                 "x": self.x.ravel().tolist()}
 
 
-def read(path: str | Path, options: dict, max_rows: int) -> GaussianData:
+def read(path: str | Path, options: dict, max_rows: int):
     """The template's view of the table at `path`: `options` names `group`, `columns` (one
-    column), `covariates` and `domain` (None: the data's range)."""
+    column: GaussianData; several: `gaussian_joint.JointData`, DESIGN §9.4b), `covariates` and
+    `domain` (None: the data's range)."""
     group, columns, covariates = options["group"], options["columns"], options["covariates"]
     if not group:
         raise InputError("the gaussian template needs --group COL (the column naming each row's group)")
-    if len(columns) != 1:
-        raise InputError(f"the gaussian template takes one column in --columns (several, jointly: not built), "
-                         f"got {len(columns)}")
+    if not columns:
+        raise InputError("the gaussian template needs --columns COL[,COL] (the continuous column(s): the records)")
+    if len(columns) > 1:
+        from ddpbayes.fitting import gaussian_joint
+
+        return gaussian_joint.read(path, options, max_rows)
     table = read_table(path, [*group, *covariates], columns, max_rows)
     column = columns[0]
     y = table[column].to_numpy(dtype=float)
@@ -159,6 +163,8 @@ def pymc_model(data: GaussianData, independent: bool = False):
     """The template as a PyMC model; `independent` drops the group effects."""
     import pymc as pm
 
+    if not isinstance(data, GaussianData):
+        return _joint().pymc_model(data, independent)
     scale = float(data.y.std())
     coords = {"covariate": list(data.covariates), "cluster": list(data.labels)}
     with pm.Model(coords=coords) as model:
@@ -177,6 +183,8 @@ def pymc_model(data: GaussianData, independent: bool = False):
 
 def hyperparameter_draws(posterior, data: GaussianData, independent: bool = False) -> dict[str, np.ndarray]:
     """Each named parameter's draws, chains flattened (chain-major), keyed as the JSON names them."""
+    if not isinstance(data, GaussianData):
+        return _joint().hyperparameter_draws(posterior, data, independent)
     out = {"intercept": posterior["intercept"].values.reshape(-1)}
     if data.covariates:
         beta = posterior["beta"].values.reshape(-1, len(data.covariates))
@@ -234,6 +242,8 @@ def dependence_checks(grouped: dict[str, np.ndarray], independent: dict[str, np.
                       data: GaussianData, reff: tuple[float, float], seed: int, max_draws: int = 1000) -> dict:
     """The `checks` block (DESIGN §9.4): the within-group correlation against replications under
     both templates, LOO of both, and whether the data support the dependence (as §9.2's)."""
+    if not isinstance(data, GaussianData):
+        return _joint().dependence_checks(grouped, independent, u, data, reff, seed)
     rng = np.random.default_rng(seed)
     draws = len(grouped["intercept"])
     pick = np.unique(np.linspace(0, draws - 1, min(max_draws, draws)).astype(int))
@@ -249,6 +259,25 @@ def dependence_checks(grouped: dict[str, np.ndarray], independent: dict[str, np.
     checks["loo"] = ppc.compare_loo(ll_g, ll_i, np.ones(len(data.y)), reff)
     checks["dependence_supported"] = ppc.supported(checks)
     return checks
+
+
+def _joint():
+    """The template on several columns (`gaussian_joint`), imported when used."""
+    from ddpbayes.fitting import gaussian_joint
+
+    return gaussian_joint
+
+
+def model_file(doc: dict) -> tuple[str, dict]:
+    """The model file's text and its fields (`write.model_text`): one column's MODEL_FILE, or the
+    joint template's for several columns."""
+    data = doc["data"]
+    if len(data.get("columns", [])) > 1:
+        return _joint().model_text(doc)
+    covariates, (low, high) = data["covariates"], data["domain"]
+    return MODEL_FILE, {"clusters": data["clusters"], "cluster": ", ".join(data["cluster"]), "outcome": data["outcome"],
+                        "covariate_text": f"; covariates {', '.join(covariates)}" if covariates else "",
+                        "low": low, "high": high}
 
 
 MODEL_FILE = '''"""A gaussian dependence model fitted by `ddpbayes fit` from {data} (DESIGN §9.4).

@@ -149,7 +149,8 @@ def fit(data: str | Path, template: str = "clustered", *, cluster: str | Sequenc
     group : str or sequence of str
         gaussian: the column(s) naming each row's group.
     columns : str or sequence of str
-        gaussian: the continuous column (one): the records; graph: latitude and longitude (degrees).
+        gaussian: the continuous column, or several fitted jointly (DESIGN §9.4b: each row a
+        vector, the records its cells); graph: latitude and longitude (degrees).
     domain : (low, high) or None
         gaussian: every value's declared range; None: the data's range.
     id, time, state : str
@@ -283,7 +284,7 @@ def _document(template: str, data, path: Path, idata, idata_ind, sampler: Sample
     chosen = TEMPLATES[template]
     draws = chosen.draws(idata.posterior, data)
     draws_ind = chosen.draws(None if idata_ind is None else idata_ind.posterior, data, independent=True)
-    u = idata.posterior["u"].values.reshape(-1, len(data.labels)) if "u" in idata.posterior else None
+    u = _flat_draws(idata.posterior["u"].values) if "u" in idata.posterior else None
     names = data.parameter_names()
     reff = (relative_ess(idata, data.hyperparameters()),
             1.0 if idata_ind is None else relative_ess(idata_ind, data.hyperparameters(True)))
@@ -302,6 +303,11 @@ def _document(template: str, data, path: Path, idata, idata_ind, sampler: Sample
         "table": data.table(),
         "draws": {name: draws[name].tolist() for name in names},
     }
+
+
+def _flat_draws(values: np.ndarray) -> np.ndarray:
+    """(chain, draw, ...) -> (chain x draw, ...), chains in order: (D, clusters), or (D, groups, columns)."""
+    return values.reshape(-1, *values.shape[2:])
 
 
 def _add_spatial(doc: dict, data, idata, idata_plain, seed: int) -> None:

@@ -50,8 +50,9 @@ class DependenceModel:
     """Tuples X_0..X_{n-1} whose joint law is a PyMC model; other free variables are latent.
 
     `tuples` is a list of scalar random-variable names, or the name of one vector random
-    variable whose elements are the tuples. `domains` is one `Domain` for every tuple, or a
-    mapping from variable name to `Domain`; discrete supports are inferred otherwise.
+    variable whose elements are the tuples. `domains` is one `Domain` for every tuple, a
+    mapping from variable name to `Domain`, or a list of one `Domain` per tuple; discrete supports
+    are inferred otherwise.
 
     Parameters
     ----------
@@ -60,9 +61,9 @@ class DependenceModel:
     tuples : str or sequence of str
         Names of scalar free random variables, one per tuple, or the name of one vector free
         random variable whose elements are the tuples.
-    domains : Finite, Interval, mapping of str to Domain, or None, default None
-        One domain for every tuple, or domains by variable name; a variable without one gets its
-        inferred discrete support.
+    domains : Finite, Interval, mapping of str to Domain, list of Domain, or None, default None
+        One domain for every tuple, domains by variable name, or a list with each tuple's (in tuple
+        order); a variable without one gets its inferred discrete support.
 
     Raises
     ------
@@ -220,8 +221,14 @@ def _slots(model: pm.Model, tuples: str | Sequence[str]) -> list[TupleSlot]:
 
 
 def _domains(slots: list[TupleSlot], domains) -> list[Domain]:
+    if isinstance(domains, (list, tuple)):  # one per tuple (a vector's elements on different scales)
+        if len(domains) != len(slots) or not all(isinstance(d, (Finite, Interval)) for d in domains):
+            raise InputError(f"a list of domains must hold one Finite or Interval per tuple ({len(slots)}), "
+                             f"got {len(domains)} items")
+        return list(domains)
     if domains is not None and not isinstance(domains, (Finite, Interval, Mapping)):
-        raise InputError(f"domains must be a Finite, an Interval or a mapping, got {type(domains).__name__}")
+        raise InputError(f"domains must be a Finite, an Interval, a mapping or a list (one per tuple), "
+                         f"got {type(domains).__name__}")
     if isinstance(domains, Mapping):
         known = {s.rv.name for s in slots}
         for key, dom in domains.items():

@@ -35,6 +35,7 @@ from collections.abc import Sequence
 
 import numpy as np
 from scipy.special import log_ndtr
+from threadpoolctl import threadpool_limits
 
 from ddpbayes.engines.base import AdversaryLeakage, Curve, Engine, NoCurve, Witness
 from ddpbayes.engines.curves import check_drawable, grid
@@ -73,8 +74,7 @@ class GaussianEngine(Engine):
         if use_sparse(model):
             coefs = sparse_law(model).coefficients(a, advs)
         else:
-            cov = tuple_covariance(model)
-            coefs = np.array([coefficients(cov, a, adv.target, adv.known) for adv in advs]).reshape(len(advs), len(a))
+            coefs = _dense_coefficients(tuple_covariance(model), a, advs)
         return _results(problem, advs, coefs)
 
     def pdp_worst(self, problem: Problem, targets: Sequence[int],
@@ -165,6 +165,13 @@ class GaussianEngine(Engine):
         sd = np.sqrt(np.diag(cov))
         dependent = np.abs(cov) > INDEPENDENT * np.outer(sd, sd)
         return [frozenset(int(j) for j in np.flatnonzero(row) if j != i) for i, row in enumerate(dependent)]
+
+
+@threadpool_limits.wrap(limits=1, user_api="blas")
+def _dense_coefficients(cov: np.ndarray, a: np.ndarray, advs: Sequence[Adversary]) -> np.ndarray:
+    """c(i, K) of every adversary (N, m) from Sigma; one BLAS thread (each adversary's products are
+    small; on two busy cores threads cost more than they save, as on the sparse path)."""
+    return np.array([coefficients(cov, a, adv.target, adv.known) for adv in advs]).reshape(len(advs), len(a))
 
 
 def coefficients(cov: np.ndarray, a: np.ndarray, target: int, known: frozenset[int]) -> np.ndarray:

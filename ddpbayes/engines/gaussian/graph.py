@@ -41,6 +41,7 @@ from pytensor.tensor.subtensor import AdvancedSubtensor, AdvancedSubtensor1, Sub
 from scipy import sparse
 from scipy.linalg import solve_triangular
 from scipy.sparse.linalg import splu
+from threadpoolctl import threadpool_limits
 
 from ddpbayes.errors import InputError
 from ddpbayes.numerics import check_positive_definite
@@ -105,15 +106,17 @@ class Network:
         rest = sparse.identity(self.size, format="csr") - self._coefficients()
         return (rest.T @ psi_inv @ rest).tocsc()
 
-    def covariance(self) -> np.ndarray:
-        """Cov(Z) = T Psi T^T, T = (I - B)^{-1}: dense."""
-        psi = np.zeros((self.size, self.size))
-        for block, kind, value in self.noise:
-            psi[block, block] = {"variance": np.diag, "covariance": np.asarray}.get(kind, _inverse)(value)
+    def covariance(self, rows: np.ndarray) -> np.ndarray:
+        """Cov(Z)'s rows and columns `rows`: T_R Psi T_R^T, T = (I - B)^{-1}, T_R its rows `rows`: dense.
+        T_R Psi is formed block by block of Psi (a Normal's block scales columns; Psi is never formed)."""
         coef = self._coefficients().toarray()
         # unit lower triangular: substitution keeps the structural zeros of T exact
-        t = solve_triangular(np.eye(self.size) - coef, np.eye(self.size), lower=True, unit_diagonal=True)
-        return t @ psi @ t.T
+        t = solve_triangular(np.eye(self.size) - coef, np.eye(self.size), lower=True, unit_diagonal=True)[rows]
+        left = np.empty_like(t)
+        for block, kind, value in self.noise:
+            left[:, block] = t[:, block] * value if kind == "variance" else \
+                t[:, block] @ (np.asarray(value) if kind == "covariance" else _inverse(value))
+        return left @ t.T
 
     def is_sparse(self) -> bool:
         """Large, with a sparse precision: solved by sparse factorisations (`gaussian.sparse`)."""
@@ -145,10 +148,12 @@ def tuple_covariance(model: DependenceModel) -> np.ndarray:
     return model.memo("gaussian", "covariance", lambda: _tuple_covariance(model))
 
 
+@threadpool_limits.wrap(limits=1, user_api="blas")
 def _tuple_covariance(model: DependenceModel) -> np.ndarray:
+    """One BLAS thread: on two busy cores OpenBLAS's threads made the checks of Galton's 934 x 934
+    covariance 50 to 100 times slower (benchmarks/README.md, "gaussian fits under draws:S")."""
     net = network(model)
-    rows = net.tuple_rows
-    sigma = net.covariance()[np.ix_(rows, rows)]
+    sigma = net.covariance(net.tuple_rows)
     check_positive_definite(sigma, "the tuples' covariance")
     return sigma
 
