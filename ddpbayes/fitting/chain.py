@@ -66,7 +66,7 @@ class ChainData:
         if independent:
             return [f"q_{s}" for s in self.states]
         if self.regimes:
-            return [name for names in regimes.variables_names(self).values() for name in names]
+            return [name for names in regimes.names_by_variable(self).values() for name in names]
         return ["kappa", *(f"init_{s}" for s in self.states), *(f"m_{s}_{t}" for s in self.states for t in self.states)]
 
     def variables(self, independent: bool = False) -> list[str]:
@@ -82,7 +82,7 @@ class ChainData:
     def element_names(self, variable: str) -> list[str]:
         """Each scalar of a PyMC variable, as the diagnostics name it."""
         if self.regimes and variable in regimes.VARIABLES:
-            return regimes.variables_names(self)[variable]
+            return regimes.names_by_variable(self)[variable]
         if variable == "m":
             return [f"m_{s}_{t}" for s in self.states for t in self.states]
         if variable in ("init", "q"):

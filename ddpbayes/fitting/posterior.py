@@ -114,12 +114,13 @@ def _integrated_clustered(fit_path: str | Path, draws: int) -> DependenceModel: 
 def _integrated_chain(fit_path: str | Path, draws: int, individual: str | None = None,
                       n: int | None = None) -> DependenceModel:
     """Given J the model file's chain at draw J: x_0 ~ Categorical(init_J), x_t ~ Categorical(P_J[x_t-1]),
-    in its loop form (each day's term reads J and the day before: the structured engine's small cliques)."""
+    in its loop form (each day's term reads J and the day before: the structured engine's small cliques);
+    a fit with hidden regimes: `_integrated_regimes`."""
+    if json.loads(Path(fit_path).read_text())["data"].get("regimes"):
+        return _integrated_regimes(fit_path, draws, individual, n)
     import pymc as pm
     import pytensor.tensor as pt
 
-    if json.loads(Path(fit_path).read_text())["data"].get("regimes"):
-        return _integrated_regimes(fit_path, draws, individual, n)
     init, transition, length = chain_draws(fit_path, draw_indices(fit_path, draws), individual)
     n = length if n is None else n
     with pm.Model() as m:

@@ -47,7 +47,7 @@ def check_lengths(sequences, labels, ident: str, path) -> None:
                          "to tell regimes apart (the regime check needs two windows of two transitions)")
 
 
-def variables_names(data) -> dict[str, list[str]]:
+def names_by_variable(data) -> dict[str, list[str]]:
     """Each PyMC variable's scalars as the JSON names them (regimes numbered 0 to R - 1)."""
     states, r = data.states, range(data.regimes)
     return {"init": [f"init_{s}" for s in states], "regime_init": [f"regime_init_{a}" for a in r],
@@ -132,7 +132,7 @@ def ordered(idata):
 
 def hyperparameter_draws(posterior, data) -> dict[str, np.ndarray]:
     """Each named parameter's draws (chains flattened, chain-major), as the JSON names them."""
-    names = variables_names(data)
+    names = names_by_variable(data)
     out = {}
     for variable in VARIABLES:
         values = posterior[variable].values.reshape(-1, len(names[variable]))
@@ -142,7 +142,7 @@ def hyperparameter_draws(posterior, data) -> dict[str, np.ndarray]:
 
 def stacked(draws: dict[str, np.ndarray], data) -> tuple[np.ndarray, ...]:
     """init (D, K), regime_init (D, R), regime_transition (D, R, R), transition (D, R, K, K) from named draws."""
-    names, k, r = variables_names(data), data.k, data.regimes
+    names, k, r = names_by_variable(data), data.k, data.regimes
     shapes = {"init": (k,), "regime_init": (r,), "regime_transition": (r, r), "transition": (r, k, k)}
     return tuple(np.stack([draws[n] for n in names[v]], -1).reshape(-1, *shapes[v]) for v in VARIABLES)
 
