@@ -309,8 +309,10 @@ def test_the_fit_keys_are_documented(docs, capsys, tmp_path):
     graphs = [(FIT_GRAPH.replace("MODEL", m) + " --drop-unknown", f"places_{m}") for m in ("near", "car")]
     seen: dict[str, set] = {}
     missing: set = set()
-    fits = ((FIT, "small"), (FIT_GAUSSIAN, "heights"), (FIT_JOINT, "pairs"), (FIT_CHAIN, "days"), (FIT_SPATIAL, "villages"), *graphs)
-    for command, name in fits:  # each template, and the clustered one with its spatial field
+    regimes = (FIT_CHAIN.replace("days.py", "regimes.py") + " --regimes 2", "regimes")
+    fits = ((FIT, "small"), (FIT_GAUSSIAN, "heights"), (FIT_JOINT, "pairs"), (FIT_CHAIN, "days"), regimes,
+            (FIT_SPATIAL, "villages"), *graphs)
+    for command, name in fits:  # each template, the clustered one with its spatial field, the chain with regimes
         capsys.readouterr()
         code = main(shlex.split(command.replace("{tmp}", str(tmp_path))))
         assert code == 4  # too short to converge: written because of --force

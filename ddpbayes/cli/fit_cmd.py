@@ -43,6 +43,9 @@ def register(sub) -> None:
     p.add_argument("--time", default=None, metavar="COL",
                    help="chain: the numeric column ordering an individual's rows")
     p.add_argument("--state", default=None, metavar="COL", help="chain: the categorical state: the records")
+    p.add_argument("--regimes", default=None, type=int, metavar="R",
+                   help="chain: R >= 2 hidden regimes, each with its own transition matrix (a Markov-switching "
+                   "chain; default: none)")
     p.add_argument("--edges", default=None, metavar="EDGES.csv",
                    help="graph: the edge table, one undirected edge per row (an end naming no node is refused)")
     p.add_argument("--ends", default="", metavar="COL,COL",
@@ -77,7 +80,7 @@ def run(args) -> int:
 
     result = fit(args.data, args.template, cluster=args.cluster, outcome=args.outcome, covariates=args.covariates,
                  coords=args.coords, group=args.group, columns=args.columns, domain=args.domain,
-                 id=args.id, time=args.time, state=args.state, edges=args.edges, ends=args.ends,
+                 id=args.id, time=args.time, state=args.state, regimes=args.regimes, edges=args.edges, ends=args.ends,
                  model=args.model, box=args.box, drop_unknown=args.drop_unknown,
                  out=args.out, seed=args.seed, draws=args.draws,
                  tune=args.tune, chains=args.chains, force=args.force,
@@ -164,11 +167,21 @@ def fit_text(doc: dict) -> str:
         lines.append(f"  Moran's I of the clusters' residual rates ({NEIGHBOURS} nearest neighbours): "
                      f"data {fmt(c['data'])}; with the field {_replicated(c)}; "
                      f"without it {_replicated(c['without_field'])}")
+    if "window_stay_variance" in checks:
+        c = checks["window_stay_variance"]
+        lines.append(f"  variance of the stay share across windows of {c['window']} transitions: data {fmt(c['data'])}; "
+                     f"regimes {_replicated(c)}; one chain per individual {_replicated(c['chain'])}")
     loo = checks["loo"]
     lines.append(f"  LOO elpd: {doc['template']} {loo['elpd']:.1f} (se {loo['se']:.1f}), without dependence "
                  f"{loo['elpd_independent']:.1f} (se {loo['se_independent']:.1f}); difference {loo['elpd_diff']:.1f} "
                  f"(se {loo['se_diff']:.1f}); Pareto k max {loo['pareto_k_max']:.2f}")
     lines.append(f"  supported: {'yes' if checks['dependence_supported'] else 'no'}")
+    if "loo_regimes" in checks:
+        r = checks["loo_regimes"]
+        lines.append(f"  LOO (one individual left out) against the chain without regimes: difference "
+                     f"{r['elpd_diff']:.1f} (se {r['se_diff']:.1f}); Pareto k max {r['pareto_k_max']:.2f}")
+        lines.append(f"  regimes supported (window variance without them p < 0.01, LOO by 2 se): "
+                     f"{'yes' if checks['regimes_supported'] else 'no'}")
     if "loo_spatial" in checks:
         s = checks["loo_spatial"]
         supported = "yes" if checks["spatial_supported"] else "no"

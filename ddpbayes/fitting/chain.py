@@ -12,13 +12,14 @@ q ~ Dirichlet(1) (the checks' and LOO's reference)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
 from ddpbayes.errors import InputError
 from ddpbayes.fitting import checks as ppc
+from ddpbayes.fitting import regimes
 from ddpbayes.fitting.table import read_table
 from ddpbayes.limits import check_memory
 
@@ -38,6 +39,11 @@ class ChainData:
     cluster_index: np.ndarray  # (rows,) each row's individual
     sequences: tuple[np.ndarray, ...]
     covariates: tuple[str, ...] = ()
+    regimes: int = 0  # hidden regimes (--regimes, regimes.py); 0: none
+
+    def without_regimes(self) -> ChainData:
+        """The same table under the plain chain template (the regime checks' reference)."""
+        return replace(self, regimes=0)
 
     @property
     def k(self) -> int:
@@ -59,16 +65,24 @@ class ChainData:
         """The template's parameters, as the JSON names them (states by their labels)."""
         if independent:
             return [f"q_{s}" for s in self.states]
+        if self.regimes:
+            return [name for names in regimes.names_by_variable(self).values() for name in names]
         return ["kappa", *(f"init_{s}" for s in self.states), *(f"m_{s}_{t}" for s in self.states for t in self.states)]
 
     def variables(self, independent: bool = False) -> list[str]:
-        return ["q"] if independent else ["kappa", "init", "m"]
+        if independent:
+            return ["q"]
+        return list(regimes.VARIABLES) if self.regimes else ["kappa", "init", "m"]
 
     def hyperparameters(self, independent: bool = False) -> list[str]:
-        return ["q"] if independent else ["kappa"]
+        if independent:
+            return ["q"]
+        return ["regime_transition"] if self.regimes else ["kappa"]
 
     def element_names(self, variable: str) -> list[str]:
         """Each scalar of a PyMC variable, as the diagnostics name it."""
+        if self.regimes and variable in regimes.VARIABLES:
+            return regimes.names_by_variable(self)[variable]
         if variable == "m":
             return [f"m_{s}_{t}" for s in self.states for t in self.states]
         if variable in ("init", "q"):
@@ -78,11 +92,13 @@ class ChainData:
     def cells_per_draw(self) -> int:
         """Numbers kept per draw: parameters, the replicated sequences, LOO's tables."""
         rows = sum(len(s) for s in self.sequences)
-        return self.k * self.k + 2 * self.k + 1 + 4 * rows + len(self.labels) * self.k * self.k
+        regime = self.regimes * (1 + self.regimes + self.k * self.k) + 4 * rows * self.regimes
+        return self.k * self.k + 2 * self.k + 1 + 4 * rows + len(self.labels) * self.k * self.k + regime
 
     def describe(self) -> dict:
         return {"outcome": self.outcome, "cluster": list(self.cluster_columns), "clusters": len(self.labels),
-                "covariates": [], "time": self.time, "states": list(self.states)}
+                "covariates": [], "time": self.time, "states": list(self.states)} | (
+                    {"regimes": self.regimes} if self.regimes else {})
 
     def table(self) -> dict:
         """What the model file needs: each individual's transition counts and length."""
@@ -111,9 +127,12 @@ def read(path: str | Path, options: dict, max_rows: int) -> ChainData:
     order = np.lexsort((times, index))  # by individual, then time
     sequences = np.split(code.ravel()[order], np.cumsum(np.bincount(index, minlength=len(labels)))[:-1])
     _check_sequences(sequences, labels, ident, path)
+    hidden = regimes.check_regimes(options.get("regimes"))
+    if hidden:
+        regimes.check_lengths(sequences, labels, ident, path)
     return ChainData(outcome=state, cluster_columns=(ident,), time=time, states=tuple(str(s) for s in states),
                      labels=tuple(str(v) for v in labels), cluster_index=index.astype(np.int64),
-                     sequences=tuple(sequences))
+                     sequences=tuple(sequences), regimes=hidden)
 
 
 def _check_sequences(sequences: list[np.ndarray], labels, ident: str, path) -> None:
@@ -127,9 +146,12 @@ def _check_sequences(sequences: list[np.ndarray], labels, ident: str, path) -> N
 
 
 def pymc_model(data: ChainData, independent: bool = False):
-    """The template as a PyMC model of the counts; `independent`: every state from one Categorical."""
+    """The template as a PyMC model of the counts; `independent`: every state from one Categorical;
+    with hidden regimes, regimes.py's model."""
     import pymc as pm
 
+    if data.regimes and not independent:
+        return regimes.pymc_model(data)
     k, counts = data.k, data.counts
     coords = {"state": list(data.states), "to": list(data.states)}
     with pm.Model(coords=coords) as model:
@@ -151,6 +173,8 @@ def pymc_model(data: ChainData, independent: bool = False):
 def hyperparameter_draws(posterior, data: ChainData, independent: bool = False) -> dict[str, np.ndarray]:
     """Each named parameter's draws, chains flattened (chain-major), keyed as the JSON names them."""
     k = data.k
+    if data.regimes and not independent:
+        return regimes.hyperparameter_draws(posterior, data)
     if independent:
         q = posterior["q"].values.reshape(-1, k)
         return {f"q_{s}": q[:, j] for j, s in enumerate(data.states)}
@@ -220,7 +244,10 @@ def dependence_checks(chained: dict[str, np.ndarray], independent: dict[str, np.
                       reff: tuple[float, float], seed: int, max_draws: int = 1000) -> dict:
     """The `checks` block (DESIGN §9.5): the share of staying transitions and the mean longest run
     against replications (fresh P_i ~ Dirichlet(kappa m) per individual, as the audited model's
-    prior gives them; and independent states), LOO of both over the transitions."""
+    prior gives them; and independent states), LOO of both over the transitions. With hidden
+    regimes, regimes.py's checks."""
+    if data.regimes:
+        return regimes.dependence_checks(chained, independent, data, reff, seed, max_draws)
     rng = np.random.default_rng(seed)
     draws = len(chained["kappa"])
     pick = np.unique(np.linspace(0, draws - 1, min(max_draws, draws)).astype(int))
@@ -292,3 +319,11 @@ def build(individual: str | None = None, parameters: str = "mean", n: int | None
             x = pm.Categorical(f"x{{t}}", p=pm.math.constant(fit.transition)[x])
     return DependenceModel(m, tuples=[f"x{{t}}" for t in range(n)])
 '''
+
+
+def model_file(doc: dict) -> tuple[str, dict]:
+    """The model file's text for the fit `doc` (with hidden regimes: regimes.py's) and its own fields."""
+    data = doc["data"]
+    text = regimes.MODEL_FILE if data.get("regimes") else MODEL_FILE
+    return text, {"clusters": data["clusters"], "cluster": ", ".join(data["cluster"]), "outcome": data["outcome"],
+                  "regimes": data.get("regimes", 0)}

@@ -230,16 +230,64 @@ def chain_draws(path: str | Path, pick: np.ndarray, individual: str | None = Non
     doc = doc or _chain_document(Path(path))
     table, states, draws = doc["table"], doc["data"]["states"], doc["draws"]
     people, k = table["clusters"], len(states)
-    who = people[0] if individual is None else str(individual)
-    if who not in people:
-        raise InputError(f"individual '{who}' is not in '{Path(path).name}' (its first: {', '.join(people[:5])})")
-    i = people.index(who)
+    i = _individual(table, individual, path)
     kappa = np.asarray(draws["kappa"])[pick]
     m = np.array([[draws[f"m_{s}_{t}"] for t in states] for s in states]).transpose(2, 0, 1)[pick]
     counts = np.asarray(table["counts"], dtype=float).reshape(len(people), k, k)[i]
     alpha = kappa[:, None, None] * m + counts[None]
     init = np.array([draws[f"init_{s}"] for s in states]).T[pick]
     return init, alpha / alpha.sum(axis=-1, keepdims=True), int(table["lengths"][i])
+
+
+@dataclass(frozen=True)
+class FixedRegimes:
+    """One individual's chain with hidden regimes (DESIGN §9.5, --regimes): x_0 ~ Categorical(init),
+    z_1 ~ Categorical(regime_init), z_t ~ Categorical(regime_transition[z_t-1]),
+    x_t ~ Categorical(transition[z_t, x_t-1]); `n` its observations."""
+
+    init: np.ndarray
+    regime_init: np.ndarray
+    regime_transition: np.ndarray
+    transition: np.ndarray
+    n: int
+
+
+def read_regimes(path: str | Path, parameters: str = "mean", individual: str | None = None) -> FixedRegimes:
+    """A regime fit's chain at `path`: the posterior means of its shared parameters ("mean") or
+    draw K ("draw:K"); `individual` (default: the table's first) sets only the length."""
+    path = Path(path)
+    doc = _chain_document(path)
+    pick = _draw_indices(parameters, len(doc["draws"]["init_" + doc["data"]["states"][0]]), path)
+    init, rho, a, p, n = regime_draws(path, pick, individual, doc)
+    return FixedRegimes(init.mean(axis=0), rho.mean(axis=0), a.mean(axis=0), p.mean(axis=0), n)
+
+
+def regime_draws(path: str | Path, pick: np.ndarray, individual: str | None = None, doc: dict | None = None
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    """init (D, K), regime_init (D, R), regime_transition (D, R, R), transition (D, R, K, K) at the
+    posterior draws `pick` of the regime fit at `path`, and individual `individual`'s observations."""
+    doc = doc or _chain_document(Path(path))
+    table, states, draws = doc["table"], doc["data"]["states"], doc["draws"]
+    regimes, k = range(doc["data"]["regimes"]), len(states)
+
+    def column(names: list[str], shape: tuple[int, ...]) -> np.ndarray:
+        return np.array([draws[name] for name in names], dtype=float).T[pick].reshape(-1, *shape)
+
+    r = len(regimes)
+    init = column([f"init_{s}" for s in states], (k,))
+    rho = column([f"regime_init_{a}" for a in regimes], (r,))
+    a = column([f"regime_{a}_{b}" for a in regimes for b in regimes], (r, r))
+    p = column([f"p_{a}_{s}_{t}" for a in regimes for s in states for t in states], (r, k, k))
+    return init, rho, a, p, int(table["lengths"][_individual(table, individual, path)])
+
+
+def _individual(table: dict, individual: str | None, path) -> int:
+    """The index of `individual` (default: the first) among a chain fit's individuals."""
+    people = table["clusters"]
+    who = people[0] if individual is None else str(individual)
+    if who not in people:
+        raise InputError(f"individual '{who}' is not in '{Path(path).name}' (its first: {', '.join(people[:5])})")
+    return people.index(who)
 
 
 def _chain_document(path: Path) -> dict:

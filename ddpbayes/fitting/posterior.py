@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from ddpbayes.errors import InputError
-from ddpbayes.fitting.fitted import FORMAT, chain_draws, read_fit
+from ddpbayes.fitting.fitted import FORMAT, chain_draws, read_fit, regime_draws
 from ddpbayes.fitting.write import companions
 from ddpbayes.model import DependenceModel
 
@@ -114,7 +114,10 @@ def _integrated_clustered(fit_path: str | Path, draws: int) -> DependenceModel: 
 def _integrated_chain(fit_path: str | Path, draws: int, individual: str | None = None,
                       n: int | None = None) -> DependenceModel:
     """Given J the model file's chain at draw J: x_0 ~ Categorical(init_J), x_t ~ Categorical(P_J[x_t-1]),
-    in its loop form (each day's term reads J and the day before: the structured engine's small cliques)."""
+    in its loop form (each day's term reads J and the day before: the structured engine's small cliques);
+    a fit with hidden regimes: `_integrated_regimes`."""
+    if json.loads(Path(fit_path).read_text())["data"].get("regimes"):
+        return _integrated_regimes(fit_path, draws, individual, n)
     import pymc as pm
     import pytensor.tensor as pt
 
@@ -125,4 +128,22 @@ def _integrated_chain(fit_path: str | Path, draws: int, individual: str | None =
         x = pm.Categorical("x0", p=pt.as_tensor(init)[j])
         for t in range(1, n):
             x = pm.Categorical(f"x{t}", p=pt.as_tensor(transition)[j, x])
+    return DependenceModel(m, tuples=[f"x{t}" for t in range(n)])
+
+
+def _integrated_regimes(fit_path: str | Path, draws: int, individual: str | None = None,
+                        n: int | None = None) -> DependenceModel:
+    """Given J the regime model file's chain at draw J (DESIGN §9.5), J a parent of every regime and
+    day: cliques of J, two regimes and two days (S·R²·K² cells)."""
+    import pymc as pm
+    import pytensor.tensor as pt
+
+    init, rho, a, p, length = regime_draws(fit_path, draw_indices(fit_path, draws), individual)
+    n = length if n is None else n
+    with pm.Model() as m:
+        j = pm.Categorical("draw", p=np.full(draws, 1.0 / draws))
+        x = pm.Categorical("x0", p=pt.as_tensor(init)[j])
+        for t in range(1, n):
+            z = pm.Categorical(f"z{t}", p=pt.as_tensor(rho)[j] if t == 1 else pt.as_tensor(a)[j, z])
+            x = pm.Categorical(f"x{t}", p=pt.as_tensor(p)[j, z, x])
     return DependenceModel(m, tuples=[f"x{t}" for t in range(n)])

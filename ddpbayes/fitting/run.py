@@ -21,6 +21,7 @@ from ddpbayes.encoding import jsonable
 from ddpbayes.errors import InputError
 from ddpbayes.fitting import checks as ppc
 from ddpbayes.fitting import chain, clustered, gaussian, graph
+from ddpbayes.fitting import regimes as chain_regimes
 from ddpbayes.fitting.diagnostics import convergence, relative_ess
 from ddpbayes.fitting.fitted import FORMAT
 from ddpbayes.fitting.table import DEFAULT_MAX_ROWS
@@ -119,7 +120,7 @@ def fit(data: str | Path, template: str = "clustered", *, cluster: str | Sequenc
         columns: str | Sequence[str] = (),
         domain: Sequence[float] | None = None, id: str | None = None, time: str | None = None,
         state: str | None = None, edges: str | Path | None = None, ends: str | Sequence[str] = (),
-        model: str | None = None, box: Sequence[float] | None = None, drop_unknown: bool = False,
+        regimes: int | None = None, model: str | None = None, box: Sequence[float] | None = None, drop_unknown: bool = False,
         out: str | Path | None = None, seed: int = 0, draws: int = 1000,
         tune: int = 1000, chains: int = 4, force: bool = False, max_rows: int = DEFAULT_MAX_ROWS,
         progress: bool = False) -> FitResult:
@@ -156,6 +157,9 @@ def fit(data: str | Path, template: str = "clustered", *, cluster: str | Sequenc
     id, time, state : str
         chain: the columns naming each row's individual, its time (ordering its rows) and its state;
         graph: `id` the column naming each node.
+    regimes : int or None, default None
+        chain: R >= 2 hidden regimes, one transition matrix each (a Markov-switching chain, DESIGN
+        §9.5); None: the plain chain.
     edges : str, Path or None
         graph: the edge table (CSV or Parquet), one edge per row, undirected.
     ends : str or sequence of str, default ()
@@ -186,6 +190,8 @@ def fit(data: str | Path, template: str = "clustered", *, cluster: str | Sequenc
     if template not in TEMPLATES:
         raise InputError(f"unknown template '{template}' (templates: {', '.join(TEMPLATES)})")
     chosen = TEMPLATES[template]
+    if regimes is not None and template != "chain":
+        raise InputError(f"--regimes applies to the chain template, not {template}")
     sampler = Sampler(draws, tune, chains, seed)
     sampler.check()
     out = check_out(out) if out is not None else None
@@ -193,7 +199,7 @@ def fit(data: str | Path, template: str = "clustered", *, cluster: str | Sequenc
                "covariates": _columns(covariates, "--covariates", empty=True),
                "coords": _columns(coords, "--coords", empty=True),
                "group": _columns(group, "--group", empty=True), "columns": _columns(columns, "--columns", empty=True),
-               "domain": domain, "id": id, "time": time, "state": state, "edges": edges,
+               "domain": domain, "id": id, "time": time, "state": state, "edges": edges, "regimes": regimes,
                "ends": _columns(ends, "--ends", empty=True), "model": model, "box": box, "drop_unknown": drop_unknown}
     _say(progress, f"reading {data}")
     prepared = chosen.read(data, options, max_rows)
@@ -201,17 +207,25 @@ def fit(data: str | Path, template: str = "clustered", *, cluster: str | Sequenc
     _say(progress, prepared.summary() if hasattr(prepared, "summary")
          else f"{len(prepared.cluster_index):,} rows in {len(prepared.labels):,} clusters")
     seeds = sampler.seeds()
-    idata = _sample(chosen.model(prepared), sampler, seeds[0], f"fit: NUTS, {template}", progress)
+    hidden = getattr(prepared, "regimes", 0)
+    idata = _sample(chosen.model(prepared), sampler, seeds[0], f"fit: NUTS, {template}"
+                    + (f" with {hidden} hidden regimes" if hidden else ""), progress)
+    if hidden:
+        idata = chain_regimes.ordered(idata)
     reference = chosen.model(prepared, independent=True)
     idata_ind = None if reference is None else _sample(reference, sampler, seeds[1],
                                                         "fit: NUTS, without cluster effects", progress)
     spatial = getattr(prepared, "spatial", None)
     idata_plain = _sample(chosen.model(prepared.without_field()), sampler, seeds[3],
                           "fit: NUTS, without the spatial field", progress) if spatial else None
+    idata_chain = _sample(chosen.model(prepared.without_regimes()), sampler, seeds[3],
+                          "fit: NUTS, without hidden regimes", progress) if hidden else None
     _say(progress, "checks: posterior predictive and LOO")
     doc = _document(template, prepared, Path(data), idata, idata_ind, sampler, seeds[2])
     if spatial:
         _add_spatial(doc, prepared, idata, idata_plain, seeds[2])
+    if hidden:
+        _add_regimes(doc, prepared, idata, idata_chain, seeds[2])
     write = out is not None and (doc["diagnostics"]["ok"] or force)
     if write:
         doc["model"], doc["posterior"] = str(out), str(companions(out)[1])
@@ -324,6 +338,19 @@ def _add_spatial(doc: dict, data, idata, idata_plain, seed: int) -> None:
     doc["diagnostics"]["failures"] += failures
     doc["diagnostics"]["ok"] = not doc["diagnostics"]["failures"]
     doc["checks"] |= ppc.spatial_checks(draws, draws_plain, u, u_plain, data, reff, seed)
+
+
+def _add_regimes(doc: dict, data, idata, idata_chain, seed: int) -> None:
+    """A regime fit's additions (DESIGN §9.5): the convergence of the plain chain fit it is compared
+    with, and the regime checks (windows of the stay share, LOO against the plain chain)."""
+    plain = data.without_regimes()
+    draws = chain_regimes.hyperparameter_draws(idata.posterior, data)
+    draws_chain = chain.hyperparameter_draws(idata_chain.posterior, plain)
+    reff = (relative_ess(idata, data.hyperparameters()), relative_ess(idata_chain, plain.hyperparameters()))
+    doc["diagnostics"]["failures"] += [f"without hidden regimes, {f}"
+                                       for f in convergence(idata_chain, None, plain)["failures"]]
+    doc["diagnostics"]["ok"] = not doc["diagnostics"]["failures"]
+    doc["checks"] |= chain_regimes.regime_checks(draws, draws_chain, data, reff, seed)
 
 
 def _summary(values: np.ndarray) -> dict:
