@@ -162,7 +162,8 @@ def fit_text(doc: dict) -> str:
                      f"without it {_replicated(c['without_field'])}")
     if "window_stay_variance" in checks:
         c = checks["window_stay_variance"]
-        lines.append(f"  variance of the stay share across windows of {c['window']} transitions: data {fmt(c['data'])}; "
+        lines.append(f"  variance of the stay share across windows of {c['window']} transitions: "
+                     f"data {fmt(c['data'])}; "
                      f"regimes {_replicated(c)}; one chain per individual {_replicated(c['chain'])}")
     loo = checks["loo"]
     lines.append(f"  LOO elpd: {doc['template']} {loo['elpd']:.1f} (se {loo['se']:.1f}), without dependence "
