@@ -126,7 +126,7 @@ def _table_line(doc: dict) -> str:
     if "edges_file" in data:
         return (f"graph fit ({data['graph_model']} model) of {data['file']} and {data['edges_file']}: "
                 f"{data['nodes']:,} nodes, {data['edges']:,} edges, {data['nodes_with_edges']:,} nodes with one")
-    return (f"{doc['template']} fit of {data['file']}: {data['rows']:,} rows in {data['clusters']:,} clusters "
+    return (f"{_name(doc)} fit of {data['file']}: {data['rows']:,} rows in {data['clusters']:,} clusters "
             f"({','.join(data['cluster'])}), outcome {data['outcome']}")
 
 
@@ -152,7 +152,7 @@ def fit_text(doc: dict) -> str:
         if key not in checks:
             continue
         c = checks[key]
-        lines.append(f"  {label}: data {fmt(c['data'])}; {doc['template']} {_replicated(c)}; "
+        lines.append(f"  {label}: data {fmt(c['data'])}; {_name(doc)} {_replicated(c)}; "
                      f"without dependence {_replicated(c['independent'])}")
     for key in (k for k in checks if k.startswith(("icc_", "correlation_"))):  # gaussian on several columns
         kind, _, name = key.partition("_")
@@ -169,10 +169,11 @@ def fit_text(doc: dict) -> str:
                      f"without it {_replicated(c['without_field'])}")
     if "window_stay_variance" in checks:
         c = checks["window_stay_variance"]
-        lines.append(f"  variance of the stay share across windows of {c['window']} transitions: data {fmt(c['data'])}; "
+        lines.append(f"  variance of the stay share across windows of {c['window']} transitions: "
+                     f"data {fmt(c['data'])}; "
                      f"regimes {_replicated(c)}; one chain per individual {_replicated(c['chain'])}")
     loo = checks["loo"]
-    lines.append(f"  LOO elpd: {doc['template']} {loo['elpd']:.1f} (se {loo['se']:.1f}), without dependence "
+    lines.append(f"  LOO elpd: {_name(doc)} {loo['elpd']:.1f} (se {loo['se']:.1f}), without dependence "
                  f"{loo['elpd_independent']:.1f} (se {loo['se_independent']:.1f}); difference {loo['elpd_diff']:.1f} "
                  f"(se {loo['se_diff']:.1f}); Pareto k max {loo['pareto_k_max']:.2f}")
     lines.append(f"  supported: {'yes' if checks['dependence_supported'] else 'no'}")
@@ -191,6 +192,12 @@ def fit_text(doc: dict) -> str:
         lines.append(f"  (the GP's length scale is in {data['spatial']['units']}; {data['spatial']['approximation']})")
     lines += ["", f"model: {doc['model']} (posterior: {doc['posterior']})" if doc["model"] else "model: not written"]
     return "\n".join(lines)
+
+
+def _name(doc: dict) -> str:
+    """The template's name, a chain's hidden regimes said."""
+    regimes = doc["data"].get("regimes")
+    return f"{doc['template']} with {regimes} regimes" if regimes else doc["template"]
 
 
 def fmt(value: float) -> str:

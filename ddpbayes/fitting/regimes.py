@@ -30,7 +30,8 @@ def check_regimes(regimes) -> int:
     if regimes is None:
         return 0
     if isinstance(regimes, bool) or not isinstance(regimes, (int, np.integer)) or regimes < 2:
-        raise InputError(f"--regimes must be an integer of at least 2 (hidden regimes; without it, none), got {regimes}")
+        raise InputError(f"--regimes must be an integer of at least 2 (hidden regimes; without it: none), "
+                         f"got {regimes}")
     return int(regimes)
 
 
@@ -40,8 +41,8 @@ def check_lengths(sequences, labels, ident: str, path) -> None:
     short = [k for k, seq in enumerate(sequences) if len(seq) < 3]
     if short:
         raise InputError(f"--regimes: individual '{labels[short[0]]}' ({ident}) of '{path}' has "
-                         f"{len(sequences[short[0]])} rows ({len(short):,} individuals under 3): hidden regimes need at "
-                         "least 3 observations per individual (drop them)")
+                         f"{len(sequences[short[0]])} rows ({len(short):,} individuals under 3): hidden regimes "
+                         "need at least 3 observations per individual (drop them)")
     if max(len(seq) for seq in sequences) < 5:
         raise InputError(f"--regimes: every individual of '{path}' has under 5 rows: the sequences are too short "
                          "to tell regimes apart (the regime check needs two windows of two transitions)")

@@ -120,7 +120,8 @@ def fit(data: str | Path, template: str = "clustered", *, cluster: str | Sequenc
         columns: str | Sequence[str] = (),
         domain: Sequence[float] | None = None, id: str | None = None, time: str | None = None,
         state: str | None = None, edges: str | Path | None = None, ends: str | Sequence[str] = (),
-        regimes: int | None = None, model: str | None = None, box: Sequence[float] | None = None, drop_unknown: bool = False,
+        regimes: int | None = None, model: str | None = None, box: Sequence[float] | None = None,
+        drop_unknown: bool = False,
         out: str | Path | None = None, seed: int = 0, draws: int = 1000,
         tune: int = 1000, chains: int = 4, force: bool = False, max_rows: int = DEFAULT_MAX_ROWS,
         progress: bool = False) -> FitResult:
