@@ -20,7 +20,7 @@ import numpy as np
 from ddpbayes.encoding import jsonable
 from ddpbayes.errors import InputError
 from ddpbayes.fitting import checks as ppc
-from ddpbayes.fitting import chain, clustered, gaussian, graph
+from ddpbayes.fitting import categorical, chain, clustered, gaussian, graph
 from ddpbayes.fitting.diagnostics import convergence, relative_ess
 from ddpbayes.fitting.fitted import FORMAT
 from ddpbayes.fitting.table import DEFAULT_MAX_ROWS
@@ -46,8 +46,8 @@ class Template:
 
 
 TEMPLATES = {
-    "clustered": Template(clustered.read, clustered.pymc_model, clustered.hyperparameter_draws,
-                          ppc.dependence_checks),
+    "clustered": Template(categorical.read, categorical.pymc_model, categorical.hyperparameter_draws,
+                          categorical.dependence_checks),  # a 0/1 outcome: clustered's; K > 2 levels: categorical's
     "gaussian": Template(gaussian.read, gaussian.pymc_model, gaussian.hyperparameter_draws, gaussian.dependence_checks),
     "chain": Template(chain.read, chain.pymc_model, chain.hyperparameter_draws, chain.dependence_checks),
     "graph": Template(graph.read, graph.pymc_model, graph.hyperparameter_draws, graph.dependence_checks),
@@ -120,6 +120,7 @@ def fit(data: str | Path, template: str = "clustered", *, cluster: str | Sequenc
         domain: Sequence[float] | None = None, id: str | None = None, time: str | None = None,
         state: str | None = None, edges: str | Path | None = None, ends: str | Sequence[str] = (),
         model: str | None = None, box: Sequence[float] | None = None, drop_unknown: bool = False,
+        ordered: bool = False,
         out: str | Path | None = None, seed: int = 0, draws: int = 1000,
         tune: int = 1000, chains: int = 4, force: bool = False, max_rows: int = DEFAULT_MAX_ROWS,
         progress: bool = False) -> FitResult:
@@ -139,7 +140,8 @@ def fit(data: str | Path, template: str = "clustered", *, cluster: str | Sequenc
     cluster : str or sequence of str
         clustered: the column(s) naming each row's cluster ("x,y": the pair identifies it).
     outcome : str
-        clustered: the binary (0/1) column: the records.
+        clustered: the column of the records: binary (0/1), or 3 to 20 levels (text or integers, sorted, the
+        first the reference: a baseline-category logit, DESIGN §9.9).
     covariates : str or sequence of str, default ()
         Numeric columns entering the linear predictor (standardised); gaussian also takes a text
         column of two values (coded 0/1).
@@ -165,6 +167,8 @@ def fit(data: str | Path, template: str = "clustered", *, cluster: str | Sequenc
         graph: the box positions are normalised in (default: the nodes' bounding box + 0.5 degrees).
     drop_unknown : bool, default False
         graph: drop the edges naming a node not in the table (counted) instead of refusing them.
+    ordered : bool, default False
+        clustered: the outcome's levels are ordered: a cumulative logit with one effect per cluster (DESIGN §9.9).
     out : str, Path or None, default None
         The model file to write (MODEL.py; MODEL.fit.json and MODEL.posterior.nc beside it); None writes nothing.
     seed, draws, tune, chains : int
@@ -193,7 +197,8 @@ def fit(data: str | Path, template: str = "clustered", *, cluster: str | Sequenc
                "coords": _columns(coords, "--coords", empty=True),
                "group": _columns(group, "--group", empty=True), "columns": _columns(columns, "--columns", empty=True),
                "domain": domain, "id": id, "time": time, "state": state, "edges": edges,
-               "ends": _columns(ends, "--ends", empty=True), "model": model, "box": box, "drop_unknown": drop_unknown}
+               "ends": _columns(ends, "--ends", empty=True), "model": model, "box": box, "drop_unknown": drop_unknown,
+               "ordered": ordered}
     _say(progress, f"reading {data}")
     prepared = chosen.read(data, options, max_rows)
     _check_sizes(prepared, sampler)
@@ -283,7 +288,7 @@ def _document(template: str, data, path: Path, idata, idata_ind, sampler: Sample
     chosen = TEMPLATES[template]
     draws = chosen.draws(idata.posterior, data)
     draws_ind = chosen.draws(None if idata_ind is None else idata_ind.posterior, data, independent=True)
-    u = idata.posterior["u"].values.reshape(-1, len(data.labels)) if "u" in idata.posterior else None
+    u = categorical.cluster_effects(idata, data)
     names = data.parameter_names()
     reff = (relative_ess(idata, data.hyperparameters()),
             1.0 if idata_ind is None else relative_ess(idata_ind, data.hyperparameters(True)))
