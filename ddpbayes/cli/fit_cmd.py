@@ -22,7 +22,8 @@ def register(sub) -> None:
     )
     p.add_argument("data", help="the table: a CSV file (or Parquet with pyarrow installed), one record per row")
     p.add_argument("--template", choices=TEMPLATES, required=True,
-                   help="clustered: binary records in clusters, a logit with a cluster random effect; gaussian: a "
+                   help="clustered: binary (or categorical) records in clusters, a logit with a cluster random "
+                   "effect; gaussian: a "
                    "continuous column in groups, a normal model with a group random effect; chain: per-individual "
                    "sequences of a categorical state, Markov chains with a shared Dirichlet prior; graph: a position per "
                    "node of an edge list (friends' places), the near-friend or the CAR model")

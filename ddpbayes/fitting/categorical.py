@@ -114,12 +114,14 @@ class CategoricalData:
         """The `data` block's template part."""
         return {"outcome": self.outcome, "levels": list(self.levels), "reference": self.levels[0],
                 "link": "cumulative logit" if self.ordered else "baseline-category logit",
-                "cluster": list(self.cluster_columns), "clusters": len(self.labels), "covariates": list(self.covariates),
+                "cluster": list(self.cluster_columns), "clusters": len(self.labels),
+                "covariates": list(self.covariates),
                 "covariate_mean": self.center.tolist(), "covariate_sd": self.scale.tolist()}
 
     def table(self) -> dict:
         """What the model file needs of the table."""
-        return {"clusters": list(self.labels), "cluster_index": self.cluster_index.tolist(), "x": self.x.ravel().tolist()}
+        return {"clusters": list(self.labels), "cluster_index": self.cluster_index.tolist(),
+                "x": self.x.ravel().tolist()}
 
     def summary(self) -> str:
         """The progress line after reading."""

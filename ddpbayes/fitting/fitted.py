@@ -82,7 +82,8 @@ def read_fit(path: str | Path, parameters: str = "mean") -> FixedClustered | Fix
     if doc.get("format") != FORMAT or "table" not in doc:
         raise InputError(f"fit file '{path}' is not a fit written by this version of ddpbayes fit")
     if "levels" in doc.get("data", {}):
-        raise InputError(f"fit file '{path}' is a categorical clustered fit: its model file reads it (read_categorical)")
+        raise InputError(f"fit file '{path}' is a categorical clustered fit: its model file reads it "
+                         "(read_categorical)")
     values = _values(doc, parameters, path)
     table = doc["table"]
     index = np.asarray(table["cluster_index"], dtype=np.int64)
@@ -124,7 +125,13 @@ def read_categorical(path: str | Path, parameters: str = "mean") -> FixedCategor
     except (OSError, ValueError) as exc:
         raise InputError(f"fit file '{path}' cannot be read: {exc}") from None
     if doc.get("format") != FORMAT or "levels" not in doc.get("data", {}):
-        raise InputError(f"fit file '{path}' is not a categorical clustered fit written by this version of ddpbayes fit")
+        raise InputError(f"fit file '{path}' is not a categorical clustered fit written by this version of "
+                         "ddpbayes fit")
+    return categorical_fit(doc, parameters, path)
+
+
+def categorical_fit(doc: dict, parameters: str, path: Path) -> FixedCategorical:
+    """`read_categorical` of the fit document `doc` (read from `path`)."""
     data, table = doc["data"], doc["table"]
     values = _values(doc, parameters, path)
     levels, covariates = data["levels"], data["covariates"]
@@ -136,7 +143,8 @@ def read_categorical(path: str | Path, parameters: str = "mean") -> FixedCategor
         return FixedCategorical(len(levels), (x @ beta)[:, None], np.array([values["sigma"]]), cut, index,
                                 len(table["clusters"]))
     others = levels[1:]
-    beta = np.array([[values[f"beta_{c}_{v}"] for v in others] for c in covariates], dtype=float).reshape(-1, len(others))
+    beta = np.array([[values[f"beta_{c}_{v}"] for v in others] for c in covariates], dtype=float)
+    beta = beta.reshape(len(covariates), len(others))
     fixed = np.array([values[f"intercept_{v}"] for v in others])[None, :] + x @ beta
     return FixedCategorical(len(levels), fixed, np.array([values[f"sigma_{v}"] for v in others]), np.zeros(0), index,
                             len(table["clusters"]))

@@ -133,7 +133,7 @@ def fit(data: str | Path, template: str = "clustered", *, cluster: str | Sequenc
         A CSV file (or Parquet, with pyarrow installed), one record per row.
     template : str, default "clustered"
         The dependence template: "clustered" (binary records in clusters, a logit with a cluster
-        effect, DESIGN §9.1) or "gaussian" (a continuous column in groups, a normal model with a
+        effect, DESIGN §9.1; categorical records, §9.9) or "gaussian" (a continuous column in groups, a normal model with a
         group effect, DESIGN §9.4) or "chain" (per-individual sequences of a categorical state,
         Markov chains with a shared Dirichlet prior, DESIGN §9.5) or "graph" (a position per node
         of an edge list, the near-friend or the CAR model of friends' places, DESIGN §9.7).

@@ -27,7 +27,7 @@ from ddpbayes.errors import InputError
 from ddpbayes.engines import AdversaryLeakage, engine_named
 from ddpbayes.fitting.fitted import FORMAT, read_fit
 from ddpbayes.fitting.write import companions
-from ddpbayes.fitting.posterior import PosteriorDraws, draw_indices, fit_of, integrated_model, read_draws, template_of
+from ddpbayes.fitting.posterior import PosteriorDraws, draw_indices, fit_of, integrated_model, per_cluster, read_draws
 from ddpbayes.model.loading import load_model
 from ddpbayes.notions import notion as named
 from ddpbayes.problem import Adversary
@@ -119,7 +119,7 @@ def audit_fitted(model_path: str | Path, parameters: Parameters | str, query: st
         model = load_model(model_path, {**build, "parameters": str(parameters)}, max_states=settings.max_states)
         return FittedAudit(parameters, audit(model, query, mechanism, notion, information=information, **run))
     if parameters.mode == "integrated":
-        by_engine = template_of(fit) == "clustered" and not build  # its per-cluster factors
+        by_engine = per_cluster(fit) and not build  # a binary clustered fit: its per-cluster factors
         result = _integrated_by_engine(model_path, fit, parameters, query, mechanism, notion, run) if by_engine else None
         if result is None:
             model = integrated_model(fit, parameters.draws, build)
@@ -180,7 +180,7 @@ def _plausible(model_path, fit: Path, parameters: Parameters, query: str, mechan
     draw (its witness)."""
     start = time.perf_counter()
     indices = draw_indices(fit, parameters.draws)
-    draws = read_draws(fit, parameters.draws) if template_of(fit) == "clustered" and not build else None
+    draws = read_draws(fit, parameters.draws) if per_cluster(fit) and not build else None
     settings = run["settings"]
     quiet = run | {"settings": RunSettings.of(settings, progress=False)}
 
