@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.special import expit, log_expit, log_softmax
+from scipy.special import log_expit, log_softmax
 
 from ddpbayes.errors import InputError
 from ddpbayes.fitting import checks as ppc
