@@ -84,6 +84,9 @@ FIT_SPATIAL = ("fit {tmp}/villages.csv --template clustered --cluster village --
                "--draws 30 --tune 30 --chains 2 --out {tmp}/villages.py --force --quiet --format json")
 FIT_SPATIAL_TABLE = "village,pos,east,north\n" + "".join(
     f"v{i // 5},{int(i % 3 == 0) ^ (i // 5 % 2)},{i // 5},{(i // 5) ** 2}\n" for i in range(30))
+FIT_CATEGORICAL = ("fit {tmp}/grades.csv --template clustered --cluster school --outcome grade --draws 30 --tune 30 "
+                   "--chains 2 --out {tmp}/grades.py --force --quiet --format json")
+FIT_CATEGORICAL_TABLE = "school,grade\n" + "".join(f"s{i // 5},{'abc'[(i * i + i // 5) % 3]}\n" for i in range(30))
 FIT_SECTIONS = {"json-fit", "json-fit-check"}
 
 # An audit of a fitted model under draws:S runs one audit per draw (the structured engine's quadrature, seconds each):
@@ -306,12 +309,13 @@ def test_the_fit_keys_are_documented(docs, capsys, tmp_path):
     (tmp_path / "places.csv").write_text(FIT_GRAPH_NODES)
     (tmp_path / "friends.csv").write_text(FIT_GRAPH_EDGES)
     (tmp_path / "villages.csv").write_text(FIT_SPATIAL_TABLE)
+    (tmp_path / "grades.csv").write_text(FIT_CATEGORICAL_TABLE)
     graphs = [(FIT_GRAPH.replace("MODEL", m) + " --drop-unknown", f"places_{m}") for m in ("near", "car")]
     seen: dict[str, set] = {}
     missing: set = set()
     regimes = (FIT_CHAIN.replace("days.py", "regimes.py") + " --regimes 2", "regimes")
     fits = ((FIT, "small"), (FIT_GAUSSIAN, "heights"), (FIT_JOINT, "pairs"), (FIT_CHAIN, "days"), regimes,
-            (FIT_SPATIAL, "villages"), *graphs)
+            (FIT_SPATIAL, "villages"), (FIT_CATEGORICAL, "grades"), *graphs)
     for command, name in fits:  # each template, the clustered one with its spatial field, the chain with regimes
         capsys.readouterr()
         code = main(shlex.split(command.replace("{tmp}", str(tmp_path))))

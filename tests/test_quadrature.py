@@ -242,10 +242,10 @@ def test_issue_command_falls_back_to_sampling(capsys):
     assert any("structured: the quadrature over the continuous latents did not settle" in n for n in out["notes"])
 
 
-def test_three_continuous_latent_dimensions_are_refused():
+def test_four_continuous_latent_dimensions_are_refused():
     with pm.Model() as m:
-        r = pm.Beta("r", 1, 1, shape=3)
+        r = pm.Beta("r", 1, 1, shape=4)
         pm.Bernoulli("x", r.mean(), shape=2)
     problem_model = DependenceModel(m, tuples="x")
-    with pytest.raises(InputError, match="3 continuous latent dimensions"):
+    with pytest.raises(InputError, match="4 continuous latent dimensions"):
         ddpbayes.audit(problem_model, "count", "laplace", "idp", epsilon=1, engine="structured")

@@ -22,13 +22,18 @@ def register(sub) -> None:
     )
     p.add_argument("data", help="the table: a CSV file (or Parquet with pyarrow installed), one record per row")
     p.add_argument("--template", choices=TEMPLATES, required=True,
-                   help="clustered: binary records in clusters, a logit with a cluster random effect; gaussian: a "
+                   help="clustered: binary (or categorical) records in clusters, a logit with a cluster random "
+                   "effect; gaussian: a "
                    "continuous column in groups, a normal model with a group random effect; chain: per-individual "
                    "sequences of a categorical state, Markov chains with a shared Dirichlet prior; graph: a position per "
                    "node of an edge list (friends' places), the near-friend or the CAR model")
     p.add_argument("--cluster", default="", metavar="COL[,COL]",
                    help="clustered: the column naming each row's cluster (several: their values together name it)")
-    p.add_argument("--outcome", default=None, metavar="COL", help="clustered: the binary (0/1) column: the records")
+    p.add_argument("--outcome", default=None, metavar="COL",
+                   help="clustered: the column of the records: binary (0/1), or 3 to 20 levels (text or integers, "
+                   "sorted, the first the reference: a baseline-category logit with an effect per level)")
+    p.add_argument("--ordered", action="store_true",
+                   help="clustered: the outcome's levels are ordered: a cumulative logit with one effect per cluster")
     p.add_argument("--coords", default="", metavar="X,Y",
                    help="clustered: two numeric columns, each cluster's place: adds a spatial Gaussian process between "
                    "the clusters (exact up to 100 clusters, HSGP above; its length scale in the columns' units)")
@@ -81,7 +86,7 @@ def run(args) -> int:
     result = fit(args.data, args.template, cluster=args.cluster, outcome=args.outcome, covariates=args.covariates,
                  coords=args.coords, group=args.group, columns=args.columns, domain=args.domain,
                  id=args.id, time=args.time, state=args.state, regimes=args.regimes, edges=args.edges, ends=args.ends,
-                 model=args.model, box=args.box, drop_unknown=args.drop_unknown,
+                 model=args.model, box=args.box, drop_unknown=args.drop_unknown, ordered=args.ordered,
                  out=args.out, seed=args.seed, draws=args.draws,
                  tune=args.tune, chains=args.chains, force=args.force,
                  max_rows=DEFAULT_MAX_ROWS if args.max_rows is None else args.max_rows, progress=not args.quiet)
@@ -126,8 +131,13 @@ def _table_line(doc: dict) -> str:
     if "edges_file" in data:
         return (f"graph fit ({data['graph_model']} model) of {data['file']} and {data['edges_file']}: "
                 f"{data['nodes']:,} nodes, {data['edges']:,} edges, {data['nodes_with_edges']:,} nodes with one")
-    return (f"{_name(doc)} fit of {data['file']}: {data['rows']:,} rows in {data['clusters']:,} clusters "
+    line = (f"{_name(doc)} fit of {data['file']}: {data['rows']:,} rows in {data['clusters']:,} clusters "
             f"({','.join(data['cluster'])}), outcome {data['outcome']}")
+    if "levels" not in data:
+        return line
+    order = "in this order" if data["link"] == "cumulative logit" else f"the reference {data['reference']}"
+    return (f"{line}\n{data['link']}: {len(data['levels'])} levels {', '.join(data['levels'])} (sorted; "
+            f"{order}); record values 0 to {len(data['levels']) - 1} index them")
 
 
 def fit_text(doc: dict) -> str:
@@ -160,6 +170,11 @@ def fit_text(doc: dict) -> str:
         c = checks[key]
         lines.append(f"  {label}: data {fmt(c['data'])}; {doc['template']} {_replicated(c)}; "
                      f"without dependence {_replicated(c['independent'])}")
+    for level, block in checks.get("levels", {}).items():
+        for key, label in (("icc", "intra-cluster correlation"), ("cluster_total_sd", "SD of cluster totals")):
+            c = block[key]
+            lines.append(f"  level {level}, {label}: data {fmt(c['data'])}; {doc['template']} {_replicated(c)}; "
+                         f"without dependence {_replicated(c['independent'])}")
     if "morans_i" in checks:
         from ddpbayes.fitting.spatial import NEIGHBOURS
 

@@ -312,6 +312,10 @@ def build(parameters: str = "mean") -> DependenceModel:
 def model_file(doc: dict) -> tuple[str, dict]:
     """The model file's template text for the fit `doc` (with a fixed spatial field when it has one) and its
     own fields, for write.model_text."""
+    if "levels" in doc["data"]:  # a categorical outcome (DESIGN §9.9)
+        from ddpbayes.fitting.categorical import model_file as categorical_file
+
+        return categorical_file(doc)
     data = doc["data"]
     covariates = data["covariates"]
     fields = {"clusters": data["clusters"], "cluster": ", ".join(data["cluster"]), "outcome": data["outcome"],

@@ -166,6 +166,9 @@ def read_fit(path: str | Path, parameters: str = "mean") -> FixedClustered | Fix
         raise InputError(f"fit file '{path}' cannot be read: {exc}") from None
     if doc.get("format") != FORMAT or "table" not in doc:
         raise InputError(f"fit file '{path}' is not a fit written by this version of ddpbayes fit")
+    if "levels" in doc.get("data", {}):
+        raise InputError(f"fit file '{path}' is a categorical clustered fit: its model file reads it "
+                         "(read_categorical)")
     values = _values(doc, parameters, path)
     table = doc["table"]
     index = np.asarray(table["cluster_index"], dtype=np.int64)
@@ -177,6 +180,78 @@ def read_fit(path: str | Path, parameters: str = "mean") -> FixedClustered | Fix
                              len(table["clusters"]), (float(low), float(high)))
     k = len(table["clusters"])
     return FixedClustered(values["intercept"], beta, values["sigma"], x, index, k, _field(doc, parameters, k))
+
+
+@dataclass(frozen=True)
+class FixedCategorical:
+    """A categorical clustered fit (DESIGN §9.9) with fixed parameters over `k` levels. Baseline-category
+    logit: eta_rj = fixed[r, j-1] + u_j[cluster_index[r]] for j = 1..k-1 (level 0 the reference),
+    u_j ~ Normal(0, sigma[j-1]), `cut` empty. Cumulative logit (`cut` the k-1 cutpoints):
+    P(y_r <= i) = logit^-1(cut[i] - fixed[r, 0] - u[cluster_index[r]]), u ~ Normal(0, sigma[0])."""
+
+    k: int
+    fixed: np.ndarray  # (n, k-1) baseline-category, (n, 1) cumulative
+    sigma: np.ndarray
+    cut: np.ndarray
+    cluster_index: np.ndarray
+    n_clusters: int
+
+    @property
+    def n(self) -> int:
+        return len(self.cluster_index)
+
+
+def read_categorical(path: str | Path, parameters: str = "mean") -> FixedCategorical:
+    """The categorical clustered fit at `path` with its parameters fixed at their posterior means ("mean")
+    or at posterior draw K ("draw:K")."""
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise InputError(f"fit file '{path}' cannot be read: {exc}") from None
+    if doc.get("format") != FORMAT or "levels" not in doc.get("data", {}):
+        raise InputError(f"fit file '{path}' is not a categorical clustered fit written by this version of "
+                         "ddpbayes fit")
+    return categorical_fit(doc, parameters, path)
+
+
+def categorical_fit(doc: dict, parameters: str, path: Path) -> FixedCategorical:
+    """`read_categorical` of the fit document `doc` (read from `path`)."""
+    data, table = doc["data"], doc["table"]
+    values = _values(doc, parameters, path)
+    levels, covariates = data["levels"], data["covariates"]
+    index = np.asarray(table["cluster_index"], dtype=np.int64)
+    x = np.asarray(table["x"], dtype=float).reshape(len(index), len(covariates))
+    if data["link"] == "cumulative logit":
+        beta = np.array([values[f"beta_{c}"] for c in covariates], dtype=float)
+        cut = np.array([values[f"cut_{i}"] for i in range(1, len(levels))])
+        return FixedCategorical(len(levels), (x @ beta)[:, None], np.array([values["sigma"]]), cut, index,
+                                len(table["clusters"]))
+    others = levels[1:]
+    beta = np.array([[values[f"beta_{c}_{v}"] for v in others] for c in covariates], dtype=float)
+    beta = beta.reshape(len(covariates), len(others))
+    fixed = np.array([values[f"intercept_{v}"] for v in others])[None, :] + x @ beta
+    return FixedCategorical(len(levels), fixed, np.array([values[f"sigma_{v}"] for v in others]), np.zeros(0), index,
+                            len(table["clusters"]))
+
+
+def level_probabilities(columns: list, ordered: bool):
+    """The (n, k) matrix of level probabilities of a categorical model file from k-1 vectors (PyTensor),
+    built element by element so that the structured engine sees row r read only its cluster's effects.
+    Baseline-category (`columns` eta_1..eta_{k-1}, eta_0 = 0): p_j = 1 / sum_l exp(eta_l - eta_j).
+    Cumulative (`columns` a_i = cut_i - eta): p_0 = s(a_1), p_j = s(a_{j+1}) s(-a_j) (1 - e^(a_j - a_{j+1})),
+    p_{k-1} = s(-a_{k-1}), s the logistic function (no cancellation in either tail)."""
+    import pytensor.tensor as pt
+
+    if ordered:
+        s = pt.sigmoid
+        p = [s(columns[0]), *(s(columns[j]) * s(-columns[j - 1]) * -pt.expm1(columns[j - 1] - columns[j])
+                              for j in range(1, len(columns))), s(-columns[-1])]
+    else:
+        eta = [pt.zeros_like(columns[0]), *columns]
+        p = [1.0 / sum(pt.exp(e - eta_j) for e in eta) for eta_j in eta]
+    unit = np.eye(len(p))
+    return sum(pj[:, None] * unit[j][None, :] for j, pj in enumerate(p))
 
 
 def _field(doc: dict, parameters: str, clusters: int) -> np.ndarray:

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from ddpbayes.errors import InputError
-from ddpbayes.fitting.fitted import FORMAT, chain_draws, read_fit, regime_draws
+from ddpbayes.fitting.fitted import FORMAT, categorical_fit, chain_draws, level_probabilities, read_fit, regime_draws
 from ddpbayes.fitting.write import companions
 from ddpbayes.model import DependenceModel
 
@@ -37,6 +37,13 @@ def fit_of(model_path: str | Path) -> Path | None:
 def template_of(fit_path: str | Path) -> str:
     """The template of the fit at `fit_path` (one `fit_of` found)."""
     return json.loads(Path(fit_path).read_text())["template"]
+
+
+def per_cluster(fit_path: str | Path) -> bool:
+    """Whether the fit at `fit_path` is a binary clustered one, whose draws `read_draws` reads (the engines'
+    per-cluster paths); a categorical clustered fit (DESIGN §9.9) is audited model by model."""
+    doc = json.loads(Path(fit_path).read_text())
+    return doc["template"] == "clustered" and "levels" not in doc["data"]
 
 
 def draw_indices(fit_path: str | Path, draws: int) -> np.ndarray:
@@ -84,7 +91,8 @@ def integrated_model(fit_path: str | Path, draws: int, build: dict | None = None
     draw J (`build`: the model file's other keywords, a chain's individual and length). A gaussian
     fit is refused: a mixture over draws is not jointly Gaussian, which its engine needs."""
     template = template_of(fit_path)
-    mixed = {"clustered": _integrated_clustered, "chain": _integrated_chain}.get(template)
+    mixed = {"clustered": _integrated_clustered if per_cluster(fit_path) else _integrated_categorical,
+             "chain": _integrated_chain}.get(template)
     if mixed is None:
         raise InputError(f"--parameters integrated is not built for {template} fits: a mixture of Gaussian models over "
                          "posterior draws is not jointly Gaussian, which the gaussian engine needs (use mean or draws:S)")
@@ -108,6 +116,32 @@ def _integrated_clustered(fit_path: str | Path, draws: int) -> DependenceModel: 
         z = pm.Normal("z", 0.0, 1.0, shape=fixed.n_clusters)
         sigma = pt.as_tensor(post.sigma)[j]
         pm.Bernoulli("y", logit_p=fixed_part[:, j] + sigma * z[fixed.cluster_index], shape=fixed.n)
+    return DependenceModel(m, tuples="y")
+
+
+def _integrated_categorical(fit_path: str | Path, draws: int) -> DependenceModel:
+    """Given J the categorical model file's model at draw J (DESIGN §9.9), non-centred: u_{c,j} =
+    sigma_{j,J} z_{c,j} with z_{c,j} ~ Normal(0, 1) (the cumulative logit: one z_c), so the latents'
+    prior does not depend on J."""
+    import pymc as pm
+    import pytensor.tensor as pt
+
+    doc = json.loads(Path(fit_path).read_text())
+    fits = [categorical_fit(doc, f"draw:{k}", Path(fit_path)) for k in draw_indices(fit_path, draws)]
+    first, ordered = fits[0], len(fits[0].cut) > 0
+    fixed = pt.as_tensor(np.stack([f.fixed for f in fits], axis=-1))  # (n, levels - 1 or 1, S)
+    sigma = pt.as_tensor(np.stack([f.sigma for f in fits], axis=-1))  # (levels - 1 or 1, S)
+    with pm.Model() as m:
+        j = pm.Categorical("draw", p=np.full(draws, 1.0 / draws))
+        if ordered:
+            cut = pt.as_tensor(np.stack([f.cut for f in fits], axis=-1))
+            z = pm.Normal("z", 0.0, 1.0, shape=first.n_clusters)
+            eta = fixed[:, 0, j] + sigma[0, j] * z[first.cluster_index]
+            columns = [cut[i, j] - eta for i in range(first.k - 1)]
+        else:
+            z = [pm.Normal(f"z_{i}", 0.0, 1.0, shape=first.n_clusters) for i in range(1, first.k)]
+            columns = [fixed[:, i - 1, j] + sigma[i - 1, j] * z[i - 1][first.cluster_index] for i in range(1, first.k)]
+        pm.Categorical("y", p=level_probabilities(columns, ordered), shape=first.n)
     return DependenceModel(m, tuples="y")
 
 

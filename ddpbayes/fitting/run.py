@@ -20,7 +20,7 @@ import numpy as np
 from ddpbayes.encoding import jsonable
 from ddpbayes.errors import InputError
 from ddpbayes.fitting import checks as ppc
-from ddpbayes.fitting import chain, clustered, gaussian, graph
+from ddpbayes.fitting import categorical, chain, clustered, gaussian, graph
 from ddpbayes.fitting import regimes as chain_regimes
 from ddpbayes.fitting.diagnostics import convergence, relative_ess
 from ddpbayes.fitting.fitted import FORMAT
@@ -47,8 +47,8 @@ class Template:
 
 
 TEMPLATES = {
-    "clustered": Template(clustered.read, clustered.pymc_model, clustered.hyperparameter_draws,
-                          ppc.dependence_checks),
+    "clustered": Template(categorical.read, categorical.pymc_model, categorical.hyperparameter_draws,
+                          categorical.dependence_checks),  # a 0/1 outcome: clustered's; K > 2 levels: categorical's
     "gaussian": Template(gaussian.read, gaussian.pymc_model, gaussian.hyperparameter_draws, gaussian.dependence_checks),
     "chain": Template(chain.read, chain.pymc_model, chain.hyperparameter_draws, chain.dependence_checks),
     "graph": Template(graph.read, graph.pymc_model, graph.hyperparameter_draws, graph.dependence_checks),
@@ -121,7 +121,7 @@ def fit(data: str | Path, template: str = "clustered", *, cluster: str | Sequenc
         domain: Sequence[float] | None = None, id: str | None = None, time: str | None = None,
         state: str | None = None, edges: str | Path | None = None, ends: str | Sequence[str] = (),
         regimes: int | None = None, model: str | None = None, box: Sequence[float] | None = None,
-        drop_unknown: bool = False,
+        drop_unknown: bool = False, ordered: bool = False,
         out: str | Path | None = None, seed: int = 0, draws: int = 1000,
         tune: int = 1000, chains: int = 4, force: bool = False, max_rows: int = DEFAULT_MAX_ROWS,
         progress: bool = False) -> FitResult:
@@ -134,14 +134,15 @@ def fit(data: str | Path, template: str = "clustered", *, cluster: str | Sequenc
         A CSV file (or Parquet, with pyarrow installed), one record per row.
     template : str, default "clustered"
         The dependence template: "clustered" (binary records in clusters, a logit with a cluster
-        effect, DESIGN §9.1) or "gaussian" (a continuous column in groups, a normal model with a
+        effect, DESIGN §9.1; categorical records, §9.9) or "gaussian" (a continuous column in groups, a normal model with a
         group effect, DESIGN §9.4) or "chain" (per-individual sequences of a categorical state,
         Markov chains with a shared Dirichlet prior, DESIGN §9.5) or "graph" (a position per node
         of an edge list, the near-friend or the CAR model of friends' places, DESIGN §9.7).
     cluster : str or sequence of str
         clustered: the column(s) naming each row's cluster ("x,y": the pair identifies it).
     outcome : str
-        clustered: the binary (0/1) column: the records.
+        clustered: the column of the records: binary (0/1), or 3 to 20 levels (text or integers, sorted, the
+        first the reference: a baseline-category logit, DESIGN §9.9).
     covariates : str or sequence of str, default ()
         Numeric columns entering the linear predictor (standardised); gaussian also takes a text
         column of two values (coded 0/1).
@@ -171,6 +172,8 @@ def fit(data: str | Path, template: str = "clustered", *, cluster: str | Sequenc
         graph: the box positions are normalised in (default: the nodes' bounding box + 0.5 degrees).
     drop_unknown : bool, default False
         graph: drop the edges naming a node not in the table (counted) instead of refusing them.
+    ordered : bool, default False
+        clustered: the outcome's levels are ordered: a cumulative logit with one effect per cluster (DESIGN §9.9).
     out : str, Path or None, default None
         The model file to write (MODEL.py; MODEL.fit.json and MODEL.posterior.nc beside it); None writes nothing.
     seed, draws, tune, chains : int
@@ -201,7 +204,8 @@ def fit(data: str | Path, template: str = "clustered", *, cluster: str | Sequenc
                "coords": _columns(coords, "--coords", empty=True),
                "group": _columns(group, "--group", empty=True), "columns": _columns(columns, "--columns", empty=True),
                "domain": domain, "id": id, "time": time, "state": state, "edges": edges, "regimes": regimes,
-               "ends": _columns(ends, "--ends", empty=True), "model": model, "box": box, "drop_unknown": drop_unknown}
+               "ends": _columns(ends, "--ends", empty=True), "model": model, "box": box, "drop_unknown": drop_unknown,
+               "ordered": ordered}
     _say(progress, f"reading {data}")
     prepared = chosen.read(data, options, max_rows)
     _check_sizes(prepared, sampler)
@@ -299,7 +303,7 @@ def _document(template: str, data, path: Path, idata, idata_ind, sampler: Sample
     chosen = TEMPLATES[template]
     draws = chosen.draws(idata.posterior, data)
     draws_ind = chosen.draws(None if idata_ind is None else idata_ind.posterior, data, independent=True)
-    u = _flat_draws(idata.posterior["u"].values) if "u" in idata.posterior else None
+    u = categorical.cluster_effects(idata, data)
     names = data.parameter_names()
     reff = (relative_ess(idata, data.hyperparameters()),
             1.0 if idata_ind is None else relative_ess(idata_ind, data.hyperparameters(True)))

@@ -27,7 +27,7 @@ from ddpbayes.errors import InputError
 from ddpbayes.engines import AdversaryLeakage, engine_named
 from ddpbayes.fitting.fitted import FORMAT, FixedClustered, read_fit
 from ddpbayes.fitting.write import companions
-from ddpbayes.fitting.posterior import PosteriorDraws, draw_indices, fit_of, integrated_model, read_draws
+from ddpbayes.fitting.posterior import PosteriorDraws, draw_indices, fit_of, integrated_model, per_cluster, read_draws
 from ddpbayes.model.loading import load_model
 from ddpbayes.notions import notion as named
 from ddpbayes.problem import Adversary
@@ -237,7 +237,7 @@ def _per_cluster(fit: Path, count: int, build: dict) -> PerCluster | None:
     FixedClustered), and a model file that takes no other keywords; else None. Either way the engine's own
     audit of one model decides whether the path is used (`_agrees`)."""
     doc = json.loads(fit.read_text())
-    if build or "sigma" not in doc.get("draws", {}) or "cluster_index" not in doc.get("table", {}):
+    if build or not per_cluster(fit) or "sigma" not in doc.get("draws", {}) or "cluster_index" not in doc.get("table", {}):
         return None
     fixed = read_fit(fit, "mean")
     if not isinstance(fixed, FixedClustered):

@@ -26,7 +26,7 @@ from ddpbayes.ddp.calibration import exact_scale
 from ddpbayes.ddp.dpm import dp_scale
 from ddpbayes.encoding import JsonDocument, number
 from ddpbayes.errors import InputError
-from ddpbayes.fitting.posterior import integrated_model, read_draws
+from ddpbayes.fitting.posterior import draw_indices, integrated_model
 from ddpbayes.limits import check_positive_finite, state_limit
 from ddpbayes.mechanisms import Laplace
 from ddpbayes.model.loading import load_model
@@ -120,7 +120,7 @@ def _class_scale(model_path, fit: Path, draws: int, query: Query, notion: str, e
     largest b_k so far (module docstring); returns it and the solved draws' scales."""
     settings = solve["settings"]
     models = {int(k): load_model(model_path, {"parameters": f"draw:{int(k)}"}, max_states=settings.max_states)
-              for k in read_draws(fit, draws).indices}
+              for k in draw_indices(fit, draws)}
     first = next(iter(models.values()))
     classic = dp_scale(first, query.bind(first), epsilon)
     at_classic = {k: _leakage(m, query, notion, classic, **solve) for k, m in models.items()}

@@ -88,7 +88,7 @@ def quadrature_reason(graph: FactorGraph) -> str | None:
     return None
 
 
-MAX_CONTINUOUS = 2  # continuous latent dimensions in one elimination clique (a tensor-product rule)
+MAX_CONTINUOUS = 3  # continuous latent dimensions in one elimination clique (a tensor-product rule, m^d nodes)
 
 
 def _build(model: DependenceModel, limit: int, nodes: int | None) -> FactorGraph:
