@@ -122,6 +122,24 @@ class Query(ABC):
         w = self.weights(n)
         return None if w is None else w[None, :]
 
+    def contributions(self, values: np.ndarray) -> np.ndarray | None:
+        """c_k(v), tuple k's term at each value v, when q(x) = Σ_k c_k(x_k) has one output, else None: here w_k·v
+        for a scalar linear query w·x (`weights`), None otherwise. The structured engine reads the query
+        through this table alone (DESIGN §2.1b).
+
+        Parameters
+        ----------
+        values : numpy.ndarray
+            Shape (n, m): row k holds values of tuple k (padded as the caller likes).
+
+        Returns
+        -------
+        numpy.ndarray or None
+            Shape (n, m), tuple k's term of the query at each of those values, or None.
+        """
+        w = self.weights(values.shape[0])
+        return None if w is None else w[:, None] * values
+
     def global_sensitivity(self, domains: Sequence[Domain]) -> float:
         """The global L1 sensitivity: the largest of the tuples' (`sensitivity`).
 

@@ -13,6 +13,7 @@ from ddpbayes.queries.centroids import parse_centroids
 from ddpbayes.queries.expr import parse_expr
 from ddpbayes.queries.fn import parse_fn
 from ddpbayes.queries.histogram import parse_histogram
+from ddpbayes.queries.level import parse_level
 from ddpbayes.queries.linear import parse_identity, parse_linear
 
 
@@ -31,6 +32,7 @@ KINDS: dict[str, QueryKind] = {
     "linear": QueryKind("linear:w0,w1,...[;...]", parse_linear),
     "centroids": QueryKind("centroids:FILE", parse_centroids),
     "histogram": QueryKind("histogram:e0,e1,...", parse_histogram),
+    "level": QueryKind("level:L[:w0,w1,...]", parse_level),
     "identity": QueryKind("identity", parse_identity),
     "expr": QueryKind("expr:EXPR", parse_expr),
     "fn": QueryKind("fn:NAME", parse_fn),
@@ -39,7 +41,7 @@ KINDS: dict[str, QueryKind] = {
 
 def parse_query(spec: str) -> Query:
     """`sum`, `count`, `mean`, `linear:w0,w1,...` (rows separated by `;` for several outputs),
-    `centroids:FILE`, `histogram:e0,e1,...`, `identity`, `expr:EXPR[;EXPR...]` or `fn:NAME`.
+    `centroids:FILE`, `histogram:e0,e1,...`, `level:L[:w0,w1,...]`, `identity`, `expr:EXPR[;EXPR...]` or `fn:NAME`.
 
     Parameters
     ----------

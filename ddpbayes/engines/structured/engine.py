@@ -261,11 +261,11 @@ def _zeros(graph: FactorGraph) -> list[np.ndarray]:
 
 
 def _contributions(problem: Problem, graph: FactorGraph) -> list[np.ndarray]:
-    """w_k · value for every value of every slot (0 for latents), as integers (one product over the padded values
-    of the tuples: 2,000 of them cost one NumPy call, not 2,000)."""
+    """Tuple k's term of the query (`Query.contributions`: w_k · value, w_k · 1[value = L]) for every value of
+    every slot (0 for latents), as integers (one call over the padded values of the tuples: 2,000 of them cost one
+    NumPy call, not 2,000)."""
     n = problem.model.n
-    w = np.asarray(problem.query.weights(n), dtype=float)
-    table = np.rint(w[:, None] * _value_table(graph)[:n]).astype(np.int64)
+    table = np.rint(problem.query.contributions(_value_table(graph)[:n])).astype(np.int64)
     return [row[:size] for row, size in zip(table, graph.sizes[:n])] + _shared_zeros(graph)[n:]
 
 

@@ -19,12 +19,14 @@ from ddpbayes.problem import Adversary, Problem
 from ddpbayes.queries import Linear, LinearRows
 
 
-def row_matrix(problem: Problem) -> np.ndarray:
-    """A, (rows, n): a `LinearRows` query's matrix, or the one row of a `Linear` query."""
+def row_matrix(problem: Problem) -> np.ndarray | None:
+    """A, (rows, n): a `LinearRows` query's matrix, or the one row of a scalar linear query (`weights`); None for
+    any other query (a sum of per-tuple terms such as `level:L` is read through its `contributions` alone)."""
     n = problem.model.n
     if isinstance(problem.query, LinearRows):
         return np.asarray(problem.query.matrix(n), dtype=float)
-    return np.asarray(problem.query.weights(n), dtype=float)[None, :]
+    w = problem.query.weights(n)
+    return None if w is None else np.asarray(w, dtype=float)[None, :]
 
 
 def components(graph: FactorGraph, known: frozenset[int]) -> np.ndarray:

@@ -11,27 +11,30 @@ from ddpbayes.engines.structured.graph import FactorGraph, tree
 from ddpbayes.engines.structured.rows import row_matrix
 from ddpbayes.model.domains import Finite
 from ddpbayes.problem import Problem
-from ddpbayes.queries import Linear, LinearRows
 
 
 def linear_reason(problem: Problem) -> str | None:
-    """Why the query or mechanism is not an integer linear release (one row, or several rows with independent noise
-    on each) with Laplace, geometric or Gaussian noise or a mechanism with a joint output law on its one answer
-    (truncated geometric, RAPPOR: DESIGN §5.2)."""
-    if not isinstance(problem.query, (Linear, LinearRows)):
-        return (f"the query '{problem.query.spec}' is not linear (use count, sum or linear: with integer weights; "
-                "identity on a chain)")
+    """Why the query or mechanism is not an integer release the engine solves: a sum of one integer term per tuple
+    (`Query.contributions`: w·x, `level:L`), or several linear rows with independent noise on each, with Laplace,
+    geometric or Gaussian noise or a mechanism with a joint output law on its one answer (truncated geometric,
+    RAPPOR: DESIGN §5.2)."""
     w = row_matrix(problem)
-    if w.shape[1] != problem.model.n or not np.all(np.isfinite(w)) or np.any(np.mod(w, 1) != 0):
+    if w is None and problem.query.contributions(np.zeros((problem.model.n, 1))) is None:
+        return (f"the query '{problem.query.spec}' is not linear (use count, sum, level:L or linear: with integer "
+                "weights; identity on a chain)")
+    if w is not None and (w.shape[1] != problem.model.n or not np.all(np.isfinite(w)) or np.any(np.mod(w, 1) != 0)):
         return f"the query '{_short(problem.query.spec)}' needs integer weights, one per tuple"
     for k, d in enumerate(problem.model.domains):
         if not (isinstance(d, Finite) and all(float(v).is_integer() for v in d.values)):
             return f"tuple '{problem.model.names[k]}' is not integer-valued (domain {d})"
+    if w is None and not all(np.all(np.mod(t, 1) == 0) for t in row_terms(problem)):
+        return f"the query '{_short(problem.query.spec)}' needs integer weights, one per tuple"
     if not (problem.mechanism.laplace or problem.mechanism.gaussian or problem.mechanism.joint):
         return (f"the {problem.mechanism.kind} mechanism is not Laplace, geometric or Gaussian noise, nor a mechanism "
                 "with an output law")
-    if len(w) > 1 and problem.mechanism.joint:
-        return f"the {problem.mechanism.kind} mechanism's output law is on one answer, and the query has {len(w)} rows"
+    rows = 1 if w is None else len(w)
+    if rows > 1 and problem.mechanism.joint:
+        return f"the {problem.mechanism.kind} mechanism's output law is on one answer, and the query has {rows} rows"
     return None
 
 
@@ -39,11 +42,20 @@ def _short(text: str) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def row_terms(problem: Problem) -> list[np.ndarray]:
+    """Each output row's term table over the tuples' domains, (n, widest domain): row k holds tuple k's term at
+    each of its values, padded with its term at its first value (a linear row's a_k·v; else `contributions`)."""
+    domains = problem.model.domains
+    width = max(len(d.values) for d in domains)
+    values = np.array([d.values + (d.values[0],) * (width - len(d.values)) for d in domains], dtype=float)
+    w = row_matrix(problem)
+    return [problem.query.contributions(values)] if w is None else [row[:, None] * values for row in w]
+
+
 def query_span(problem: Problem) -> int:
-    """How many partial sums the query can take: 1 + Σ_k |w_k| (max - min of tuple k's domain), for its widest row
-    (a several-row release is solved one row at a time: `rows`)."""
-    widths = np.array([max(d.values) - min(d.values) for d in problem.model.domains], dtype=float)
-    return 1 + int(np.abs(row_matrix(problem)).dot(widths).max())
+    """How many partial sums the query can take: 1 + Σ_k (max - min of tuple k's term over its domain), for its
+    widest row (a several-row release is solved one row at a time: `rows`)."""
+    return 1 + int(max((t.max(axis=1) - t.min(axis=1)).sum() for t in row_terms(problem)))
 
 
 def width_reason(graph: FactorGraph, span: int, limit: int) -> str | None:
