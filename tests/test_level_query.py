@@ -13,12 +13,14 @@ import numpy as np
 import pymc as pm
 import pytest
 from test_fit_categorical import (
+    CLUSTER_INDEX,
     draw_values,
     joint_law,
     multinomial_cluster_law,
     multinomial_draws,
     write_fit,
 )
+from test_fitted_report import write_spec
 
 import ddpbayes
 from ddpbayes import DependenceModel, Finite, Interval
@@ -26,6 +28,7 @@ from ddpbayes.cli.main import main
 from ddpbayes.errors import InputError
 from ddpbayes.plausible import audit_fitted
 from ddpbayes.queries import parse_query
+from ddpbayes.reports.views.fitted import cluster_query
 from ddpbayes.settings import RunSettings
 
 B = 0.8  # Laplace scale
@@ -73,7 +76,9 @@ def test_the_count_of_a_level_in_a_cluster_on_a_categorical_fit_equals_the_brute
     """Level b counted in cluster 0 (records 0-2): record 0's idp is the brute force's; record 3, in the other
     cluster, is independent of cluster 0's records under fixed parameters and leaks nothing."""
     model, (configs, law) = fitted
-    found = fitted_idp(model, "level:1:1,1,1,0,0", [0, 3])
+    query = cluster_query("cluster:b", CLUSTER_INDEX == 0, ["a", "b", "c"], model)  # a report spec's query
+    assert query == "level:1:1,1,1,0,0"
+    found = fitted_idp(model, query, [0, 3])
     assert found[0] == pytest.approx(laplace_idp(configs, law, 1, np.array([1, 1, 1, 0, 0]), 0), abs=1e-8)
     assert found[1] == pytest.approx(0.0, abs=1e-12)
 
@@ -162,3 +167,32 @@ def test_bad_level_queries_are_one_line_and_exit_2(capsys, spec, fragment):
 def test_the_parser_refuses_a_level_without_a_value():
     with pytest.raises(InputError, match="level:L or level:L:w0,w1"):
         parse_query("level:")
+
+
+# --------------------------------------------------------------------------- a report spec's query = "cluster:L"
+
+
+def test_cluster_is_the_count_of_the_cluster_on_a_binary_fit():
+    assert cluster_query("cluster", np.array([True, False, True]), None, Path("s.toml")) == "linear:1,0,1"
+    assert cluster_query("level:1", np.array([True, False]), ["a", "b", "c"], Path("s.toml")) == "level:1"
+
+
+@pytest.mark.parametrize("query, levels, says", [
+    ("cluster", ["a", "b", "c"], "s.toml: key 'query' 'cluster' needs a level of the categorical outcome: use "
+                                 "cluster:L, L one of a, b, c"),
+    ("cluster:d", ["a", "b", "c"], "'cluster:d' names no level of the categorical outcome"),
+    ("cluster:1", None, "names a level ('cluster:1') but the fit's outcome is binary: use 'cluster'"),
+])
+def test_cluster_queries_that_do_not_fit_the_outcome_are_one_line(query, levels, says):
+    with pytest.raises(InputError) as e:
+        cluster_query(query, np.array([True, False, True]), levels, Path("s.toml"))
+    assert says in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_spec_naming_no_level_after_cluster_is_refused_before_fitting(tmp_path, capsys):
+    spec = write_spec(tmp_path)
+    spec.write_text(spec.read_text().replace('query = "cluster"', 'query = "cluster:"'))
+    code = main(["report", str(spec), "--out", str(tmp_path / "out"), "--quiet"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and "must name a level after 'cluster:'" in err, err
+    assert not (tmp_path / "out").exists()

@@ -44,7 +44,8 @@ def add_model(parser: argparse.ArgumentParser) -> None:
 
 QUERY_HELP = ("sum, count, mean, linear:w0,w1,... (rows separated by ';' for a vector release), centroids:FILE "
               "(cluster means; a CSV with a cluster column), histogram:e0,e1,..., level:L[:w0,w1,...] (the "
-              "(weighted) count of tuples equal to L, e.g. one level of a categorical outcome), identity, expr:EXPR (over the "
+              "(weighted) count of tuples equal to L, e.g. one level of a categorical outcome), identity, "
+              "expr:EXPR (over the "
               "model's variable names, e.g. expr:d_i*d_j or expr:sum(x>3); ';' separates outputs) or fn:NAME "
               "(NAME(x) in the model file, x a dict of arrays by variable name)")
 

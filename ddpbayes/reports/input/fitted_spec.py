@@ -7,6 +7,8 @@ answer beside (DESIGN §9.6).
     title = "..."                                   # optional
     description = "..."                             # optional
     query = "cluster"                               # the count of the target's cluster; or any query spec
+                                                    # (a categorical outcome: "cluster:L", the count of level L,
+                                                    # named as in the data, in the target's cluster)
     notions = ["idp", "pdp", "ddp"]
     target = 0
     known = "cluster"                               # optional: pdp's known set (the rest of the target's cluster, or indices)
@@ -43,7 +45,7 @@ from ddpbayes.reports.input.keys import Problems, check_keys
 from ddpbayes.settings import SEED_LIMIT
 from ddpbayes.vocabulary import NOTIONS
 
-CLUSTER_QUERY = "cluster"  # the count of the target's cluster (built from the fit's table)
+CLUSTER_QUERY = "cluster"  # the count of the target's cluster, "cluster:L" of level L there (from the fit's table)
 CLUSTER_KNOWN = "cluster"  # the known set: the rest of the target's cluster (built from the fit's table)
 TEMPLATE = "clustered"  # the template whose fits are audited under --parameters (DESIGN §9.6)
 TOP = {
@@ -195,7 +197,10 @@ def _check_values(raw: dict, mech: dict, problems: Problems) -> None:
                                  f"{mode!r}")
     if raw.get("parameters") == []:
         problems.add("key 'parameters' must name at least one of mean, integrated:S, draws:S")
-    if "query" in raw and raw["query"] != CLUSTER_QUERY:
+    kind, sep, level = raw.get("query", CLUSTER_QUERY).partition(":")
+    if kind == CLUSTER_QUERY and sep and not level.strip():
+        problems.add(f"key 'query' must name a level after 'cluster:' (cluster:L), got {raw['query']!r}")
+    elif kind != CLUSTER_QUERY:
         with problems.check():
             parse_query(raw["query"])
     if "kind" in mech and mech["kind"] != Laplace.kind:

@@ -210,12 +210,12 @@ def _release(v: FittedView) -> Section:
     known = ("every known set" if s.known is None else
              f"the rest of the target's cluster ({v.cluster_size - 1} records"
              + ("; given them the cluster's count moves by the target's record alone, so pdp's leakage is classic "
-                "DP's epsilon whatever the model)" if s.query == CLUSTER_QUERY else ")")
+                "DP's epsilon whatever the model)" if s.query.partition(":")[0] == CLUSTER_QUERY else ")")
              if s.known == CLUSTER_KNOWN else
              f"{len(s.known)} of the other records (tuples {', '.join(map(str, s.known))})")
     items = [
-        f"The release audited: the count of record {s.target}'s cluster ({v.label}: {v.cluster_size} records) with "
-        "Laplace noise. "
+        f"The release audited: the count{_of_level(s.query)} of record {s.target}'s cluster ({v.label}: "
+        f"{v.cluster_size} records) with Laplace noise. "
         "With the parameters fixed (`mean`, each draw) the clusters are independent, so the other clusters' noisy "
         "counts, if published too, are independent of the record and do not change its leakage (DESIGN §2.1b); under "
         "`integrated` they would also inform the parameters, which this audit of the one count leaves out.",
@@ -225,6 +225,12 @@ def _release(v: FittedView) -> Section:
                                          for c in v.cells) + f"; total {v.seconds:.0f} s.",
     ]
     return Section("What is audited", "release", [Notes(items)])
+
+
+def _of_level(query: str) -> str:
+    """" of level L" for `cluster:L` (a categorical outcome), else nothing."""
+    kind, sep, level = query.partition(":")
+    return f" of level {level.strip()}" if kind == CLUSTER_QUERY and sep else ""
 
 
 def _reproducibility(v: FittedView, command: str) -> Section:

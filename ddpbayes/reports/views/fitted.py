@@ -66,7 +66,7 @@ def fitted_results(spec: FittedSpec, out: Path, tmp: Path, say: Progress, where:
     cluster = int(cluster_index[spec.target])
     mates = [int(k) for k in np.flatnonzero(cluster_index == cluster) if k != spec.target]
     known_set = mates if spec.known == CLUSTER_KNOWN else None if spec.known is None else list(spec.known)
-    query = _query(spec.query, cluster_index == cluster)
+    query = cluster_query(spec.query, cluster_index == cluster, doc["data"].get("levels"), spec.path)
     settings = RunSettings.of(where, seed=spec.seed)
     cells = []
     for name in spec.notions:
@@ -114,11 +114,23 @@ def _portable(model: Path, data_ref: str) -> None:
     posterior.unlink(missing_ok=True)
 
 
-def _query(spec_query: str, rows: np.ndarray) -> str:
-    """The query audited: the count of the target's cluster (`linear:` with 1 on its rows), or the spec's."""
-    if spec_query != CLUSTER_QUERY:
+def cluster_query(spec_query: str, rows: np.ndarray, levels: list[str] | None, path: Path) -> str:
+    """The query audited: the spec's, or the count of the target's cluster (`linear:` with 1 on its rows); on a
+    categorical fit (its `levels`, model values 0..K-1) `cluster:L` is the count of level L there (`level:`)."""
+    kind, sep, level = spec_query.partition(":")
+    if kind != CLUSTER_QUERY:
         return spec_query
-    return "linear:" + ",".join("1" if r else "0" for r in rows)
+    ones = ",".join("1" if r else "0" for r in rows)
+    if levels is None:
+        if sep:
+            raise InputError(f"{path}: key 'query' names a level ({spec_query!r}) but the fit's outcome is binary: "
+                             "use 'cluster'")
+        return f"linear:{ones}"
+    if level.strip() not in levels:
+        named = "names no level of" if sep else "needs a level of"
+        raise InputError(f"{path}: key 'query' {spec_query!r} {named} the categorical outcome: use cluster:L, L one "
+                         f"of {', '.join(levels)}")
+    return f"level:{levels.index(level.strip())}:{ones}"
 
 
 def _cell(spec: FittedSpec, model: Path, query: str, name: str, mode: str, known, settings: RunSettings,
