@@ -185,7 +185,7 @@ def test_the_parameters_are_recovered_and_the_dependence_flagged_over_seeds(tmp_
             misses += not low <= value <= high
         checks = doc["checks"]
         assert checks["dependence_supported"], (seed, checks["loo"])
-        assert 0.02 < checks["correlation_a_b"]["p_value"] < 0.98  # the template reproduces it
+        assert 0.02 < checks["row_correlation"]["a_b"]["p_value"] < 0.98  # the template reproduces it
     assert misses <= 5
 
 
@@ -193,4 +193,4 @@ def test_the_parameters_are_recovered_and_the_dependence_flagged_over_seeds(tmp_
 def test_the_checks_do_not_flag_dependence_without_group_effects(tmp_path):
     doc = fit_simulated(tmp_path, 11, grouped=False)
     assert not doc["checks"]["dependence_supported"]
-    assert all(doc["checks"][f"icc_{c}"]["independent"]["p_value"] >= 0.01 for c in "ab")
+    assert all(doc["checks"]["column_icc"][c]["independent"]["p_value"] >= 0.01 for c in "ab")

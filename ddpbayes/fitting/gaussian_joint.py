@@ -227,16 +227,17 @@ def fixed_part(draws: dict[str, np.ndarray], data: JointData) -> np.ndarray:
 
 def statistics(values: np.ndarray, data: JointData) -> dict[str, np.ndarray]:
     """Each column's within-group ICC (§9.4's: of the least-squares residuals on the covariates) and
-    each pair's correlation of those residuals within rows; `values` (..., n, C)."""
+    each pair's correlation of those residuals within rows, keyed "column_icc:<c>" and
+    "row_correlation:<a>_<b>"; `values` (..., n, C)."""
     from ddpbayes.fitting.gaussian import within_icc
 
     design = np.column_stack([np.ones(len(data.y)), data.x])
     residual = values - design @ (np.linalg.pinv(design) @ values)
-    out = {f"icc_{c}": within_icc(values[..., k], data) for k, c in enumerate(data.columns)}
+    out = {f"column_icc:{c}": within_icc(values[..., k], data) for k, c in enumerate(data.columns)}
     centred = residual - residual.mean(axis=-2, keepdims=True)
     sd = np.sqrt((centred**2).sum(axis=-2))
     for (a, b), (i, j) in zip(data.pairs, combinations(range(len(data.columns)), 2)):
-        out[f"correlation_{a}_{b}"] = (centred[..., i] * centred[..., j]).sum(axis=-1) / (sd[..., i] * sd[..., j])
+        out[f"row_correlation:{a}_{b}"] = (centred[..., i] * centred[..., j]).sum(axis=-1) / (sd[..., i] * sd[..., j])
     return out
 
 
@@ -277,16 +278,17 @@ def dependence_checks(grouped: dict[str, np.ndarray], independent: dict[str, np.
     rep_g = statistics(replicate(mean_g[pick], cov_g[pick], cov_e[pick], data, rng), data)
     rep_i = statistics(replicate(mean_i[pick], None, cov_i[pick], data, rng), data)
     observed = statistics(data.y, data)
-    checks = {"draws": int(len(pick))}
+    checks: dict = {"draws": int(len(pick)), "column_icc": {}, "row_correlation": {}}
     for key, value in observed.items():
-        checks[key] = ppc.compare(float(value), rep_g[key]) | {
+        block, _, name = key.partition(":")
+        checks[block][name] = ppc.compare(float(value), rep_g[key]) | {
             "independent": ppc.short(ppc.compare(float(value), rep_i[key]))}
     u = u.reshape(draws, len(data.labels), len(data.columns))
     ll_g = row_loglik(data.y[None] - mean_g - u[:, data.cluster_index], cov_e)
     ll_i = row_loglik(data.y[None] - mean_i, cov_i)
     checks["loo"] = ppc.compare_loo(ll_g, ll_i, np.ones(len(data.y)), reff)
     loo = checks["loo"]
-    flagged = any(checks[f"icc_{c}"]["independent"]["p_value"] < ppc.FLAG_P for c in data.columns)
+    flagged = any(c["independent"]["p_value"] < ppc.FLAG_P for c in checks["column_icc"].values())
     checks["dependence_supported"] = bool(flagged and loo["elpd_diff"] > 2 * loo["se_diff"])
     return checks
 
