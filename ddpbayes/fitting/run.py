@@ -201,7 +201,8 @@ def fit(data: str | Path, template: str = "clustered", *, cluster: str | Sequenc
     _say(progress, prepared.summary() if hasattr(prepared, "summary")
          else f"{len(prepared.cluster_index):,} rows in {len(prepared.labels):,} clusters")
     seeds = sampler.seeds()
-    idata = _sample(chosen.model(prepared), sampler, seeds[0], f"fit: NUTS, {template}", progress)
+    idata = _sample(chosen.model(prepared), sampler, seeds[0], f"fit: NUTS, {template}", progress,
+                    dense_allowed=getattr(prepared, "dense_mass_matrix", True))
     reference = chosen.model(prepared, independent=True)
     idata_ind = None if reference is None else _sample(reference, sampler, seeds[1],
                                                         "fit: NUTS, without cluster effects", progress)
@@ -256,9 +257,10 @@ def _quiet_pymc():
         logger.setLevel(level)
 
 
-def _sample(model, sampler: Sampler, seed: int, label: str, progress: bool):
+def _sample(model, sampler: Sampler, seed: int, label: str, progress: bool, dense_allowed: bool = True):
     """NUTS on `model`, PyMC's own sampler, chains on up to as many cores as there are; a dense mass
-    matrix while the model has at most DENSE_UP_TO parameters (its cost grows as their square).
+    matrix while the model has at most DENSE_UP_TO parameters (its cost grows as their square) and the
+    template allows it (`dense_allowed`).
     BLAS on one thread (the forked chains inherit it): a chain is one core's work, and OpenBLAS's
     threads on a busy machine made the spatial GP's 65 x 65 triangular solves 100 times slower
     (23 ms against 0.2 ms, DESIGN §9.8)."""
@@ -266,7 +268,7 @@ def _sample(model, sampler: Sampler, seed: int, label: str, progress: bool):
     from threadpoolctl import threadpool_limits
 
     total = sampler.chains * (sampler.tune + sampler.draws)
-    dense = sum(int(np.prod(v.shape.eval())) for v in model.free_RVs) <= DENSE_UP_TO
+    dense = dense_allowed and sum(int(np.prod(v.shape.eval())) for v in model.free_RVs) <= DENSE_UP_TO
     with Progress(label, total, "iterations", enabled=progress) as bar, _quiet_pymc(), warnings.catch_warnings(), \
             threadpool_limits(limits=1, user_api="blas"):
         warnings.filterwarnings("ignore", message=".*experimental feature.*")  # PyMC's word on its dense adaptation
