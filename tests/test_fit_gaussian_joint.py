@@ -99,6 +99,29 @@ def test_an_audit_under_mean_and_under_draws_equals_the_closed_form(tmp_path, ca
     assert doc["leakage"] == pytest.approx(max(per_draw), rel=1e-10)
 
 
+def test_the_checks_row_log_likelihood_is_the_multivariate_normal_density_even_with_a_vanishing_sd():
+    """LOO's pointwise term: log MvNormal(y_r - mean | 0, Sigma_residual) (scipy), from factors diag(sd) chol(R);
+    a group SD of 1e-170 (Sigma underflows to 0 in its corner, so its own Cholesky fails) still replicates."""
+    from scipy.stats import multivariate_normal
+
+    from ddpbayes.fitting.gaussian_joint import JointData, factor, replicate, row_loglik
+
+    data = JointData(("a", "b"), ("g",), (), {}, np.zeros((4, 2)), np.array([0, 0, 1, 1]), ("p", "q"),
+                     np.zeros((4, 0)), np.zeros(0), np.zeros(0), ((0.0, 1.0), (0.0, 1.0)))
+    draws = {"sigma_residual_a": np.array([0.8, 2.0]), "sigma_residual_b": np.array([1.5, 0.3]),
+             "rho_residual_a_b": np.array([-0.3, 0.9]), "sigma_group_a": np.array([1e-170, 1.0]),
+             "sigma_group_b": np.array([1.0, 1.0]), "rho_group_a_b": np.array([0.5, 0.0])}
+    residual = np.random.default_rng(0).normal(size=(2, 4, 2))
+    found = row_loglik(residual, factor(draws, data, "residual"))
+    for d in range(2):
+        sa, sb, rho = (draws[k][d] for k in ("sigma_residual_a", "sigma_residual_b", "rho_residual_a_b"))
+        cov = np.array([[sa * sa, rho * sa * sb], [rho * sa * sb, sb * sb]])
+        assert found[d] == pytest.approx(multivariate_normal(np.zeros(2), cov).logpdf(residual[d]), rel=1e-12)
+    values = replicate(np.zeros((2, 4, 2)), factor(draws, data, "group"), factor(draws, data, "residual"), data,
+                       np.random.default_rng(1))
+    assert np.all(np.isfinite(values))
+
+
 NINE = [f"c{k}" for k in range(9)]
 def test_a_model_file_too_large_for_the_dense_covariance_is_refused_in_one_line_before_forming_it(tmp_path, capsys):
     """200,000 rows of 2 columns: the cells' covariance would need 400,000^2 doubles (1.3 TB), refused
@@ -185,7 +208,7 @@ def test_the_parameters_are_recovered_and_the_dependence_flagged_over_seeds(tmp_
             misses += not low <= value <= high
         checks = doc["checks"]
         assert checks["dependence_supported"], (seed, checks["loo"])
-        assert 0.02 < checks["correlation_a_b"]["p_value"] < 0.98  # the template reproduces it
+        assert 0.02 < checks["row_correlation"]["a_b"]["p_value"] < 0.98  # the template reproduces it
     assert misses <= 5
 
 
@@ -193,4 +216,4 @@ def test_the_parameters_are_recovered_and_the_dependence_flagged_over_seeds(tmp_
 def test_the_checks_do_not_flag_dependence_without_group_effects(tmp_path):
     doc = fit_simulated(tmp_path, 11, grouped=False)
     assert not doc["checks"]["dependence_supported"]
-    assert all(doc["checks"][f"icc_{c}"]["independent"]["p_value"] >= 0.01 for c in "ab")
+    assert all(doc["checks"]["column_icc"][c]["independent"]["p_value"] >= 0.01 for c in "ab")

@@ -143,12 +143,13 @@ def _table_line(doc: dict) -> str:
 def fit_text(doc: dict) -> str:
     """The fit for people: parameters, convergence, the checks, what was written."""
     data, diag, checks = doc["data"], doc["diagnostics"], doc["checks"]
+    width = max(16, *(len(name) + 1 for name in doc["parameters"]))  # several columns' names are long
     lines = [_table_line(doc), "",
-             f"{'parameter':<16}{'mean':>9}{'sd':>9}   {'94% HDI':<20}{'R-hat':>7}{'bulk ESS':>10}"]
+             f"{'parameter':<{width}}{'mean':>9}{'sd':>9}   {'94% HDI':<20}{'R-hat':>7}{'bulk ESS':>10}"]
     for name, p in doc["parameters"].items():
         d = diag["parameters"][name]
         hdi = f"[{fmt(p['hdi'][0])}, {fmt(p['hdi'][1])}]"
-        lines.append(f"{name:<16}{fmt(p['mean']):>9}{fmt(p['sd']):>9}   {hdi:<20}{d['rhat']:>7.3f}{d['ess_bulk']:>10.0f}")
+        lines.append(f"{name:<{width}}{fmt(p['mean']):>9}{fmt(p['sd']):>9}   {hdi:<20}{d['rhat']:>7.3f}{d['ess_bulk']:>10.0f}")
     state = "ok" if diag["ok"] else "FAILED (" + "; ".join(diag["failures"]) + ")"
     lines += ["", f"convergence: {state}; worst R-hat {diag['worst_rhat']['value']:.3f} "
               f"({diag['worst_rhat']['parameter']}), lowest bulk ESS {diag['worst_ess_bulk']['value']:.0f} "
@@ -164,10 +165,9 @@ def fit_text(doc: dict) -> str:
         c = checks[key]
         lines.append(f"  {label}: data {fmt(c['data'])}; {_name(doc)} {_replicated(c)}; "
                      f"without dependence {_replicated(c['independent'])}")
-    for key in (k for k in checks if k.startswith(("icc_", "correlation_"))):  # gaussian on several columns
-        kind, _, name = key.partition("_")
-        label = f"intra-group correlation of {name}" if kind == "icc" else f"within-row correlation {name}"
-        c = checks[key]
+    joint = [(f"intra-group correlation of {name}", c) for name, c in checks.get("column_icc", {}).items()]
+    joint += [(f"within-row correlation {name}", c) for name, c in checks.get("row_correlation", {}).items()]
+    for label, c in joint:  # gaussian on several columns
         lines.append(f"  {label}: data {fmt(c['data'])}; {doc['template']} {_replicated(c)}; "
                      f"without dependence {_replicated(c['independent'])}")
     for level, block in checks.get("levels", {}).items():

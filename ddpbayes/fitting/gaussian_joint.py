@@ -47,6 +47,9 @@ class JointData:
     center: np.ndarray
     scale: np.ndarray
     domains: tuple[tuple[float, float], ...]
+    # NUTS adapts a diagonal mass matrix: with PyMC's dense adaptation one of 4 chains stayed stuck on a
+    # simulated table (R-hat 1.96; the diagonal one converged, DESIGN §9.4b)
+    dense_mass_matrix = False
 
     @property
     def sizes(self) -> np.ndarray:
@@ -205,14 +208,15 @@ def hyperparameter_draws(posterior, data: JointData, independent: bool = False) 
     return out
 
 
-def covariance(draws: dict[str, np.ndarray], data: JointData, kind: str) -> np.ndarray:
-    """Sigma_kind per draw (D, C, C) from the named draws: diag(sd) R diag(sd)."""
+def factor(draws: dict[str, np.ndarray], data: JointData, kind: str) -> np.ndarray:
+    """L with L L^T = Sigma_kind = diag(sd) R diag(sd), per draw (D, C, C): diag(sd) chol(R), never
+    factorising Sigma itself (a draw with sd near 0 makes Sigma's Cholesky fail in rounding; R's does not)."""
     cols = data.columns
     sd = np.column_stack([draws[f"sigma_{kind}_{c}"] for c in cols])
     corr = np.broadcast_to(np.eye(len(cols)), (len(sd), len(cols), len(cols))).copy()
     for (a, b), (i, j) in zip(data.pairs, combinations(range(len(cols)), 2)):
         corr[:, i, j] = corr[:, j, i] = draws.get(f"rho_{kind}_{a}_{b}", np.zeros(len(sd)))
-    return sd[:, :, None] * corr * sd[:, None, :]
+    return sd[:, :, None] * np.linalg.cholesky(corr)
 
 
 def fixed_part(draws: dict[str, np.ndarray], data: JointData) -> np.ndarray:
@@ -227,34 +231,34 @@ def fixed_part(draws: dict[str, np.ndarray], data: JointData) -> np.ndarray:
 
 def statistics(values: np.ndarray, data: JointData) -> dict[str, np.ndarray]:
     """Each column's within-group ICC (§9.4's: of the least-squares residuals on the covariates) and
-    each pair's correlation of those residuals within rows; `values` (..., n, C)."""
+    each pair's correlation of those residuals within rows, keyed "column_icc:<c>" and
+    "row_correlation:<a>_<b>"; `values` (..., n, C)."""
     from ddpbayes.fitting.gaussian import within_icc
 
     design = np.column_stack([np.ones(len(data.y)), data.x])
     residual = values - design @ (np.linalg.pinv(design) @ values)
-    out = {f"icc_{c}": within_icc(values[..., k], data) for k, c in enumerate(data.columns)}
+    out = {f"column_icc:{c}": within_icc(values[..., k], data) for k, c in enumerate(data.columns)}
     centred = residual - residual.mean(axis=-2, keepdims=True)
     sd = np.sqrt((centred**2).sum(axis=-2))
     for (a, b), (i, j) in zip(data.pairs, combinations(range(len(data.columns)), 2)):
-        out[f"correlation_{a}_{b}"] = (centred[..., i] * centred[..., j]).sum(axis=-1) / (sd[..., i] * sd[..., j])
+        out[f"row_correlation:{a}_{b}"] = (centred[..., i] * centred[..., j]).sum(axis=-1) / (sd[..., i] * sd[..., j])
     return out
 
 
-def replicate(mean: np.ndarray, cov_group: np.ndarray | None, cov_residual: np.ndarray, data: JointData,
+def replicate(mean: np.ndarray, l_group: np.ndarray | None, l_residual: np.ndarray, data: JointData,
               rng: np.random.Generator) -> np.ndarray:
-    """One replicated table per draw (D, n, C): fresh u_g ~ MvNormal(0, Sigma_group) unless None, and
-    e_r ~ MvNormal(0, Sigma_residual) (diagonal for the independent template)."""
+    """One replicated table per draw (D, n, C): fresh u_g = L_group z_g unless None, and e_r = L_residual w_r
+    (z, w standard normal; the independent template's L diagonal)."""
     draws, n, c = mean.shape
-    values = mean + rng.standard_normal((draws, n, c)) @ np.linalg.cholesky(cov_residual).transpose(0, 2, 1)
-    if cov_group is not None:
-        u = rng.standard_normal((draws, len(data.labels), c)) @ np.linalg.cholesky(cov_group).transpose(0, 2, 1)
+    values = mean + rng.standard_normal((draws, n, c)) @ l_residual.transpose(0, 2, 1)
+    if l_group is not None:
+        u = rng.standard_normal((draws, len(data.labels), c)) @ l_group.transpose(0, 2, 1)
         values = values + u[:, data.cluster_index]
     return values
 
 
-def row_loglik(residual: np.ndarray, cov: np.ndarray) -> np.ndarray:
-    """log MvNormal(residual_r | 0, Sigma_d) per draw and row: residual (D, n, C), cov (D, C, C)."""
-    chol = np.linalg.cholesky(cov)
+def row_loglik(residual: np.ndarray, chol: np.ndarray) -> np.ndarray:
+    """log MvNormal(residual_r | 0, L_d L_d^T) per draw and row: residual (D, n, C), chol (D, C, C)."""
     solved = np.linalg.solve(chol[:, None], residual[..., None])[..., 0]
     logdet = 2 * np.log(np.diagonal(chol, axis1=1, axis2=2)).sum(axis=1)
     c = residual.shape[-1]
@@ -272,21 +276,22 @@ def dependence_checks(grouped: dict[str, np.ndarray], independent: dict[str, np.
     pick = np.unique(np.linspace(0, draws - 1, min(max_draws, draws)).astype(int))
     check_memory(8 * 4 * draws * data.y.size, "the LOO log-likelihood tables", flag="--draws")
     mean_g, mean_i = fixed_part(grouped, data), fixed_part(independent, data)
-    cov_g, cov_e = covariance(grouped, data, "group"), covariance(grouped, data, "residual")
-    cov_i = covariance(independent, data, "residual")
-    rep_g = statistics(replicate(mean_g[pick], cov_g[pick], cov_e[pick], data, rng), data)
-    rep_i = statistics(replicate(mean_i[pick], None, cov_i[pick], data, rng), data)
+    l_g, l_e = factor(grouped, data, "group"), factor(grouped, data, "residual")
+    l_i = factor(independent, data, "residual")
+    rep_g = statistics(replicate(mean_g[pick], l_g[pick], l_e[pick], data, rng), data)
+    rep_i = statistics(replicate(mean_i[pick], None, l_i[pick], data, rng), data)
     observed = statistics(data.y, data)
-    checks = {"draws": int(len(pick))}
+    checks: dict = {"draws": int(len(pick)), "column_icc": {}, "row_correlation": {}}
     for key, value in observed.items():
-        checks[key] = ppc.compare(float(value), rep_g[key]) | {
+        block, _, name = key.partition(":")
+        checks[block][name] = ppc.compare(float(value), rep_g[key]) | {
             "independent": ppc.short(ppc.compare(float(value), rep_i[key]))}
     u = u.reshape(draws, len(data.labels), len(data.columns))
-    ll_g = row_loglik(data.y[None] - mean_g - u[:, data.cluster_index], cov_e)
-    ll_i = row_loglik(data.y[None] - mean_i, cov_i)
+    ll_g = row_loglik(data.y[None] - mean_g - u[:, data.cluster_index], l_e)
+    ll_i = row_loglik(data.y[None] - mean_i, l_i)
     checks["loo"] = ppc.compare_loo(ll_g, ll_i, np.ones(len(data.y)), reff)
     loo = checks["loo"]
-    flagged = any(checks[f"icc_{c}"]["independent"]["p_value"] < ppc.FLAG_P for c in data.columns)
+    flagged = any(c["independent"]["p_value"] < ppc.FLAG_P for c in checks["column_icc"].values())
     checks["dependence_supported"] = bool(flagged and loo["elpd_diff"] > 2 * loo["se_diff"])
     return checks
 

@@ -214,7 +214,8 @@ def fit(data: str | Path, template: str = "clustered", *, cluster: str | Sequenc
     seeds = sampler.seeds()
     hidden = getattr(prepared, "regimes", 0)
     idata = _sample(chosen.model(prepared), sampler, seeds[0], f"fit: NUTS, {template}"
-                    + (f" with {hidden} hidden regimes" if hidden else ""), progress)
+                    + (f" with {hidden} hidden regimes" if hidden else ""), progress,
+                    dense_allowed=getattr(prepared, "dense_mass_matrix", True))
     if hidden:
         idata = chain_regimes.ordered(idata)
     reference = chosen.model(prepared, independent=True)
@@ -275,9 +276,10 @@ def _quiet_pymc():
         logger.setLevel(level)
 
 
-def _sample(model, sampler: Sampler, seed: int, label: str, progress: bool):
+def _sample(model, sampler: Sampler, seed: int, label: str, progress: bool, dense_allowed: bool = True):
     """NUTS on `model`, PyMC's own sampler, chains on up to as many cores as there are; a dense mass
-    matrix while the model has at most DENSE_UP_TO parameters (its cost grows as their square).
+    matrix while the model has at most DENSE_UP_TO parameters (its cost grows as their square) and the
+    template allows it (`dense_allowed`).
     BLAS on one thread (the forked chains inherit it): a chain is one core's work, and OpenBLAS's
     threads on a busy machine made the spatial GP's 65 x 65 triangular solves 100 times slower
     (23 ms against 0.2 ms, DESIGN §9.8)."""
@@ -285,7 +287,7 @@ def _sample(model, sampler: Sampler, seed: int, label: str, progress: bool):
     from threadpoolctl import threadpool_limits
 
     total = sampler.chains * (sampler.tune + sampler.draws)
-    dense = sum(int(np.prod(v.shape.eval())) for v in model.free_RVs) <= DENSE_UP_TO
+    dense = dense_allowed and sum(int(np.prod(v.shape.eval())) for v in model.free_RVs) <= DENSE_UP_TO
     with Progress(label, total, "iterations", enabled=progress) as bar, _quiet_pymc(), warnings.catch_warnings(), \
             threadpool_limits(limits=1, user_api="blas"):
         warnings.filterwarnings("ignore", message=".*experimental feature.*")  # PyMC's word on its dense adaptation
