@@ -122,6 +122,23 @@ def test_the_checks_row_log_likelihood_is_the_multivariate_normal_density_even_w
     assert np.all(np.isfinite(values))
 
 
+def test_a_draw_whose_sd_underflowed_has_correlation_0_not_nan():
+    """PyMC's LKJCholeskyCov gives R = 0/0 when an SD underflows to 0 (seen without group effects):
+    any R gives that draw's Sigma, so its rho is 0 and the checks' factors stay finite."""
+    from types import SimpleNamespace
+
+    from ddpbayes.fitting.gaussian_joint import JointData, factor, hyperparameter_draws
+
+    data = JointData(("a", "b"), ("g",), (), {}, np.zeros((4, 2)), np.array([0, 0, 1, 1]), ("p", "q"),
+                     np.zeros((4, 0)), np.zeros(0), np.zeros(0), ((0.0, 1.0), (0.0, 1.0)))
+    posterior = {"intercept": [[[1.0, 2.0], [1.0, 2.0]]], "sigma_group": [[[0.0, 1.0], [0.5, 1.0]]],
+                 "sigma_residual": [[[1.0, 1.0], [1.0, 1.0]]], "rho_group": [[[np.nan], [0.4]]],
+                 "rho_residual": [[[0.2], [0.2]]]}
+    draws = hyperparameter_draws({k: SimpleNamespace(values=np.array(v)) for k, v in posterior.items()}, data)
+    assert draws["rho_group_a_b"].tolist() == [0.0, 0.4]
+    assert np.all(np.isfinite(factor(draws, data, "group")))
+
+
 NINE = [f"c{k}" for k in range(9)]
 def test_a_model_file_too_large_for_the_dense_covariance_is_refused_in_one_line_before_forming_it(tmp_path, capsys):
     """200,000 rows of 2 columns: the cells' covariance would need 400,000^2 doubles (1.3 TB), refused

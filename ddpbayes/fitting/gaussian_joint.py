@@ -202,9 +202,10 @@ def hyperparameter_draws(posterior, data: JointData, independent: bool = False) 
     if not independent:
         out |= dict(zip((f"sigma_group_{c}" for c in cols), flat("sigma_group", len(cols)).T))
     out |= dict(zip((f"sigma_residual_{c}" for c in cols), flat("sigma_residual", len(cols)).T))
-    if not independent:
-        for kind in ("group", "residual"):
-            out |= dict(zip((f"rho_{kind}_{p}" for p in pairs), flat(f"rho_{kind}", len(pairs)).T))
+    if not independent:  # a draw whose SD underflowed to 0 has R = L L^T / (sd sd^T) = 0/0: any R gives its
+        for kind in ("group", "residual"):  # Sigma, so its correlation is set to 0
+            rho = np.nan_to_num(flat(f"rho_{kind}", len(pairs)), nan=0.0)
+            out |= dict(zip((f"rho_{kind}_{p}" for p in pairs), rho.T))
     return out
 
 
