@@ -193,12 +193,11 @@ def pymc_model(data: ClusteredData, independent: bool = False):
     (and the spatial field)."""
     import pymc as pm
 
-    from ddpbayes.fitting.spatial import bym2, centred
+    from ddpbayes.fitting.spatial import bym2
 
     coords = {"covariate": list(data.covariates), "cluster": list(data.labels)}
     with pm.Model(coords=coords) as model:
-        anchored = data.spatial and not independent  # sampled: intercept + the field's mean (DESIGN §9.8)
-        eta = pm.Flat("level") if anchored else pm.Normal("intercept", 0.0, PRIOR_SD)
+        eta = pm.Normal("intercept", 0.0, PRIOR_SD)
         if data.covariates:
             beta = pm.Normal("beta", 0.0, PRIOR_SD, dims="covariate")
             eta = eta + pm.math.dot(data.pattern_x, beta)
@@ -207,7 +206,7 @@ def pymc_model(data: ClusteredData, independent: bool = False):
             z = pm.Normal("z", 0.0, 1.0, dims="cluster")
             if data.spatial:  # sigma the SD of f + u, split between them by phi (BYM2, DESIGN §9.8)
                 f, u = bym2(data.spatial, sigma, z)
-                eta = eta + centred(f, model["level"], PRIOR_SD)[data.pattern_cluster]
+                eta = eta + f[data.pattern_cluster]
             else:
                 u = pm.Deterministic("u", sigma * z, dims="cluster")
             eta = eta + u[data.pattern_cluster]

@@ -150,20 +150,6 @@ def bym2(spatial: Spatial, sigma, z):
     return f, u
 
 
-def centred(f, level, prior_sd: float):
-    """The field less its mean over the clusters, f - mean(f), for a model whose free parameter is
-    `level` = intercept + mean(f) (flat) and the Deterministic intercept = level - mean(f) with its
-    Normal(0, prior_sd) prior as a Potential: the same posterior as intercept + f (a shift, Jacobian
-    1), sampled where the data pin `level` down, not along the ridge on which a long-range field's
-    mean trades against the intercept (DESIGN §9.8)."""
-    import pymc as pm
-
-    mean = f.mean()
-    intercept = pm.Deterministic("intercept", level - mean)
-    pm.Potential("intercept_prior", pm.logp(pm.Normal.dist(0.0, prior_sd), intercept))
-    return f - mean
-
-
 def neighbour_weights(coords: np.ndarray, neighbours: int = NEIGHBOURS) -> np.ndarray:
     """Row-standardised weights: each cluster's `neighbours` nearest other clusters, 1/neighbours each."""
     k = len(coords)
