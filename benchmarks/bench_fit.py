@@ -99,7 +99,7 @@ def spatial(seed: int) -> int:
         command_s, command_cpu, doc = time_command(Path(folder) / "gambia.py", seed, "--coords", "x,y")
     print(f"(c) clustered with the spatial GP, the whole command (three NUTS runs of 4 x (1,000 + 1,000), the "
           f"checks, the files): {command_s:.1f} s, {command_cpu:.1f} cpu s (target {SPATIAL_TARGET_S:.0f} s)")
-    for name in ("intercept", "sigma", "gp_length_scale", "gp_amplitude"):
+    for name in ("intercept", "sigma", "phi", "gp_length_scale", "sigma_iid"):
         p = doc["parameters"][name]
         print(f"    {name}: {p['mean']:.4g} +- {p['sd']:.3g}, 94% HDI [{p['hdi'][0]:.4g}, {p['hdi'][1]:.4g}]")
     d, c = doc["diagnostics"], doc["checks"]
@@ -110,6 +110,11 @@ def spatial(seed: int) -> int:
           f"{m['without_field']['p_value']:.3f}; LOO against the fit without the field "
           f"{c['loo_spatial']['elpd_diff']:.1f} (se {c['loo_spatial']['se_diff']:.1f}); spatial field supported: "
           f"{c['spatial_supported']}")
+    v = c["loo_cluster"]
+    print(f"    leave-one-village-out LOO against the fit without the field {v['elpd_diff']:.1f} (se "
+          f"{v['se_diff']:.1f}); Pareto k max {v['pareto_k_max']:.2f} ({v['pareto_k_over_0_7']} villages over 0.7; "
+          f"without the field {v['pareto_k_max_without_field']:.2f}, {v['pareto_k_over_0_7_without_field']}); "
+          f"reliable: {v['reliable']}")
     print(f"load average after: {os.getloadavg()[0]:.2f}")
     return 0 if command_s <= SPATIAL_TARGET_S else 1
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from scipy import stats
-from scipy.special import expit
+from scipy.special import expit, log_expit
 
 from ddpbayes.cli.main import main
 from ddpbayes.fitting.spatial import length_scale_prior, morans_i, neighbour_weights
@@ -86,8 +86,9 @@ B = 1.0  # Laplace scale of the count
 
 def posterior_draws() -> tuple[dict[str, list[float]], np.ndarray]:
     k = np.arange(DRAWS)
-    draws = {"intercept": (-0.3 + 0.2 * np.sin(k)).tolist(), "sigma": (0.5 + 0.1 * k).tolist(),
-             "gp_amplitude": (0.8 + 0.05 * k).tolist(), "gp_length_scale": (3.0 + 0.2 * k).tolist()}
+    draws = {"intercept": (-0.3 + 0.2 * np.sin(k)).tolist(), "sigma": (0.9 + 0.1 * k).tolist(),
+             "phi": (0.6 + 0.05 * k).tolist(), "gp_length_scale": (3.0 + 0.2 * k).tolist(),
+             "sigma_iid": (0.5 + 0.1 * k).tolist()}
     field = np.column_stack([0.9 - 0.1 * k, -0.7 + 0.15 * np.cos(k)])  # (draws, clusters)
     return draws, field
 
@@ -112,7 +113,8 @@ def spatial_fit(tmp_path_factory) -> Path:
 
 def record_law(intercept: float, sigma: float, field: np.ndarray, nodes: int = 80) -> np.ndarray:
     """P(Y = y) for each y in {0,1}^6 (itertools.product order) given the parameters and the field:
-    the clusters independent, each one's effect u = sigma z, z ~ Normal(0, 1), by Gauss-Hermite."""
+    the clusters independent, each one's iid effect u = sigma z (sigma: sigma_iid), z ~ Normal(0, 1),
+    by Gauss-Hermite."""
     z, w = np.polynomial.hermite_e.hermegauss(nodes)
     w = w / w.sum()
     ys = np.array(list(itertools.product((0, 1), repeat=6)))
@@ -137,7 +139,7 @@ def idp_of_first_record(law: np.ndarray) -> float:
 
 def draw_law(k: int) -> np.ndarray:
     draws, field = posterior_draws()
-    return record_law(draws["intercept"][k], draws["sigma"][k], field[k])
+    return record_law(draws["intercept"][k], draws["sigma_iid"][k], field[k])
 
 
 def audit_args(parameters: str) -> dict:
@@ -151,13 +153,15 @@ def test_the_model_file_fixes_the_field_at_its_posterior_mean_or_one_draw(spatia
     draws, field = posterior_draws()
     np.testing.assert_allclose(read_fit(companions(spatial_fit)[0], "mean").offset, field.mean(axis=0))
     np.testing.assert_allclose(read_fit(companions(spatial_fit)[0], "draw:4").offset, field[4])
+    assert read_fit(companions(spatial_fit)[0], "draw:4").sigma == draws["sigma_iid"][4]  # u_c: the iid part
     text = spatial_fit.read_text()
-    assert "treated as known" in text and "(east, north, the" in text and "fit.offset[fit.cluster_index]" in text
+    assert "treated as known" in text and "(east, north," in text and "fit.offset[fit.cluster_index]" in text
+    assert "u_c ~ Normal(0, sigma_iid)" in text
 
 
 def test_mean_audits_the_field_fixed_at_its_posterior_mean_as_the_brute_force(spatial_fit):
     draws, field = posterior_draws()
-    mean = record_law(float(np.mean(draws["intercept"])), float(np.mean(draws["sigma"])), field.mean(axis=0))
+    mean = record_law(float(np.mean(draws["intercept"])), float(np.mean(draws["sigma_iid"])), field.mean(axis=0))
     found = audit_fitted(spatial_fit, **audit_args("mean"))
     assert found.result.leakage == pytest.approx(idp_of_first_record(mean), abs=1e-8)
 
@@ -179,7 +183,7 @@ def test_integrated_mixes_the_draws_fields(spatial_fit):
     assert found.result.leakage == pytest.approx(idp_of_first_record(law), abs=1e-8)
 
 
-TRUTH = {"intercept": -0.3, "sigma": 0.3, "gp_amplitude": 1.2, "gp_length_scale": 3.0}
+TRUTH = {"intercept": -0.3, "sigma": 1.0, "phi": 0.8, "gp_length_scale": 3.0}  # BYM2 (DESIGN §9.8)
 
 
 def matern32(coords: np.ndarray, length_scale: float) -> np.ndarray:
@@ -189,12 +193,13 @@ def matern32(coords: np.ndarray, length_scale: float) -> np.ndarray:
 
 
 def simulate(seed: int, field: bool, clusters: int = 30, size: int = 20) -> str:
-    """A table from the spatial template (places uniform on [0, 10]^2), or without the field."""
+    """A table from the spatial template (places uniform on [0, 10]^2; f = sigma sqrt(phi) g, u_c ~
+    Normal(0, sigma sqrt(1 - phi))), or without the field f."""
     rng = np.random.default_rng(seed)
     coords = rng.uniform(0, 10, (clusters, 2))
-    cov = TRUTH["gp_amplitude"] ** 2 * matern32(coords, TRUTH["gp_length_scale"])
+    cov = TRUTH["sigma"] ** 2 * TRUTH["phi"] * matern32(coords, TRUTH["gp_length_scale"])
     f = rng.multivariate_normal(np.zeros(clusters), cov) if field else np.zeros(clusters)
-    u = rng.normal(0, TRUTH["sigma"], clusters)
+    u = rng.normal(0, TRUTH["sigma"] * np.sqrt(1 - TRUTH["phi"]), clusters)
     cluster = np.repeat(np.arange(clusters), size)
     y = rng.binomial(1, expit(TRUTH["intercept"] + f[cluster] + u[cluster]))
     return "village,pos,east,north\n" + "".join(f"c{c},{v},{coords[c, 0]:.17g},{coords[c, 1]:.17g}\n"
@@ -203,8 +208,8 @@ def simulate(seed: int, field: bool, clusters: int = 30, size: int = 20) -> str:
 
 @pytest.mark.slow  # four NUTS fits of the spatial template (about a minute each on a loaded machine)
 def test_the_gp_parameters_are_recovered_over_seeds(tmp_path):
-    """Four tables with a known field (30 places, 20 rows each): the 94% HDIs of intercept, sigma, the
-    amplitude and the length scale miss the truth at most 3 times in 16 (expected about 1)."""
+    """Four tables with a known field (30 places, 20 rows each): the 94% HDIs of intercept, the total
+    SD sigma, the field's share phi and the length scale miss the truth at most 3 times in 16 (expected about 1)."""
     import arviz as az
     import pymc as pm
 
@@ -240,8 +245,8 @@ def test_the_spatial_check_flags_a_field_and_not_its_absence(tmp_path):
 
 
 def field_covariance(places: np.ndarray, length_scale: float) -> tuple[np.ndarray, str]:
-    """The covariance of the template's field f at `places` (amplitude 1, the length scale fixed):
-    f is linear in its standard normal coefficients w, so Cov f = J J^T with J's columns f(e_i)."""
+    """The covariance of the template's unit-variance field g at `places` (the length scale fixed):
+    g is linear in its standard normal coefficients w, so Cov g = J J^T with J's columns g(e_i)."""
     import pandas as pd
     import pymc as pm
     import pytensor
@@ -256,7 +261,7 @@ def field_covariance(places: np.ndarray, length_scale: float) -> tuple[np.ndarra
     inputs = model.value_vars
     fn = pytensor.function(inputs, model.replace_rvs_by_values([f])[0], on_unused_input="ignore")
     size = model.initial_point()["gp_w"].size
-    point = {"gp_length_scale_log__": np.log(length_scale), "gp_amplitude_log__": 0.0}
+    point = {"gp_length_scale_log__": np.log(length_scale)}
     jacobian = np.column_stack([fn(*[(point | {"gp_w": np.eye(size)[i]})[v.name] for v in inputs])
                                 for i in range(size)])
     return jacobian @ jacobian.T, spatial.describe()["approximation"]
@@ -272,3 +277,110 @@ def test_the_field_has_the_matern_covariance_exactly_up_to_100_places_and_approx
     cov, how = field_covariance(many, 5.0)
     assert how.startswith("HSGP, 30 x 30")
     assert np.abs(cov - matern32(many, 5.0)).max() < 0.01  # measured 0.003 (DESIGN §9.8)
+
+
+def places_spatial(places: np.ndarray):
+    import pandas as pd
+
+    from ddpbayes.fitting.spatial import cluster_coordinates
+
+    k = len(places)
+    return cluster_coordinates(pd.DataFrame(places, columns=["e", "n"]), ["e", "n"], np.arange(k),
+                               [str(i) for i in range(k)], "t")
+
+
+def test_the_bym2_effect_has_variance_sigma_squared_for_every_phi():
+    """effect = f + u = sigma (sqrt(phi) L w + sqrt(1 - phi) z) is linear in (w, z), standard normal:
+    its covariance is J J^T, J's columns the effect at each unit vector; by hand its diagonal is
+    sigma^2 (phi (1 + 1e-6) + 1 - phi) (the Matern correlations' diagonal is 1, plus the jitter)."""
+    import pymc as pm
+    import pytensor
+
+    from ddpbayes.fitting.spatial import bym2
+
+    places = np.array([[0.0, 0.0], [1.0, 0.0], [3.0, 0.5], [2.0, 4.0], [5.0, 5.0]])
+    k, sigma = len(places), 1.7
+    with pm.Model(coords={"cluster": [str(i) for i in range(k)]}) as model:
+        z = pm.Normal("z", 0.0, 1.0, dims="cluster")
+        f, u = bym2(places_spatial(places), pm.Data("sigma", sigma), z)
+    inputs = model.value_vars
+    fn = pytensor.function(inputs, model.replace_rvs_by_values([f + u])[0], on_unused_input="ignore",
+                           mode="FAST_COMPILE")  # no C compilation: a few evaluations
+    unit = np.eye(2 * k)
+    for phi in (0.0, 0.05, 0.5, 0.95, 1.0):
+        point = {"gp_length_scale_log__": np.log(2.0), "phi_logodds__": np.log(phi / (1 - phi)) if 0 < phi < 1
+                 else np.inf * (phi - 0.5)}
+        jacobian = np.column_stack([fn(*[(point | {"gp_w": e[:k], "z": e[k:]})[v.name] for v in inputs])
+                                    for e in unit])
+        variance = np.diag(jacobian @ jacobian.T)
+        np.testing.assert_allclose(variance, sigma**2 * (phi * (1 + 1e-6) + 1 - phi), rtol=1e-9)
+
+
+def prepare_rows(villages: list[str], pos: list[int]):
+    """The clustered template's view of a table of villages and outcomes, no covariates."""
+    import pandas as pd
+
+    from ddpbayes.fitting.clustered import prepare
+
+    return prepare(pd.DataFrame({"village": villages, "pos": pos}), ["village"], "pos", [], "t")
+
+
+def tiny_table():
+    """Two villages: a of three rows (1, 0, 1), b of two (0, 0)."""
+    return prepare_rows(["a", "a", "a", "b", "b"], [1, 0, 1, 0, 0])
+
+
+def test_a_clusters_log_likelihood_integrates_its_effect_as_a_brute_force():
+    """log p(y_c | eta, sd) = log of the integral over u ~ Normal(0, sd) of the product over c's rows of
+    p^y (1 - p)^(1 - y), p = logit^-1(eta + u), by scipy's adaptive quadrature (a village of 63 rows
+    too, as Gambia's largest); sd -> 0: the sum over the rows."""
+    from scipy import integrate
+
+    from ddpbayes.fitting.checks import cluster_loglik
+
+    data = tiny_table()
+    eta = np.array([[-0.4], [1.3]])  # two draws, one pattern per village (the same eta for both)
+    eta = np.repeat(eta, len(data.trials), axis=1)
+    sd = np.array([0.8, 2.0])
+    found = cluster_loglik(eta, sd, data)
+    for d in range(2):
+        for c, ys in enumerate(([1, 0, 1], [0, 0])):
+            def integrand(u):
+                p = expit(eta[d, 0] + u)
+                return np.prod([p if y else 1 - p for y in ys]) * stats.norm.pdf(u, 0, sd[d])
+
+            value, _ = integrate.quad(integrand, -12 * sd[d], 12 * sd[d], epsabs=1e-13, epsrel=1e-12)
+            assert found[d, c] == pytest.approx(np.log(value), abs=1e-9)
+    big = prepare_rows(["a"] * 63 + ["b"] * 2, [1] * 50 + [0] * 13 + [0, 1])
+    found = cluster_loglik(np.full((1, len(big.trials)), -0.6), np.array([3.0]), big)[0, 0]
+    shift = 30.0  # the integrand near exp(-14): scaled up for quad's absolute tolerance
+
+    def integrand(u):
+        return np.exp(50 * log_expit(-0.6 + u) + 13 * log_expit(0.6 - u) + shift) * stats.norm.pdf(u, 0, 3.0)
+
+    value, _ = integrate.quad(integrand, -36, 36, points=[0], limit=500, epsabs=0, epsrel=1e-12)
+    assert found == pytest.approx(np.log(value) - shift, abs=1e-6)
+    rows = cluster_loglik(eta, np.full(2, 1e-9), data)
+    p = expit(eta[:, 0])
+    np.testing.assert_allclose(rows, np.column_stack([2 * np.log(p) + np.log(1 - p), 2 * np.log(1 - p)]), atol=1e-8)
+
+
+def test_leave_one_cluster_out_loo_by_hand_on_ten_draws():
+    """Ten draws: PSIS leaves the weights unsmoothed (a tail of 2 draws is too short to fit; k-hat
+    inf), so each village's elpd is the harmonic-mean estimate -log mean_d exp(-ll_cd), by hand;
+    every k-hat over 0.7, so the comparison is flagged unreliable."""
+    from ddpbayes.fitting.checks import compare_cluster_loo
+
+    rng = np.random.default_rng(3)
+    ll_s, ll_p = rng.normal(-5, 0.5, (10, 3)), rng.normal(-6, 0.5, (10, 3))
+    found = compare_cluster_loo(ll_s, ll_p, (1.0, 1.0))
+    pointwise_s = -np.log(np.exp(-ll_s).mean(axis=0))
+    pointwise_p = -np.log(np.exp(-ll_p).mean(axis=0))
+    diff = pointwise_s - pointwise_p
+    assert found["clusters"] == 3
+    assert found["elpd"] == pytest.approx(pointwise_s.sum(), abs=1e-10)
+    assert found["elpd_without_field"] == pytest.approx(pointwise_p.sum(), abs=1e-10)
+    assert found["elpd_diff"] == pytest.approx(diff.sum(), abs=1e-10)
+    assert found["se_diff"] == pytest.approx(np.sqrt(((diff - diff.mean()) ** 2).sum()), abs=1e-10)
+    assert found["pareto_k_over_0_7"] == 3 and found["pareto_k_over_0_7_without_field"] == 3
+    assert found["reliable"] is False

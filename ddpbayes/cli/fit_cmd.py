@@ -203,6 +203,12 @@ def fit_text(doc: dict) -> str:
         supported = "yes" if checks["spatial_supported"] else "no"
         lines.append(f"  LOO against the clustered template without the spatial field: difference "
                      f"{s['elpd_diff']:.1f} (se {s['se_diff']:.1f})")
+        v = checks["loo_cluster"]
+        trust = "" if v["reliable"] else (f"; NOT reliable: Pareto k over 0.7 for {v['pareto_k_over_0_7']} of "
+                                           f"{v['clusters']} clusters with the field, "
+                                           f"{v['pareto_k_over_0_7_without_field']} without")
+        lines.append(f"  leave-one-cluster-out LOO against it: difference {v['elpd_diff']:.1f} "
+                     f"(se {v['se_diff']:.1f}), Pareto k max {v['pareto_k_max']:.2f}{trust}")
         lines.append(f"  spatial field supported (Moran's I without it, p < 0.01): {supported}")
         lines.append(f"  (the GP's length scale is in {data['spatial']['units']}; {data['spatial']['approximation']})")
     lines += ["", f"model: {doc['model']} (posterior: {doc['posterior']})" if doc["model"] else "model: not written"]

@@ -8,8 +8,8 @@ random effect, non-centred:
 Rows with the same cluster and covariates are one Binomial observation (the same posterior as the
 Bernoulli rows, the likelihood differing by a constant), so a fit costs per pattern, not per row.
 `independent=True` is the same template without the cluster effects (LOO's and the checks'
-reference model). With `--coords X,Y` a spatial Gaussian process f between the clusters is added
-to the log-odds (fitting/spatial.py, DESIGN §9.8)."""
+reference model). With `--coords X,Y` the effects' variance sigma^2 is split by phi between a
+spatial Gaussian process f between the clusters and iid effects u (BYM2; fitting/spatial.py, DESIGN §9.8)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from ddpbayes.fitting.spatial import Spatial, cluster_coordinates
 
 PRIOR_SD = 2.5  # intercept and standardised coefficients: rstanarm's weakly informative defaults (Gelman et al. 2008)
 SIGMA_RATE = 1.0  # the cluster effects' SD: Exponential(1), rstanarm's default for one varying intercept
-_GP = ["gp_amplitude", "gp_length_scale"]  # a spatial fit's parameters besides (DESIGN §9.8)
+_GP = ["phi", "gp_length_scale", "sigma_iid"]  # a spatial fit's parameters besides (BYM2, DESIGN §9.8)
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ class ClusteredData:
 
     def hyperparameters(self, independent: bool = False) -> list[str]:
         """The scalar variables whose ESS gives LOO's r_eff."""
-        return ["intercept", *([] if independent else ["sigma", *(_GP if self.spatial else [])])]
+        return ["intercept", *([] if independent else ["sigma", *(_GP[:2] if self.spatial else [])])]
 
     def element_names(self, variable: str) -> list[str]:
         """Each scalar of a PyMC variable, as the diagnostics name it: beta_<covariate>, u[<cluster>], f[<cluster>]."""
@@ -193,7 +193,7 @@ def pymc_model(data: ClusteredData, independent: bool = False):
     (and the spatial field)."""
     import pymc as pm
 
-    from ddpbayes.fitting.spatial import field
+    from ddpbayes.fitting.spatial import bym2
 
     coords = {"covariate": list(data.covariates), "cluster": list(data.labels)}
     with pm.Model(coords=coords) as model:
@@ -204,10 +204,12 @@ def pymc_model(data: ClusteredData, independent: bool = False):
         if not independent:
             sigma = pm.Exponential("sigma", SIGMA_RATE)
             z = pm.Normal("z", 0.0, 1.0, dims="cluster")
-            u = pm.Deterministic("u", sigma * z, dims="cluster")
+            if data.spatial:  # sigma the SD of f + u, split between them by phi (BYM2, DESIGN §9.8)
+                f, u = bym2(data.spatial, sigma, z)
+                eta = eta + f[data.pattern_cluster]
+            else:
+                u = pm.Deterministic("u", sigma * z, dims="cluster")
             eta = eta + u[data.pattern_cluster]
-            if data.spatial:
-                eta = eta + field(data.spatial)[data.pattern_cluster]
         pm.Binomial("positives", n=data.trials, logit_p=eta, observed=data.positives)
     return model
 
@@ -225,6 +227,11 @@ def hyperparameter_draws(posterior, data: ClusteredData, independent: bool = Fal
         out |= {name: _flat(posterior[name]) for name in _GP}
         out["f"] = posterior["f"].values.reshape(-1, len(data.labels))
     return out
+
+
+def iid_sd(draws: dict[str, np.ndarray]) -> np.ndarray:
+    """The SD of the latent cluster effects u_c: sigma, or a spatial fit's sigma_iid = sigma sqrt(1 - phi)."""
+    return draws.get("sigma_iid", draws["sigma"])
 
 
 def _flat(values) -> np.ndarray:
@@ -276,9 +283,11 @@ SPATIAL_MODEL_FILE = '''"""A clustered dependence model with a spatial field, fi
 
 {rows:,} records (tuple k is data row k: the vector variable "y") in {clusters:,} clusters of
 {cluster}; outcome {outcome}{covariate_text}. The template: y_r ~ Bernoulli(logit^-1(intercept +
-x_r . beta + f_c(r) + u_c(r))), f a Gaussian process over the clusters' places ({coords}, the
-length scale in their units), the cluster effects u_c ~ Normal(0, sigma) latent, x_r the
-covariates standardised as in the fit. Posterior means: {means}.
+x_r . beta + f_c(r) + u_c(r))): each cluster's effect split (BYM2) into the spatial field
+f = sigma sqrt(phi) g, g a unit-variance Gaussian process over the clusters' places ({coords},
+the length scale in their units), and the latent iid effects u_c ~ Normal(0, sigma_iid),
+sigma_iid = sigma sqrt(1 - phi); x_r the covariates standardised as in the fit. Posterior
+means: {means}.
 
 The audit engines need each cluster's effect one-dimensional, so the field is FIXED here, as a
 parameter: build(parameters="mean") takes each cluster's posterior mean of f_c (and the parameters'
@@ -302,7 +311,7 @@ FIT = Path(__file__).with_name("{fit_name}")
 def build(parameters: str = "mean") -> DependenceModel:
     fit = read_fit(FIT, parameters)
     with pm.Model() as m:
-        u = pm.Normal("u", 0.0, fit.sigma, shape=fit.n_clusters)
+        u = pm.Normal("u", 0.0, fit.sigma, shape=fit.n_clusters)  # fit.sigma: sigma_iid
         field = fit.offset[fit.cluster_index]  # the spatial field at each row's cluster, fixed
         pm.Bernoulli("y", logit_p=fit.intercept + fit.x @ fit.beta + field + u[fit.cluster_index], shape=fit.n)
     return DependenceModel(m, tuples="y")

@@ -19,7 +19,8 @@ FORMAT = 1  # the `.fit.json` layout this code reads and writes
 class FixedClustered:
     """A clustered fit with fixed parameters: the log-odds of row r are
     intercept + x[r] @ beta + offset[cluster_index[r]] + u[cluster_index[r]], u_c ~ Normal(0, sigma);
-    `offset` is a spatial fit's field at the clusters, fixed as a parameter (DESIGN §9.8; else zeros)."""
+    `offset` is a spatial fit's field at the clusters, fixed as a parameter, and `sigma` its iid
+    part's SD sigma_iid (DESIGN §9.8; else zeros and the fit's sigma)."""
 
     intercept: float
     beta: np.ndarray
@@ -179,7 +180,8 @@ def read_fit(path: str | Path, parameters: str = "mean") -> FixedClustered | Fix
         return FixedGaussian(values["intercept"], beta, values["sigma_group"], values["sigma_residual"], x, index,
                              len(table["clusters"]), (float(low), float(high)))
     k = len(table["clusters"])
-    return FixedClustered(values["intercept"], beta, values["sigma"], x, index, k, _field(doc, parameters, k))
+    sigma = values.get("sigma_iid", values["sigma"])  # a spatial fit's u_c: its iid part (BYM2, DESIGN §9.8)
+    return FixedClustered(values["intercept"], beta, sigma, x, index, k, _field(doc, parameters, k))
 
 
 @dataclass(frozen=True)

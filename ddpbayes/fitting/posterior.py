@@ -63,7 +63,8 @@ def thinned(count: int, draws: int) -> np.ndarray:
 @dataclass(frozen=True)
 class PosteriorDraws:
     """S posterior draws of a clustered fit: draw `indices[j]` has `intercept[j]`, `beta[j]`,
-    `sigma[j]` and a spatial fit's field at the clusters `field[j]` (zeros without one)."""
+    the latent effects' SD `sigma[j]` (a spatial fit's sigma_iid) and a spatial fit's field at the
+    clusters `field[j]` (zeros without one)."""
 
     indices: np.ndarray  # (S,) into the fit's draws
     intercept: np.ndarray  # (S,)
@@ -82,7 +83,7 @@ def read_draws(fit_path: str | Path, draws: int) -> PosteriorDraws:
     field = (np.asarray([doc["field"]["draws"][k] for k in pick], dtype=float) if "field" in doc
              else np.zeros((len(pick), clusters)))
     return PosteriorDraws(pick, np.asarray(table["intercept"], dtype=float)[pick], beta.T.reshape(len(pick), -1),
-                          np.asarray(table["sigma"], dtype=float)[pick], field)
+                          np.asarray(table.get("sigma_iid", table["sigma"]), dtype=float)[pick], field)
 
 
 def integrated_model(fit_path: str | Path, draws: int, build: dict | None = None) -> DependenceModel:

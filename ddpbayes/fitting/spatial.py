@@ -1,13 +1,14 @@
 """The spatial Gaussian process between clusters of the `clustered` template (DESIGN §9.8):
-`--coords X,Y` adds f(s_c), a zero-mean Gaussian process over the clusters' coordinates s_c, to
-the log-odds of cluster c's rows:
+`--coords X,Y` splits cluster c's effect between a unit-variance Gaussian process over the
+clusters' coordinates s_c and unit iid effects, BYM2-style (Riebler et al. 2016; Simpson et al. 2017):
 
+    effect_c = sigma (sqrt(phi) g(s_c) + sqrt(1 - phi) z_c) = f_c + u_c,  z_c ~ Normal(0, 1)
+    g ~ GP(0, Matern32(gp_length_scale))  (unit variance: Var effect_c = sigma^2 for every phi)
     gp_length_scale ~ LogNormal(mu, s)   (2.5% below the median nearest-neighbour distance,
                                          2.5% above the largest distance)
-    gp_amplitude ~ HalfNormal(1)
-    f ~ GP(0, gp_amplitude^2 Matern32(gp_length_scale))
+    phi ~ Beta(1/2, 1/2)
 
-exact (non-centred: f = gp_amplitude L w, L the Cholesky factor of the Matern 3/2 correlations,
+g exact (non-centred: g = L w, L the Cholesky factor of the Matern 3/2 correlations,
 w ~ Normal(0, I)) up to EXACT_UP_TO clusters, PyMC's Hilbert-space approximation (HSGP; Solin &
 Särkkä 2020, Riutort-Mayol et al. 2023) above. Distances are in the coordinates' own units.
 Also the spatial check: Moran's I of the clusters' residual rates over their nearest neighbours."""
@@ -25,7 +26,7 @@ from ddpbayes.errors import InputError
 
 EXACT_UP_TO = 100  # clusters up to which the GP is exact (a Cholesky factor per gradient); HSGP above
 TAIL = 0.025  # the length scale's prior mass below the shortest and above the longest scale the data can see
-AMPLITUDE_SD = 1.0  # HalfNormal scale of the field's SD on the log-odds (sigma's Exponential(1) has mean 1 too)
+PHI_PRIOR = (0.5, 0.5)  # Beta prior of the field's share phi of the effects' variance (DESIGN §9.8)
 JITTER = 1e-6  # added to the correlation matrix's diagonal (clusters at one place make it singular)
 HSGP_MAX_M = 30  # basis functions per coordinate at most (30 x 30 = 900 coefficients)
 NEIGHBOURS = 4  # the Moran's I weights: each cluster's nearest neighbours
@@ -49,7 +50,8 @@ class Spatial:
         approximation = f"HSGP, {self.m} x {self.m} basis functions, c = {self.c:.3g}" if self.m else "exact"
         return {"coords": list(self.columns), "units": f"the units of {self.columns[0]} and {self.columns[1]}",
                 "kernel": "Matern32", "approximation": approximation,
-                "length_scale_prior": {"mu": self.mu, "sigma": self.s}, "amplitude_prior_sd": AMPLITUDE_SD}
+                "length_scale_prior": {"mu": self.mu, "sigma": self.s},
+                "parametrisation": "BYM2", "phi_prior": {"beta": list(PHI_PRIOR)}}
 
 
 def cluster_coordinates(table, columns: Sequence[str], index: np.ndarray, labels: Sequence[str], path) -> Spatial:
@@ -115,23 +117,37 @@ def scale_range(places: np.ndarray) -> tuple[float, float]:
 
 
 def field(spatial: Spatial):
-    """The field f at the clusters (a PyMC tensor, inside a model): exact or HSGP, non-centred."""
+    """The unit-variance field g at the clusters (a PyMC tensor, inside a model): exact or HSGP, non-centred."""
     import pymc as pm
     import pytensor.tensor as pt
 
     ls = pm.LogNormal("gp_length_scale", spatial.mu, spatial.s)
-    amplitude = pm.HalfNormal("gp_amplitude", AMPLITUDE_SD)
     centred = spatial.coords - (spatial.coords.max(axis=0) + spatial.coords.min(axis=0)) / 2
     correlation = pm.gp.cov.Matern32(2, ls=ls)
     if not spatial.m:
         k = len(centred)
         chol = pt.linalg.cholesky(correlation(centred) + JITTER * pt.eye(k))
         w = pm.Normal("gp_w", 0.0, 1.0, shape=k)
-        return pm.Deterministic("f", amplitude * chol @ w, dims="cluster")
+        return chol @ w
     gp = pm.gp.HSGP(m=[spatial.m, spatial.m], c=spatial.c, cov_func=correlation)
-    phi, sqrt_psd = gp.prior_linearized(centred)
+    basis_functions, sqrt_psd = gp.prior_linearized(centred)
     w = pm.Normal("gp_w", 0.0, 1.0, shape=spatial.m * spatial.m)
-    return pm.Deterministic("f", amplitude * phi @ (w * sqrt_psd), dims="cluster")
+    return basis_functions @ (w * sqrt_psd)
+
+
+def bym2(spatial: Spatial, sigma, z):
+    """The cluster effects' spatial part f = sigma sqrt(phi) g and iid part u = sigma_iid z,
+    sigma_iid = sigma sqrt(1 - phi) (PyMC Deterministics "f", "u" and "sigma_iid", inside a
+    model): effect_c = f_c + u_c has variance sigma^2 whatever phi (Riebler et al. 2016's BYM2,
+    g the unit-variance GP of `field`)."""
+    import pymc as pm
+    import pytensor.tensor as pt
+
+    phi = pm.Beta("phi", *PHI_PRIOR)
+    f = pm.Deterministic("f", sigma * pt.sqrt(phi) * field(spatial), dims="cluster")
+    sigma_iid = pm.Deterministic("sigma_iid", sigma * pt.sqrt(1.0 - phi))
+    u = pm.Deterministic("u", sigma_iid * z, dims="cluster")
+    return f, u
 
 
 def neighbour_weights(coords: np.ndarray, neighbours: int = NEIGHBOURS) -> np.ndarray:

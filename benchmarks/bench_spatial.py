@@ -1,0 +1,85 @@
+"""The Gambia spatial fit's NUTS run alone (issue #41; `clustered --coords x,y`, BYM2, DESIGN §9.8):
+4 chains x (1,000 + 1,000) on 2 cores, R-hat and bulk ESS of every parameter (each village's
+field value f and iid effect u included), divergences, wall and CPU seconds and the load average,
+and the posterior of intercept, sigma, phi, the length scale and sigma_iid. The variations a
+careful analyst tries: covariates (the README beside the data lists them), NUTS's target
+acceptance, a narrower length-scale prior (its upper 2.5% point moved, its lower one kept).
+
+`bench_fit.py --spatial` times the whole `ddpbayes fit` command (three NUTS runs and the checks);
+this times the run the convergence depends on. Run from the repository root:
+
+    python benchmarks/bench_spatial.py
+    python benchmarks/bench_spatial.py --covariates green,phc --target-accept 0.9
+    python benchmarks/bench_spatial.py --length-scale-upper 100000
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "models" / "data" / "gambia_malaria.csv"
+
+
+def cpu() -> float:
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def narrower(data, upper: float):
+    """The length scale's LogNormal prior with its upper 2.5% point at `upper` (its lower one kept)."""
+    from scipy import stats
+
+    from ddpbayes.fitting.spatial import TAIL, scale_range
+
+    low, _ = scale_range(np.unique(data.spatial.coords, axis=0))
+    z = stats.norm.ppf(1 - TAIL)
+    mu, s = (np.log(low) + np.log(upper)) / 2, np.log(upper / low) / (2 * z)
+    return replace(data, spatial=replace(data.spatial, mu=float(mu), s=float(s)))
+
+
+def main() -> None:
+    import arviz as az
+    import pymc as pm
+    from threadpoolctl import threadpool_limits
+
+    from ddpbayes.fitting.clustered import read, pymc_model
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--covariates", default="")
+    parser.add_argument("--target-accept", type=float, default=0.8)
+    parser.add_argument("--length-scale-upper", type=float, default=0.0, help="metres (0: the template's prior)")
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    covariates = [c for c in args.covariates.split(",") if c]
+    data = read(DATA, {"cluster": ["x", "y"], "outcome": "pos", "covariates": covariates, "coords": ["x", "y"]}, 10**6)
+    if args.length_scale_upper:
+        data = narrower(data, args.length_scale_upper)
+    print(f"load average before: {os.getloadavg()[0]:.2f}; length-scale prior LogNormal({data.spatial.mu:.3f}, "
+          f"{data.spatial.s:.3f}); covariates {covariates or 'none'}; target_accept {args.target_accept}")
+    start, start_cpu = time.perf_counter(), cpu()
+    with threadpool_limits(limits=1, user_api="blas"):  # as fitting/run.py: _sample
+        idata = pm.sample(1000, tune=1000, chains=4, cores=min(4, os.cpu_count() or 1), random_seed=args.seed,
+                          target_accept=args.target_accept, init="jitter+adapt_full", progressbar=False,
+                          compute_convergence_checks=False, model=pymc_model(data))
+    wall, used = time.perf_counter() - start, cpu() - start_cpu
+    table = az.summary(idata, var_names=data.variables(), kind="diagnostics")
+    print(f"NUTS 4 x (1,000 + 1,000): {wall:.0f} s wall, {used:.0f} cpu s; load average after: "
+          f"{os.getloadavg()[0]:.2f}; {int(idata.sample_stats['diverging'].sum())} divergences")
+    print(f"worst R-hat {table['r_hat'].max():.3f} ({table['r_hat'].idxmax()}), lowest bulk ESS "
+          f"{table['ess_bulk'].min():.0f} ({table['ess_bulk'].idxmin()}); parameters over R-hat 1.01: "
+          f"{int((table['r_hat'] > 1.01).sum())}, under bulk ESS 400: {int((table['ess_bulk'] < 400).sum())} "
+          f"of {len(table)}")
+    names = ["intercept", *(["beta"] if covariates else []), "sigma", "phi", "gp_length_scale", "sigma_iid"]
+    print(az.summary(idata, var_names=names, kind="all").to_string())
+
+
+if __name__ == "__main__":
+    main()
