@@ -3,7 +3,6 @@ level of a categorical outcome in a cluster (DESIGN §1, §2.1b; issue #41)."""
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -12,6 +11,7 @@ import numpy as np
 from ddpbayes.errors import InputError
 from ddpbayes.model.domains import Domain, Finite
 from ddpbayes.queries.base import Query, join_numbers, read_numbers
+from ddpbayes.queries.linear import weight_vector
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ class LevelCount(Query):
         numpy.ndarray
             The n weights.
         """
-        return _counted(self.coefficients, n)
+        return weight_vector(self.coefficients, False, n)
 
     def values(self, x: np.ndarray) -> np.ndarray:
         """Σ_k w_k·1[x_k = L] at each state.
@@ -161,9 +161,3 @@ def parse_level(kind: str, arg: str, spec: str) -> Query:
         raise InputError(f"query '{spec}' needs comma-separated weights after 'level:L:'")
     return LevelCount(level[0], read_numbers(weights, spec) if sep else None)
 
-
-@functools.lru_cache(maxsize=16)
-def _counted(coefficients: tuple[float, ...] | None, n: int) -> np.ndarray:
-    w = np.asarray(coefficients, dtype=float) if coefficients is not None else np.ones(n)
-    w.setflags(write=False)
-    return w

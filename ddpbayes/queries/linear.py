@@ -50,7 +50,7 @@ class Linear(Query):
         numpy.ndarray
             The n weights, a read-only array.
         """
-        return _linear_weights(self.coefficients, self.scale_by_n, n)
+        return weight_vector(self.coefficients, self.scale_by_n, n)
 
     def values(self, x: np.ndarray) -> np.ndarray:
         """w·x at each state.
@@ -252,7 +252,8 @@ def parse_identity(kind: str, arg: str, spec: str) -> Query:
 
 
 @functools.lru_cache(maxsize=16)
-def _linear_weights(coefficients: tuple[float, ...] | None, scale_by_n: bool, n: int) -> np.ndarray:
+def weight_vector(coefficients: tuple[float, ...] | None, scale_by_n: bool, n: int) -> np.ndarray:
+    """The n weights (read-only, cached): `coefficients`, or every weight 1 (1/n with `scale_by_n`)."""
     w = np.asarray(coefficients, dtype=float) if coefficients is not None else np.full(n, 1.0 / n if scale_by_n else 1.0)
     w.setflags(write=False)
     return w
