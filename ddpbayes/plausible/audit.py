@@ -237,7 +237,8 @@ def _per_cluster(fit: Path, count: int, build: dict) -> PerCluster | None:
     FixedClustered), and a model file that takes no other keywords; else None. Either way the engine's own
     audit of one model decides whether the path is used (`_agrees`)."""
     doc = json.loads(fit.read_text())
-    if build or not per_cluster(fit) or "sigma" not in doc.get("draws", {}) or "cluster_index" not in doc.get("table", {}):
+    if (build or not per_cluster(fit) or "sigma" not in doc.get("draws", {})
+            or "cluster_index" not in doc.get("table", {})):
         return None
     fixed = read_fit(fit, "mean")
     if not isinstance(fixed, FixedClustered):
