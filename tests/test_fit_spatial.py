@@ -244,41 +244,6 @@ def test_the_spatial_check_flags_a_field_and_not_its_absence(tmp_path):
         assert checks["morans_i"]["p_value"] >= 0.01  # the fitted template reproduces the data's Moran's I
 
 
-def field_covariance(places: np.ndarray, length_scale: float) -> tuple[np.ndarray, str]:
-    """The covariance of the template's unit-variance field g at `places` (the length scale fixed):
-    g is linear in its standard normal coefficients w, so Cov g = J J^T with J's columns g(e_i)."""
-    import pandas as pd
-    import pymc as pm
-    import pytensor
-
-    from ddpbayes.fitting.spatial import cluster_coordinates, field
-
-    k = len(places)
-    labels = [str(i) for i in range(k)]
-    spatial = cluster_coordinates(pd.DataFrame(places, columns=["e", "n"]), ["e", "n"], np.arange(k), labels, "t")
-    with pm.Model(coords={"cluster": labels}) as model:
-        f = field(spatial)
-    inputs = model.value_vars
-    fn = pytensor.function(inputs, model.replace_rvs_by_values([f])[0], on_unused_input="ignore")
-    size = model.initial_point()["gp_w"].size
-    point = {"gp_length_scale_log__": np.log(length_scale)}
-    jacobian = np.column_stack([fn(*[(point | {"gp_w": np.eye(size)[i]})[v.name] for v in inputs])
-                                for i in range(size)])
-    return jacobian @ jacobian.T, spatial.describe()["approximation"]
-
-
-@pytest.mark.slow  # two models compiled, one function evaluated 900 times (~25 s on a loaded machine)
-def test_the_field_has_the_matern_covariance_exactly_up_to_100_places_and_approximately_above():
-    rng = np.random.default_rng(5)
-    few, many = rng.uniform(0, 10, (40, 2)), rng.uniform(0, 10, (120, 2))
-    cov, how = field_covariance(few, 3.0)
-    assert how == "exact"
-    np.testing.assert_allclose(cov, matern32(few, 3.0) + 1e-6 * np.eye(40), atol=1e-9)
-    cov, how = field_covariance(many, 5.0)
-    assert how.startswith("HSGP, 30 x 30")
-    assert np.abs(cov - matern32(many, 5.0)).max() < 0.01  # measured 0.003 (DESIGN §9.8)
-
-
 def places_spatial(places: np.ndarray):
     import pandas as pd
 
@@ -289,31 +254,105 @@ def places_spatial(places: np.ndarray):
                                [str(i) for i in range(k)], "t")
 
 
-def test_the_bym2_effect_has_variance_sigma_squared_for_every_phi():
-    """effect = f + u = sigma (sqrt(phi) L w + sqrt(1 - phi) z) is linear in (w, z), standard normal:
-    its covariance is J J^T, J's columns the effect at each unit vector; by hand its diagonal is
-    sigma^2 (phi (1 + 1e-6) + 1 - phi) (the Matern correlations' diagonal is 1, plus the jitter)."""
+def spatial_model(places: np.ndarray, sigma: float):
+    """The template's cluster effects at `places` with sigma fixed, in a model of their own."""
     import pymc as pm
-    import pytensor
 
-    from ddpbayes.fitting.spatial import bym2
+    from ddpbayes.fitting.spatial import effects
+
+    spatial = places_spatial(places)
+    with pm.Model(coords={"cluster": [str(i) for i in range(len(places))]}) as model:
+        effect = effects(spatial, pm.Data("sigma", sigma))
+    return model, effect, spatial.describe()["approximation"]
+
+
+def hyperparameters(length_scale: float, phi: float) -> dict[str, float]:
+    return {"gp_length_scale_log__": np.log(length_scale),
+            "phi_logodds__": np.log(phi / (1 - phi)) if 0 < phi < 1 else np.inf * (phi - 0.5)}
+
+
+def bym2_covariance(places: np.ndarray, length_scale: float, phi: float, sigma: float) -> np.ndarray:
+    """By hand: sigma^2 (phi (R + 1e-6 I) + (1 - phi) I), R the Matern 3/2 correlations (unit diagonal:
+    Var = sigma^2 whatever phi, plus the jitter)."""
+    k = len(places)
+    return sigma**2 * (phi * (matern32(places, length_scale) + 1e-6 * np.eye(k)) + (1 - phi) * np.eye(k))
+
+
+def test_the_collapsed_effect_has_the_bym2_law_in_the_models_own_graph():
+    """Up to 100 places the effect f + u is sampled as one vector: its density in the model (given
+    the length scale, phi and sigma) is the Normal(0, bym2_covariance) density, at random points."""
+    import pytensor
+    from scipy.stats import multivariate_normal
 
     places = np.array([[0.0, 0.0], [1.0, 0.0], [3.0, 0.5], [2.0, 4.0], [5.0, 5.0]])
-    k, sigma = len(places), 1.7
-    with pm.Model(coords={"cluster": [str(i) for i in range(k)]}) as model:
-        z = pm.Normal("z", 0.0, 1.0, dims="cluster")
-        f, u = bym2(places_spatial(places), pm.Data("sigma", sigma), z)
+    sigma = 1.7
+    model, effect, how = spatial_model(places, sigma)
+    assert how == "exact"
     inputs = model.value_vars
-    fn = pytensor.function(inputs, model.replace_rvs_by_values([f + u])[0], on_unused_input="ignore",
+    fn = pytensor.function(inputs, model.logp(vars=[effect], jacobian=False), on_unused_input="ignore",
                            mode="FAST_COMPILE")  # no C compilation: a few evaluations
-    unit = np.eye(2 * k)
-    for phi in (0.0, 0.05, 0.5, 0.95, 1.0):
-        point = {"gp_length_scale_log__": np.log(2.0), "phi_logodds__": np.log(phi / (1 - phi)) if 0 < phi < 1
-                 else np.inf * (phi - 0.5)}
-        jacobian = np.column_stack([fn(*[(point | {"gp_w": e[:k], "z": e[k:]})[v.name] for v in inputs])
-                                    for e in unit])
-        variance = np.diag(jacobian @ jacobian.T)
-        np.testing.assert_allclose(variance, sigma**2 * (phi * (1 + 1e-6) + 1 - phi), rtol=1e-9)
+    rng = np.random.default_rng(2)
+    for phi in (0.05, 0.5, 0.95, 1.0):
+        law = multivariate_normal(np.zeros(len(places)), bym2_covariance(places, 2.0, phi, sigma))
+        for point in rng.normal(0, 2, (3, len(places))):
+            values = hyperparameters(2.0, phi) | {"effect": point}
+            found = fn(*[values[v.name] for v in inputs])
+            assert found == pytest.approx(law.logpdf(point), abs=1e-8)
+
+
+@pytest.mark.slow  # one model compiled, one function evaluated 1,020 times (~25 s on a loaded machine)
+def test_above_100_places_the_hsgp_effect_has_the_bym2_law_approximately():
+    """HSGP: the effect sigma (sqrt(phi) g + sqrt(1 - phi) z) is linear in its standard normal
+    coefficients (gp_w, z), so its covariance is J J^T, J's columns the effect at each unit vector:
+    at phi = 1 the approximate Matern correlations, at phi = 1/2 half of them plus half the identity."""
+    import pytensor
+
+    rng = np.random.default_rng(5)
+    many = rng.uniform(0, 10, (120, 2))
+    model, effect, how = spatial_model(many, 1.0)
+    assert how.startswith("HSGP, 30 x 30")
+    inputs = model.value_vars
+    fn = pytensor.function(inputs, model.replace_rvs_by_values([effect])[0], on_unused_input="ignore")
+    sizes = {"gp_w": 900, "z": 120}
+    covariances = []
+    for phi in (1.0, 0.5):
+        columns = []
+        for e in np.eye(sum(sizes.values())):
+            parts = {"gp_w": e[:900], "z": e[900:]}
+            columns.append(fn(*[(hyperparameters(5.0, phi) | parts)[v.name] for v in inputs]))
+        jacobian = np.column_stack(columns)
+        covariances.append(jacobian @ jacobian.T)
+    assert np.abs(covariances[0] - matern32(many, 5.0)).max() < 0.01  # measured 0.003 (DESIGN §9.8)
+    np.testing.assert_allclose(covariances[1], covariances[0] / 2 + np.eye(120) / 2, atol=1e-12)
+
+
+def test_f_given_the_total_effect_is_the_gaussian_conditional_drawn_by_brute_force():
+    """f ~ Normal(0, S_f), u ~ Normal(0, S_u) independent, S_f = sigma^2 phi (R + 1e-6 I), S_u =
+    sigma^2 (1 - phi) I, b = f + u: f | b ~ Normal(S_f (S_f + S_u)^-1 b, S_f - S_f (S_f + S_u)^-1 S_f)
+    (the joint Gaussian conditioned, by linear solves). 10,000 draws of each of two parameter sets:
+    the sample mean and covariance within 5 standard errors of it, u = b - f, the same seed the same draws."""
+    from ddpbayes.fitting.spatial import split
+
+    places = np.array([[0.0, 0.0], [1.0, 0.0], [3.0, 0.5], [2.0, 4.0], [5.0, 5.0]])
+    k, n = len(places), 10_000
+    sets = [(0.8, 0.3, 1.5, np.array([0.5, -1.0, 0.2, 1.1, -0.4])),
+            (1.6, 0.85, 4.0, np.array([1.2, 0.9, 1.5, -2.0, 0.1]))]
+    sigma, phi, scale = (np.repeat([s[i] for s in sets], n) for i in range(3))
+    effect = np.repeat(np.array([s[3] for s in sets]), n, axis=0)
+    f, u = split(effect, sigma, phi, scale, places, np.random.default_rng(11))
+    np.testing.assert_array_equal(u, effect - f)
+    again, _ = split(effect, sigma, phi, scale, places, np.random.default_rng(11))
+    np.testing.assert_array_equal(again, f)
+    for j, (sd, share, length, b) in enumerate(sets):
+        s_f = sd**2 * share * (matern32(places, length) + 1e-6 * np.eye(k))
+        s_b = s_f + sd**2 * (1 - share) * np.eye(k)
+        mean = s_f @ np.linalg.solve(s_b, b)
+        cov = s_f - s_f @ np.linalg.solve(s_b, s_f)
+        draws = f[j * n:(j + 1) * n]
+        assert np.all(np.abs(draws.mean(axis=0) - mean) < 5 * np.sqrt(np.diag(cov) / n))
+        se_cov = np.sqrt((np.outer(np.diag(cov), np.diag(cov)) + cov**2) / n)
+        assert np.all(np.abs(np.cov(draws.T) - cov) < 5 * se_cov)
+        assert np.diag(cov).min() > 0.01 * sd**2  # a real spread to compare, not a degenerate case
 
 
 def prepare_rows(villages: list[str], pos: list[int]):
@@ -384,3 +423,39 @@ def test_leave_one_cluster_out_loo_by_hand_on_ten_draws():
     assert found["se_diff"] == pytest.approx(np.sqrt(((diff - diff.mean()) ** 2).sum()), abs=1e-10)
     assert found["pareto_k_over_0_7"] == 3 and found["pareto_k_over_0_7_without_field"] == 3
     assert found["reliable"] is False
+
+
+def test_the_field_at_a_cluster_given_the_others_is_the_partitioned_gaussian_conditional():
+    """f ~ Normal(0, S), S = sigma^2 phi (R + 1e-6 I): f_c | f_-c ~ Normal(S_c,-c S_-c,-c^-1 f_-c,
+    S_cc - S_c,-c S_-c,-c^-1 S_-c,c), by linear solves on the partition, for every c and two draws."""
+    from ddpbayes.fitting.spatial import field_given_others
+
+    places = np.array([[0.0, 0.0], [1.0, 0.0], [3.0, 0.5], [2.0, 4.0], [5.0, 5.0]])
+    f = np.array([[0.4, -0.2, 0.9, -1.1, 0.3], [1.5, 1.2, 0.1, -0.6, -0.9]])
+    sigma, phi, scale = np.array([0.8, 1.6]), np.array([0.3, 0.9]), np.array([1.5, 4.0])
+    mean, variance = field_given_others(f, sigma, phi, scale, places)
+    for d in range(2):
+        s = sigma[d] ** 2 * phi[d] * (matern32(places, scale[d]) + 1e-6 * np.eye(len(places)))
+        for c in range(len(places)):
+            rest = np.delete(np.arange(len(places)), c)
+            weights = np.linalg.solve(s[np.ix_(rest, rest)], s[rest, c])
+            assert mean[d, c] == pytest.approx(weights @ f[d, rest], abs=1e-9)
+            assert variance[d, c] == pytest.approx(s[c, c] - weights @ s[rest, c], rel=1e-9)
+
+
+def test_a_clusters_effect_sd_may_differ_by_cluster():
+    """sd (D, k): village a's effect integrated with sd 0.5, b's with 2.5, each as the brute force."""
+    from scipy import integrate
+
+    from ddpbayes.fitting.checks import cluster_loglik
+
+    data = tiny_table()
+    eta = np.full((1, len(data.trials)), 0.3)
+    found = cluster_loglik(eta, np.array([[0.5, 2.5]]), data)
+    for c, (ys, sd) in enumerate((([1, 0, 1], 0.5), ([0, 0], 2.5))):
+        def integrand(u):
+            p = expit(0.3 + u)
+            return np.prod([p if y else 1 - p for y in ys]) * stats.norm.pdf(u, 0, sd)
+
+        value, _ = integrate.quad(integrand, -12 * sd, 12 * sd, epsabs=1e-13, epsrel=1e-12)
+        assert found[0, c] == pytest.approx(np.log(value), abs=1e-7)  # 32 adaptive nodes: 6e-9 off at sd 2.5

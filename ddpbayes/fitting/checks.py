@@ -162,7 +162,7 @@ def spatial_checks(spatial: dict[str, np.ndarray], plain: dict[str, np.ndarray],
     leave-one-cluster-out LOO is the comparison that speaks to it, reported beside with its k-hats)."""
     from ddpbayes.fitting.spatial import morans_i, neighbour_weights
 
-    rng = np.random.default_rng([seed, 1])
+    rng_field, rng_plain = (np.random.default_rng([seed, stream]) for stream in (1, 2))  # one stream per fit
     draws = len(spatial["intercept"])
     pick = np.unique(np.linspace(0, draws - 1, min(max_draws, draws)).astype(int))
     eta_s, eta_p = fixed_effects(spatial, data), fixed_effects(plain, data)
@@ -173,33 +173,50 @@ def spatial_checks(spatial: dict[str, np.ndarray], plain: dict[str, np.ndarray],
         return morans_i((totals - expected) / data.sizes, weights)
 
     observed = float(moran(data.totals))
-    with_field = compare(observed, moran(replicated_totals(eta_s[pick], spatial["sigma_iid"][pick], data, rng)))
-    without = compare(observed, moran(replicated_totals(eta_p[pick], plain["sigma"][pick], data, rng)))
+    with_field = compare(observed, moran(replicated_totals(eta_s[pick], spatial["sigma_iid"][pick], data, rng_field)))
+    without = compare(observed, moran(replicated_totals(eta_p[pick], plain["sigma"][pick], data, rng_plain)))
     ll_s, weights_rows = pointwise_loglik(eta_s + u[:, data.pattern_cluster], data)
     ll_p, _ = pointwise_loglik(eta_p + u_plain[:, data.pattern_cluster], data)
     loo = compare_loo(ll_s, ll_p, weights_rows, reff)
     loo = {"elpd": loo["elpd"], "se": loo["se"], "elpd_without_field": loo["elpd_independent"],
            "se_without_field": loo["se_independent"], "elpd_diff": loo["elpd_diff"], "se_diff": loo["se_diff"]}
-    village = compare_cluster_loo(cluster_loglik(eta_s, spatial["sigma_iid"], data),
+    village = compare_cluster_loo(_field_integrated_loglik(spatial, eta_s, data),
                                   cluster_loglik(eta_p, plain["sigma"], data), reff)
     return {"morans_i": with_field | {"without_field": short(without)}, "loo_spatial": loo, "loo_cluster": village,
             "spatial_supported": bool(without["p_value"] < FLAG_P)}
 
 
+def _field_integrated_loglik(spatial: dict[str, np.ndarray], eta: np.ndarray, data: ClusteredData) -> np.ndarray:
+    """log p(y_c | draw, f_-c) per draw and cluster of an exact spatial fit: cluster c's field value
+    and iid effect integrated out given the other clusters' field, b_c = f_c + u_c | f_-c ~
+    Normal(m_c, v_c + sigma_iid^2) (`spatial.field_given_others`); an HSGP fit keeps f_c as drawn
+    (`eta` includes it) and integrates u_c alone."""
+    from ddpbayes.fitting.spatial import field_given_others
+
+    if data.spatial.m:
+        return cluster_loglik(eta, spatial["sigma_iid"], data)
+    f = spatial["f"]
+    mean, variance = field_given_others(f, spatial["sigma"], spatial["phi"], spatial["gp_length_scale"],
+                                        data.spatial.coords)
+    shift = (mean - f)[:, data.pattern_cluster]
+    return cluster_loglik(eta + shift, np.sqrt(variance + spatial["sigma_iid"][:, None] ** 2), data)
+
+
 def cluster_loglik(eta: np.ndarray, sd: np.ndarray, data: ClusteredData, nodes: int = NODES) -> np.ndarray:
     """log p(y_c | draw) per draw and cluster (D, k): the log-likelihood of cluster c's rows summed
-    (Bernoulli rows), its latent effect u_c ~ Normal(0, sd_d) integrated out by adaptive
-    Gauss-Hermite quadrature (Liu & Pierce 1994: `nodes` points around the integrand's mode, scaled
-    by its curvature there); `eta` (D, P) the rest of the log-odds (a spatial fit's field included)."""
+    (Bernoulli rows), its latent effect u_c ~ Normal(0, sd) integrated out by adaptive Gauss-Hermite
+    quadrature (Liu & Pierce 1994: `nodes` points around the integrand's mode, scaled by its curvature
+    there); `eta` (D, P) the rest of the log-odds, `sd` per draw (D,) or per draw and cluster (D, k)."""
     z, w = np.polynomial.hermite_e.hermegauss(nodes)
     log_w = np.log(w) + z**2 / 2  # the integrand against dz, not against the weight exp(-z^2 / 2)
     draws, patterns = eta.shape
     k = len(data.labels)
     onehot = sp.csr_matrix((np.ones(patterns), (data.pattern_cluster, np.arange(patterns))), shape=(k, patterns))
     out = np.empty((draws, k))
+    sd = np.broadcast_to(np.reshape(sd, (draws, -1)), (draws, k))
     step = max(1, CHUNK // max(patterns * nodes, 1))
     for start in range(0, draws, step):
-        part, scale = eta[start:start + step], sd[start:start + step, None]
+        part, scale = eta[start:start + step], sd[start:start + step]
         mode, spread = _mode(part, scale, data, onehot)
         u = mode[:, :, None] + spread[:, :, None] * z  # (d, k, nodes)
         a = part[:, :, None] + u[:, data.pattern_cluster]  # (d, P, nodes)

@@ -54,6 +54,12 @@ class ClusteredData:
         return replace(self, spatial=None)
 
     @property
+    def target_accept(self) -> float:
+        """NUTS's target acceptance: 0.9 with the spatial field (smaller steps: the collapsed effect's
+        occasional divergence at 0.8 on Gambia, DESIGN §9.8), else PyMC's 0.8."""
+        return 0.9 if self.spatial else 0.8
+
+    @property
     def sizes(self) -> np.ndarray:
         """Rows per cluster."""
         return np.bincount(self.cluster_index, minlength=len(self.labels))
@@ -70,7 +76,7 @@ class ClusteredData:
 
     def variables(self, independent: bool = False) -> list[str]:
         """The PyMC variables whose convergence is checked."""
-        effects = [] if independent else ["sigma", "u", *([*_GP, "f"] if self.spatial else [])]
+        effects = [] if independent else ["sigma", "u", *([*_GP, "f", "effect"] if self.spatial else [])]
         return ["intercept", *(["beta"] if self.covariates else []), *effects]
 
     def hyperparameters(self, independent: bool = False) -> list[str]:
@@ -78,14 +84,15 @@ class ClusteredData:
         return ["intercept", *([] if independent else ["sigma", *(_GP[:2] if self.spatial else [])])]
 
     def element_names(self, variable: str) -> list[str]:
-        """Each scalar of a PyMC variable, as the diagnostics name it: beta_<covariate>, u[<cluster>], f[<cluster>]."""
-        named = {"beta": [f"beta_{c}" for c in self.covariates], "u": [f"u[{c}]" for c in self.labels],
-                 "f": [f"f[{c}]" for c in self.labels]}
+        """Each scalar of a PyMC variable, as the diagnostics name it: beta_<covariate>, u[<cluster>], f[<cluster>],
+        effect[<cluster>] (f + u)."""
+        named = {"beta": [f"beta_{c}" for c in self.covariates],
+                 **{v: [f"{v}[{c}]" for c in self.labels] for v in ("u", "f", "effect")}}
         return named.get(variable, [variable])
 
     def cells_per_draw(self) -> int:
         """Numbers kept per posterior draw: effects, parameters, the checks' pattern tables."""
-        return (4 if self.spatial else 2) * len(self.labels) + len(self.covariates) + 4 + 6 * len(self.trials)
+        return (5 if self.spatial else 2) * len(self.labels) + len(self.covariates) + 4 + 6 * len(self.trials)
 
     def describe(self) -> dict:
         """The `data` block's template part."""
@@ -193,7 +200,7 @@ def pymc_model(data: ClusteredData, independent: bool = False):
     (and the spatial field)."""
     import pymc as pm
 
-    from ddpbayes.fitting.spatial import bym2
+    from ddpbayes.fitting.spatial import effects
 
     coords = {"covariate": list(data.covariates), "cluster": list(data.labels)}
     with pm.Model(coords=coords) as model:
@@ -203,13 +210,11 @@ def pymc_model(data: ClusteredData, independent: bool = False):
             eta = eta + pm.math.dot(data.pattern_x, beta)
         if not independent:
             sigma = pm.Exponential("sigma", SIGMA_RATE)
-            z = pm.Normal("z", 0.0, 1.0, dims="cluster")
             if data.spatial:  # sigma the SD of f + u, split between them by phi (BYM2, DESIGN §9.8)
-                f, u = bym2(data.spatial, sigma, z)
-                eta = eta + f[data.pattern_cluster]
+                effect = effects(data.spatial, sigma)
             else:
-                u = pm.Deterministic("u", sigma * z, dims="cluster")
-            eta = eta + u[data.pattern_cluster]
+                effect = pm.Deterministic("u", sigma * pm.Normal("z", 0.0, 1.0, dims="cluster"), dims="cluster")
+            eta = eta + effect[data.pattern_cluster]
         pm.Binomial("positives", n=data.trials, logit_p=eta, observed=data.positives)
     return model
 

@@ -24,6 +24,7 @@ from ddpbayes.fitting import categorical, chain, clustered, gaussian, graph
 from ddpbayes.fitting import regimes as chain_regimes
 from ddpbayes.fitting.diagnostics import convergence, relative_ess
 from ddpbayes.fitting.fitted import FORMAT
+from ddpbayes.fitting.spatial import add_split
 from ddpbayes.fitting.table import DEFAULT_MAX_ROWS
 from ddpbayes.fitting.write import check_out, companions, write_fit
 from ddpbayes.limits import check_memory, check_positive_int
@@ -54,6 +55,7 @@ TEMPLATES = {
     "graph": Template(graph.read, graph.pymc_model, graph.hyperparameter_draws, graph.dependence_checks),
 }
 HDI = 0.94
+TARGET_ACCEPT = 0.8  # NUTS's target acceptance unless the template asks for another (PyMC's default)
 DENSE_UP_TO = 200  # parameters up to which NUTS adapts a dense mass matrix (DESIGN §9.1: intercept vs effects)
 
 
@@ -215,13 +217,16 @@ def fit(data: str | Path, template: str = "clustered", *, cluster: str | Sequenc
     hidden = getattr(prepared, "regimes", 0)
     idata = _sample(chosen.model(prepared), sampler, seeds[0], f"fit: NUTS, {template}"
                     + (f" with {hidden} hidden regimes" if hidden else ""), progress,
-                    dense_allowed=getattr(prepared, "dense_mass_matrix", True))
+                    dense_allowed=getattr(prepared, "dense_mass_matrix", True),
+                    target_accept=getattr(prepared, "target_accept", TARGET_ACCEPT))
     if hidden:
         idata = chain_regimes.ordered(idata)
+    spatial = getattr(prepared, "spatial", None)
+    if spatial:
+        add_split(idata, spatial, seeds[0])
     reference = chosen.model(prepared, independent=True)
     idata_ind = None if reference is None else _sample(reference, sampler, seeds[1],
                                                         "fit: NUTS, without cluster effects", progress)
-    spatial = getattr(prepared, "spatial", None)
     idata_plain = _sample(chosen.model(prepared.without_field()), sampler, seeds[3],
                           "fit: NUTS, without the spatial field", progress) if spatial else None
     idata_chain = _sample(chosen.model(prepared.without_regimes()), sampler, seeds[3],
@@ -276,10 +281,11 @@ def _quiet_pymc():
         logger.setLevel(level)
 
 
-def _sample(model, sampler: Sampler, seed: int, label: str, progress: bool, dense_allowed: bool = True):
+def _sample(model, sampler: Sampler, seed: int, label: str, progress: bool, dense_allowed: bool = True,
+            target_accept: float = TARGET_ACCEPT):
     """NUTS on `model`, PyMC's own sampler, chains on up to as many cores as there are; a dense mass
     matrix while the model has at most DENSE_UP_TO parameters (its cost grows as their square) and the
-    template allows it (`dense_allowed`).
+    template allows it (`dense_allowed`); NUTS's step size adapted to `target_accept` (the template's, else PyMC's 0.8).
     BLAS on one thread (the forked chains inherit it): a chain is one core's work, and OpenBLAS's
     threads on a busy machine made the spatial GP's 65 x 65 triangular solves 100 times slower
     (23 ms against 0.2 ms, DESIGN §9.8)."""
@@ -292,7 +298,7 @@ def _sample(model, sampler: Sampler, seed: int, label: str, progress: bool, dens
             threadpool_limits(limits=1, user_api="blas"):
         warnings.filterwarnings("ignore", message=".*experimental feature.*")  # PyMC's word on its dense adaptation
         return pm.sample(draws=sampler.draws, tune=sampler.tune, chains=sampler.chains,
-                         init="jitter+adapt_full" if dense else "jitter+adapt_diag",
+                         init="jitter+adapt_full" if dense else "jitter+adapt_diag", target_accept=target_accept,
                          cores=min(sampler.chains, os.cpu_count() or 1), random_seed=seed, progressbar=False,
                          compute_convergence_checks=False, callback=lambda trace, draw: bar.advance(1), model=model)
 

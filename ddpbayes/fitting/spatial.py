@@ -8,9 +8,11 @@ clusters' coordinates s_c and unit iid effects, BYM2-style (Riebler et al. 2016;
                                          2.5% above the largest distance)
     phi ~ Beta(1/2, 1/2)
 
-g exact (non-centred: g = L w, L the Cholesky factor of the Matern 3/2 correlations,
-w ~ Normal(0, I)) up to EXACT_UP_TO clusters, PyMC's Hilbert-space approximation (HSGP; Solin &
-Särkkä 2020, Riutort-Mayol et al. 2023) above. Distances are in the coordinates' own units.
+Up to EXACT_UP_TO clusters the GP is exact and the model sampled collapsed: the total effect
+effect ~ MvNormal(0, sigma^2 (phi R + (1 - phi) I)) (R the Matern 3/2 correlations; the same law),
+f and u drawn per posterior draw from their Gaussian law given it (`split`). Above, PyMC's
+Hilbert-space approximation (HSGP; Solin & Särkkä 2020, Riutort-Mayol et al. 2023) of g, f and u
+sampled apart, non-centred. Distances are in the coordinates' own units.
 Also the spatial check: Moran's I of the clusters' residual rates over their nearest neighbours."""
 
 from __future__ import annotations
@@ -116,38 +118,111 @@ def scale_range(places: np.ndarray) -> tuple[float, float]:
     return float(np.median(near.min(axis=1))), float(pdist(places).max())
 
 
-def field(spatial: Spatial):
-    """The unit-variance field g at the clusters (a PyMC tensor, inside a model): exact or HSGP, non-centred."""
-    import pymc as pm
-    import pytensor.tensor as pt
-
-    ls = pm.LogNormal("gp_length_scale", spatial.mu, spatial.s)
-    centred = spatial.coords - (spatial.coords.max(axis=0) + spatial.coords.min(axis=0)) / 2
-    correlation = pm.gp.cov.Matern32(2, ls=ls)
-    if not spatial.m:
-        k = len(centred)
-        chol = pt.linalg.cholesky(correlation(centred) + JITTER * pt.eye(k))
-        w = pm.Normal("gp_w", 0.0, 1.0, shape=k)
-        return chol @ w
-    gp = pm.gp.HSGP(m=[spatial.m, spatial.m], c=spatial.c, cov_func=correlation)
-    basis_functions, sqrt_psd = gp.prior_linearized(centred)
-    w = pm.Normal("gp_w", 0.0, 1.0, shape=spatial.m * spatial.m)
-    return basis_functions @ (w * sqrt_psd)
-
-
-def bym2(spatial: Spatial, sigma, z):
-    """The cluster effects' spatial part f = sigma sqrt(phi) g and iid part u = sigma_iid z,
-    sigma_iid = sigma sqrt(1 - phi) (PyMC Deterministics "f", "u" and "sigma_iid", inside a
-    model): effect_c = f_c + u_c has variance sigma^2 whatever phi (Riebler et al. 2016's BYM2,
-    g the unit-variance GP of `field`)."""
+def effects(spatial: Spatial, sigma):
+    """The cluster effects' parameters and their total effect_c = f_c + u_c at the clusters (a PyMC
+    tensor, inside a model; Deterministic "sigma_iid" = sigma sqrt(1 - phi)). Exact GP: the total
+    sampled alone, collapsed (`collapsed`); HSGP: f and u separately (`bym2`)."""
     import pymc as pm
     import pytensor.tensor as pt
 
     phi = pm.Beta("phi", *PHI_PRIOR)
-    f = pm.Deterministic("f", sigma * pt.sqrt(phi) * field(spatial), dims="cluster")
-    sigma_iid = pm.Deterministic("sigma_iid", sigma * pt.sqrt(1.0 - phi))
-    u = pm.Deterministic("u", sigma_iid * z, dims="cluster")
-    return f, u
+    pm.Deterministic("sigma_iid", sigma * pt.sqrt(1.0 - phi))
+    ls = pm.LogNormal("gp_length_scale", spatial.mu, spatial.s)
+    if not spatial.m:
+        return collapsed(spatial, sigma, phi, ls)
+    f, u = bym2(spatial, sigma, phi, ls)
+    return pm.Deterministic("effect", f + u, dims="cluster")
+
+
+def collapsed(spatial: Spatial, sigma, phi, ls):
+    """The total effect, collapsed and centred: effect ~ MvNormal(0, sigma^2 (phi R + (1 - phi) I)), R the
+    Matern 3/2 correlations at the clusters (+ JITTER on the diagonal): the law of f + u, sampled as k
+    latent values instead of 2k, with no funnel between the field and the iid parts and the intercept's
+    trade with the effects' mean linear, which the dense mass matrix adapts to (DESIGN §9.8); f and u
+    are drawn afterwards from their Gaussian law given the effect (`split`)."""
+    import pymc as pm
+    import pytensor.tensor as pt
+
+    k = len(spatial.coords)
+    correlation = pm.gp.cov.Matern32(2, ls=ls)(_centred(spatial)) + JITTER * pt.eye(k)
+    chol = pt.linalg.cholesky(phi * correlation + (1.0 - phi) * pt.eye(k))
+    return pm.MvNormal("effect", mu=pt.zeros(k), chol=sigma * chol, dims="cluster")
+
+
+def bym2(spatial: Spatial, sigma, phi, ls):
+    """The cluster effects' spatial part f = sigma sqrt(phi) g, g the HSGP-approximated unit-variance
+    field (non-centred), and iid part u = sigma_iid z, z ~ Normal(0, 1) (PyMC Deterministics "f" and
+    "u", inside a model): Var(f_c + u_c) = sigma^2 whatever phi, up to the approximation (Riebler et al.
+    2016's BYM2)."""
+    import pymc as pm
+    import pytensor.tensor as pt
+
+    gp = pm.gp.HSGP(m=[spatial.m, spatial.m], c=spatial.c, cov_func=pm.gp.cov.Matern32(2, ls=ls))
+    basis_functions, sqrt_psd = gp.prior_linearized(_centred(spatial))
+    w = pm.Normal("gp_w", 0.0, 1.0, shape=spatial.m * spatial.m)
+    z = pm.Normal("z", 0.0, 1.0, dims="cluster")
+    f = pm.Deterministic("f", sigma * pt.sqrt(phi) * (basis_functions @ (w * sqrt_psd)), dims="cluster")
+    return f, pm.Deterministic("u", sigma * pt.sqrt(1.0 - phi) * z, dims="cluster")
+
+
+def _centred(spatial: Spatial) -> np.ndarray:
+    """The clusters' coordinates centred on their bounding box (HSGP's basis is centred at 0)."""
+    return spatial.coords - (spatial.coords.max(axis=0) + spatial.coords.min(axis=0)) / 2
+
+
+def matern32(coords: np.ndarray, length_scales: np.ndarray) -> np.ndarray:
+    """Matern 3/2 correlations (1 + sqrt(3) d / l) exp(-sqrt(3) d / l) at `coords` for each length
+    scale l: (D, k, k), JITTER added on the diagonal as in the model."""
+    d = cdist(coords, coords)[None, :, :] * (np.sqrt(3) / np.asarray(length_scales, dtype=float)[:, None, None])
+    return (1 + d) * np.exp(-d) + JITTER * np.eye(len(coords))
+
+
+def split(effect: np.ndarray, sigma: np.ndarray, phi: np.ndarray, length_scale: np.ndarray, coords: np.ndarray,
+          rng: np.random.Generator, chunk: int = 256) -> tuple[np.ndarray, np.ndarray]:
+    """Per posterior draw, f drawn from its law given the total effect b = f + u (f ~ Normal(0,
+    sigma^2 phi R), u ~ Normal(0, sigma^2 (1 - phi) I), independent) and u = b - f: with A = phi R,
+    C = A + (1 - phi) I, f | b ~ Normal(A C^-1 b, sigma^2 (A - A C^-1 A)); A and C share R's
+    eigenvectors Q (R = Q diag(lam) Q^T), so mean = Q diag(a / c) Q^T b and covariance = sigma^2 Q
+    diag(a (1 - phi) / c) Q^T, a = phi lam, c = a + 1 - phi. `effect` (D, k); returns f, u (D, k)."""
+    f = np.empty_like(effect)
+    for start in range(0, len(effect), chunk):
+        part = slice(start, start + chunk)
+        lam, q = np.linalg.eigh(matern32(coords, length_scale[part]))
+        a = phi[part, None] * np.clip(lam, 0.0, None)
+        c = a + (1.0 - phi[part, None])
+        rotated = np.einsum("dki,dk->di", q, effect[part])
+        noise = sigma[part, None] * np.sqrt(a * (1.0 - phi[part, None]) / c) * rng.standard_normal(a.shape)
+        f[part] = np.einsum("dki,di->dk", q, a / c * rotated + noise)
+    return f, effect - f
+
+
+def field_given_others(f: np.ndarray, sigma: np.ndarray, phi: np.ndarray, length_scale: np.ndarray,
+                       coords: np.ndarray, chunk: int = 256) -> tuple[np.ndarray, np.ndarray]:
+    """Per posterior draw and cluster c, the Gaussian process's law of f_c given the other clusters'
+    field f_-c (f ~ Normal(0, S), S = sigma^2 phi R): with the precision P = S^-1, mean f_c - (P f)_c / P_cc
+    and variance 1 / P_cc (Rue & Held 2005, Theorem 2.3); P = Q diag(1 / (sigma^2 phi lam)) Q^T from R's
+    eigendecomposition. `f` (D, k); returns the means and variances (D, k)."""
+    mean, variance = np.empty_like(f), np.empty_like(f)
+    for start in range(0, len(f), chunk):
+        part = slice(start, start + chunk)
+        lam, q = np.linalg.eigh(matern32(coords, length_scale[part]))
+        inverse = 1.0 / (sigma[part, None] ** 2 * phi[part, None] * np.clip(lam, JITTER / 2, None))
+        diagonal = np.einsum("dki,di->dk", q**2, inverse)
+        precision_f = np.einsum("dki,di->dk", q, inverse * np.einsum("dki,dk->di", q, f[part]))
+        mean[part], variance[part] = f[part] - precision_f / diagonal, 1.0 / diagonal
+    return mean, variance
+
+
+def add_split(idata, spatial: Spatial, seed: int) -> None:
+    """A collapsed fit's posterior completed with f and u per draw (`split`, seeded: the same seed, the
+    same draws), as "f" and "u" beside "effect"; an HSGP fit's posterior has them already."""
+    post = idata.posterior
+    if "f" in post:
+        return
+    effect = post["effect"]
+    flat = [post[name].values.reshape(-1) for name in ("sigma", "phi", "gp_length_scale")]
+    f, u = split(effect.values.reshape(-1, effect.shape[-1]), *flat, spatial.coords, np.random.default_rng([seed, 1]))
+    post["f"], post["u"] = ((effect.dims, v.reshape(effect.shape)) for v in (f, u))
 
 
 def neighbour_weights(coords: np.ndarray, neighbours: int = NEIGHBOURS) -> np.ndarray:
