@@ -187,3 +187,16 @@ def test_coverage_over_seeds(seeds):
     values = _coverage(range(seeds), 1.0, 4_000)
     assert sum(v > 1.0 for v in values) <= binom.ppf(0.999, seeds, 0.05)
     assert np.median(values) > 0.5
+
+
+@pytest.mark.parametrize("notion,known", [("pdp", [1]), ("ddp", None)])
+def test_a_program_is_a_lower_bound_in_every_view_under_every_notion(notion, known):
+    """Item 6: idp is checked in test_programs_round3, dp above; pdp and ddp here."""
+    model = load_model(MODELS / "household.py", {"n": 3})
+    r = ddpbayes.audit(model, "count", Program(laplace_count), notion, target=[0], known=known, information=None,
+                       program_runs=500)
+    assert r.engine == "program" and r.lower_bound and r.to_dataframe().attrs["lower_bound"] is True
+    assert json.loads(r.to_json())["lower_bound"] is True
+    assert "leakage>=" in repr(r) and "(a lower bound: certified for a program)" in repr(r)
+    assert "leakage (lower bound)" in r._repr_html_() and "&ge;" in r._repr_html_()
+    assert audit_text(r).splitlines()[2].startswith("leakage    >= ")
