@@ -123,6 +123,8 @@ COMMANDS = {
         f"{HOUSEHOLD} idp -p n=3 --query identity --mechanism prefix_sums --epsilon 1",
         f"{HOUSEHOLD} idp -p n=3 --query count --mechanism program:{{tmp}}/noisy_count.py:noisy_count "
         "--program-runs 200 --workers 1 --claim 1",
+        f"{HOUSEHOLD} dp -p n=3 --query count --mechanism program:{{tmp}}/noisy_count.py:noisy_count "
+        "--program-runs 200 --target 0",
         "audit models/hmm_regimes.py -p n=3 --query identity --mechanism sparse_vector --epsilon 1 "
         "--mechanism-param threshold=0.5 --mechanism-param cutoff=1 --notion idp --format json",
         "audit models/hmm_regimes.py -p n=3 --query identity --mechanism numerical_sparse_vector --epsilon 1 "

@@ -32,7 +32,7 @@ def information_block(problem: Problem, engine_name: str, notion: Notion, target
                       unit: str) -> tuple[dict | None, str | None]:
     """(the JSON block, None), or (None, why the measures are not available)."""
     engine = engine_named(engine_name)
-    if engine is None:
+    if engine is None or notion.model_free:
         return None, f"the {notion} audit runs no engine (model-free): audit idp or ddp for the measures"
     if problem.mechanism.profile:  # 004's bounds compare them with a pure ε, which Gaussian noise has not
         return None, (f"not computed for {problem.mechanism.kind} noise: Wu et al.'s (IDP) bounds compare them with "

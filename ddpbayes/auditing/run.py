@@ -57,6 +57,7 @@ def audit(
     claim: float | None = None,
     target: int | Sequence[int] | None = None,
     known: Sequence[int] | None = None,
+    pairs: str | Sequence | None = None,
     lattice: bool = False,
     search: str | None = None,
     top_k: int | None = None,
@@ -111,6 +112,10 @@ def audit(
         unknown one with `known`).
     known : sequence of int or None, default None
         Fixes the adversary's knowledge for pdp.
+    pairs : str, path, sequence or None, default None
+        dp of a program (``--pairs``): a JSON file, or the list itself, of [x, x'] pairs of
+        neighbouring databases (each the n records' values); None: pairs searched over the
+        domains (DESIGN §2.6).
     lattice : bool, default False
         Keep every pdp adversary in the result.
     search : str or None, default None
@@ -159,12 +164,13 @@ def audit(
     known = _known(known, targets, model.n, notion)
     notion.check_lattice(lattice)
     notion.check_search(settings.pdp_greedy, known, lattice)
+    notion.check_pairs(pairs, mechanism.black_box)
     if claim is not None and (not isinstance(claim, (int, float)) or math.isnan(claim) or claim < 0):
         raise InputError(f"the claim must be a non-negative number, got {claim}")
     problem = Problem(model, query, mechanism, settings=settings)
 
     with state_limit(settings.max_states):
-        evaluated = _evaluate(problem, notion, targets, known, lattice)
+        evaluated = _evaluate(problem, notion, targets, known, lattice, pairs)
     result = _result(problem, notion, evaluated, claim, start)
     if information is not None:  # 004's measures in this unit (nats or bits; DESIGN §3.4)
         result.information, result.information_reason = information_block(
@@ -270,13 +276,15 @@ class _Evaluated:
 
 
 def _evaluate(problem: Problem, notion: Notion, targets: list[int], known: list[int] | None,
-              lattice: bool) -> _Evaluated:
-    """Every adversary of the notion, by the engine that fits (a model-free notion needs none):
-    found by a search (pdp's greedy one, or the engine's own) or streamed one by one."""
+              lattice: bool, pairs: str | Sequence | None = None) -> _Evaluated:
+    """Every adversary of the notion, by the engine that fits (a model-free notion needs none; a
+    program's classic dp is certified on neighbouring databases, `pairs` or searched): found by a
+    search (pdp's greedy one, or the engine's own) or streamed one by one."""
     if notion.model_free:
-        results = notion.leakage(problem, targets)
+        results = notion.leakage(problem, targets, pairs)
         by_target = fold_targets(results, {})
-        return _Evaluated(worst_of(results), _values(by_target, problem.model.n), "analytic", by_target=by_target)
+        engine = "program" if problem.mechanism.black_box else "analytic"
+        return _Evaluated(worst_of(results), _values(by_target, problem.model.n), engine, by_target=by_target)
     name = "sampling" if problem.settings.method == "posterior" else problem.settings.engine
     declined: dict[str, str] = {}
     while True:  # under auto, an engine that declines while computing hands the problem to the next one

@@ -35,6 +35,10 @@ def register(sub) -> None:
     p.add_argument("--known", type=index_list, default=None,
                    help="pdp: indices the adversary knows ('' for none; default every known set)")
     p.add_argument("--lattice", action="store_true", help="pdp: list every (target, known set)")
+    p.add_argument("--pairs", default=None, metavar="FILE",
+                   help="dp of a program: a JSON list of [x, x'] pairs of neighbouring databases, each x the "
+                   "records' values in tuple order, differing in one record (default: pairs searched over the "
+                   "domains)")
     p.add_argument("--claim", type=float, default=None,
                    help="claimed epsilon to check: exit 1 when the leakage exceeds it, 4 when an estimate cannot "
                    "settle it (also when the MCMC diagnostics fail)")
@@ -76,6 +80,7 @@ def run(args) -> int:
         claim=args.claim,
         target=args.target,
         known=args.known,
+        pairs=args.pairs,
         lattice=args.lattice,
         information=None if args.information == "none" else args.information,
         settings=settings,
@@ -112,11 +117,15 @@ def fitted_parameters(args) -> Parameters | None:
 def _run_fitted(args, settings: RunSettings, parameters: Parameters) -> int:
     """`audit` of a fitted model under --parameters (DESIGN §9.6)."""
     from ddpbayes.cli.text import fitted_audit_text
+    from ddpbayes.errors import InputError
     from ddpbayes.model.loading import parse_params
     from ddpbayes.plausible import audit_fitted
     from ddpbayes.queries import parse_query
     from ddpbayes.queries.general import with_sensitivity
 
+    if args.pairs is not None:
+        raise InputError("--pairs certifies a program's classic dp on given databases: a fitted model's --parameters "
+                         "audit does not take it")
     query = args.query if args.sensitivity is None else with_sensitivity(parse_query(args.query), args.sensitivity)
     build = {k: v for k, v in parse_params(args.param).items() if k != "parameters"}
     found = audit_fitted(args.model, parameters, query, args.mechanism, args.notion, settings=settings, build=build,

@@ -63,6 +63,28 @@ def engine_named(name: str) -> Engine | None:
     return _engine(name) if name in _HOMES else None
 
 
+def certify_classic_dp(problem: Problem, targets: list[int], pairs: object = None) -> list[AdversaryLeakage]:
+    """Classic dp of a mechanism known only as a program (`black_box`): a certified lower bound per target
+    on neighbouring databases, given (`pairs`, ``--pairs``) or searched over the domains, by the program
+    engine (DESIGN §2.6).
+
+    Parameters
+    ----------
+    problem : Problem
+        The audit problem (its mechanism a black box).
+    targets : list of int
+        The target tuples i.
+    pairs : str, path, sequence or None, default None
+        A JSON file, or the list itself, of [x, x'] pairs of neighbouring databases; None: searched.
+
+    Returns
+    -------
+    list of AdversaryLeakage
+        One per target certified.
+    """
+    return _engine("program").classic_leakage(problem, targets, pairs)
+
+
 def select_engine(problem: Problem, name: str = "auto", declined: Mapping[str, str] | None = None) -> Engine:
     """The named engine, or with `auto` the first in ENGINES that can solve `problem` and has not declined it.
 
@@ -138,5 +160,5 @@ def passed_over(problem: Problem, chosen: Engine, declined: Mapping[str, str] | 
     return [f"auto chose the {chosen.name} engine, an estimate, because no exact engine applies (" + "; ".join(reasons) + ")"]
 
 
-__all__ = ["ENGINES", "AdversaryLeakage", "Curve", "Declined", "DependenceProfile", "Engine", "NoCurve", "Witness",
+__all__ = ["ENGINES", "certify_classic_dp", "AdversaryLeakage", "Curve", "Declined", "DependenceProfile", "Engine", "NoCurve", "Witness",
            "engine_named", "merge_diagnostics", "passed_over", "select_engine"]

@@ -5,10 +5,10 @@ attribute `vectorized = True` it is called once with answers (S, K) and returns 
 stacked, (S, ...) or a tuple of such arrays.
 
 Nothing about its law is known: `black_box`. What the audit can do is `sample` it and certify a
-lower bound on its leakage (`engines/program`); it has no kernel, no output space and no classic
-epsilon we can compute. `from_spec("program:FILE:NAME")` loads FILE (a Python file, relative to the
-working directory) and its function NAME; `program:NAME` reads NAME from the model file (its module
-passed in). The function runs as the user's code (`model.usercode`): an error in it is one line of
+lower bound on its leakage (`engines/program`; classic dp: `engines/program/classic`); it has no
+kernel, no output space and no classic epsilon in closed form. `from_spec("program:FILE:NAME")`
+loads FILE (a Python file, relative to the working directory) and its function NAME; `program:NAME`
+reads NAME from the model file (its module passed in). The function runs as the user's code (`model.usercode`): an error in it is one line of
 bad input."""
 
 from __future__ import annotations
@@ -175,8 +175,8 @@ class Program(Mechanism):
         raise InputError(f"program {self.name} is a black box: it has no output grid")
 
     def dp_leakage(self, sensitivity: float) -> float:
-        raise InputError("a program's classic epsilon is not computed; audit it under idp/pdp/ddp for a "
-                         "certified lower bound")
+        raise InputError("a program's classic epsilon is not computed in closed form: --notion dp certifies a "
+                         "lower bound on it by running the program (so do idp/pdp/ddp under dependence)")
 
     def tuple_dp_leakage(self, query, k, domains):
         return self.dp_leakage(0.0), None

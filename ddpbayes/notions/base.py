@@ -98,7 +98,7 @@ class Notion:
         """
         return self.adversary_count(n, targets, known)
 
-    def leakage(self, problem: Problem, targets: Sequence[int]) -> list[AdversaryLeakage]:
+    def leakage(self, problem: Problem, targets: Sequence[int], pairs: object = None) -> list[AdversaryLeakage]:
         """A model-free notion's adversaries' leakages, without an engine (dp).
 
         Parameters
@@ -107,6 +107,8 @@ class Notion:
             The audit problem.
         targets : sequence of int
             The target tuples i.
+        pairs : str, path, sequence or None, default None
+            dp of a program: the neighbouring databases to certify on (``--pairs``); None: searched.
 
         Returns
         -------
@@ -177,6 +179,25 @@ class Notion:
         """
         if known is not None:
             raise InputError(f"--known fixes the adversary of pdp; {self.name} fixes its own (use --notion pdp)")
+
+    def check_pairs(self, pairs: object, black_box: bool) -> None:
+        """--pairs gives the neighbouring databases of a program's classic dp.
+
+        Parameters
+        ----------
+        pairs : str, path, sequence or None
+            The ``--pairs`` file (or list), or None when not given.
+        black_box : bool
+            Whether the mechanism is a program (its law unknown).
+
+        Raises
+        ------
+        InputError
+            When `pairs` is given to a notion other than dp, or for a mechanism whose law is known.
+        """
+        if pairs is not None:
+            raise InputError(f"--pairs gives the neighbouring databases of classic dp: use it with --notion dp, not "
+                             f"{self.name}")
 
     def check_lattice(self, lattice: bool) -> None:
         """--lattice lists pdp's adversaries.

@@ -1,12 +1,14 @@
 """dp, the classic guarantee: K = all others, x_{-i} over the product of the domains. It is
-model-free: the mechanism's leakage at the query's sensitivity to each tuple, no engine."""
+model-free: the mechanism's leakage at the query's sensitivity to each tuple, no engine; a program's
+(a black box) is a certified lower bound over neighbouring databases (`engines.certify_classic_dp`)."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
 
-from ddpbayes.engines import AdversaryLeakage, Witness
+from ddpbayes.engines import AdversaryLeakage, Witness, certify_classic_dp
+from ddpbayes.errors import InputError
 from ddpbayes.mechanisms import l2_sensitivity
 from ddpbayes.notions.base import Notion, register
 from ddpbayes.problem import Adversary, Problem
@@ -20,10 +22,18 @@ class ClassicDP(Notion):
         everyone = frozenset(range(n))
         return (Adversary(i, everyone - {i}) for i in targets)
 
-    def leakage(self, problem: Problem, targets: Sequence[int]) -> list[AdversaryLeakage]:
+    def check_pairs(self, pairs: object, black_box: bool) -> None:
+        if pairs is not None and not black_box:
+            raise InputError("--pairs gives the neighbouring databases a program's classic dp is certified on; this "
+                             "mechanism's law is known and its dp is computed over the whole domains")
+
+    def leakage(self, problem: Problem, targets: Sequence[int], pairs: object = None) -> list[AdversaryLeakage]:
         """sup over x_{-i} in the product of domains, t, t', y: the mechanism's leakage at the
-        query's L1 sensitivity to tuple i; infinite for an unbounded domain."""
+        query's L1 sensitivity to tuple i; infinite for an unbounded domain. A program's: a certified
+        lower bound on the pairs given (`pairs`: `--pairs`) or searched (DESIGN §2.6)."""
         model, query, mech = problem.model, problem.query, problem.mechanism
+        if mech.black_box:
+            return certify_classic_dp(problem, targets, pairs)
         out = []
         for adv in self.adversaries(model.n, targets):
             i = adv.target

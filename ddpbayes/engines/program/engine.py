@@ -20,6 +20,7 @@ import numpy as np
 from ddpbayes.engines.base import AdversaryLeakage, Engine, Witness
 from ddpbayes.engines.exact.joint import oversized_reason, unsupported_reason
 from ddpbayes.engines.program.certify import certify
+from ddpbayes.engines.program.classic import classic_leakage
 from ddpbayes.engines.gaussian.graph import unsupported_reason as gaussian_reason
 from ddpbayes.engines.program.records import (EnumeratedRecords, ForwardRecords, GaussianRecords, Records,
                                               forward_reason)
@@ -52,6 +53,10 @@ class ProgramEngine(Engine):
         with Progress("certifying the program", runs * m, "runs", enabled=problem.settings.progress,
                       slow_only=True) as bar:  # shown once it has taken a heartbeat (5 s)
             return [_certified(problem, records, adv, level, m, bar) for adv in problem.adversaries]
+
+    def classic_leakage(self, problem: Problem, targets: list[int], pairs: object = None) -> list[AdversaryLeakage]:
+        """Classic dp: certified on neighbouring databases, no model law (`classic`)."""
+        return classic_leakage(problem, targets, pairs)
 
     def dependence_sets(self, problem: Problem) -> list[frozenset[int]]:
         """N(i) is the model's: from an exact engine that reads it, with any noise in place of the program."""
