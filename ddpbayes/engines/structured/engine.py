@@ -242,7 +242,9 @@ def _key(problem: Problem) -> tuple:
 def _declared_narrower(problem: Problem) -> bool:
     """Does a declared tuple domain leave out values of the tuple's support (only then can the
     enumerated domains miss prior mass)?"""
-    return bool(wider_than_declared([slot.rv for slot in problem.model.slots], problem.model.domains))
+    model = problem.model
+    return model.memo("structured", "declared narrower",
+                      lambda: bool(wider_than_declared([slot.rv for slot in model.slots], model.domains)))
 
 
 def _rules_by_variable(problem: Problem, graph: FactorGraph) -> list[str]:
@@ -556,7 +558,10 @@ def _mixture(pot: Potential, target: np.ndarray, shift: int) -> tuple[np.ndarray
     logw = np.full((len(target), width), -np.inf)
     for t, c in enumerate(target):
         logw[t, int(c) - low:int(c) - low + pot.length] = pot.table[t]
-    alive = np.flatnonzero(np.any(logw > -np.inf, axis=0))
+    alive = np.any(logw > -np.inf, axis=0)
+    if alive.all():  # the usual case: every level possible, nothing to copy
+        return logw, np.arange(pot.offset + low + shift, pot.offset + low + shift + width, dtype=float)
+    alive = np.flatnonzero(alive)
     if alive.size == 0:
         return None
     return np.ascontiguousarray(logw[:, alive]), (pot.offset + low + shift + alive).astype(float)

@@ -187,9 +187,10 @@ def _step(day: _Day, message: _Message, contribution: np.ndarray) -> _Message | 
         span = _exact_span(m)
         if span + day.span > _RANGE:
             return None
-    low, high = int(contribution.min()), int(contribution.max())
-    shifted = np.zeros((m.shape[0], m.shape[1] + high - low))
-    for x, c in enumerate(contribution.tolist()):
+    values = contribution.tolist()  # a few values: Python's min and max are cheaper than NumPy's
+    low = min(values)
+    shifted = np.zeros((m.shape[0], m.shape[1] + max(values) - low))
+    for x, c in enumerate(values):
         shifted[x, c - low:c - low + m.shape[1]] = m[x]
     out = day.linear @ shifted
     peak = out.max()
