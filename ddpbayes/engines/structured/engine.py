@@ -33,6 +33,7 @@ from ddpbayes.engines.structured.graph import (
     model_reason,
     quadrature_reason,
 )
+from ddpbayes.engines.structured.pathsum import path_laws, path_of
 from ddpbayes.engines.structured.potential import Potential
 from ddpbayes.engines.structured.rows import components, row_matrix, row_problems, widened
 from ddpbayes.engines.structured.scope import (
@@ -241,7 +242,9 @@ def _key(problem: Problem) -> tuple:
 def _declared_narrower(problem: Problem) -> bool:
     """Does a declared tuple domain leave out values of the tuple's support (only then can the
     enumerated domains miss prior mass)?"""
-    return bool(wider_than_declared([slot.rv for slot in problem.model.slots], problem.model.domains))
+    model = problem.model
+    return model.memo("structured", "declared narrower",
+                      lambda: bool(wider_than_declared([slot.rv for slot in model.slots], model.domains)))
 
 
 def _rules_by_variable(problem: Problem, graph: FactorGraph) -> list[str]:
@@ -366,16 +369,21 @@ def _leakage_for_known_set(known: frozenset[int], adversaries: list[Adversary], 
     for adv in adversaries:
         by_target.setdefault(adv.target, []).append(adv)
     single = adversaries[0].target if len(by_target) == 1 else None
-    as_axes = single is not None and count <= KEPT
+    path = path_of(local) if not order else None  # nothing to clamp on a chain: forward–backward
+    on_path = path_laws(path, moving, list(by_target)) if path is not None else None
+    as_axes = on_path is None and single is not None and count <= KEPT
     if as_axes:  # one elimination pass, x_R riding along as axes
         table, offset = target_table(local, moving, single, order, limit)
     # Otherwise one calibration per x_R, its tree rooted at the single target (the upward pass alone), or for
     # several at the tree's centroid, which halves a chain's upward messages.
-    root = single if single is not None else centre(local, frozenset(order) | frozenset(apart))
+    if on_path is None:
+        root = single if single is not None else centre(local, frozenset(order) | frozenset(apart))
     for codes in (itertools.product(*[range(graph.sizes[k]) for k in order]) if as_axes else orbits):
         clamped = dict(zip(order, codes))
         shift = sum(int(contribution[k][c]) for k, c in clamped.items())
-        if as_axes:
+        if on_path is not None:
+            laws = on_path
+        elif as_axes:
             laws = [(single, Potential((single,), table[(slice(None), *codes)], offset))]
         else:
             laws = calibrate(local, moving, {**clamped, **apart}, limit, root).marginals(by_target)
@@ -550,7 +558,10 @@ def _mixture(pot: Potential, target: np.ndarray, shift: int) -> tuple[np.ndarray
     logw = np.full((len(target), width), -np.inf)
     for t, c in enumerate(target):
         logw[t, int(c) - low:int(c) - low + pot.length] = pot.table[t]
-    alive = np.flatnonzero(np.any(logw > -np.inf, axis=0))
+    alive = np.any(logw > -np.inf, axis=0)
+    if alive.all():  # the usual case: every level possible, nothing to copy
+        return logw, np.arange(pot.offset + low + shift, pot.offset + low + shift + width, dtype=float)
+    alive = np.flatnonzero(alive)
     if alive.size == 0:
         return None
     return np.ascontiguousarray(logw[:, alive]), (pot.offset + low + shift + alive).astype(float)

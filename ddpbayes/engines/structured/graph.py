@@ -54,7 +54,11 @@ def model_reason(model: DependenceModel) -> str | None:
     """Why the structured engine cannot read `model`: continuous tuples, latents that are
     neither finite nor continuous scalars or vectors of static length, or continuous latents whose
     support moves with other variables (how many continuous latents one clique may hold is
-    `clique_reason`'s)."""
+    `clique_reason`'s). Cached on the model: `supports` asks on every audit."""
+    return model.memo("structured", "model reason", lambda: _model_reason(model))
+
+
+def _model_reason(model: DependenceModel) -> str | None:
     reason = continuous_tuple_reason(model)
     if reason:
         return reason

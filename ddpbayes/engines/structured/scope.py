@@ -54,7 +54,12 @@ def row_terms(problem: Problem) -> list[np.ndarray]:
 
 def query_span(problem: Problem) -> int:
     """How many partial sums the query can take: 1 + Σ_k (max - min of tuple k's term over its domain), for its
-    widest row (a several-row release is solved one row at a time: `rows`)."""
+    widest row (a several-row release is solved one row at a time: `rows`); cached on the model per query."""
+    key = ("query span", type(problem.query).__name__, problem.query.spec)
+    return problem.model.memo("structured", key, lambda: _span(problem))
+
+
+def _span(problem: Problem) -> int:
     return 1 + int(max((t.max(axis=1) - t.min(axis=1)).sum() for t in row_terms(problem)))
 
 
@@ -93,9 +98,11 @@ def pass_cells(graph: FactorGraph, span: int) -> int:
 
 
 def _widest(graph: FactorGraph) -> int:
-    """The cells of the widest elimination clique (its slots' sizes multiplied)."""
-    order = tree(graph, frozenset())
-    return max(math.prod(graph.sizes[u] for u in (v, *order.separator[v])) for v in order.order)
+    """The cells of the widest elimination clique (its slots' sizes multiplied); cached with the graph's trees."""
+    if "widest" not in graph.trees:
+        order = tree(graph, frozenset())
+        graph.trees["widest"] = max(math.prod(graph.sizes[u] for u in (v, *order.separator[v])) for v in order.order)
+    return graph.trees["widest"]
 
 
 def seconds_per_pass(graph: FactorGraph, span: int) -> float:

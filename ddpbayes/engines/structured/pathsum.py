@@ -1,0 +1,221 @@
+"""A chain's laws with the partial sum by forward–backward in scaled linear space (DESIGN §2.1b).
+
+When the factors (no quadrature rule, none carrying a partial sum) are unary or pairwise and the
+pairs join the slots into one path x_0 - x_1 - ... - x_{n-1}, the law of X_i with the partial sum
+of the others is the product of two messages that the junction tree also computes, but each day is
+one k x k matrix product on a (k, S) array, as in hand-written numpy:
+
+    F_{k+1}(x', s) = Σ_x u_k(x) ψ_k(x, x') F_k(x, s - c_k(x)),       F_0 = δ(s = 0),
+    B_k(x, s)      = Σ_x' ψ_k(x, x') u_{k+1}(x') B_{k+1}(x', s - c_{k+1}(x')),   B_{n-1} = δ(s = 0),
+    P(X_i = t, Σ_{k≠i} c_k(X_k) = s) ∝ u_i(t) Σ_j F_i(t, j) B_i(t, s - j).
+
+Each message is held in linear space scaled to its maximum, its log scale apart. A day is taken
+only under the 600-nat rule of `potential` (the spans of u_k ψ_k and of the message add up to at
+most _RANGE, so every product stays above e^-600 of its scale and sums of positive terms never
+cancel: as exact as log space); the convolution of the two messages likewise, else in log space
+(`log_convolve`). A day past the rule, a graph that is not a path, or messages over `CELLS` give
+None: the junction tree answers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from ddpbayes.engines.structured.graph import FactorGraph
+from ddpbayes.engines.structured.potential import _RANGE, Potential, log_convolve
+
+CELLS = 1 << 23  # cells of the forward messages kept for several targets (64 MiB); more: the junction tree
+
+
+@dataclass(frozen=True)
+class Path:
+    """The slots along the path, the log unary table of each position (0 where none) and the log pairwise
+    table between positions k and k + 1, oriented (x_k, x_{k+1}); `constant`: the empty scopes' log sum.
+    `forward[k]`, `backward[k]`: the day k -> k + 1 and k + 1 -> k as `_Day`s (built once per graph)."""
+
+    order: list[int]
+    unary: list[np.ndarray]
+    pair: list[np.ndarray]
+    constant: float
+    forward: list[_Day]
+    backward: list[_Day]
+
+
+@dataclass(frozen=True)
+class _Day:
+    """A day's table g (out value, in value) = exp(log g - top) in linear space, and the span of log g (nats
+    from its maximum to its smallest finite entry)."""
+
+    linear: np.ndarray
+    top: float
+    span: float
+
+
+@dataclass(frozen=True)
+class _Message:
+    """exp(scale) * table[x, s - offset], table's maximum 1; `span` at least the nats from 1 down to its smallest
+    positive entry (an upper bound, made exact when the rule needs it)."""
+
+    table: np.ndarray
+    scale: float
+    offset: int
+    span: float
+
+
+def path_of(graph: FactorGraph) -> Path | None:
+    """The graph as a path of unary and pairwise factors without partial sums, or None; cached with its trees."""
+    if "path" not in graph.trees:
+        graph.trees["path"] = _path(graph)
+    return graph.trees["path"]
+
+
+def _path(graph: FactorGraph) -> Path | None:
+    if graph.rules or any(p.length != 1 or p.offset != 0 or len(set(p.scope)) != len(p.scope) or len(p.scope) > 2
+                           for p in graph.factors):
+        return None
+    slots = sorted({v for p in graph.factors for v in p.scope})
+    nbrs: dict[int, set[int]] = {v: set() for v in slots}
+    for p in graph.factors:
+        if len(p.scope) == 2:
+            a, b = p.scope
+            nbrs[a].add(b)
+            nbrs[b].add(a)
+    ends = [v for v in slots if len(nbrs[v]) <= 1]
+    if not slots or any(len(s) > 2 for s in nbrs.values()) or not ends:
+        return None
+    order = [ends[0]]
+    while len(order) < len(slots) and (step := nbrs[order[-1]] - set(order[-2:])):
+        order.append(step.pop())
+    if len(order) < len(slots):  # several parts, or a cycle
+        return None
+    at = {v: k for k, v in enumerate(order)}
+    unary = [np.zeros(graph.sizes[v]) for v in order]
+    pair = [np.zeros((graph.sizes[a], graph.sizes[b])) for a, b in zip(order, order[1:])]
+    constant = 0.0
+    for p in graph.factors:
+        table = p.table[..., 0]
+        if not p.scope:
+            constant += float(table)
+        elif len(p.scope) == 1:
+            unary[at[p.scope[0]]] = unary[at[p.scope[0]]] + table
+        else:
+            a, b = (at[v] for v in p.scope)
+            pair[min(a, b)] = pair[min(a, b)] + (table if a < b else table.T)
+    forward = _days([(u[:, None] + p).T for u, p in zip(unary, pair)])
+    backward = _days([p + u[None, :] for u, p in zip(unary[1:], pair)])
+    return Path(order, unary, pair, constant, forward, backward)
+
+
+def _days(logs: list[np.ndarray]) -> list[_Day]:
+    """Each log table as a `_Day`, in one NumPy call per step when the tables have one shape (a chain of one
+    state space)."""
+    if not logs:
+        return []
+    if len({t.shape for t in logs}) > 1:
+        return [day for t in logs for day in _days([t])]
+    stacked = np.stack(logs)
+    top = stacked.max(axis=(1, 2))
+    low = np.where(stacked > -np.inf, stacked, np.inf).min(axis=(1, 2))
+    with np.errstate(invalid="ignore", under="ignore"):
+        linear = np.exp(stacked - top[:, None, None])
+    return [_Day(g, t, t - lo if t > -np.inf else np.inf) for g, t, lo in zip(linear, top.tolist(), low.tolist())]
+
+
+def path_laws(path: Path, contribution: list[np.ndarray], targets: list[int]) -> list[tuple[int, Potential]] | None:
+    """log P(X_v = t, Σ_{k≠v} c_k(X_k) = s) over (v, s) for every v of `targets` (slots of the path), up to one
+    constant; None when a day or the kept messages fall outside the rule above."""
+    at = {v: k for k, v in enumerate(path.order)}
+    if any(v not in at for v in targets):
+        return None
+    positions = sorted({at[v] for v in targets})
+    forward = _forward(path, contribution, positions)
+    if forward is None:
+        return None
+    laws = {}
+    for k, back in _backward(path, contribution, positions[0]):
+        if k in forward:
+            table, offset = _law(path.unary[k], forward.pop(k), back)
+            laws[path.order[k]] = Potential((path.order[k],), table + path.constant, offset)
+    if len(laws) < len(positions):
+        return None
+    return [(v, laws[v]) for v in targets]
+
+
+def _forward(path: Path, contribution: list[np.ndarray], positions: list[int]) -> dict[int, _Message] | None:
+    """F at each of `positions`, or None (a day past the rule, or the kept messages over CELLS)."""
+    wanted, kept, cells = set(positions), {}, 0
+    message = _Message(np.ones((len(path.unary[0]), 1)), 0.0, 0, 0.0)
+    for k in range(positions[-1] + 1):
+        if k in wanted:
+            kept[k] = message
+            cells += message.table.size
+            if cells > CELLS:
+                return None
+        if k == positions[-1]:
+            break
+        message = _step(path.forward[k], message, contribution[path.order[k]])
+        if message is None:
+            return None
+    return kept
+
+
+def _backward(path: Path, contribution: list[np.ndarray], stop: int) -> Iterator[tuple[int, _Message]]:
+    """(k, B_k) from the last position down to `stop`; stops early (the caller sees fewer) past the rule."""
+    last = len(path.order) - 1
+    message = _Message(np.ones((len(path.unary[last]), 1)), 0.0, 0, 0.0)
+    yield last, message
+    for k in range(last - 1, stop - 1, -1):
+        message = _step(path.backward[k], message, contribution[path.order[k + 1]])
+        if message is None:
+            return
+        yield k, message
+
+
+def _step(day: _Day, message: _Message, contribution: np.ndarray) -> _Message | None:
+    """Σ_x g(x', x) m(x, s - c(x)) over (x', s); None when the spans of g and m add up to more than _RANGE (or
+    nothing is left possible). The message's span bound grows by at most g's span and log(values) a day
+    (every positive entry is at least a product of positive entries, the maximum at most `values` products of
+    maxima); it is measured again only when the bound passes the rule."""
+    if day.span > _RANGE:
+        return None
+    m, span = message.table, message.span
+    if span + day.span > _RANGE:
+        span = _exact_span(m)
+        if span + day.span > _RANGE:
+            return None
+    values = contribution.tolist()  # a few values: Python's min and max are cheaper than NumPy's
+    low = min(values)
+    shifted = np.zeros((m.shape[0], m.shape[1] + max(values) - low))
+    for x, c in enumerate(values):
+        shifted[x, c - low:c - low + m.shape[1]] = m[x]
+    out = day.linear @ shifted
+    peak = out.max()
+    if not peak > 0:
+        return None
+    return _Message(out / peak, message.scale + day.top + math.log(peak), message.offset + low,
+                    span + day.span + math.log(len(m)))
+
+
+def _exact_span(table: np.ndarray) -> float:
+    """Nats from 1 (the table's maximum) down to its smallest positive entry."""
+    return -math.log(table.min(where=table > 0, initial=1.0))
+
+
+def _law(unary: np.ndarray, forward: _Message, backward: _Message) -> tuple[np.ndarray, int]:
+    """log u(t) + log Σ_j F(t, j) B(t, s - j) over (t, s): linear when the messages' spans add up to at most
+    _RANGE, else in log space."""
+    f, b = forward.table, backward.table
+    scale = forward.scale + backward.scale
+    length = f.shape[1] + b.shape[1] - 1
+    if forward.span + backward.span <= _RANGE or _exact_span(f) + _exact_span(b) <= _RANGE:
+        rows = np.stack([np.convolve(f[t], b[t]) for t in range(len(f))]) if length > 1 else f * b
+        with np.errstate(divide="ignore"):
+            table = np.log(rows)
+    else:
+        with np.errstate(divide="ignore"):
+            table = np.stack([log_convolve(np.log(f[t]), np.log(b[t])) for t in range(len(f))])
+    return table + (unary[:, None] + scale), forward.offset + backward.offset

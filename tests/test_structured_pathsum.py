@@ -1,0 +1,126 @@
+"""A chain's forward–backward with the partial sum (`structured.pathsum`, issue #44) against every configuration
+enumerated here, and against a log-space forward recursion written here where the chain is too long to enumerate:
+random paths (slots out of order, factors oriented either way, several factors on a pair, zeros, negative and
+zero weights), and the 600-nat rule (a day whose spans pass it gives None: the junction tree answers)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from scipy.special import logsumexp
+
+from ddpbayes.engines.structured.graph import FactorGraph
+from ddpbayes.engines.structured.pathsum import path_laws, path_of
+from ddpbayes.engines.structured.potential import Potential
+
+
+def _factor(scope: tuple[int, ...], table: np.ndarray) -> Potential:
+    return Potential(scope, np.asarray(table, dtype=float)[..., None], 0)
+
+
+def _random_path(rng, n: int, k: int, spread: float, zeros: float):
+    """A random path over slots in shuffled order: its FactorGraph and the factors as (scope, log table)."""
+    order = rng.permutation(n).tolist()
+    sizes = [k] * n
+    factors = []
+    for a, b in itertools.pairwise(order):
+        for _ in range(int(rng.integers(1, 3))):
+            table = rng.normal(size=(k, k)) * spread
+            table[rng.random((k, k)) < zeros] = -np.inf
+            factors.append(((a, b), table) if rng.random() < 0.5 else ((b, a), table.T))
+    for v in order:
+        if rng.random() < 0.6 or n == 1:
+            factors.append(((v,), rng.normal(size=k) * spread))
+    factors.append(((), np.array(rng.normal())))
+    graph = FactorGraph(sizes, [np.arange(k)] * n, [_factor(s, t) for s, t in factors])
+    return graph, factors
+
+
+def _brute(n: int, k: int, factors, contribution, v: int) -> tuple[np.ndarray, int]:
+    """log Σ over every configuration of Π factors, by (x_v, Σ_{j≠v} c_j(x_j)), with the smallest sum's offset."""
+    low = sum(int(c.min()) for j, c in enumerate(contribution) if j != v)
+    high = sum(int(c.max()) for j, c in enumerate(contribution) if j != v)
+    terms: dict = {}
+    for x in itertools.product(range(k), repeat=n):
+        logp = sum(float(t[tuple(x[u] for u in s)]) for s, t in factors)
+        s = sum(int(contribution[j][x[j]]) for j in range(n) if j != v)
+        terms.setdefault((x[v], s - low), []).append(logp)
+    out = np.full((k, high - low + 1), -np.inf)
+    for (t, s), values in terms.items():
+        out[t, s] = logsumexp(values)
+    return out, low
+
+
+def _dense(table: np.ndarray, offset: int, low: int, length: int) -> np.ndarray:
+    out = np.full((table.shape[0], length), -np.inf)
+    out[:, offset - low:offset - low + table.shape[1]] = table
+    return out
+
+
+def _close(a: np.ndarray, b: np.ndarray, tol: float = 1e-12) -> bool:
+    if not np.array_equal(np.isfinite(a), np.isfinite(b)):
+        return False
+    f = np.isfinite(a)
+    return bool(np.all(np.abs(a[f] - b[f]) <= tol * np.maximum(1.0, np.abs(b[f]))))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_paths_equal_enumeration(seed):
+    rng = np.random.default_rng(seed)
+    n, k = int(rng.integers(1, 8)), int(rng.choice([2, 3]))
+    graph, factors = _random_path(rng, n, k, spread=rng.choice([0.5, 3.0]), zeros=rng.choice([0.0, 0.2]))
+    contribution = [rng.integers(-2, 4, size=k) for _ in range(n)]
+    path = path_of(graph)
+    assert path is not None
+    targets = sorted(rng.choice(n, size=int(rng.integers(1, n + 1)), replace=False).tolist())
+    laws = path_laws(path, contribution, targets)
+    assert laws is not None and [v for v, _ in laws] == targets
+    for v, law in laws:
+        want, low = _brute(n, k, factors, contribution, v)
+        assert law.scope == (v,)
+        assert law.offset >= low and law.offset + law.length <= low + want.shape[1]
+        assert _close(_dense(law.table, law.offset, low, want.shape[1]), want)
+
+
+def _log_forward(n: int, log_pair: np.ndarray, contribution: np.ndarray) -> np.ndarray:
+    """log P(X_{n-1} = t, Σ_{j<n-1} c(X_j) = s) of a homogeneous chain with a flat start, in log space by the
+    recursion over (state, sum), every sum written out."""
+    k = len(log_pair)
+    msg = np.full((k, 1), 0.0)
+    for _ in range(n - 1):
+        low, high = int(contribution.min()), int(contribution.max())
+        nxt = np.full((k, msg.shape[1] + high - low), -np.inf)
+        for x2 in range(k):
+            for x in range(k):
+                c = int(contribution[x]) - low
+                nxt[x2, c:c + msg.shape[1]] = np.logaddexp(nxt[x2, c:c + msg.shape[1]], msg[x] + log_pair[x, x2])
+        msg = nxt
+    return msg
+
+
+@pytest.mark.parametrize(("n", "cost", "answered"), [(20, 25.0, True), (60, 25.0, False), (300, 1.5, True)])
+def test_the_600_nat_rule(n, cost, answered):
+    """Each day at 1 costs 25 nats, so the sum's tail falls 25 nats a day below the mode: 20 days stay within
+    600 nats and equal the log-space recursion; 60 pass it and give None; 300 days of 1.5 nats need the span
+    measured again along the way (its bound passes 600 first)."""
+    log_pair = np.array([[0.0, -cost], [0.0, -cost]])
+    graph = FactorGraph([2] * n, [np.arange(2)] * n,
+                        [_factor((j, j + 1), log_pair) for j in range(n - 1)])
+    contribution = [np.array([0, 1])] * n
+    laws = path_laws(path_of(graph), contribution, [n - 1])
+    if not answered:
+        assert laws is None
+        return
+    want = _log_forward(n, log_pair, contribution[0])
+    (_, law), = laws
+    assert law.offset == 0 and _close(_dense(law.table, law.offset, 0, want.shape[1]), want)
+
+
+def test_not_a_path():
+    star = FactorGraph([2] * 4, [np.arange(2)] * 4, [_factor((0, j), np.zeros((2, 2))) for j in (1, 2, 3)])
+    cycle = FactorGraph([2] * 3, [np.arange(2)] * 3, [_factor((j, (j + 1) % 3), np.zeros((2, 2))) for j in range(3)])
+    apart = FactorGraph([2] * 4, [np.arange(2)] * 4, [_factor((0, 1), np.zeros((2, 2))), _factor((2, 3), np.zeros((2, 2)))])
+    triple = FactorGraph([2] * 3, [np.arange(2)] * 3, [_factor((0, 1, 2), np.zeros((2, 2, 2)))])
+    assert all(path_of(g) is None for g in (star, cycle, apart, triple))
