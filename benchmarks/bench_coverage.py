@@ -46,6 +46,8 @@ Models (name: what, exact route):
     hier_logit     models/hierarchical_logit.py (s ~ HalfNormal, r ~ N(0, s), X_k ~ Bernoulli(sigmoid(r))), count;
                    formula (a two-normal Gauss–Hermite rule, `hier_logit_truth`)
     ddp_ex1        models/ddp_example1.py, sum, target d_i (Uniform, non-Gaussian); formula 1.5/b
+    beta_cont      inline: mu ~ Beta(2, 2), X_0, X_1 | mu ~ Beta(1 + mu, 2 - mu) on [0.1, 0.9], sum: a continuous
+                   target whose bound over the domain certifies (issue #42.2); formula (quadrature, `beta_cont_truth`)
 
 Usage (from the repository root):
     python benchmarks/bench_coverage.py                          # every model, 20 seeds
@@ -217,6 +219,47 @@ def hier_logit_truth(b: float, known: tuple[int, ...] = (), n: int = 4, nodes: i
 # --- the benchmark's models ---------------------------------------------------------------
 
 
+def beta_cont():
+    import pymc as pm
+
+    import ddpbayes
+
+    with pm.Model() as m:
+        mu = pm.Beta("mu", 2, 2)
+        pm.Beta("x", 1 + mu, 2 - mu, shape=2)
+    return ddpbayes.DependenceModel(m, "x", domains=ddpbayes.Interval(0.1, 0.9))
+
+
+def beta_cont_truth(b: float, lo: float = 0.1, hi: float = 0.9) -> float:
+    """sup over t, t' in [lo, hi] and y of log L(y|t) - log L(y|t') for `beta_cont`: f(x_1 | t) by
+    Gauss–Legendre over mu, L(y | t) on a grid of x_1 and of y, y -> ±inf by the records' moment
+    generating functions, (t, t') on a 33-point grid (the answer moves smoothly in t)."""
+    import numpy as np
+    from scipy import stats
+    from scipy.special import logsumexp
+
+    mu, w = np.polynomial.legendre.leggauss(200)
+    mu, w = (mu + 1) / 2, w / 2
+    z, v = np.polynomial.legendre.leggauss(400)
+    z, v = (z + 1) / 2, v / 2
+    x = np.linspace(1e-7, 1 - 1e-7, 4001)
+    dx = np.gradient(x)
+    ys = np.linspace(lo - 3 * b, hi + 1 + 3 * b, 401)
+    pdf = stats.beta(1 + mu[:, None], 2 - mu[:, None])
+    mgf = {s: np.log((pdf.pdf(z[None, :]) * np.exp(s * z) * v).sum(1)) for s in (1 / b, -1 / b)}
+    inner, up, down = [], [], []
+    for t in np.linspace(lo, hi, 33):
+        post = 6 * mu * (1 - mu) * stats.beta.pdf(t, 1 + mu, 2 - mu) * w
+        post /= post.sum()
+        f = (post[:, None] * pdf.pdf(x[None, :])).sum(0)
+        f /= (f * dx).sum()
+        inner.append(logsumexp(-np.abs(ys[:, None] - t - x[None, :]) / b + np.log(f * dx)[None, :], axis=1))
+        up.append(t / b + logsumexp(np.log(post) + mgf[1 / b]))
+        down.append(-t / b + logsumexp(np.log(post) + mgf[-1 / b]))
+    inner = np.array(inner)
+    return float(max((inner[:, None] - inner[None]).max(), np.ptp(up), np.ptp(down)))
+
+
 @dataclass(frozen=True)
 class Case:
     name: str
@@ -257,6 +300,8 @@ CASES = [
     # idp; N(d_i) = {d_j}, so ddp = idp. pdp with d_j known has no closed form here: left out.
     Case("ddp_ex1", ("ddp_example1.py", {}), "sum", "formula", notions=("idp", "ddp"),
          formula={"idp": lambda b: 1.5 / b, "ddp": lambda b: 1.5 / b}),
+    # a continuous target with a certified bound over its domain (DESIGN §2.3, "Between the target values")
+    Case("beta_cont", beta_cont, "sum", "formula", notions=("idp",), formula={"idp": beta_cont_truth}),
 ]
 BY_NAME = {c.name: c for c in CASES}
 

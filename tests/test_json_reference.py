@@ -51,6 +51,9 @@ def build():
 UNREACHABLE = {
     ("json-report-fitted", "cells[].errors.<what>"): "no cell of the shipped fitted report is refused (tests/"
                                                      "test_fitted_report.py builds reports from fits)",
+    **{("json-diagnostics", f"target_bound{key}"): "only a sampling audit of a continuous target emits it (MCMC: "
+                                                     "tests/test_sampling_continuous.py)"
+       for key in ("", ".certified", ".plug_in_bound", ".target_values", ".reason")},
     ("json-information-target", "dp_note"): "a note on the dp bound comes only from a user's Mechanism subclass: the "
                                             "built-in mechanisms with information measures have exact dp levels",
 }

@@ -1,7 +1,8 @@
 """Sampling engine: MCMC estimates of leak(i, K) for any PyMC model (DESIGN §2.3).
 
 Likelihood route: for every target value t (every value of a discrete domain; a grid with both
-endpoints of a continuous one) and every x_K considered, draw the other tuples and latents
+endpoints of a continuous one, refined where `cells` bounds the leakage between its values) and
+every x_K considered, draw the other tuples and latents
 given X_i = t, X_K = x_K by MCMC and average the exact Laplace density over the draws of any
 query's values (one output or several, each coordinate with its own scale); the sup over y is
 taken exactly for those estimates (`mixture`; several varying outputs: `vector`), and
@@ -26,11 +27,13 @@ from pytensor.tensor.random.op import RandomVariable
 
 from ddpbayes.engines.base import AdversaryLeakage, Curve, Engine, Mixtures, Witness
 from ddpbayes.engines.curves import check_drawable, mixture_curve
+from ddpbayes.engines.sampling.cells import Certificate, certify, refuse
 from ddpbayes.engines.sampling.estimate import Z95, Draws, Peak, bound, choose
 from ddpbayes.engines.sampling.posterior import posterior_leakage
 from ddpbayes.engines.sampling.profile import Found, profile_estimate, scalar_groups, worst_pair
 from ddpbayes.engines.sampling.summed import exact_dependence, summed_leakage, summing_engine
 from ddpbayes.engines.sampling.runs import Run, bounding, roles, sample_event, sample_events, summarise, sums
+from ddpbayes.engines.sampling.slope import Slope, Uncertified
 from ddpbayes.errors import InputError
 from ddpbayes.model import DependenceModel, Finite
 from ddpbayes.model.condition import ImpossibleEvent
@@ -257,6 +260,7 @@ class Choice:
     runs: list[tuple[Run, Draws]]  # every choosing run with its query draws (for the diagnostics)
     peak: Peak | Found
     upper: tuple[float, float] = (0.0, 0.0)  # (plug-in, approximate upper bound)
+    certificate: Certificate | None = None  # a continuous target's bound over its domain (`cells`)
 
     def witness_events(self) -> tuple[dict[int, float], dict[int, float]] | None:
         """The two conditioning events of the chosen witness (given t, given t'), if any."""
@@ -278,27 +282,81 @@ class Choice:
 
 def _choose(problem: Problem, adv: Adversary, known_sets, settings: RunSettings) -> Choice:
     """The adversary's choosing runs (one per x_K and target value: the first feasible try) and
-    the witness chosen on them."""
+    the witness chosen on them; a continuous target's values refined where the bound over its
+    domain needs them (`cells`)."""
     model = problem.model
-    groups, runs = [], []
+    groups, runs, certificates = [], [], []
     for known in known_sets:
         group = []
         for tries in _target_values(model, adv.target):
             for t in tries:
-                try:
-                    run = sample_event(model, {**known, adv.target: t}, settings)
-                except ImpossibleEvent:
-                    continue
-                group.append(Draws(known, t, query_values(problem, run), run.logw))
-                runs.append((run, group[-1]))
-                break
+                draws = _draws_at(problem, adv, known, t, runs, settings)
+                if draws is not None:
+                    group.append(draws)
+                    break
         if len(group) >= 2:
+            if not isinstance(model.domains[adv.target], Finite) and not problem.mechanism.profile:
+                certificates.append(_certify(problem, adv, known, group, runs, settings))
             groups.append(group)
     if problem.mechanism.profile:
         scalar = scalar_groups(groups, settings.seed)
         return Choice(adv, known_sets, scalar, runs, worst_pair(scalar, problem.mechanism))
     peak, upper = choose(groups, _scales(problem, groups))
-    return Choice(adv, known_sets, groups, runs, peak, upper)
+    certificate = _combine(certificates)
+    if certificate is not None and certificate.reason is None:
+        upper = (upper[0], max(upper[0], certificate.upper) + upper[1] - upper[0])
+    return Choice(adv, known_sets, groups, runs, peak, upper, certificate)
+
+
+def _draws_at(problem: Problem, adv: Adversary, known: dict, t: float, runs: list, settings: RunSettings
+              ) -> Draws | None:
+    """The query's draws given X_i = t and x_K (the run recorded for the diagnostics), or None
+    when the event is impossible."""
+    try:
+        run = sample_event(problem.model, {**known, adv.target: t}, settings)
+    except ImpossibleEvent:
+        return None
+    draws = Draws(known, t, query_values(problem, run), run.logw)
+    runs.append((run, draws))
+    return draws
+
+
+def _certify(problem: Problem, adv: Adversary, known: dict, group: list[Draws], runs: list,
+             settings: RunSettings) -> Certificate:
+    """The bound over the target's whole domain for one x_K (`cells`), or why there is none."""
+    model, i = problem.model, adv.target
+    kappa = _kernel_slope(problem, i, group[0].q.shape[-1])
+    if kappa is None:
+        return refuse("the query is not linear in the target or the noise is not Laplace")
+    try:
+        slope = Slope(model, i, known)
+    except Uncertified as e:
+        return refuse(str(e))
+    except (ValueError, TypeError, IndexError, NotImplementedError) as e:  # a graph the interval rules cannot read
+        return refuse(f"the slope bound could not read the model's log-density ({type(e).__name__})")
+    dom = model.domains[i]
+    return certify(slope, (dom.lo, dom.hi), group, kappa,
+                   lambda t: _draws_at(problem, adv, known, t, runs, settings), _scales(problem, [group]))
+
+
+def _kernel_slope(problem: Problem, i: int, outputs: int) -> float | None:
+    """κ = Σ_c |A_ci| / b_c: how fast the Laplace log-kernel at any y moves with X_i (None
+    unless the query is linear and every coordinate's noise continuous Laplace)."""
+    matrix = problem.query.matrix(problem.model.n)
+    scales = problem.mechanism.laplace_scales(outputs)
+    if matrix is None or scales is None:
+        return None
+    return float(np.sum(np.abs(np.atleast_2d(matrix)[:, i]) / scales))
+
+
+def _combine(certificates: list[Certificate]) -> Certificate | None:
+    """One adversary's certificate: the largest bound over its x_K, or the first refusal."""
+    if not certificates:
+        return None
+    refused = next((c for c in certificates if c.reason is not None), None)
+    if refused is not None:
+        return refused
+    return Certificate(max(c.upper for c in certificates), sum(c.anchors for c in certificates))
 
 
 def _scales(problem: Problem, groups: list[list[Draws]]) -> np.ndarray:
@@ -314,7 +372,9 @@ def _bound(problem: Problem, choice: Choice, settings: RunSettings) -> Adversary
     records = [run_diagnostics(run, d.expected()) for run, d in [*choice.runs, *zip(fresh, draws)]]
     diagnostics = {**summarise(records), **roles(settings, "conditioning event, every x_K and target value",
                                                  "the chosen witness's two events")}
-    diagnostics["pass_blocked"] = _pass_blocked(model, adv, choice.known_sets)
+    diagnostics["pass_blocked"] = _pass_blocked(model, adv, choice.known_sets, choice.certificate)
+    if choice.certificate is not None:
+        diagnostics["target_bound"] = _certificate_record(choice.certificate)
     if problem.mechanism.profile:
         return _profile_adversary(problem, choice, draws, diagnostics)
     peak, b = choice.peak, _scales(problem, choice.groups)
@@ -325,7 +385,9 @@ def _bound(problem: Problem, choice: Choice, settings: RunSettings) -> Adversary
     diagnostics.update(held)
     diagnostics["pass_blocked"] = diagnostics["pass_blocked"] or _grid_blocked(peak, len(b))
     if held:  # the upper bound's margin: the larger of the choosing runs' and the bounding runs' standard errors
-        upper = max(upper, value + Z95 * held["held_out_se"], held["held_out"])
+        certified = value if choice.certificate is None or choice.certificate.reason else max(
+            value, choice.certificate.upper)
+        upper = max(upper, certified + Z95 * held["held_out_se"], held["held_out"])
     return AdversaryLeakage(adv, value, witness, ci=(lower, upper), diagnostics=diagnostics, score=peak.value)
 
 
@@ -345,14 +407,23 @@ def _profile_adversary(problem: Problem, choice: Choice, draws: list[Draws], dia
                             profile=profile)
 
 
-def _pass_blocked(model: DependenceModel, adv: Adversary, known_sets) -> str | None:
-    """Why the upper bound cannot certify a pass: a continuum was sampled at finitely many points."""
-    if not isinstance(model.domains[adv.target], Finite):
-        return (f"target {model.names[adv.target]} is continuous and was compared on a grid of {GRID_POINTS} "
-                "values: the leakage between grid points is not bounded, so a pass cannot be earned")
+def _pass_blocked(model: DependenceModel, adv: Adversary, known_sets, certificate: Certificate | None) -> str | None:
+    """Why the upper bound cannot certify a pass: a continuum compared at finitely many points
+    without a bound between them (`cells`), or known values sampled."""
+    if not isinstance(model.domains[adv.target], Finite) and (certificate is None or certificate.reason):
+        why = certificate.reason if certificate is not None else "no bound between the values compared"
+        return (f"target {model.names[adv.target]} is continuous and was compared on a grid of values with no bound "
+                f"between them ({why}), so a pass cannot be earned")
     if len(known_sets) > 1 and not all(isinstance(model.domains[k], Finite) for k in adv.known):
         return "the known values x_K were sampled, not exhausted: a pass cannot be earned"
     return None
+
+
+def _certificate_record(certificate: Certificate) -> dict:
+    """The JSON record of a continuous target's bound over its domain."""
+    if certificate.reason is not None:
+        return {"certified": False, "reason": certificate.reason}
+    return {"certified": True, "plug_in_bound": certificate.upper, "target_values": certificate.anchors}
 
 
 def _grid_blocked(peak, outputs: int) -> str | None:

@@ -12,7 +12,8 @@ winner's curse), and an estimate's own MCSE is anticorrelated with its error (at
 draws carry most of the mixture: -0.61 on the household), so a bound with its own standard error
 missed 10.4% at 500 draws, with an independent one 5.0%. The point estimate is the plug-in
 supremum on the choosing runs; the upper bound adds 1.645 times the larger of its own standard
-error and the bounding runs' (the engine; approximate: the target grid and sampled x_K are
+error and the bounding runs' (the engine; approximate: a normal approximation; between a
+continuous target's values `cells` adds a certified slack where it applies; sampled x_K are
 finite). With several output coordinates the kernel is the product of the coordinates' Laplace
 kernels and the sup over y is `vector.pair_sup`'s.
 
