@@ -108,6 +108,7 @@ def test_given_pairs_are_the_ones_certified(independent, tmp_path):
     ([[[0, 0, 0]]], r"is not \[x, x'\]"),
     ([], "non-empty JSON list"),
     ([[["a", 0, 0], [0, 0, 1]]], "not a list of numbers"),
+    ([[[0, 0, 0], [0, 0, 1]]] * 65, "65 pairs change record 2; at most 64"),
 ])
 def test_bad_pairs_are_one_line(independent, pairs, match):
     with pytest.raises(InputError, match=match):
