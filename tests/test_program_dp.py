@@ -108,6 +108,7 @@ def test_given_pairs_are_the_ones_certified(independent, tmp_path):
     ([[[0, 0, 0]]], r"is not \[x, x'\]"),
     ([], "non-empty JSON list"),
     ([[["a", 0, 0], [0, 0, 1]]], "not a list of numbers"),
+    ([[[0, 0, 0], [0, 0, 1]]] * 65, "65 pairs change record 2; at most 64"),
 ])
 def test_bad_pairs_are_one_line(independent, pairs, match):
     with pytest.raises(InputError, match=match):
@@ -200,3 +201,36 @@ def test_a_program_is_a_lower_bound_in_every_view_under_every_notion(notion, kno
     assert "leakage>=" in repr(r) and "(a lower bound: certified for a program)" in repr(r)
     assert "leakage (lower bound)" in r._repr_html_() and "&ge;" in r._repr_html_()
     assert audit_text(r).splitlines()[2].startswith("leakage    >= ")
+
+
+# ---------------------------------------------------------------------------------------------- item 2: signs
+
+def test_sign_features_count_the_coordinates_above_their_medians():
+    from ddpbayes.engines.program.event import Features
+
+    x = np.column_stack([np.arange(200.0), np.arange(200.0) + 1])  # each value 1/200: none frequent (flagged)
+    f = Features.fit(x, signs=True)
+    assert np.allclose(f.medians, [99.5, 100.5]) and f.size == 1  # the medians of 0..199 and 1..200
+    x[:3, 1] = -1000.0  # a sentinel in coordinate 1 (3 of 200 rows: not frequent) ...
+    x[150:180, 1] = -1000.0  # ... now 33 of 200: flagged, and never counted as above
+    f = Features.fit(x, signs=True)
+    assert f.flags == [(1, -1000.0)] and np.allclose(f.medians, [99.5, np.median(np.r_[3:150, 180:200] + 1.0)])
+    out = f(x)
+    count = (np.arange(200) >= 100).astype(float) + ((np.arange(200) + 1 > f.medians[1]) & (x[:, 1] != -1000))
+    assert out.shape == (200, 2) and np.array_equal(out[:, 0], count) and np.array_equal(out[:, 1], x[:, 1] == -1000)
+    assert f.names() == ["#{y[j] > its median}", "[y[1] == -1000]"]
+    assert Features.fit(x).size == 3  # without signs: the two standardised coordinates and the flag
+
+
+@pytest.mark.slow
+def test_parallel_laplace_is_certified_below_its_epsilon():
+    """Ten Laplace(10) releases of one answer, shifted by 1: classic epsilon 10 x 1/10 = 1; the sign
+    classifier competes (several continuous coordinates) and the certificate stays below 1."""
+    from ddpbayes.engines.program.certify import certify
+
+    def draw(loc):
+        return lambda n, rng: loc + rng.laplace(0.0, 10.0, (n, 10))
+
+    values = [certify(draw(0.0), draw(1.0), n_search=20_000, n_check=40_000, confidence=0.9,
+                      rng=np.random.default_rng(seed)).eps_lcb for seed in range(3)]
+    assert max(values) <= 1.0 and min(values) > 0.2

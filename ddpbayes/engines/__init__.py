@@ -160,5 +160,5 @@ def passed_over(problem: Problem, chosen: Engine, declined: Mapping[str, str] | 
     return [f"auto chose the {chosen.name} engine, an estimate, because no exact engine applies (" + "; ".join(reasons) + ")"]
 
 
-__all__ = ["ENGINES", "certify_classic_dp", "AdversaryLeakage", "Curve", "Declined", "DependenceProfile", "Engine", "NoCurve", "Witness",
-           "engine_named", "merge_diagnostics", "passed_over", "select_engine"]
+__all__ = ["ENGINES", "AdversaryLeakage", "Curve", "Declined", "DependenceProfile", "Engine", "NoCurve", "Witness",
+           "certify_classic_dp", "engine_named", "merge_diagnostics", "passed_over", "select_engine"]

@@ -8,8 +8,8 @@ Nothing about its law is known: `black_box`. What the audit can do is `sample` i
 lower bound on its leakage (`engines/program`; classic dp: `engines/program/classic`); it has no
 kernel, no output space and no classic epsilon in closed form. `from_spec("program:FILE:NAME")`
 loads FILE (a Python file, relative to the working directory) and its function NAME; `program:NAME`
-reads NAME from the model file (its module passed in). The function runs as the user's code (`model.usercode`): an error in it is one line of
-bad input."""
+reads NAME from the model file (its module passed in). The function runs as the user's code
+(`model.usercode`): an error in it is one line of bad input."""
 
 from __future__ import annotations
 

@@ -30,7 +30,7 @@ from ddpbayes.problem import Adversary, Problem
 from ddpbayes.progress import Progress
 
 CONFIDENCE = 0.95  # of the audit's certified lower bound, all targets together
-MAX_PAIRS = 64  # candidate pairs per target (given or searched): each takes a share of the search sample
+MAX_PAIRS = 64  # pairs per target: more given are refused, searched ones beyond it dropped
 SEARCHED_BASES = 8  # searched: the others' values x_{-i}: all at the low end, all at the high end, and random ones
 ALL_PAIRS_UP_TO = 6  # searched: a finite target domain this small gives every pair of its values; else its ends
 MAX_PAIRS_BYTES = 16 * 2**20  # a --pairs file larger than this is refused before it is read
@@ -169,6 +169,10 @@ def classic_leakage(problem: Problem, targets: Sequence[int], given: str | Path 
             raise InputError(f"--pairs: a pair changes record {outside[0]}, which is not a --target")
         targets = sorted({p.target for p in pairs})
         by_target = {i: [p for p in pairs if p.target == i] for i in targets}
+        crowded = [i for i in targets if len(by_target[i]) > MAX_PAIRS]
+        if crowded:
+            raise InputError(f"--pairs: {len(by_target[crowded[0]])} pairs change record {crowded[0]}; at most "
+                             f"{MAX_PAIRS} per record (each takes a share of the search runs)")
     else:
         by_target = {i: searched_pairs(domains, i, np.random.default_rng([settings.seed, 43, i])) for i in targets}
     m = len(targets)

@@ -24,7 +24,10 @@ search score wins:
   on the first batch (`train_rows`: more rows for more coordinates), on the output coordinates
   standardised plus an indicator for each value that repeats often in a coordinate (sentinels,
   a coordinate's discrete values), and the event {score >= tau} (or <= tau the other way), tau
-  chosen over the score quantiles of the rest of the search sample.
+  chosen over the score quantiles of the rest of the search sample. With several continuous
+  coordinates a second classifier competes, on the flags and the count of coordinates above
+  their medians (`Features` with signs): a threshold on it is a sign test's event, those of
+  parallel compositions of heavy-tailed noise (twenty Laplace releases of one answer).
 
 Every candidate is scored by `conservative_log_ratio`: the bound it would get on a check sample
 of n_target draws per side, from the search sample's pessimistic proportions (Wilson bounds at a
@@ -56,7 +59,9 @@ COARSE_DISTINCT = 1000  # continuous outputs: a coarse histogram when its cells 
 BOTH_DISTINCT = 40  # discrete outputs with more distinct rows than this: the classifier too
 CHOOSE_ALPHAS = (0.05, 0.25, 0.5)  # with n_target: the pessimism levels candidates are chosen at (one each)
 SCORE_ALPHA = 0.25  # ... and the level a candidate is scored at on the other half
-CLASSIFIER_ALPHA = 0.05  # the classifier's thresholds: chosen and scored on all its batches at this level
+CLASSIFIER_ALPHA = 0.05  # the classifier's thresholds: chosen and scored on all its batches at this level ...
+FEW_THRESHOLDS = 64  # ... or at SCORE_ALPHA when its score takes at most this many values (a count: the
+# best of few thresholds is hardly lucky, and at 0.05 the search's pessimism pushes rare events out)
 
 Draw = Callable[[int, np.random.Generator], np.ndarray]
 
@@ -134,16 +139,22 @@ class RowSet(Event):
 @dataclass
 class Features:
     """Output coordinates standardised (the values that have indicators replaced by the mean of
-    the others first), then one 0/1 indicator per (coordinate, frequent value)."""
+    the others first), then one 0/1 indicator per (coordinate, frequent value). With `signs`, the
+    standardised coordinates are replaced by one count: of the continuous coordinates above their
+    medians (`medians`, of their other values), the sign test's statistic — for several
+    coordinates of heavy-tailed noise (a parallel composition of Laplace releases) the likelihood
+    ratio is nearly a function of that count, not of the sum a linear score on the values gives."""
 
     mean: np.ndarray  # (d,)
     scale: np.ndarray  # (d,); 0 drops the coordinate (constant once its flagged values are out)
     flags: list[tuple[int, float]]
+    medians: np.ndarray | None = None  # (d,) with `signs`: nan where the coordinate is dropped
 
     @classmethod
-    def fit(cls, x: np.ndarray) -> Features:
+    def fit(cls, x: np.ndarray, signs: bool = False) -> Features:
         n, d = x.shape
         flags, mean, scale = [], np.zeros(d), np.zeros(d)
+        medians = np.full(d, np.nan) if signs else None
         for j in range(d):
             values, counts = np.unique(x[:, j], return_counts=True)
             order = np.argsort(-counts, kind="stable")[:MAX_FLAGS]
@@ -156,13 +167,17 @@ class Features:
             m = headroom(rest)
             if len(rest) > 1 and np.std(rest / m) > 0:
                 mean[j], scale[j] = m * np.mean(rest / m), m * np.std(rest / m)
-        return cls(mean, scale, flags)
+                if signs:
+                    medians[j] = m * np.median(rest / m)
+        return cls(mean, scale, flags, medians)
 
     @property
     def size(self) -> int:
-        return int(np.count_nonzero(self.scale)) + len(self.flags)
+        return (1 if self.medians is not None else int(np.count_nonzero(self.scale))) + len(self.flags)
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
+        if self.medians is not None:
+            return self._signs(x)
         keep = np.flatnonzero(self.scale)
         out = np.empty((len(x), self.size))
         cont = x[:, keep].copy()
@@ -177,9 +192,25 @@ class Features:
             out[:, len(keep) + i] = x[:, j] == v
         return out
 
+    def _signs(self, x: np.ndarray) -> np.ndarray:
+        """The count of continuous coordinates above their medians (a flagged value counts as not
+        above), then the flags."""
+        out = np.empty((len(x), self.size))
+        keep = np.flatnonzero(self.scale)
+        above = x[:, keep] > self.medians[keep]
+        for j, v in self.flags:
+            if self.scale[j]:
+                above[x[:, j] == v, int(np.searchsorted(keep, j))] = False
+        out[:, 0] = above.sum(axis=1)
+        for i, (j, v) in enumerate(self.flags):
+            out[:, 1 + i] = x[:, j] == v
+        return out
+
     def names(self) -> list[str]:
-        return [f"z(y[{j}])" for j in np.flatnonzero(self.scale)] + [f"[y[{j}] == {_fmt_value(v)}]"
-                                                                    for j, v in self.flags]
+        flags = [f"[y[{j}] == {_fmt_value(v)}]" for j, v in self.flags]
+        if self.medians is not None:
+            return ["#{y[j] > its median}"] + flags
+        return [f"z(y[{j}])" for j in np.flatnonzero(self.scale)] + flags
 
 
 @dataclass
@@ -500,9 +531,9 @@ class Scorer:
 class _Classifier:
     """The logistic score trained on the first batch; scores of the later batches kept per side."""
 
-    def __init__(self, a: np.ndarray, b: np.ndarray):
+    def __init__(self, a: np.ndarray, b: np.ndarray, signs: bool = False):
         x = np.concatenate([a, b])
-        features = Features.fit(x)
+        features = Features.fit(x, signs)
         f = features(x)
         y = np.concatenate([np.ones(len(a)), np.zeros(len(b))])
         weights, bias = logistic_fit(f, y, l2=1e-3 / max(1.0, len(x) / 2e5))
@@ -537,12 +568,13 @@ class _Classifier:
         ge_b = len(sb) - np.searchsorted(sb, cand, "left")
         le_a = np.searchsorted(sa, cand, "right")
         le_b = np.searchsorted(sb, cand, "right")
+        level = SCORE_ALPHA if len(cand) <= FEW_THRESHOLDS else CLASSIFIER_ALPHA
         best = None
         for direction, above, kn, kd, nn, nd in (("a", True, ge_a, ge_b, len(sa), len(sb)),
                                                  ("b", False, le_b, le_a, len(sb), len(sa)),
                                                  ("b", True, ge_b, ge_a, len(sb), len(sa)),
                                                  ("a", False, le_a, le_b, len(sa), len(sb))):
-            s = conservative_log_ratio(kn, nn, kd, nd, alpha, n_target, CLASSIFIER_ALPHA)
+            s = conservative_log_ratio(kn, nn, kd, nd, alpha, n_target, level)
             i = int(np.argmax(s))
             if best is None or s[i] > best.score:
                 ka, kb = (kn[i], kd[i]) if direction == "a" else (kd[i], kn[i])
@@ -588,6 +620,8 @@ class Search:
                 self.families.append(coarse)
         if not self.families or len(rows) > BOTH_DISTINCT:
             self.families.append(_Classifier(first_a, first_b))
+            if np.count_nonzero(self.families[-1].features.scale) >= 2:  # several continuous coordinates
+                self.families.append(_Classifier(first_a, first_b, signs=True))
 
     @property
     def family(self):
