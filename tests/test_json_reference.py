@@ -54,6 +54,11 @@ UNREACHABLE = {
     **{("json-diagnostics", f"target_bound{key}"): "only a sampling audit of a continuous target emits it (MCMC: "
                                                      "tests/test_sampling_continuous.py)"
        for key in ("", ".certified", ".plug_in_bound", ".target_values", ".reason")},
+    ("json-diagnostics", "sampler"): "every MCMC estimate has it, but the fast documents' estimates are summed "
+                                     "exactly and the shipped reports' results.json predate it "
+                                     "(tests/test_sampling_modes.py's slow test checks it)",
+    ("json-diagnostics", "smc"): "SMC runs only when NUTS chains disagree, which no fast built-in does "
+                                 "(tests/test_sampling_modes.py's slow test checks the record)",
     ("json-information-target", "dp_note"): "a note on the dp bound comes only from a user's Mechanism subclass: the "
                                             "built-in mechanisms with information measures have exact dp levels",
 }

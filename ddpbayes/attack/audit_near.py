@@ -29,7 +29,7 @@ from ddpbayes.settings import RunSettings
 
 CLAIM = 1.0  # ε of the release audited; the leakage is linear in ε for the CAR only
 COORDINATES = ("x", "y")
-DIAGNOSTICS = ("ok", "rhat_max", "ess_bulk_min", "divergences", "runs", "samplers", "pass_blocked")
+DIAGNOSTICS = ("ok", "rhat_max", "ess_bulk_min", "divergences", "runs", "samplers", "sampler", "smc", "pass_blocked")
 
 
 def ego_query(partition: Partition, members: np.ndarray) -> tuple[LinearRows, list[tuple[int, int]]]:

@@ -127,6 +127,15 @@ class Conditioned:
         scored.sort(key=lambda s: (-s[0], s[1]))
         return [scored[k % len(scored)][2] for k in range(chains)], confined
 
+    def prior_draws(self, seed: int, candidates: int = 256, feasible: bool = False) -> list[dict]:
+        """The prior draws starting points are chosen from (free variables' values, seeded); with
+        `feasible`, only those the current event allows, best-scoring first."""
+        with rejected_parameters():
+            points = self._prior_candidates(seed, candidates)
+            if not feasible:
+                return points
+            return [p for _, _, p in sorted(self._score(points), key=lambda s: (-s[0], s[1]))]
+
     def _prior_candidates(self, seed: int, candidates: int) -> list[dict]:
         key = (seed, candidates)
         if key not in self._candidates:

@@ -32,7 +32,7 @@ from ddpbayes.engines.sampling.estimate import Z95, Draws, Peak, bound, choose
 from ddpbayes.engines.sampling.posterior import posterior_leakage
 from ddpbayes.engines.sampling.profile import Found, profile_estimate, scalar_groups, worst_pair
 from ddpbayes.engines.sampling.summed import exact_dependence, summed_leakage, summing_engine
-from ddpbayes.engines.sampling.runs import Run, bounding, roles, sample_event, sample_events, summarise, sums
+from ddpbayes.engines.sampling.runs import Run, bounding, roles, sample_event, sample_events, settled, summarise, sums
 from ddpbayes.engines.sampling.slope import Slope, Uncertified
 from ddpbayes.errors import InputError
 from ddpbayes.model import DependenceModel, Finite
@@ -149,8 +149,13 @@ def _each(fn: Callable[[T], U], items: Sequence[T], settings: RunSettings, phase
 def _query_draws(problem: Problem, witness: Witness, t: float) -> Draws:
     """The query's draws given X_i = t and the witness's x_K (the cached choosing run)."""
     known = witness.known_values or {}
-    run = sample_event(problem.model, {**known, witness.adversary.target: t}, problem.settings)
-    return Draws(known, t, query_values(problem, run), run.logw)
+    run = _run(problem, {**known, witness.adversary.target: t}, problem.settings)
+    return Draws(known, t, query_values(problem, run), run.logw, run.groups)
+
+
+def _run(problem: Problem, event: dict[int, float], settings: RunSettings) -> Run:
+    """The event's run (cached): NUTS's, or SMC's when the NUTS chains disagreed on the query (`runs.settled`)."""
+    return settled(problem.model, event, settings, lambda run: query_values(problem, run))
 
 
 def query_values(problem: Problem, run: Run) -> np.ndarray:
@@ -313,10 +318,10 @@ def _draws_at(problem: Problem, adv: Adversary, known: dict, t: float, runs: lis
     """The query's draws given X_i = t and x_K (the run recorded for the diagnostics), or None
     when the event is impossible."""
     try:
-        run = sample_event(problem.model, {**known, adv.target: t}, settings)
+        run = _run(problem, {**known, adv.target: t}, settings)
     except ImpossibleEvent:
         return None
-    draws = Draws(known, t, query_values(problem, run), run.logw)
+    draws = Draws(known, t, query_values(problem, run), run.logw, run.groups)
     runs.append((run, draws))
     return draws
 
@@ -367,8 +372,8 @@ def _bound(problem: Problem, choice: Choice, settings: RunSettings) -> Adversary
     """The chosen witness bounded on fresh runs of its two events (`bounding`)."""
     adv, model = choice.adversary, problem.model
     events = choice.witness_events()
-    fresh = [sample_event(model, e, bounding(settings)) for e in events] if events else []
-    draws = [Draws(e, e[adv.target], query_values(problem, r), r.logw) for e, r in zip(events or (), fresh)]
+    fresh = [_run(problem, e, bounding(settings)) for e in events] if events else []
+    draws = [Draws(e, e[adv.target], query_values(problem, r), r.logw, r.groups) for e, r in zip(events or (), fresh)]
     records = [run_diagnostics(run, d.expected()) for run, d in [*choice.runs, *zip(fresh, draws)]]
     diagnostics = {**summarise(records), **roles(settings, "conditioning event, every x_K and target value",
                                                  "the chosen witness's two events")}

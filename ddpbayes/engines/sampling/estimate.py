@@ -49,6 +49,7 @@ class Draws:
     t: float
     q: np.ndarray
     logw: np.ndarray | None = None
+    groups: int = 1  # SMC: independent runs per chain, end to end along the draws (`runs.Run.groups`)
 
     @property
     def chains(self) -> int:
@@ -56,7 +57,8 @@ class Draws:
 
     def part(self, chains: slice) -> Draws:
         """The draws of some of the chains."""
-        return Draws(self.known, self.t, self.q[chains], None if self.logw is None else self.logw[chains])
+        return Draws(self.known, self.t, self.q[chains], None if self.logw is None else self.logw[chains],
+                     self.groups)
 
     def mixture(self) -> tuple[np.ndarray, np.ndarray]:
         """The estimated law of the query: distinct points (M, C) and their log-weights (M,),
@@ -100,7 +102,8 @@ class Draws:
         stream = zlib.crc32(repr((sorted(self.known.items()), self.t)).encode())  # events draw independently
         u = np.random.default_rng([seed, stream]).random(w.shape[:2]) * cum[..., -1]
         k = np.minimum((cum < u[..., None]).sum(axis=-1), w.shape[-1] - 1)
-        return Draws(self.known, self.t, np.take_along_axis(self.q, k[..., None, None], axis=2)[:, :, 0])
+        return Draws(self.known, self.t, np.take_along_axis(self.q, k[..., None, None], axis=2)[:, :, 0],
+                     groups=self.groups)
 
 
 @dataclass(frozen=True)
@@ -140,12 +143,24 @@ def ratio_at(first: Draws, second: Draws, y: tuple[float, ...], b: np.ndarray) -
         mean = float(k.mean())
         est += sign * (math.log(mean) + top)
         if np.ptp(k) > 0:
-            with quiet_arviz():
-                se = float(np.ravel(az.mcse(k))[0])
-            if not math.isfinite(se):  # ArviZ gives nan when k varies at rounding level: use its range
-                se = float(np.ptp(k))
+            se = _between_runs(k, d.groups) if d.groups > 1 else _mcse(k)
             var += (se / mean) ** 2
     return est, math.sqrt(var)
+
+
+def _mcse(k: np.ndarray) -> float:
+    """ArviZ's MCSE of the mean of MCMC draws k (chains, draws)."""
+    with quiet_arviz():
+        se = float(np.ravel(az.mcse(k))[0])
+    return se if math.isfinite(se) else float(np.ptp(k))  # ArviZ gives nan when k varies at rounding level
+
+
+def _between_runs(k: np.ndarray, groups: int) -> float:
+    """The standard error of the mean of SMC particles k (chains, groups × particles) from the spread
+    of its independent runs' means: particles of one run share ancestors through resampling, and a
+    run's mode weights are one random quantity for all its particles, which their own spread misses."""
+    means = k.reshape(k.shape[0] * groups, -1).mean(axis=1)
+    return float(np.std(means, ddof=1) / math.sqrt(len(means)))
 
 
 def choose(groups: list[list[Draws]], b: np.ndarray) -> tuple[Peak, tuple[float, float]]:

@@ -1,0 +1,111 @@
+"""Across modes (issue #42.1): chains that disagree are detected, and the event is drawn again by SMC.
+
+Expected values come from math written here: the two-mode model's leakage by one-dimensional
+quadrature of the mixture's moments; the detection on chains drawn here from known laws.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pymc as pm
+import pytest
+from scipy import integrate, special, stats
+
+from ddpbayes import DependenceModel, audit
+from ddpbayes.engines.sampling.estimate import Draws, ratio_at
+from ddpbayes.engines.sampling.runs import disagreement
+
+
+def test_chains_in_different_modes_disagree_and_mixed_chains_do_not():
+    """Two chains at N(-10, 1) and N(10, 1): R-hat far above 1.01. Four chains of one N(0, 1): no
+    disagreement. Two long chains 0.08 apart (R-hat below 1.01, but each mean's standard error is
+    1/sqrt(20,000) = 0.0071, so 8 standard errors apart): their means are separated."""
+    rng = np.random.default_rng(42)
+    apart = np.stack([rng.normal(-10, 1, 500), rng.normal(10, 1, 500)])[..., None]
+    why, rhat = disagreement(apart)
+    assert rhat > 1.5 and why.startswith("NUTS chains disagreed: R-hat")
+    assert disagreement(rng.normal(0, 1, (4, 500, 1))) is None
+    shifted = np.stack([rng.normal(0, 1, 20_000), rng.normal(0.08, 1, 20_000)])[..., None]
+    why, rhat = disagreement(shifted)
+    assert rhat <= 1.01 and "chain means" in why
+    assert disagreement(apart[:1]) is None  # one chain cannot disagree
+    constant = np.stack([np.zeros(2000), np.ones(2000)])[..., None]  # the second output: each chain constant, apart
+    assert disagreement(np.concatenate([rng.normal(0, 1, (2, 2000, 1)), constant], axis=-1))[1] > 1.5
+
+
+def test_smc_standard_error_comes_from_the_spread_between_runs():
+    """Draws of SMC (groups > 1): the log-ratio's standard error is the spread of the independent runs'
+    means over sqrt(runs), by the delta method; written out here for runs whose particles are
+    constant within a run (their own spread is zero, the runs' is not)."""
+    means = np.array([1.0, 1.2, 0.9, 1.1, 1.0, 0.8, 1.3, 1.0])
+    q = np.repeat(means, 50).reshape(2, 4 * 50, 1)  # 2 chains of 4 runs of 50 identical particles
+    smc = Draws({}, 0.0, q, groups=4)
+    flat = Draws({}, 1.0, np.zeros((2, 200, 1)), groups=4)
+    est, se = ratio_at(smc, flat, (50.0,), np.ones(1))  # y far right: the kernel is e^{(q - y)}
+    k = np.exp(means)
+    assert est == pytest.approx(math.log(k.mean()) - 0.0, abs=1e-12)
+    assert se == pytest.approx(np.std(k, ddof=1) / math.sqrt(8) / k.mean(), rel=1e-12)
+
+
+def _two_modes() -> DependenceModel:
+    """mu ~ 0.5 N(-10, 1) + 0.5 N(10, 1) (through s ~ Bernoulli(1/2), summed out); X_0, X_1 ~
+    Bernoulli(sigmoid(mu / 4)) given mu."""
+    with pm.Model() as m:
+        s = pm.Bernoulli("s", 0.5)
+        mu = pm.Normal("mu", -10 + 20 * s, 1.0)
+        for k in range(2):
+            pm.Bernoulli(f"x{k}", pm.math.sigmoid(mu / 4))
+    return DependenceModel(m, tuples=["x0", "x1"])
+
+
+def _two_modes_truth(b: float = 1.0) -> float:
+    """idp of X_0 under count + Laplace(b): P(X_1 | X_0) from E[p^a (1 - p)^c] by quadrature over the
+    mixture, then the log-ratio of the two Laplace mixtures at its breakpoints y = 0, 1, 2 and y -> ±inf."""
+    def moment(a: int, c: int) -> float:
+        def f(u: float) -> float:
+            return (0.5 * (stats.norm.pdf(u, -10, 1) + stats.norm.pdf(u, 10, 1)) * special.expit(u / 4) ** a
+                    * special.expit(-u / 4) ** c)
+        return integrate.quad(f, -30, 30, points=[-10, 10], epsabs=1e-13, limit=200)[0]
+
+    law = {x0: np.array([moment(x0 + x1, 2 - x0 - x1) for x1 in (0, 1)]) for x0 in (0, 1)}
+    law = {x0: w / w.sum() for x0, w in law.items()}
+
+    def density(y: float, x0: int) -> float:
+        return sum(law[x0][x1] * math.exp(-abs(y - x0 - x1) / b) for x1 in (0, 1))
+
+    def tail(x0: int, sign: int) -> float:  # L(y | x0) e^{sign y / b} as y -> sign ∞
+        return sum(law[x0][x1] * math.exp(sign * (x0 + x1) / b) for x1 in (0, 1))
+
+    best = 0.0
+    for t, u in ((0, 1), (1, 0)):
+        best = max([best] + [math.log(density(y, t) / density(y, u)) for y in (0.0, 1.0, 2.0)]
+                   + [math.log(tail(t, s) / tail(u, s)) for s in (1, -1)])
+    return best
+
+
+@pytest.mark.slow
+def test_two_far_apart_modes_are_crossed_by_smc_and_the_verdict_is_earned():
+    """Given X_0 the posterior of mu has modes 20 prior SDs apart (weights 0.86/0.14): chains
+    started apart never meet (R-hat ~1.8), so the engine draws every event by SMC; the interval
+    brackets the quadrature (1.686150) and a claim 0.15 above it passes, 0.15 below it fails.
+    (Without the switch, or with both chains started in the heavier mode, the answer was 1.825
+    with an interval [1.823, 1.826] and a wrong pass at truth + 0.15 - 0.01.)"""
+    truth = _two_modes_truth()
+    assert truth == pytest.approx(1.686150, abs=1e-6)
+    model = _two_modes()
+    above = audit(model, "count", "laplace", "idp", scale=1.0, targets=[0], engine="sampling", seed=0,
+                  claim=truth + 0.15)
+    d = above.diagnostics
+    assert d["sampler"].startswith("smc (NUTS chains disagreed: R-hat") and d["samplers"] == ["smc+summed 4"]
+    assert d["smc"]["beta_min"] == 1.0 and d["smc"]["runs"] == 4 and d["ok"] and d["rhat_max"] <= 1.01
+    lo, hi = above.ci
+    assert lo <= truth <= hi and hi - lo < 0.1
+    assert above.verdict == "pass"
+    below = audit(model, "count", "laplace", "idp", scale=1.0, targets=[0], engine="sampling", seed=0,
+                  claim=truth - 0.15)  # the runs are cached on the model: same draws, another claim
+    assert below.verdict == "fail" and below.ci == above.ci
+    again = audit(_two_modes(), "count", "laplace", "idp", scale=1.0, targets=[0], engine="sampling", seed=0,
+                  claim=truth + 0.15)  # a fresh model: every run drawn again, the same seed
+    assert again.ci == above.ci and again.diagnostics == above.diagnostics
