@@ -95,7 +95,7 @@ def test_ends_kept_as_axes_equal_enumeration(seed):
     graph, factors = _random_path(rng, n, k, spread=rng.choice([0.5, 3.0]), zeros=rng.choice([0.0, 0.2]))
     contribution = [rng.integers(-2, 4, size=k) for _ in range(n)]
     path = path_of(graph)
-    ends = [v for v in (path.order[0], path.order[-1])]
+    ends = [path.order[0], path.order[-1]]
     target = int(rng.choice([v for v in range(n) if v not in ends] or ends[1:]))
     kept = [v for v in ends if v != target and rng.random() < 0.8]
     rng.shuffle(kept)
@@ -149,6 +149,6 @@ def test_the_600_nat_rule(n, cost, answered):
 def test_not_a_path():
     star = FactorGraph([2] * 4, [np.arange(2)] * 4, [_factor((0, j), np.zeros((2, 2))) for j in (1, 2, 3)])
     cycle = FactorGraph([2] * 3, [np.arange(2)] * 3, [_factor((j, (j + 1) % 3), np.zeros((2, 2))) for j in range(3)])
-    apart = FactorGraph([2] * 4, [np.arange(2)] * 4, [_factor((0, 1), np.zeros((2, 2))), _factor((2, 3), np.zeros((2, 2)))])
+    apart = FactorGraph([2] * 4, [np.arange(2)] * 4, [_factor(s, np.zeros((2, 2))) for s in ((0, 1), (2, 3))])
     triple = FactorGraph([2] * 3, [np.arange(2)] * 3, [_factor((0, 1, 2), np.zeros((2, 2, 2)))])
     assert all(path_of(g) is None for g in (star, cycle, apart, triple))
