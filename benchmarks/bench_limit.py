@@ -1,7 +1,10 @@
 """Speed to the limit (issue #29): ddpbayes against hand-written references, in one process per case.
 
 Each case runs in a fresh Python process: ddpbayes (after its import) and an independent reference that
-imports nothing of ddpbayes (benchmarks/limit_refs/), best of `--repeat` runs each, and prints the ratio.
+imports nothing of ddpbayes (benchmarks/limit_refs/), best of `--repeat` runs each, and prints the ratio. Times are
+process CPU seconds (a shared machine's wall clock is not ddpbayes's). "Cold" (first_s) is the process's first
+audit after loading the model, the factor tables built inside it, with the objects loaded so far moved out of the
+garbage collector's reach as the command line does (`gc.freeze`, DESIGN §2.4); "warm" (ours_s) the audit again.
 
     chain1000     binary chain (models/markov_chain.py, p01 = p10 = 0.2) n = 1000, count, Laplace b = 1, idp
                   of every target: the audit after loading (first: the factor tables included; again: cached)
@@ -15,7 +18,8 @@ imports nothing of ddpbayes (benchmarks/limit_refs/), best of `--repeat` runs ea
     varying400    a chain whose transitions change every day (bench_varying.py: a weekly and a seasonal wave), n = 400,
                   count, idp of every target, built and audited, against the same chain with one fixed transition
     varying1000   the same chains at T = 1000, continual release (randomized response epsilon = 1)
-    ddp365        ddp on models/markov_chain.py n = 365 (count, Laplace epsilon = 1), every target
+    ddp365        ddp on models/markov_chain.py n = 365 (count, Laplace epsilon = 1), every target, cold, against
+                  idp of the same chain cold (another fresh process)
     vector10000   models/vector_chain.py (one DiscreteMarkovChain vector variable) at n = 10,000: load_model
     cli1000       the whole `ddpbayes audit` process on the 1000-day chain above the floor, a fresh `import pymc`
                   (limit_cli.py)
@@ -27,6 +31,7 @@ imports nothing of ddpbayes (benchmarks/limit_refs/), best of `--repeat` runs ea
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import math
 import os
@@ -42,13 +47,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def _best(fn, repeat: int) -> tuple[float, object]:
-    """The fastest of `repeat` calls of fn, and its last result."""
+    """The fewest CPU seconds of `repeat` calls of fn, and its last result."""
     best, out = math.inf, None
     for _ in range(repeat):
-        start = time.perf_counter()
+        start = time.process_time()
         out = fn()
-        best = min(best, time.perf_counter() - start)
+        best = min(best, time.process_time() - start)
     return best, out
+
+
+def _load(path: Path, params: dict) -> tuple[float, object]:
+    """`load_model` timed, then what the process holds frozen out of the collector's reach, as the command line
+    does after loading (`cli.args.load_model_of`)."""
+    import ddpbayes  # noqa: PLC0415
+
+    load_s, model = _best(lambda: ddpbayes.load_model(path, params), 1)
+    gc.freeze()
+    return load_s, model
 
 
 def _binary_chain(n: int, stay: float) -> tuple:
@@ -73,9 +88,7 @@ def case_chain(n: int, repeat: int) -> dict:
     from limit_refs.chain import chain_leakage  # noqa: PLC0415
 
     import_s = _import_ddpbayes()
-    start = time.perf_counter()
-    model = ddpbayes.load_model(MODELS / "markov_chain.py", {"n": n})
-    load_s = time.perf_counter() - start
+    load_s, model = _load(MODELS / "markov_chain.py", {"n": n})
 
     def run():
         return ddpbayes.audit(model, "count", "laplace", "idp", epsilon=1.0, information=None)
@@ -98,7 +111,7 @@ def case_three(repeat: int) -> dict:
 
     import_s = _import_ddpbayes()
     n, stay = 1000, 0.7
-    load_s, model = _best(lambda: ddpbayes.load_model(MODELS / "categorical_chain.py", {"n": n}), 1)
+    load_s, model = _load(MODELS / "categorical_chain.py", {"n": n})
 
     def run():
         return ddpbayes.audit(model, "sum", "laplace", "idp", epsilon=1.0, targets=[500], information=None)
@@ -132,7 +145,7 @@ def case_tpl(repeat: int) -> dict:
 
     import_s = _import_ddpbayes()
     n = 1000
-    model = ddpbayes.load_model(MODELS / "markov_chain.py", {"n": n})
+    load_s, model = _load(MODELS / "markov_chain.py", {"n": n})
 
     def run():
         return ddpbayes.audit(model, "identity", "randomized_response", "idp", epsilon=1.0, information=None)
@@ -141,8 +154,8 @@ def case_tpl(repeat: int) -> dict:
     ours_s, result = _best(run, repeat)
     ref_s, ref = _best(lambda: tpl_reference(0.2, 0.2, 1.0, n), repeat)
     ours = np.array(result.per_target, dtype=float)
-    return {"import_s": import_s, "first_s": first_s, "ours_s": ours_s, "ref_s": ref_s, "leakage": result.leakage,
-            "max_abs_diff": float(np.max(np.abs(ours - np.asarray(ref))))}
+    return {"import_s": import_s, "load_s": load_s, "first_s": first_s, "ours_s": ours_s, "ref_s": ref_s,
+            "leakage": result.leakage, "max_abs_diff": float(np.max(np.abs(ours - np.asarray(ref))))}
 
 
 def case_varying(key: str, repeat: int) -> dict:
@@ -158,14 +171,20 @@ def case_varying(key: str, repeat: int) -> dict:
             "leakage_varying": varying[1]}
 
 
-def case_ddp(repeat: int) -> dict:
+def case_ddp(notion: str) -> dict:
+    """The first audit (cold) of `notion` on the 365-day chain; for ddp, idp's cold audit from another fresh
+    process beside it."""
     import ddpbayes  # noqa: PLC0415
 
     import_s = _import_ddpbayes()
-    model = ddpbayes.load_model(MODELS / "markov_chain.py", {"n": 365})
-    ours_s, result = _best(lambda: ddpbayes.audit(model, "count", "laplace", "ddp", epsilon=1.0, information=None),
+    load_s, model = _load(MODELS / "markov_chain.py", {"n": 365})
+    ours_s, result = _best(lambda: ddpbayes.audit(model, "count", "laplace", notion, epsilon=1.0, information=None),
                            1)
-    return {"import_s": import_s, "ours_s": ours_s, "leakage": result.leakage}
+    out = {"import_s": import_s, "load_s": load_s, "ours_s": ours_s, "leakage": result.leakage}
+    if notion == "ddp":
+        idp = child("idp365", 1)
+        out.update(idp_s=idp["ours_s"], idp_leakage=idp["leakage"])
+    return out
 
 
 def case_vector(repeat: int) -> dict:
@@ -191,19 +210,21 @@ CASES = {
     "tpl1000": case_tpl,
     "varying400": lambda r: case_varying("count400", r),
     "varying1000": lambda r: case_varying("tpl1000", r),
-    "ddp365": case_ddp,
+    "ddp365": lambda r: case_ddp("ddp"),
+    "idp365": lambda r: case_ddp("idp"),
     "vector10000": case_vector,
     "cli1000": case_cli,
 }
-TARGETS = {  # ratio of ddpbayes's time to the reference's at most (issue #29), or a bound in its own unit
-    "chain1000": ("ours_s / ref_s", 3.0),
+TARGETS = {  # ratio of ddpbayes's time to the reference's at most (issues #29, #44), or a bound in its own unit
+    "chain1000": ("first_s / ref_s", 3.0),
     "three1000": ("ours_s / ref_s", 3.0),
     "chain5000": ("ours_s / ref_s", 1.0),
     "memory10000": ("peak_rss_mb / 1024", 1.0),
     "tpl1000": ("ours_s / ref_s", 3.0),
     "varying400": ("varying_s / fixed_s", 2.0),
     "varying1000": ("varying_s / fixed_s", 2.0),
-    "ddp365": ("ours_s", 5.0),
+    "ddp365": ("ours_s / idp_s", 10.0),
+    "idp365": ("ours_s", 5.0),
     "vector10000": ("load_s", 1.0),
     "cli1000": ("above_floor_s", 2.0),
 }

@@ -12,7 +12,7 @@ import pytest
 from scipy.special import logsumexp
 
 from ddpbayes.engines.structured.graph import FactorGraph
-from ddpbayes.engines.structured.pathsum import path_laws, path_of
+from ddpbayes.engines.structured.pathsum import path_laws, path_of, path_table
 from ddpbayes.engines.structured.potential import Potential
 
 
@@ -38,24 +38,26 @@ def _random_path(rng, n: int, k: int, spread: float, zeros: float):
     return graph, factors
 
 
-def _brute(n: int, k: int, factors, contribution, v: int) -> tuple[np.ndarray, int]:
-    """log Σ over every configuration of Π factors, by (x_v, Σ_{j≠v} c_j(x_j)), with the smallest sum's offset."""
-    low = sum(int(c.min()) for j, c in enumerate(contribution) if j != v)
-    high = sum(int(c.max()) for j, c in enumerate(contribution) if j != v)
+def _brute(n: int, k: int, factors, contribution, v: int, kept: tuple[int, ...] = ()) -> tuple[np.ndarray, int]:
+    """log Σ over every configuration of Π factors, by (x_v, x_kept..., Σ_{j≠v, j∉kept} c_j(x_j)), with the
+    smallest sum's offset."""
+    summed = [j for j in range(n) if j != v and j not in kept]
+    low = sum(int(contribution[j].min()) for j in summed)
+    high = sum(int(contribution[j].max()) for j in summed)
     terms: dict = {}
     for x in itertools.product(range(k), repeat=n):
         logp = sum(float(t[tuple(x[u] for u in s)]) for s, t in factors)
-        s = sum(int(contribution[j][x[j]]) for j in range(n) if j != v)
-        terms.setdefault((x[v], s - low), []).append(logp)
-    out = np.full((k, high - low + 1), -np.inf)
-    for (t, s), values in terms.items():
-        out[t, s] = logsumexp(values)
+        s = sum(int(contribution[j][x[j]]) for j in summed)
+        terms.setdefault((x[v], *(x[j] for j in kept), s - low), []).append(logp)
+    out = np.full((k, *(k for _ in kept), high - low + 1), -np.inf)
+    for at, values in terms.items():
+        out[at] = logsumexp(values)
     return out, low
 
 
 def _dense(table: np.ndarray, offset: int, low: int, length: int) -> np.ndarray:
-    out = np.full((table.shape[0], length), -np.inf)
-    out[:, offset - low:offset - low + table.shape[1]] = table
+    out = np.full((*table.shape[:-1], length), -np.inf)
+    out[..., offset - low:offset - low + table.shape[-1]] = table
     return out
 
 
@@ -82,6 +84,32 @@ def test_random_paths_equal_enumeration(seed):
         assert law.scope == (v,)
         assert law.offset >= low and law.offset + law.length <= low + want.shape[1]
         assert _close(_dense(law.table, law.offset, low, want.shape[1]), want)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_ends_kept_as_axes_equal_enumeration(seed):
+    """A ddp adversary's boundary days: the path's ends kept as axes of the target's table (`path_table`, in the
+    order asked), their contributions not added."""
+    rng = np.random.default_rng(100 + seed)
+    n, k = int(rng.integers(2, 8)), int(rng.choice([2, 3]))
+    graph, factors = _random_path(rng, n, k, spread=rng.choice([0.5, 3.0]), zeros=rng.choice([0.0, 0.2]))
+    contribution = [rng.integers(-2, 4, size=k) for _ in range(n)]
+    path = path_of(graph)
+    ends = [path.order[0], path.order[-1]]
+    target = int(rng.choice([v for v in range(n) if v not in ends] or ends[1:]))
+    kept = [v for v in ends if v != target and rng.random() < 0.8]
+    rng.shuffle(kept)
+    found = path_table(path, contribution, target, kept)
+    assert found is not None
+    table, offset = found
+    want, low = _brute(n, k, factors, contribution, target, tuple(kept))
+    assert table.shape[:-1] == want.shape[:-1]
+    assert _close(_dense(table, offset, low, want.shape[-1]), want)
+
+
+def test_a_kept_slot_inside_the_path_is_not_taken():
+    graph = FactorGraph([2] * 4, [np.arange(2)] * 4, [_factor((j, j + 1), np.zeros((2, 2))) for j in range(3)])
+    assert path_table(path_of(graph), [np.arange(2)] * 4, 0, [2]) is None
 
 
 def _log_forward(n: int, log_pair: np.ndarray, contribution: np.ndarray) -> np.ndarray:
@@ -121,6 +149,6 @@ def test_the_600_nat_rule(n, cost, answered):
 def test_not_a_path():
     star = FactorGraph([2] * 4, [np.arange(2)] * 4, [_factor((0, j), np.zeros((2, 2))) for j in (1, 2, 3)])
     cycle = FactorGraph([2] * 3, [np.arange(2)] * 3, [_factor((j, (j + 1) % 3), np.zeros((2, 2))) for j in range(3)])
-    apart = FactorGraph([2] * 4, [np.arange(2)] * 4, [_factor((0, 1), np.zeros((2, 2))), _factor((2, 3), np.zeros((2, 2)))])
+    apart = FactorGraph([2] * 4, [np.arange(2)] * 4, [_factor(s, np.zeros((2, 2))) for s in ((0, 1), (2, 3))])
     triple = FactorGraph([2] * 3, [np.arange(2)] * 3, [_factor((0, 1, 2), np.zeros((2, 2, 2)))])
     assert all(path_of(g) is None for g in (star, cycle, apart, triple))

@@ -33,7 +33,7 @@ from ddpbayes.engines.structured.graph import (
     model_reason,
     quadrature_reason,
 )
-from ddpbayes.engines.structured.pathsum import path_laws, path_of
+from ddpbayes.engines.structured.pathsum import path_laws, path_of, path_table
 from ddpbayes.engines.structured.potential import Potential
 from ddpbayes.engines.structured.rows import components, row_matrix, row_problems, widened
 from ddpbayes.engines.structured.scope import (
@@ -369,11 +369,12 @@ def _leakage_for_known_set(known: frozenset[int], adversaries: list[Adversary], 
     for adv in adversaries:
         by_target.setdefault(adv.target, []).append(adv)
     single = adversaries[0].target if len(by_target) == 1 else None
-    path = path_of(local) if not order else None  # nothing to clamp on a chain: forward–backward
-    on_path = path_laws(path, moving, list(by_target)) if path is not None else None
+    path = path_of(local)  # a chain: forward–backward (`pathsum`)
+    on_path = path_laws(path, moving, list(by_target)) if path is not None and not order else None
     as_axes = on_path is None and single is not None and count <= KEPT
-    if as_axes:  # one elimination pass, x_R riding along as axes
-        table, offset = target_table(local, moving, single, order, limit)
+    if as_axes:  # one elimination pass, x_R riding along as axes (on a chain, its ends' values as batches)
+        found = path_table(path, moving, single, order) if path is not None else None
+        table, offset = found if found is not None else target_table(local, moving, single, order, limit)
     # Otherwise one calibration per x_R, its tree rooted at the single target (the upward pass alone), or for
     # several at the tree's centroid, which halves a chain's upward messages.
     if on_path is None:

@@ -132,23 +132,62 @@ def path_laws(path: Path, contribution: list[np.ndarray], targets: list[int]) ->
     if any(v not in at for v in targets):
         return None
     positions = sorted({at[v] for v in targets})
-    forward = _forward(path, contribution, positions)
+    forward = _forward(path, contribution, positions, _start(path, 0, False))
     if forward is None:
         return None
     laws = {}
-    for k, back in _backward(path, contribution, positions[0]):
+    for k, back in _backward(path, contribution, positions[0], _start(path, -1, False)):
         if k in forward:
             table, offset = _law(path.unary[k], forward.pop(k), back)
-            laws[path.order[k]] = Potential((path.order[k],), table + path.constant, offset)
+            laws[path.order[k]] = Potential((path.order[k],), table[:, 0, 0] + path.constant, offset)
     if len(laws) < len(positions):
         return None
     return [(v, laws[v]) for v in targets]
 
 
-def _forward(path: Path, contribution: list[np.ndarray], positions: list[int]) -> dict[int, _Message] | None:
-    """F at each of `positions`, or None (a day past the rule, or the kept messages over CELLS)."""
+def path_table(path: Path, contribution: list[np.ndarray], target: int,
+               kept: list[int]) -> tuple[np.ndarray, int] | None:
+    """`eliminate.target_table` on a path whose `kept` slots are its ends: log P(X_target, X_kept..., Σ c_k(X_k) =
+    offset + s) over the other slots, up to a constant, as a table with axes (target, *kept, s), and the offset
+    (the kept slots' contributions not added); None when a kept slot is not an end, or past the rule. Each end's
+    values ride along as a batch axis of the messages (a ddp adversary's two boundary days)."""
+    at = {v: k for k, v in enumerate(path.order)}
+    last = len(path.order) - 1
+    if target not in at or any(v not in at or v == target or at[v] not in (0, last) for v in kept):
+        return None
+    ends = {at[v] for v in kept}
+    moving = [np.zeros_like(c) if k in kept else c for k, c in enumerate(contribution)]
+    p = at[target]
+    forward = _forward(path, moving, [p], _start(path, 0, 0 in ends))
+    back = next((m for k, m in _backward(path, moving, p, _start(path, -1, last in ends)) if k == p), None)
+    if forward is None or back is None:
+        return None
+    table, offset = _law(path.unary[p], forward[p], back)  # (target, left end, right end, s)
+    table = table + path.constant
+    sides = [v for v in (path.order[0], path.order[-1]) if at[v] in ends and v in kept]
+    if len(sides) == 1 and at[sides[0]] == last:
+        table = table[:, 0]
+    elif len(sides) == 1:
+        table = table[:, :, 0]
+    elif not sides:
+        table = table[:, 0, 0]
+    axes = [0, *(1 + sides.index(v) for v in kept), len(sides) + 1]
+    return np.transpose(table, axes), offset
+
+
+def _start(path: Path, end: int, batched: bool) -> _Message:
+    """The message at an end: δ(s = 0) for every value, with that end's values as the batch axis (one-hot) when
+    `batched`, else one batch."""
+    k = len(path.unary[end])
+    table = np.eye(k)[:, :, None] if batched else np.ones((1, k, 1))
+    return _Message(table, 0.0, 0, 0.0)
+
+
+def _forward(path: Path, contribution: list[np.ndarray], positions: list[int],
+             message: _Message) -> dict[int, _Message] | None:
+    """F at each of `positions` from `message` at position 0, or None (a day past the rule, or the kept messages
+    over CELLS)."""
     wanted, kept, cells = set(positions), {}, 0
-    message = _Message(np.ones((len(path.unary[0]), 1)), 0.0, 0, 0.0)
     for k in range(positions[-1] + 1):
         if k in wanted:
             kept[k] = message
@@ -163,10 +202,11 @@ def _forward(path: Path, contribution: list[np.ndarray], positions: list[int]) -
     return kept
 
 
-def _backward(path: Path, contribution: list[np.ndarray], stop: int) -> Iterator[tuple[int, _Message]]:
-    """(k, B_k) from the last position down to `stop`; stops early (the caller sees fewer) past the rule."""
+def _backward(path: Path, contribution: list[np.ndarray], stop: int,
+              message: _Message) -> Iterator[tuple[int, _Message]]:
+    """(k, B_k) from `message` at the last position down to `stop`; stops early (the caller sees fewer) past the
+    rule."""
     last = len(path.order) - 1
-    message = _Message(np.ones((len(path.unary[last]), 1)), 0.0, 0, 0.0)
     yield last, message
     for k in range(last - 1, stop - 1, -1):
         message = _step(path.backward[k], message, contribution[path.order[k + 1]])
@@ -176,8 +216,8 @@ def _backward(path: Path, contribution: list[np.ndarray], stop: int) -> Iterator
 
 
 def _step(day: _Day, message: _Message, contribution: np.ndarray) -> _Message | None:
-    """Σ_x g(x', x) m(x, s - c(x)) over (x', s); None when the spans of g and m add up to more than _RANGE (or
-    nothing is left possible). The message's span bound grows by at most g's span and log(values) a day
+    """Σ_x g(x', x) m(b, x, s - c(x)) over (b, x', s); None when the spans of g and m add up to more than _RANGE
+    (or nothing is left possible). The message's span bound grows by at most g's span and log(values) a day
     (every positive entry is at least a product of positive entries, the maximum at most `values` products of
     maxima); it is measured again only when the bound passes the rule."""
     if day.span > _RANGE:
@@ -189,15 +229,16 @@ def _step(day: _Day, message: _Message, contribution: np.ndarray) -> _Message | 
             return None
     values = contribution.tolist()  # a few values: Python's min and max are cheaper than NumPy's
     low = min(values)
-    shifted = np.zeros((m.shape[0], m.shape[1] + max(values) - low))
+    batch, k, length = m.shape
+    shifted = np.zeros((batch, k, length + max(values) - low))
     for x, c in enumerate(values):
-        shifted[x, c - low:c - low + m.shape[1]] = m[x]
+        shifted[:, x, c - low:c - low + length] = m[:, x]
     out = day.linear @ shifted
     peak = out.max()
     if not peak > 0:
         return None
     return _Message(out / peak, message.scale + day.top + math.log(peak), message.offset + low,
-                    span + day.span + math.log(len(m)))
+                    span + day.span + math.log(k))
 
 
 def _exact_span(table: np.ndarray) -> float:
@@ -206,16 +247,15 @@ def _exact_span(table: np.ndarray) -> float:
 
 
 def _law(unary: np.ndarray, forward: _Message, backward: _Message) -> tuple[np.ndarray, int]:
-    """log u(t) + log Σ_j F(t, j) B(t, s - j) over (t, s): linear when the messages' spans add up to at most
-    _RANGE, else in log space."""
+    """log u(t) + log Σ_j F(a, t, j) B(b, t, s - j) over (t, a, b, s) (a, b: the batches): linear when the
+    messages' spans add up to at most _RANGE, else in log space."""
     f, b = forward.table, backward.table
     scale = forward.scale + backward.scale
-    length = f.shape[1] + b.shape[1] - 1
-    if forward.span + backward.span <= _RANGE or _exact_span(f) + _exact_span(b) <= _RANGE:
-        rows = np.stack([np.convolve(f[t], b[t]) for t in range(len(f))]) if length > 1 else f * b
-        with np.errstate(divide="ignore"):
-            table = np.log(rows)
-    else:
-        with np.errstate(divide="ignore"):
-            table = np.stack([log_convolve(np.log(f[t]), np.log(b[t])) for t in range(len(f))])
-    return table + (unary[:, None] + scale), forward.offset + backward.offset
+    pairs = [(t, i, j) for t in range(f.shape[1]) for i in range(len(f)) for j in range(len(b))]
+    with np.errstate(divide="ignore"):
+        if forward.span + backward.span <= _RANGE or _exact_span(f) + _exact_span(b) <= _RANGE:
+            rows = [np.log(np.convolve(f[i, t], b[j, t])) for t, i, j in pairs]
+        else:
+            rows = [log_convolve(np.log(f[i, t]), np.log(b[j, t])) for t, i, j in pairs]
+    table = np.stack(rows).reshape(f.shape[1], len(f), len(b), -1)
+    return table + (unary[:, None, None, None] + scale), forward.offset + backward.offset
