@@ -125,14 +125,14 @@ def test_pdp_knowing_the_rest_of_the_cluster_is_classic_dp(tmp_path):
 
 
 def graded_table(path: Path) -> None:
-    """Six schools of six pupils graded low < mid < high (as 1, 2, 3), the schools' grades far apart."""
+    """Eight schools of ten pupils graded low < mid < high (as 1, 2, 3), the schools' grades far apart."""
     rng = np.random.default_rng(11)
-    rows = [f"s{g},{1 + min(2, int(rng.poisson(m)))}" for g, m in enumerate((0.2, 1.8, 0.5, 2.5, 0.1, 1.2))
-            for _ in range(6)]
+    rows = [f"s{g},{1 + min(2, int(rng.poisson(m)))}" for g, m in enumerate((0.2, 1.8, 0.5, 2.5, 0.1, 1.2, 0.8, 1.5))
+            for _ in range(10)]
     path.write_text("school,grade\n" + "\n".join(rows) + "\n")
 
 
-@pytest.mark.slow  # one NUTS fit of the ordered logit (2 chains x 1,000 draws) and the audits: ~60 s
+@pytest.mark.slow  # one NUTS fit of the ordered logit (2 chains x 2,000 draws) and the audits: ~90 s
 def test_a_categorical_fit_is_reported_end_to_end(tmp_path):
     """`ordered = true` fits the cumulative logit; query = "cluster:3" releases the count of grade 3 in the target's
     school. Given the rest of the school that count moves by the target's record alone, by 1 between grade 3 and
@@ -140,7 +140,7 @@ def test_a_categorical_fit_is_reported_end_to_end(tmp_path):
     graded_table(tmp_path / "grades.csv")
     spec = tmp_path / "grades.toml"
     spec.write_text(SPEC.format(**(GOOD | {"options": '{ cluster = "school", outcome = "grade", ordered = true }',
-                                           "extra": 'known = "cluster"'}))
+                                           "extra": 'known = "cluster"', "draws": 2000}))
                     .replace('"villages.csv"', '"grades.csv"').replace('query = "cluster"', 'query = "cluster:3"')
                     .replace('notions = ["idp"]', 'notions = ["idp", "pdp"]'))
     out = tmp_path / "out"
