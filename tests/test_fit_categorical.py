@@ -206,6 +206,34 @@ def test_bad_outcomes_are_refused(values, message):
         outcome_levels(pd.Series(values).astype(str), "grade", "t.csv")
 
 
+@pytest.mark.parametrize("ordered", [False, True])
+def test_coords_with_levels_are_refused_in_one_line(tmp_path, ordered):
+    """--coords with K > 2 levels: refused before any fitting, one line saying why (DESIGN §9.9)."""
+    from ddpbayes.fitting.categorical import read
+
+    table = tmp_path / "t.csv"
+    table.write_text("school,grade,x,y\n" + "".join(f"s{k % 3},{'abc'[k % 3]},{k % 3},{k % 2}\n" for k in range(9)))
+    options = {"cluster": ["school"], "outcome": "grade", "covariates": [], "coords": ["x", "y"], "ordered": ordered}
+    with pytest.raises(InputError, match=r"^--coords is not built for a categorical outcome \(3 levels of 'grade'\): "
+                                         r"the spatial field is one effect per cluster[^\n]*$"):
+        read(table, options, 1000)
+
+
+def test_ordered_with_two_levels(tmp_path):
+    """--ordered with two levels: 0/1 is the binary logit's table (cutpoint = -intercept, the same prior), fitted
+    by the binary template; two other levels are refused in one line saying how to code them."""
+    from ddpbayes.fitting.categorical import read
+    from ddpbayes.fitting.clustered import ClusteredData
+
+    table = tmp_path / "t.csv"
+    options = {"cluster": ["school"], "outcome": "grade", "covariates": [], "ordered": True}
+    table.write_text("school,grade\n" + "".join(f"s{k % 3},{(k // 3) % 2}\n" for k in range(12)))
+    assert isinstance(read(table, options, 1000), ClusteredData)
+    table.write_text("school,grade\n" + "".join(f"s{k % 3},{'lh'[(k // 3) % 2]}\n" for k in range(12)))
+    with pytest.raises(InputError, match=r"^column 'grade' of .* two levels \(h, l\): .* code them as 0/1, h as 0"):
+        read(table, options, 1000)
+
+
 TRUE = {"intercept_b": 0.3, "intercept_c": -0.4, "beta_age_b": 0.6, "beta_age_c": -0.5, "sigma_b": 0.9,
         "sigma_c": 0.6}
 

@@ -56,6 +56,7 @@ def write_spec(folder: Path, **changes) -> Path:
     ({"kind": "geometric"}, "'mechanism.kind' must be 'laplace'"),
     ({"extra": 'calibrate = ["ddp"]'}, "'calibrate' must name notions of 'notions'"),
     ({"draws": 0}, "'fit.draws' must be an integer of at least 1"),
+    ({"options": '{ cluster = "village", outcome = "pos", ordered = "yes" }'}, "'fit.options.ordered' must be true or"),
 ])
 def test_a_bad_fit_spec_is_one_line_and_exit_2_before_fitting(tmp_path, capsys, changes, says):
     spec = write_spec(tmp_path, **changes)
@@ -121,3 +122,34 @@ def test_pdp_knowing_the_rest_of_the_cluster_is_classic_dp(tmp_path):
     for c in cells:
         assert c["leakage"] == pytest.approx(1.0, abs=1e-9)
     assert "the rest of the target's cluster (4 records" in (out / "report.md").read_text()
+
+
+def graded_table(path: Path) -> None:
+    """Eight schools of ten pupils graded low < mid < high (as 1, 2, 3), the schools' grades far apart."""
+    rng = np.random.default_rng(11)
+    rows = [f"s{g},{1 + min(2, int(rng.poisson(m)))}" for g, m in enumerate((0.2, 1.8, 0.5, 2.5, 0.1, 1.2, 0.8, 1.5))
+            for _ in range(10)]
+    path.write_text("school,grade\n" + "\n".join(rows) + "\n")
+
+
+@pytest.mark.slow  # one NUTS fit of the ordered logit (2 chains x 2,000 draws) and the audits: ~90 s
+def test_a_categorical_fit_is_reported_end_to_end(tmp_path):
+    """`ordered = true` fits the cumulative logit; query = "cluster:3" releases the count of grade 3 in the target's
+    school. Given the rest of the school that count moves by the target's record alone, by 1 between grade 3 and
+    another: pdp's leakage is exactly 1/b = 1 (the Laplace ratio of two counts 1 apart) under every setting."""
+    graded_table(tmp_path / "grades.csv")
+    spec = tmp_path / "grades.toml"
+    spec.write_text(SPEC.format(**(GOOD | {"options": '{ cluster = "school", outcome = "grade", ordered = true }',
+                                           "extra": 'known = "cluster"', "draws": 2000}))
+                    .replace('"villages.csv"', '"grades.csv"').replace('query = "cluster"', 'query = "cluster:3"')
+                    .replace('notions = ["idp"]', 'notions = ["idp", "pdp"]'))
+    out = tmp_path / "out"
+    assert main(["report", str(spec), "--out", str(out), "--quiet"]) == 0
+    doc = json.loads((out / "results.json").read_text())
+    assert json.loads((out / "fit" / "grades.fit.json").read_text())["data"]["link"] == "cumulative logit"
+    cells = {(c["notion"], c["parameters"]): c for c in doc["cells"]}
+    for mode in ("mean", "draws:2"):
+        assert cells["pdp", mode]["leakage"] == pytest.approx(1.0, abs=1e-9)
+        assert cells["idp", mode]["leakage"] > 1.0  # the school's grades move together
+    text = (out / "report.md").read_text()
+    assert "--ordered" in text and "level 3: intra-cluster correlation" in text

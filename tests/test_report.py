@@ -278,3 +278,14 @@ def test_laplace_gaussian_convolution():
     want = [math.log(density(x)) for x in u]
     got = _log_laplace_normal(np.array(u), b, v)
     assert np.allclose(got - got[2], np.array(want) - want[2], atol=1e-7)
+
+
+def test_structured_ddp_report_lists_every_dependence_set(tmp_path):
+    """The structured engine computes each N(i) when first read (`DependenceSets`); the report's JSON still holds
+    every tuple's set: on a 4-day chain each day depends on every other (P(X_j | X_i) moves with X_i)."""
+    spec = _spec(tmp_path, GOOD.replace(str(CONTAGIOUS), str(ROOT / "models" / "markov_chain.py"))
+                 .replace("{ k = 2, p = 0.1 }", "{ n = 4 }").replace('["dp", "idp", "pdp", "ddp"]', '["ddp"]')
+                 .replace("seed = 0", 'seed = 0\nengine = "structured"'))
+    assert main(["report", str(spec), "--out", str(tmp_path / "out"), "--quiet"]) == 0
+    data = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert data["model"]["dependence_sets"] == [[j for j in range(4) if j != i] for i in range(4)]

@@ -141,15 +141,21 @@ def read(path: str | Path, options: dict, max_rows: int) -> ClusteredData | Cate
     table = read_table(path, [*cluster, outcome], [c for c in covariates if c not in cluster], max_rows)
     levels, y = outcome_levels(table[outcome], outcome, path)
     ordered = bool(options.get("ordered"))
-    if not ordered and any(set(levels) <= binary for binary in BINARY):
-        return clustered.read(path, options, max_rows)
+    if any(set(levels) <= binary for binary in BINARY):  # --ordered too: with two levels the cumulative logit is
+        return clustered.read(path, options, max_rows)   # the binary logit, its cutpoint -intercept (DESIGN §9.9)
+    if ordered and len(levels) == 2:
+        raise InputError(f"column '{outcome}' of '{path}' has two levels ({', '.join(levels)}): with two levels the "
+                         "ordered (cumulative) logit is the binary logit (its cutpoint is minus the intercept); code "
+                         f"them as 0/1, {levels[0]} as 0, and fit the clustered template")
     if len(levels) < 3:
         raise InputError(f"column '{outcome}' of '{path}' has {len(levels)} level(s) ({', '.join(levels)}): the "
                          f"clustered template takes a 0/1 outcome{'' if ordered else ' (code two levels as 0/1)'} or "
                          f"one of 3 to {MAX_LEVELS} levels")
     if options.get("coords"):
-        raise InputError(f"--coords is not built for a categorical outcome ({len(levels)} levels of '{outcome}'): "
-                         "fit the cluster effects alone, or code the outcome as 0/1")
+        raise InputError(f"--coords is not built for a categorical outcome ({len(levels)} levels of '{outcome}'): the "
+                         "spatial field is one effect per cluster on one log-odds scale, and this fit has a scale per "
+                         "level (a field per level is not built); fit the cluster effects alone, or code the outcome "
+                         "as 0/1")
     return prepare(table, cluster, outcome, covariates, levels, y, ordered, path)
 
 

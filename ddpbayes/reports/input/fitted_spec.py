@@ -19,7 +19,7 @@ answer beside (DESIGN §9.6).
     [fit]
     data = "../../models/data/gambia_malaria.csv"   # relative to the spec, or a shipped data file
     template = "clustered"
-    options = { cluster = "x,y", outcome = "pos" }  # `ddpbayes fit`'s template options
+    options = { cluster = "x,y", outcome = "pos" }  # `ddpbayes fit`'s template options (ordered = true: --ordered)
     seed = 0                                        # optional; draws, tune, chains as `fit` takes them
     [mechanism]
     kind = "laplace"
@@ -56,7 +56,8 @@ TOP = {
 }
 FIT = {"data": (str, True), "template": (str, True), "options": (dict, False), "seed": (int, False),
        "draws": (int, False), "tune": (int, False), "chains": (int, False)}
-OPTIONS = ("cluster", "outcome", "covariates")  # the clustered template's options, as `ddpbayes fit` takes them
+OPTIONS = ("cluster", "outcome", "covariates", "ordered")  # the clustered template's options, as `fit` takes them
+FLAGS = ("ordered",)  # options that are switches (true or false), not column names
 MECHANISM = {"kind": (str, True), "scale": (float, True)}
 
 
@@ -152,9 +153,12 @@ def _check_fit(fit: dict, problems: Problems) -> Path | None:
     for key in ("cluster", "outcome"):
         if "template" in fit and key not in options:
             problems.add(f"key 'fit.options' must give '{key}' (a column of the data)")
-    bad = [k for k, v in options.items() if not isinstance(v, str) or not v.strip()]
+    bad = [k for k, v in options.items() if k not in FLAGS and (not isinstance(v, str) or not v.strip())]
     if bad:
         problems.add(f"key 'fit.options.{bad[0]}' must be a column name (several: 'a,b'), got {options[bad[0]]!r}")
+    for key in FLAGS:
+        if key in options and not isinstance(options[key], bool):
+            problems.add(f"key 'fit.options.{key}' must be true or false (--{key}), got {options[key]!r}")
     for key, least in (("seed", 0), ("draws", 1), ("tune", 0), ("chains", 2)):
         if key in fit and not (least <= fit[key] < (SEED_LIMIT if key == "seed" else 10**7)):
             problems.add(f"key 'fit.{key}' must be an integer of at least {least}, got {fit[key]!r}")

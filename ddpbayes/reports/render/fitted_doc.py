@@ -92,7 +92,7 @@ def _fit(v: FittedView) -> Section:
     how = "reused from this folder (same data sha256, template, options and settings)" if v.reused else "fitted now"
     return Section("The fit", "fit", [
         Para(f"`ddpbayes fit {v.spec.fit.data_ref} --template {v.spec.fit.template} "
-             + " ".join(f"--{k} {val}" for k, val in v.spec.fit.options.items())
+             + " ".join(o for o in (_option(k, val) for k, val in v.spec.fit.options.items()) if o)
              + f" --seed {v.spec.fit.seed}`: {f['data']['rows']:,} records in {f['data']['clusters']} clusters, "
              f"{s['chains']} chains × {s['draws']:,} draws of PyMC's NUTS ({how}; the model file and its draws are "
              f"`fit/{v.model.name}` and `fit/{v.model.stem}.fit.json` in this folder, the whole posterior is not "
@@ -106,13 +106,22 @@ def _fit(v: FittedView) -> Section:
     ])
 
 
+def _option(key: str, value) -> str:
+    """`ddpbayes fit`'s option as typed: a switch (--ordered) when true, left out when false."""
+    if isinstance(value, bool):
+        return f"--{key}" if value else ""
+    return f"--{key} {value}"
+
+
 def _checks(v: FittedView) -> Section:
     c = v.fit["checks"]
     rows = []
-    for key, label in (("icc", "intra-cluster correlation"), ("cluster_total_sd", "SD of the cluster totals")):
-        x = c[key]
-        rows.append([label, fmt(x["data"]), _rep(x["replicated"]), fmt(x["p_value"]),
-                     _rep(x["independent"]["replicated"]), fmt(x["independent"]["p_value"])])
+    levels = c.get("levels")  # a categorical outcome: each level's indicator (DESIGN §9.9)
+    for where, say in ([(c, "")] if levels is None else [(x, f"level {k}: ") for k, x in levels.items()]):
+        for key, label in (("icc", "intra-cluster correlation"), ("cluster_total_sd", "SD of the cluster totals")):
+            x = where[key]
+            rows.append([say + label, fmt(x["data"]), _rep(x["replicated"]), fmt(x["p_value"]),
+                         _rep(x["independent"]["replicated"]), fmt(x["independent"]["p_value"])])
     loo = c["loo"]
     return Section("Does the data support the dependence?", "checks", [
         Table(["statistic", "data", "replicated: fitted model", "p", "replicated: no cluster effects", "p"], rows,

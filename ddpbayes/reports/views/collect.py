@@ -121,8 +121,8 @@ def _curves(problem: Problem, results: dict[str, AuditResult]) -> tuple[list[Cur
 
 def _dependence_sets(problem: Problem, results: dict[str, AuditResult], engine: str) -> list[list[int]]:
     ddp = [r.dependence_sets for name, r in results.items() if notion(name).needs_dependence_sets]
-    if ddp and ddp[0] is not None:
-        return ddp[0]
+    if ddp and ddp[0] is not None:  # every tuple's set (an engine's lazily computed sets computed here)
+        return [list(s) for s in ddp[0]]
     return [sorted(s) for s in select_engine(problem, engine).dependence_sets(problem)]
 
 
