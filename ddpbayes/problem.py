@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -11,7 +12,7 @@ from ddpbayes.model import DependenceModel
 from ddpbayes.queries import Query
 from ddpbayes.settings import RunSettings
 
-__all__ = ["Problem", "Adversary", "dependence_size"]
+__all__ = ["Problem", "Adversary", "DependenceSets", "dependence_size"]
 
 
 @dataclass(frozen=True, order=True)
@@ -42,6 +43,51 @@ class Adversary:
 
 def _adversary(target: int, mask: bytes) -> Adversary:
     return Adversary(target, frozenset(np.flatnonzero(np.unpackbits(np.frombuffer(mask, np.uint8))).tolist()))
+
+
+class DependenceSets(Sequence):
+    """N(i) for every tuple i, each computed when first read and kept (DESIGN §3.1): ddp's adversaries read
+    only their targets' sets, so auditing a few targets of thousands of tuples costs those few; the JSON,
+    a composition or a report that reads every set computes every set. Equal to a list of the same sets.
+
+    Parameters
+    ----------
+    n : int
+        The number of tuples.
+    compute : callable
+        i -> N(i).
+    """
+
+    def __init__(self, n: int, compute: Callable[[int], frozenset[int] | list[int]]):
+        self._n, self._compute = n, compute
+        self._found: dict[int, frozenset[int] | list[int]] = {}
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(self._n))]
+        k = i + self._n if -self._n <= i < 0 else i
+        if not 0 <= k < self._n:
+            raise IndexError(f"tuple {i} out of range: {self._n} tuples")
+        if k not in self._found:
+            self._found[k] = self._compute(k)
+        return self._found[k]
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    def __repr__(self) -> str:
+        return f"DependenceSets({self._n} tuples, {len(self._found)} computed)"
+
+    def map(self, f: Callable) -> DependenceSets:
+        """The same sets through `f` (each still computed when first read)."""
+        return DependenceSets(self._n, lambda i: f(self[i]))
+
+    def __reduce__(self):
+        """Pickled as the list of every set (computed now): the computation holds the engine's tables."""
+        return list, (list(self),)
 
 
 def dependence_size(dependence_sets) -> int:

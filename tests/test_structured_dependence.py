@@ -134,13 +134,52 @@ def _collider(rng, n: int, zeros: float) -> Net:
     return net
 
 
-@pytest.mark.parametrize("build", [_chain, _tree, _hmm, _cause, _collider])
+def _hub(rng, n: int, zeros: float) -> Net:
+    """The Bayesian adversary's model of a clustered fit (DESIGN §9.6) in small: a draw index J, parent of every
+    cluster's effect and every record, each record also a child of its cluster's effect."""
+    net = Net()
+    hub = net.add(rng, 3, [], tuple_=False)
+    effects = [net.add(rng, int(rng.integers(2, 4)), [hub], tuple_=False) for _ in range(2)]
+    for k in range(n):
+        net.add(rng, 2, [effects[k % 2], hub], zeros=zeros)
+    return net
+
+
+@pytest.mark.parametrize("build", [_chain, _tree, _hmm, _cause, _collider, _hub])
 @pytest.mark.parametrize("zeros", [0.0, 0.3])
 def test_random_models_match_brute_force(build, zeros):
     rng = np.random.default_rng(hash((build.__name__, zeros)) % 2**32)
     for _ in range(2):
         net = build(rng, int(rng.integers(4, 6)), zeros)
         assert engine_sets(net.model()) == brute_sets(net.tuple_joint()), build.__name__
+
+
+def test_sets_read_one_at_a_time_match_brute_force():
+    """Each N(i) is computed when first read (`DependenceSets`): read in any order, one or all, the sets are
+    the brute force's, and reading one target's computes that one alone."""
+    rng = np.random.default_rng(41)
+    for build in (_hub, _chain, _collider):
+        net = build(rng, 5, 0.2)
+        want = brute_sets(net.tuple_joint())
+        one = engine_sets(net.model())
+        assert one[3] == want[3] and "1 computed" in repr(one)
+        sets = engine_sets(net.model())
+        assert [sets[i] for i in (4, 0, 2, 1, 3)] == [want[i] for i in (4, 0, 2, 1, 3)]
+        assert list(sets) == want and sets == want and sets[-1] == want[-1]
+
+
+def test_ddp_of_one_target_reads_its_set_alone():
+    """ddp of one target on the hub model: the adversary knows the tuples outside the target's brute-force N(i),
+    its leakage is the audit of that adversary, and the JSON still lists every tuple's set."""
+    net = _hub(np.random.default_rng(7), 5, 0.0)
+    want = brute_sets(net.tuple_joint())
+    r = ddpbayes.audit(net.model(), "count", "laplace", "ddp", scale=1.0, target=2, information=None,
+                       engine="structured")
+    outside = sorted(set(range(5)) - want[2] - {2})
+    same = ddpbayes.audit(net.model(), "count", "laplace", "pdp", scale=1.0, target=2, known=outside,
+                          information=None, engine="structured")
+    assert sorted(r.witness.adversary.known) == outside and r.leakage == same.leakage
+    assert r.to_dict()["dependence_sets"] == [sorted(s) for s in want]
 
 
 def test_independence_for_particular_numbers():

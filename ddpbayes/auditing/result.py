@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -64,8 +65,8 @@ class AuditResult:
         An estimate's MCMC diagnostics.
     lattice : list of AdversaryLeakage or None, default None
         Every pdp adversary, when asked for.
-    dependence_sets : list of list of int or None, default None
-        N(i) for each tuple, when the engine reports them.
+    dependence_sets : sequence of list of int or None, default None
+        N(i) for each tuple, when the engine reports them (a `DependenceSets` computes each when first read).
     mechanism : dict, default {}
         The mechanism's parameters as given, with epsilon.
     query : str, default ""
@@ -101,7 +102,7 @@ class AuditResult:
     verdict_reason: str | None = None
     diagnostics: dict | None = None
     lattice: list[AdversaryLeakage] | None = None
-    dependence_sets: list[list[int]] | None = None
+    dependence_sets: Sequence[list[int]] | None = None
     mechanism: dict = field(default_factory=dict)
     query: str = ""
     tuples: list[str] = field(default_factory=list)
@@ -170,8 +171,8 @@ class AuditResult:
             out["settings"] = self.problem.settings.to_dict()
             if self.problem.query.given is not None:  # an expr:/fn: query's --sensitivity
                 out["sensitivity_given"] = self.problem.query.given
-        if self.dependence_sets is not None:
-            out["dependence_sets"] = self.dependence_sets
+        if self.dependence_sets is not None:  # every tuple's: lazily computed sets are computed here
+            out["dependence_sets"] = [list(s) for s in self.dependence_sets]
         if self.lattice is not None:
             out["lattice"] = [
                 {"target": r.adversary.target, "known": sorted(r.adversary.known), "leakage": number(r.value)}

@@ -28,7 +28,7 @@ from ddpbayes.notions import Notion, fold_targets, worst_of
 from ddpbayes.notions import notion as named
 from ddpbayes.notions.lattice import greedy_pdp, greedy_reason, layer_bounds
 from ddpbayes.parallel import map_units
-from ddpbayes.problem import Adversary, Problem
+from ddpbayes.problem import Adversary, DependenceSets, Problem
 from ddpbayes.profiles import Profile
 from ddpbayes.progress import Progress
 from ddpbayes.queries import Query, parse_query
@@ -372,6 +372,14 @@ def _values(by_target: dict[int, AdversaryLeakage], n: int) -> list[float | None
     return [by_target[i].value if i in by_target else None for i in range(n)]
 
 
+def _sorted_sets(sets: Sequence[frozenset[int]] | None) -> Sequence[list[int]] | None:
+    """Each N(i) as a sorted list; an engine's lazily computed sets stay lazy (`DependenceSets`: the JSON reads
+    every set, the text and ddp's adversaries only the audited targets')."""
+    if sets is None:
+        return None
+    return sets.map(sorted) if isinstance(sets, DependenceSets) else [sorted(s) for s in sets]
+
+
 def _batch_leakage(unit: tuple[str, Problem, tuple[Adversary, ...]]) -> list[AdversaryLeakage]:
     """One unit of work: the named engine's leakage for a batch of adversaries."""
     name, problem, batch = unit
@@ -397,7 +405,7 @@ def _result(problem: Problem, notion: Notion, evaluated: _Evaluated, claim: floa
         ci=worst.ci,
         reason="; ".join(r for r in (evaluated.bound, worst.reason) if r) or None,
         lattice=evaluated.lattice,
-        dependence_sets=None if evaluated.dependence_sets is None else [sorted(s) for s in evaluated.dependence_sets],
+        dependence_sets=_sorted_sets(evaluated.dependence_sets),
         mechanism=mechanism.describe(),
         query=query.spec,
         tuples=model.names,

@@ -280,8 +280,9 @@ class Engine(ABC):
         """
 
     @abstractmethod
-    def dependence_sets(self, problem: Problem) -> list[frozenset[int]]:
-        """N(i) for every tuple: the tuples whose conditional law changes with X_i (DESIGN §3.1).
+    def dependence_sets(self, problem: Problem) -> Sequence[frozenset[int]]:
+        """N(i) for every tuple: the tuples whose conditional law changes with X_i (DESIGN §3.1); an engine may
+        return them as `DependenceSets`, each computed when first read.
 
         Parameters
         ----------
@@ -290,7 +291,7 @@ class Engine(ABC):
 
         Returns
         -------
-        list of frozenset of int
+        sequence of frozenset of int
             N(i) for each tuple i, in tuple order.
         """
 

@@ -49,7 +49,7 @@ from ddpbayes.engines.terms import elements
 from ddpbayes.errors import InputError
 from ddpbayes.mechanisms import Mechanism
 from ddpbayes.model.supports import wider_than_declared
-from ddpbayes.problem import Adversary, Problem
+from ddpbayes.problem import Adversary, DependenceSets, Problem
 from ddpbayes.queries import ComposedQuery, Identity, LinearRows
 
 
@@ -139,10 +139,10 @@ class StructuredEngine(Engine):
                              "conditioned on them")
         return notes
 
-    def dependence_sets(self, problem: Problem) -> list[frozenset[int]]:
+    def dependence_sets(self, problem: Problem) -> DependenceSets:
         """N(i) = {j : P(X_j | X_i = t) changes with t} (tolerance 1e-10, as the exact engine): the tuples
         d-connected to X_i (`separation`), checked numerically on P(X_j | X_i) carried along the junction tree
-        of one calibration (`structured.dependence`)."""
+        of one calibration (`structured.dependence`), each computed when first read."""
         return dependence_sets(self._graph(problem), problem.model.n, problem.settings.max_states)
 
     def mixtures(self, problem: Problem, adversary: Adversary, shift_invariant: bool) -> Mixtures:
