@@ -173,7 +173,8 @@ def spatial_checks(spatial: dict[str, np.ndarray], plain: dict[str, np.ndarray],
         return morans_i((totals - expected) / data.sizes, weights)
 
     observed = float(moran(data.totals))
-    with_field = compare(observed, moran(replicated_totals(eta_s[pick], spatial["sigma_iid"][pick], data, rng_field)))
+    with_field = compare(observed, moran(replicated_totals(eta_s[pick], spatial["sigma_iid"][pick], data,
+                                                           rng_field)))
     without = compare(observed, moran(replicated_totals(eta_p[pick], plain["sigma"][pick], data, rng_plain)))
     ll_s, weights_rows = pointwise_loglik(eta_s + u[:, data.pattern_cluster], data)
     ll_p, _ = pointwise_loglik(eta_p + u_plain[:, data.pattern_cluster], data)
