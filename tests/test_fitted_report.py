@@ -52,7 +52,7 @@ def write_spec(folder: Path, **changes) -> Path:
 @pytest.mark.parametrize("changes, says", [
     ({"template": "gaussian"}, "'fit.template' must be 'clustered'"),
     ({"options": '{ cluster = "village" }'}, "'fit.options' must give 'outcome'"),
-    ({"options": '{ cluster = "village", outcome = "pos", coords = "x,y" }'}, "unknown option 'coords'"),
+    ({"options": '{ cluster = "village", outcome = "pos", radius = "x" }'}, "unknown option 'radius'"),
     ({"kind": "geometric"}, "'mechanism.kind' must be 'laplace'"),
     ({"extra": 'calibrate = ["ddp"]'}, "'calibrate' must name notions of 'notions'"),
     ({"draws": 0}, "'fit.draws' must be an integer of at least 1"),
@@ -62,6 +62,16 @@ def test_a_bad_fit_spec_is_one_line_and_exit_2_before_fitting(tmp_path, capsys, 
     code = main(["report", str(spec), "--out", str(tmp_path / "out"), "--quiet"])
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and says in err, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_coords_reach_the_fit(tmp_path, capsys):
+    """`coords` is the fit's own option: one column is refused by `ddpbayes fit`'s reading of the table (its
+    message, so the option got there), before any sampling and without a half-written report."""
+    spec = write_spec(tmp_path, options='{ cluster = "village", outcome = "pos", coords = "village" }')
+    code = main(["report", str(spec), "--out", str(tmp_path / "out"), "--quiet"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and "--coords names two columns X,Y, got 1: village" in err, err
     assert not (tmp_path / "out").exists()
 
 

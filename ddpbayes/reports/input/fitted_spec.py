@@ -56,7 +56,7 @@ TOP = {
 }
 FIT = {"data": (str, True), "template": (str, True), "options": (dict, False), "seed": (int, False),
        "draws": (int, False), "tune": (int, False), "chains": (int, False)}
-OPTIONS = ("cluster", "outcome", "covariates")  # the clustered template's options, as `ddpbayes fit` takes them
+OPTIONS = ("cluster", "outcome", "covariates", "coords")  # the clustered template's options, as `ddpbayes fit` takes them
 MECHANISM = {"kind": (str, True), "scale": (float, True)}
 
 
