@@ -52,7 +52,7 @@ def write_spec(folder: Path, **changes) -> Path:
 @pytest.mark.parametrize("changes, says", [
     ({"template": "gaussian"}, "'fit.template' must be 'clustered'"),
     ({"options": '{ cluster = "village" }'}, "'fit.options' must give 'outcome'"),
-    ({"options": '{ cluster = "village", outcome = "pos", coords = "x,y" }'}, "unknown option 'coords'"),
+    ({"options": '{ cluster = "village", outcome = "pos", radius = "x" }'}, "unknown option 'radius'"),
     ({"kind": "geometric"}, "'mechanism.kind' must be 'laplace'"),
     ({"extra": 'calibrate = ["ddp"]'}, "'calibrate' must name notions of 'notions'"),
     ({"draws": 0}, "'fit.draws' must be an integer of at least 1"),
@@ -63,6 +63,16 @@ def test_a_bad_fit_spec_is_one_line_and_exit_2_before_fitting(tmp_path, capsys, 
     code = main(["report", str(spec), "--out", str(tmp_path / "out"), "--quiet"])
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and says in err, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_coords_reach_the_fit(tmp_path, capsys):
+    """`coords` is the fit's own option: one column is refused by `ddpbayes fit`'s reading of the table (its
+    message, so the option got there), before any sampling and without a half-written report."""
+    spec = write_spec(tmp_path, options='{ cluster = "village", outcome = "pos", coords = "village" }')
+    code = main(["report", str(spec), "--out", str(tmp_path / "out"), "--quiet"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and "--coords names two columns X,Y, got 1: village" in err, err
     assert not (tmp_path / "out").exists()
 
 
@@ -153,3 +163,37 @@ def test_a_categorical_fit_is_reported_end_to_end(tmp_path):
         assert cells["idp", mode]["leakage"] > 1.0  # the school's grades move together
     text = (out / "report.md").read_text()
     assert "--ordered" in text and "level 3: intra-cluster correlation" in text
+
+
+def test_a_spatial_fits_checks_are_in_the_check_table():
+    """Moran's I joins the check table (its last columns: the fit without the field), and the two LOOs against
+    that fit follow with leave-one-cluster-out's reliability flag; a fit without the field shows neither."""
+    from types import SimpleNamespace
+
+    from ddpbayes.reports.render.document import Para, Table
+    from ddpbayes.reports.render.fitted_doc import _checks
+
+    def check(data, mean, p):
+        return {"data": data, "replicated": {"mean": mean, "hdi": [mean - 0.1, mean + 0.1]}, "p_value": p}
+
+    plain = {"draws": 1000, "icc": check(0.16, 0.17, 0.6) | {"independent": check(0.16, 0.0, 0.0)},
+             "cluster_total_sd": check(6.4, 8.4, 0.9) | {"independent": check(6.4, 4.9, 0.0)},
+             "loo": {"elpd_diff": 141.7, "se_diff": 15.8}, "dependence_supported": True}
+    spatial = plain | {
+        "morans_i": check(0.31, 0.15, 0.02) | {"without_field": check(0.31, 0.2, 0.004)},
+        "loo_spatial": {"elpd_diff": -2.5, "se_diff": 1.5},
+        "loo_cluster": {"clusters": 65, "elpd_diff": 3.25, "se_diff": 2.5, "pareto_k_max": 0.81,
+                        "pareto_k_over_0_7": 2, "pareto_k_over_0_7_without_field": 0, "reliable": False},
+        "spatial_supported": True}
+    blocks = _checks(SimpleNamespace(fit={"checks": spatial})).blocks
+    table = next(b for b in blocks if isinstance(b, Table))
+    moran = table.rows[-1]
+    assert moran[0].startswith("Moran's I") and moran[1:] == ["0.31", "0.15 [0.05, 0.25]", "0.02",
+                                                              "0.2 [0.1, 0.3]", "0.004"]
+    text = " ".join(b.text for b in blocks if isinstance(b, Para))
+    assert "elpd difference −2.5 (se 1.5)" in text and "3.25 (se 2.5)" in text
+    assert "NOT reliable: Pareto k-hat over 0.7 for 2 of 65 clusters with the field, 0 without it" in text
+    assert "Spatial field supported (Moran's I without it, p < 0.01): yes" in text
+    blocks = _checks(SimpleNamespace(fit={"checks": plain})).blocks
+    assert len(next(b for b in blocks if isinstance(b, Table)).rows) == 2
+    assert not any("spatial" in b.text for b in blocks if isinstance(b, Para))

@@ -56,7 +56,7 @@ TOP = {
 }
 FIT = {"data": (str, True), "template": (str, True), "options": (dict, False), "seed": (int, False),
        "draws": (int, False), "tune": (int, False), "chains": (int, False)}
-OPTIONS = ("cluster", "outcome", "covariates", "ordered")  # the clustered template's options, as `fit` takes them
+OPTIONS = ("cluster", "outcome", "covariates", "ordered", "coords")  # the clustered template's options, as `fit` takes them
 FLAGS = ("ordered",)  # options that are switches (true or false), not column names
 MECHANISM = {"kind": (str, True), "scale": (float, True)}
 

@@ -102,7 +102,7 @@ def _fit(v: FittedView) -> Section:
              "divergences (DESIGN §9.2)."),
         Table(["parameter", "posterior mean", "sd", "94% HDI", "R-hat", "bulk ESS"], rows,
               caption="sigma: the standard deviation of the cluster effects on the log-odds; intercept: the log-odds "
-                      "of a record in a typical cluster (DESIGN §9.1)."),
+                      "of a record in a typical cluster (DESIGN §9.1)." + _spatial_caption(f)),
     ])
 
 
@@ -111,6 +111,16 @@ def _option(key: str, value) -> str:
     if isinstance(value, bool):
         return f"--{key}" if value else ""
     return f"--{key} {value}"
+
+
+def _spatial_caption(fit: dict) -> str:
+    """What a spatial fit's further parameters are (DESIGN §9.8); nothing for a fit without the field."""
+    spatial = fit["data"].get("spatial")
+    if not spatial:
+        return ""
+    return (" With the spatial field, sigma is the SD of the whole cluster effect, field and iid parts together; "
+            "phi: the field's share of its variance; sigma_iid = sigma·sqrt(1 − phi); gp_length_scale: the field's "
+            f"Matérn length scale, in {spatial['units']} (DESIGN §9.8).")
 
 
 def _checks(v: FittedView) -> Section:
@@ -122,14 +132,42 @@ def _checks(v: FittedView) -> Section:
             x = where[key]
             rows.append([say + label, fmt(x["data"]), _rep(x["replicated"]), fmt(x["p_value"]),
                          _rep(x["independent"]["replicated"]), fmt(x["independent"]["p_value"])])
+    caption = (f"Posterior predictive checks over {c['draws']:,} draws (replicated: mean [94% HDI]; p: the share of "
+               "replications at or above the data's); without the dependence: no cluster effects. DESIGN §9.2.")
+    if "morans_i" in c:
+        from ddpbayes.fitting.spatial import NEIGHBOURS
+
+        x = c["morans_i"]
+        rows.append([f"Moran's I of the clusters' residual rates ({NEIGHBOURS} nearest neighbours)", fmt(x["data"]),
+                     _rep(x["replicated"]), fmt(x["p_value"]), _rep(x["without_field"]["replicated"]),
+                     fmt(x["without_field"]["p_value"])])
+        caption += " Moran's I without the dependence: the fit without the spatial field (its cluster effects kept)."
     loo = c["loo"]
     return Section("Does the data support the dependence?", "checks", [
-        Table(["statistic", "data", "replicated: fitted model", "p", "replicated: no cluster effects", "p"], rows,
-              caption=f"Posterior predictive checks over {c['draws']:,} draws (replicated: mean [94% HDI]; p: the "
-                      "share of replications at or above the data's). DESIGN §9.2."),
-        Para(f"PSIS-LOO prefers the clustered model by {fmt(loo['elpd_diff'])} (se {fmt(loo['se_diff'])}); "
-             f"dependence supported: {'yes' if c['dependence_supported'] else 'no'}."),
+        Table(["statistic", "data", "replicated: fitted model", "p", "replicated: without the dependence", "p"], rows,
+              caption=caption),
+        Para(f"PSIS-LOO prefers the clustered model by {fmt(loo['elpd_diff'])} (se {fmt(loo['se_diff'])}) to the "
+             f"model without cluster effects; dependence supported: {'yes' if c['dependence_supported'] else 'no'}."),
+        *_spatial_loo(c),
     ])
+
+
+def _spatial_loo(c: dict) -> list[Para]:
+    """A spatial fit's LOO against the fit without the field, record by record and cluster by cluster, with
+    the latter's reliability, and whether the field is supported (DESIGN §9.8); nothing otherwise."""
+    if "loo_spatial" not in c:
+        return []
+    s, v = c["loo_spatial"], c["loo_cluster"]
+    trust = ("reliable (no cluster's Pareto k-hat over 0.7 in either fit)" if v["reliable"] else
+             f"NOT reliable: Pareto k-hat over 0.7 for {v['pareto_k_over_0_7']} of {v['clusters']} clusters with the "
+             f"field, {v['pareto_k_over_0_7_without_field']} without it (the difference is reported, not to be "
+             "trusted)")
+    return [Para(f"Against the fit without the spatial field (positive: the field predicts better): PSIS-LOO (one "
+                 f"record left out) elpd difference {fmt(s['elpd_diff'])} (se {fmt(s['se_diff'])}); "
+                 f"leave-one-cluster-out LOO (a cluster's records left out together, its own effect integrated out) "
+                 f"{fmt(v['elpd_diff'])} (se {fmt(v['se_diff'])}), largest Pareto k-hat {fmt(v['pareto_k_max'])}: "
+                 f"{trust}. Spatial field supported (Moran's I without it, p < 0.01): "
+                 f"{'yes' if c['spatial_supported'] else 'no'}. DESIGN §9.8.")]
 
 
 def _rep(x: dict) -> str:
