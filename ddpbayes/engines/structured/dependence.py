@@ -18,6 +18,7 @@ import numpy as np
 from ddpbayes.engines.structured.graph import FactorGraph, calibrate
 from ddpbayes.engines.structured.junction import Calibration
 from ddpbayes.engines.structured.potential import Potential
+from ddpbayes.errors import InputError
 from ddpbayes.numerics import INDEPENDENT, laws_change, logsumexp
 from ddpbayes.problem import DependenceSets
 
@@ -73,6 +74,9 @@ class _Cliques:
         belief = self.belief[i]
         log_pi = logsumexp(belief.reshape(belief.shape[0], -1), axis=1)
         possible = np.flatnonzero(np.isfinite(log_pi))
+        if not possible.size:
+            raise InputError("every configuration of the model has probability zero (its observed data or "
+                             "potentials cannot all hold): no dependence sets")
         start = np.zeros((possible.size, *belief.shape))
         start[np.arange(possible.size), possible] = _conditional(belief, tuple(range(1, belief.ndim)))[possible]
         laws: dict[int, np.ndarray] = {}
