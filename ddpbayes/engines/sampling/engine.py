@@ -29,7 +29,7 @@ from ddpbayes.engines.curves import check_drawable, mixture_curve
 from ddpbayes.engines.sampling.estimate import Z95, Draws, Peak, bound, choose
 from ddpbayes.engines.sampling.posterior import posterior_leakage
 from ddpbayes.engines.sampling.profile import Found, profile_estimate, scalar_groups, worst_pair
-from ddpbayes.engines.sampling.summed import exact_dependence, summed_leakage, summing_engine
+from ddpbayes.engines.sampling.summed import exact_dependence, summed_leakage, summed_values, summing_engine
 from ddpbayes.engines.sampling.runs import Run, bounding, roles, sample_event, sample_events, summarise, sums
 from ddpbayes.errors import InputError
 from ddpbayes.model import DependenceModel, Finite
@@ -153,15 +153,13 @@ def _query_draws(problem: Problem, witness: Witness, t: float) -> Draws:
 def query_values(problem: Problem, run: Run) -> np.ndarray:
     """q(x) for every draw of a run: (chains, draws, C), or (chains, draws, K, C) when the run
     summed its discrete variables out (a value per configuration)."""
-    n = run.x.shape[-1]
-    with np.errstate(all="ignore"):
-        q = np.asarray(problem.query.values(run.x.reshape(-1, n)), dtype=float)
-    finite = np.isfinite(q).reshape(*run.x.shape[:-1], -1)
+    q = summed_values(problem.query, run.x)
+    finite = np.isfinite(q)
     if run.logw is not None:
         finite |= ~np.isfinite(run.logw)[..., None]  # a configuration of probability zero does not count
     if not np.all(finite):
         raise InputError(f"the query {problem.query.spec} is not finite on some of the model's draws")
-    return q.reshape(*run.x.shape[:-1], -1)
+    return q
 
 
 def output_scales(problem: Problem, outputs: int) -> np.ndarray:

@@ -46,7 +46,8 @@ SLICE_W = 1.0  # Slice's initial interval width (PyMC's default), restored befor
 class Run:
     """Tuple draws under one conditioning event, and how the chains behaved: x (chains, draws, n),
     or, when the discrete variables were summed out, x (chains, draws, C, n) with `logw`
-    (chains, draws, C), each configuration's log-probability given the draw's continuous values."""
+    (chains, draws, C), each configuration's log-probability given the draw's continuous values
+    (x is then `Table.expand`'s read-only view when the tuples do not change between draws)."""
 
     key: tuple
     x: np.ndarray
@@ -185,7 +186,10 @@ def _sample(model: DependenceModel, event: dict[int, float], settings: RunSettin
         key = (key, settings.role)
     if not chains.cond.free:  # nothing left to sample: one exact point (with the summed law, if any)
         x, logw = chains.evaluate({})
-        return Run(key, _repeat(x, settings), "none", 0, None if logw is None else _repeat(logw, settings))
+        x = _repeat(x, settings)
+        if logw is None:
+            return Run(key, x, "none", 0)
+        return Run(key, chains.cond.table.expand(x), "none", 0, _repeat(logw, settings))
     return chains.run(settings, key)
 
 
@@ -213,17 +217,23 @@ class Chains:
         is derived from `key` and the settings, so a run is reproducible on its own."""
         seed = (settings.seed * 1_000_003 + zlib.crc32(repr(key).encode())) % (2**31)
         starts, confined = self.cond.starting_points(settings.chains, settings.seed)
-        self._check_memory(settings, self.evaluate(starts[0])[0].size)
+        n = self.evaluate(starts[0])[0].size
+        table = self.cond.table
+        varies = table is not None and any(not s and k not in self.cond.fixed for k, s in enumerate(table.summed))
+        self._check_memory(settings, n * (self.cond.configurations if varies else 1))
         step = self._step(confined)
         rngs = np.random.default_rng(seed).spawn(settings.chains)
         chains = [self._chain(step, start, settings, rng) for start, rng in zip(starts, rngs)]
         x = np.asarray([draws for draws, _, _ in chains], dtype=float)
         logw = np.asarray([w for _, w, _ in chains], dtype=float) if self.cond.summed else None
+        if logw is not None:  # every configuration's tuples: a view when they are the same at every draw
+            x = self.cond.table.expand(x)
         return Run(key, x, self._sampler_name(confined), sum(d for _, _, d in chains), logw)
 
     def _check_memory(self, settings: RunSettings, values: int) -> None:
-        """Refuse a run whose draws would not fit in memory, before drawing: each draw keeps `values` tuple values
-        (n, or C × n with C summed configurations) and C weights, held twice while the chains are stacked."""
+        """Refuse a run whose draws would not fit in memory, before drawing: each draw keeps its n tuple values and
+        C summed configurations' weights, held twice while the chains are stacked (the configurations' tuples
+        are kept once, `Table`, unless a continuous tuple varies between draws: then C × n per draw)."""
         cells = settings.chains * settings.draws * (values + self.cond.configurations)
         check_memory(2 * 8 * cells, "an MCMC run's draws", f"{settings.chains} chains x {settings.draws:,} draws x "
                      f"{values:,} tuple values", flag="--draws", advice="lower --draws or --chains")
