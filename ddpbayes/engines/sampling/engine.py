@@ -27,6 +27,7 @@ from pytensor.tensor.random.op import RandomVariable
 from ddpbayes.engines.base import AdversaryLeakage, Curve, Engine, Mixtures, Witness
 from ddpbayes.engines.curves import check_drawable, mixture_curve
 from ddpbayes.engines.sampling.estimate import Z95, Draws, Peak, bound, choose
+from ddpbayes.engines.sampling.joint import JointDraws, choose_joint
 from ddpbayes.engines.sampling.posterior import posterior_leakage
 from ddpbayes.engines.sampling.profile import Found, profile_estimate, scalar_groups, worst_pair
 from ddpbayes.engines.sampling.summed import exact_dependence, summed_leakage, summed_values, summing_engine
@@ -52,10 +53,13 @@ class SamplingEngine(Engine):
     def supports(self, problem: Problem) -> str | None:
         """Any query with values (scalar or several outputs) under Laplace or geometric noise on
         every output coordinate (one mechanism, or a composition of such releases); Gaussian or
-        discrete Gaussian noise on a query with one varying output (`profile`)."""
+        discrete Gaussian noise on a query with one varying output (`profile`); a joint output
+        law with a finite output space (`joint`)."""
         mech = problem.mechanism
         if mech.gaussian:
             return None
+        if mech.joint:  # a finite output space (`joint`); the noisy maximum's value is continuous
+            return "the sampling engine takes a joint output law with finite outputs" if mech.continuous else None
         if not all(m.laplace for m in mech.releases):
             return "the sampling engine handles Laplace, geometric and Gaussian noise"
         return None
@@ -295,12 +299,18 @@ def _choose(problem: Problem, adv: Adversary, known_sets, settings: RunSettings)
     if problem.mechanism.profile:
         scalar = scalar_groups(groups, settings.seed)
         return Choice(adv, known_sets, scalar, runs, worst_pair(scalar, problem.mechanism))
-    peak, upper = choose(groups, _scales(problem, groups))
+    if problem.mechanism.joint:
+        peak, upper = choose_joint(groups, problem.mechanism)
+    else:
+        peak, upper = choose(groups, _scales(problem, groups))
     return Choice(adv, known_sets, groups, runs, peak, upper)
 
 
 def _scales(problem: Problem, groups: list[list[Draws]]) -> np.ndarray:
-    return output_scales(problem, groups[0][0].q.shape[-1]) if groups else np.ones(1)
+    """Each output's Laplace scale (one unused 1 for a joint law: it carries its own)."""
+    if problem.mechanism.joint or not groups:
+        return np.ones(1)
+    return output_scales(problem, groups[0][0].q.shape[-1])
 
 
 def _bound(problem: Problem, choice: Choice, settings: RunSettings) -> AdversaryLeakage:
@@ -316,6 +326,8 @@ def _bound(problem: Problem, choice: Choice, settings: RunSettings) -> Adversary
     if problem.mechanism.profile:
         return _profile_adversary(problem, choice, draws, diagnostics)
     peak, b = choice.peak, _scales(problem, choice.groups)
+    if problem.mechanism.joint:  # each draw's kernel is its exact p(y | answers)
+        draws = [JointDraws(d, problem.mechanism) for d in draws]
     lower, held = bound(peak, *draws, b) if draws else (0.0, {})
     value, upper = choice.upper
     witness = Witness(adv, peak.known or ({} if not adv.known else None), _nan_none(peak.t), _nan_none(peak.t_prime),
