@@ -8,7 +8,8 @@ still ~150 µs a call). `unblock_indexing` rewrites each such node as a one-hot 
 Σ_l [i = l] x[l], a comparison, a switch and a sum over the indexed axes, every one an
 elementwise or reduction op in C with its gradient; the configurations are then a batch
 dimension of ordinary array operations. (A switch, not a product: a log-probability of -inf
-times zero would be nan.)
+times zero would be nan. An index out of range gives 0 where numpy raises: the configurations
+enumerated lie in the variables' supports.)
 """
 
 from __future__ import annotations
@@ -38,10 +39,10 @@ def _unblock(fgraph, node):
             return None  # a slice: left as it is
         core_index = 0
     elif isinstance(core, AdvancedSubtensor):
-        sizes = {len(sig) for sig in node.op.inputs_sig[1:]}
-        if not indices or len(sizes) != 1:
+        cores = {len(sig) for sig in node.op.inputs_sig[1:]}
+        if not indices or len(cores) != 1:
             return None
-        core_index = sizes.pop()
+        core_index = cores.pop()
     else:
         return None
     if not all(i.type.dtype.startswith(("int", "uint")) for i in indices):

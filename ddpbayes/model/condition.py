@@ -190,10 +190,11 @@ def condition(model: DependenceModel, fixed: Mapping[int, float], summed: bool =
     With `summed`, the free discrete variables are summed out exactly when their joint values
     number at most MAX_SUMMED (issue #27: MCMC only over what cannot be summed): every
     configuration c is enumerated, the joint log-density is vectorised over c
-    (`pytensor.graph.replace.vectorize_graph`), the Potential is its log-sum-exp (the marginal
-    density of the continuous variables), `TUPLES` holds each configuration's tuple values
-    (C, n) and `WEIGHTS` the configurations' conditional log-probabilities given the continuous
-    values: each draw of the continuous variables carries the exact law of the discrete ones."""
+    (`pytensor.graph.replace.vectorize_graph`, its batched indexing rewritten by
+    `batched.unblock_indexing`), the Potential is its log-sum-exp (the marginal density of the
+    continuous variables), `WEIGHTS` holds the configurations' conditional log-probabilities
+    given the continuous values and `Conditioned.table` their tuple values, once (`TUPLES` keeps
+    a draw's own n values): each draw carries the exact law of the discrete variables."""
     fixed = {int(k): float(v) for k, v in fixed.items()}
     fixed_rvs = {model.slots[k].rv.name for k in fixed}
     transformed = [rv for rv in model.model.free_RVs if rv.name in fixed_rvs and model.model.rvs_to_transforms.get(rv)]
