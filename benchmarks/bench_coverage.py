@@ -20,7 +20,7 @@ Each rate comes with its Clopper–Pearson 95% interval (scipy.stats.beta). A "m
 a relative tolerance of 1e-9 (the exact routes agree to ~1e-13). A last block pools each bound
 over every (model, notion) row.
 
-Every audit releases the model's query with Laplace noise at `--epsilon` (classic DP's scale:
+Every audit releases the model's query with its case's mechanism (Laplace noise unless named) at `--epsilon` (classic DP's scale:
 sensitivity / epsilon) and audits one target (tuple 0, or the one named in the table) so that a
 full run stays feasible; the sampling settings are the engine's defaults (2 chains, 1000 tuning
 steps, 1000 draws per chain) unless --draws / --tune / --chains say otherwise, with workers = 1
@@ -40,7 +40,9 @@ Models (name: what, exact route):
     beta_chain     inline: a binary chain n=4 with stay probability p ~ Beta(2, 2), count; structured
     beta_hmm       inline: hidden regimes (stay 0.8), emission accuracy a ~ Beta(8, 2), n=3, count; structured
     mixed_latent   inline: r ~ N(0, 1.5), h ~ Bernoulli(0.3), X_k ~ Bernoulli(sigmoid(r + 2h)), n=3; structured
-    beta_bern10    models/beta_bernoulli.py n=10 a=2 b=5, count (512 configurations: Gibbs, not summed); structured
+    beta_bern10    models/beta_bernoulli.py n=10 a=2 b=5, count (512 configurations summed); structured
+    beta_bern11    models/beta_bernoulli.py n=11 a=2 b=5, count (ten siblings summed: 1,024 configurations); structured
+    beta_trgeom    models/beta_bernoulli.py n=5 a=2 b=5, count, truncated geometric on 0..5 (a joint law); structured
     galton         models/galton_families.py k=3, mean (continuous, MvNormal); gaussian
     hier_gauss     inline: mu ~ N(0,1), a_j ~ N(mu,1), X_jk ~ N(a_j,1), 2x2 on [-1, 1], sum; gaussian
     hier_logit     models/hierarchical_logit.py (s ~ HalfNormal, r ~ N(0, s), X_k ~ Bernoulli(sigmoid(r))), count;
@@ -271,6 +273,8 @@ class Case:
     notions: tuple[str, ...] = NOTIONS
     formula: dict = field(default_factory=dict)  # notion -> truth as a function of the scale b
     note: str = ""
+    mechanism: str = "laplace"  # a kind; a joint law's --mechanism-param values in `params`
+    params: dict = field(default_factory=dict)
 
 
 CASES = [
@@ -287,8 +291,13 @@ CASES = [
     Case("beta_chain", beta_chain, "count", "structured"),
     Case("beta_hmm", beta_hmm, "count", "structured"),
     Case("mixed_latent", mixed_latent, "count", "structured"),
-    # ten siblings: 2^9 = 512 joint values of the others, over the 256 summed: heat-bath Gibbs samples them
+    # ten siblings: 2^9 = 512 joint values of the others, summed exactly (issue #42.3; Gibbs under the old 256)
     Case("beta_bern10", ("beta_bernoulli.py", {"n": 10, "a": 2.0, "b": 5.0}), "count", "structured"),
+    # eleven siblings: the ten others' 1,024 configurations summed exactly
+    Case("beta_bern11", ("beta_bernoulli.py", {"n": 11, "a": 2.0, "b": 5.0}), "count", "structured"),
+    # a joint-law mechanism (issue #42.4): the truncated geometric on the count of Beta siblings
+    Case("beta_trgeom", ("beta_bernoulli.py", {"n": 5, "a": 2.0, "b": 5.0}), "count", "structured",
+         mechanism="truncated_geometric", params={"n": "5"}),
     # s ~ HalfNormal(1), r ~ Normal(0, s), X_k ~ Bernoulli(sigmoid(r)): quadrature does not settle;
     # truth by the two-normal Gauss–Hermite formula above (ddp = idp: every record depends on every other)
     Case("hier_logit", ("hierarchical_logit.py", {}), "count", "formula",
@@ -317,6 +326,8 @@ def load_case(case: Case):
 
 def audit_args(case: Case, notion: str, epsilon: float) -> dict:
     args = {"epsilon": epsilon, "targets": [case.target], "information": None}
+    if case.params:
+        args["mechanism_params"] = dict(case.params)
     if notion == "pdp":
         args["known"] = list(case.known)
     return args
@@ -357,7 +368,7 @@ def truth_of(case: Case, model, notion: str, epsilon: float) -> tuple[float, flo
     """(truth, scale b) by the case's exact route."""
     import ddpbayes
 
-    r = ddpbayes.audit(model, case.query, "laplace", notion,
+    r = ddpbayes.audit(model, case.query, case.mechanism, notion,
                        engine="exact" if case.truth_engine == "formula" else case.truth_engine,
                        **audit_args(case, notion, epsilon)) if case.truth_engine != "formula" else None
     if r is not None:
@@ -382,7 +393,7 @@ def run_case(case: Case, args) -> list[dict]:
         print(f"  {case.name:11s} {notion}: truth {truth:.5f} ({case.truth_engine}), b = {b:.4g}", flush=True)
         for seed in range(args.first_seed, args.first_seed + args.seeds):
             start = time.perf_counter()
-            r = ddpbayes.audit(model, case.query, "laplace", notion, claim=truth, engine="sampling", seed=seed,
+            r = ddpbayes.audit(model, case.query, case.mechanism, notion, claim=truth, engine="sampling", seed=seed,
                                draws=args.draws, tune=args.tune, chains=args.chains, workers=1,
                                **audit_args(case, notion, args.epsilon))
             wall = time.perf_counter() - start

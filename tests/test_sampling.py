@@ -920,20 +920,20 @@ def test_slice_draws_do_not_depend_on_earlier_runs():
 
 
 def test_gibbs_draws_do_not_depend_on_earlier_runs():
-    """Discrete stand-ins with more than MAX_SUMMED (256) joint values are sampled with heat-bath
+    """Discrete stand-ins with more than MAX_SUMMED (4,096) joint values are sampled with heat-bath
     Gibbs (a CategoricalGibbsMetropolis, which shuffles its list of dimensions in place at every
     step): every chain restarts from the built order, so a run drawn after other runs on the same
-    compiled step gives the same draws, bit for bit. Household of nine given X_0: h and eight
-    members are free, 2^9 = 512 > 256 values, so they are sampled, not summed (issue #27)."""
+    compiled step gives the same draws, bit for bit. Household of thirteen given X_0: h and twelve
+    members are free, 2^13 = 8,192 > 4,096 values, so they are sampled, not summed (issue #27)."""
     from ddpbayes.engines.sampling.runs import sample_event
     from ddpbayes.model.condition import MAX_SUMMED
     from ddpbayes.settings import RunSettings
 
-    assert 2**9 > MAX_SUMMED >= 2**8
+    assert 2**13 > MAX_SUMMED >= 2**12
     kw = dict(draws=100, tune=50, chains=2, seed=5)
-    fresh = [sample_event(load_model(HOUSEHOLD, {"n": 9}), {0: 1.0}, RunSettings(**kw))]
-    assert fresh[0].sampler == "gibbs" and fresh[0].x.shape == (2, 100, 9)
-    model = load_model(HOUSEHOLD, {"n": 9})
+    fresh = [sample_event(load_model(HOUSEHOLD, {"n": 13}), {0: 1.0}, RunSettings(**kw))]
+    assert fresh[0].sampler == "gibbs" and fresh[0].x.shape == (2, 100, 13)
+    model = load_model(HOUSEHOLD, {"n": 13})
     sample_event(model, {0: 0.0}, RunSettings(**kw))  # shuffles the same Gibbs step first
     np.testing.assert_array_equal(sample_event(model, {0: 1.0}, RunSettings(**kw)).x, fresh[0].x)
 

@@ -49,6 +49,7 @@ def test_summed_law_of_the_discrete_variables_given_a_continuous_value():
     fn = _compiled(cond, [WEIGHTS, TUPLES])
     for r0 in (-2.0, 0.3, 1.7):
         logw, x = fn({"r_free": np.array(r0)})
+        x = cond.table.expand(x[None])[0]  # the configurations' tuples are kept once, not per draw
         hand = {}
         for h, x1, x2 in itertools.product((0, 1), repeat=3):
             p = expit(r0 + 2 * h)
@@ -65,17 +66,23 @@ def test_summed_law_of_the_discrete_variables_given_a_continuous_value():
 
 
 def test_summation_stops_at_max_summed_configurations():
-    """Over MAX_SUMMED joint values (9 free records: 512) nothing is summed and Gibbs samples them;
-    with 3 records pinned, the 7 free ones (128) are summed."""
-    from ddpbayes.model.condition import MAX_SUMMED, condition
+    """Over MAX_SUMMED joint values (13 free records: 8,192) nothing is summed and Gibbs samples
+    them; with one more record pinned, the 12 free ones (4,096) are summed, their configurations'
+    tuples kept once (C, n), not per draw."""
+    from ddpbayes.model.condition import MAX_SUMMED, TUPLES, condition
 
     with pm.Model() as m:
         r = pm.Normal("r", 0.0, 1.0)
-        pm.Bernoulli("x", pm.math.sigmoid(r), shape=10)
+        pm.Bernoulli("x", pm.math.sigmoid(r), shape=14)
     model = DependenceModel(m, tuples="x")
-    assert 2 ** 9 > MAX_SUMMED
+    assert 2 ** 13 > MAX_SUMMED >= 2 ** 12
     assert not condition(model, {0: 1.0}, summed=True).summed
-    assert condition(model, {k: 0.0 for k in range(3)}, summed=True).configurations == 2 ** 7
+    cond = condition(model, {0: 1.0, 5: 0.0}, summed=True)
+    assert cond.configurations == 2 ** 12 and cond.table.values.shape == (2 ** 12, 14)
+    assert cond.model[TUPLES].type.shape == (14,)
+    free = [k for k in range(14) if k not in (0, 5)]
+    assert list(np.flatnonzero(cond.table.summed)) == free
+    assert set(map(tuple, cond.table.values[:, free])) == set(itertools.product((0.0, 1.0), repeat=12))
 
 
 def test_non_centred_density():
@@ -293,3 +300,85 @@ def test_longer_chain_with_an_uncertain_stay_probability():
     r = audit(model, "count", "laplace", "idp", scale=1.0, targets=[target], engine="sampling", seed=0)
     assert r.ci[0] <= truth <= r.ci[1], (r.ci, truth)
     assert "summed 64" in "".join(r.diagnostics["samplers"]) and r.diagnostics["ok"]
+
+
+def _laplace_sup(laws: np.ndarray, levels: np.ndarray, b: float) -> float:
+    """max over t, t' and y of |log L_t(y) - log L_t'(y)| for Laplace(b) mixtures over `levels`:
+    the sup lies at a level or y -> ±inf (004 Lemma 1)."""
+    ks = [np.exp(-np.abs(y - levels) / b) for y in levels] + [np.exp(levels / b), np.exp(-levels / b)]
+    return max(abs(math.log(laws[u] @ k) - math.log(laws[v] @ k)) for k in ks
+               for u in range(len(laws)) for v in range(u + 1, len(laws)))
+
+
+@pytest.mark.slow
+def test_eleven_siblings_ten_summed_exactly():
+    """Eleven Bernoulli(rate) siblings, rate ~ Beta(2, 5), count, Laplace(1), idp of X_0: given X_0
+    the ten others are summed over their 1,024 configurations (issue #42.3; Gibbs before). The
+    truth by Gauss–Legendre quadrature over the rate, written here: P(count = t + m | X_0 = t) ∝
+    ∫ r^t (1 - r)^(1-t) C(10, m) r^m (1 - r)^(10-m) Beta(r; 2, 5) dr. Estimate within 0.05, interval
+    around it."""
+    from scipy.stats import beta
+
+    n, a, b = 11, 2.0, 5.0
+    nodes, weights = np.polynomial.legendre.leggauss(200)
+    r, w = (nodes + 1) / 2, weights / 2 * beta.pdf((nodes + 1) / 2, a, b)
+    laws = np.zeros((2, n + 1))
+    for t in (0, 1):
+        for m in range(n):
+            laws[t, t + m] = np.sum(w * r ** t * (1 - r) ** (1 - t) * comb(n - 1, m) * r ** m * (1 - r) ** (n - 1 - m))
+    laws /= laws.sum(axis=1, keepdims=True)
+    truth = _laplace_sup(laws, np.arange(n + 1.0), 1.0)
+    model = load_model(MODELS / "beta_bernoulli.py", {"n": n, "a": a, "b": b})
+    res = audit(model, "count", "laplace", "idp", scale=1.0, targets=[0], engine="sampling", seed=0, workers=1,
+                information=None)
+    assert "summed 1024" in "".join(res.diagnostics["samplers"]) and res.diagnostics["ok"]
+    assert abs(res.leakage - truth) <= 0.05 and res.ci[0] <= truth <= res.ci[1], (res.leakage, res.ci, truth)
+
+
+@pytest.mark.slow
+def test_three_state_chain_with_an_uncertain_stay_probability():
+    """models/uncertain_stay_chain.py (3 levels, 5 days, p_stay ~ Beta(2, 2)), sum, Laplace(2), idp of
+    day 0: by enumeration of the 3^5 sequences, each weighted by (1/3) E[p^stays ((1 - p)/2)^moves]
+    = (1/3) 2^-moves B(2 + stays, 2 + moves) / B(2, 2). The sampling engine (p sampled, the other
+    four days summed over 81 configurations, categorical indexing as one-hot products) agrees
+    within 1e-2 or brackets it."""
+    n, k = 5, 3
+    laws = np.zeros((k, 2 * n + 1))
+    for xs in itertools.product(range(k), repeat=n):
+        stays = sum(u == v for u, v in zip(xs, xs[1:]))
+        moves = n - 1 - stays
+        laws[xs[0], sum(xs)] += 2.0 ** -moves * math.exp(betaln(2 + stays, 2 + moves) - betaln(2, 2)) / k
+    laws /= laws.sum(axis=1, keepdims=True)
+    truth = _laplace_sup(laws, np.arange(2 * n + 1.0), 2.0)
+    model = load_model(MODELS / "uncertain_stay_chain.py", {})
+    res = audit(model, "sum", "laplace", "idp", scale=2.0, targets=[0], engine="sampling", seed=0, workers=1,
+                information=None)
+    assert "summed 81" in "".join(res.diagnostics["samplers"]) and res.diagnostics["ok"]
+    assert abs(res.leakage - truth) <= 1e-2 or res.ci[0] <= truth <= res.ci[1], (res.leakage, res.ci, truth)
+
+
+def test_batched_categorical_indexing_is_a_one_hot_product():
+    """The summed log-density of models/uncertain_stay_chain.py given X_0 = 1 at p_stay = 0.3 and
+    0.8, and its gradient, against the enumeration of the 81 configurations written here; no
+    Blockwise (a Python loop over the configurations) is left in the compiled graph."""
+    from scipy.special import logit
+    from scipy.stats import beta
+    from pytensor.tensor.blockwise import Blockwise
+
+    from ddpbayes.model.condition import condition
+
+    cond = condition(load_model(MODELS / "uncertain_stay_chain.py", {}), {0: 1.0}, summed=True)
+    logp, dlogp = cond.model.compile_logp(), cond.model.compile_dlogp()
+    assert not any(isinstance(node.op, Blockwise) for node in logp.f.maker.fgraph.apply_nodes)
+    name = cond.model.value_vars[0].name
+
+    def hand(p: float) -> float:  # log P(X_0 = 1, p) in log-odds space (Jacobian p(1 - p))
+        move = np.full((3, 3), (1 - p) / 2) + np.eye(3) * (p - (1 - p) / 2)
+        total = sum(np.prod([move[u, v] for u, v in zip((1, *xs), xs)]) for xs in itertools.product(range(3), repeat=4))
+        return math.log(total / 3) + beta.logpdf(p, 2, 2) + math.log(p * (1 - p))
+
+    for p in (0.3, 0.8):
+        u = logit(p)
+        assert logp({name: np.array(u)}) == pytest.approx(hand(p), abs=1e-7)  # PyTensor's softplus
+        slope = (hand(1 / (1 + math.exp(-u - 1e-5))) - hand(1 / (1 + math.exp(-u + 1e-5)))) / 2e-5
+        assert dlogp({name: np.array(u)})[0] == pytest.approx(slope, abs=1e-6)

@@ -32,13 +32,14 @@ from pytensor.graph.replace import graph_replace, vectorize_graph
 from pytensor.tensor.random.basic import NormalRV
 
 from ddpbayes.errors import InputError
+from ddpbayes.model.batched import unblock_indexing
 from ddpbayes.model.contract import DependenceModel, rejected_parameters
 from ddpbayes.model.domains import Finite
 from ddpbayes.model.supports import depends_on_random, is_discrete, support
 
 TUPLES = "ddp_tuples"
 WEIGHTS = "ddp_summed_logp"  # summed: log P(configuration c | continuous values, event), shape (C,)
-MAX_SUMMED = 256  # joint configurations of the free discrete variables summed out at most (else Gibbs)
+MAX_SUMMED = 4096  # joint configurations of the free discrete variables summed out at most (else Gibbs)
 
 
 class ImpossibleEvent(InputError):
@@ -66,14 +67,39 @@ class _Pin:
     element: int | None
 
 
+@dataclass(frozen=True, eq=False)
+class Table:
+    """The summed configurations as tuple values, kept once (the same at every draw): `values`
+    (C, n) holds configuration c's value of every tuple it sets, where `summed` (n,) is True; the
+    other tuples (pinned, continuous) take a draw's own value (`TUPLES`)."""
+
+    values: np.ndarray
+    summed: np.ndarray
+
+    def expand(self, x: np.ndarray) -> np.ndarray:
+        """Every configuration's tuples at draws x (..., n): (..., C, n); a read-only broadcast
+        view, with no copy per draw, when x is the same at every draw."""
+        lead = x.shape[:-1]
+        flat = x.reshape(-1, x.shape[-1])
+        if np.all(flat == flat[:1]) or not np.any(~self.summed):
+            one = np.where(self.summed, self.values, flat[0])
+            return np.broadcast_to(one, (*lead, *one.shape))
+        return np.where(self.summed, self.values, x[..., None, :])
+
+
 @dataclass(frozen=True)
 class Conditioned:
     model: pm.Model
     base: pm.Model
     free: tuple[_Free, ...]
     pins: tuple[_Pin, ...]
-    configurations: int = 1  # summed: joint values of the free discrete variables (else 1)
+    table: Table | None = None  # summed: the free discrete variables' joint values, as tuple values
     _candidates: dict = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def configurations(self) -> int:
+        """C, the joint values of the free discrete variables summed out (1 when none is)."""
+        return 1 if self.table is None else len(self.table.values)
 
     @property
     def summed(self) -> bool:
@@ -173,10 +199,11 @@ def condition(model: DependenceModel, fixed: Mapping[int, float], summed: bool =
     With `summed`, the free discrete variables are summed out exactly when their joint values
     number at most MAX_SUMMED (issue #27: MCMC only over what cannot be summed): every
     configuration c is enumerated, the joint log-density is vectorised over c
-    (`pytensor.graph.replace.vectorize_graph`), the Potential is its log-sum-exp (the marginal
-    density of the continuous variables), `TUPLES` holds each configuration's tuple values
-    (C, n) and `WEIGHTS` the configurations' conditional log-probabilities given the continuous
-    values: each draw of the continuous variables carries the exact law of the discrete ones."""
+    (`pytensor.graph.replace.vectorize_graph`, its batched indexing rewritten by
+    `batched.unblock_indexing`), the Potential is its log-sum-exp (the marginal density of the
+    continuous variables), `WEIGHTS` holds the configurations' conditional log-probabilities
+    given the continuous values and `Conditioned.table` their tuple values, once (`TUPLES` keeps
+    a draw's own n values): each draw carries the exact law of the discrete variables."""
     fixed = {int(k): float(v) for k, v in fixed.items()}
     fixed_rvs = {model.slots[k].rv.name for k in fixed}
     transformed = [rv for rv in model.model.free_RVs if rv.name in fixed_rvs and model.model.rvs_to_transforms.get(rv)]
@@ -221,14 +248,16 @@ def condition(model: DependenceModel, fixed: Mapping[int, float], summed: bool =
         tuples = _stack(model, graph_replace(tuple_values, replace, strict=False))
         if configurations is not None:
             batched = {enumerated[name]: pt.as_tensor(values) for name, values in configurations.items()}
-            joint, tuples = vectorize_graph([joint, tuples], batched)
+            [joint] = unblock_indexing([vectorize_graph(joint, batched)])
+            tuples = graph_replace(tuples, {enumerated[n]: pt.as_tensor(v[0]) for n, v in configurations.items()},
+                                   strict=False)
             marginal = pt.logsumexp(joint)
             pm.Deterministic(WEIGHTS, joint - marginal)
             joint = marginal
         pm.Potential("ddp_joint", joint)
         pm.Deterministic(TUPLES, tuples)
-    size = len(next(iter(configurations.values()))) if configurations else 1
-    cond = Conditioned(conditioned, base, tuple(free), tuple(pins), size)
+    table = _table(model, slots_of, fixed, configurations) if configurations else None
+    cond = Conditioned(conditioned, base, tuple(free), tuple(pins), table)
     cond.pin(fixed)
     return cond
 
@@ -259,6 +288,23 @@ def _configurations(model: DependenceModel, base: pm.Model, slots_of: dict, fixe
         out[name] = grid[:, at:at + m].astype(base[name].dtype).reshape(len(grid), *shape)
         at += m
     return out
+
+
+def _table(model: DependenceModel, slots_of: dict, fixed: dict[int, float],
+           configurations: dict[str, np.ndarray]) -> Table:
+    """Each configuration's value of every tuple it sets (`Table`): a scalar tuple's variable's
+    value, or the element of a vector's free elements (those not pinned, in order)."""
+    size = len(next(iter(configurations.values())))
+    values, summed = np.zeros((size, model.n)), np.zeros(model.n, dtype=bool)
+    for name, config in configurations.items():
+        pinned = {idx for k, idx in slots_of.get(name, []) if k in fixed}
+        flat = config.reshape(size, -1)
+        order = [i for i in range(flat.shape[1] + len(pinned)) if i not in pinned]
+        for k, idx in slots_of.get(name, []):
+            if k not in fixed:
+                values[:, k] = flat[:, 0] if idx is None else flat[:, order.index(idx) if pinned else idx]
+                summed[k] = True
+    return Table(values, summed)
 
 
 def _random_scale(rv) -> tuple | None:

@@ -29,9 +29,10 @@ from ddpbayes.engines.base import AdversaryLeakage, Curve, Engine, Mixtures, Wit
 from ddpbayes.engines.curves import check_drawable, mixture_curve
 from ddpbayes.engines.sampling.cells import Certificate, certify, refuse
 from ddpbayes.engines.sampling.estimate import Z95, Draws, Peak, bound, choose
+from ddpbayes.engines.sampling.joint import JointDraws, choose_joint
 from ddpbayes.engines.sampling.posterior import posterior_leakage
 from ddpbayes.engines.sampling.profile import Found, profile_estimate, scalar_groups, worst_pair
-from ddpbayes.engines.sampling.summed import exact_dependence, summed_leakage, summing_engine
+from ddpbayes.engines.sampling.summed import exact_dependence, summed_leakage, summed_values, summing_engine
 from ddpbayes.engines.sampling.runs import Run, bounding, roles, sample_event, sample_events, settled, summarise, sums
 from ddpbayes.engines.sampling.slope import Slope, Uncertified
 from ddpbayes.errors import InputError
@@ -55,10 +56,13 @@ class SamplingEngine(Engine):
     def supports(self, problem: Problem) -> str | None:
         """Any query with values (scalar or several outputs) under Laplace or geometric noise on
         every output coordinate (one mechanism, or a composition of such releases); Gaussian or
-        discrete Gaussian noise on a query with one varying output (`profile`)."""
+        discrete Gaussian noise on a query with one varying output (`profile`); a joint output
+        law with a finite output space (`joint`)."""
         mech = problem.mechanism
         if mech.gaussian:
             return None
+        if mech.joint:  # a finite output space (`joint`); the noisy maximum's value is continuous
+            return "the sampling engine takes a joint output law with finite outputs" if mech.continuous else None
         if not all(m.laplace for m in mech.releases):
             return "the sampling engine handles Laplace, geometric and Gaussian noise"
         return None
@@ -161,15 +165,13 @@ def _run(problem: Problem, event: dict[int, float], settings: RunSettings) -> Ru
 def query_values(problem: Problem, run: Run) -> np.ndarray:
     """q(x) for every draw of a run: (chains, draws, C), or (chains, draws, K, C) when the run
     summed its discrete variables out (a value per configuration)."""
-    n = run.x.shape[-1]
-    with np.errstate(all="ignore"):
-        q = np.asarray(problem.query.values(run.x.reshape(-1, n)), dtype=float)
-    finite = np.isfinite(q).reshape(*run.x.shape[:-1], -1)
+    q = summed_values(problem.query, run.x)
+    finite = np.isfinite(q)
     if run.logw is not None:
         finite |= ~np.isfinite(run.logw)[..., None]  # a configuration of probability zero does not count
     if not np.all(finite):
         raise InputError(f"the query {problem.query.spec} is not finite on some of the model's draws")
-    return q.reshape(*run.x.shape[:-1], -1)
+    return q
 
 
 def output_scales(problem: Problem, outputs: int) -> np.ndarray:
@@ -306,7 +308,10 @@ def _choose(problem: Problem, adv: Adversary, known_sets, settings: RunSettings)
     if problem.mechanism.profile:
         scalar = scalar_groups(groups, settings.seed)
         return Choice(adv, known_sets, scalar, runs, worst_pair(scalar, problem.mechanism))
-    peak, upper = choose(groups, _scales(problem, groups))
+    if problem.mechanism.joint:
+        peak, upper = choose_joint(groups, problem.mechanism)
+    else:
+        peak, upper = choose(groups, _scales(problem, groups))
     certificate = _combine(certificates)
     if certificate is not None and certificate.reason is None:
         upper = (upper[0], max(upper[0], certificate.upper) + upper[1] - upper[0])
@@ -365,7 +370,10 @@ def _combine(certificates: list[Certificate]) -> Certificate | None:
 
 
 def _scales(problem: Problem, groups: list[list[Draws]]) -> np.ndarray:
-    return output_scales(problem, groups[0][0].q.shape[-1]) if groups else np.ones(1)
+    """Each output's Laplace scale (one unused 1 for a joint law: it carries its own)."""
+    if problem.mechanism.joint or not groups:
+        return np.ones(1)
+    return output_scales(problem, groups[0][0].q.shape[-1])
 
 
 def _bound(problem: Problem, choice: Choice, settings: RunSettings) -> AdversaryLeakage:
@@ -383,6 +391,8 @@ def _bound(problem: Problem, choice: Choice, settings: RunSettings) -> Adversary
     if problem.mechanism.profile:
         return _profile_adversary(problem, choice, draws, diagnostics)
     peak, b = choice.peak, _scales(problem, choice.groups)
+    if problem.mechanism.joint:  # each draw's kernel is its exact p(y | answers)
+        draws = [JointDraws(d, problem.mechanism) for d in draws]
     lower, held = bound(peak, *draws, b) if draws else (0.0, {})
     value, upper = choice.upper
     witness = Witness(adv, peak.known or ({} if not adv.known else None), _nan_none(peak.t), _nan_none(peak.t_prime),

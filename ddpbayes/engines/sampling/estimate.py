@@ -33,6 +33,7 @@ from dataclasses import dataclass, replace
 import arviz as az
 import numpy as np
 
+from ddpbayes.engines.sampling.mixture import law, same_at_every_draw
 from ddpbayes.engines.sampling.runs import quiet_arviz
 from ddpbayes.engines.sampling.vector import log_kernels, pair_sup
 from ddpbayes.numerics import logsumexp
@@ -64,24 +65,16 @@ class Draws:
         """The estimated law of the query: distinct points (M, C) and their log-weights (M,),
         summing to one (every draw, and configuration when summed, weighted; equal points merged
         in log space, so a tail weight far below 1e-300 keeps its value)."""
-        chains, draws = self.q.shape[:2]
-        points = self.q.reshape(-1, self.q.shape[-1])
-        logw = np.zeros(len(points)) if self.logw is None else self.logw.reshape(-1)
-        keep = np.isfinite(logw)
-        points, logw = points[keep], logw[keep]
-        levels, inverse = np.unique(points, axis=0, return_inverse=True)
-        inverse = np.ravel(inverse)
-        order = np.argsort(inverse, kind="stable")
-        starts = np.flatnonzero(np.r_[True, np.diff(inverse[order]) != 0])
-        top = np.maximum.reduceat(logw[order], starts)
-        sums = np.add.reduceat(np.exp(logw[order] - np.repeat(top, np.diff(np.r_[starts, len(order)]))), starts)
-        return levels, top + np.log(sums) - math.log(chains * draws)
+        return law(self.q, self.logw)
 
     def log_kernels(self, y: np.ndarray, b: np.ndarray) -> np.ndarray:
         """log of each draw's kernel value at the output y (C,), (chains, draws): the Laplace
         product kernel at the draw, or its average over the draw's summed law."""
         chains, draws = self.q.shape[:2]
-        z = log_kernels(self.q.reshape(-1, self.q.shape[-1]), np.asarray(y, dtype=float)[None, :], b)[0]
+        y = np.asarray(y, dtype=float)[None, :]
+        if self.logw is not None and same_at_every_draw(self.q):  # the configurations' kernels, once
+            return logsumexp(log_kernels(self.q[0, 0], y, b)[0] + self.logw, axis=2)
+        z = log_kernels(self.q.reshape(-1, self.q.shape[-1]), y, b)[0]
         if self.logw is None:
             return z.reshape(chains, draws)
         return logsumexp((z + self.logw.reshape(-1)).reshape(chains, draws, -1), axis=2)

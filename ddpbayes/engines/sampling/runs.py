@@ -50,7 +50,8 @@ SLICE_W = 1.0  # Slice's initial interval width (PyMC's default), restored befor
 class Run:
     """Tuple draws under one conditioning event, and how the chains behaved: x (chains, draws, n),
     or, when the discrete variables were summed out, x (chains, draws, C, n) with `logw`
-    (chains, draws, C), each configuration's log-probability given the draw's continuous values."""
+    (chains, draws, C), each configuration's log-probability given the draw's continuous values
+    (x is then `Table.expand`'s read-only view when the tuples do not change between draws)."""
 
     key: tuple
     x: np.ndarray
@@ -286,7 +287,10 @@ def _sample(model: DependenceModel, event: dict[int, float], settings: RunSettin
         key = (key, settings.role)
     if not chains.cond.free:  # nothing left to sample: one exact point (with the summed law, if any)
         x, logw = chains.evaluate({})
-        return Run(key, _repeat(x, settings), "none", 0, None if logw is None else _repeat(logw, settings))
+        x = _repeat(x, settings)
+        if logw is None:
+            return Run(key, x, "none", 0)
+        return Run(key, chains.cond.table.expand(x), "none", 0, _repeat(logw, settings))
     return chains.run(settings, key)
 
 
@@ -311,7 +315,7 @@ class Chains:
         self._outputs = cond.model.compile_fn(outputs, inputs=cond.model.value_vars, on_unused_input="ignore")
 
     def evaluate(self, point: dict) -> tuple[np.ndarray, np.ndarray | None]:
-        """The tuple values at `point` (n, or C × n when summed) and the summed law (C) or None."""
+        """The tuple values at `point` (n) and the summed law (C) or None."""
         out = self._outputs(point)
         return np.asarray(out[0], dtype=float), (np.asarray(out[1], dtype=float) if self.cond.summed else None)
 
@@ -320,12 +324,14 @@ class Chains:
         is derived from `key` and the settings, so a run is reproducible on its own."""
         seed = _seed(settings, key)
         starts, confined = self._dispersed(settings.chains, settings.seed)
-        self._check_memory(settings, self.evaluate(starts[0])[0].size)
+        self._check_memory(settings, self._values_per_draw(starts[0]))
         step = self._step(confined)
         rngs = np.random.default_rng(seed).spawn(settings.chains)
         chains = [self._chain(step, start, settings, rng) for start, rng in zip(starts, rngs)]
         x = np.asarray([draws for draws, _, _ in chains], dtype=float)
         logw = np.asarray([w for _, w, _ in chains], dtype=float) if self.cond.summed else None
+        if logw is not None:  # every configuration's tuples: a view when they are the same at every draw
+            x = self.cond.table.expand(x)
         return Run(key, x, self._sampler_name(confined), sum(d for _, _, d in chains), logw)
 
     def temper(self, settings: RunSettings, key, why: tuple[str, float | None]) -> Run:
@@ -334,7 +340,7 @@ class Chains:
         steps do not apply: SMC adapts its stages and proposals itself)."""
         start = self.cond.starting_points(1, settings.seed)[0][0]  # raises ImpossibleEvent as a NUTS run would
         runs = GROUP * settings.chains
-        self._check_memory(RunSettings.of(settings, draws=GROUP * settings.draws), self.evaluate(start)[0].size)
+        self._check_memory(RunSettings.of(settings, draws=GROUP * settings.draws), self._values_per_draw(start))
         if self._tempering is None:
             self._tempering = Tempering(self.cond)
         out = self._tempering.run(runs, settings.draws, _seed(settings, key), self.cond.prior_draws(settings.seed))
@@ -344,6 +350,8 @@ class Chains:
         x = np.asarray([e[0] for e in evaluated], dtype=float).reshape(*shape, *evaluated[0][0].shape)
         logw = (np.asarray([e[1] for e in evaluated], dtype=float).reshape(*shape, -1) if self.cond.summed
                 else None)
+        if logw is not None:  # every configuration's tuples, as `run` keeps them
+            x = self.cond.table.expand(x)
         record = {"why": why[0], "nuts_rhat": why[1], "independent_runs": runs, "particles": settings.draws,
                   "stages_max": max(out.stages), "beta_min": min(out.betas),
                   "acceptance_min": float(np.nanmin(out.acceptance))}
@@ -373,9 +381,17 @@ class Chains:
             nearest = np.minimum(nearest, np.linalg.norm(flat - flat[nxt], axis=1))
         return [best[k] for k in chosen], confined
 
+    def _values_per_draw(self, point: dict) -> int:
+        """The tuple values a draw keeps: n, or C × n when a continuous tuple beside summed ones varies (`Table`)."""
+        n = self.evaluate(point)[0].size
+        table = self.cond.table
+        varies = table is not None and any(not s and k not in self.cond.fixed for k, s in enumerate(table.summed))
+        return n * (self.cond.configurations if varies else 1)
+
     def _check_memory(self, settings: RunSettings, values: int) -> None:
-        """Refuse a run whose draws would not fit in memory, before drawing: each draw keeps `values` tuple values
-        (n, or C × n with C summed configurations) and C weights, held twice while the chains are stacked."""
+        """Refuse a run whose draws would not fit in memory, before drawing: each draw keeps its n tuple values and
+        C summed configurations' weights, held twice while the chains are stacked (the configurations' tuples
+        are kept once, `Table`, unless a continuous tuple varies between draws: then C × n per draw)."""
         cells = settings.chains * settings.draws * (values + self.cond.configurations)
         check_memory(2 * 8 * cells, "an MCMC run's draws", f"{settings.chains} chains x {settings.draws:,} draws x "
                      f"{values:,} tuple values", flag="--draws", advice="lower --draws or --chains")

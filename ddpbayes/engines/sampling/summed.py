@@ -13,13 +13,17 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
+
 from ddpbayes.engines.base import AdversaryLeakage, Engine
 from ddpbayes.engines.exact import ExactEngine
 from ddpbayes.engines.gaussian import GaussianEngine
+from ddpbayes.engines.sampling.mixture import same_at_every_draw
 from ddpbayes.engines.structured import StructuredEngine
 from ddpbayes.errors import InputError
 from ddpbayes.model.supports import is_discrete
 from ddpbayes.problem import Problem
+from ddpbayes.queries import Query
 
 _EXACT_ENGINES = (StructuredEngine(), ExactEngine())
 
@@ -55,3 +59,14 @@ def exact_dependence(problem: Problem) -> list[frozenset[int]] | None:
             except InputError:
                 continue
     return None
+
+
+def summed_values(query: Query, x: np.ndarray) -> np.ndarray:
+    """q of tuple draws x (chains, draws, n) or, summed, (chains, draws, C, n): (..., outputs). A
+    summed run's configurations that do not change between draws (`Table.expand`'s view) are
+    evaluated once, and their values broadcast to every draw (no copy per draw)."""
+    with np.errstate(all="ignore"):
+        if same_at_every_draw(x):
+            q = np.asarray(query.values(x[0, 0]), dtype=float)
+            return np.broadcast_to(q, (*x.shape[:-1], q.shape[-1]))
+        return np.asarray(query.values(x.reshape(-1, x.shape[-1])), dtype=float).reshape(*x.shape[:-1], -1)

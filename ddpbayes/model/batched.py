@@ -1,0 +1,69 @@
+"""Indexing over a batch of configurations without PyTensor's Python loop (issue #42.3, DESIGN §2.3).
+
+`vectorize_graph` turns an index into a batched array (a Categorical's `p[value]`, a chain's
+`transition[previous]`) into a `Blockwise` of `Subtensor` / `AdvancedSubtensor`, which PyTensor
+performs as a Python loop over the batch: a 3-state, 5-day chain summed over its 81
+configurations spent most of its time there (and PyTensor's AdvancedSubtensor, with no C code,
+still ~150 µs a call). `unblock_indexing` rewrites each such node as a one-hot product: x[i] =
+Σ_l [i = l] x[l], a comparison, a switch and a sum over the indexed axes, every one an
+elementwise or reduction op in C with its gradient; the configurations are then a batch
+dimension of ordinary array operations. (A switch, not a product: a log-probability of -inf
+times zero would be nan. An index out of range gives 0 where numpy raises: the configurations
+enumerated lie in the variables' supports.)
+"""
+
+from __future__ import annotations
+
+import pytensor.tensor as pt
+from pytensor.graph.rewriting.basic import in2out, node_rewriter
+from pytensor.graph.rewriting.utils import rewrite_graph
+from pytensor.scalar import ScalarType
+from pytensor.tensor.blockwise import Blockwise
+from pytensor.tensor.subtensor import AdvancedSubtensor, Subtensor
+
+
+def unblock_indexing(outputs: list) -> list:
+    """`outputs` with every batched integer indexing done by a one-hot product (in place: the
+    graph must be new, as `vectorize_graph`'s is)."""
+    return list(rewrite_graph(outputs, include=(), custom_rewrite=in2out(_unblock), clone=False))
+
+
+@node_rewriter([Blockwise])
+def _unblock(fgraph, node):
+    """Blockwise(x[i_1, ..., i_m]) with integer indices of one core shape -> Σ over the indexed
+    axes of x where every [i_j = l_j] holds."""
+    core = node.op.core_op
+    x, *indices = node.inputs
+    if isinstance(core, Subtensor):
+        if not indices or not all(isinstance(e, ScalarType) for e in core.idx_list):
+            return None  # a slice: left as it is
+        core_index = 0
+    elif isinstance(core, AdvancedSubtensor):
+        cores = {len(sig) for sig in node.op.inputs_sig[1:]}
+        if not indices or len(cores) != 1:
+            return None
+        core_index = cores.pop()
+    else:
+        return None
+    if not all(i.type.dtype.startswith(("int", "uint")) for i in indices):
+        return None
+    batch = node.op.batch_ndim(node)
+    core_x = len(node.op.inputs_sig[0])
+    x = _pad(x, batch + core_x)
+    sizes = [x.shape[batch + j] for j in range(len(indices))]
+    for _ in range(core_index):  # x (B, 1.., n_1..n_m, rest): the index's own core axes first
+        x = pt.shape_padaxis(x, batch)
+    hit = None
+    for j, (i, n) in enumerate(zip(indices, sizes)):
+        i = _pad(i, batch + core_index)
+        i = pt.switch(pt.lt(i, 0), i + n, i)  # numpy's negative indices
+        level = pt.arange(n).reshape(tuple(-1 if d == j else 1 for d in range(core_x)))
+        one = pt.eq(pt.shape_padright(i, core_x), level)
+        hit = one if hit is None else pt.and_(hit, one)
+    axes = tuple(range(batch + core_index, batch + core_index + len(indices)))
+    return [pt.sum(pt.switch(hit, x, pt.zeros((), dtype=x.dtype)), axis=axes)]
+
+
+def _pad(v, ndim: int):
+    """v with leading broadcastable axes up to `ndim` dimensions."""
+    return pt.shape_padleft(v, ndim - v.type.ndim) if v.type.ndim < ndim else v
