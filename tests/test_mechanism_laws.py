@@ -353,7 +353,7 @@ def test_build_from_epsilon_and_params():
     (lambda: ReportNoisyMax.build(IDENTITY, BITS, epsilon=-1.0), "epsilon"),
     (lambda: ReportNoisyMax.build(IDENTITY, BITS, scale=math.inf), "scale"),
     (lambda: SparseVector.build(IDENTITY, BITS, scale=1.0, params={"cutoff": "0"}), "positive integer"),
-    (lambda: SparseVector.build(IDENTITY, BITS, scale=1.0, params={"variant": "3"}), "1, 2, 4, 5, 6"),
+    (lambda: SparseVector.build(IDENTITY, BITS, scale=1.0, params={"variant": "7"}), "1, 2, 3, 4, 5, 6"),
     (lambda: SparseVector.build(IDENTITY, BITS, scale=1.0, params={"threshold": "nan"}), "finite number"),
     (lambda: SparseVector.build(IDENTITY, BITS, scale=1.0, params={"cutoff": "1.5"}), "an integer"),
     (lambda: ExponentialMechanism.build(IDENTITY, BITS, scale=1.0, params={"monotone": "maybe"}), "true or false"),

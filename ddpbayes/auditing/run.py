@@ -21,7 +21,7 @@ from ddpbayes.engines import AdversaryLeakage, Declined, Engine, engine_named, p
 from ddpbayes.errors import InputError
 from ddpbayes.limits import state_limit
 from ddpbayes.mechanisms import Mechanism, lookup, make_mechanism
-from ddpbayes.mechanisms.interop import from_library
+from ddpbayes.mechanisms.interop import from_library, library_object
 from ddpbayes.mechanisms.program import Program
 from ddpbayes.model import DependenceModel
 from ddpbayes.notions import Notion, fold_targets, worst_of
@@ -34,7 +34,7 @@ from ddpbayes.progress import Progress
 from ddpbayes.queries import Query, parse_query
 from ddpbayes.queries.general import with_sensitivity
 from ddpbayes.settings import RunSettings, search_width
-from ddpbayes.vocabulary import PROGRAM
+from ddpbayes.vocabulary import LIBRARY, PROGRAM
 
 CHUNK = 1024  # adversaries handed to an exact engine at once: the lattice is streamed, never listed
 WINDOW = 64  # batches of CHUNK adversaries handed to the workers at once
@@ -84,7 +84,8 @@ def audit(
         A Mechanism; or its kind, with `scale` or `epsilon`; or a DP library's object (a
         diffprivlib mechanism, an OpenDP measurement) or a function ``mechanism(answers, rng)``,
         which `mechanisms.interop.from_library` reads as the exact law ddpbayes has for it, or as
-        a program (a certified lower bound, DESIGN §2.6).
+        a program (a certified lower bound, DESIGN §2.6); ``"program:FILE:NAME"``, or
+        ``"py:MODULE:EXPRESSION"``, such an object built by a Python expression (`library_object`).
     notion : str or Notion
         A notion's name or a `Notion` (`ddpbayes.notions`: DP, IDP, PDP, DDP).
     scale : float or None, default None
@@ -220,12 +221,14 @@ def _release(model: DependenceModel, query: str | Query, mechanism: str | Mechan
     object is a library's mechanism or a function (`from_library`: a one-line InputError if it is neither)."""
     query = (parse_query(query) if isinstance(query, str) else query).bind(model)
     query.check(model.domains)
-    if isinstance(mechanism, str) and mechanism.startswith(PROGRAM):  # a black box (DESIGN §2.6)
+    if isinstance(mechanism, str) and mechanism.startswith((PROGRAM, LIBRARY)):  # code: a black box, an object
         given = [name.replace("params", "mechanism-param") for name, value in noise.items() if value]
         if given:
-            raise InputError(f"a program makes its own noise: drop --{', --'.join(given)} (its settings are its own "
+            what = "a program" if mechanism.startswith(PROGRAM) else "a library object"
+            raise InputError(f"{what} makes its own noise: drop --{', --'.join(given)} (its settings are its own "
                              "code)")
-        mechanism = Program.from_spec(mechanism, getattr(model, "source", None))
+        mechanism = (Program.from_spec(mechanism, getattr(model, "source", None)) if mechanism.startswith(PROGRAM)
+                     else library_object(mechanism))
     if not isinstance(mechanism, (str, Mechanism)):  # a diffprivlib / OpenDP object, or a function
         mechanism = from_library(mechanism)
     if isinstance(mechanism, str):

@@ -9,7 +9,7 @@ import sys
 from ddpbayes.errors import InputError
 from ddpbayes.parallel.cluster import check_where
 from ddpbayes.settings import DEFAULT_TOP_K, METHODS, SEARCHES, RunSettings, search_width
-from ddpbayes.vocabulary import ENGINES, PROGRAM
+from ddpbayes.vocabulary import ENGINES, LIBRARY, PROGRAM
 
 PROGRAM_ENGINE = PROGRAM.rstrip(":")  # the engine of `--mechanism program:FILE:NAME`, audit's alone
 
@@ -72,7 +72,10 @@ def add_mechanism(parser: argparse.ArgumentParser, releases: bool = False) -> No
                         "mechanisms with an output law over all the answers: report_noisy_max, exponential, "
                         "sparse_vector, numerical_sparse_vector, rappor, one_time_rappor, truncated_geometric (settings "
                         "by --mechanism-param; `ddpbayes mechanisms` describes each); or program:FILE:NAME, a Python "
-                        "function mechanism(answers, rng) audited as a black box (a certified lower bound)")
+                        "function mechanism(answers, rng) audited as a black box (a certified lower bound); or "
+                        "py:MODULE:EXPRESSION, a diffprivlib or OpenDP object or a function built by a Python "
+                        "expression in MODULE's namespace, e.g. 'py:diffprivlib.mechanisms:Laplace(epsilon=1, "
+                        "sensitivity=1)' (it runs code: give only what you trust)")
     parser.add_argument("--mechanism-param", action="append", default=None, metavar="NAME=VALUE",
                         help="a setting of the mechanism (repeat it), e.g. --mechanism-param threshold=1 "
                         "--mechanism-param cutoff=2 for sparse_vector; `ddpbayes mechanisms` lists each one's")
@@ -111,11 +114,11 @@ def check_release_flags(args: argparse.Namespace) -> None:
 
 
 def _sets_own_noise(mechanism: str | None) -> bool:
-    """A program (its noise is its code), or a mechanism with a joint output law, which its `build` checks (RAPPOR is
-    set by --mechanism-param alone)."""
+    """A program or a library object (its noise is its code), or a mechanism with a joint output law, which its
+    `build` checks (RAPPOR is set by --mechanism-param alone)."""
     if mechanism is None:
         return False
-    if mechanism.startswith(PROGRAM):
+    if mechanism.startswith((PROGRAM, LIBRARY)):
         return True
     from ddpbayes.mechanisms import lookup  # not at import: `--help` loads nothing heavy (scipy)
 

@@ -28,6 +28,7 @@ The libraries are imported only when their objects are given (they are optional:
 
 from __future__ import annotations
 
+import importlib
 import math
 from collections.abc import Callable
 
@@ -45,6 +46,7 @@ from ddpbayes.mechanisms.randomized_response import RandomizedResponse
 from ddpbayes.mechanisms.selection import ExponentialMechanism
 from ddpbayes.mechanisms.truncated_geometric import TruncatedGeometric
 from ddpbayes.profiles import DEFAULT_DELTA
+from ddpbayes.vocabulary import LIBRARY
 
 CHECK_DRAWS = 4000  # draws of an OpenDP measurement's sampler before it is taken for a law (0.5 s for a scalar)
 P_MIN = 1e-6  # the goodness-of-fit p-value below which it is not
@@ -92,6 +94,47 @@ def from_library(obj) -> Mechanism:
     raise InputError(f"cannot audit a {type(obj).__name__} as a mechanism: give a mechanism kind (e.g. 'laplace'), a "
                      "ddpbayes Mechanism, a diffprivlib mechanism, an OpenDP measurement or a function "
                      "mechanism(answers, rng)")
+
+
+def library_object(spec: str) -> object:
+    """The object `py:MODULE:EXPRESSION` names: MODULE imported as Python imports it, EXPRESSION evaluated with
+    Python's `eval` in the module's namespace (it runs code, as program:FILE does: give only specs you trust).
+
+    Parameters
+    ----------
+    spec : str
+        ``py:MODULE:EXPRESSION``, e.g. ``py:diffprivlib.mechanisms:Laplace(epsilon=1, sensitivity=1)``.
+
+    Returns
+    -------
+    object
+        What the expression evaluates to (for `from_library`).
+
+    Raises
+    ------
+    InputError
+        In one line, for a spec not of that form, a module that does not import or an expression that fails.
+    """
+    module_name, sep, expression = spec[len(LIBRARY):].partition(":")
+    module_name, expression = module_name.strip(), expression.strip()
+    if not spec.startswith(LIBRARY) or not sep or not module_name or not expression:
+        raise InputError(f"a library object is written py:MODULE:EXPRESSION (e.g. py:diffprivlib.mechanisms:"
+                         f"Laplace(epsilon=1, sensitivity=1)), got '{spec}'")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # ImportError, or whatever the module raises while it loads
+        raise InputError(f"{LIBRARY}{module_name}: the module does not import ({_error(exc)})") from None
+    try:
+        return eval(compile(expression, f"<{LIBRARY}{module_name}>", "eval"), dict(vars(module)))  # noqa: S307
+    except Exception as exc:  # a syntax error, or whatever the expression raises
+        raise InputError(f"{spec}: the expression fails ({_error(exc)})") from None
+
+
+def _error(exc: BaseException) -> str:
+    """An exception as one short line: its type and the first line of its message."""
+    lines = str(exc).strip().splitlines()
+    text = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+    return text if len(text) <= 200 else text[:197] + "..."
 
 
 def _name(obj) -> str:

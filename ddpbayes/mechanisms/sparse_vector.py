@@ -1,15 +1,18 @@
 """The sparse vector technique (issue #28): Lyu, Su & Li 2017, "Understanding the Sparse Vector Technique
-for Differential Privacy" (PVLDB 10(6)), Algs. 1, 2, 4, 5 and 6, as DP-Sniper's SparseVectorTechnique1/2/
-4/5/6 sample them. Query i is TRUE when a_i + ν_i ≥ T + ρ (ρ the threshold noise, ν_i the query noise).
+for Differential Privacy" (PVLDB 10(6)), Algs. 1-6, as DP-Sniper's SparseVectorTechnique1-6 sample them. Query i is TRUE when a_i + ν_i ≥ T + ρ (ρ the threshold noise, ν_i the query noise).
 With s = Δ/ε (the `scale`; Δ the per-answer sensitivity) the noise scales are, per variant:
 
   1: ρ ~ Lap(2s), ν ~ Lap(4cs), stop after c TRUEs (Alg. 1; ε-DP)
   2: ρ ~ Lap(2cs), ν ~ Lap(4cs), ρ redrawn after every TRUE, stop after c TRUEs (Alg. 2; ε-DP)
+  3: ρ ~ Lap(2s), ν ~ Lap(2cs), a TRUE query releases its noisy answer, stop after c TRUEs (Alg. 3; not ε-DP as K
+     grows; `svt_value.py`)
   4: ρ ~ Lap(4s), ν ~ Lap(4s/3), stop after c TRUEs (Alg. 4; ((1 + 6c)/4)ε-DP)
   5: ρ ~ Lap(2s), no query noise, never stops (Alg. 5; not private: ∞)
   6: ρ ~ Lap(2s), ν ~ Lap(2s), never stops (Alg. 6; not ε-DP as K grows; K·ε/2 for K queries)
 
-The output has one entry per query: 1 (TRUE), 0 (FALSE), −1 (not answered: after the c-th TRUE).
+The output has one entry per query: 1 (TRUE), 0 (FALSE), −1 (not answered: after the c-th TRUE); Alg. 3's has 2K,
+the pattern then the released values (a TRUE query's a_i + ν_i, 0 otherwise), a continuous output whose supremum
+`sup_log_ratio` computes (`svt_value.py`).
 Law: given ρ the queries are independent, so P(y | a) = ∫ f_ρ(ρ) Π_{y_i=1} P(ν > T + ρ − a_i)
 Π_{y_i=0} P(ν ≤ T + ρ − a_i) dρ, by `quadrature.log_integral` cut at ρ = a_i − T and 0, tails mapped at
 the larger noise scale (every scale ratio above is an integer, so the tail integrands are polynomials);
@@ -27,12 +30,13 @@ import numpy as np
 
 from ddpbayes.errors import InputError
 from ddpbayes.limits import check_states
+from ddpbayes.mechanisms import svt_value
 from ddpbayes.mechanisms.base import _positive
 from ddpbayes.mechanisms.joint import JointMechanism, answer_count, laplace_noise, positive_int
 from ddpbayes.mechanisms.quadrature import LAW_ERROR, laplace_log_cdf, laplace_log_pdf, laplace_log_sf, log_integral
 
-VARIANTS = (1, 2, 4, 5, 6)
-ABORTING = (1, 2, 4)
+VARIANTS = (1, 2, 3, 4, 5, 6)
+ABORTING = (1, 2, 3, 4)
 
 
 @dataclass(frozen=True)
@@ -41,14 +45,14 @@ class SparseVector(JointMechanism):
     K entries out (1 TRUE, 0 FALSE, −1 not answered).
 
     Classic ε at sensitivity Δ, with s = `scale`: Δ/s (Algs. 1, 2) and ((1 + 6c)/4)Δ/s (Alg. 4), upper bounds
-    (Lyu et al. 2017 §4); Algs. 5 and 6 are not ε-DP (`dp_bound`: K·Δ/b_ν for Alg. 6's K queries).
+    (Lyu et al. 2017 §4); Algs. 3, 5 and 6 are not ε-DP (`dp_bound`: K·Δ/b_ν for Algs. 3 and 6's K queries).
 
     Parameters
     ----------
     scale : float
         s = Δ/ε (positive); the noise scales follow from it per variant.
     variant : int, optional
-        Lyu et al. 2017's Alg. 1 (default), 2, 4, 5 or 6.
+        Lyu et al. 2017's Alg. 1 (default), 2, 3, 4, 5 or 6.
     threshold : float, optional
         The threshold T (finite; default 1).
     cutoff : int, optional
@@ -71,7 +75,8 @@ class SparseVector(JointMechanism):
     kind = "sparse_vector"
     aliases = ("svt", "sparse-vector", "sparse_vector_technique")
     law_error = LAW_ERROR
-    parameters = {"variant": (int, 1, "Lyu et al. 2017 Alg. 1, 2, 4, 5 or 6 (5 and 6 are not private)"),
+    parameters = {"variant": (int, 1, "Lyu et al. 2017 Alg. 1, 2, 3, 4, 5 or 6 (3, 5 and 6 are not private; 3 releases "
+                                      "the noisy answers)"),
                   "threshold": (float, 1.0, "the threshold T"),
                   "cutoff": (int, 1, "c: stop after c TRUE answers (variants 1, 2, 4)"),
                   "sensitivity": (float, None, "per-answer sensitivity Δ that --epsilon sets the scale from "
@@ -80,7 +85,7 @@ class SparseVector(JointMechanism):
     def __post_init__(self):
         _positive(self.scale, "scale")
         if self.variant not in VARIANTS:
-            raise InputError(f"--mechanism-param variant= of sparse_vector must be one of 1, 2, 4, 5, 6, got {self.variant}")
+            raise InputError(f"--mechanism-param variant= of sparse_vector must be one of 1, 2, 3, 4, 5, 6, got {self.variant}")
         if not math.isfinite(self.threshold):
             raise InputError(f"--mechanism-param threshold= of sparse_vector must be finite, got {self.threshold}")
         positive_int(self.cutoff, "--mechanism-param cutoff=", self.kind)
@@ -95,17 +100,57 @@ class SparseVector(JointMechanism):
     def rho_scale(self) -> float:
         """The threshold noise's scale (per variant, module docstring)."""
         c, s = self.cutoff, self.scale
-        return {1: 2 * s, 2: 2 * c * s, 4: 4 * s, 5: 2 * s, 6: 2 * s}[self.variant]
+        return {1: 2 * s, 2: 2 * c * s, 3: 2 * s, 4: 4 * s, 5: 2 * s, 6: 2 * s}[self.variant]
 
     @property
     def nu_scale(self) -> float:
         """The query noise's scale (0: none, Alg. 5)."""
         c, s = self.cutoff, self.scale
-        return {1: 4 * c * s, 2: 4 * c * s, 4: 4 * s / 3, 5: 0.0, 6: 2 * s}[self.variant]
+        return {1: 4 * c * s, 2: 4 * c * s, 3: 2 * c * s, 4: 4 * s / 3, 5: 0.0, 6: 2 * s}[self.variant]
 
     @property
     def aborts(self) -> bool:
         return self.variant in ABORTING
+
+    @property
+    def continuous(self) -> bool:
+        """True for Alg. 3, which releases the noisy answers: no finite output space (`sup_log_ratio`)."""
+        return self.variant == 3
+
+    def sup_log_ratio(self, log_w: np.ndarray, answers: np.ndarray,
+                      directed: bool = False) -> tuple[float, int, int, tuple[float, ...]]:
+        """Alg. 3: the supremum over patterns and released values of the mixtures' log-ratio, over ordered pairs of
+        rows, by a Lipschitz branch and bound per pattern (`svt_value`; within SUP_ERROR + 2·LAW_ERROR).
+
+        Parameters
+        ----------
+        log_w : numpy.ndarray
+            Rows (T, R) of log-probabilities over the answer vectors (-inf where absent).
+        answers : numpy.ndarray
+            The answer vectors (R, K).
+        directed : bool, optional
+            Only the pair (row 0, row 1) (two rows; a composition adds each part's supremum per direction).
+
+        Returns
+        -------
+        value : float
+            The supremum of the log-ratio.
+        t, t_prime : int
+            The rows of `log_w` that attain it.
+        y : tuple of float
+            The output (the pattern, then the values; inf for a limit).
+
+        Raises
+        ------
+        InputError
+            Unless variant 3; for several TRUE answers under mixtures of answer vectors.
+        """
+        if not self.continuous:
+            raise InputError(f"sparse_vector variant {self.variant} has a finite output space (output_space)")
+        a = self._answers(answers)
+        patterns = SparseVector(self.scale, 1, self.threshold, self.cutoff).output_space(a)
+        return svt_value.sup_log_ratio(patterns, np.asarray(log_w, dtype=float), a, self.threshold, self.rho_scale,
+                                       self.nu_scale, directed)
 
     # ---- the output space
     def output_count(self, answers: np.ndarray) -> int:
@@ -123,6 +168,8 @@ class SparseVector(JointMechanism):
             The number of outputs.
         """
         k = self._answers(answers).shape[1]
+        if self.continuous:
+            self.output_space(answers)
         if self.variant == 5:
             return len(self.output_space(answers))
         if self.aborts:
@@ -150,6 +197,9 @@ class SparseVector(JointMechanism):
         """
         a = self._answers(answers)
         k = a.shape[1]
+        if self.continuous:
+            raise InputError("sparse_vector variant 3 releases the noisy answers, a continuous output: its supremum is "
+                             "computed from the weights (sup_log_ratio)")
         if self.variant == 5:  # the patterns {i: a_i − T ≥ ρ} some ρ gives, under each answer vector
             cuts = a - self.threshold
             rows = [np.vstack([np.full(k, 1.0), (row[None, :] > np.unique(row)[:, None]).astype(float)])
@@ -200,14 +250,19 @@ class SparseVector(JointMechanism):
         """
         a = self._answers(answers)
         y = np.asarray(outputs, dtype=float).reshape(len(outputs), -1)
-        if y.shape[1] != a.shape[1]:
-            raise InputError(f"sparse_vector outputs have {y.shape[1]} entries for {a.shape[1]} answers")
-        valid = self._valid(y)
+        width = a.shape[1] * (2 if self.continuous else 1)
+        if y.shape[1] != width:
+            raise InputError(f"sparse_vector outputs have {y.shape[1]} entries for {a.shape[1]} answers (need {width})")
+        valid = self._valid(y[:, :a.shape[1]])
+        if self.continuous:  # a value only where the query is TRUE
+            valid &= np.all((y[:, :a.shape[1]] == 1) | (y[:, a.shape[1]:] == 0), axis=1)
         out = np.full((len(y), len(a)), -np.inf)
         if not valid.any():
             return out
         yv = y[valid]
-        if self.variant == 5:
+        if self.continuous:
+            out[valid] = svt_value.log_density(yv, a, self.threshold, self.rho_scale, self.nu_scale)
+        elif self.variant == 5:
             out[valid] = self._closed_form(yv, a)
         elif self.variant == 2:
             out[valid] = self._runs(yv, a)
@@ -294,6 +349,8 @@ class SparseVector(JointMechanism):
         if self.aborts:
             before = np.cumsum(res, axis=1) - res
             res[before >= self.cutoff] = -1.0
+        if self.continuous:
+            return np.concatenate([res, np.where(res == 1, noisy, 0.0)], axis=1)
         return res
 
     # ---- the guarantee
@@ -313,19 +370,21 @@ class SparseVector(JointMechanism):
         if sensitivity <= 0:
             return 0.0
         eps = float(sensitivity) / self.scale
-        return {1: eps, 2: eps, 4: (1 + 6 * self.cutoff) / 4 * eps, 5: math.inf, 6: math.inf}[self.variant]
+        return {1: eps, 2: eps, 3: math.inf, 4: (1 + 6 * self.cutoff) / 4 * eps, 5: math.inf, 6: math.inf}[self.variant]
 
     @property
     def dp_bound_reason(self) -> str | None:
         return {1: "Lyu et al. 2017 Thm 2's ε for Alg. 1 is an upper bound",
                 2: "Lyu et al. 2017's ε for Alg. 2 is an upper bound",
+                3: "Lyu et al. 2017 §4.2: Alg. 3 is not ε-DP for any finite ε as the number of queries grows; for K "
+                   "queries it is at most K·Δ/b_ν (each released value's and FALSE comparison's kernel given ρ)",
                 4: "Lyu et al. 2017 §4.2: Alg. 4 is ((1 + 6c)/4)ε-DP, an upper bound",
                 5: "Lyu et al. 2017 §4.2: Alg. 5 is not ε-DP for any finite ε",
                 6: "Lyu et al. 2017 §4.2: Alg. 6 is not ε-DP for any finite ε as the number of queries grows; "
                    "for K queries it is at most K·Δ/b_ν (each query's answer given ρ)"}[self.variant]
 
     def dp_bound(self, query, k, domains):
-        """As `JointMechanism.dp_bound`; Alg. 6 at K·Δ/b_ν for its K queries.
+        """As `JointMechanism.dp_bound`; Algs. 3 and 6 at K·Δ/b_ν for their K queries.
 
         Parameters
         ----------
@@ -344,7 +403,7 @@ class SparseVector(JointMechanism):
             Why it is a bound, None when it is not.
         """
         value, reason = super().dp_bound(query, k, domains)
-        if self.variant == 6 and value > 0:
+        if self.variant in (3, 6) and value > 0:
             value = answer_count(query, domains) * query.sensitivity(k, domains) / self.nu_scale
         return value, reason
 
@@ -353,4 +412,5 @@ class SparseVector(JointMechanism):
                 "cutoff": self.cutoff, **({} if self.epsilon is None else {"epsilon": self.epsilon}),
                 "rho_scale": self.rho_scale, "nu_scale": self.nu_scale, "law_error": self.law_error,
                 "output": f"Lyu et al. 2017 Alg. {self.variant}: 1 TRUE, 0 FALSE"
-                          + (f", -1 once {self.cutoff} TRUE answers are given" if self.aborts else "")}
+                          + (f", -1 once {self.cutoff} TRUE answers are given" if self.aborts else "")
+                          + (", then each TRUE query's noisy answer (0 otherwise)" if self.continuous else "")}
