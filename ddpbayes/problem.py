@@ -82,7 +82,18 @@ class DependenceSets(Sequence):
         return f"DependenceSets({self._n} tuples, {len(self._found)} computed)"
 
     def map(self, f: Callable) -> DependenceSets:
-        """The same sets through `f` (each still computed when first read)."""
+        """The same sets through `f` (each still computed when first read).
+
+        Parameters
+        ----------
+        f : callable
+            Applied to each set when it is first read.
+
+        Returns
+        -------
+        DependenceSets
+            The mapped sets, as lazy as these.
+        """
         return DependenceSets(self._n, lambda i: f(self[i]))
 
     def __reduce__(self):
