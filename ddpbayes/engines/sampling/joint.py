@@ -38,6 +38,11 @@ class JointDraws:
     def chains(self) -> int:
         return self.draws.chains
 
+    @property
+    def groups(self) -> int:
+        """Chains per independent run (`Draws.groups`: > 1 for SMC runs)."""
+        return self.draws.groups
+
     def part(self, chains: slice) -> JointDraws:
         return JointDraws(self.draws.part(chains), self.mechanism)
 
