@@ -139,7 +139,7 @@ def test_hierarchical_model_that_quadrature_cannot_settle():
     truth = hierarchical_truth()
     assert truth == pytest.approx(1.35266891, abs=1e-7)
     model = load_model(HIERARCHICAL, {})
-    with pytest.raises(Exception, match="did not settle"):
+    with pytest.raises(Exception, match="(did|had) not settled?"):  # moved too much, or the next node count too big
         audit(model, "count", "laplace", "idp", scale=1.0, targets=[0], engine="structured")
     r = audit(model, "count", "laplace", "idp", scale=1.0, targets=[0], engine="sampling", seed=0, claim=truth)
     lo, hi = r.ci
