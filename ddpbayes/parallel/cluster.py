@@ -37,6 +37,7 @@ SCHEDULER_ENV = "DDPBAYES_SCHEDULER"
 WORKERS_ENV = "DDPBAYES_WORKERS"
 SPAWNED = str(Path(__file__).with_name("spawned.py"))  # what a worker process runs first
 SCRATCH = "ddpbayes-dask-"  # scratch folders: ddpbayes-dask-<pid>-<random> in the system's temporary folder
+_WORKER_LOGS = "DASK_LOGGING__DISTRIBUTED"  # Dask config from the environment, read by a worker as it imports
 
 _clients: dict[tuple[int, str | None], object] = {}
 _started: list = []  # embedded clusters ddpbayes started (or began to start)
@@ -217,6 +218,9 @@ def _local(count: int):
     from distributed.deploy.spec import SpecCluster
 
     _quiet_logs()
+    # a worker process logs at INFO from its import of distributed until the nanny's silence_logs
+    # reaches it: a run stopped while its cluster starts printed a worker's "closing" line
+    os.environ.setdefault(_WORKER_LOGS, "critical")
     atexit.unregister(close_clusters)  # run before Dask's own exit handler (registered on import, later)
     atexit.register(close_clusters)
     _sweep()
