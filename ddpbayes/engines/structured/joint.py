@@ -272,7 +272,9 @@ def _chain(graph: FactorGraph, n: int) -> _Chain:
 
 def _normalise(msg: np.ndarray, scale: np.ndarray) -> None:
     """Divide each row of `msg` (..., k) by its maximum, adding its log to `scale` (-inf for a zero row)."""
-    top = msg.max(axis=-1)
+    top = msg[..., 0].copy()
+    for c in range(1, msg.shape[-1]):  # k slices: far cheaper than a reduction over a short last axis
+        np.maximum(top, msg[..., c], out=top)
     alive = top > 0
     msg /= np.where(alive, top, 1.0)[..., None]
     with np.errstate(divide="ignore"):
@@ -295,20 +297,30 @@ def _plain(unary: np.ndarray, pair: np.ndarray, emit: np.ndarray, forward: bool)
 
 
 def _collect(values: np.ndarray, scales: np.ndarray, log_w: np.ndarray) -> np.ndarray:
-    """log Σ_ν exp(log_w_ν + scale_ν,j) values_ν,j,t: (J, k) from (N, J, k) and (N, J)."""
-    s = log_w[:, None] + scales
-    top = s.max(axis=0)
+    """log Σ_ν exp(log_w_ν + scale_j,ν) values_j,ν,t: (J, k) from (J, N, k) and (J, N)."""
+    s = log_w[None, :] + scales
+    top = s.max(axis=1)
     finite = np.isfinite(top)
     with np.errstate(invalid="ignore", under="ignore"):
-        weights = np.where(finite, np.exp(s - np.where(finite, top, 0.0)), 0.0)
-        total = np.einsum("nj,njt->jt", weights, values)
+        weights = np.where(finite[:, None], np.exp(s - np.where(finite, top, 0.0)[:, None]), 0.0)
+        total = np.einsum("jn,jnt->jt", weights, values)
     with np.errstate(divide="ignore"):
         return np.where(finite[:, None], np.log(total) + np.where(finite, top, 0.0)[:, None], -np.inf)
 
 
+def _every(own: list[np.ndarray], pair: np.ndarray) -> int:
+    """How many days the row passes may run between normalisations: each day shrinks a row by at least the
+    smallest positive day factor times the smallest positive pairwise entry, kept above e^-300 in all."""
+    smallest = min(float(e[e > 0].min()) for e in own if (e > 0).any())
+    if pair.size and (pair > 0).any():
+        smallest *= float(pair[pair > 0].min())
+    return int(max(1, min(64, 300 // max(1.0, -math.log(smallest)))))
+
+
 def joint_tables(chain: _Chain, unary: np.ndarray, law: _Law, quad: Rule) -> np.ndarray:
     """log P(y = j, X_i = t, x_K) (n, J, k) for every day i, output j (J = n, or n + 1 with SVT's none last) and
-    value t, `unary` holding the known days' clamps (module docstring)."""
+    value t, `unary` holding the known days' clamps (module docstring). The row passes hold (rows, nodes, k), so
+    that each day's step on every row is one matrix product, and normalise every `_every` days."""
     n, k = unary.shape
     pair, a = chain.pair, chain.answers
     e_b, e_a, e_c = (np.stack(e, axis=1) for e in zip(*(law.emissions(quad.v, a[m]) for m in range(n))))
@@ -316,35 +328,35 @@ def joint_tables(chain: _Chain, unary: np.ndarray, law: _Law, quad: Rule) -> np.
     fb, sfb = _plain(unary, pair, e_b, True)
     bb, sbb = _plain(unary, pair, e_b, False)
     bc, sbc = (bb, sbb) if not law.first else _plain(unary, pair, e_c, False)
-    width = n + law.outputs_none
-    out = np.full((n, width, k), -np.inf)
-    own_b, own_a, own_c = (unary[None] * e for e in (e_b, e_a, e_c))  # (N, n, k)
-    for i in range(n):  # the output at the target, and none
-        out[i, i] = _collect((fb[:, i] * own_a[:, i] * bc[:, i])[:, None], (sfb[:, i] + sbc[:, i])[:, None], log_w)[0]
-        if law.outputs_none:
-            out[i, n] = _collect((fb[:, i] * own_b[:, i] * bb[:, i])[:, None], (sfb[:, i] + sbb[:, i])[:, None],
-                                 log_w)[0]
+    day_first = [np.ascontiguousarray(np.swapaxes(x, 0, 1)) for x in (fb, sfb, bb, sbb, bc, sbc)]
+    fb, sfb, bb, sbb, bc, sbc = day_first  # (n, N, k) and (n, N)
+    own_b, own_a, own_c = (np.ascontiguousarray(np.swapaxes(unary[None] * e, 0, 1)) for e in (e_b, e_a, e_c))
+    every = _every([own_b, own_a, own_c], pair)
+    out = np.full((n, n + law.outputs_none, k), -np.inf)
+    out[np.arange(n), np.arange(n)] = _collect(fb * own_a * bc, sfb + sbc, log_w)  # the output at the target
+    if law.outputs_none:
+        out[:, n] = _collect(fb * own_b * bb, sfb + sbb, log_w)
     big = len(quad.v)
-    rows, scale = np.zeros((big, n, k)), np.full((big, n), -np.inf)  # forward: row j < i, day j emitted e_A
+    rows, scale = np.zeros((n, big, k)), np.full((n, big), -np.inf)  # forward: row j < i, day j emitted e_A
     for i in range(n):
         if i:
-            out[i, :i] = _collect(rows[:, :i] * (own_c[:, i] * bc[:, i])[:, None], scale[:, :i] + sbc[:, i:i + 1],
-                                  log_w)
+            out[i, :i] = _collect(rows[:i] * (own_c[i] * bc[i])[None], scale[:i] + sbc[i][None], log_w)
         if i + 1 < n:
-            rows[:, :i] = (rows[:, :i] * own_c[:, i][:, None]) @ pair[i]
-            rows[:, i] = (fb[:, i] * own_a[:, i]) @ pair[i]
-            scale[:, i] = sfb[:, i]
-            _normalise(rows[:, :i + 1], scale[:, :i + 1])
-    rows, scale = np.zeros((big, n, k)), np.full((big, n), -np.inf)  # backward: row j > i, day j emitted e_A
+            rows[:i] = ((rows[:i] * own_c[i][None]).reshape(-1, k) @ pair[i]).reshape(i, big, k)
+            rows[i] = (fb[i] * own_a[i]) @ pair[i]
+            scale[i] = sfb[i]
+            if (i + 1) % every == 0 or i + 2 == n:
+                _normalise(rows[:i + 1], scale[:i + 1])
+    rows, scale = np.zeros((n, big, k)), np.full((n, big), -np.inf)  # backward: row j > i, day j emitted e_A
     for i in range(n - 1, -1, -1):
         if i < n - 1:
-            out[i, i + 1:n] = _collect(rows[:, i + 1:] * (fb[:, i] * own_b[:, i])[:, None],
-                                       scale[:, i + 1:] + sfb[:, i:i + 1], log_w)
+            out[i, i + 1:n] = _collect(rows[i + 1:] * (fb[i] * own_b[i])[None], scale[i + 1:] + sfb[i][None], log_w)
         if i:
-            rows[:, i + 1:] = (rows[:, i + 1:] * own_b[:, i][:, None]) @ pair[i - 1].T
-            rows[:, i] = (own_a[:, i] * bc[:, i]) @ pair[i - 1].T
-            scale[:, i] = sbc[:, i]
-            _normalise(rows[:, i:], scale[:, i:])
+            rows[i + 1:] = ((rows[i + 1:] * own_b[i][None]).reshape(-1, k) @ pair[i - 1].T).reshape(n - i - 1, big, k)
+            rows[i] = (own_a[i] * bc[i]) @ pair[i - 1].T
+            scale[i] = sbc[i]
+            if (n - i) % every == 0 or i == 1:
+                _normalise(rows[i:], scale[i:])
     return out
 
 
