@@ -63,12 +63,18 @@ def joint_reason(problem: Problem, graph: FactorGraph) -> str | None:
     if path is None or path.order not in (list(range(n)), list(range(n))[::-1]):
         return ("the model is not a chain of its tuples in their own order (no latent slots, pairwise factors "
                 "joining day k to day k + 1)")
+    return _enumeration_reason(problem, graph)
+
+
+def _enumeration_reason(problem: Problem, graph: FactorGraph) -> str | None:
+    """Why some adversary's known values cannot be enumerated (configurations × n² over --max-states), or None."""
+    n = problem.model.n
     for adv in problem.adversaries:
         count = math.prod(graph.sizes[k] for k in adv.known)
         if count * n * n > problem.settings.max_states:
-            return (f"the joint law is not shift-invariant, so every known tuple is enumerated: {adv} knows "
-                    f"{len(adv.known)} tuples ({count:.3g} value combinations, each an O(n²) pass over {n} days), "
-                    f"over --max-states {problem.settings.max_states:,}")
+            return (f"the joint law is not shift-invariant, so every known tuple is enumerated: the adversary of "
+                    f"{problem.model.names[adv.target]} knows {len(adv.known)} tuples ({count:.3g} value combinations, "
+                    f"each an O(n²) pass over {n} days), over --max-states {problem.settings.max_states:,}")
     return None
 
 
