@@ -10,16 +10,19 @@ the threshold noise ρ; RNM: the noisy maximum) the days are independent given t
 
 so, for each node v of a quadrature rule, P(y = j, X_i = t, x_K | v) is a forward–backward along the chain
 whose day m emits e_B (m before j), e_A (m = j) or e_C (m after j). Every (target i, output j) comes from four
-plain messages and two passes carrying one row per output (`_Pass`): O(n² k²) per node, every target at once.
+plain messages and two passes carrying one row per output (`joint_tables`): O(n² k²) per node, every target at
+once. The law is not shift-invariant, so a known set's values are enumerated, each clamped into the unary
+tables (`_known_set`), and the leakage is the exact engine's: the largest log-ratio over x_K, the outputs and
+the possible t ≠ t'.
 
 The rule (`rule`) cuts v at the integrand's kinks (the answers, T and 0). On each tail, mapped by
-u = exp(∓(v − end)/b) at the larger noise scale b, every factor is a polynomial in u (the scales are 2s and
+u = exp(∓(v − end)/b) at the answers' noise scale b, every factor is a polynomial in u (the scales are 2s and
 4s for SVT), so Gauss–Legendre with ⌈(degree + 1)/2⌉ nodes is exact: degree n + 1 (SVT), n − 1 (RNM). On a
 finite piece [lo, hi] the integrand g is entire; Gauss–Legendre's error is at most (64/15) M r^{−2N} / (r² − 1)
 times the half-width, M = max |g| on the Bernstein ellipse E_r (Trefethen, Approximation Theory and
 Approximation Practice, Thm 19.3), and g ≥ Σ_x P(x) Π_m min e_m(x_m) on the piece, so the relative error is at
 most (32/15) R r^{−2N} / (r² − 1) with log R = Σ_m max over the day's values and roles of
-log(max_{E_r} |e| / min_{[lo, hi]} e) (`_excess`). N is the smallest over a grid of r giving LAW_BOUND: the
+log(max_{E_r} |e| / min_{[lo, hi]} e) (`_log_excess`). N is the smallest over a grid of r giving LAW_BOUND: the
 stated bound on each log-probability, which the notes report.
 """
 
