@@ -192,3 +192,17 @@ def test_other_laws_are_declined_in_one_line():
     with pytest.raises(InputError, match="every known tuple is enumerated"):
         audit(markov_chain(30), "identity", ReportNoisyMax(2.0), "pdp", engine="structured", targets=[0],
               known=list(range(1, 30)), information=None)
+
+
+def test_rows_normalised_every_few_days_as_every_day(monkeypatch):
+    """80 days: the row passes normalised every `_every` days (31 here) give the tables of a
+    normalisation every day, and the outputs' probabilities still sum to P(X_i = t)."""
+    model = markov_chain(80)
+    graph = factor_graph(model, 10 ** 8)
+    chain = joint._chain(graph, 80)
+    law = joint._Law.of(SparseVector(1.0, 1, 0.5, 1))
+    quad = joint.rule(law, [graph.values[s] for s in chain.slots])
+    tables = joint.joint_tables(chain, chain.unary, law, quad)
+    assert np.max(np.abs(np.logaddexp.reduce(tables, axis=1) - joint._marginals(chain.unary, chain.pair))) < 1e-12
+    monkeypatch.setattr(joint, "_every", lambda own, pair: 1)
+    assert np.max(np.abs(tables - joint.joint_tables(chain, chain.unary, law, quad))) < 1e-12
