@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -109,6 +110,21 @@ def sensitivity_for(query: Query, domains: Sequence[Domain], given: float | None
     return float(gs)
 
 
+@dataclass(frozen=True)
+class DayLaw:
+    """A joint law over K answers that is a product over the answers given one real v (issue #43 item 4): the
+    output is an index j (or, with `first`, also "none" after every answer), and given v answer a_m contributes
+    F_b(z) below j (Laplace CDF of scale `scale`, z = `threshold` + v − a_m with `first`, v − a_m without), at j
+    F_b(−z) with `first` (a TRUE) or f_b(z) without (the noisy maximum's density), after j 1 with `first` (not
+    answered) or F_b(z); v has density Lap(`weight_scale`) with `first` (the threshold noise), Lebesgue measure
+    without. SVT Alg. 1 with c = 1 (`first`) and report-noisy-max with Laplace noise releasing the index."""
+
+    first: bool
+    threshold: float
+    scale: float
+    weight_scale: float = 0.0
+
+
 class JointMechanism(Mechanism):
     """A mechanism whose output law is over the whole answer vector (`joint`): no per-coordinate kernel.
     Subclasses define `_from(scale, epsilon, values)` (the instance from a noise scale and the parsed
@@ -118,6 +134,11 @@ class JointMechanism(Mechanism):
     law_error = 0.0
     answer_range: tuple[int, int | None] = (1, None)  # the fewest and most answers it takes (None: no limit)
     dp_bound_reason: str | None = None  # why `dp_leakage` is only an upper bound, when it is
+
+    @property
+    def day_law(self) -> DayLaw | None:
+        """The law as a product over the answers given one real (`DayLaw`), or None when it is not one."""
+        return None
 
     def log_kernel(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Refused: the law is over the whole answer vector (`output_space`, `log_prob`).

@@ -11,7 +11,7 @@ import numpy as np
 from ddpbayes.errors import InputError
 from ddpbayes.mechanisms import noisy_max_value
 from ddpbayes.mechanisms.base import _positive, source_entry
-from ddpbayes.mechanisms.joint import JointMechanism, answer_count, laplace_noise
+from ddpbayes.mechanisms.joint import DayLaw, JointMechanism, answer_count, laplace_noise
 from ddpbayes.mechanisms.quadrature import LAW_ERROR, laplace_log_cdf, laplace_log_pdf, log_integral
 
 RETURNS = ("index", "value", "both")
@@ -150,6 +150,13 @@ class ReportNoisyMax(_Selection):
         """
         return noisy_max_value.sup_log_ratio(log_w, self._answers(answers), self.scale, self.noise,
                                              self.returns == "both")
+
+    @property
+    def day_law(self) -> DayLaw | None:
+        """With Laplace noise, releasing the index: given the noisy maximum v a product over the answers (`DayLaw`)."""
+        if self.noise != "laplace" or self.returns != "index":
+            return None
+        return DayLaw(False, 0.0, self.scale)
 
     @classmethod
     def scale_from(cls, epsilon: float, sensitivity: float, values: dict) -> float:

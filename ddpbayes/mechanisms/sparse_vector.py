@@ -32,7 +32,7 @@ from ddpbayes.errors import InputError
 from ddpbayes.limits import check_states
 from ddpbayes.mechanisms import svt_value
 from ddpbayes.mechanisms.base import _positive
-from ddpbayes.mechanisms.joint import JointMechanism, answer_count, laplace_noise, positive_int
+from ddpbayes.mechanisms.joint import DayLaw, JointMechanism, answer_count, laplace_noise, positive_int
 from ddpbayes.mechanisms.quadrature import LAW_ERROR, laplace_log_cdf, laplace_log_pdf, laplace_log_sf, log_integral
 
 VARIANTS = (1, 2, 3, 4, 5, 6)
@@ -107,6 +107,13 @@ class SparseVector(JointMechanism):
         """The query noise's scale (0: none, Alg. 5)."""
         c, s = self.cutoff, self.scale
         return {1: 4 * c * s, 2: 4 * c * s, 3: 2 * c * s, 4: 4 * s / 3, 5: 0.0, 6: 2 * s}[self.variant]
+
+    @property
+    def day_law(self) -> DayLaw | None:
+        """Alg. 1 with c = 1 given ρ: the first TRUE's index, a product over the answers (`DayLaw`)."""
+        if self.variant != 1 or self.cutoff != 1:
+            return None
+        return DayLaw(True, self.threshold, self.nu_scale, self.rho_scale)
 
     @property
     def aborts(self) -> bool:

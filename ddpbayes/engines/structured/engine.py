@@ -24,6 +24,7 @@ from ddpbayes.engines.structured.dependence import dependence_sets
 from ddpbayes.engines.structured.eliminate import KEPT, target_table
 from ddpbayes.engines.structured.exchangeable import Orbits, many
 from ddpbayes.engines.structured.free import fold_free_parts
+from ddpbayes.engines.structured.joint import joint_leakage, joint_reason
 from ddpbayes.engines.structured.graph import (
     QUADRATURE_START,
     FactorGraph,
@@ -77,7 +78,7 @@ class StructuredEngine(Engine):
         if reason:
             return reason
         if isinstance(problem.query, Identity):
-            return continual_reason(problem, graph)
+            return joint_reason(problem, graph) if problem.mechanism.joint else continual_reason(problem, graph)
         return width_reason(graph, query_span(problem), problem.settings.max_states)
 
     def leakage(self, problem: Problem) -> list[AdversaryLeakage]:
@@ -87,6 +88,10 @@ class StructuredEngine(Engine):
         row at a time: each target's coupled row (`rows`)."""
         self._check(problem)
         graph = factor_graph(problem.model, problem.settings.max_states)
+        if isinstance(problem.query, Identity) and problem.mechanism.joint:  # a joint law over every day
+            found, rule = joint_leakage(problem, graph)
+            _settled(problem)[("joint", *_key(problem))] = rule
+            return found
         if isinstance(problem.query, Identity):
             return continual_leakage(problem, graph)
         if not isinstance(problem.query, LinearRows):
@@ -132,6 +137,10 @@ class StructuredEngine(Engine):
             rules = ", ".join(_rules_by_variable(problem, graph))
             notes.append(f"quadrature value: continuous latents integrated out with {nodes} nodes ({rules}); the "
                          f"leakage moved by {change:.2g} from {nodes // 2} nodes (settled below {SETTLED:g})")
+        if (rule := _settled(problem).get(("joint", *_key(problem)))) is not None:
+            notes.append(f"the {problem.mechanism.kind} law over every day by a forward pass along the chain: its "
+                         f"integral by Gauss–Legendre with {'/'.join(map(str, rule.per_piece))} nodes per piece (the "
+                         f"tails exact), each log-probability within {rule.bound:.2g} (Bernstein-ellipse bound)")
         if _declared_narrower(problem) and not graph.rules:
             mass = math.exp(calibrate(graph, _zeros(graph), {}, problem.settings.max_states).log_total())
             if mass < 1 - 1e-9:
