@@ -27,13 +27,14 @@ likelihood vectors then form a polytope in the simplex whose vertex count can gr
 from __future__ import annotations
 
 import bisect
+import functools
 import math
 import operator
 from dataclasses import dataclass
 
 import numpy as np
 
-from ddpbayes.engines.base import AdversaryLeakage, Witness
+from ddpbayes.engines.base import AdversaryLeakage, Outputs, Witness
 from ddpbayes.engines.structured.chainpath import HI, LO, PRIOR, Path, Side
 from ddpbayes.engines.structured.graph import FactorGraph
 from ddpbayes.errors import InputError
@@ -226,26 +227,40 @@ class _Release:
 
     def leakages(self, adversaries: tuple[Adversary, ...]) -> list[AdversaryLeakage]:
         """Every adversary's leakage: where each bridge must reach; every candidate (values of the
-        nearest known tuples) as one full message, a target's on the global sweeps shared; `_best`
-        of all of them at once; each adversary's first best candidate and its witness."""
+        nearest known tuples) as one full message, a target's with no known tuple on the global
+        sweeps shared (`_alone`); `_best` of all of them at once; each adversary's first best
+        candidate and its witness (its y produced when read: `Outputs`)."""
         cuts = [self._cut(adv) for adv in adversaries]
-        for p, known, split in cuts:
+        cut_off = [cut for cut in cuts if cut[1]]
+        for p, known, split in cut_off:
             for side, base in enumerate(self._bases(p, known, split)):
                 if base is not None:
                     key = (side, base)
                     self.stops[key] = max(self.stops.get(key, 0), self._on(side, p))
         rows: list[list[float]] = []
-        candidates = [self._candidates(p, self._bases(p, known, split), rows) for p, known, split in cuts]
+        candidates = iter([self._candidates(p, self._bases(p, known, split), rows) for p, known, split in cut_off])
         front, back = (np.array(path.messages) for path in self.paths)
         alone = (front + self.sides[0].own.reshape(self.n, 6)) + back[::-1]  # each target with no known tuple
         found = _best(np.concatenate([alone, np.array(rows, dtype=float).reshape(-1, 6)]))
-        return [self._leakage(adv, *cut, options, found) for adv, cut, options in zip(adversaries, cuts, candidates)]
+        return [self._leakage(adv, *cut, next(candidates), found) if cut[1] else self._alone(adv, cut[0], found)
+                for adv, cut in zip(adversaries, cuts)]
 
     def _cut(self, adv: Adversary) -> tuple[int, list[int], int]:
         """The target's position, the other known tuples' positions (ascending) and how many lie before it."""
         p = self.at[adv.target]
+        if not adv.known or adv.known == {adv.target}:
+            return p, [], 0
         known = sorted(self.at[k] for k in adv.known if k != adv.target)
         return p, known, bisect.bisect_left(known, p)
+
+    def _alone(self, adv: Adversary, p: int, found: tuple[list, ...]) -> AdversaryLeakage:
+        """`_leakage` of a target with no known tuple: its one candidate is row p of the global sweeps."""
+        possible, value, t, t_prime = found
+        if not possible[p]:
+            raise InputError(f"every configuration of the known tuples of {adv} has probability zero")
+        values, row_t, row_t_prime = self.values[adv.target], t[p], t_prime[p]
+        y = Outputs(functools.partial(self._output, p, self.paths, row_t, row_t_prime))
+        return AdversaryLeakage(adv, max(value[p], 0.0), Witness(adv, {}, values[row_t], values[row_t_prime], y))
 
     def _bases(self, p: int, known: list[int], split: int) -> tuple[int | None, int | None]:
         """The nearest known tuple on each side, as a position of that side (None: none)."""
@@ -254,10 +269,8 @@ class _Release:
 
     def _candidates(self, p: int, bases: tuple[int | None, int | None], rows: list[list[float]]) -> list[tuple]:
         """(row of the full message, v, w, front path, back path) for every value v, w of positive
-        probability of the nearest known tuples, in order: the row is p for a target with no known
-        tuple (`leakages`' `alone`), else the message (front + own) + back appended to `rows`."""
-        if bases == (None, None):
-            return [(p, None, None, *self.paths)]
+        probability of the nearest known tuples (at least one), in order: the message (front + own) +
+        back appended to `rows`."""
         out, own, back_p = [], self.own[p], self.n - 1 - p
         for v in self._possible(0, bases[0]):
             front = self._path(0, bases[0], v)
@@ -283,8 +296,9 @@ class _Release:
         row, v, w, front, back = best
         pinned = self._pinned(known, split, (v, w))
         values, row_t, row_t_prime = self.values, t[row], t_prime[row]
+        y = Outputs(functools.partial(self._output, p, (front, back), row_t, row_t_prime))
         witness = Witness(adv, {slot: values[slot][x] for slot, x in sorted(pinned.items())}, values[adv.target][row_t],
-                          values[adv.target][row_t_prime], self._output(p, (front, back), row_t, row_t_prime))
+                          values[adv.target][row_t_prime], y)
         return AdversaryLeakage(adv, max(value[row], 0.0), witness)
 
     def _on(self, side: int, k: int) -> int:
