@@ -33,7 +33,7 @@ from ddpbayes.engines.structured.graph import (
     model_reason,
     quadrature_reason,
 )
-from ddpbayes.engines.structured.pathsum import path_laws, path_of, path_table
+from ddpbayes.engines.structured.pathsum import path_laws, path_table, path_within
 from ddpbayes.engines.structured.potential import Potential
 from ddpbayes.engines.structured.rows import components, row_matrix, row_problems, widened
 from ddpbayes.engines.structured.scope import (
@@ -349,7 +349,7 @@ def _leakage_for_known_set(known: frozenset[int], adversaries: list[Adversary], 
     moving the partial sum, and the witness completes x_K with values of positive probability.
     One calibration per x_R serves every target; the parts free of the known tuples are summed once
     (`free.fold_free_parts`)."""
-    contribution = padded.rows
+    contribution, whole = padded.rows, graph
     targets = {adv.target for adv in adversaries}
     graph, on_zeros = _concerned(graph, known, targets, padded.moves, on_zeros)
     graph = fold_free_parts(graph, known, targets, contribution, limit)  # their sums convolved once, not per x_R
@@ -369,7 +369,7 @@ def _leakage_for_known_set(known: frozenset[int], adversaries: list[Adversary], 
     for adv in adversaries:
         by_target.setdefault(adv.target, []).append(adv)
     single = adversaries[0].target if len(by_target) == 1 else None
-    path = path_of(local)  # a chain: forward–backward (`pathsum`)
+    path = path_within(whole, local)  # a chain: forward–backward (`pathsum`), its days cut from the whole chain's
     on_path = path_laws(path, moving, list(by_target)) if path is not None and not order else None
     as_axes = on_path is None and single is not None and count <= KEPT
     if as_axes:  # one elimination pass, x_R riding along as axes (on a chain, its ends' values as batches)
