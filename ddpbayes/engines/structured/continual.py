@@ -212,10 +212,10 @@ class _Release:
         self.at = [0] * n
         for k, slot in enumerate(order):
             self.at[slot] = k
-        self.values = [v.tolist() for v in graph.values]
+        self.values = _values(graph)
         front = _forward_side(graph, mechanism, order)
         self.sides = (front, front.reversed())
-        self.own = front.own.reshape(n, 6).tolist()
+        self.own = front.own_rows
         self.paths = tuple(Path(side, 0, n - 1, side.own[0].reshape(6).tolist(), False) for side in self.sides)
         self.rest = tuple(out[HI] for out in front.outputs)  # y where a coordinate does not matter (forward order)
         self.arrange = _arranger(self.at)
@@ -386,6 +386,13 @@ class _Release:
             self.alive[side] = [math.isfinite(m[2 * PRIOR]) | math.isfinite(m[2 * PRIOR + 1]) << 1
                                 for m in self.paths[side].messages]
         return self.alive[side]
+
+
+def _values(graph: FactorGraph) -> list[list[float]]:
+    """Every slot's values as Python floats, cached with the graph (every audit of it reads them)."""
+    if "continual values" not in graph.trees:
+        graph.trees["continual values"] = [v.tolist() for v in graph.values]
+    return graph.trees["continual values"]
 
 
 def _arranger(at: list[int]):
