@@ -8,7 +8,8 @@ property of the factorised law, which needs no positivity). The walk stops at a 
 with t by at most `STOP` in total variation: by data processing every X_j beyond it moves by at most that
 much, and max_v |P(X_j = v | t) - P(X_j = v | t')| <= TV <= 2 · STOP, half the tolerance, so those j are
 outside N(i) exactly as the numeric check would find them. On the default chain the walk from each day
-covers the ~47 days on each side, not the year.
+covers the ~47 days on each side, not the year. A chain (the factor graph one path) takes the same walk for
+every day at once, one batched matrix product a day each way (`_chain_sets`).
 """
 
 from __future__ import annotations
