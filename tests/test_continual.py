@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import math
 import pickle
+from dataclasses import replace
 
 import numpy as np
 import pymc as pm
@@ -18,7 +19,7 @@ import pytest
 
 import ddpbayes
 from ddpbayes import DependenceModel
-from ddpbayes.engines.base import Outputs, Witness
+from ddpbayes.engines.base import AdversaryLeakage, Outputs, Witness
 from ddpbayes.engines.exact import ExactEngine
 from ddpbayes.engines.structured.continual import continual_leakage, continual_reason
 from ddpbayes.engines.structured.graph import FactorGraph, factor_graph
@@ -401,6 +402,12 @@ def test_witness_outputs_are_produced_when_read():
     assert len(y) == 3 and y[2] == -2.5 and list(y) == [0.0, 1.0, -2.5] and len(calls) == 1
     assert pickle.loads(pickle.dumps(y)) == (0.0, 1.0, -2.5) and type(pickle.loads(pickle.dumps(y))) is tuple
     assert Witness(Adversary(0), {}, 0.0, 1.0, Outputs(make)).to_dict()["y"] == [0.0, 1.0, -2.5]
+    assert Outputs(lambda a, b: (a, b), 1.5, 2.0) == (1.5, 2.0)
+    w = Witness(Adversary(2, frozenset({1})), {1: 0.0}, 1.0, 0.0, (1.0,))
+    quick, plain = AdversaryLeakage.exact(w.adversary, 0.5, w), AdversaryLeakage(w.adversary, 0.5, w)
+    assert quick == plain and repr(quick) == repr(plain)
+    assert pickle.loads(pickle.dumps(quick)) == plain and replace(quick, value=0.7) == replace(plain, value=0.7)
+    assert (quick.ci, quick.reason, quick.diagnostics, quick.score, quick.profile) == (None,) * 5
     rng = np.random.default_rng(7)
     graph = _graph(6, _random_chain(rng, 6))
     joint, mechanism = _joint(graph), RandomizedResponse(0.7)

@@ -25,13 +25,16 @@ class Outputs(Sequence):
     Parameters
     ----------
     make : callable
-        () -> the outputs, a tuple of float.
+        make(*args) -> the outputs, a tuple of float.
+    *args
+        Its arguments.
     """
 
-    __slots__ = ("_make", "_y")
+    __slots__ = ("_make", "_args", "_y")
 
-    def __init__(self, make: Callable[[], tuple[float, ...]]):
-        self._make: Callable[[], tuple[float, ...]] | None = make
+    def __init__(self, make: Callable[..., tuple[float, ...]], *args):
+        self._make: Callable[..., tuple[float, ...]] | None = make
+        self._args = args
         self._y: tuple[float, ...] | None = None
 
     def values(self) -> tuple[float, ...]:
@@ -43,7 +46,7 @@ class Outputs(Sequence):
             y.
         """
         if self._y is None:
-            self._y, self._make = tuple(self._make()), None
+            self._y, self._make, self._args = tuple(self._make(*self._args)), None, ()
         return self._y
 
     def __len__(self) -> int:
@@ -146,6 +149,30 @@ class AdversaryLeakage:
     diagnostics: dict | None = None  # estimates: MCMC diagnostics; "ok" False makes verdicts inconclusive
     score: float | None = None  # estimates: the value on the choosing runs, to pick the worst adversary
     profile: Profile | None = None  # (ε, δ) mechanisms: ε(δ) on the δ grid; `value` is ε at mechanism.delta
+
+    @classmethod
+    def exact(cls, adversary: Adversary, value: float, witness: Witness) -> AdversaryLeakage:
+        """`AdversaryLeakage(adversary, value, witness)`, the other fields their defaults, without the frozen
+        dataclass's eight `object.__setattr__` calls (equal to it in every way; a continual release makes one per
+        day of the chain, DESIGN §2.1c).
+
+        Parameters
+        ----------
+        adversary : Adversary
+            The adversary A(i, K).
+        value : float
+            leak(i, K), exact.
+        witness : Witness
+            What attains the supremum.
+
+        Returns
+        -------
+        AdversaryLeakage
+            The record.
+        """
+        out = object.__new__(cls)
+        out.__dict__.update(adversary=adversary, value=value, witness=witness)
+        return out
 
 
 def merge_diagnostics(records: list[dict]) -> dict | None:

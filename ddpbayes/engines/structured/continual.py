@@ -27,7 +27,6 @@ likelihood vectors then form a polytope in the simplex whose vertex count can gr
 from __future__ import annotations
 
 import bisect
-import functools
 import math
 import operator
 from dataclasses import dataclass
@@ -230,7 +229,8 @@ class _Release:
         nearest known tuples) as one full message, a target's with no known tuple on the global
         sweeps shared (`_alone`); `_best` of all of them at once; each adversary's first best
         candidate and its witness (its y produced when read: `Outputs`)."""
-        cuts = [self._cut(adv) for adv in adversaries]
+        at = self.at
+        cuts = [self._cut(adv) if adv.known else (at[adv.target], [], 0) for adv in adversaries]
         cut_off = [cut for cut in cuts if cut[1]]
         for p, known, split in cut_off:
             for side, base in enumerate(self._bases(p, known, split)):
@@ -248,8 +248,6 @@ class _Release:
     def _cut(self, adv: Adversary) -> tuple[int, list[int], int]:
         """The target's position, the other known tuples' positions (ascending) and how many lie before it."""
         p = self.at[adv.target]
-        if not adv.known or adv.known == {adv.target}:
-            return p, [], 0
         known = sorted(self.at[k] for k in adv.known if k != adv.target)
         return p, known, bisect.bisect_left(known, p)
 
@@ -259,8 +257,8 @@ class _Release:
         if not possible[p]:
             raise InputError(f"every configuration of the known tuples of {adv} has probability zero")
         values, row_t, row_t_prime = self.values[adv.target], t[p], t_prime[p]
-        y = Outputs(functools.partial(self._output, p, self.paths, row_t, row_t_prime))
-        return AdversaryLeakage(adv, max(value[p], 0.0), Witness(adv, {}, values[row_t], values[row_t_prime], y))
+        y = Outputs(self._output, p, self.paths, row_t, row_t_prime)
+        return AdversaryLeakage.exact(adv, max(value[p], 0.0), Witness(adv, {}, values[row_t], values[row_t_prime], y))
 
     def _bases(self, p: int, known: list[int], split: int) -> tuple[int | None, int | None]:
         """The nearest known tuple on each side, as a position of that side (None: none)."""
@@ -296,7 +294,7 @@ class _Release:
         row, v, w, front, back = best
         pinned = self._pinned(known, split, (v, w))
         values, row_t, row_t_prime = self.values, t[row], t_prime[row]
-        y = Outputs(functools.partial(self._output, p, (front, back), row_t, row_t_prime))
+        y = Outputs(self._output, p, (front, back), row_t, row_t_prime)
         witness = Witness(adv, {slot: values[slot][x] for slot, x in sorted(pinned.items())}, values[adv.target][row_t],
                           values[adv.target][row_t_prime], y)
         return AdversaryLeakage(adv, max(value[row], 0.0), witness)
