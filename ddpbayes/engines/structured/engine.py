@@ -142,7 +142,8 @@ class StructuredEngine(Engine):
     def dependence_sets(self, problem: Problem) -> DependenceSets:
         """N(i) = {j : P(X_j | X_i = t) changes with t} (tolerance 1e-10, as the exact engine): the tuples
         d-connected to X_i (`separation`), checked numerically on P(X_j | X_i) carried along the junction tree
-        of one calibration (`structured.dependence`), each computed when first read."""
+        of one calibration (`structured.dependence`; a chain's by one batched walk for every tuple), each computed
+        when first read."""
         return dependence_sets(self._graph(problem), problem.model.n, problem.settings.max_states)
 
     def mixtures(self, problem: Problem, adversary: Adversary, shift_invariant: bool) -> Mixtures:
