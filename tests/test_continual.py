@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import itertools
 import math
+import pickle
+from dataclasses import replace
 
 import numpy as np
 import pymc as pm
@@ -17,6 +19,7 @@ import pytest
 
 import ddpbayes
 from ddpbayes import DependenceModel
+from ddpbayes.engines.base import AdversaryLeakage, Outputs, Witness
 from ddpbayes.engines.exact import ExactEngine
 from ddpbayes.engines.structured.continual import continual_leakage, continual_reason
 from ddpbayes.engines.structured.graph import FactorGraph, factor_graph
@@ -382,6 +385,36 @@ def test_tpl_anchor_thousand_days():
     got = continual_leakage(_problem(_stand_in(n), RandomizedResponse(eps), [Adversary(i) for i in range(n)]), graph)
     assert [r.value for r in got] == pytest.approx(_tpl([trans] * (n - 1), [trans] * (n - 1), eps), abs=1e-9)
     assert all(len(r.witness.y) == n for r in got)
+
+
+def test_witness_outputs_are_produced_when_read():
+    """A continual release's y is an `Outputs`: produced once, when first read, equal to (and hashed,
+    pickled and written to JSON as) the tuple; the witness still attains the leakage (brute force)."""
+    calls = []
+
+    def make():
+        calls.append(1)
+        return (0.0, 1.0, -2.5)
+
+    y = Outputs(make)
+    assert not calls and "not yet" in repr(y)
+    assert y == (0.0, 1.0, -2.5) and (0.0, 1.0, -2.5) == y and hash(y) == hash((0.0, 1.0, -2.5))
+    assert len(y) == 3 and y[2] == -2.5 and list(y) == [0.0, 1.0, -2.5] and len(calls) == 1
+    assert pickle.loads(pickle.dumps(y)) == (0.0, 1.0, -2.5) and type(pickle.loads(pickle.dumps(y))) is tuple
+    assert Witness(Adversary(0), {}, 0.0, 1.0, Outputs(make)).to_dict()["y"] == [0.0, 1.0, -2.5]
+    assert Outputs(lambda a, b: (a, b), 1.5, 2.0) == (1.5, 2.0)
+    w = Witness(Adversary(2, frozenset({1})), {1: 0.0}, 1.0, 0.0, (1.0,))
+    quick, plain = AdversaryLeakage.exact(w.adversary, 0.5, w), AdversaryLeakage(w.adversary, 0.5, w)
+    assert quick == plain and repr(quick) == repr(plain)
+    assert pickle.loads(pickle.dumps(quick)) == plain and replace(quick, value=0.7) == replace(plain, value=0.7)
+    assert (quick.ci, quick.reason, quick.diagnostics, quick.score, quick.profile) == (None,) * 5
+    rng = np.random.default_rng(7)
+    graph = _graph(6, _random_chain(rng, 6))
+    joint, mechanism = _joint(graph), RandomizedResponse(0.7)
+    got = continual_leakage(_problem(_stand_in(6), mechanism, [Adversary(i) for i in range(6)]), graph)
+    assert all(isinstance(r.witness.y, Outputs) for r in got)
+    for r in got:
+        _check_witness(joint, [0.0, 1.0], mechanism, r)
 
 
 def test_known_days_cut_a_long_chain():

@@ -12,7 +12,7 @@ import pytest
 from scipy.special import logsumexp
 
 from ddpbayes.engines.structured.graph import FactorGraph
-from ddpbayes.engines.structured.pathsum import path_laws, path_of, path_table
+from ddpbayes.engines.structured.pathsum import path_laws, path_of, path_table, path_within
 from ddpbayes.engines.structured.potential import Potential
 
 
@@ -152,3 +152,32 @@ def test_not_a_path():
     apart = FactorGraph([2] * 4, [np.arange(2)] * 4, [_factor(s, np.zeros((2, 2))) for s in ((0, 1), (2, 3))])
     triple = FactorGraph([2] * 3, [np.arange(2)] * 3, [_factor((0, 1, 2), np.zeros((2, 2, 2)))])
     assert all(path_of(g) is None for g in (star, cycle, apart, triple))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_stretch_is_cut_from_the_whole_path(seed):
+    """`path_within`: the factors of a stretch of a path (in the whole's order) give the same tables and days as
+    `path_of` builds for the stretch alone, bit for bit (equal arrays), cut from the whole's path when `path_of`
+    would walk the stretch the whole's way (from its lower slot); a stretch missing one of its factors, or with a
+    factor of its own, is built on its own."""
+    rng = np.random.default_rng(seed)
+    n = 9
+    graph, _ = _random_path(rng, n, 3, 2.0, 0.2)
+    whole = path_of(graph)
+    at = {v: k for k, v in enumerate(whole.order)}
+    for a, b in itertools.combinations(range(n), 2):
+        inside = [p for p in graph.factors if p.scope and all(a <= at[v] <= b for v in p.scope)]
+        cut = path_within(graph, FactorGraph(graph.sizes, graph.values, inside))
+        alone = path_of(FactorGraph(graph.sizes, graph.values, list(inside)))
+        assert cut.order == alone.order and cut.constant == alone.constant == 0.0
+        for mine, theirs in ((cut.unary, alone.unary), (cut.pair, alone.pair)):
+            assert all(np.array_equal(x, y) for x, y in zip(mine, theirs, strict=True))
+        for mine, theirs in ((cut.forward, alone.forward), (cut.backward, alone.backward)):
+            assert all(np.array_equal(x.linear, y.linear) and x.top == y.top and x.span == y.span
+                       for x, y in zip(mine, theirs, strict=True))
+        assert (cut.forward[0] is whole.forward[a]) == (whole.order[a] < whole.order[b])  # cut, not rebuilt
+        pairs = [p for p in inside if len(p.scope) == 2]
+        own = [*inside, _factor((whole.order[a],), np.zeros(3))]
+        for factors in ([*pairs[:-1], *[p for p in inside if len(p.scope) == 1]], own):
+            built = path_within(graph, FactorGraph(graph.sizes, graph.values, factors))
+            assert built is None or not built.forward or built.forward[0] is not whole.forward[a]

@@ -7,7 +7,7 @@ engine produced them (DESIGN §2).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 import numpy as np
 
@@ -15,6 +15,62 @@ from ddpbayes.encoding import number
 from ddpbayes.errors import InputError
 from ddpbayes.problem import Adversary, Problem, dependence_size
 from ddpbayes.profiles import Profile
+
+
+class Outputs(Sequence):
+    """A witness's output y produced when first read, then kept (DESIGN §2.1c): a continual release's
+    witnesses hold n outputs per target, which only the report's and the JSON's witnesses read. Equal to
+    (and hashed as) the tuple it produces; pickled as that tuple.
+
+    Parameters
+    ----------
+    make : callable
+        make(*args) -> the outputs, a tuple of float.
+    *args
+        Its arguments.
+    """
+
+    __slots__ = ("_make", "_args", "_y")
+
+    def __init__(self, make: Callable[..., tuple[float, ...]], *args):
+        self._make: Callable[..., tuple[float, ...]] | None = make
+        self._args = args
+        self._y: tuple[float, ...] | None = None
+
+    def values(self) -> tuple[float, ...]:
+        """The outputs (produced at the first call).
+
+        Returns
+        -------
+        tuple of float
+            y.
+        """
+        if self._y is None:
+            self._y, self._make, self._args = tuple(self._make(*self._args)), None, ()
+        return self._y
+
+    def __len__(self) -> int:
+        return len(self.values())
+
+    def __getitem__(self, k):
+        return self.values()[k]
+
+    def __iter__(self):
+        return iter(self.values())
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, Outputs):
+            other = other.values()
+        return isinstance(other, tuple) and self.values() == other
+
+    def __hash__(self) -> int:
+        return hash(self.values())
+
+    def __repr__(self) -> str:
+        return repr(self.values()) if self._y is not None else "Outputs(not yet produced)"
+
+    def __reduce__(self):
+        return tuple, (self.values(),)
 
 
 @dataclass(frozen=True)
@@ -30,15 +86,15 @@ class Witness:
         x_K, tuple -> value, or None when unknown.
     t, t_prime : float or None
         The two values of the target tuple compared, or None when unknown.
-    y : tuple of float or None
-        The output attaining the supremum, or None when unknown.
+    y : tuple of float, Outputs or None
+        The output attaining the supremum (`Outputs`: produced when first read), or None when unknown.
     """
 
     adversary: Adversary
     known_values: dict[int, float] | None
     t: float | None
     t_prime: float | None
-    y: tuple[float, ...] | None
+    y: tuple[float, ...] | Outputs | None
 
     def to_dict(self) -> dict:
         """The witness as the JSON report writes it.
@@ -93,6 +149,30 @@ class AdversaryLeakage:
     diagnostics: dict | None = None  # estimates: MCMC diagnostics; "ok" False makes verdicts inconclusive
     score: float | None = None  # estimates: the value on the choosing runs, to pick the worst adversary
     profile: Profile | None = None  # (ε, δ) mechanisms: ε(δ) on the δ grid; `value` is ε at mechanism.delta
+
+    @classmethod
+    def exact(cls, adversary: Adversary, value: float, witness: Witness) -> AdversaryLeakage:
+        """`AdversaryLeakage(adversary, value, witness)`, the other fields their defaults, without the frozen
+        dataclass's eight `object.__setattr__` calls (equal to it in every way; a continual release makes one per
+        day of the chain, DESIGN §2.1c).
+
+        Parameters
+        ----------
+        adversary : Adversary
+            The adversary A(i, K).
+        value : float
+            leak(i, K), exact.
+        witness : Witness
+            What attains the supremum.
+
+        Returns
+        -------
+        AdversaryLeakage
+            The record.
+        """
+        out = object.__new__(cls)
+        out.__dict__.update(adversary=adversary, value=value, witness=witness)
+        return out
 
 
 def merge_diagnostics(records: list[dict]) -> dict | None:

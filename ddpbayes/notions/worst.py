@@ -50,6 +50,8 @@ def worst_of(results: list[AdversaryLeakage]) -> AdversaryLeakage:
         smallest target), its value the largest of `results`, its profile the notion's (`merged_profile`,
         None unless every adversary has one).
     """
+    if len(results) == 1 and results[0].ci is None and results[0].profile is None:
+        return results[0]  # what the general case returns, without copying it (a target's single adversary)
     if all(r.ci is None for r in results):
         top = max(r.value for r in results)
         slack = TIE * max(1.0, abs(top)) if math.isfinite(top) else 0.0  # rounding noise is a tie

@@ -38,7 +38,9 @@ class ExactEngine(Engine):
     def supports(self, problem: Problem) -> str | None:
         if problem.mechanism.black_box:
             return "the mechanism is a program, whose output law is unknown (the program engine bounds it)"
-        return unsupported_reason(problem.model) or oversized_reason(problem.model, problem.settings.max_states)
+        model, limit = problem.model, problem.settings.max_states
+        return model.memo("exact", ("reason", limit),  # asked on every audit under auto
+                          lambda: unsupported_reason(model) or oversized_reason(model, limit))
 
     def leakage(self, problem: Problem) -> list[AdversaryLeakage]:
         table = self._table(problem)

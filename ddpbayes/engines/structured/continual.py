@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ddpbayes.engines.base import AdversaryLeakage, Witness
+from ddpbayes.engines.base import AdversaryLeakage, Outputs, Witness
 from ddpbayes.engines.structured.chainpath import HI, LO, PRIOR, Path, Side
 from ddpbayes.engines.structured.graph import FactorGraph
 from ddpbayes.errors import InputError
@@ -211,10 +211,10 @@ class _Release:
         self.at = [0] * n
         for k, slot in enumerate(order):
             self.at[slot] = k
-        self.values = [v.tolist() for v in graph.values]
+        self.values = _values(graph)
         front = _forward_side(graph, mechanism, order)
         self.sides = (front, front.reversed())
-        self.own = front.own.reshape(n, 6).tolist()
+        self.own = front.own_rows
         self.paths = tuple(Path(side, 0, n - 1, side.own[0].reshape(6).tolist(), False) for side in self.sides)
         self.rest = tuple(out[HI] for out in front.outputs)  # y where a coordinate does not matter (forward order)
         self.arrange = _arranger(self.at)
@@ -226,26 +226,39 @@ class _Release:
 
     def leakages(self, adversaries: tuple[Adversary, ...]) -> list[AdversaryLeakage]:
         """Every adversary's leakage: where each bridge must reach; every candidate (values of the
-        nearest known tuples) as one full message, a target's on the global sweeps shared; `_best`
-        of all of them at once; each adversary's first best candidate and its witness."""
-        cuts = [self._cut(adv) for adv in adversaries]
-        for p, known, split in cuts:
+        nearest known tuples) as one full message, a target's with no known tuple on the global
+        sweeps shared (`_alone`); `_best` of all of them at once; each adversary's first best
+        candidate and its witness (its y produced when read: `Outputs`)."""
+        at = self.at
+        cuts = [self._cut(adv) if adv.known else (at[adv.target], [], 0) for adv in adversaries]
+        cut_off = [cut for cut in cuts if cut[1]]
+        for p, known, split in cut_off:
             for side, base in enumerate(self._bases(p, known, split)):
                 if base is not None:
                     key = (side, base)
                     self.stops[key] = max(self.stops.get(key, 0), self._on(side, p))
         rows: list[list[float]] = []
-        candidates = [self._candidates(p, self._bases(p, known, split), rows) for p, known, split in cuts]
+        candidates = iter([self._candidates(p, self._bases(p, known, split), rows) for p, known, split in cut_off])
         front, back = (np.array(path.messages) for path in self.paths)
         alone = (front + self.sides[0].own.reshape(self.n, 6)) + back[::-1]  # each target with no known tuple
         found = _best(np.concatenate([alone, np.array(rows, dtype=float).reshape(-1, 6)]))
-        return [self._leakage(adv, *cut, options, found) for adv, cut, options in zip(adversaries, cuts, candidates)]
+        return [self._leakage(adv, *cut, next(candidates), found) if cut[1] else self._alone(adv, cut[0], found)
+                for adv, cut in zip(adversaries, cuts)]
 
     def _cut(self, adv: Adversary) -> tuple[int, list[int], int]:
         """The target's position, the other known tuples' positions (ascending) and how many lie before it."""
         p = self.at[adv.target]
         known = sorted(self.at[k] for k in adv.known if k != adv.target)
         return p, known, bisect.bisect_left(known, p)
+
+    def _alone(self, adv: Adversary, p: int, found: tuple[list, ...]) -> AdversaryLeakage:
+        """`_leakage` of a target with no known tuple: its one candidate is row p of the global sweeps."""
+        possible, value, t, t_prime = found
+        if not possible[p]:
+            raise InputError(f"every configuration of the known tuples of {adv} has probability zero")
+        values, row_t, row_t_prime = self.values[adv.target], t[p], t_prime[p]
+        y = Outputs(self._output, p, self.paths, row_t, row_t_prime)
+        return AdversaryLeakage.exact(adv, max(value[p], 0.0), Witness(adv, {}, values[row_t], values[row_t_prime], y))
 
     def _bases(self, p: int, known: list[int], split: int) -> tuple[int | None, int | None]:
         """The nearest known tuple on each side, as a position of that side (None: none)."""
@@ -254,10 +267,8 @@ class _Release:
 
     def _candidates(self, p: int, bases: tuple[int | None, int | None], rows: list[list[float]]) -> list[tuple]:
         """(row of the full message, v, w, front path, back path) for every value v, w of positive
-        probability of the nearest known tuples, in order: the row is p for a target with no known
-        tuple (`leakages`' `alone`), else the message (front + own) + back appended to `rows`."""
-        if bases == (None, None):
-            return [(p, None, None, *self.paths)]
+        probability of the nearest known tuples (at least one), in order: the message (front + own) +
+        back appended to `rows`."""
         out, own, back_p = [], self.own[p], self.n - 1 - p
         for v in self._possible(0, bases[0]):
             front = self._path(0, bases[0], v)
@@ -283,8 +294,9 @@ class _Release:
         row, v, w, front, back = best
         pinned = self._pinned(known, split, (v, w))
         values, row_t, row_t_prime = self.values, t[row], t_prime[row]
+        y = Outputs(self._output, p, (front, back), row_t, row_t_prime)
         witness = Witness(adv, {slot: values[slot][x] for slot, x in sorted(pinned.items())}, values[adv.target][row_t],
-                          values[adv.target][row_t_prime], self._output(p, (front, back), row_t, row_t_prime))
+                          values[adv.target][row_t_prime], y)
         return AdversaryLeakage(adv, max(value[row], 0.0), witness)
 
     def _on(self, side: int, k: int) -> int:
@@ -372,6 +384,13 @@ class _Release:
             self.alive[side] = [math.isfinite(m[2 * PRIOR]) | math.isfinite(m[2 * PRIOR + 1]) << 1
                                 for m in self.paths[side].messages]
         return self.alive[side]
+
+
+def _values(graph: FactorGraph) -> list[list[float]]:
+    """Every slot's values as Python floats, cached with the graph (every audit of it reads them)."""
+    if "continual values" not in graph.trees:
+        graph.trees["continual values"] = [v.tolist() for v in graph.values]
+    return graph.trees["continual values"]
 
 
 def _arranger(at: list[int]):

@@ -8,7 +8,8 @@ property of the factorised law, which needs no positivity). The walk stops at a 
 with t by at most `STOP` in total variation: by data processing every X_j beyond it moves by at most that
 much, and max_v |P(X_j = v | t) - P(X_j = v | t')| <= TV <= 2 · STOP, half the tolerance, so those j are
 outside N(i) exactly as the numeric check would find them. On the default chain the walk from each day
-covers the ~47 days on each side, not the year.
+covers the ~47 days on each side, not the year. A chain (the factor graph one path) takes the same walk for
+every day at once, one batched matrix product a day each way (`_chain_sets`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import numpy as np
 
 from ddpbayes.engines.structured.graph import FactorGraph, calibrate
 from ddpbayes.engines.structured.junction import Calibration
+from ddpbayes.engines.structured.pathsum import Path, path_of
 from ddpbayes.engines.structured.potential import Potential
 from ddpbayes.errors import InputError
 from ddpbayes.numerics import INDEPENDENT, laws_change, logsumexp
@@ -28,7 +30,17 @@ STOP = INDEPENDENT / 4  # TV from the first possible t's law: pairs of t differ 
 def dependence_sets(graph: FactorGraph, n: int, limit: int) -> DependenceSets:
     """N(i) for the tuples 0..n-1: d-connected (`separation`) and changing beyond the tolerance, each computed
     when first read (one calibration, at the first; then one walk per tuple read: ddp of one child of 2,035
-    walks once, not 2,035 times)."""
+    walks once, not 2,035 times). A chain's sets all come from one batched walk at the first read (`_chain_sets`)."""
+    path = path_of(graph)
+    if path is not None and len(path.order) == graph.slots:
+        every: dict[str, list[frozenset[int]]] = {}
+
+        def on_chain(i: int) -> frozenset[int]:
+            if "sets" not in every:
+                every["sets"] = _chain_sets(path, n)
+            return every["sets"][i]
+
+        return DependenceSets(n, on_chain)
     state: dict[str, _Cliques] = {}
 
     def one(i: int) -> frozenset[int]:
@@ -42,6 +54,80 @@ def dependence_sets(graph: FactorGraph, n: int, limit: int) -> DependenceSets:
         return frozenset(_changing(log_pi, [j for j in near if j in laws], laws))
 
     return DependenceSets(n, one)
+
+
+def _chain_sets(path: Path, n: int) -> list[frozenset[int]]:
+    """N(i) of every tuple of a path (`pathsum.Path`, every slot on it) in one batched walk each way: the laws
+    P(X_j | X_i = t) = P(X_{j-1} | X_i = t) P(X_j | X_{j-1}) (the Markov property of a path) for every i at
+    once, one matrix product a day, each i stopped as the walk above stops it (TV at most STOP). On a path
+    every pair is d-connected unless a link is independent, which leaves its rows equal up to rounding, far
+    below the tolerance, so the numeric test alone decides."""
+    log_alpha, log_beta = _messages(path)
+    log_pi = [a + b for a, b in zip(log_alpha, log_beta)]
+    if not np.isfinite(log_pi[0]).any():
+        raise InputError("every configuration of the model has probability zero (its observed data or "
+                         "potentials cannot all hold): no dependence sets")
+    width = max(len(u) for u in path.unary)
+    pi = np.zeros((len(path.order), width))
+    for k, lp in enumerate(log_pi):
+        with np.errstate(invalid="ignore"):
+            pi[k, :len(lp)] = np.exp(lp - lp.max())
+    ahead, back = (np.zeros((max(len(path.pair), 1), width, width)) for _ in range(2))
+    for k, pair in enumerate(path.pair):
+        a, b = pair.shape  # P(X_{k+1} | X_k) and P(X_k | X_{k+1}), rows the given value
+        ahead[k, :a, :b] = _conditional(pair + (path.unary[k + 1] + log_beta[k + 1])[None, :], (1,))
+        back[k, :b, :a] = _conditional((log_alpha[k][:, None] + pair).T, (1,))
+    right = _one_way(ahead, pi)
+    left = _one_way(back[::-1], pi[::-1])
+    last = len(path.order) - 1
+    sets: list[frozenset[int]] = [frozenset()] * n
+    for k, v in enumerate(path.order):
+        if v < n:
+            near = [path.order[j] for j in right[k]] + [path.order[last - j] for j in left[last - k]]
+            sets[v] = frozenset(j for j in near if j < n)
+    return sets
+
+
+def _messages(path: Path) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """log α_k(x) (the factors up to k, X_k = x) and log β_k(x) (the factors after k given X_k = x) along the path,
+    each normalised to its maximum (log space: no tail underflows)."""
+    alpha = [path.unary[0] - _top(path.unary[0])]
+    for k, pair in enumerate(path.pair):
+        nxt = logsumexp(alpha[-1][:, None] + pair, axis=0) + path.unary[k + 1]
+        alpha.append(nxt - _top(nxt))
+    beta = [np.zeros(len(path.unary[-1]))]
+    for k in range(len(path.pair) - 1, -1, -1):
+        nxt = logsumexp(path.pair[k] + (path.unary[k + 1] + beta[-1])[None, :], axis=1)
+        beta.append(nxt - _top(nxt))
+    return alpha, beta[::-1]
+
+
+def _top(log_table: np.ndarray) -> float:
+    top = log_table.max()
+    return float(top) if np.isfinite(top) else 0.0
+
+
+def _one_way(steps: np.ndarray, pi: np.ndarray) -> list[list[int]]:
+    """For every position i, the positions i + d (d >= 1) whose law given X_i changes (`numerics.laws_change`
+    on P(X_i = t) P(X_{i+d} = v | X_i = t)), walking while the law moves with t by more than STOP in total
+    variation. steps[k]: P(X_{k+1} | X_k) (rows the given value, zero-padded); pi (positions, values): P(X_k)
+    up to a constant per position."""
+    m = len(pi)
+    possible = pi > 0
+    first = np.argmax(possible, axis=1)
+    laws = possible[:, :, None] * np.eye(pi.shape[1])[None]  # P(X_i | X_i = t) for the possible t
+    out: list[list[int]] = [[] for _ in range(m)]
+    active, d = np.arange(m - 1), 0
+    while active.size:
+        d += 1
+        moved = laws[active] @ steps[active + d - 1]
+        laws[active] = moved
+        for i in active[laws_change(pi[active][:, :, None] * moved)].tolist():
+            out[i].append(i + d)
+        gap = 0.5 * np.abs(moved - moved[np.arange(len(active)), first[active]][:, None, :]).sum(axis=2)
+        tv = np.where(possible[active], gap, 0.0).max(axis=1)
+        active = active[(tv > STOP) & (active + d + 1 < m)]
+    return out
 
 
 def _changing(log_pi: np.ndarray, reached: list[int], laws: dict[int, np.ndarray]) -> list[int]:

@@ -34,7 +34,7 @@ from ddpbayes.engines.structured.graph import (
     model_reason,
     quadrature_reason,
 )
-from ddpbayes.engines.structured.pathsum import path_laws, path_of, path_table
+from ddpbayes.engines.structured.pathsum import path_laws, path_table, path_within
 from ddpbayes.engines.structured.potential import Potential
 from ddpbayes.engines.structured.rows import components, row_matrix, row_problems, widened
 from ddpbayes.engines.structured.scope import (
@@ -151,7 +151,8 @@ class StructuredEngine(Engine):
     def dependence_sets(self, problem: Problem) -> DependenceSets:
         """N(i) = {j : P(X_j | X_i = t) changes with t} (tolerance 1e-10, as the exact engine): the tuples
         d-connected to X_i (`separation`), checked numerically on P(X_j | X_i) carried along the junction tree
-        of one calibration (`structured.dependence`), each computed when first read."""
+        of one calibration (`structured.dependence`; a chain's by one batched walk for every tuple), each computed
+        when first read."""
         return dependence_sets(self._graph(problem), problem.model.n, problem.settings.max_states)
 
     def mixtures(self, problem: Problem, adversary: Adversary, shift_invariant: bool) -> Mixtures:
@@ -358,7 +359,7 @@ def _leakage_for_known_set(known: frozenset[int], adversaries: list[Adversary], 
     moving the partial sum, and the witness completes x_K with values of positive probability.
     One calibration per x_R serves every target; the parts free of the known tuples are summed once
     (`free.fold_free_parts`)."""
-    contribution = padded.rows
+    contribution, whole = padded.rows, graph
     targets = {adv.target for adv in adversaries}
     graph, on_zeros = _concerned(graph, known, targets, padded.moves, on_zeros)
     graph = fold_free_parts(graph, known, targets, contribution, limit)  # their sums convolved once, not per x_R
@@ -378,7 +379,7 @@ def _leakage_for_known_set(known: frozenset[int], adversaries: list[Adversary], 
     for adv in adversaries:
         by_target.setdefault(adv.target, []).append(adv)
     single = adversaries[0].target if len(by_target) == 1 else None
-    path = path_of(local)  # a chain: forward–backward (`pathsum`)
+    path = path_within(whole, local)  # a chain: forward–backward (`pathsum`), its days cut from the whole chain's
     on_path = path_laws(path, moving, list(by_target)) if path is not None and not order else None
     as_axes = on_path is None and single is not None and count <= KEPT
     if as_axes:  # one elimination pass, x_R riding along as axes (on a chain, its ends' values as batches)

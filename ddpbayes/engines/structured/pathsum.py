@@ -259,3 +259,45 @@ def _law(unary: np.ndarray, forward: _Message, backward: _Message) -> tuple[np.n
             rows = [log_convolve(np.log(f[i, t]), np.log(b[j, t])) for t, i, j in pairs]
     table = np.stack(rows).reshape(f.shape[1], len(f), len(b), -1)
     return table + (unary[:, None, None, None] + scale), forward.offset + backward.offset
+
+
+def path_within(whole: FactorGraph, part: FactorGraph) -> Path | None:
+    """`path_of(part)` cut from `whole`'s path when `part`'s factors are exactly `whole`'s factors whose slots lie
+    on one stretch of it, in `whole`'s order (a ddp adversary's days between its two boundary days, `engine._local`):
+    its tables and days are then those of the stretch, bit for bit (sums over the same factors in the same order,
+    each day computed on its own), so every known set of a chain reuses the days built once; else `path_of(part)`."""
+    if "path" not in part.trees:
+        part.trees["path"] = _stretch(whole, part)
+    return path_of(part)
+
+
+def _stretch(whole: FactorGraph, part: FactorGraph) -> Path | None:
+    path, spans = path_of(whole), _spans(whole)
+    if path is None or spans is None or part.rules or not all(p.scope for p in part.factors):
+        return _path(part)
+    position, low, high = spans
+    try:
+        at = [position[id(p)] for p in part.factors]
+    except KeyError:  # a factor of its own (a free part's law)
+        return _path(part)
+    if not at or at != sorted(at):
+        return _path(part)
+    a, b = int(low[at].min()), int(high[at].max())
+    if np.count_nonzero((low >= a) & (high <= b)) != len(at) or path.order[a] > path.order[b]:
+        return _path(part)  # a factor of the stretch left out, or `_path` would walk it the other way
+    return Path(path.order[a:b + 1], path.unary[a:b + 1], path.pair[a:b], 0.0, path.forward[a:b], path.backward[a:b])
+
+
+def _spans(graph: FactorGraph) -> tuple[dict[int, int], np.ndarray, np.ndarray] | None:
+    """Each factor's index (by identity) and the lowest and highest positions of its slots on the graph's path
+    (an empty scope: below and above every position, never inside a stretch); cached with its trees."""
+    if "path spans" not in graph.trees:
+        path = path_of(graph)
+        spans = None
+        if path is not None:
+            at = {v: k for k, v in enumerate(path.order)}
+            low = np.array([min((at[v] for v in p.scope), default=-1) for p in graph.factors])
+            high = np.array([max((at[v] for v in p.scope), default=len(at)) for p in graph.factors])
+            spans = ({id(p): k for k, p in enumerate(graph.factors)}, low, high)
+        graph.trees["path spans"] = spans
+    return graph.trees["path spans"]
