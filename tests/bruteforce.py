@@ -17,7 +17,20 @@ import itertools
 import math
 
 import numpy as np
-from scipy.special import logsumexp
+
+# ----------------------------------------------------------------------------- log space
+
+
+def logsumexp(a, axis: int | None = None, keepdims: bool = False) -> np.ndarray:
+    """log Σ exp(a) along `axis`, shifted by the finite maximum: scipy.special.logsumexp's sum (to
+    rounding) without its per-call overhead (about 0.1 ms), which dominated references that call it
+    thousands of times."""
+    a = np.asarray(a, dtype=float)
+    top = np.max(a, axis=axis, keepdims=True)
+    top = np.where(np.isfinite(top), top, 0.0)
+    with np.errstate(divide="ignore"):
+        out = np.log(np.sum(np.exp(a - top), axis=axis, keepdims=True)) + top
+    return out if keepdims else (out.reshape(())[()] if axis is None else np.squeeze(out, axis=axis))
 
 # ----------------------------------------------------------------------------- joint tables
 

@@ -151,12 +151,10 @@ def total(x):
 
 
 def cli(*argv: str) -> tuple[int, str, str]:
-    """`ddpbayes argv` in a subprocess: (exit code, stdout, stderr)."""
-    import subprocess
-    import sys
+    """`ddpbayes argv` in a process of its own (forked after the imports: tests/forked.py): (exit code, stdout, stderr)."""
+    from forked import run_cli
 
-    done = subprocess.run([sys.executable, "-m", "ddpbayes", *argv], capture_output=True, text=True, timeout=300)
-    return done.returncode, done.stdout, done.stderr
+    return run_cli(list(argv))
 
 
 PRINTS = '''

@@ -15,6 +15,7 @@ import pytest
 import ddpbayes
 from ddpbayes import DependenceModel, InputError
 from ddpbayes.cli.main import main
+from forked import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 HOUSEHOLD = str(ROOT / "models" / "household.py")
@@ -193,9 +194,15 @@ def _run(args: list[str]) -> tuple[str, str, int]:
     return p.stdout, p.stderr, p.returncode
 
 
+def _forked(args: list[str]) -> tuple[str, str, int]:
+    """The program in a process forked after the imports (tests/forked.py): it ends as `_run`'s does."""
+    code, out, err = run_cli(args)
+    return out, err, code
+
+
 def test_subprocess_bad_input(model_files):
     """A real process: bad input exits 2 with one line on stderr and no traceback."""
-    out, err, code = _run(["audit", model_files["raises"], *COUNT, "--notion", "idp"])
+    out, err, code = _forked(["audit", model_files["raises"], *COUNT, "--notion", "idp"])
     assert code == 2
     assert "Traceback" not in err
     assert len(err.strip().splitlines()) == 1, err
@@ -232,9 +239,9 @@ def test_subprocess_claim_exit_codes():
     """Real processes: a failed claim exits 1, a passed one 0. dp (model-free, no compilation,
     so the processes stay fast): count with --epsilon 0.5 has scale 2 and leak 1/2 = 0.5."""
     base = ["audit", CONTAGIOUS, "--query", "count", "--mechanism", "laplace", "--epsilon", "0.5", "--notion", "dp"]
-    out, err, code = _run([*base, "--claim", "0.4"])
+    out, err, code = _forked([*base, "--claim", "0.4"])
     assert code == 1, err
-    out, err, code = _run([*base, "--claim", "0.5", "--format", "json"])
+    out, err, code = _forked([*base, "--claim", "0.5", "--format", "json"])
     assert code == 0, err
     doc = json.loads(out)
     assert doc["verdict"] == "pass"

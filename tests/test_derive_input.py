@@ -1,8 +1,9 @@
 """`ddpbayes derive` on bad input: one line, exit 2, and never a hang (issue 11).
 
-Every bad input runs the real command line in a subprocess with a short timeout, so a check
-that stops working fails here instead of hanging (or dying with a traceback). Reading any of
-them takes well under a second; the timeout also covers starting Python and importing sympy.
+Every bad input runs the command line in a process of its own with a timeout (forked from a
+server that imported ddpbayes once: tests/forked.py), so a check that stops working fails here
+instead of hanging (or dying with a traceback). Reading any of them takes well under a second;
+one input that works runs the real `python -m ddpbayes.cli.main`, Python's start and imports included.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from ddpbayes import InputError
 from ddpbayes.cli.main import main
 from ddpbayes.symbolic import derive_gaussian
 from ddpbayes.symbolic.parse import MAX_CHARS, MAX_DEPTH, MAX_NODES, parse_vector
+from forked import run_cli
 
 TIMEOUT = 90  # seconds: about 1 s on an idle machine, generous for a loaded one; a hang (9**9**9) runs for hours
 EYE = "[[1,0],[0,1]]"
@@ -79,6 +81,10 @@ OTHER = [
 
 
 def run_derive(args: list[str]) -> tuple[int, str, str]:
+    return run_cli(["derive", *args], timeout=TIMEOUT)
+
+
+def run_derive_in_python(args: list[str]) -> tuple[int, str, str]:
     p = subprocess.run([sys.executable, "-m", "ddpbayes.cli.main", "derive", *args],
                        capture_output=True, text=True, timeout=TIMEOUT)
     return p.returncode, p.stdout, p.stderr
@@ -109,7 +115,7 @@ def test_bad_vectors_widths_and_rho_are_one_line_exit_2(args, pattern):
 
 
 def test_symbolic_covariance_with_a_moderate_power_still_works():
-    code, out, err = run_derive(["gaussian", "--cov", "[[1, rho**2],[rho**2, 1]]", "--format", "json"])
+    code, out, err = run_derive_in_python(["gaussian", "--cov", "[[1, rho**2],[rho**2, 1]]", "--format", "json"])
     assert code == 0 and err == "", err
     expr = sympy.sympify(json.loads(out)["expression"])
     assert expr.subs({"rho": 0.5, "width": 2, "b": 4}) == pytest.approx(0.625)

@@ -34,6 +34,7 @@ from ddpbayes.model.reference import portable
 from ddpbayes.parallel import client_for, close_clusters, cluster
 from ddpbayes.parallel import units as parallel_units
 from ddpbayes.settings import RunSettings
+from forked import run_cli, run_code
 
 ROOT = Path(__file__).resolve().parent.parent
 BETA = ROOT / "models" / "beta_bernoulli.py"
@@ -250,11 +251,10 @@ def test_too_many_workers_refused_before_anything_starts():
     """`--workers 1000` started processes until the machine's task limit (issue #25). Refused in
     one line, exit 2, before the model is built (the model file does not even exist here), and no
     process was started."""
-    proc = subprocess.run([str(DDPBAYES), "audit", "no_such_model.py", "--query", "count", "--mechanism", "laplace",
-                           "--epsilon", "1", "--notion", "idp", "--workers", "1000"],
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 2
-    lines = proc.stderr.splitlines()
+    code, _, err = run_cli(["audit", "no_such_model.py", "--query", "count", "--mechanism", "laplace",
+                            "--epsilon", "1", "--notion", "idp", "--workers", "1000"])
+    assert code == 2
+    lines = err.splitlines()
     # the memory part of the bound moves with the machine's available memory: read it from the line
     found = re.fullmatch(r"error: --workers 1000: this machine runs at most (\d+) Dask workers \((.+)\); lower "
                          r"--workers, or run a cluster and pass --scheduler", lines[0]) if len(lines) == 1 else None
@@ -289,8 +289,9 @@ def test_one_worker_runs_without_dask():
             "engine='sampling', draws=20, tune=20, workers=1); "
             "print(r.leakage > 0, sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')))")
     env = {k: v for k, v in os.environ.items() if k != "DDPBAYES_WORKERS"}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
-    assert out.stdout.split() == ["True", "[]"], out.stderr
+    # a process forked from a server that imported ddpbayes and PyMC, not this one (tests/forked.py)
+    _, out, err = run_code(code, env=env)
+    assert out.split() == ["True", "[]"], err
 
 
 @pytest.mark.slow  # a Dask cluster in a subprocess: 10-25 s (the default run's budget, issue #28)

@@ -4,14 +4,13 @@ and the sampling engine's interval is named "90% interval" in the text output.""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import textwrap
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+from forked import run_cli
 from test_report import GOOD  # a spec that builds a report: each bad case changes one key
 
 import ddpbayes.reports as reports
@@ -115,23 +114,17 @@ def test_late_errors_name_the_spec(case, tmp_path, capsys):
 
 
 def test_bad_specs_in_real_processes(tmp_path):
-    """Real `ddpbayes report` processes, run side by side: exit 2, one line, no --out, no temporary
-    directory. Progress is on for the bad value, so its single line also shows that no step began.
-    (runpy's warning that `python -m ddpbayes.cli.main` finds the module already imported is not
-    ddpbayes's output and is ignored.)"""
+    """Real `ddpbayes report` processes (forked after the imports: tests/forked.py): exit 2, one line,
+    no --out, no temporary directory. Progress is on for the bad value, so its single line also shows
+    that no step began."""
     cases = {"'draws'": (BAD["too few draws"][0], []), "target 5": (LATE["target out of range"][0], ["--quiet"])}
     start = time.perf_counter()
-    procs = {}
     for k, (fragment, (text, flags)) in enumerate(cases.items()):
         d = tmp_path / str(k)
         d.mkdir()
         spec = _spec(d, text)
-        cmd = [sys.executable, "-W", "ignore::RuntimeWarning:runpy", "-m", "ddpbayes.cli.main",
-               "report", str(spec), "--out", str(d / "out"), *flags]
-        procs[fragment] = (d, spec, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-    for fragment, (d, spec, p) in procs.items():
-        out, err = p.communicate(timeout=300)
-        assert p.returncode == 2, err
+        code, out, err = run_cli(["report", str(spec), "--out", str(d / "out"), *flags])
+        assert code == 2, err
         _one_line(err, spec, fragment)
         assert out == "" and _entries(d) == ["spec.toml"]
     assert time.perf_counter() - start < 120  # an import each, no audit: seconds, not minutes
