@@ -38,18 +38,19 @@ def _random_path(rng, n: int, k: int, spread: float, zeros: float):
     return graph, factors
 
 
-def _brute(n: int, k: int, factors, contribution, v: int, kept: tuple[int, ...] = ()) -> tuple[np.ndarray, int]:
+def _brute(sizes: list[int], factors, contribution, v: int, kept: tuple[int, ...] = ()) -> tuple[np.ndarray, int]:
     """log Σ over every configuration of Π factors, by (x_v, x_kept..., Σ_{j≠v, j∉kept} c_j(x_j)), with the
     smallest sum's offset."""
+    n = len(sizes)
     summed = [j for j in range(n) if j != v and j not in kept]
     low = sum(int(contribution[j].min()) for j in summed)
     high = sum(int(contribution[j].max()) for j in summed)
     terms: dict = {}
-    for x in itertools.product(range(k), repeat=n):
+    for x in itertools.product(*[range(size) for size in sizes]):
         logp = sum(float(t[tuple(x[u] for u in s)]) for s, t in factors)
         s = sum(int(contribution[j][x[j]]) for j in summed)
         terms.setdefault((x[v], *(x[j] for j in kept), s - low), []).append(logp)
-    out = np.full((k, *(k for _ in kept), high - low + 1), -np.inf)
+    out = np.full((sizes[v], *(sizes[j] for j in kept), high - low + 1), -np.inf)
     for at, values in terms.items():
         out[at] = logsumexp(values)
     return out, low
@@ -80,9 +81,29 @@ def test_random_paths_equal_enumeration(seed):
     laws = path_laws(path, contribution, targets)
     assert laws is not None and [v for v, _ in laws] == targets
     for v, law in laws:
-        want, low = _brute(n, k, factors, contribution, v)
+        want, low = _brute([k] * n, factors, contribution, v)
         assert law.scope == (v,)
         assert law.offset >= low and law.offset + law.length <= low + want.shape[1]
+        assert _close(_dense(law.table, law.offset, low, want.shape[1]), want)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_slots_of_different_sizes_equal_enumeration(seed):
+    """Days with 1, 2 or 3 values (one table per day, not one stacked array), factors either way round."""
+    rng = np.random.default_rng(200 + seed)
+    n = int(rng.integers(2, 6))
+    sizes = rng.integers(1, 4, size=n).tolist()
+    factors = []
+    for j in range(n - 1):
+        table = rng.normal(size=(sizes[j], sizes[j + 1]))
+        factors.append(((j, j + 1), table) if rng.random() < 0.5 else ((j + 1, j), table.T))
+    factors += [((j,), rng.normal(size=sizes[j])) for j in range(n) if rng.random() < 0.7]
+    graph = FactorGraph(sizes, [np.arange(s) for s in sizes], [_factor(s, t) for s, t in factors])
+    contribution = [rng.integers(-1, 3, size=s) for s in sizes]
+    laws = path_laws(path_of(graph), contribution, list(range(n)))
+    assert laws is not None
+    for v, law in laws:
+        want, low = _brute(sizes, factors, contribution, v)
         assert _close(_dense(law.table, law.offset, low, want.shape[1]), want)
 
 
@@ -102,7 +123,7 @@ def test_ends_kept_as_axes_equal_enumeration(seed):
     found = path_table(path, contribution, target, kept)
     assert found is not None
     table, offset = found
-    want, low = _brute(n, k, factors, contribution, target, tuple(kept))
+    want, low = _brute([k] * n, factors, contribution, target, tuple(kept))
     assert table.shape[:-1] == want.shape[:-1]
     assert _close(_dense(table, offset, low, want.shape[-1]), want)
 

@@ -77,6 +77,25 @@ def _path(graph: FactorGraph) -> Path | None:
     if graph.rules or any(p.length != 1 or p.offset != 0 or len(set(p.scope)) != len(p.scope) or len(p.scope) > 2
                            for p in graph.factors):
         return None
+    order = _walk(graph)
+    if order is None:
+        return None
+    at = np.zeros(graph.slots, dtype=np.int64)
+    at[order] = np.arange(len(order))
+    constant = float(sum(p.table[..., 0] for p in graph.factors if not p.scope))
+    sizes = {graph.sizes[v] for v in order}
+    unary, pair = (_stacked if len(sizes) == 1 else _listed)(graph, order, at)
+    if len(sizes) == 1:  # one state space: every day's table in one NumPy call
+        forward = _days((unary[:-1, :, None] + pair).transpose(0, 2, 1))
+        backward = _days(pair + unary[1:, None, :])
+        return Path(order, list(unary), list(pair), constant, forward, backward)
+    forward = [_days((u[:, None] + p).T[None])[0] for u, p in zip(unary, pair)]
+    backward = [_days((p + u[None, :])[None])[0] for u, p in zip(unary[1:], pair)]
+    return Path(order, unary, pair, constant, forward, backward)
+
+
+def _walk(graph: FactorGraph) -> list[int] | None:
+    """The slots in path order from one end, or None when the pairwise factors do not join them into one path."""
     slots = sorted({v for p in graph.factors for v in p.scope})
     nbrs: dict[int, set[int]] = {v: set() for v in slots}
     for p in graph.factors:
@@ -90,34 +109,45 @@ def _path(graph: FactorGraph) -> Path | None:
     order = [ends[0]]
     while len(order) < len(slots) and (step := nbrs[order[-1]] - set(order[-2:])):
         order.append(step.pop())
-    if len(order) < len(slots):  # several parts, or a cycle
-        return None
-    at = {v: k for k, v in enumerate(order)}
+    return order if len(order) == len(slots) else None  # else several parts, or a cycle
+
+
+def _stacked(graph: FactorGraph, order: list[int], at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The log unary tables (positions, k) and pairwise tables (positions - 1, k, k) oriented (x_k, x_{k+1}) of
+    a path whose slots all take k values, each factor added where it lies."""
+    k = graph.sizes[order[0]]
+    unary, pair = np.zeros((len(order), k)), np.zeros((len(order) - 1, k, k))
+    ones = [p for p in graph.factors if len(p.scope) == 1]
+    twos = [p for p in graph.factors if len(p.scope) == 2]
+    if ones:
+        np.add.at(unary, at[[p.scope[0] for p in ones]], np.stack([p.table[:, 0] for p in ones]))
+    if twos:
+        ends = at[np.array([p.scope for p in twos])]
+        tables = np.stack([p.table[..., 0] for p in twos])
+        flip = ends[:, 0] > ends[:, 1]
+        tables[flip] = tables[flip].transpose(0, 2, 1)
+        np.add.at(pair, ends.min(axis=1), tables)
+    return unary, pair
+
+
+def _listed(graph: FactorGraph, order: list[int], at: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """`_stacked` for slots of different sizes: one table per position."""
     unary = [np.zeros(graph.sizes[v]) for v in order]
     pair = [np.zeros((graph.sizes[a], graph.sizes[b])) for a, b in zip(order, order[1:])]
-    constant = 0.0
     for p in graph.factors:
         table = p.table[..., 0]
-        if not p.scope:
-            constant += float(table)
-        elif len(p.scope) == 1:
+        if len(p.scope) == 1:
             unary[at[p.scope[0]]] = unary[at[p.scope[0]]] + table
-        else:
-            a, b = (at[v] for v in p.scope)
+        elif len(p.scope) == 2:
+            a, b = (int(at[v]) for v in p.scope)
             pair[min(a, b)] = pair[min(a, b)] + (table if a < b else table.T)
-    forward = _days([(u[:, None] + p).T for u, p in zip(unary, pair)])
-    backward = _days([p + u[None, :] for u, p in zip(unary[1:], pair)])
-    return Path(order, unary, pair, constant, forward, backward)
+    return unary, pair
 
 
-def _days(logs: list[np.ndarray]) -> list[_Day]:
-    """Each log table as a `_Day`, in one NumPy call per step when the tables have one shape (a chain of one
-    state space)."""
-    if not logs:
+def _days(stacked: np.ndarray) -> list[_Day]:
+    """Each log table of `stacked` (days, out, in) as a `_Day`, in one NumPy call per step."""
+    if not len(stacked):
         return []
-    if len({t.shape for t in logs}) > 1:
-        return [day for t in logs for day in _days([t])]
-    stacked = np.stack(logs)
     top = stacked.max(axis=(1, 2))
     low = np.where(stacked > -np.inf, stacked, np.inf).min(axis=(1, 2))
     with np.errstate(invalid="ignore", under="ignore"):
