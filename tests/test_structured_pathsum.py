@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from scipy.special import logsumexp
 
+from ddpbayes.engines.structured import pathsum
 from ddpbayes.engines.structured.graph import FactorGraph
 from ddpbayes.engines.structured.pathsum import path_laws, path_of, path_table
 from ddpbayes.engines.structured.potential import Potential
@@ -149,11 +150,13 @@ def _log_forward(n: int, log_pair: np.ndarray, contribution: np.ndarray) -> np.n
     return msg
 
 
-@pytest.mark.parametrize(("n", "cost", "answered"), [(20, 25.0, True), (60, 25.0, False), (300, 1.5, True)])
+@pytest.mark.parametrize(("n", "cost", "answered"),
+                         [(20, 25.0, True), (60, 25.0, True), (300, 1.5, True), (40, 80.0, True), (5, 700.0, False)])
 def test_the_600_nat_rule(n, cost, answered):
-    """Each day at 1 costs 25 nats, so the sum's tail falls 25 nats a day below the mode: 20 days stay within
-    600 nats and equal the log-space recursion; 60 pass it and give None; 300 days of 1.5 nats need the span
-    measured again along the way (its bound passes 600 first)."""
+    """Each day at 1 costs `cost` nats, so the sum's tail falls that much a day below the mode: 20 days of 25 nats
+    stay within 600 nats and equal the log-space recursion; 60 (and 40 of 80, 3,200 nats) pass it and are held
+    scaled column by column, still equal to it; 300 days of 1.5 nats need the span measured again along the way
+    (its bound passes 600 first); a day whose own table spans 700 nats gives None (the junction tree answers)."""
     log_pair = np.array([[0.0, -cost], [0.0, -cost]])
     graph = FactorGraph([2] * n, [np.arange(2)] * n,
                         [_factor((j, j + 1), log_pair) for j in range(n - 1)])
@@ -173,3 +176,40 @@ def test_not_a_path():
     apart = FactorGraph([2] * 4, [np.arange(2)] * 4, [_factor(s, np.zeros((2, 2))) for s in ((0, 1), (2, 3))])
     triple = FactorGraph([2] * 3, [np.arange(2)] * 3, [_factor((0, 1, 2), np.zeros((2, 2, 2)))])
     assert all(path_of(g) is None for g in (star, cycle, apart, triple))
+
+
+def test_both_messages_scaled_by_columns():
+    """A middle day of 81 whose forward and backward messages both pass 600 nats (30 nats a day at 1, a
+    transition that favours staying): their convolution against the two log-space recursions convolved here."""
+    n, target = 81, 40
+    log_pair = np.array([[-0.1, -2.0], [-1.5, -30.0]])
+    graph = FactorGraph([2] * n, [np.arange(2)] * n, [_factor((j, j + 1), log_pair) for j in range(n - 1)])
+    contribution = [np.array([0, 1])] * n
+    (_, law), = path_laws(path_of(graph), contribution, [target])
+    forward = _log_forward(target + 1, log_pair, contribution[0])
+    backward = _log_forward(n - target, log_pair.T, contribution[0])
+    want = np.full((2, forward.shape[1] + backward.shape[1] - 1), -np.inf)
+    for t in range(2):
+        for j in range(forward.shape[1]):
+            at = slice(j, j + backward.shape[1])
+            want[t, at] = np.logaddexp(want[t, at], forward[t, j] + backward[t])
+    assert want[1, -1] - want.max() < -1200  # both tails far past the rule
+    assert law.offset == 0 and _close(_dense(law.table, law.offset, 0, want.shape[1]), want, 1e-11)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_forward_messages_in_blocks_equal_enumeration(seed, monkeypatch):
+    """Every target's forward message over a tiny cell budget: kept block by block from checkpoints (one more
+    forward pass), the same laws as enumeration."""
+    monkeypatch.setattr(pathsum, "CELLS", 160)
+    rng = np.random.default_rng(300 + seed)
+    n, k = 7, 2
+    graph, factors = _random_path(rng, n, k, spread=1.0, zeros=0.0)
+    contribution = [np.array([0, 2]) if j % 2 else np.array([1, -1]) for j in range(n)]  # widths 1, 3, ..., 13
+    path = path_of(graph)
+    assert len(pathsum._blocks(path, contribution, list(range(n)))) == 3
+    laws = path_laws(path, contribution, list(range(n)))
+    assert laws is not None
+    for v, law in laws:
+        want, low = _brute([k] * n, factors, contribution, v)
+        assert _close(_dense(law.table, law.offset, low, want.shape[1]), want)

@@ -19,6 +19,7 @@ None: the junction tree answers.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -57,13 +58,16 @@ class _Day:
 
 @dataclass(frozen=True)
 class _Message:
-    """exp(scale) * table[x, s - offset], table's maximum 1; `span` at least the nats from 1 down to its smallest
-    positive entry (an upper bound, made exact when the rule needs it)."""
+    """exp(scale) * table[b, x, s - offset], table's maximum 1; `span` at least the nats from 1 down to its
+    smallest positive entry (an upper bound, made exact when the rule needs it). With `columns` (a message whose
+    sums spread past the rule), exp(scale + columns[s - offset]) * table[b, x, s - offset], each column's
+    maximum 1 (or all 0, its column scale -inf): `span` then bounds the spread within a column only."""
 
     table: np.ndarray
     scale: float
     offset: int
     span: float
+    columns: np.ndarray | None = None
 
 
 def path_of(graph: FactorGraph) -> Path | None:
@@ -162,17 +166,39 @@ def path_laws(path: Path, contribution: list[np.ndarray], targets: list[int]) ->
     if any(v not in at for v in targets):
         return None
     positions = sorted({at[v] for v in targets})
-    forward = _forward(path, contribution, positions, _start(path, 0, False))
-    if forward is None:
+    blocks = _blocks(path, contribution, positions)
+    checkpoints = _forward(path, contribution, [block[0] for block in blocks], _start(path, 0, False))
+    if checkpoints is None:
         return None
-    laws = {}
+    wanted, starts = set(positions), [block[0] for block in blocks]
+    laws, forward = {}, {}
     for k, back in _backward(path, contribution, positions[0], _start(path, -1, False)):
-        if k in forward:
-            table, offset = _law(path.unary[k], forward.pop(k), back)
-            laws[path.order[k]] = Potential((path.order[k],), table[:, 0, 0] + path.constant, offset)
+        if k not in wanted:
+            continue
+        if k not in forward:  # the backward sweep entered a block: its forward messages from its checkpoint
+            b = bisect.bisect_right(starts, k) - 1
+            forward = _forward(path, contribution, blocks[b], checkpoints.pop(starts[b]), starts[b])
+            if forward is None:
+                return None
+        table, offset = _law(path.unary[k], forward.pop(k), back)
+        laws[path.order[k]] = Potential((path.order[k],), table[:, 0, 0] + path.constant, offset)
     if len(laws) < len(positions):
         return None
     return [(v, laws[v]) for v in targets]
+
+
+def _blocks(path: Path, contribution: list[np.ndarray], positions: list[int]) -> list[list[int]]:
+    """The target positions in consecutive blocks whose forward messages are kept at once: one block when all of
+    them fit CELLS / 2 (their sums' widths bounded by the contributions' ranges), else about √(positions) blocks,
+    each started again from the forward message kept at its first position (a checkpoint): one more forward
+    pass, and √ of the cells (5,000 days' every target: 2 x 10^5 cells a block, not 2.5 x 10^7)."""
+    k = max(len(u) for u in path.unary)
+    ranges = [int(contribution[v].max() - contribution[v].min()) for v in path.order]
+    width = np.concatenate([[1], 1 + np.cumsum(ranges)])
+    if k * int(width[positions].sum()) <= CELLS // 2:
+        return [positions]
+    size = math.isqrt(len(positions) - 1) + 1
+    return [positions[j:j + size] for j in range(0, len(positions), size)]
 
 
 def path_table(path: Path, contribution: list[np.ndarray], target: int,
@@ -213,12 +239,12 @@ def _start(path: Path, end: int, batched: bool) -> _Message:
     return _Message(table, 0.0, 0, 0.0)
 
 
-def _forward(path: Path, contribution: list[np.ndarray], positions: list[int],
-             message: _Message) -> dict[int, _Message] | None:
-    """F at each of `positions` from `message` at position 0, or None (a day past the rule, or the kept messages
-    over CELLS)."""
+def _forward(path: Path, contribution: list[np.ndarray], positions: list[int], message: _Message,
+             first: int = 0) -> dict[int, _Message] | None:
+    """F at each of `positions` from `message` at position `first`, or None (a day past the rule, or the kept
+    messages over CELLS)."""
     wanted, kept, cells = set(positions), {}, 0
-    for k in range(positions[-1] + 1):
+    for k in range(first, positions[-1] + 1):
         if k in wanted:
             kept[k] = message
             cells += message.table.size
@@ -249,14 +275,17 @@ def _step(day: _Day, message: _Message, contribution: np.ndarray) -> _Message | 
     """Σ_x g(x', x) m(b, x, s - c(x)) over (b, x', s); None when the spans of g and m add up to more than _RANGE
     (or nothing is left possible). The message's span bound grows by at most g's span and log(values) a day
     (every positive entry is at least a product of positive entries, the maximum at most `values` products of
-    maxima); it is measured again only when the bound passes the rule."""
+    maxima); it is measured again only when the bound passes the rule. A message whose span passes it even then
+    is held scaled column by column (`_by_columns`), where only the spread within a column counts."""
     if day.span > _RANGE:
         return None
     m, span = message.table, message.span
-    if span + day.span > _RANGE:
+    if message.columns is None and span + day.span > _RANGE:
         span = _exact_span(m)
         if span + day.span > _RANGE:
-            return None
+            message = _by_columns(message)
+    if message.columns is not None:
+        return _column_step(day, message, contribution)
     values = contribution.tolist()  # a few values: Python's min and max are cheaper than NumPy's
     low = min(values)
     batch, k, length = m.shape
@@ -271,6 +300,47 @@ def _step(day: _Day, message: _Message, contribution: np.ndarray) -> _Message | 
                     span + day.span + math.log(k))
 
 
+def _by_columns(message: _Message) -> _Message:
+    """The message with each sum's column scaled to its maximum (its log apart, in `columns`)."""
+    top = message.table.max(axis=(0, 1))
+    with np.errstate(divide="ignore"):
+        columns = np.log(top)
+    table = message.table / np.where(top > 0, top, 1.0)
+    return _Message(table, message.scale, message.offset, _exact_span(table), columns)
+
+
+def _column_step(day: _Day, message: _Message, contribution: np.ndarray) -> _Message | None:
+    """`_step` on a message scaled column by column: value x's slice moves to the sums s + c(x), rescaled from
+    its column's scale to the largest scale landing on that column (their ratio is e^(at most the law's slope
+    times the shift), so no column's entries leave the rule), one matrix product, each column scaled to its
+    maximum again. None when a column's spread and g's pass the rule."""
+    m, columns = message.table, message.columns
+    span = _exact_span(m)
+    if span + day.span > _RANGE:
+        return None
+    values = contribution.tolist()
+    low = min(values)
+    batch, k, length = m.shape
+    width = length + max(values) - low
+    landing = np.full((k, width), -np.inf)
+    for x, c in enumerate(values):
+        landing[x, c - low:c - low + length] = columns
+    target = landing.max(axis=0)
+    with np.errstate(invalid="ignore"):
+        factor = np.exp(landing - np.where(np.isfinite(target), target, 0.0))  # <= 1; 0 where nothing lands
+    shifted = np.zeros((batch, k, width))
+    for x, c in enumerate(values):
+        shifted[:, x, c - low:c - low + length] = m[:, x] * factor[x, c - low:c - low + length]
+    out = day.linear @ shifted
+    top = out.max(axis=(0, 1))
+    if not top.max() > 0:
+        return None
+    with np.errstate(divide="ignore"):
+        scales = target + np.log(top)
+    out /= np.where(top > 0, top, 1.0)
+    return _Message(out, message.scale + day.top, message.offset + low, span + day.span + math.log(k), scales)
+
+
 def _exact_span(table: np.ndarray) -> float:
     """Nats from 1 (the table's maximum) down to its smallest positive entry."""
     return -math.log(table.min(where=table > 0, initial=1.0))
@@ -278,14 +348,18 @@ def _exact_span(table: np.ndarray) -> float:
 
 def _law(unary: np.ndarray, forward: _Message, backward: _Message) -> tuple[np.ndarray, int]:
     """log u(t) + log Σ_j F(a, t, j) B(b, t, s - j) over (t, a, b, s) (a, b: the batches): linear when the
-    messages' spans add up to at most _RANGE, else in log space."""
+    messages' spans add up to at most _RANGE, else in log space (a message scaled by columns: its column scales
+    added to the logs)."""
     f, b = forward.table, backward.table
     scale = forward.scale + backward.scale
     pairs = [(t, i, j) for t in range(f.shape[1]) for i in range(len(f)) for j in range(len(b))]
+    plain = forward.columns is None and backward.columns is None
     with np.errstate(divide="ignore"):
-        if forward.span + backward.span <= _RANGE or _exact_span(f) + _exact_span(b) <= _RANGE:
+        if plain and (forward.span + backward.span <= _RANGE or _exact_span(f) + _exact_span(b) <= _RANGE):
             rows = [np.log(np.convolve(f[i, t], b[j, t])) for t, i, j in pairs]
         else:
-            rows = [log_convolve(np.log(f[i, t]), np.log(b[j, t])) for t, i, j in pairs]
+            cf = 0.0 if forward.columns is None else forward.columns
+            cb = 0.0 if backward.columns is None else backward.columns
+            rows = [log_convolve(np.log(f[i, t]) + cf, np.log(b[j, t]) + cb) for t, i, j in pairs]
     table = np.stack(rows).reshape(f.shape[1], len(f), len(b), -1)
     return table + (unary[:, None, None, None] + scale), forward.offset + backward.offset
