@@ -119,3 +119,22 @@ def test_refused_numbers_are_refused_as_before(kind):
     model = DependenceModel(m, ["x0", "x1"])
     with pytest.raises(InputError, match="rejects its own parameters"):
         ddpbayes.audit(model, "count", "laplace", "idp", epsilon=1.0, engine="structured", information=None)
+
+
+def test_a_long_chain_of_scalar_variables_is_advised_the_vector_form(monkeypatch):
+    """Past MANY_SCALARS scalar days (5,000; 4 here) the audit's notes say to write the chain as one
+    DiscreteMarkovChain; the same chain as one vector variable gets no such note."""
+    from ddpbayes.engines.structured import engine
+
+    monkeypatch.setattr(engine, "MANY_SCALARS", 4)
+    P, p0 = np.array([[0.8, 0.2], [0.3, 0.7]]), np.array([0.6, 0.4])
+    with pm.Model() as loop:
+        prev = pm.Categorical("x0", p=p0)
+        for day in range(1, 4):
+            prev = pm.Categorical(f"x{day}", p=pt.as_tensor_variable(P)[prev])
+    with pm.Model() as vector:
+        pmx.DiscreteMarkovChain("x", P=P, init_dist=pm.Categorical.dist(p=p0), shape=(4,))
+    notes = [ddpbayes.audit(DependenceModel(m, tuples), "count", "laplace", "idp", epsilon=1.0,
+                            engine="structured", information=None).notes
+             for m, tuples in ((loop, [f"x{day}" for day in range(4)]), (vector, "x"))]
+    assert [any("DiscreteMarkovChain" in n for n in found) for found in notes] == [True, False]
