@@ -12,9 +12,11 @@ one k x k matrix product on a (k, S) array, as in hand-written numpy:
 Each message is held in linear space scaled to its maximum, its log scale apart. A day is taken
 only under the 600-nat rule of `potential` (the spans of u_k ψ_k and of the message add up to at
 most _RANGE, so every product stays above e^-600 of its scale and sums of positive terms never
-cancel: as exact as log space); the convolution of the two messages likewise, else in log space
-(`log_convolve`). A day past the rule, a graph that is not a path, or messages over `CELLS` give
-None: the junction tree answers.
+cancel: as exact as log space); a message whose span passes it is held scaled column by column (one
+log scale per partial sum), where only the spread within a column counts. The convolution of the two
+messages follows the same rule, else it is in log space (`log_convolve`). The forward messages of many
+targets are kept in blocks recomputed from checkpoints. A day whose own span or column spread passes
+the rule, a graph that is not a path, or a block over `CELLS` give None: the junction tree answers.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import numpy as np
 from ddpbayes.engines.structured.graph import FactorGraph
 from ddpbayes.engines.structured.potential import _RANGE, Potential, log_convolve
 
-CELLS = 1 << 23  # cells of the forward messages kept for several targets (64 MiB); more: the junction tree
+CELLS = 1 << 23  # cells of forward messages kept at once (64 MiB): past half, in blocks (`_blocks`); past it, None
 
 
 @dataclass(frozen=True)
