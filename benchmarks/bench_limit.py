@@ -2,9 +2,11 @@
 
 Each case runs in a fresh Python process: ddpbayes (after its import) and an independent reference that
 imports nothing of ddpbayes (benchmarks/limit_refs/), best of `--repeat` runs each, and prints the ratio. Times are
-process CPU seconds (a shared machine's wall clock is not ddpbayes's). "Cold" (first_s) is the process's first
-audit after loading the model, the factor tables built inside it, with the objects loaded so far moved out of the
-garbage collector's reach as the command line does (`gc.freeze`, DESIGN §2.4); "warm" (ours_s) the audit again.
+process CPU seconds (a shared machine's wall clock is not ddpbayes's), with BLAS single-threaded on both sides
+(a BLAS thread's CPU time would count otherwise). "Cold" (first_s) is the process's first audit after loading the
+model (the engines' modules imported with ddpbayes, in import_s), the factor tables built inside it, with the
+objects loaded so far moved out of the garbage collector's reach as the command line does (`gc.freeze`, DESIGN
+§2.4); "warm" (ours_s) the audit again.
 
     chain1000     binary chain (models/markov_chain.py, p01 = p10 = 0.2) n = 1000, count, Laplace b = 1, idp
                   of every target: the audit after loading (first: the factor tables included; again: cached)
