@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from scipy.special import logsumexp
 
+from ddpbayes.engines.structured import pathsum
 from ddpbayes.engines.structured.graph import FactorGraph
 from ddpbayes.engines.structured.pathsum import path_laws, path_of, path_table, path_within
 from ddpbayes.engines.structured.potential import Potential
@@ -38,18 +39,19 @@ def _random_path(rng, n: int, k: int, spread: float, zeros: float):
     return graph, factors
 
 
-def _brute(n: int, k: int, factors, contribution, v: int, kept: tuple[int, ...] = ()) -> tuple[np.ndarray, int]:
+def _brute(sizes: list[int], factors, contribution, v: int, kept: tuple[int, ...] = ()) -> tuple[np.ndarray, int]:
     """log Σ over every configuration of Π factors, by (x_v, x_kept..., Σ_{j≠v, j∉kept} c_j(x_j)), with the
     smallest sum's offset."""
+    n = len(sizes)
     summed = [j for j in range(n) if j != v and j not in kept]
     low = sum(int(contribution[j].min()) for j in summed)
     high = sum(int(contribution[j].max()) for j in summed)
     terms: dict = {}
-    for x in itertools.product(range(k), repeat=n):
+    for x in itertools.product(*[range(size) for size in sizes]):
         logp = sum(float(t[tuple(x[u] for u in s)]) for s, t in factors)
         s = sum(int(contribution[j][x[j]]) for j in summed)
         terms.setdefault((x[v], *(x[j] for j in kept), s - low), []).append(logp)
-    out = np.full((k, *(k for _ in kept), high - low + 1), -np.inf)
+    out = np.full((sizes[v], *(sizes[j] for j in kept), high - low + 1), -np.inf)
     for at, values in terms.items():
         out[at] = logsumexp(values)
     return out, low
@@ -80,9 +82,29 @@ def test_random_paths_equal_enumeration(seed):
     laws = path_laws(path, contribution, targets)
     assert laws is not None and [v for v, _ in laws] == targets
     for v, law in laws:
-        want, low = _brute(n, k, factors, contribution, v)
+        want, low = _brute([k] * n, factors, contribution, v)
         assert law.scope == (v,)
         assert law.offset >= low and law.offset + law.length <= low + want.shape[1]
+        assert _close(_dense(law.table, law.offset, low, want.shape[1]), want)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_slots_of_different_sizes_equal_enumeration(seed):
+    """Days with 1, 2 or 3 values (one table per day, not one stacked array), factors either way round."""
+    rng = np.random.default_rng(200 + seed)
+    n = int(rng.integers(2, 6))
+    sizes = rng.integers(1, 4, size=n).tolist()
+    factors = []
+    for j in range(n - 1):
+        table = rng.normal(size=(sizes[j], sizes[j + 1]))
+        factors.append(((j, j + 1), table) if rng.random() < 0.5 else ((j + 1, j), table.T))
+    factors += [((j,), rng.normal(size=sizes[j])) for j in range(n) if rng.random() < 0.7]
+    graph = FactorGraph(sizes, [np.arange(s) for s in sizes], [_factor(s, t) for s, t in factors])
+    contribution = [rng.integers(-1, 3, size=s) for s in sizes]
+    laws = path_laws(path_of(graph), contribution, list(range(n)))
+    assert laws is not None
+    for v, law in laws:
+        want, low = _brute(sizes, factors, contribution, v)
         assert _close(_dense(law.table, law.offset, low, want.shape[1]), want)
 
 
@@ -102,7 +124,7 @@ def test_ends_kept_as_axes_equal_enumeration(seed):
     found = path_table(path, contribution, target, kept)
     assert found is not None
     table, offset = found
-    want, low = _brute(n, k, factors, contribution, target, tuple(kept))
+    want, low = _brute([k] * n, factors, contribution, target, tuple(kept))
     assert table.shape[:-1] == want.shape[:-1]
     assert _close(_dense(table, offset, low, want.shape[-1]), want)
 
@@ -128,11 +150,13 @@ def _log_forward(n: int, log_pair: np.ndarray, contribution: np.ndarray) -> np.n
     return msg
 
 
-@pytest.mark.parametrize(("n", "cost", "answered"), [(20, 25.0, True), (60, 25.0, False), (300, 1.5, True)])
+@pytest.mark.parametrize(("n", "cost", "answered"),
+                         [(20, 25.0, True), (60, 25.0, True), (300, 1.5, True), (40, 80.0, True), (5, 700.0, False)])
 def test_the_600_nat_rule(n, cost, answered):
-    """Each day at 1 costs 25 nats, so the sum's tail falls 25 nats a day below the mode: 20 days stay within
-    600 nats and equal the log-space recursion; 60 pass it and give None; 300 days of 1.5 nats need the span
-    measured again along the way (its bound passes 600 first)."""
+    """Each day at 1 costs `cost` nats, so the sum's tail falls that much a day below the mode: 20 days of 25 nats
+    stay within 600 nats and equal the log-space recursion; 60 (and 40 of 80, 3,200 nats) pass it and are held
+    scaled column by column, still equal to it; 300 days of 1.5 nats need the span measured again along the way
+    (its bound passes 600 first); a day whose own table spans 700 nats gives None (the junction tree answers)."""
     log_pair = np.array([[0.0, -cost], [0.0, -cost]])
     graph = FactorGraph([2] * n, [np.arange(2)] * n,
                         [_factor((j, j + 1), log_pair) for j in range(n - 1)])
@@ -181,3 +205,40 @@ def test_a_stretch_is_cut_from_the_whole_path(seed):
         for factors in ([*pairs[:-1], *[p for p in inside if len(p.scope) == 1]], own):
             built = path_within(graph, FactorGraph(graph.sizes, graph.values, factors))
             assert built is None or not built.forward or built.forward[0] is not whole.forward[a]
+
+
+def test_both_messages_scaled_by_columns():
+    """A middle day of 81 whose forward and backward messages both pass 600 nats (30 nats a day at 1, a
+    transition that favours staying): their convolution against the two log-space recursions convolved here."""
+    n, target = 81, 40
+    log_pair = np.array([[-0.1, -2.0], [-1.5, -30.0]])
+    graph = FactorGraph([2] * n, [np.arange(2)] * n, [_factor((j, j + 1), log_pair) for j in range(n - 1)])
+    contribution = [np.array([0, 1])] * n
+    (_, law), = path_laws(path_of(graph), contribution, [target])
+    forward = _log_forward(target + 1, log_pair, contribution[0])
+    backward = _log_forward(n - target, log_pair.T, contribution[0])
+    want = np.full((2, forward.shape[1] + backward.shape[1] - 1), -np.inf)
+    for t in range(2):
+        for j in range(forward.shape[1]):
+            at = slice(j, j + backward.shape[1])
+            want[t, at] = np.logaddexp(want[t, at], forward[t, j] + backward[t])
+    assert want[1, -1] - want.max() < -1200  # both tails far past the rule
+    assert law.offset == 0 and _close(_dense(law.table, law.offset, 0, want.shape[1]), want, 1e-11)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_forward_messages_in_blocks_equal_enumeration(seed, monkeypatch):
+    """Every target's forward message over a tiny cell budget: kept block by block from checkpoints (one more
+    forward pass), the same laws as enumeration."""
+    monkeypatch.setattr(pathsum, "CELLS", 160)
+    rng = np.random.default_rng(300 + seed)
+    n, k = 7, 2
+    graph, factors = _random_path(rng, n, k, spread=1.0, zeros=0.0)
+    contribution = [np.array([0, 2]) if j % 2 else np.array([1, -1]) for j in range(n)]  # widths 1, 3, ..., 13
+    path = path_of(graph)
+    assert len(pathsum._blocks(path, contribution, list(range(n)))) == 3
+    laws = path_laws(path, contribution, list(range(n)))
+    assert laws is not None
+    for v, law in laws:
+        want, low = _brute([k] * n, factors, contribution, v)
+        assert _close(_dense(law.table, law.offset, low, want.shape[1]), want)

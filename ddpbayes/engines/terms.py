@@ -42,10 +42,11 @@ from pytensor.tensor.subtensor import (AdvancedIncSubtensor, AdvancedIncSubtenso
                                        AdvancedSubtensor1, IncSubtensor, Subtensor)
 from pytensor.tensor.variable import TensorConstant
 
+from ddpbayes.engines.direct import Direct, chain_init, chain_step, scalar_term
 from ddpbayes.errors import InputError
 from ddpbayes.limits import check_states
 from ddpbayes.model import DependenceModel
-from ddpbayes.model.chains import aligned_parents, chain, length
+from ddpbayes.model.chains import MarkovChain, aligned_parents, chain, length
 from ddpbayes.model.contract import rejected_parameters
 from ddpbayes.model.precision import in_float64, python_mode
 
@@ -85,6 +86,7 @@ class _Term:
     element: int | None  # for an element-wise vector variable or a chain: which element this table is for
     aligned: Mapping = field(default_factory=dict)  # parents it reads at one element: parent -> element read, by `element`
     chain: bool = False  # a chain's term: element 0's initial law, or element k given element k - 1
+    direct: Direct | None = None  # its table read off the model's constants (`engines.direct`), when it can be
 
     @property
     def part(self) -> str:
@@ -113,6 +115,36 @@ def _tabulate(model: DependenceModel, slots: list[Slot], limit: int) -> list[tup
         check_states(math.prod(len(slots[k].values) for k in ids), "a term's table (a variable and its parents)",
                      "cells", limit, ", or use another engine")
         plans.append(ids)
+    tables = _direct_tables(terms, plans, slots)
+    rest = [m for m, table in enumerate(tables) if table is None]
+    if rest:
+        compiled = _compiled_tables(model, [terms[m] for m in rest], [plans[m] for m in rest], slots, slots_of)
+        for m, table in zip(rest, compiled):
+            tables[m] = table
+    return [(ids, table) for ids, table in zip(plans, tables)]
+
+
+def _direct_tables(terms: list[_Term], plans: list[list[int]], slots: list[Slot]) -> list[np.ndarray | None]:
+    """The tables of the terms read off the model's constants (`engines.direct`), each distinct one computed
+    once; None for the others (and for numbers the model's checks would refuse: the compiled route says so)."""
+    done: dict = {}
+    out: list = []
+    for term, ids in zip(terms, plans):
+        if term.direct is None:
+            out.append(None)
+            continue
+        values = [slots[k].values for k in ids]
+        key = (term.direct.key, tuple((v.dtype.str, v.tobytes()) for v in values))
+        if key not in done:
+            table = term.direct.table(*values)
+            done[key] = None if table is None else table.ravel()
+        out.append(done[key])
+    return out
+
+
+def _compiled_tables(model: DependenceModel, terms: list[_Term], plans: list[list[int]], slots: list[Slot],
+                     slots_of: dict) -> list[np.ndarray]:
+    """The terms' tables from their log-probability graphs, compiled into one function (DESIGN §2.1b)."""
     groups, lifted = _groups(model.model, terms)
     batches = _batches(groups, lifted, plans, slots)
     key = ("compiled", tuple(id(v) for v in slots_of), tuple((tuple(members), lift) for members, lift in batches))
@@ -137,7 +169,7 @@ def _tabulate(model: DependenceModel, slots: list[Slot], limit: int) -> list[tup
         for m, first in grids.items():
             column = terms[m].element if terms[m].part == "element" else None
             tables[m] = blocks[first][:, column] if column is not None else blocks[first].sum(axis=1)
-    return [(ids, table) for ids, table in zip(plans, tables)]
+    return tables
 
 
 def _compile(pm_model: pm.Model, terms: list[_Term], lifted: list[list[Constant]],
@@ -254,7 +286,13 @@ def _terms(pm_model: pm.Model, free: list) -> list[_Term]:
         if found is not None:
             init, step = ([v for v in ancestors(found.reads(step), blockers=free_set) if v in free_set]
                           for step in (False, True))
-            out += [_Term(var, step if k else init, k, chain=True) for k in range(found.length)]
+            direct = (chain_init(found.init), chain_step(found.transition)) if isinstance(found, MarkovChain) \
+                else (None, None)
+            out += [_Term(var, step if k else init, k, chain=True, direct=direct[k > 0]) for k in range(found.length)]
+            continue
+        direct = scalar_term(var, free_set) if var in free_rvs else None
+        if direct is not None:
+            out.append(_Term(var, direct.parents, None, direct=direct))
             continue
         reached = ancestors([var] if var in potentials else var.owner.inputs, blockers=free_set)
         parents = [v for v in reached if v in free_set and v is not var]

@@ -141,6 +141,12 @@ class StructuredEngine(Engine):
             notes.append(f"the {problem.mechanism.kind} law over every day by a forward pass along the chain: its "
                          f"integral by Gauss–Legendre with {'/'.join(map(str, rule.per_piece))} nodes per piece (the "
                          f"tails exact), each log-probability within {rule.bound:.2g} (Bernstein-ellipse bound)")
+        scalars = sum(slot.index is None for slot in problem.model.slots)
+        if scalars >= MANY_SCALARS and path_of(graph) is not None:
+            notes.append(f"the chain's {scalars:,} days are {scalars:,} scalar variables, which PyMC builds one by one "
+                         "(about 1 ms each): write it as one vector variable, DiscreteMarkovChain(\"x\", P=P, "
+                         "init_dist=pm.Categorical.dist(p=p0), shape=(n,)) from pymc_extras, as models/vector_chain.py "
+                         "does (DESIGN §2.1b)")
         if _declared_narrower(problem) and not graph.rules:
             mass = math.exp(calibrate(graph, _zeros(graph), {}, problem.settings.max_states).log_total())
             if mass < 1 - 1e-9:
@@ -195,6 +201,7 @@ class StructuredEngine(Engine):
             raise InputError(f"the structured engine cannot solve this problem: {reason}")
 
 
+MANY_SCALARS = 5000  # tuples written as scalar variables from which a chain's notes advise the vector form
 QUADRATURE_MAX = 1024  # nodes per continuous latent at most
 SETTLED = 1e-10  # a quadrature leakage is reported once doubling the nodes moves it by less
 

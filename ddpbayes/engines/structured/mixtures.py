@@ -3,7 +3,8 @@
 As for its leakage (`engine._leakage_for_known_set`): only the known tuples sharing a factor
 with an unknown slot (x_R) change the law of (X_i, q) given x_K; the rest of K only shifts q,
 which leaves Laplace and geometric measures unchanged. So one calibration per x_R gives
-log P(X_i = t, q = s, x_R); groups with the same law up to a shift of the levels are merged.
+log P(X_i = t, q = s, x_R) (with nothing of R on a chain, the forward–backward of `pathsum`: a 15,000-day
+chain's junction tree held 1 GB of tables); groups with the same law up to a shift of the levels are merged.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from scipy.special import logsumexp
 from ddpbayes.engines.base import MixtureGroup, Mixtures, NoMixtures
 from ddpbayes.engines.structured.exchangeable import Orbits, many
 from ddpbayes.engines.structured.graph import FactorGraph, calibrate
+from ddpbayes.engines.structured.pathsum import path_laws, path_of
 from ddpbayes.engines.structured.scope import WORK_PER_STATE, pass_cells, query_span
 from ddpbayes.problem import Adversary, Problem
 
@@ -38,9 +40,14 @@ def structured_mixtures(problem: Problem, graph: FactorGraph, adv: Adversary, co
                          f"{work:.2g} table cells, over {WORK_PER_STATE} x --max-states = {WORK_PER_STATE * limit:.2g}")
     moving = [np.zeros_like(c) if k in adv.known and k not in relevant else c for k, c in enumerate(contribution)]
     merged: dict[bytes, list] = {}
+    path = path_of(graph) if not orbits.order else None  # nothing known bears on it: a chain's forward–backward
+    on_path = path_laws(path, moving, [adv.target]) if path is not None else None
     for codes in orbits:  # one assignment per orbit, weighted by the orbit's size (all have its probability)
-        calibration = calibrate(graph, moving, dict(zip(orbits.order, codes)), limit, adv.target)
-        weights = mixture(calibration.marginal(adv.target), contribution[adv.target], 0)
+        if on_path is not None:  # one message a side at a time, not the junction tree's tables over every day
+            marginal = on_path[0][1]
+        else:
+            marginal = calibrate(graph, moving, dict(zip(orbits.order, codes)), limit, adv.target).marginal(adv.target)
+        weights = mixture(marginal, contribution[adv.target], 0)
         if weights is None:  # P(x_R) = 0
             continue
         log_w, levels = weights

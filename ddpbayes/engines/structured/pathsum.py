@@ -12,13 +12,16 @@ one k x k matrix product on a (k, S) array, as in hand-written numpy:
 Each message is held in linear space scaled to its maximum, its log scale apart. A day is taken
 only under the 600-nat rule of `potential` (the spans of u_k ψ_k and of the message add up to at
 most _RANGE, so every product stays above e^-600 of its scale and sums of positive terms never
-cancel: as exact as log space); the convolution of the two messages likewise, else in log space
-(`log_convolve`). A day past the rule, a graph that is not a path, or messages over `CELLS` give
-None: the junction tree answers.
+cancel: as exact as log space); a message whose span passes it is held scaled column by column (one
+log scale per partial sum), where only the spread within a column counts. The convolution of the two
+messages follows the same rule, else it is in log space (`log_convolve`). The forward messages of many
+targets are kept in blocks recomputed from checkpoints. A day whose own span or column spread passes
+the rule, a graph that is not a path, or a block over `CELLS` give None: the junction tree answers.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,7 +31,7 @@ import numpy as np
 from ddpbayes.engines.structured.graph import FactorGraph
 from ddpbayes.engines.structured.potential import _RANGE, Potential, log_convolve
 
-CELLS = 1 << 23  # cells of the forward messages kept for several targets (64 MiB); more: the junction tree
+CELLS = 1 << 23  # cells of forward messages kept at once (64 MiB): past half, in blocks (`_blocks`); past it, None
 
 
 @dataclass(frozen=True)
@@ -57,13 +60,16 @@ class _Day:
 
 @dataclass(frozen=True)
 class _Message:
-    """exp(scale) * table[x, s - offset], table's maximum 1; `span` at least the nats from 1 down to its smallest
-    positive entry (an upper bound, made exact when the rule needs it)."""
+    """exp(scale) * table[b, x, s - offset], table's maximum 1; `span` at least the nats from 1 down to its
+    smallest positive entry (an upper bound, made exact when the rule needs it). With `columns` (a message whose
+    sums spread past the rule), exp(scale + columns[s - offset]) * table[b, x, s - offset], each column's
+    maximum 1 (or all 0, its column scale -inf): `span` then bounds the spread within a column only."""
 
     table: np.ndarray
     scale: float
     offset: int
     span: float
+    columns: np.ndarray | None = None
 
 
 def path_of(graph: FactorGraph) -> Path | None:
@@ -77,6 +83,25 @@ def _path(graph: FactorGraph) -> Path | None:
     if graph.rules or any(p.length != 1 or p.offset != 0 or len(set(p.scope)) != len(p.scope) or len(p.scope) > 2
                            for p in graph.factors):
         return None
+    order = _walk(graph)
+    if order is None:
+        return None
+    at = np.zeros(graph.slots, dtype=np.int64)
+    at[order] = np.arange(len(order))
+    constant = float(sum(p.table[..., 0] for p in graph.factors if not p.scope))
+    sizes = {graph.sizes[v] for v in order}
+    unary, pair = (_stacked if len(sizes) == 1 else _listed)(graph, order, at)
+    if len(sizes) == 1:  # one state space: every day's table in one NumPy call
+        forward = _days((unary[:-1, :, None] + pair).transpose(0, 2, 1))
+        backward = _days(pair + unary[1:, None, :])
+        return Path(order, list(unary), list(pair), constant, forward, backward)
+    forward = [_days((u[:, None] + p).T[None])[0] for u, p in zip(unary, pair)]
+    backward = [_days((p + u[None, :])[None])[0] for u, p in zip(unary[1:], pair)]
+    return Path(order, unary, pair, constant, forward, backward)
+
+
+def _walk(graph: FactorGraph) -> list[int] | None:
+    """The slots in path order from one end, or None when the pairwise factors do not join them into one path."""
     slots = sorted({v for p in graph.factors for v in p.scope})
     nbrs: dict[int, set[int]] = {v: set() for v in slots}
     for p in graph.factors:
@@ -90,34 +115,45 @@ def _path(graph: FactorGraph) -> Path | None:
     order = [ends[0]]
     while len(order) < len(slots) and (step := nbrs[order[-1]] - set(order[-2:])):
         order.append(step.pop())
-    if len(order) < len(slots):  # several parts, or a cycle
-        return None
-    at = {v: k for k, v in enumerate(order)}
+    return order if len(order) == len(slots) else None  # else several parts, or a cycle
+
+
+def _stacked(graph: FactorGraph, order: list[int], at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The log unary tables (positions, k) and pairwise tables (positions - 1, k, k) oriented (x_k, x_{k+1}) of
+    a path whose slots all take k values, each factor added where it lies."""
+    k = graph.sizes[order[0]]
+    unary, pair = np.zeros((len(order), k)), np.zeros((len(order) - 1, k, k))
+    ones = [p for p in graph.factors if len(p.scope) == 1]
+    twos = [p for p in graph.factors if len(p.scope) == 2]
+    if ones:
+        np.add.at(unary, at[[p.scope[0] for p in ones]], np.stack([p.table[:, 0] for p in ones]))
+    if twos:
+        ends = at[np.array([p.scope for p in twos])]
+        tables = np.stack([p.table[..., 0] for p in twos])
+        flip = ends[:, 0] > ends[:, 1]
+        tables[flip] = tables[flip].transpose(0, 2, 1)
+        np.add.at(pair, ends.min(axis=1), tables)
+    return unary, pair
+
+
+def _listed(graph: FactorGraph, order: list[int], at: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """`_stacked` for slots of different sizes: one table per position."""
     unary = [np.zeros(graph.sizes[v]) for v in order]
     pair = [np.zeros((graph.sizes[a], graph.sizes[b])) for a, b in zip(order, order[1:])]
-    constant = 0.0
     for p in graph.factors:
         table = p.table[..., 0]
-        if not p.scope:
-            constant += float(table)
-        elif len(p.scope) == 1:
+        if len(p.scope) == 1:
             unary[at[p.scope[0]]] = unary[at[p.scope[0]]] + table
-        else:
-            a, b = (at[v] for v in p.scope)
+        elif len(p.scope) == 2:
+            a, b = (int(at[v]) for v in p.scope)
             pair[min(a, b)] = pair[min(a, b)] + (table if a < b else table.T)
-    forward = _days([(u[:, None] + p).T for u, p in zip(unary, pair)])
-    backward = _days([p + u[None, :] for u, p in zip(unary[1:], pair)])
-    return Path(order, unary, pair, constant, forward, backward)
+    return unary, pair
 
 
-def _days(logs: list[np.ndarray]) -> list[_Day]:
-    """Each log table as a `_Day`, in one NumPy call per step when the tables have one shape (a chain of one
-    state space)."""
-    if not logs:
+def _days(stacked: np.ndarray) -> list[_Day]:
+    """Each log table of `stacked` (days, out, in) as a `_Day`, in one NumPy call per step."""
+    if not len(stacked):
         return []
-    if len({t.shape for t in logs}) > 1:
-        return [day for t in logs for day in _days([t])]
-    stacked = np.stack(logs)
     top = stacked.max(axis=(1, 2))
     low = np.where(stacked > -np.inf, stacked, np.inf).min(axis=(1, 2))
     with np.errstate(invalid="ignore", under="ignore"):
@@ -132,17 +168,39 @@ def path_laws(path: Path, contribution: list[np.ndarray], targets: list[int]) ->
     if any(v not in at for v in targets):
         return None
     positions = sorted({at[v] for v in targets})
-    forward = _forward(path, contribution, positions, _start(path, 0, False))
-    if forward is None:
+    blocks = _blocks(path, contribution, positions)
+    checkpoints = _forward(path, contribution, [block[0] for block in blocks], _start(path, 0, False))
+    if checkpoints is None:
         return None
-    laws = {}
+    wanted, starts = set(positions), [block[0] for block in blocks]
+    laws, forward = {}, {}
     for k, back in _backward(path, contribution, positions[0], _start(path, -1, False)):
-        if k in forward:
-            table, offset = _law(path.unary[k], forward.pop(k), back)
-            laws[path.order[k]] = Potential((path.order[k],), table[:, 0, 0] + path.constant, offset)
+        if k not in wanted:
+            continue
+        if k not in forward:  # the backward sweep entered a block: its forward messages from its checkpoint
+            b = bisect.bisect_right(starts, k) - 1
+            forward = _forward(path, contribution, blocks[b], checkpoints.pop(starts[b]), starts[b])
+            if forward is None:
+                return None
+        table, offset = _law(path.unary[k], forward.pop(k), back)
+        laws[path.order[k]] = Potential((path.order[k],), table[:, 0, 0] + path.constant, offset)
     if len(laws) < len(positions):
         return None
     return [(v, laws[v]) for v in targets]
+
+
+def _blocks(path: Path, contribution: list[np.ndarray], positions: list[int]) -> list[list[int]]:
+    """The target positions in consecutive blocks whose forward messages are kept at once: one block when all of
+    them fit CELLS / 2 (their sums' widths bounded by the contributions' ranges), else about √(positions) blocks,
+    each started again from the forward message kept at its first position (a checkpoint): one more forward
+    pass, and √ of the cells (5,000 days' every target: 2 x 10^5 cells a block, not 2.5 x 10^7)."""
+    k = max(len(u) for u in path.unary)
+    ranges = [int(contribution[v].max() - contribution[v].min()) for v in path.order]
+    width = np.concatenate([[1], 1 + np.cumsum(ranges)])
+    if k * int(width[positions].sum()) <= CELLS // 2:
+        return [positions]
+    size = math.isqrt(len(positions) - 1) + 1
+    return [positions[j:j + size] for j in range(0, len(positions), size)]
 
 
 def path_table(path: Path, contribution: list[np.ndarray], target: int,
@@ -183,12 +241,12 @@ def _start(path: Path, end: int, batched: bool) -> _Message:
     return _Message(table, 0.0, 0, 0.0)
 
 
-def _forward(path: Path, contribution: list[np.ndarray], positions: list[int],
-             message: _Message) -> dict[int, _Message] | None:
-    """F at each of `positions` from `message` at position 0, or None (a day past the rule, or the kept messages
-    over CELLS)."""
+def _forward(path: Path, contribution: list[np.ndarray], positions: list[int], message: _Message,
+             first: int = 0) -> dict[int, _Message] | None:
+    """F at each of `positions` from `message` at position `first`, or None (a day past the rule, or the kept
+    messages over CELLS)."""
     wanted, kept, cells = set(positions), {}, 0
-    for k in range(positions[-1] + 1):
+    for k in range(first, positions[-1] + 1):
         if k in wanted:
             kept[k] = message
             cells += message.table.size
@@ -219,14 +277,17 @@ def _step(day: _Day, message: _Message, contribution: np.ndarray) -> _Message | 
     """Σ_x g(x', x) m(b, x, s - c(x)) over (b, x', s); None when the spans of g and m add up to more than _RANGE
     (or nothing is left possible). The message's span bound grows by at most g's span and log(values) a day
     (every positive entry is at least a product of positive entries, the maximum at most `values` products of
-    maxima); it is measured again only when the bound passes the rule."""
+    maxima); it is measured again only when the bound passes the rule. A message whose span passes it even then
+    is held scaled column by column (`_by_columns`), where only the spread within a column counts."""
     if day.span > _RANGE:
         return None
     m, span = message.table, message.span
-    if span + day.span > _RANGE:
+    if message.columns is None and span + day.span > _RANGE:
         span = _exact_span(m)
         if span + day.span > _RANGE:
-            return None
+            message = _by_columns(message)
+    if message.columns is not None:
+        return _column_step(day, message, contribution)
     values = contribution.tolist()  # a few values: Python's min and max are cheaper than NumPy's
     low = min(values)
     batch, k, length = m.shape
@@ -241,6 +302,47 @@ def _step(day: _Day, message: _Message, contribution: np.ndarray) -> _Message | 
                     span + day.span + math.log(k))
 
 
+def _by_columns(message: _Message) -> _Message:
+    """The message with each sum's column scaled to its maximum (its log apart, in `columns`)."""
+    top = message.table.max(axis=(0, 1))
+    with np.errstate(divide="ignore"):
+        columns = np.log(top)
+    table = message.table / np.where(top > 0, top, 1.0)
+    return _Message(table, message.scale, message.offset, _exact_span(table), columns)
+
+
+def _column_step(day: _Day, message: _Message, contribution: np.ndarray) -> _Message | None:
+    """`_step` on a message scaled column by column: value x's slice moves to the sums s + c(x), rescaled from
+    its column's scale to the largest scale landing on that column (their ratio is e^(at most the law's slope
+    times the shift), so no column's entries leave the rule), one matrix product, each column scaled to its
+    maximum again. None when a column's spread and g's pass the rule."""
+    m, columns = message.table, message.columns
+    span = _exact_span(m)
+    if span + day.span > _RANGE:
+        return None
+    values = contribution.tolist()
+    low = min(values)
+    batch, k, length = m.shape
+    width = length + max(values) - low
+    landing = np.full((k, width), -np.inf)
+    for x, c in enumerate(values):
+        landing[x, c - low:c - low + length] = columns
+    target = landing.max(axis=0)
+    with np.errstate(invalid="ignore"):
+        factor = np.exp(landing - np.where(np.isfinite(target), target, 0.0))  # <= 1; 0 where nothing lands
+    shifted = np.zeros((batch, k, width))
+    for x, c in enumerate(values):
+        shifted[:, x, c - low:c - low + length] = m[:, x] * factor[x, c - low:c - low + length]
+    out = day.linear @ shifted
+    top = out.max(axis=(0, 1))
+    if not top.max() > 0:
+        return None
+    with np.errstate(divide="ignore"):
+        scales = target + np.log(top)
+    out /= np.where(top > 0, top, 1.0)
+    return _Message(out, message.scale + day.top, message.offset + low, span + day.span + math.log(k), scales)
+
+
 def _exact_span(table: np.ndarray) -> float:
     """Nats from 1 (the table's maximum) down to its smallest positive entry."""
     return -math.log(table.min(where=table > 0, initial=1.0))
@@ -248,15 +350,19 @@ def _exact_span(table: np.ndarray) -> float:
 
 def _law(unary: np.ndarray, forward: _Message, backward: _Message) -> tuple[np.ndarray, int]:
     """log u(t) + log Σ_j F(a, t, j) B(b, t, s - j) over (t, a, b, s) (a, b: the batches): linear when the
-    messages' spans add up to at most _RANGE, else in log space."""
+    messages' spans add up to at most _RANGE, else in log space (a message scaled by columns: its column scales
+    added to the logs)."""
     f, b = forward.table, backward.table
     scale = forward.scale + backward.scale
     pairs = [(t, i, j) for t in range(f.shape[1]) for i in range(len(f)) for j in range(len(b))]
+    plain = forward.columns is None and backward.columns is None
     with np.errstate(divide="ignore"):
-        if forward.span + backward.span <= _RANGE or _exact_span(f) + _exact_span(b) <= _RANGE:
+        if plain and (forward.span + backward.span <= _RANGE or _exact_span(f) + _exact_span(b) <= _RANGE):
             rows = [np.log(np.convolve(f[i, t], b[j, t])) for t, i, j in pairs]
         else:
-            rows = [log_convolve(np.log(f[i, t]), np.log(b[j, t])) for t, i, j in pairs]
+            cf = 0.0 if forward.columns is None else forward.columns
+            cb = 0.0 if backward.columns is None else backward.columns
+            rows = [log_convolve(np.log(f[i, t]) + cf, np.log(b[j, t]) + cb) for t, i, j in pairs]
     table = np.stack(rows).reshape(f.shape[1], len(f), len(b), -1)
     return table + (unary[:, None, None, None] + scale), forward.offset + backward.offset
 

@@ -8,6 +8,7 @@ import math
 import numpy as np
 
 from ddpbayes.engines.structured.graph import FactorGraph, tree
+from ddpbayes.engines.structured.pathsum import path_of
 from ddpbayes.engines.structured.rows import row_matrix
 from ddpbayes.model.domains import Finite
 from ddpbayes.problem import Problem
@@ -69,11 +70,10 @@ def width_reason(graph: FactorGraph, span: int, limit: int) -> str | None:
     reason = clique_reason(graph, span, limit)
     if reason:
         return reason
-    order = tree(graph, frozenset())
     work = pass_cells(graph, span)
     if work > WORK_PER_STATE * limit:
-        return (f"one pass of its elimination would touch about {work:.2g} table cells ({len(order.order):,} slots x "
-                f"{_widest(graph) * span:,}), over {WORK_PER_STATE} x --max-states = {WORK_PER_STATE * limit:.2g} "
+        return (f"one pass of its elimination would touch about {work:.2g} table cells ({_eliminated(graph):,} slots x "
+                f"{_widest(graph)[1] * span:,}), over {WORK_PER_STATE} x --max-states = {WORK_PER_STATE * limit:.2g} "
                 "(raise --max-states)")
     return None
 
@@ -81,12 +81,10 @@ def width_reason(graph: FactorGraph, span: int, limit: int) -> str | None:
 def clique_reason(graph: FactorGraph, span: int, limit: int) -> str | None:
     """Why one table of the elimination is too large to allocate, or None: its widest clique times the query's
     `span` (a bound on its largest table) above `limit`."""
-    order = tree(graph, frozenset())
-    widest = max(order.order, key=lambda v: math.prod(graph.sizes[u] for u in (v, *order.separator[v])))
-    clique = (widest, *order.separator[widest])
-    cells = math.prod(graph.sizes[u] for u in clique) * span
+    slots, cells = _widest(graph)
+    cells *= span
     if cells > limit:
-        return (f"its widest elimination clique ({len(clique)} slots) times the query's {span:,} partial sums has "
+        return (f"its widest elimination clique ({slots} slots) times the query's {span:,} partial sums has "
                 f"{cells:,} cells, over the limit of {limit:,} (raise --max-states): the model's treewidth or the "
                 "query's range is too large")
     return None
@@ -94,23 +92,39 @@ def clique_reason(graph: FactorGraph, span: int, limit: int) -> str | None:
 
 def pass_cells(graph: FactorGraph, span: int) -> int:
     """A bound on the table cells one elimination pass touches: its slots times its widest clique times `span`."""
-    return _widest(graph) * span * len(tree(graph, frozenset()).order)
+    return _widest(graph)[1] * span * _eliminated(graph)
 
 
-def _widest(graph: FactorGraph) -> int:
-    """The cells of the widest elimination clique (its slots' sizes multiplied); cached with the graph's trees."""
+def _widest(graph: FactorGraph) -> tuple[int, int]:
+    """The widest elimination clique's slots and cells (its slots' sizes multiplied); cached with the graph's
+    trees. A path (`pathsum`) is eliminated from an end, each clique a slot and the next: min-fill's order, which
+    takes an end (no fill) while there is one, read off the path without running it."""
     if "widest" not in graph.trees:
-        order = tree(graph, frozenset())
-        graph.trees["widest"] = max(math.prod(graph.sizes[u] for u in (v, *order.separator[v])) for v in order.order)
+        path = path_of(graph)
+        if path is not None:
+            sizes = [graph.sizes[v] for v in path.order]
+            graph.trees["widest"] = max([(2, a * b) for a, b in zip(sizes, sizes[1:])] or [(1, sizes[0])],
+                                        key=lambda c: c[1])
+        else:
+            order = tree(graph, frozenset())
+            cliques = [(v, *order.separator[v]) for v in order.order]
+            clique = max(cliques, key=lambda c: math.prod(graph.sizes[u] for u in c))
+            graph.trees["widest"] = (len(clique), math.prod(graph.sizes[u] for u in clique))
     return graph.trees["widest"]
+
+
+def _eliminated(graph: FactorGraph) -> int:
+    """How many slots one pass eliminates: those some factor holds."""
+    path = path_of(graph)
+    return len(path.order) if path is not None else len(tree(graph, frozenset()).order)
 
 
 def seconds_per_pass(graph: FactorGraph, span: int) -> float:
     """A rough cost of one adversary's elimination pass (`Engine.seconds_per_adversary`): about
     5 ms + 0.5 ms per slot + 20 ns per table cell the pass touches (measured, one core shared:
     household n = 10, 40, 80 at 16, 49, 81 ms; markov_chain n = 20, 100 at 19, 40 ms)."""
-    slots = len(tree(graph, frozenset()).order)
-    return 5e-3 + 5e-4 * slots + 2e-8 * _widest(graph) * span * slots
+    slots = _eliminated(graph)
+    return 5e-3 + 5e-4 * slots + 2e-8 * _widest(graph)[1] * span * slots
 
 
 def seconds_per_target(span: int) -> float:
