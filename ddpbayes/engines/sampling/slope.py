@@ -65,6 +65,7 @@ class Slope:
         joint = self.cond.model.replace_rvs_by_values(self.cond.model.potentials)[0]
         grad = pytensor.grad(joint, pin.var)
         self.joint, self.score = joint, grad if pin.element is None else grad[pin.element]
+        self._curvature: Variable | None = None  # ∂²ℓ/∂t², built when first asked for
         point = self.cond.model.initial_point()
         self.shapes = {v: np.shape(point[v.name]) for v in self.cond.model.value_vars}
 
@@ -78,6 +79,20 @@ class Slope:
             raise Uncertified(f"the score ∂log p/∂t is unbounded over the other variables on [{lo:g}, {hi:g}] (or "
                               "beyond the interval rules: an operation without one counts as anything)")
         return g_lo, g_hi
+
+    def curvature(self, lo: float, hi: float) -> tuple[float, float]:
+        """[H_lo, H_hi] ⊇ {∂²ℓ/∂t² (t, z) : t in [lo, hi], z anything}, the score checked continuous in t
+        on the cell (no switch of its graph decided by t inside it); raises Uncertified."""
+        if self._curvature is None:
+            grad = pytensor.grad(self.score, self.pin.var, disconnected_inputs="ignore")
+            self._curvature = grad if self.pin.element is None else grad[self.pin.element]
+        boxes = self._leaves(lo, hi)
+        _Evaluator(boxes, self.pin.var, continuity=True).box(self.score)
+        h_lo, h_hi = (float(f(h)) for f, h in zip((np.min, np.max),
+                                                  _Evaluator(boxes, self.pin.var, continuity=False).box(self._curvature)))
+        if not (math.isfinite(h_lo) and math.isfinite(h_hi)):
+            raise Uncertified(f"the curvature ∂²log p/∂t² is unbounded on [{lo:g}, {hi:g}]")
+        return h_lo, h_hi
 
     def _leaves(self, lo: float, hi: float) -> dict[Variable, Box]:
         """The boxes of the graph's inputs: the target over [lo, hi], every free value over its whole
