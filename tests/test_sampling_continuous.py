@@ -69,6 +69,14 @@ def test_curvature_bounds_match_hand_derivation():
         assert np.allclose(beta.curvature(a, c), (-1 / a ** 2 - 1 / (1 - c) ** 2, 0.0), rtol=1e-12, atol=1e-12)
     gamma = Slope(gamma_records(), 0, {})
     assert np.allclose(gamma.curvature(1.0, 1.5), (-1.0, -1 / 1.5 ** 2), rtol=1e-12)
+    with pm.Model() as kinked:  # ℓ has max(t, μ): its score jumps where t = μ, so no second order there
+        mu = pm.Beta("mu", 2, 2)
+        x = pm.Beta("x", 2, 2, shape=2)
+        pm.Potential("kink", pm.math.maximum(x[0], mu))
+    kink = Slope(DependenceModel(kinked, "x", domains=Interval(0.1, 0.9)), 0, {})
+    assert np.all(np.isfinite(kink.bounds(0.1, 0.9)))
+    with pytest.raises(Uncertified, match="kink"):
+        kink.curvature(0.1, 0.9)
 
 
 def beta_log_likelihoods(ts: np.ndarray, b: float) -> np.ndarray:
