@@ -25,8 +25,8 @@ cell-pair bound holds with s(C) = min(h/2 (range + κ), κ h/2 + M h²/8) (`_sla
 order needs the score continuous in t on the cell and H bounded, `Slope.curvature`; else first
 order). Near an end where the score's range is large (a Beta record's 1/t) the slack falls from
 linear in h with slope range/2 to κ/2 plus a quadratic term. Branch and
-bound: the cell pair with the largest bound is refined (a new run at the midpoint of its wider
-cell) until that bound is within `TOL` of the best anchor pair's value, or `REFINE_RUNS` new
+bound: the cell pair with the largest bound is refined (a new run at the midpoint of its cell with
+the larger slack) until that bound is within `TOL` of the best anchor pair's value, or `REFINE_RUNS` new
 target values were drawn; the bound holds at every step, refinement only tightens it. The leak
 between anchors is the plug-in estimate, so the result bounds the estimated function over the
 continuum; the sampling term is added as before (`engine`).
@@ -129,9 +129,7 @@ def _curvature_range(slope: Slope, left: float, right: float) -> float:
     """H_hi − H_lo of ∂²ℓ/∂t² over the cell, or inf where it cannot be bounded (first order only)."""
     try:
         h_lo, h_hi = slope.curvature(left, right)
-    except Uncertified:
-        return math.inf
-    except (ValueError, TypeError, IndexError, NotImplementedError):  # a second derivative the rules cannot read
+    except (Uncertified, ValueError, TypeError, IndexError, NotImplementedError):  # not smooth, or unreadable
         return math.inf
     return h_hi - h_lo
 
