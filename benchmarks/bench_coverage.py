@@ -595,14 +595,17 @@ def main(argv=None) -> int:
     p.add_argument("--markdown", action="store_true", help="print the table as Markdown too")
     p.add_argument("-v", "--verbose", action="store_true", help="one line per audit")
     p.add_argument("--table", type=Path, nargs="+",
-                   help="print the table of --json files written earlier (merged; a later file's row replaces an "
-                        "earlier one of the same model and notion), run nothing")
+                   help="print the table of --json files written earlier (merged: a later file's row of the same "
+                        "model and notion adds its audits when its seeds are new, else replaces it), run nothing")
     args = p.parse_args(argv)
     if args.table:
         merged: dict = {}
         for path in args.table:
             for r in json.loads(path.read_text())["rows"]:
-                merged[(r["model"], r["notion"])] = r
+                key = (r["model"], r["notion"])
+                if key in merged and not {a["seed"] for a in r["audits"]} & {a["seed"] for a in merged[key]["audits"]}:
+                    r = {**merged[key], "audits": merged[key]["audits"] + r["audits"]}  # other seeds: pooled
+                merged[key] = r
         order = {name: k for k, name in enumerate(BY_NAME)}
         rows = [summarise(r) for r in sorted(merged.values(), key=lambda r: (order.get(r["model"], 99),
                                                                              NOTIONS.index(r["notion"])))]
