@@ -187,7 +187,7 @@ def _decided(op, ins: list[Box], out: Box) -> Box:
     if isinstance(op, (ps.Maximum, ps.Minimum)):
         (a_lo, a_hi), (b_lo, b_hi) = ins
         apart = (a_lo >= b_hi) | (b_lo >= a_hi)
-        return np.where(apart, 0.0, 0.0), np.where(apart, 0.0, 1.0)
+        return np.zeros(np.shape(apart)), np.where(apart, 0.0, 1.0)
     return out
 
 
