@@ -50,6 +50,15 @@ Models (name: what, exact route):
     ddp_ex1        models/ddp_example1.py, sum, target d_i (Uniform, non-Gaussian); formula 1.5/b
     beta_cont      inline: mu ~ Beta(2, 2), X_0, X_1 | mu ~ Beta(1 + mu, 2 - mu) on [0.1, 0.9], sum: a continuous
                    target whose bound over the domain certifies (issue #42.2); formula (quadrature, `beta_cont_truth`)
+    modes          inline: mu ~ ½N(-10, 1) + ½N(10, 1), X_0, X_1 ~ Bernoulli(sigmoid(mu / 4)), count: two modes 20
+                   prior SDs apart, crossed by SMC (issue #42.1); formula (quadrature, `modes_truth`)
+    chain3         models/uncertain_stay_chain.py (3 levels, 5 days, p_stay ~ Beta(2, 2)), sum: a 3-level chain
+                   summed given p_stay (issue #42.3); structured
+
+Beside the misses, for every audit the verdict the same interval gives at claim = truth + 0.15
+(a true claim: should PASS) and truth - 0.15 (a false one: should FAIL), with `auditing.judge`
+on the audited target's worst adversary; printed as the shares that pass / fail / are
+inconclusive at each (issue #42.5: a tool that always says inconclusive is sound and useless).
 
 Usage (from the repository root):
     python benchmarks/bench_coverage.py                          # every model, 20 seeds
@@ -66,6 +75,7 @@ import json
 import logging
 import math
 import os
+import resource
 import statistics
 import sys
 import time
@@ -77,6 +87,7 @@ ROOT = Path(__file__).resolve().parent.parent
 MODELS_DIR = ROOT / "models"
 NOTIONS = ("idp", "pdp", "ddp")  # the notions the sampling engine estimates (dp is model-free)
 REL_TOL = 1e-9
+SHIFT = 0.15  # the claims truth ± SHIFT whose verdicts are counted (issue #42.5)
 
 
 def _quiet():
@@ -262,6 +273,46 @@ def beta_cont_truth(b: float, lo: float = 0.1, hi: float = 0.9) -> float:
     return float(max((inner[:, None] - inner[None]).max(), np.ptp(up), np.ptp(down)))
 
 
+def modes():
+    """mu ~ 0.5 N(-10, 1) + 0.5 N(10, 1) (through s ~ Bernoulli(1/2), summed out); X_0, X_1 ~
+    Bernoulli(sigmoid(mu / 4)) given mu (tests/test_sampling_modes.py's model)."""
+    import pymc as pm
+
+    from ddpbayes import DependenceModel
+
+    with pm.Model() as m:
+        s = pm.Bernoulli("s", 0.5)
+        mu = pm.Normal("mu", -10 + 20 * s, 1.0)
+        for k in range(2):
+            pm.Bernoulli(f"x{k}", pm.math.sigmoid(mu / 4))
+    return DependenceModel(m, tuples=["x0", "x1"])
+
+
+def modes_truth(b: float) -> float:
+    """idp of X_0 for `modes` under count + Laplace(b): P(X_1 | X_0) from E[p^a (1 - p)^c] by
+    quadrature over the mixture, then the log-ratio of the two Laplace mixtures at its breakpoints
+    y = 0, 1, 2 and y -> ±inf (004 Lemma 1)."""
+    import numpy as np
+    from scipy import integrate, special, stats
+
+    def moment(a: int, c: int) -> float:
+        def f(u: float) -> float:
+            return (0.5 * (stats.norm.pdf(u, -10, 1) + stats.norm.pdf(u, 10, 1)) * special.expit(u / 4) ** a
+                    * special.expit(-u / 4) ** c)
+        return integrate.quad(f, -30, 30, points=[-10, 10], epsabs=1e-13, limit=200)[0]
+
+    law = {x0: np.array([moment(x0 + x1, 2 - x0 - x1) for x1 in (0, 1)]) for x0 in (0, 1)}
+    law = {x0: w / w.sum() for x0, w in law.items()}
+    counts = np.array([0.0, 1.0])
+
+    def log_density(y: float, x0: int) -> float:
+        if math.isinf(y):  # L(y | x0) e^{±y / b} as y -> ±inf
+            return math.log(law[x0] @ np.exp(math.copysign(1, y) * (x0 + counts) / b))
+        return math.log(law[x0] @ np.exp(-np.abs(y - x0 - counts) / b))
+
+    return max(log_density(y, t) - log_density(y, 1 - t) for t in (0, 1) for y in (0.0, 1.0, 2.0, math.inf, -math.inf))
+
+
 @dataclass(frozen=True)
 class Case:
     name: str
@@ -311,6 +362,10 @@ CASES = [
          formula={"idp": lambda b: 1.5 / b, "ddp": lambda b: 1.5 / b}),
     # a continuous target with a certified bound over its domain (DESIGN §2.3, "Between the target values")
     Case("beta_cont", beta_cont, "sum", "formula", notions=("idp",), formula={"idp": beta_cont_truth}),
+    # two modes 20 prior SDs apart: NUTS's chains disagree and every event is drawn by SMC (issue #42.1)
+    Case("modes", modes, "count", "formula", notions=("idp",), formula={"idp": modes_truth}),
+    # a 3-level, 5-day chain with an uncertain stay probability: 81 configurations summed per draw (issue #42.3)
+    Case("chain3", ("uncertain_stay_chain.py", {}), "sum", "structured", notions=("idp",)),
 ]
 BY_NAME = {c.name: c for c in CASES}
 
@@ -379,7 +434,33 @@ def truth_of(case: Case, model, notion: str, epsilon: float) -> tuple[float, flo
     return float(case.formula[notion](b)), float(b)
 
 
-def run_case(case: Case, args) -> list[dict]:
+def cpu_times() -> tuple[float, float]:
+    """CPU seconds of this process and of its finished children (user + system)."""
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime, kids.ru_utime + kids.ru_stime
+
+
+def cpu_seconds(since: tuple[float, float]) -> float:
+    return sum(now - then for now, then in zip(cpu_times(), since))
+
+
+def shifted_verdicts(worst, truth: float) -> dict:
+    """The verdicts the audit's interval gives at claim = truth + SHIFT (true: should pass) and
+    truth - SHIFT (false: should fail), by the engine's own rule (`auditing.judge`)."""
+    from ddpbayes.auditing.verdict import judge
+
+    return {"verdict_up": judge(worst, truth + SHIFT)[0], "verdict_down": judge(worst, max(truth - SHIFT, 0.0))[0]}
+
+
+def save(args, rows: list[dict]) -> None:
+    """Every audit so far to --json (after each audit: a run stopped early keeps what it measured)."""
+    if args.json:
+        args.json.write_text(json.dumps({"settings": {k: str(v) if isinstance(v, Path) else v
+                                                      for k, v in vars(args).items()}, "rows": rows}, indent=1))
+
+
+def run_case(case: Case, args, done: list[dict]) -> list[dict]:
+    """Every notion of `case` over the seeds (`done`: the rows of earlier models, for `save`)."""
     import ddpbayes
 
     rows = []
@@ -392,7 +473,7 @@ def run_case(case: Case, args) -> list[dict]:
                "target": case.target, "known": list(case.known) if notion == "pdp" else None, "audits": []}
         print(f"  {case.name:11s} {notion}: truth {truth:.5f} ({case.truth_engine}), b = {b:.4g}", flush=True)
         for seed in range(args.first_seed, args.first_seed + args.seeds):
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), cpu_times()
             r = ddpbayes.audit(model, case.query, case.mechanism, notion, claim=truth, engine="sampling", seed=seed,
                                draws=args.draws, tune=args.tune, chains=args.chains, workers=1,
                                **audit_args(case, notion, args.epsilon))
@@ -401,13 +482,19 @@ def run_case(case: Case, args) -> list[dict]:
             d = r.diagnostics or {}
             a = {"seed": seed, "estimate": float(r.leakage), "lo": float(lo), "hi": float(hi), "verdict": r.verdict,
                  "diag_ok": bool(d.get("ok", True)), "held_out": d.get("held_out"), "held_out_se": d.get("held_out_se"),
-                 "seconds": wall, "K": sorted(r.witness.adversary.known) if r.witness is not None else None}
+                 "seconds": wall, "cpu_seconds": cpu_seconds(cpu),
+                 "K": sorted(r.witness.adversary.known) if r.witness is not None else None,
+                 **shifted_verdicts(r.target_worst[case.target], truth),
+                 "target_bound": d.get("target_bound"), "pass_blocked": d.get("pass_blocked")}
             row["audits"].append(a)
             if args.verbose:
                 print(f"    seed {seed:3d}: est {a['estimate']:.4f} [{lo:.4f}, {hi:.4f}] {r.verdict:12s} "
-                      f"diag {'ok' if a['diag_ok'] else 'FAILED'} {wall:6.1f} s"
+                      f"diag {'ok' if a['diag_ok'] else 'FAILED'} +{SHIFT}: {a['verdict_up']:12s} -{SHIFT}: "
+                      f"{a['verdict_down']:12s} {wall:6.1f} s wall {a['cpu_seconds']:6.1f} s CPU load "
+                      f"{os.getloadavg()[0]:.1f}"
                       f"{'  LB>truth' if above(lo, truth) else ''}{'  UB<truth' if below(hi, truth) else ''}",
                       flush=True)
+            save(args, [*done, *rows, row])
         rows.append(summarise(row))
         mark_repeats(rows)
         print("    " + line(rows[-1]), flush=True)
@@ -443,6 +530,10 @@ def summarise(row: dict) -> dict:
     secs = [a["seconds"] for a in audits]
     row["mean_s"], row["median_s"] = statistics.fmean(secs), statistics.median(secs)
     row["summed"] = all(a["lo"] == a["hi"] == a["estimate"] for a in audits)  # no MCMC: summed exactly
+    for side in ("up", "down"):
+        verdicts = [a.get(f"verdict_{side}") for a in audits]
+        row[f"shifted_{side}"] = None if None in verdicts else {v: verdicts.count(v) for v in
+                                                               ("pass", "fail", "inconclusive")}
     return row
 
 
@@ -504,14 +595,17 @@ def main(argv=None) -> int:
     p.add_argument("--markdown", action="store_true", help="print the table as Markdown too")
     p.add_argument("-v", "--verbose", action="store_true", help="one line per audit")
     p.add_argument("--table", type=Path, nargs="+",
-                   help="print the table of --json files written earlier (merged; a later file's row replaces an "
-                        "earlier one of the same model and notion), run nothing")
+                   help="print the table of --json files written earlier (merged: a later file's row of the same "
+                        "model and notion adds its audits when its seeds are new, else replaces it), run nothing")
     args = p.parse_args(argv)
     if args.table:
         merged: dict = {}
         for path in args.table:
             for r in json.loads(path.read_text())["rows"]:
-                merged[(r["model"], r["notion"])] = r
+                key = (r["model"], r["notion"])
+                if key in merged and not {a["seed"] for a in r["audits"]} & {a["seed"] for a in merged[key]["audits"]}:
+                    r = {**merged[key], "audits": merged[key]["audits"] + r["audits"]}  # other seeds: pooled
+                merged[key] = r
         order = {name: k for k, name in enumerate(BY_NAME)}
         rows = [summarise(r) for r in sorted(merged.values(), key=lambda r: (order.get(r["model"], 99),
                                                                              NOTIONS.index(r["notion"])))]
@@ -527,13 +621,30 @@ def main(argv=None) -> int:
     start = time.perf_counter()
     rows = []
     for name in args.models:
-        rows += run_case(BY_NAME[name], args)
+        rows += run_case(BY_NAME[name], args, rows)
     report(rows, args.markdown)
     print(f"total wall {time.perf_counter() - start:.0f} s; load after {os.getloadavg()}")
-    if args.json:
-        args.json.write_text(json.dumps({"settings": {k: str(v) if isinstance(v, Path) else v
-                                                      for k, v in vars(args).items()}, "rows": rows}, indent=1))
+    save(args, rows)
     return 0
+
+
+def shifted_report(rows: list[dict]) -> None:
+    """The verdicts at claim = truth ± SHIFT per row that recorded them, and pooled (repeats counted once)."""
+    kept = [r for r in rows if r.get("shifted_up") and not r.get("repeats")]
+    if not kept:
+        return
+    print(f"\nverdicts at claim = truth + {SHIFT} (should pass) | truth - {SHIFT} (should fail):")
+
+    def shares(label: str, up: dict, down: dict, n: int) -> None:
+        print(f"  {label:20s} +{SHIFT}: pass {rate(up['pass'], n)}, inconclusive {rate(up['inconclusive'], n)}, "
+              f"fail {up['fail']}/{n} | -{SHIFT}: fail {rate(down['fail'], n)}, inconclusive "
+              f"{rate(down['inconclusive'], n)}, pass {down['pass']}/{n}")
+
+    for r in kept:
+        shares(f"{r['model']} {r['notion']}", r["shifted_up"], r["shifted_down"], r["n"])
+    total = {side: {v: sum(r[f"shifted_{side}"][v] for r in kept) for v in ("pass", "fail", "inconclusive")}
+             for side in ("up", "down")}
+    shares(f"pooled ({len(kept)} rows)", total["up"], total["down"], sum(r["n"] for r in kept))
 
 
 def report(rows: list[dict], as_markdown: bool) -> None:
@@ -547,6 +658,7 @@ def report(rows: list[dict], as_markdown: bool) -> None:
         print(f"pooled, {label}, over {distinct} distinct rows ({n} audits): LB miss {rate(tot['lb_miss'], n)}, "
               f"UB miss {rate(tot['ub_miss'], n)}, CI miss {rate(tot['ci_miss'], n)}, false FAIL "
               f"{rate(tot['false_fail'], n)}, diagnostics failed {tot['diag_failed']}")
+    shifted_report(rows)
     if as_markdown:
         print()
         print(markdown(rows))

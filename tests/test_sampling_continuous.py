@@ -60,6 +60,70 @@ def test_score_bounds_match_hand_derivation():
         Slope(DependenceModel(uniform, "x", domains=Interval(0.0, 1.0)), 0, {}).bounds(0.2, 0.4)
 
 
+def test_curvature_bounds_match_hand_derivation():
+    """∂²/∂t² log p(t | μ): Beta records −μ/t² − (1 − μ)/(1 − t)², on [a, c] over μ in [0, 1] within
+    [−1/a² − 1/(1 − c)², 0] (each term's extreme; interval arithmetic adds them); Gamma records −1/t²,
+    [−1/a², −1/c²]."""
+    beta = Slope(beta_records(), 0, {})
+    for a, c in [(0.1, 0.2), (0.4, 0.6), (0.8, 0.9)]:
+        assert np.allclose(beta.curvature(a, c), (-1 / a ** 2 - 1 / (1 - c) ** 2, 0.0), rtol=1e-12, atol=1e-12)
+    gamma = Slope(gamma_records(), 0, {})
+    assert np.allclose(gamma.curvature(1.0, 1.5), (-1.0, -1 / 1.5 ** 2), rtol=1e-12)
+    with pm.Model() as kinked:  # ℓ has max(t, μ): its score jumps where t = μ, so no second order there
+        mu = pm.Beta("mu", 2, 2)
+        x = pm.Beta("x", 2, 2, shape=2)
+        pm.Potential("kink", pm.math.maximum(x[0], mu))
+    kink = Slope(DependenceModel(kinked, "x", domains=Interval(0.1, 0.9)), 0, {})
+    assert np.all(np.isfinite(kink.bounds(0.1, 0.9)))
+    with pytest.raises(Uncertified, match="kink"):
+        kink.curvature(0.1, 0.9)
+
+
+def beta_log_likelihoods(ts: np.ndarray, b: float) -> np.ndarray:
+    """log L(y | t) for Beta records (sum, Laplace(b), up to a constant in y) by quadrature, rows t, columns
+    y on a grid and the two tails (y -> ±inf: ±t/b + log E[e^{±X_1/b} | t])."""
+    mu, w = np.polynomial.legendre.leggauss(200)
+    mu, w = (mu + 1) / 2, w / 2
+    x = np.linspace(1e-7, 1 - 1e-7, 2001)
+    dx = np.gradient(x)
+    ys = np.linspace(-2.0, 4.0, 121)
+    pdf = stats.beta.pdf(x[None, :], 1 + mu[:, None], 2 - mu[:, None])
+    mgf = {s: np.log((pdf * np.exp(s * x[None, :]) * dx).sum(1)) for s in (1 / b, -1 / b)}
+    rows = []
+    for t in ts:
+        post = 6 * mu * (1 - mu) * stats.beta.pdf(t, 1 + mu, 2 - mu) * w
+        post /= post.sum()
+        f = post @ pdf
+        f /= (f * dx).sum()
+        inner = logsumexp(-np.abs(ys[:, None] - t - x[None, :]) / b + np.log(f * dx)[None, :], axis=1)
+        rows.append([*inner, t / b + logsumexp(np.log(post) + mgf[1 / b]), -t / b + logsumexp(np.log(post) + mgf[-1 / b])])
+    return np.array(rows)
+
+
+def test_second_order_slack_holds_against_quadrature():
+    """Between two anchors a < c, log L(y | t) is within κh/2 + M h²/8 of the chord through the anchors
+    (M = range²/4 + curvature range; DESIGN §2.3): checked on Beta records by quadrature at every y
+    of a grid and the tails, for cells at the steep end and in the middle. The cell's slack (`cells._slack`)
+    is that bound where it is below the first order h/2 (range + κ)."""
+    from ddpbayes.engines.sampling.cells import _slack
+
+    b, kappa = 0.8, 1 / 0.8
+    slope = Slope(beta_records(), 0, {})
+    for a, c in [(0.1, 0.2), (0.1, 0.125), (0.4, 0.6)]:
+        h = c - a
+        score_range = 1 / a + 1 / (1 - c)
+        m = score_range ** 2 / 4 + 1 / a ** 2 + 1 / (1 - c) ** 2
+        second, first = kappa * h / 2 + m * h * h / 8, h / 2 * (score_range + kappa)
+        assert _slack((a, c, (a, c)), slope, kappa, {}) == pytest.approx(min(first, second), rel=1e-12)
+        ts = np.linspace(a, c, 11)
+        logs = beta_log_likelihoods(ts, b)
+        lam = ((c - ts) / h)[:, None]
+        chord = lam * logs[0] + (1 - lam) * logs[-1]
+        deviation = np.abs(logs - chord).max()
+        assert 0 < deviation <= second, (a, c, deviation, second)
+    assert _slack((0.1, 0.125, (0.1, 0.125)), slope, kappa, {}) < 0.25 * (0.025 / 2) * (10 + 1 / 0.875 + kappa)
+
+
 def quadrature_leak(record_pdf, record_log_mgf, lo: float, hi: float, b: float, x: np.ndarray) -> float:
     """sup over t, t' in [lo, hi] and y of log L(y | t) − log L(y | t'), query X_0 + X_1, μ ~ Beta(2, 2)."""
     mu, w = np.polynomial.legendre.leggauss(200)

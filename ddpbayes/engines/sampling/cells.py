@@ -11,9 +11,22 @@ query's Laplace log-kernel slope in t. Hence for t in C, t' in C'
     leak(t, t') ≤ max over anchors a of C, a' of C' of leak(a, a') + s(C) + s(C'),
 
 and the sup over the domain is at most the largest such cell-pair bound (a cell at an end with one
-anchor, when an endpoint was approached from inside, has s = width · (range + κ)). Branch and
-bound: the cell pair with the largest bound is refined (a new run at the midpoint of its wider
-cell) until that bound is within `TOL` of the best anchor pair's value, or `REFINE_RUNS` new
+anchor, when an endpoint was approached from inside, has s = width · (range + κ)).
+
+Second order, between two anchors a < c (h = c − a): with v_s(τ) = log ∫ e^{ℓ(τ,z)} k(y − q(s,z)) dz −
+log ∫ e^{ℓ(τ,z)} dz (the kernel frozen at s), log L(y | t) = v_t(t), |v_s − v_s'| ≤ κ|s − s'|, and
+v_s'' = Var_π(g) − Var_p(g) + E_π[H] − E_p[H] (π the kernel-tilted law, H = ∂²ℓ/∂t²), so
+|v_s''| ≤ M = (g_hi − g_lo)²/4 + (H_hi − H_lo). Interpolating v_t between a and c:
+
+    |log L(y | t) − [λ log L(y | a) + (1 − λ) log L(y | c)]| ≤ κ h/2 + M h²/8,   λ = (c − t)/h,
+
+and a convex combination of the anchors' log-ratios is at most their largest, so the same
+cell-pair bound holds with s(C) = min(h/2 (range + κ), κ h/2 + M h²/8) (`_slack`; the second
+order needs the score continuous in t on the cell and H bounded, `Slope.curvature`; else first
+order). Near an end where the score's range is large (a Beta record's 1/t) the slack falls from
+linear in h with slope range/2 to κ/2 plus a quadratic term. Branch and
+bound: the cell pair with the largest bound is refined (a new run at the midpoint of its cell with
+the larger slack) until that bound is within `TOL` of the best anchor pair's value, or `REFINE_RUNS` new
 target values were drawn; the bound holds at every step, refinement only tightens it. The leak
 between anchors is the plug-in estimate, so the result bounds the estimated function over the
 continuum; the sampling term is added as before (`engine`).
@@ -100,12 +113,25 @@ def _cells(anchors: list[float], domain: tuple[float, float]) -> list[tuple[floa
 
 
 def _slack(cell: tuple[float, float, tuple[float, ...]], slope: Slope, kappa: float, ranges: dict) -> float:
+    """s(C): the first-order slack, or between two anchors the second-order one where it is smaller."""
     left, right, anchors = cell
     if (left, right) not in ranges:
         g_lo, g_hi = slope.bounds(left, right)
-        ranges[(left, right)] = g_hi - g_lo
-    reach = (right - left) / (2 if len(anchors) == 2 else 1)
-    return reach * (ranges[(left, right)] + kappa)
+        ranges[(left, right)] = (g_hi - g_lo, _curvature_range(slope, left, right) if len(anchors) == 2 else math.inf)
+    score_range, curvature_range = ranges[(left, right)]
+    h = right - left
+    if len(anchors) == 1:
+        return h * (score_range + kappa)
+    return min(h / 2 * (score_range + kappa), kappa * h / 2 + (score_range ** 2 / 4 + curvature_range) * h * h / 8)
+
+
+def _curvature_range(slope: Slope, left: float, right: float) -> float:
+    """H_hi − H_lo of ∂²ℓ/∂t² over the cell, or inf where it cannot be bounded (first order only)."""
+    try:
+        h_lo, h_hi = slope.curvature(left, right)
+    except (Uncertified, ValueError, TypeError, IndexError, NotImplementedError):  # not smooth, or unreadable
+        return math.inf
+    return h_hi - h_lo
 
 
 def _worst_pair(anchors: list[float], domain: tuple[float, float], slope: Slope, kappa: float, laws: dict,

@@ -65,6 +65,7 @@ class Slope:
         joint = self.cond.model.replace_rvs_by_values(self.cond.model.potentials)[0]
         grad = pytensor.grad(joint, pin.var)
         self.joint, self.score = joint, grad if pin.element is None else grad[pin.element]
+        self._curvature: Variable | None = None  # ∂²ℓ/∂t², built when first asked for
         point = self.cond.model.initial_point()
         self.shapes = {v: np.shape(point[v.name]) for v in self.cond.model.value_vars}
 
@@ -78,6 +79,20 @@ class Slope:
             raise Uncertified(f"the score ∂log p/∂t is unbounded over the other variables on [{lo:g}, {hi:g}] (or "
                               "beyond the interval rules: an operation without one counts as anything)")
         return g_lo, g_hi
+
+    def curvature(self, lo: float, hi: float) -> tuple[float, float]:
+        """[H_lo, H_hi] ⊇ {∂²ℓ/∂t² (t, z) : t in [lo, hi], z anything}, the score checked continuous in t
+        on the cell (no switch of its graph decided by t inside it); raises Uncertified."""
+        if self._curvature is None:
+            grad = pytensor.grad(self.score, self.pin.var, disconnected_inputs="ignore")
+            self._curvature = grad if self.pin.element is None else grad[self.pin.element]
+        boxes = self._leaves(lo, hi)
+        _Evaluator(boxes, self.pin.var, continuity=True, smooth=True).box(self.score)
+        h_lo, h_hi = (float(f(h)) for f, h in zip((np.min, np.max),
+                                                  _Evaluator(boxes, self.pin.var, continuity=False).box(self._curvature)))
+        if not (math.isfinite(h_lo) and math.isfinite(h_hi)):
+            raise Uncertified(f"the curvature ∂²log p/∂t² is unbounded on [{lo:g}, {hi:g}]")
+        return h_lo, h_hi
 
     def _leaves(self, lo: float, hi: float) -> dict[Variable, Box]:
         """The boxes of the graph's inputs: the target over [lo, hi], every free value over its whole
@@ -99,11 +114,12 @@ class _Evaluator:
     """Interval arithmetic over a PyTensor graph: every variable an elementwise box (lo, hi), and,
     checking continuity, a mask of the elements that depend on the target."""
 
-    def __init__(self, leaves: dict[Variable, Box], target: Variable, continuity: bool):
+    def __init__(self, leaves: dict[Variable, Box], target: Variable, continuity: bool, smooth: bool = False):
         self.memo: dict[Variable, Box] = dict(leaves)
         self.depends: dict[Variable, np.ndarray] = {v: np.zeros(np.shape(b[0])) for v, b in leaves.items()}
         self.depends[target] = np.ones(np.shape(leaves[target][0]))
         self.continuity = continuity
+        self.smooth = smooth  # also refuse a comparison, maximum or minimum that t decides inside the cell
 
     def box(self, v: Variable) -> Box:
         for node in toposort([v]):
@@ -131,6 +147,9 @@ class _Evaluator:
             mask = np.maximum.reduce(np.broadcast_arrays(*masks)) if masks else np.zeros(())
             if self.continuity and isinstance(op.scalar_op, ps.Switch):
                 self._check(ins[0], masks[0], "a support boundary")
+            if self.smooth and isinstance(op.scalar_op, _KINKS):
+                self._check(_decided(op.scalar_op, ins, out), mask, "a kink (comparison, maximum or minimum)",
+                            "the score is not continuous in t there (first order only)")
         elif _monotone(node) and all(np.array_equal(*b) for b, i in zip(ins, node.inputs) if not _real(i)):
             out = (_perform(node, [b[0] for b in ins]), _perform(node, [b[1] for b in ins]))
             mask = self._structural_mask(node, masks, ins)
@@ -153,11 +172,23 @@ class _Evaluator:
         values = [m if _real(i) else b[0] for m, b, i in zip(masks, ins, node.inputs)]
         return _perform(node, values) > 0
 
-    def _check(self, cond: Box, mask: np.ndarray, what: str) -> None:
+    def _check(self, cond: Box, mask: np.ndarray, what: str,
+               consequence: str = "the density is not continuous in t there") -> None:
         undecided = np.broadcast_to(cond[0] != cond[1], np.broadcast_shapes(np.shape(cond[0]), np.shape(mask)))
         if np.any(undecided & (np.broadcast_to(mask, undecided.shape) > 0)):
-            raise Uncertified(f"{what} of the log-density moves with the target inside the cell: the density is not "
-                              "continuous in t there")
+            raise Uncertified(f"{what} of the log-density moves with the target inside the cell: {consequence}")
+
+
+_KINKS = (ps.GT, ps.GE, ps.LT, ps.LE, ps.EQ, ps.NEQ, ps.Maximum, ps.Minimum)  # a gradient's masks: not smooth
+
+
+def _decided(op, ins: list[Box], out: Box) -> Box:
+    """A box that is a point where the op's branch is the same over the whole box (for `_check`)."""
+    if isinstance(op, (ps.Maximum, ps.Minimum)):
+        (a_lo, a_hi), (b_lo, b_hi) = ins
+        apart = (a_lo >= b_hi) | (b_lo >= a_hi)
+        return np.zeros(np.shape(apart)), np.where(apart, 0.0, 1.0)
+    return out
 
 
 def _monotone(node) -> bool:
