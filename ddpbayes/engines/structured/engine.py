@@ -34,7 +34,7 @@ from ddpbayes.engines.structured.graph import (
     model_reason,
     quadrature_reason,
 )
-from ddpbayes.engines.structured.pathsum import path_laws, path_table, path_within
+from ddpbayes.engines.structured.pathsum import path_laws, path_of, path_table, path_within
 from ddpbayes.engines.structured.potential import Potential
 from ddpbayes.engines.structured.rows import components, row_matrix, row_problems, widened
 from ddpbayes.engines.structured.scope import (
