@@ -3,8 +3,9 @@
 `--blackbox`: DP-Sniper's 20 mechanisms (`dpsniper_programs.py`) run as vectorised programs
 (`ddpbayes.mechanisms.program.Program`) through the black-box certifier (`engines/program`): for
 each mechanism, every input pattern pair is searched on its share of n_search draws per side, the
-pair with the best search score is certified on n_check FRESH draws per side at confidence 0.9 (as
-DP-Sniper), and the table puts our certified eps_lcb and seconds next to DP-Sniper's.
+pair with the best search score is certified on FRESH draws, a Poisson(n_check) number per side, at
+confidence 0.9 (as DP-Sniper; one bound on the ratio of the two Poisson rates, DESIGN §2.6), and the
+table puts our certified eps_lcb, wall and CPU seconds next to DP-Sniper's.
 
     python benchmarks/bench_mechanisms.py --blackbox [--only NAME,...] [--json OUT] [--seed S] [--workers 2]
 

@@ -3,8 +3,9 @@ program (`Mechanism.black_box`: `mechanism(answers, rng) -> output`).
 
 Per adversary A(i, K): the pair to certify (x_K, t, t') is chosen before any program runs (`records`); the
 records are drawn independently given (x_K, t) and given (x_K, t'), the program is run on their answers, a
-distinguishing output event is found on one sample and its probability ratio bounded on a fresh one with
-Clopper–Pearson intervals (`certify`, DP-Sniper's scheme: Bichsel et al. 2021). Each adversary is
+distinguishing output event is found on one sample (DP-Sniper's scheme: Bichsel et al. 2021) and its
+probability ratio bounded on a fresh one, of Poisson size per value, by one Clopper–Pearson bound on the
+share of the hits (`certify`: the ratio of two Poisson rates). Each adversary is
 certified at 1 − (1 − CONFIDENCE)/m for the m adversaries of the audit (Bonferroni), so the worst of them
 holds at CONFIDENCE too. The result is a lower bound: the interval is (bound, inf), and a verdict can fail
 a claim with it, never pass one.
