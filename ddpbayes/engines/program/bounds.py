@@ -47,8 +47,8 @@ def rate_ratio_lower(k_num, k_den, alpha: float) -> np.ndarray | float:
     """Lower bound, level 1 - alpha, on the ratio lambda_num / lambda_den of two independent Poisson
     counts k_num, k_den: given their sum S, k_num ~ Bin(S, pi) with pi = lambda_num / (lambda_num +
     lambda_den), so pi's one-sided Clopper–Pearson bound pi_lo gives pi_lo / (1 - pi_lo) (the
-    conditional test of a ratio of Poisson rates: Lehmann & Romano, "Testing Statistical
-    Hypotheses", §4.6); 0 when k_num = 0. Holds conditionally on every S, hence unconditionally.
+    conditional test comparing two Poisson rates: Lehmann & Romano, "Testing Statistical
+    Hypotheses", ch. 4); 0 when k_num = 0. Holds conditionally on every S, hence unconditionally.
     With both sides' numbers of runs Poisson of the same mean n, an event's hits are Poisson(n p)
     per side, so this bounds the probability ratio p_num / p_den with one interval at the whole
     level, not two at half of it (about 1.8 times narrower on the log scale at equal counts)."""
