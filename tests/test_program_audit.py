@@ -63,6 +63,25 @@ def test_clopper_pearson_vectorised():
     assert np.allclose(bounds.upper(k, 10, 0.05), [bounds.upper(int(v), 10, 0.05) for v in k])
 
 
+@pytest.mark.parametrize("k_num,k_den", [(1, 0), (5, 3), (40, 10), (812, 633), (10 ** 6, 8 * 10 ** 5)])
+def test_rate_ratio_bound_is_the_binomial_tail_at_the_share(k_num, k_den):
+    """The conditional bound R: given S = k_num + k_den, P(Bin(S, R / (1 + R)) >= k_num) = alpha."""
+    alpha = 0.1
+    r = bounds.rate_ratio_lower(k_num, k_den, alpha)
+    assert binom.sf(k_num - 1, k_num + k_den, r / (1 + r)) == pytest.approx(alpha, rel=1e-6)
+    assert bounds.rate_ratio_lower(0, 7, alpha) == 0.0
+
+
+def test_rate_ratio_bound_covers_poisson_counts():
+    """Poisson counts of means 30 and 20 (ratio 1.5) and 400 and 400 (ratio 1): the bound exceeds the
+    true ratio in at most alpha of 4,000 draws each (P(Bin(4000, 0.1) > 450) < 1e-3)."""
+    rng = np.random.default_rng(0)
+    for mean_num, mean_den in ((30.0, 20.0), (400.0, 400.0)):
+        k = rng.poisson([mean_num, mean_den], size=(4000, 2))
+        over = int(np.count_nonzero(bounds.rate_ratio_lower(k[:, 0], k[:, 1], 0.1) > mean_num / mean_den))
+        assert over <= 450, over
+
+
 # ------------------------------------------------------------------------------------------- laws
 
 def rr(p):

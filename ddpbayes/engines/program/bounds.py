@@ -41,3 +41,19 @@ def interval(k, n, confidence: float) -> tuple:
     """The two-sided Clopper–Pearson interval at `confidence` (each side at (1 - confidence) / 2)."""
     alpha = (1 - confidence) / 2
     return lower(k, n, alpha), upper(k, n, alpha)
+
+
+def rate_ratio_lower(k_num, k_den, alpha: float) -> np.ndarray | float:
+    """Lower bound, level 1 - alpha, on the ratio lambda_num / lambda_den of two independent Poisson
+    counts k_num, k_den: given their sum S, k_num ~ Bin(S, pi) with pi = lambda_num / (lambda_num +
+    lambda_den), so pi's one-sided Clopper–Pearson bound pi_lo gives pi_lo / (1 - pi_lo) (the
+    conditional test comparing two Poisson rates: Lehmann & Romano, "Testing Statistical
+    Hypotheses", ch. 4); 0 when k_num = 0. Holds conditionally on every S, hence unconditionally.
+    With both sides' numbers of runs Poisson of the same mean n, an event's hits are Poisson(n p)
+    per side, so this bounds the probability ratio p_num / p_den with one interval at the whole
+    level, not two at half of it (about 1.8 times narrower on the log scale at equal counts)."""
+    k_num, k_den = np.broadcast_arrays(np.asarray(k_num, dtype=float), np.asarray(k_den, dtype=float))
+    pi_lo = np.asarray(lower(k_num, np.maximum(k_num + k_den, 1.0), alpha))  # 0 where k_num = 0
+    with np.errstate(divide="ignore"):
+        out = np.where(pi_lo < 1.0, pi_lo / np.maximum(1.0 - pi_lo, 1e-300), np.inf)
+    return out if out.ndim else float(out)

@@ -207,13 +207,14 @@ def _certified(problem: Problem, i: int, pairs: list, level: float, m: int, give
     pair, q_a, q_b = pairs[cert.pair]
     x, x_prime = np.array(pair.x), np.array(pair.x_prime)
     k_a, k_b, checked = cert.counts
+    n_a, n_b = cert.runs
     if cert.direction != "a":  # the event is likelier on x' than on x: name the pair the way it leaks
-        x, x_prime, q_a, q_b, k_a, k_b = x_prime, x, q_b, q_a, k_b, k_a
+        x, x_prime, q_a, q_b, k_a, k_b, n_a, n_b = x_prime, x, q_b, q_a, k_b, k_a, n_b, n_a
     witness = Witness(adv, {k: float(x[k]) for k in range(n) if k != i}, float(x[i]), float(x_prime[i]), None)
     reason = (f"certified lower bound at {level:.4g} confidence ({CONFIDENCE:g} over the {m} targets, Bonferroni): "
-              f"the event {cert.event.describe()} had {k_a:,} of {checked:,} fresh runs on x (record {i} = {x[i]:g}, "
-              f"answers {_vector(q_a)}) and {k_b:,} on x' (record {i} = {x_prime[i]:g}, answers {_vector(q_b)}) "
-              f"(Clopper–Pearson); the pair and the event chosen among {len(pairs)} pairs {how} on {cert.n_search:,} "
+              f"the event {cert.event.describe()} had {k_a:,} of {n_a:,} fresh runs on x (record {i} = {x[i]:g}, "
+              f"answers {_vector(q_a)}) and {k_b:,} of {n_b:,} on x' (record {i} = {x_prime[i]:g}, answers "
+              f"{_vector(q_b)}) (runs Poisson of mean {checked:,}; Clopper–Pearson on the share of the hits); the pair and the event chosen among {len(pairs)} pairs {how} on {cert.n_search:,} "
               "other runs per database; classic dp has no model law: the records are the pair's databases "
               "themselves (no dependence)")
     diagnostics = {"ok": True, "lower_bound_only": True, "program_runs": 4 * runs, "estimate": cert.estimate,

@@ -3,8 +3,9 @@ program (`Mechanism.black_box`: `mechanism(answers, rng) -> output`).
 
 Per adversary A(i, K): the pair to certify (x_K, t, t') is chosen before any program runs (`records`); the
 records are drawn independently given (x_K, t) and given (x_K, t'), the program is run on their answers, a
-distinguishing output event is found on one sample and its probability ratio bounded on a fresh one with
-Clopper–Pearson intervals (`certify`, DP-Sniper's scheme: Bichsel et al. 2021). Each adversary is
+distinguishing output event is found on one sample (DP-Sniper's scheme: Bichsel et al. 2021) and its
+probability ratio bounded on a fresh one, of Poisson size per value, by one Clopper–Pearson bound on the
+share of the hits (`certify`: the ratio of two Poisson rates). Each adversary is
 certified at 1 − (1 − CONFIDENCE)/m for the m adversaries of the audit (Bonferroni), so the worst of them
 holds at CONFIDENCE too. The result is a lower bound: the interval is (bound, inf), and a verdict can fail
 a claim with it, never pass one.
@@ -109,13 +110,13 @@ def _certified(problem: Problem, records: Records, adv: Adversary, level: float,
     cert = certify(draw(candidate.t), draw(candidate.t_prime), n_search=runs, n_check=runs, confidence=level,
                    rng=rng, progress=bar)
     k_a, k_b, n = cert.counts
-    t, t_prime = candidate.t, candidate.t_prime
+    (n_a, n_b), t, t_prime = cert.runs, candidate.t, candidate.t_prime
     if cert.direction != "a":  # the event is likelier given t' than given t: name the pair the way it leaks
-        t, t_prime, k_a, k_b = t_prime, t, k_b, k_a
+        t, t_prime, k_a, k_b, n_a, n_b = t_prime, t, k_b, k_a, n_b, n_a
     witness = Witness(adv, candidate.known_values, t, t_prime, None)
     reason = (f"certified lower bound at {level:.4g} confidence ({CONFIDENCE:g} over the {m} adversaries, Bonferroni):"
-              f" the event {cert.event.describe()} had {k_a:,} of {n:,} fresh runs given t = {t:g} and {k_b:,} given "
-              f"t' = {t_prime:g} (Clopper–Pearson); chosen on {cert.n_search:,} other runs per value; {candidate.why}")
+              f" the event {cert.event.describe()} had {k_a:,} of {n_a:,} fresh runs given t = {t:g} and {k_b:,} of "
+              f"{n_b:,} given t' = {t_prime:g} (runs Poisson of mean {n:,}; Clopper–Pearson on the share of the hits); chosen on {cert.n_search:,} other runs per value; {candidate.why}")
     diagnostics = {"ok": True, "lower_bound_only": True, "program_runs": 2 * (runs + runs), "estimate": cert.estimate,
                    "event": cert.event.describe(), "confidence": level, "counts": [k_a, k_b, n]}
     return AdversaryLeakage(adv, cert.eps_lcb, witness, ci=(cert.eps_lcb, math.inf), reason=reason,
