@@ -323,14 +323,11 @@ class Chains:
         self.cond = cond
         self._steps: dict[bool, object] = {}
         self._tempering: Tempering | None = None  # compiled on the first SMC run
-        outputs = [cond.model[TUPLES]] + ([cond.model[WEIGHTS]] if cond.summed else [])
-        outputs = cond.model.replace_rvs_by_values(outputs)
-        self._outputs = cond.model.compile_fn(outputs, inputs=cond.model.value_vars, on_unused_input="ignore")
 
     def evaluate(self, point: dict) -> tuple[np.ndarray, np.ndarray | None]:
         """The tuple values at `point` (n) and the summed law (C) or None."""
-        out = self._outputs(point)
-        return np.asarray(out[0], dtype=float), (np.asarray(out[1], dtype=float) if self.cond.summed else None)
+        _, x, logw = self.cond.evaluate([point])
+        return x[0], (None if logw is None else logw[0])
 
     def run(self, settings: RunSettings, key) -> Run:
         """Tune, then draw, `settings.chains` chains from the event currently pinned; the seed
@@ -413,17 +410,16 @@ class Chains:
         """One chain, as PyMC's `_iter_sample` runs it: reset the adaptation, tune, stop tuning, draw."""
         step.set_rng(rng)
         _restart(step, settings.tune > 0)
-        point, out, weights, diverged = dict(start), [], [], 0
+        point, points, diverged = dict(start), [], 0
         for i in range(settings.tune + settings.draws):
             if i == settings.tune:
                 step.stop_tuning()
             point, stats = step.step(point)
             if i >= settings.tune:
-                x, logw = self.evaluate(point)
-                out.append(x)
-                weights.append(logw)
+                points.append(point)
                 diverged += sum(bool(s.get("diverging", False)) for s in stats)
-        return np.asarray(out), (np.asarray(weights) if self.cond.summed else None), diverged
+        _, x, logw = self.cond.evaluate(points)  # the draws' tuples and summed laws, batched
+        return x, logw, diverged
 
     def _step(self, confined: bool):
         """Heat-bath Gibbs for discrete stand-ins (`HeatBathGibbs`); Slice for continuous ones
