@@ -382,3 +382,25 @@ def test_batched_categorical_indexing_is_a_one_hot_product():
         assert logp({name: np.array(u)}) == pytest.approx(hand(p), abs=1e-7)  # PyTensor's softplus
         slope = (hand(1 / (1 + math.exp(-u - 1e-5))) - hand(1 / (1 + math.exp(-u + 1e-5)))) / 2e-5
         assert dlogp({name: np.array(u)})[0] == pytest.approx(slope, abs=1e-6)
+
+
+def test_batched_evaluation_of_the_summed_chain():
+    """`Conditioned.evaluate` at three values of p_stay in one call: the log-density and each of the 81
+    configurations' log-probabilities given X_0 = 2 against the enumeration written here (the terms
+    that read the summed days are tables over (day before, day), gathered per configuration)."""
+    from scipy.special import logit
+    from scipy.stats import beta
+
+    from ddpbayes.model.condition import condition
+
+    cond = condition(load_model(MODELS / "uncertain_stay_chain.py", {}), {0: 2.0}, summed=True)
+    name = cond.model.value_vars[0].name
+    ps = (0.2, 0.55, 0.9)
+    logp, x, logw = cond.evaluate([{name: np.array(logit(p))} for p in ps])
+    table = cond.table.values
+    for p, lp, w in zip(ps, logp, logw):
+        move = np.full((3, 3), (1 - p) / 2) + np.eye(3) * (p - (1 - p) / 2)
+        weight = np.array([np.prod([move[int(u), int(v)] for u, v in zip((2, *row[1:]), row[1:])]) for row in table])
+        assert lp == pytest.approx(math.log(weight.sum() / 3) + beta.logpdf(p, 2, 2) + math.log(p * (1 - p)), abs=1e-7)
+        np.testing.assert_allclose(np.exp(w), weight / weight.sum(), atol=1e-12)
+    assert x.shape == (3, 5) and np.all(x[:, 0] == 2.0)

@@ -15,6 +15,7 @@ enumerated lie in the variables' supports.)
 from __future__ import annotations
 
 import pytensor.tensor as pt
+from pytensor.compile.ops import ViewOp
 from pytensor.graph.rewriting.basic import in2out, node_rewriter
 from pytensor.graph.rewriting.utils import rewrite_graph
 from pytensor.scalar import ScalarType
@@ -31,9 +32,11 @@ def unblock_indexing(outputs: list) -> list:
 @node_rewriter([Blockwise])
 def _unblock(fgraph, node):
     """Blockwise(x[i_1, ..., i_m]) with integer indices of one core shape -> Σ over the indexed
-    axes of x where every [i_j = l_j] holds."""
+    axes of x where every [i_j = l_j] holds; Blockwise(identity) -> x."""
     core = node.op.core_op
     x, *indices = node.inputs
+    if isinstance(core, ViewOp):  # a Deterministic's identity: nothing to loop over
+        return [x]
     if isinstance(core, Subtensor):
         if not indices or not all(isinstance(e, ScalarType) for e in core.idx_list):
             return None  # a slice: left as it is
@@ -49,6 +52,8 @@ def _unblock(fgraph, node):
         return None
     batch = node.op.batch_ndim(node)
     core_x = len(node.op.inputs_sig[0])
+    if x.type.ndim == core_x:  # only the indices are batched: numpy's x[i_1, ..., i_m] is the loop
+        return [_gather(x, [_pad(i, batch + core_index) for i in indices])]
     x = _pad(x, batch + core_x)
     sizes = [x.shape[batch + j] for j in range(len(indices))]
     for _ in range(core_index):  # x (B, 1.., n_1..n_m, rest): the index's own core axes first
@@ -62,6 +67,18 @@ def _unblock(fgraph, node):
         hit = one if hit is None else pt.and_(hit, one)
     axes = tuple(range(batch + core_index, batch + core_index + len(indices)))
     return [pt.sum(pt.switch(hit, x, pt.zeros((), dtype=x.dtype)), axis=axes)]
+
+
+def _gather(x, indices: list):
+    """x[i_1, ..., i_m] for integer index arrays (broadcast together) into x's first m axes, as one
+    AdvancedSubtensor1 (C code, and its gradient) over those axes flattened."""
+    flat = None
+    for j, i in enumerate(indices):
+        i = pt.switch(pt.lt(i, 0), i + x.shape[j], i)  # numpy's negative indices
+        flat = i if flat is None else flat * x.shape[j] + i
+    rest = [x.shape[d] for d in range(len(indices), x.type.ndim)]
+    rows = x.reshape((-1, *rest))[flat.ravel()]
+    return rows.reshape((*[flat.shape[d] for d in range(flat.type.ndim)], *rest))
 
 
 def _pad(v, ndim: int):

@@ -25,7 +25,7 @@ import warnings
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import arviz as az
 import numpy as np
@@ -63,6 +63,15 @@ class Run:
     smc: dict | None = None  # SMC: why it ran, its runs' stages, final β and acceptance
     _diagnosed: dict = field(default_factory=dict, compare=False, repr=False)
 
+    def __reduce__(self):
+        """Pickled (to and from Dask workers) with x as its one (C, n) table when it is `Table.expand`'s
+        broadcast view, and unpickled as that view again: pickling a view copies it per draw, and the
+        estimates read the layout (2 workers gave leakages 1e-15 apart from serial)."""
+        x, shape = self.x, None
+        if same_at_every_draw(x):
+            x, shape = np.ascontiguousarray(x[0, 0]), x.shape
+        return _unpickled, (x, shape, self.key, self.sampler, self.divergences, self.logw, self.groups, self.smc)
+
     @property
     def sampler_can_temper(self) -> bool:
         """Whether SMC can draw this run's event again: its free variables are continuous (summed
@@ -93,6 +102,11 @@ class Run:
         out = {"rhat": rhat, "ess_bulk": ess, "divergences": self.divergences, "sampler": self.sampler, "ok": ok,
                "chains": chains}
         return out if self.smc is None else {**out, "smc": self.smc}
+
+
+def _unpickled(x: np.ndarray, shape: tuple | None, key: tuple, *rest) -> Run:
+    """A pickled run (`Run.__reduce__`): x broadcast back to every draw when it was shipped once."""
+    return Run(key, x if shape is None else np.broadcast_to(x, shape), *rest)
 
 
 @contextmanager
@@ -240,19 +254,7 @@ def sample_events(model: DependenceModel, events: Iterable[dict[int, float]], se
     runs = map_units(_event_unit, [(model, event, quiet) for event in todo.values()], settings, label, "MCMC runs",
                      group=lambda unit: frozenset(unit[1]))  # one set of fixed tuples: one compiled step set
     for key, run in zip(todo, runs):
-        model.memo("sampling", key, lambda run=_as_drawn(run): run)
-
-
-def _as_drawn(run: Run | ImpossibleEvent) -> Run | ImpossibleEvent:
-    """A run back from another process with its summed configurations' tuples as `Table.expand`'s view
-    again when they do not change between draws (pickling copies the view, and the estimates read
-    the view's layout: without this, 2 workers gave leakages 1e-15 apart from 1 or 3)."""
-    if isinstance(run, ImpossibleEvent) or run.logw is None or same_at_every_draw(run.x) or run.x.ndim < 3:
-        return run
-    first = run.x[0, 0]
-    if not np.array_equal(run.x, np.broadcast_to(first, run.x.shape)):
-        return run
-    return replace(run, x=np.broadcast_to(first, run.x.shape))
+        model.memo("sampling", key, lambda run=run: run)
 
 
 def _event_unit(job: tuple[DependenceModel, dict[int, float], RunSettings]) -> Run | ImpossibleEvent:
@@ -323,14 +325,11 @@ class Chains:
         self.cond = cond
         self._steps: dict[bool, object] = {}
         self._tempering: Tempering | None = None  # compiled on the first SMC run
-        outputs = [cond.model[TUPLES]] + ([cond.model[WEIGHTS]] if cond.summed else [])
-        outputs = cond.model.replace_rvs_by_values(outputs)
-        self._outputs = cond.model.compile_fn(outputs, inputs=cond.model.value_vars, on_unused_input="ignore")
 
     def evaluate(self, point: dict) -> tuple[np.ndarray, np.ndarray | None]:
         """The tuple values at `point` (n) and the summed law (C) or None."""
-        out = self._outputs(point)
-        return np.asarray(out[0], dtype=float), (np.asarray(out[1], dtype=float) if self.cond.summed else None)
+        _, x, logw = self.cond.evaluate([point])
+        return x[0], (None if logw is None else logw[0])
 
     def run(self, settings: RunSettings, key) -> Run:
         """Tune, then draw, `settings.chains` chains from the event currently pinned; the seed
@@ -413,17 +412,16 @@ class Chains:
         """One chain, as PyMC's `_iter_sample` runs it: reset the adaptation, tune, stop tuning, draw."""
         step.set_rng(rng)
         _restart(step, settings.tune > 0)
-        point, out, weights, diverged = dict(start), [], [], 0
+        point, points, diverged = dict(start), [], 0
         for i in range(settings.tune + settings.draws):
             if i == settings.tune:
                 step.stop_tuning()
             point, stats = step.step(point)
             if i >= settings.tune:
-                x, logw = self.evaluate(point)
-                out.append(x)
-                weights.append(logw)
+                points.append(point)
                 diverged += sum(bool(s.get("diverging", False)) for s in stats)
-        return np.asarray(out), (np.asarray(weights) if self.cond.summed else None), diverged
+        _, x, logw = self.cond.evaluate(points)  # the draws' tuples and summed laws, batched
+        return x, logw, diverged
 
     def _step(self, confined: bool):
         """Heat-bath Gibbs for discrete stand-ins (`HeatBathGibbs`); Slice for continuous ones
