@@ -40,10 +40,10 @@ def main() -> int:
         cpu = time.process_time() - cpu
         for name in ("x", "y"):
             near, d = row[f"near_{name}"], row[f"near_{name}"]["diagnostics"]
+            spent = f"{cpu:.0f}" if name == "x" else "(both)"
             print(f"| {user} | {row['degree']} | {name} | {d.get('sampler')} | {d.get('rhat_max', float('nan')):.4f} | "
                   f"{d.get('ess_bulk_min', float('nan')):.0f} | {near['estimate']:.3f} [{near['lower']:.3f}, "
-                  f"{near['upper']:.3f}] | {row[f'car_{name}']:.4f} | {near['verdict']} | "
-                  (f"{cpu:.0f} |" if name == "x" else "(both) |"), flush=True)
+                  f"{near['upper']:.3f}] | {row[f'car_{name}']:.4f} | {near['verdict']} | {spent} |", flush=True)
     print(f"load average at the end: {', '.join(f'{v:.1f}' for v in os.getloadavg())}")
     return 0
 
