@@ -16,6 +16,8 @@ from scipy import integrate, special, stats
 from ddpbayes import DependenceModel, audit
 from ddpbayes.engines.sampling.estimate import Draws, ratio_at
 from ddpbayes.engines.sampling.runs import disagreement
+from ddpbayes.engines.sampling.tempering import Tempering, next_beta, systematic
+from ddpbayes.model.condition import TUPLES, WEIGHTS, condition
 
 
 def test_chains_in_different_modes_disagree_and_mixed_chains_do_not():
@@ -47,6 +49,42 @@ def test_smc_standard_error_comes_from_the_spread_between_runs():
     k = np.exp(means)
     assert est == pytest.approx(math.log(k.mean()) - 0.0, abs=1e-12)
     assert se == pytest.approx(np.std(k, ddof=1) / math.sqrt(8) / k.mean(), rel=1e-12)
+
+
+def test_vectorised_log_density_equals_the_point_wise_one():
+    """SMC's log-density and outputs over a (particles, dim) matrix equal PyMC's point-wise compiled
+    model at every particle (1e-10): two free variables (a vector, a Beta's log-odds) and a summed
+    Bernoulli record."""
+    with pm.Model() as m:
+        theta = pm.Normal("theta", 0.0, 1.0, shape=2)
+        p = pm.Beta("p", 2.0, 2.0)
+        pm.Bernoulli("x0", p * pm.math.sigmoid(theta[0]))
+        pm.Bernoulli("x1", p * pm.math.sigmoid(theta[1]))
+    cond = condition(DependenceModel(m, tuples=["x0", "x1"]), {0: 1.0}, summed=True)
+    smc = Tempering(cond)
+    x = np.random.default_rng(3).normal(0.0, 2.0, (40, smc.dim))
+    points = [{n: v[j] for n, v in zip(smc.names, smc.split(x))} for j in range(len(x))]
+    assert smc.dim == 3 and len(smc.names) == 2
+    assert np.max(np.abs(smc.logp(x) - [cond.logp(q) for q in points])) < 1e-10
+    outputs = cond.model.replace_rvs_by_values([cond.model[TUPLES], cond.model[WEIGHTS]])
+    pointwise = cond.model.compile_fn(outputs, inputs=cond.model.value_vars, on_unused_input="ignore")
+    tuples, weights = smc.outputs(x)
+    want = [pointwise(q) for q in points]
+    assert np.max(np.abs(tuples - [w[0] for w in want])) < 1e-10
+    assert np.max(np.abs(weights - [w[1] for w in want])) < 1e-10 and weights.shape == (40, 2)
+
+
+def test_next_temperature_halves_the_effective_sample_size_and_resampling_is_systematic():
+    """The next β keeps (Σw)²/Σw² at half the particles (or reaches 1 when the whole step does); a
+    systematic resample takes particle i floor(N w_i) or ceil(N w_i) times."""
+    ll = np.random.default_rng(0).normal(0.0, 10.0, 1000)
+    beta, w = next_beta(ll, 0.2, 0.5)
+    assert 0.2 < beta < 1 and 1 / np.sum(w**2) == pytest.approx(500, rel=1e-3)
+    assert np.allclose(w, special.softmax((beta - 0.2) * ll))
+    assert next_beta(np.zeros(10), 0.3, 0.5)[0] == 1.0
+    weights = np.random.default_rng(1).dirichlet(np.ones(50))
+    counts = np.bincount(systematic(weights, np.random.default_rng(2)), minlength=50)
+    assert counts.sum() == 50 and np.all(np.abs(counts - 50 * weights) < 1)
 
 
 def _two_modes() -> DependenceModel:

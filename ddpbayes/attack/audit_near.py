@@ -47,12 +47,14 @@ def ego_query(partition: Partition, members: np.ndarray) -> tuple[LinearRows, li
 
 
 def audit_sample(data: AttackData, partition: Partition, near_fit: NearFit, users: int = 6, seed: int = 0,
-                 draws: int = 500, tune: int = 500, chains: int = 2, where: RunSettings | None = None) -> list[dict]:
+                 draws: int = 500, tune: int = 500, chains: int = 2, where: RunSettings | None = None,
+                 ids: list[int] | None = None) -> list[dict]:
     """One row per sampled user (`geo.ego.sample_users`: `users` of those with 1 to 4 located
-    friends): the CAR's exact leakage of her x and y tuples and the near model's estimate of each
-    (estimate, lower, upper, verdict, its reason, diagnostics), with the seconds each took. `audit`
-    picks the engines (auto: the gaussian engine for the CAR, the sampling engine for the near
-    model) and each row names them; `where` carries any other run setting (workers, progress)."""
+    friends; or the users of rows `ids`, for a benchmark): the CAR's exact leakage of her x and y
+    tuples and the near model's estimate of each (estimate, lower, upper, verdict, its reason,
+    diagnostics), with the seconds each took. `audit` picks the engines (auto: the gaussian engine
+    for the CAR, the sampling engine for the near model) and each row names them; `where` carries
+    any other run setting (workers, progress)."""
     if near_fit.box != data.fit.box:
         raise InputError(f"the near fit's box {near_fit.box} is not the CAR fit's {data.fit.box}")
     friends = friends_of(data.pairs, data.users)
@@ -60,7 +62,7 @@ def audit_sample(data: AttackData, partition: Partition, near_fit: NearFit, user
     delta = sensitivity(partition.sizes)
     settings = RunSettings.of(where, seed=seed, draws=draws, tune=tune, chains=chains)
     out = []
-    for user in sample_users(friends, users, seed):
+    for user in sample_users(friends, users, seed) if ids is None else ids:
         members = ego_members(friends, int(user))
         m = len(members)
         query, rows = ego_query(partition, members)

@@ -356,12 +356,9 @@ class Chains:
         if self._tempering is None:
             self._tempering = Tempering(self.cond)
         out = self._tempering.run(runs, settings.draws, _seed(settings, key), self.cond.prior_draws(settings.seed))
-        points = [{n: v[r, j] for n, v in out.particles.items()} for r in range(runs) for j in range(settings.draws)]
-        evaluated = [self.evaluate(p) for p in points]
         shape = (settings.chains, GROUP * settings.draws)
-        x = np.asarray([e[0] for e in evaluated], dtype=float).reshape(*shape, *evaluated[0][0].shape)
-        logw = (np.asarray([e[1] for e in evaluated], dtype=float).reshape(*shape, -1) if self.cond.summed
-                else None)
+        x = out.tuples.reshape(*shape, -1)
+        logw = None if out.weights is None else out.weights.reshape(*shape, -1)
         if logw is not None:  # every configuration's tuples, as `run` keeps them
             x = self.cond.table.expand(x)
         record = {"why": why[0], "nuts_rhat": why[1], "independent_runs": runs, "particles": settings.draws,

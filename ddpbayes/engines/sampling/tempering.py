@@ -1,42 +1,59 @@
-"""Sequential Monte Carlo across modes: PyMC's SMC kernel, tempered from a reference to the event's
-conditional (DESIGN §2.3, issue #42).
+"""Sequential Monte Carlo across modes, vectorised over the particles (DESIGN §2.3, issue #42).
 
 When a run's NUTS chains disagree (`runs.disagreement`: chains in different modes, e.g. a Gowalla
 user's friends in different cities), the event is drawn again by SMC (Del Moral, Doucet & Jasra
-2006; PyMC's `sample_smc` kernels, after Ching & Chen 2007): particles start from a proper
-reference q and move through π_β ∝ q^(1-β) π^β, β from 0 to 1, each stage reweighting by
-(β' - β)(log π - log q), resampling and mutating by Metropolis steps invariant for π_β. Every
-particle sees every mode at small β, and the mode weights are set by the reweighting, not by
-where a chain started. π is the conditioned model's density (`ddp_joint`, with the summed
-discrete variables inside it as a log-sum-exp); q is a Normal per unconstrained coordinate with
-the mean and twice the spread of the prior draws (`Conditioned.starting_points`' candidates):
-the prior, made proper and Gaussian, since the conditioned model's free variables are Flat.
+2006; the stages of PyMC's `sample_smc`, after Ching & Chen 2007): particles start from a proper
+reference q and move through π_β ∝ q^(1-β) π^β, β from 0 to 1, each stage choosing the next β so
+that the importance weights e^{(β' - β)(log π - log q)} keep half the particles' effective sample
+size, resampling (systematic) and mutating by Metropolis–Hastings steps invariant for π_β. Every
+particle sees every mode at small β, and the mode weights are set by the reweighting, not by where
+a chain started. π is the conditioned model's density (`ddp_joint`, with the summed discrete
+variables inside it as a log-sum-exp); q is a Normal per unconstrained coordinate with the mean
+and twice the spread of the prior draws (`Conditioned.prior_draws`): the prior, made proper and
+Gaussian, since the conditioned model's free variables are Flat.
 
-As `runs.Chains` does for NUTS, the kernel is compiled once per conditioned model and driven here
-(PyMC's `_sample_smc_sequentially` loop) for every event pinned on it; the reference's moments
-are shared variables. A run is `groups` × `chains` independent SMC runs of `draws` particles;
-the particles of one SMC run share ancestors (resampling), so its standard errors come from the
-spread between independent runs (`estimate.ratio_at`), not from the particles' own spread.
+The log-density is compiled once per conditioned model as a function of a (particles, dim) matrix
+(`vectorize_graph` of the single-point graph, its batched indexing rewritten by
+`batched.unblock_indexing`), and the stages run in numpy over all particles at once (PyMC's
+kernels call a compiled function once per particle). A mutation step is a cycle of two kernels,
+each invariant for π_β: an independent proposal from the Gaussian fitted to the particles (PyMC's
+IMH: crosses between modes the Gaussian spans) and a random walk with the particles' covariance
+scaled by a factor drawn per particle and step from `LADDER` (a mixture of invariant kernels,
+chosen independently of the state: moves inside a narrow mode the Gaussian misses). Steps repeat
+until the particles' correlation with their values at the stage's start stops falling (PyMC's
+rule), at most `MAX_STEPS` per stage.
+
+A run is `runs` independent SMC runs of `draws` particles; the particles of one run share
+ancestors (resampling), so the engine's standard errors come from the spread between runs
+(`estimate.ratio_at`), not from the particles' own spread. A run's final particles are put in a
+seeded random order: resampling leaves them sorted by their first ancestor, an order that is no
+time, and split R-hat's halves and ESS's autocorrelations would read it as one (the excess spread
+between runs, which is what they should see, stays in their between-run terms).
 """
 
 from __future__ import annotations
 
-import logging
-import warnings
+import math
 from dataclasses import dataclass
 
 import numpy as np
-import pymc as pm
 import pytensor
 import pytensor.tensor as pt
-from pymc.smc.kernels import IMH
-from pytensor.graph.replace import graph_replace
+from pytensor.graph.replace import vectorize_graph
+from scipy.linalg import solve_triangular
+from scipy.special import logsumexp
 
-from ddpbayes.model.condition import Conditioned
+from ddpbayes.model.batched import unblock_indexing
+from ddpbayes.model.condition import TUPLES, WEIGHTS, Conditioned
 
 GROUP = 4  # independent SMC runs per chain of the run they replace (standard errors between runs)
 SPREAD = 2.0  # the reference's standard deviation, in prior standard deviations
 MAX_STAGES = 200  # a run that has not reached β = 1 by then is reported as such (never silently cut)
+THRESHOLD = 0.5  # each stage keeps this share of the particles' effective sample size (PyMC's default)
+CORRELATION = 0.01  # a step must lower the correlation with the stage's start by this much (PyMC's default)
+MAX_STEPS = 50  # Metropolis–Hastings cycles per stage at most
+LADDER = 2.38 * 4.0 ** -np.arange(5)  # random-walk scales (over √dim) in the particles' standard deviations
+BATCH = 512  # particles per call of the compiled log-density (bounds its intermediates' memory)
 
 
 class TemperingFailed(Exception):
@@ -45,91 +62,200 @@ class TemperingFailed(Exception):
 
 @dataclass(frozen=True)
 class Tempered:
-    """The particles of `runs` independent SMC runs: values (runs, draws) per free variable, and
-    each run's stages, final β and the kernel's last acceptance rate."""
+    """The particles of `runs` independent SMC runs: values (runs, draws) per free variable, the
+    tuples (runs, draws, n) and summed laws (runs, draws, C) or None at them, and each run's
+    stages, final β and last stage's acceptance rate."""
 
     particles: dict[str, np.ndarray]
+    tuples: np.ndarray
+    weights: np.ndarray | None
     stages: list[int]
     betas: list[float]
     acceptance: list[float]
 
 
 class Tempering:
-    """PyMC's IMH SMC kernel compiled once for a conditioned model, run for its current pins."""
+    """The conditioned model's log-density and outputs compiled over a batch of particles once,
+    and SMC run in numpy for its current pins."""
 
     def __init__(self, cond: Conditioned):
         self.cond = cond
-        base = cond.model
-        names = [f.name for f in cond.free]
-        joint = base.replace_rvs_by_values([base["ddp_joint"]])[0]
-        self._loc = {n: pytensor.shared(np.zeros(base.rvs_to_values[base[n]].type.shape)) for n in names}
-        self._scale = {n: pytensor.shared(np.ones(base.rvs_to_values[base[n]].type.shape)) for n in names}
-        logging.getLogger("pymc").setLevel(logging.ERROR)
-        with pm.Model() as self.model:
-            rvs = {n: pm.Normal(n, self._loc[n], self._scale[n], shape=base.rvs_to_values[base[n]].type.shape)
-                   for n in names}
-            reference = sum(pm.logp(pm.Normal.dist(self._loc[n], self._scale[n]), rv).sum() for n, rv in rvs.items())
-            values = {base.rvs_to_values[base[n]]: rv for n, rv in rvs.items()}
-            target = graph_replace(joint, values, strict=False)
-            pm.Potential("ddp_tempered", pt.switch(pt.isnan(target), -np.inf, target) - reference)  # NaN: outside
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                self.kernel = IMH(draws=1, model=self.model, random_seed=0)
-        self._draws = 1
+        model = cond.model
+        self.names = [f.name for f in cond.free]
+        values = [model.rvs_to_values[model[n]] for n in self.names]
+        self.shapes = [tuple(int(d) for d in v.type.shape) for v in values]
+        self.sizes = [math.prod(s) for s in self.shapes]
+        batched = {v: pt.tensor(dtype=v.dtype, shape=(None, *v.type.shape), name=f"{v.name}_particles")
+                   for v in values}
+        joint, *outputs = model.replace_rvs_by_values(
+            [model["ddp_joint"], model[TUPLES]] + ([model[WEIGHTS]] if cond.summed else []))
+        batch = unblock_indexing([vectorize_graph(g, batched) for g in [joint, *outputs]])
+        inputs = list(batched.values())
+        self._logp = pytensor.function(inputs, batch[0], on_unused_input="ignore")
+        self._outputs = pytensor.function(inputs, batch[1:], on_unused_input="ignore")
+
+    @property
+    def dim(self) -> int:
+        return sum(self.sizes)
+
+    def split(self, x: np.ndarray) -> list[np.ndarray]:
+        """The free variables' values (particles, *shape) in a (particles, dim) matrix."""
+        cuts = np.cumsum(self.sizes)[:-1]
+        return [part.reshape(len(x), *shape) for part, shape in zip(np.split(x, cuts, axis=1), self.shapes)]
+
+    def logp(self, x: np.ndarray) -> np.ndarray:
+        """log π at each row of x (particles, dim), up to the model's constant; -inf outside the
+        support (PyTensor's NaN of a parameter check included)."""
+        out = np.concatenate([_per_particle(self._logp(*self.split(x[a:a + BATCH])), len(x[a:a + BATCH]), 0)
+                              for a in range(0, len(x), BATCH)]) if len(x) else np.empty(0)
+        return np.where(np.isnan(out), -np.inf, out)
+
+    def outputs(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """The tuples (particles, n) and, when summed, each particle's law of the configurations
+        (particles, C) at the rows of x."""
+        parts = [[_per_particle(v, len(x[a:a + BATCH]), 1) for v in self._outputs(*self.split(x[a:a + BATCH]))]
+                 for a in range(0, len(x), BATCH)]
+        tuples = np.concatenate([p[0] for p in parts])
+        weights = np.concatenate([p[1] for p in parts]) if self.cond.summed else None
+        return tuples, weights
 
     def run(self, runs: int, draws: int, seed: int, candidates: list[dict]) -> Tempered:
-        """`runs` independent SMC runs of `draws` particles for the event currently pinned, seeded."""
-        self._reference(candidates)
-        self._size(draws)
-        rngs = np.random.default_rng(seed).spawn(runs)
-        out: dict[str, list] = {n: [] for n in self._loc}
-        stages, betas, acceptance = [], [], []
-        for rng in rngs:
-            start = {n: rng.normal(self._loc[n].get_value(), self._scale[n].get_value(),
-                                   size=(draws, *self._loc[n].get_value().shape)) for n in self._loc}
-            stage, rate = self._temper(start, rng)
-            for n, v in self._unpack().items():
-                out[n].append(v)
+        """`runs` independent SMC runs of `draws` particles for the event currently pinned, seeded;
+        the reference from `candidates` (prior draws of the free variables)."""
+        loc, scale = self._reference(candidates)
+        finals, stages, betas, acceptance = [], [], [], []
+        for rng in np.random.default_rng(seed).spawn(runs):
+            x, stage, beta, rate = self._temper(loc, scale, draws, rng)
+            finals.append(x)
             stages.append(stage)
-            betas.append(float(self.kernel.beta))
+            betas.append(beta)
             acceptance.append(rate)
-        return Tempered({n: np.asarray(v) for n, v in out.items()}, stages, betas, acceptance)
+        x = np.concatenate(finals)
+        tuples, weights = self.outputs(x)
+        particles = {n: v.reshape(runs, draws, *v.shape[1:]) for n, v in zip(self.names, self.split(x))}
+        return Tempered(particles, tuples.reshape(runs, draws, -1),
+                        None if weights is None else weights.reshape(runs, draws, -1), stages, betas, acceptance)
 
-    def _temper(self, start: dict, rng: np.random.Generator) -> tuple[int, float]:
-        """PyMC's SMC loop for one run: reweight to the next β (effective sample size halved), resample, mutate."""
-        kernel = self.kernel
-        with warnings.catch_warnings(), np.errstate(all="ignore"):
-            warnings.simplefilter("ignore")
-            kernel.initialize(start, rng)
-            if not np.isfinite(kernel.likelihood_logp).any():
-                raise TemperingFailed("no particle drawn from the reference is feasible under the event")
-            stage = 0
-            try:
-                while kernel.beta < 1 and stage < MAX_STAGES:
-                    kernel.update_beta_and_weights()
-                    kernel.step()
-                    stage += 1
-            except ValueError as e:  # PyMC's kernel: weights or particles' covariance not finite
-                raise TemperingFailed(str(e)) from e
-        return stage, float(kernel.acc_rate) if kernel.acc_rate is not None else float("nan")
+    def _temper(self, loc: np.ndarray, scale: np.ndarray, draws: int, rng: np.random.Generator
+                ) -> tuple[np.ndarray, int, float, float]:
+        """One SMC run: the final particles (draws, dim), its stages, final β and the last stage's
+        acceptance rate."""
+        x = loc + scale * rng.standard_normal((draws, self.dim))
+        logq = _normal_logpdf(x, loc, scale)
+        with np.errstate(invalid="ignore", over="ignore"):
+            ll = self.logp(x) - logq  # the "likelihood" tempered in: log π - log q
+        if not np.isfinite(ll).any():
+            raise TemperingFailed("no particle drawn from the reference is feasible under the event")
+        beta, stage, rate = 0.0, 0, math.nan
+        while beta < 1 and stage < MAX_STAGES:
+            beta_next, weights = next_beta(ll, beta, THRESHOLD)
+            keep = systematic(weights, rng)
+            x, logq, ll = x[keep], logq[keep], ll[keep]
+            beta = beta_next
+            x, logq, ll, rate = self._mutate(x, logq, ll, beta, rng)
+            stage += 1
+        return x[rng.permutation(len(x))], stage, beta, rate  # order by ancestor is no time (module docstring)
 
-    def _unpack(self) -> dict[str, np.ndarray]:
-        """The final particles by variable (draws, *shape), in the order the kernel holds them."""
-        out, at = {}, 0
-        for v in self.kernel.variables:
-            shape, size = self.kernel.var_info[v.name]
-            out[v.name] = self.kernel.tempered_posterior[:, at:at + size].reshape(-1, *shape)
-            at += size
-        return out
+    def _mutate(self, x: np.ndarray, logq: np.ndarray, ll: np.ndarray, beta: float, rng: np.random.Generator
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+        """Metropolis–Hastings cycles invariant for π_β (module docstring) until the correlation
+        with the stage's start stops falling; returns the particles and their acceptance rate."""
+        n, dim = x.shape
+        mean, cov = np.mean(x, axis=0), np.atleast_2d(np.cov(x, rowvar=False, ddof=0)) + 1e-6 * np.eye(dim)
+        if not np.isfinite(cov).all():
+            raise TemperingFailed("the particles' covariance is not finite")
+        chol = np.linalg.cholesky(cov)
+        start, old, accepted, tried = x.copy(), np.full(dim, 2.0), 0, 0
+        for _ in range(MAX_STEPS):
+            proposal = mean + rng.standard_normal((n, dim)) @ chol.T
+            correction = _mvn_logpdf(x, mean, chol) - _mvn_logpdf(proposal, mean, chol)  # q(current) / q(proposal)
+            x, logq, ll, hits = self._metropolis(x, logq, ll, beta, proposal, correction, rng)
+            accepted, tried = accepted + hits, tried + n
+            factor = rng.choice(LADDER, size=n) / math.sqrt(dim)
+            proposal = x + factor[:, None] * (rng.standard_normal((n, dim)) @ chol.T)
+            x, logq, ll, hits = self._metropolis(x, logq, ll, beta, proposal, np.zeros(n), rng)
+            accepted, tried = accepted + hits, tried + n
+            corr = _pearson(start, x)
+            if np.mean(old - corr > CORRELATION) <= 0.9:
+                break
+            old = corr
+        return x, logq, ll, accepted / tried
 
-    def _reference(self, candidates: list[dict]) -> None:
-        """q's moments from the prior draws of the free variables (unconstrained values)."""
-        for n in self._loc:
-            values = np.asarray([c[n] for c in candidates], dtype=float)
-            spread = np.nanstd(values, axis=0)
-            self._loc[n].set_value(np.nanmean(values, axis=0))
-            self._scale[n].set_value(SPREAD * np.where(spread > 1e-3, spread, 1.0))
+    def _metropolis(self, x, logq, ll, beta: float, proposal, correction, rng: np.random.Generator):
+        """One Metropolis–Hastings step of every particle towards `proposal` (log proposal ratio
+        `correction`): the new particles, log q, log π - log q, and the number accepted."""
+        logq_new = _normal_logpdf(proposal, self._loc, self._scale)
+        with np.errstate(invalid="ignore", over="ignore"):
+            ll_new = self.logp(proposal) - logq_new
+            gain = (logq_new + beta * ll_new) - (logq + beta * ll) + correction
+        accept = np.log(rng.random(len(x))) < np.where(np.isnan(gain), -np.inf, gain)
+        return (np.where(accept[:, None], proposal, x), np.where(accept, logq_new, logq), np.where(accept, ll_new, ll),
+                int(accept.sum()))
 
-    def _size(self, draws: int) -> None:
-        """The kernel's particle count (a plain attribute of PyMC's kernel: its functions do not depend on it)."""
-        self.kernel.draws = draws
+    def _reference(self, candidates: list[dict]) -> tuple[np.ndarray, np.ndarray]:
+        """q's means and standard deviations (dim,) from the prior draws of the free variables
+        (unconstrained values)."""
+        values = np.asarray([np.concatenate([np.ravel(np.asarray(c[n], dtype=float)) for n in self.names])
+                             for c in candidates])
+        spread = np.nanstd(values, axis=0)
+        self._loc, self._scale = np.nanmean(values, axis=0), SPREAD * np.where(spread > 1e-3, spread, 1.0)
+        return self._loc, self._scale
+
+
+def next_beta(ll: np.ndarray, beta: float, threshold: float) -> tuple[float, np.ndarray]:
+    """The next inverse temperature and the normalised importance weights: the largest β' <= 1 whose
+    weights e^{(β' - β) ll} keep an effective sample size (Σw)² / Σw² of at least `threshold` times
+    the particles (bisection, as PyMC's `update_beta_and_weights`; BDA3 eq. 10.4)."""
+    target = threshold * len(ll)
+
+    def weights(b: float) -> tuple[np.ndarray, float]:
+        log_w = (b - beta) * ll
+        log_w = log_w - logsumexp(log_w)
+        return np.exp(log_w), float(np.exp(-logsumexp(2 * log_w)))
+
+    w, ess = weights(1.0)
+    if ess >= target:
+        return 1.0, w
+    low, high = beta, 1.0
+    for _ in range(60):
+        mid = 0.5 * (low + high)
+        if weights(mid)[1] >= target:
+            low = mid
+        else:
+            high = mid
+    if low == beta:  # not even the smallest step keeps the share: take one that moves
+        low = high
+    return low, weights(low)[0]
+
+
+def systematic(weights: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Systematic resampling: indices i with the k-th uniform (u + k)/N in i's cumulative weight."""
+    n = len(weights)
+    edges = np.cumsum(weights)
+    edges[-1] = 1.0
+    return np.searchsorted(edges, (rng.random() + np.arange(n)) / n, side="left").clip(0, n - 1)
+
+
+def _per_particle(value, particles: int, core: int) -> np.ndarray:
+    """A batched output as (particles, *core shape): one that does not depend on the particles
+    (the tuples when only summed ones vary) comes back unbatched, and is repeated."""
+    value = np.asarray(value, dtype=float)
+    return value if value.ndim > core else np.broadcast_to(value, (particles, *value.shape)).copy()
+
+
+def _normal_logpdf(x: np.ndarray, loc: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    z = (x - loc) / scale
+    return -0.5 * np.sum(z * z, axis=1) - np.sum(np.log(scale)) - 0.5 * x.shape[1] * math.log(2 * math.pi)
+
+
+def _mvn_logpdf(x: np.ndarray, mean: np.ndarray, chol: np.ndarray) -> np.ndarray:
+    """log N(x; mean, L Lᵀ) per row, up to the constant (it cancels in a proposal ratio)."""
+    z = solve_triangular(chol, (x - mean).T, lower=True)
+    return -0.5 * np.sum(z * z, axis=0)
+
+
+def _pearson(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """|Pearson correlation| per column between a and b (PyMC's `Pearson`)."""
+    am, bm = a - a.mean(axis=0), b - b.mean(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.abs(np.sum(am * bm, axis=0) / np.sqrt(np.sum(am**2, axis=0) * np.sum(bm**2, axis=0)))

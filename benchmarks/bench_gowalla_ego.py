@@ -1,0 +1,52 @@
+"""The near-friend model's sampled audit (DESIGN §7.1, issue #42.1) for the report's user and six
+more: per user and coordinate, the sampler that ran (NUTS, or SMC when its chains disagreed), the
+worst R-hat and smallest bulk ESS, the interval and the verdict at ε = 1, and the CPU seconds.
+
+The users: the report's (`reports/specs/gowalla_attack.toml`, audit_users = 1 at seed 0: row 1352)
+and the seed-0 sample of six (`geo.ego.sample_users`: rows 332, 824, 886, 1236, 1349, 1471; degrees
+2, 4, 2, 1, 1, 2). The partition is the attack's at seed 0 (k = 8). From the repository root:
+
+    python benchmarks/bench_gowalla_ego.py [--users 1352,332,...] [--draws 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+from ddpbayes.attack.audit_near import audit_sample
+from ddpbayes.attack.release import kmeans
+from ddpbayes.attack.run import load_data
+
+USERS = (1352, 332, 824, 886, 1236, 1349, 1471)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--users", default=",".join(map(str, USERS)))
+    parser.add_argument("--draws", type=int, default=200, help="draws and tuning steps per chain (the report's 200)")
+    args = parser.parse_args()
+    data = load_data()
+    part = kmeans(data.points, 8, np.random.default_rng([0, 0]))  # `ddpbayes attack --seed 0`'s stream
+    print("| user | degree | coordinate | sampler | R-hat | bulk ESS | estimate [interval] | CAR | verdict | CPU s |")
+    print("| ---: | ---: | --- | --- | ---: | ---: | --- | ---: | --- | ---: |")
+    for user in map(int, args.users.split(",")):
+        cpu = time.process_time()
+        (row,) = audit_sample(data, part, data.near, users=1, seed=0, draws=args.draws, tune=args.draws, ids=[user])
+        cpu = time.process_time() - cpu
+        for name in ("x", "y"):
+            near, d = row[f"near_{name}"], row[f"near_{name}"]["diagnostics"]
+            spent = f"{cpu:.0f}" if name == "x" else "(both)"
+            print(f"| {user} | {row['degree']} | {name} | {d.get('sampler')} | {d.get('rhat_max', float('nan')):.4f} | "
+                  f"{d.get('ess_bulk_min', float('nan')):.0f} | {near['estimate']:.3f} [{near['lower']:.3f}, "
+                  f"{near['upper']:.3f}] | {row[f'car_{name}']:.4f} | {near['verdict']} | {spent} |", flush=True)
+    print(f"load average at the end: {', '.join(f'{v:.1f}' for v in os.getloadavg())}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
