@@ -32,6 +32,7 @@ from dataclasses import dataclass, replace
 
 import arviz as az
 import numpy as np
+from scipy import stats
 
 from ddpbayes.engines.sampling.mixture import law, same_at_every_draw
 from ddpbayes.engines.sampling.runs import quiet_arviz
@@ -151,9 +152,12 @@ def _mcse(k: np.ndarray) -> float:
 def _between_runs(k: np.ndarray, groups: int) -> float:
     """The standard error of the mean of SMC particles k (chains, groups × particles) from the spread
     of its independent runs' means: particles of one run share ancestors through resampling, and a
-    run's mode weights are one random quantity for all its particles, which their own spread misses."""
+    run's mode weights are one random quantity for all its particles, which their own spread misses.
+    Widened by t_{m-1}(0.95) / z(0.95) for the m runs' estimated spread: the bounds' 1.645 standard
+    errors are then Student's one-sided 95% quantile (DESIGN §2.3)."""
     means = k.reshape(k.shape[0] * groups, -1).mean(axis=1)
-    return float(np.std(means, ddof=1) / math.sqrt(len(means)))
+    m = len(means)
+    return float(np.std(means, ddof=1) / math.sqrt(m) * stats.t.ppf(0.95, m - 1) / stats.norm.ppf(0.95))
 
 
 def choose(groups: list[list[Draws]], b: np.ndarray) -> tuple[Peak, tuple[float, float]]:
