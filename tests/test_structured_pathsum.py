@@ -242,3 +242,86 @@ def test_forward_messages_in_blocks_equal_enumeration(seed, monkeypatch):
     for v, law in laws:
         want, low = _brute([k] * n, factors, contribution, v)
         assert _close(_dense(law.table, law.offset, low, want.shape[1]), want)
+
+
+def _components(sizes: list[int], scopes: list[tuple[int, ...]], known: set[int]) -> list[set[int]]:
+    """The slots' connected components (known ones left out) by a breadth-first search written here."""
+    seen, parts = set(known), []
+    for v in range(len(sizes)):
+        if v in seen:
+            continue
+        part, todo = {v}, [v]
+        seen.add(v)
+        while todo:
+            u = todo.pop()
+            for scope in scopes:
+                if u in scope:
+                    for w in scope:
+                        if w not in seen:
+                            seen.add(w)
+                            part.add(w)
+                            todo.append(w)
+        parts.append(part)
+    return parts
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_components_of_a_path_equal_a_search(seed):
+    """`rows.components` on a graph whose path is known (runs between known slots along it) and by union–find
+    (before the path is known) give the partition a breadth-first search gives, for random known sets; a slot
+    in no factor is its own component."""
+    from ddpbayes.engines.structured.rows import components
+
+    rng = np.random.default_rng(300 + seed)
+    n = int(rng.integers(2, 12))
+    graph, factors = _random_path(rng, n, 2, 1.0, 0.0)
+    spare = FactorGraph([*graph.sizes, 2], [*graph.values, np.arange(2)], graph.factors)  # slot n in no factor
+    scopes = [s for s, _ in factors]
+    for with_path in (False, True):
+        for _ in range(8):
+            known = frozenset(rng.choice(n + 1, size=int(rng.integers(0, n + 1)), replace=False).tolist())
+            one = FactorGraph(spare.sizes, spare.values, spare.factors)
+            if with_path:
+                assert path_of(one) is not None and "path" in one.trees
+            label = components(one, known)
+            assert [v for v in range(n + 1) if label[v] == -1] == sorted(known)
+            found = {}
+            for v in range(n + 1):
+                if label[v] >= 0:
+                    found.setdefault(int(label[v]), set()).add(v)
+            want = _components(spare.sizes, scopes, set(known))
+            assert sorted(map(sorted, found.values())) == sorted(map(sorted, want))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_stretches_of_equal_days_share_their_laws(seed):
+    """A ddp adversary's table on every stretch of a chain whose days repeat (two transition tables, drawn at
+    random per day): `path_table` on each stretch cut from the whole (`path_within`) equals the enumeration of
+    that stretch's factors, also where its laws are read from the steps remembered for an earlier stretch
+    (`pathsum._Steps`; fewer steps are taken than the stretches hold days)."""
+    rng = np.random.default_rng(400 + seed)
+    n, k, radius = 12, 2, int(rng.integers(1, 4))
+    tables = [rng.normal(size=(k, k)) * 2.0 for _ in range(2)]
+    tables[1][0, 1] = -np.inf
+    unary = rng.normal(size=k)
+    which = rng.integers(0, 2, size=n - 1) if seed % 2 else np.zeros(n - 1, dtype=int)
+    factors = [((j, j + 1), tables[w]) for j, w in enumerate(which)] + [((0,), unary)]
+    graph = FactorGraph([k] * n, [np.arange(k)] * n, [_factor(s, t) for s, t in factors])
+    contribution = [np.array([0, 1 + (j % 2) * int(seed > 1)]) for j in range(n)]
+    whole = path_of(graph)
+    steps = 0
+    for target in range(n):
+        a, b = max(target - radius - 1, 0), min(target + radius + 1, n - 1)
+        inside = [(s, t) for s, t in factors if all(a <= v <= b for v in s)]
+        part = FactorGraph(graph.sizes, graph.values, [p for p in graph.factors if all(a <= v <= b for v in p.scope)])
+        stretch = path_within(graph, part)
+        assert stretch.steps is whole.steps
+        kept = [v for v in (a, b) if v != target and v in (target - radius - 1, target + radius + 1)]
+        table, offset = path_table(stretch, contribution, target, kept)
+        local = list(range(a, b + 1))
+        want, low = _brute([k] * len(local), [(tuple(v - a for v in s), t) for s, t in inside],
+                           [contribution[v] for v in local], target - a, tuple(v - a for v in kept))
+        assert _close(_dense(table, offset, low, want.shape[-1]), want)
+        steps += 2 * (b - a)
+    taken = sum(1 for key in whole.steps.memo if key[0] not in ("table", "start"))
+    assert taken < steps

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -36,7 +36,7 @@ from ddpbayes.engines.structured.graph import (
 )
 from ddpbayes.engines.structured.pathsum import path_laws, path_of, path_table, path_within
 from ddpbayes.engines.structured.potential import Potential
-from ddpbayes.engines.structured.rows import components, row_matrix, row_problems, widened
+from ddpbayes.engines.structured.rows import components, incidence, row_matrix, row_problems, widened
 from ddpbayes.engines.structured.scope import (
     clique_reason,
     linear_reason,
@@ -237,9 +237,10 @@ def _leakage_on(problem: Problem, graph: FactorGraph) -> list[AdversaryLeakage]:
     found: dict[Adversary, AdversaryLeakage] = {}
     if "on zeros" not in graph.trees:  # cached with the graph's trees
         graph.trees["on zeros"] = frozenset(v for p in graph.factors if not np.isfinite(p.table).all() for v in p.scope)
-    on_zeros = graph.trees["on zeros"]
+    on_zeros, sups = graph.trees["on zeros"], _Sups()
     for known, adversaries in _by_known_set(problem.adversaries).items():
-        found.update(_leakage_for_known_set(known, adversaries, graph, padded, problem.mechanism, limit, on_zeros))
+        found.update(_leakage_for_known_set(known, adversaries, graph, padded, problem.mechanism, limit, on_zeros,
+                                            sups))
     return [found[adv] for adv in problem.adversaries]
 
 
@@ -356,7 +357,7 @@ def _by_known_set(adversaries) -> dict[frozenset[int], list[Adversary]]:
 
 def _leakage_for_known_set(known: frozenset[int], adversaries: list[Adversary], graph: FactorGraph,
                            padded: _Padded, mechanism: Mechanism,
-                           limit: int, on_zeros: frozenset[int]) -> dict[Adversary, AdversaryLeakage]:
+                           limit: int, on_zeros: frozenset[int], sups: _Sups | None) -> dict[Adversary, AdversaryLeakage]:
     """For each adversary knowing `known`: max over x_K with P(x_K) > 0 (in mixed-radix order;
     ties: the first) of the sup for x_K. Only the known tuples that share a factor with an
     unknown slot (R) can change the law of the unknown ones given x_K (global Markov property
@@ -365,7 +366,7 @@ def _leakage_for_known_set(known: frozenset[int], adversaries: list[Adversary], 
     village's known children by how many are positive), the rest of K is summed out without
     moving the partial sum, and the witness completes x_K with values of positive probability.
     One calibration per x_R serves every target; the parts free of the known tuples are summed once
-    (`free.fold_free_parts`)."""
+    (`free.fold_free_parts`); `sups`: the sups already taken in this audit."""
     contribution, whole = padded.rows, graph
     targets = {adv.target for adv in adversaries}
     graph, on_zeros = _concerned(graph, known, targets, padded.moves, on_zeros)
@@ -386,6 +387,7 @@ def _leakage_for_known_set(known: frozenset[int], adversaries: list[Adversary], 
     for adv in adversaries:
         by_target.setdefault(adv.target, []).append(adv)
     single = adversaries[0].target if len(by_target) == 1 else None
+    sups = sups if single is not None else None  # a set with several targets (idp's): none repeats another's
     path = path_within(whole, local)  # a chain: forward–backward (`pathsum`), its days cut from the whole chain's
     on_path = path_laws(path, moving, list(by_target)) if path is not None and not order else None
     as_axes = on_path is None and single is not None and count <= KEPT
@@ -413,9 +415,9 @@ def _leakage_for_known_set(known: frozenset[int], adversaries: list[Adversary], 
                 mixtures += [(adv, weights) for adv in by_target[target]]
                 cells += weights[0].size
             if cells >= _BATCH_CELLS:
-                _add_sups(mixtures, mechanism, limit, clamped, best, profiles)
+                _add_sups(mixtures, mechanism, limit, clamped, best, profiles, sups)
                 mixtures, cells = [], 0
-        _add_sups(mixtures, mechanism, limit, clamped, best, profiles)
+        _add_sups(mixtures, mechanism, limit, clamped, best, profiles, sups)
     out = {}
     for adv in adversaries:
         if adv not in best and adv not in profiles:
@@ -437,7 +439,8 @@ _BATCH_CELLS = 1 << 20  # mixture weights held at once before their sups are tak
 
 
 def _add_sups(mixtures: list[tuple[Adversary, tuple[np.ndarray, np.ndarray]]], mechanism: Mechanism, limit: int,
-              clamped: dict[int, int], best: dict[Adversary, tuple], profiles: dict[Adversary, tuple]) -> None:
+              clamped: dict[int, int], best: dict[Adversary, tuple], profiles: dict[Adversary, tuple],
+              sups: _Sups | None = None) -> None:
     """Merge one configuration's sups (or, for (ε, δ) noise, profiles) of these mixtures into each adversary's."""
     if not mixtures:
         return
@@ -445,7 +448,7 @@ def _add_sups(mixtures: list[tuple[Adversary, tuple[np.ndarray, np.ndarray]]], m
         for (adv, weights), found in zip(mixtures, _profiles_together(mixtures, mechanism)):
             _add_profile(profiles, adv, found, clamped, weights[0])
         return
-    for (adv, _), found in zip(mixtures, mixture_sups([w for _, w in mixtures], mechanism, limit)):
+    for (adv, _), found in zip(mixtures, mixture_sups([w for _, w in mixtures], mechanism, limit, sups)):
         if adv not in best or found[0] > best[adv][0]:
             best[adv] = (*found, clamped)
 
@@ -497,11 +500,9 @@ def _relevant(graph: FactorGraph, known: frozenset[int], mechanism: Mechanism) -
     shift-invariant (a known tuple that only shifts the query moves a truncated geometric's or RAPPOR's law)."""
     if not mechanism.shift_invariant:
         return set(known)
-    out: set[int] = set()
-    for p in graph.factors:
-        if any(v not in known for v in p.scope):
-            out.update(v for v in p.scope if v in known)
-    return out
+    where = incidence(graph)
+    mask = where.mask(known)
+    return set(np.flatnonzero(where.sharing(where.touching(~mask)) & mask).tolist())
 
 
 def _concerned(graph: FactorGraph, known: frozenset[int], targets: set[int], moves: np.ndarray,
@@ -512,6 +513,8 @@ def _concerned(graph: FactorGraph, known: frozenset[int], targets: set[int], mov
     L(y | t, x_K) for every t alike: it cancels from the log-ratio (65 villages, one audited: the other 64 are
     not computed), and the slots on a zero of the factors left."""
     label = components(graph, known)
+    if not ((label >= 0) & ~moves).any():  # every unknown slot is read by the query: nothing idle
+        return graph, on_zeros
     wanted = {label[v] for v in targets} | set(label[moves & (label >= 0)].tolist())
     idle: dict[int, list[int]] = {}
     for v in range(graph.slots):
@@ -554,7 +557,8 @@ def _local(graph: FactorGraph, known: frozenset[int], relevant: set[int],
     apart = known - relevant
     if not apart or apart & on_zeros:
         return graph, {}
-    factors = [p for p in graph.factors if not apart.intersection(p.scope)]
+    where = incidence(graph)
+    factors = [graph.factors[j] for j in np.flatnonzero(~where.touching(where.mask(apart))).tolist()]
     return replace(graph, factors=factors, trees={}), {k: 0 for k in sorted(apart)}
 
 
@@ -586,12 +590,17 @@ def _mixture(pot: Potential, target: np.ndarray, shift: int) -> tuple[np.ndarray
 
 
 def mixture_sups(mixtures: list[tuple[np.ndarray, np.ndarray]], mechanism: Mechanism,
-          limit: int) -> list[tuple[float, int, int, tuple[float, ...]]]:
+          limit: int, sups: _Sups | None = None) -> list[tuple[float, int, int, tuple[float, ...]]]:
     """`_sup` of each (log-weights, levels), the mixtures on equal levels with as many possible values of t
-    evaluated together: one `log_mixtures` call for many targets (rows kept under `limit` cells per call)."""
+    evaluated together: one `log_mixtures` call for many targets (rows kept under `limit` cells per call); with
+    `sups`, a mixture equal byte for byte to one already taken is read from it."""
     out: list = [None] * len(mixtures)
+    keys = [sups.key(*m) if sups is not None else None for m in mixtures]
     groups: dict[tuple, list[tuple[int, np.ndarray, np.ndarray]]] = {}
     for k, (logw, levels) in enumerate(mixtures):
+        if sups is not None and keys[k] in sups.found:
+            out[k] = sups.found[keys[k]]
+            continue
         log_pt = logsumexp(logw, axis=1)
         possible = np.flatnonzero(log_pt > -np.inf)
         if possible.size < 2 or mechanism.joint:
@@ -608,7 +617,30 @@ def mixture_sups(mixtures: list[tuple[np.ndarray, np.ndarray]], mechanism: Mecha
             log_l = log_l.reshape(len(chunk), size, -1) - np.stack([lp for _, _, lp in chunk])[:, :, None]
             for (k, _, _), found in zip(chunk, _widest(log_l, grid, [possible for _, possible, _ in chunk])):
                 out[k] = found
+    if sups is not None:
+        sups.add(keys, mixtures, out)
     return out
+
+
+@dataclass
+class _Sups:
+    """The sups taken in one audit, by their mixtures' bytes (log-weights and levels): the known sets of a chain's
+    ddp adversaries away from its ends have equal laws (equal days), whose sup is then taken once. It holds
+    mixtures of at most CELLS weights in all."""
+
+    found: dict = field(default_factory=dict)
+    cells: int = 0
+    CELLS = 1 << 20
+
+    @staticmethod
+    def key(logw: np.ndarray, levels: np.ndarray) -> tuple:
+        return logw.shape, logw.tobytes(), levels.tobytes()
+
+    def add(self, keys: list[tuple], mixtures: list[tuple[np.ndarray, np.ndarray]], found: list) -> None:
+        for key, (logw, _), sup in zip(keys, mixtures, found):
+            if key not in self.found and self.cells + logw.size <= self.CELLS:
+                self.found[key] = sup
+                self.cells += logw.size
 
 
 def _widest(log_l: np.ndarray, grid: np.ndarray,

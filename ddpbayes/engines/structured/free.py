@@ -27,7 +27,7 @@ import numpy as np
 
 from ddpbayes.engines.structured.eliminate import kept_law
 from ddpbayes.engines.structured.graph import FactorGraph
-from ddpbayes.engines.structured.rows import components
+from ddpbayes.engines.structured.rows import components, incidence
 
 HUB_STATES = 4096  # configurations of the hub slots at most (G's table: these times F's range of sums)
 
@@ -52,20 +52,21 @@ def fold_free_parts(graph: FactorGraph, known: frozenset[int], targets: set[int]
 
 def _free_slots(graph: FactorGraph, cut: frozenset[int], known: frozenset[int], targets: set[int]) -> set[int]:
     """The unknown slots outside `cut` whose component (given `cut`) holds no target and no slot sharing a
-    factor with a known slot."""
+    factor with a known slot (`rows.Incidence`: a few NumPy calls, not a scan of every factor per known set)."""
     label = components(graph, cut)
-    bound = {int(label[v]) for v in targets}
-    for p in graph.factors:
-        if known.intersection(p.scope):
-            bound.update(int(label[v]) for v in p.scope if label[v] >= 0)
-    present = {v for p in graph.factors for v in p.scope}
-    return {v for v in present if label[v] >= 0 and int(label[v]) not in bound}
+    where = incidence(graph)
+    near = where.sharing(where.touching(where.mask(known)))
+    bound = np.zeros(label.max() + 2, dtype=bool)  # by label + 1 (known slots: -1)
+    bound[label[where.mask(targets) | near] + 1] = True
+    bound[0] = True
+    return set(where.present[~bound[label[where.present] + 1]].tolist())
 
 
 def _hubs(graph: FactorGraph, known: frozenset[int], targets: set[int]) -> frozenset[int]:
     """The unknown finite slots (no quadrature rule) that share a factor with a known slot, targets excepted."""
-    near = {v for p in graph.factors if known.intersection(p.scope) for v in p.scope}
-    return frozenset(v for v in near if v not in known and v not in targets and v not in graph.rules)
+    where = incidence(graph)
+    near = where.sharing(where.touching(where.mask(known))) & ~where.mask(known) & ~where.mask(targets)
+    return frozenset(v for v in np.flatnonzero(near).tolist() if v not in graph.rules)
 
 
 def _fits(graph: FactorGraph, hubs: frozenset[int], free: set[int], contribution: list[np.ndarray],

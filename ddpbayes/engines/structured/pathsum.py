@@ -24,7 +24,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -38,7 +38,8 @@ CELLS = 1 << 23  # cells of forward messages kept at once (64 MiB): past half, i
 class Path:
     """The slots along the path, the log unary table of each position (0 where none) and the log pairwise
     table between positions k and k + 1, oriented (x_k, x_{k+1}); `constant`: the empty scopes' log sum.
-    `forward[k]`, `backward[k]`: the day k -> k + 1 and k + 1 -> k as `_Day`s (built once per graph)."""
+    `forward[k]`, `backward[k]`: the day k -> k + 1 and k + 1 -> k as `_Day`s (built once per graph, equal days
+    one object); `steps`: `path_table`'s laws and messages, shared by every stretch cut from the path."""
 
     order: list[int]
     unary: list[np.ndarray]
@@ -46,6 +47,7 @@ class Path:
     constant: float
     forward: list[_Day]
     backward: list[_Day]
+    steps: _Steps = field(default_factory=lambda: _Steps(), compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -158,7 +160,9 @@ def _days(stacked: np.ndarray) -> list[_Day]:
     low = np.where(stacked > -np.inf, stacked, np.inf).min(axis=(1, 2))
     with np.errstate(invalid="ignore", under="ignore"):
         linear = np.exp(stacked - top[:, None, None])
-    return [_Day(g, t, t - lo if t > -np.inf else np.inf) for g, t, lo in zip(linear, top.tolist(), low.tolist())]
+    made: dict[bytes, _Day] = {}  # equal log tables give equal days, bit for bit: one object each (`_Steps`)
+    return [made.setdefault(raw.tobytes(), _Day(g, t, t - lo if t > -np.inf else np.inf))
+            for raw, g, t, lo in zip(stacked, linear, top.tolist(), low.tolist())]
 
 
 def path_laws(path: Path, contribution: list[np.ndarray], targets: list[int]) -> list[tuple[int, Potential]] | None:
@@ -215,12 +219,10 @@ def path_table(path: Path, contribution: list[np.ndarray], target: int,
         return None
     ends = {at[v] for v in kept}
     moving = [np.zeros_like(c) if k in kept else c for k, c in enumerate(contribution)]
-    p = at[target]
-    forward = _forward(path, moving, [p], _start(path, 0, 0 in ends))
-    back = next((m for k, m in _backward(path, moving, p, _start(path, -1, last in ends)) if k == p), None)
-    if forward is None or back is None:
+    found = path.steps.table(path, moving, at[target], 0 in ends, last in ends)
+    if found is None:
         return None
-    table, offset = _law(path.unary[p], forward[p], back)  # (target, left end, right end, s)
+    table, offset = found  # (target, left end, right end, s)
     table = table + path.constant
     sides = [v for v in (path.order[0], path.order[-1]) if at[v] in ends and v in kept]
     if len(sides) == 1 and at[sides[0]] == last:
@@ -236,15 +238,66 @@ def path_table(path: Path, contribution: list[np.ndarray], target: int,
 def _start(path: Path, end: int, batched: bool) -> _Message:
     """The message at an end: δ(s = 0) for every value, with that end's values as the batch axis (one-hot) when
     `batched`, else one batch."""
-    k = len(path.unary[end])
+    return _started(len(path.unary[end]), batched)
+
+
+def _started(k: int, batched: bool) -> _Message:
     table = np.eye(k)[:, :, None] if batched else np.ones((1, k, 1))
     return _Message(table, 0.0, 0, 0.0)
 
 
+class _Steps:
+    """`path_table`'s laws and the messages stepped to them, remembered by the identities of the days (equal days
+    are one object, `_days`) and the values of the contributions: a chain's ddp adversaries walk stretches of one
+    path (`path_within`, which shares this with every stretch) from the same start messages over the same days
+    (on a chain whose days are equal, every known set away from the ends the same stretch), so each step and
+    each law is computed once, the same arrays bit for bit. An entry holds the objects whose ids key it, so no
+    id is reused while it lives; past CELLS / 4 cells held, it starts over."""
+
+    def __init__(self) -> None:
+        self.memo: dict[tuple, tuple] = {}
+        self.cells = 0
+
+    def table(self, path: Path, contribution: list[np.ndarray], p: int, left: bool,
+              right: bool) -> tuple[np.ndarray, int] | None:
+        """log u_p(t) + log Σ_j F_p(a, t, j) B_p(b, t, s - j) over (t, a, b, s) and its offset (`_law`), the ends'
+        values as batches a, b where `left`, `right` (else one batch); None past the rule."""
+        days = (*path.forward, *path.backward)
+        sums = tuple(tuple(contribution[v].tolist()) for v in path.order)
+        key = ("table", p, left, right, tuple(map(id, days)), sums, path.unary[p].tobytes())
+        return self._remember(key, days, lambda: self._law(path, contribution, p, left, right))
+
+    def _law(self, path: Path, contribution: list[np.ndarray], p: int, left: bool,
+             right: bool) -> tuple[np.ndarray, int] | None:
+        forward = _forward(path, contribution, [p], self._start(len(path.unary[0]), left), step=self._step)
+        back = next((m for k, m in _backward(path, contribution, p, self._start(len(path.unary[-1]), right),
+                                             step=self._step) if k == p), None)
+        return None if forward is None or back is None else _law(path.unary[p], forward[p], back)
+
+    def _start(self, k: int, batched: bool) -> _Message:
+        """`_start`'s message of an end of k values, one object per (k, batched)."""
+        return self._remember(("start", k, batched), (), lambda: _started(k, batched))
+
+    def _step(self, day: _Day, message: _Message, contribution: np.ndarray) -> _Message | None:
+        """`_step`, taken once per day, message and contributions."""
+        key = (id(day), id(message), tuple(contribution.tolist()))
+        return self._remember(key, (day, message), lambda: _step(day, message, contribution))
+
+    def _remember(self, key: tuple, held: tuple, make):
+        if key not in self.memo:
+            out = make()
+            if self.cells > CELLS // 4:
+                self.memo.clear()
+                self.cells = 0
+            self.memo[key] = (held, out)
+            self.cells += out.table.size if isinstance(out, _Message) else out[0].size if out is not None else 0
+        return self.memo[key][1]
+
+
 def _forward(path: Path, contribution: list[np.ndarray], positions: list[int], message: _Message,
-             first: int = 0) -> dict[int, _Message] | None:
+             first: int = 0, step=None) -> dict[int, _Message] | None:
     """F at each of `positions` from `message` at position `first`, or None (a day past the rule, or the kept
-    messages over CELLS)."""
+    messages over CELLS). `step`: `_step`, or a `_Steps`'s."""
     wanted, kept, cells = set(positions), {}, 0
     for k in range(first, positions[-1] + 1):
         if k in wanted:
@@ -254,20 +307,20 @@ def _forward(path: Path, contribution: list[np.ndarray], positions: list[int], m
                 return None
         if k == positions[-1]:
             break
-        message = _step(path.forward[k], message, contribution[path.order[k]])
+        message = (step or _step)(path.forward[k], message, contribution[path.order[k]])
         if message is None:
             return None
     return kept
 
 
 def _backward(path: Path, contribution: list[np.ndarray], stop: int,
-              message: _Message) -> Iterator[tuple[int, _Message]]:
+              message: _Message, step=None) -> Iterator[tuple[int, _Message]]:
     """(k, B_k) from `message` at the last position down to `stop`; stops early (the caller sees fewer) past the
-    rule."""
+    rule. `step`: `_step`, or a `_Steps`'s."""
     last = len(path.order) - 1
     yield last, message
     for k in range(last - 1, stop - 1, -1):
-        message = _step(path.backward[k], message, contribution[path.order[k + 1]])
+        message = (step or _step)(path.backward[k], message, contribution[path.order[k + 1]])
         if message is None:
             return
         yield k, message
@@ -391,7 +444,8 @@ def _stretch(whole: FactorGraph, part: FactorGraph) -> Path | None:
     a, b = int(low[at].min()), int(high[at].max())
     if np.count_nonzero((low >= a) & (high <= b)) != len(at) or path.order[a] > path.order[b]:
         return _path(part)  # a factor of the stretch left out, or `_path` would walk it the other way
-    return Path(path.order[a:b + 1], path.unary[a:b + 1], path.pair[a:b], 0.0, path.forward[a:b], path.backward[a:b])
+    return Path(path.order[a:b + 1], path.unary[a:b + 1], path.pair[a:b], 0.0, path.forward[a:b], path.backward[a:b],
+                path.steps)
 
 
 def _spans(graph: FactorGraph) -> tuple[dict[int, int], np.ndarray, np.ndarray] | None:

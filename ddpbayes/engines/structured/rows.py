@@ -11,6 +11,8 @@ one-row linear query the engine solves exactly.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ddpbayes.engines.base import Declined
@@ -30,10 +32,30 @@ def row_matrix(problem: Problem) -> np.ndarray | None:
 
 
 def components(graph: FactorGraph, known: frozenset[int]) -> np.ndarray:
-    """The connected component of every slot in the factor graph without the `known` slots (-1 for a known slot),
-    cached with the graph's trees."""
-    if ("components", known) in graph.trees:
-        return graph.trees["components", known]
+    """The connected component of every slot in the factor graph without the `known` slots (-1 for a known slot;
+    the labels only tell components apart), cached with the graph's trees. On a graph whose path is known
+    (`pathsum.path_of`, cached with its trees) a component is a run of unknown slots between known ones along
+    the path, read off one cumulative count; else by union–find over the factors."""
+    if ("components", known) not in graph.trees:
+        path = graph.trees.get("path")
+        on_path = path is not None and len(path.order) == len(incidence(graph).present)
+        graph.trees["components", known] = (_path_components if on_path else _joined)(graph, known)
+    return graph.trees["components", known]
+
+
+def _path_components(graph: FactorGraph, known: frozenset[int]) -> np.ndarray:
+    """`components` of a path (`graph.trees["path"]`): positions between two known slots share a label (the
+    slots + the count of known slots before them), a slot in no factor is its own (its index)."""
+    order = np.asarray(graph.trees["path"].order)
+    cut = incidence(graph).mask(known)
+    label = np.arange(graph.slots)
+    label[order] = graph.slots + np.cumsum(cut[order])
+    label[cut] = -1
+    return label
+
+
+def _joined(graph: FactorGraph, known: frozenset[int]) -> np.ndarray:
+    """`components` by union–find: each factor joins its unknown slots."""
     parent = list(range(graph.slots))
 
     def root(v: int) -> int:
@@ -46,8 +68,49 @@ def components(graph: FactorGraph, known: frozenset[int]) -> np.ndarray:
         free = [v for v in p.scope if v not in known]
         for v in free[1:]:
             parent[root(v)] = root(free[0])
-    graph.trees["components", known] = np.array([-1 if v in known else root(v) for v in range(graph.slots)])
-    return graph.trees["components", known]
+    return np.array([-1 if v in known else root(v) for v in range(graph.slots)])
+
+
+@dataclass(frozen=True)
+class Incidence:
+    """Which slot lies in which factor, flattened over the factors' scopes (`slot[j]` in factor `factor[j]`):
+    the per-known-set questions (which factors touch a set of slots, which slots share a factor with it) as a
+    few NumPy calls instead of a scan of every factor's scope. `present`: the slots in some scope."""
+
+    slot: np.ndarray
+    factor: np.ndarray
+    factors: int
+    slots: int
+    present: np.ndarray
+
+    def mask(self, slots) -> np.ndarray:
+        """`slots` (an iterable of slot indices) as a boolean mask over the slots."""
+        out = np.zeros(self.slots, dtype=bool)
+        out[np.fromiter(slots, dtype=np.int64)] = True
+        return out
+
+    def touching(self, mask: np.ndarray) -> np.ndarray:
+        """The factors (a mask over them) holding a slot of `mask`."""
+        out = np.zeros(self.factors, dtype=bool)
+        out[self.factor[mask[self.slot]]] = True
+        return out
+
+    def sharing(self, factors: np.ndarray) -> np.ndarray:
+        """The slots (a mask) lying in a factor of the mask `factors`."""
+        out = np.zeros(self.slots, dtype=bool)
+        out[self.slot[factors[self.factor]]] = True
+        return out
+
+
+def incidence(graph: FactorGraph) -> Incidence:
+    """The graph's `Incidence`, cached with its trees."""
+    if "incidence" not in graph.trees:
+        scopes = [p.scope for p in graph.factors]
+        slot = np.fromiter((v for scope in scopes for v in scope), dtype=np.int64)
+        factor = np.repeat(np.arange(len(scopes)), [len(scope) for scope in scopes])
+        present = np.unique(slot)
+        graph.trees["incidence"] = Incidence(slot, factor, len(scopes), graph.slots, present)
+    return graph.trees["incidence"]
 
 
 def row_reads(matrix: np.ndarray, label: np.ndarray, known: frozenset[int]) -> list[set[int]]:
