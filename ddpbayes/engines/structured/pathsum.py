@@ -252,7 +252,7 @@ class _Steps:
     path (`path_within`, which shares this with every stretch) from the same start messages over the same days
     (on a chain whose days are equal, every known set away from the ends the same stretch), so each step and
     each law is computed once, the same arrays bit for bit. An entry holds the objects whose ids key it, so no
-    id is reused while it lives; past CELLS / 4 cells held, it starts over."""
+    id is reused while it lives; past CELLS / 8 cells held (8 MiB), it starts over."""
 
     def __init__(self) -> None:
         self.memo: dict[tuple, tuple] = {}
@@ -263,8 +263,9 @@ class _Steps:
         """log u_p(t) + log Σ_j F_p(a, t, j) B_p(b, t, s - j) over (t, a, b, s) and its offset (`_law`), the ends'
         values as batches a, b where `left`, `right` (else one batch); None past the rule."""
         days = (*path.forward, *path.backward)
-        sums = tuple(tuple(contribution[v].tolist()) for v in path.order)
-        key = ("table", p, left, right, tuple(map(id, days)), sums, path.unary[p].tobytes())
+        sums = [contribution[v] for v in path.order]
+        key = ("table", p, left, right, tuple(map(id, days)), tuple(map(len, sums)), np.concatenate(sums).tobytes(),
+               path.unary[p].tobytes())
         return self._remember(key, days, lambda: self._law(path, contribution, p, left, right))
 
     def _law(self, path: Path, contribution: list[np.ndarray], p: int, left: bool,
@@ -286,7 +287,7 @@ class _Steps:
     def _remember(self, key: tuple, held: tuple, make):
         if key not in self.memo:
             out = make()
-            if self.cells > CELLS // 4:
+            if self.cells > CELLS // 8:
                 self.memo.clear()
                 self.cells = 0
             self.memo[key] = (held, out)
