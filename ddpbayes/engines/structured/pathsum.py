@@ -242,6 +242,7 @@ def _start(path: Path, end: int, batched: bool) -> _Message:
 
 
 def _started(k: int, batched: bool) -> _Message:
+    """`_start`'s message for an end of k values."""
     table = np.eye(k)[:, :, None] if batched else np.ones((1, k, 1))
     return _Message(table, 0.0, 0, 0.0)
 
@@ -285,14 +286,16 @@ class _Steps:
         return self._remember(key, (day, message), lambda: _step(day, message, contribution))
 
     def _remember(self, key: tuple, held: tuple, make):
-        if key not in self.memo:
-            out = make()
-            if self.cells > CELLS // 8:
-                self.memo.clear()
-                self.cells = 0
-            self.memo[key] = (held, out)
-            self.cells += out.table.size if isinstance(out, _Message) else out[0].size if out is not None else 0
-        return self.memo[key][1]
+        """The value remembered under `key`, else `make()` remembered with the objects `held` (whose ids key it)."""
+        if key in self.memo:
+            return self.memo[key][1]
+        out = make()
+        if self.cells > CELLS // 8:
+            self.memo.clear()
+            self.cells = 0
+        self.memo[key] = (held, out)
+        self.cells += out.table.size if isinstance(out, _Message) else out[0].size if out is not None else 0
+        return out
 
 
 def _forward(path: Path, contribution: list[np.ndarray], positions: list[int], message: _Message,
