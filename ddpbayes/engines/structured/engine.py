@@ -559,7 +559,7 @@ def _local(graph: FactorGraph, known: frozenset[int], relevant: set[int],
         return graph, {}
     where = incidence(graph)
     factors = [graph.factors[j] for j in np.flatnonzero(~where.touching(where.mask(apart))).tolist()]
-    return replace(graph, factors=factors, trees={}), {k: 0 for k in sorted(apart)}
+    return replace(graph, factors=factors, trees={}), dict.fromkeys(sorted(apart), 0)
 
 
 def _complete(graph: FactorGraph, known: frozenset[int], clamped: dict[int, int], limit: int) -> dict[int, int]:

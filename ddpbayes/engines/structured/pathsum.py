@@ -218,7 +218,9 @@ def path_table(path: Path, contribution: list[np.ndarray], target: int,
     if target not in at or any(v not in at or v == target or at[v] not in (0, last) for v in kept):
         return None
     ends = {at[v] for v in kept}
-    moving = [np.zeros_like(c) if k in kept else c for k, c in enumerate(contribution)]
+    moving = list(contribution)
+    for v in kept:
+        moving[v] = np.zeros_like(moving[v])
     found = path.steps.table(path, moving, at[target], 0 in ends, last in ends)
     if found is None:
         return None

@@ -11,7 +11,7 @@ one-row linear query the engine solves exactly.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -82,11 +82,20 @@ class Incidence:
     factors: int
     slots: int
     present: np.ndarray
+    masks: dict = field(default_factory=dict, compare=False, repr=False)  # the last few known sets' masks
 
     def mask(self, slots) -> np.ndarray:
-        """`slots` (an iterable of slot indices) as a boolean mask over the slots."""
+        """`slots` (an iterable of slot indices) as a boolean mask over the slots (read-only; a frozenset's kept
+        for the next questions about the same known set)."""
+        if isinstance(slots, frozenset) and slots in self.masks:
+            return self.masks[slots]
         out = np.zeros(self.slots, dtype=bool)
         out[np.fromiter(slots, dtype=np.int64)] = True
+        out.flags.writeable = False
+        if isinstance(slots, frozenset):
+            if len(self.masks) >= 8:
+                self.masks.clear()
+            self.masks[slots] = out
         return out
 
     def touching(self, mask: np.ndarray) -> np.ndarray:
