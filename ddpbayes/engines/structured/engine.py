@@ -564,13 +564,14 @@ def _local(graph: FactorGraph, known: frozenset[int], relevant: set[int],
 
 def _complete(graph: FactorGraph, known: frozenset[int], clamped: dict[int, int], limit: int) -> dict[int, int]:
     """x_K: the enumerated values `clamped` and, for the other known slots, values of positive
-    probability with them."""
+    probability with them. A known slot in no factor of `graph` (its factors went with a part `_concerned`
+    dropped, whose sum is positive for every value of the known slots) takes its first value."""
     if len(clamped) == len(known):
         return dict(clamped)
     chosen = calibrate(graph, _zeros(graph), clamped, limit).completion()
     if chosen is None:  # cannot happen: P(x_R) > 0
         raise InputError("no values of the known tuples have positive probability with the witness's")
-    return {**clamped, **{k: chosen[k] for k in known if k not in clamped}}
+    return {**clamped, **{k: chosen.get(k, 0) for k in known if k not in clamped}}
 
 
 def _mixture(pot: Potential, target: np.ndarray, shift: int) -> tuple[np.ndarray, np.ndarray] | None:
