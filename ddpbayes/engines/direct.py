@@ -72,6 +72,65 @@ def chain_step(transition) -> Direct | None:
     return Direct([], lambda own, previous: _rows_table(own, previous, P, check=False), ("step", P.tobytes()))
 
 
+def scalar_chain(rvs: list, values: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """A chain of scalar variables read off its constants at once (DESIGN §2.1b): x_0 a Categorical or Bernoulli
+    of constant probabilities, each next x_k a `Categorical(p=P[x_{k-1}])` of a constant P or a
+    `Bernoulli(p=switch(x_{k-1}, a, b))` of constants, every x_k taking `values`. Returns x_0's log table (values,)
+    and the steps' (n - 1, values, values) over (x_k, x_{k-1}): the tables `scalar_term` gives, each distinct one
+    computed once; None for anything else or numbers the model's checks would refuse (the general route says so)."""
+    first = scalar_term(rvs[0], set())
+    if first is None or first.parents:
+        return None
+    keys: dict = {}
+    tables: list = []
+    at = np.empty(len(rvs) - 1, dtype=np.int64)
+    for k, (previous, var) in enumerate(zip(rvs, rvs[1:])):
+        found = _step(var, previous)
+        if found is None:
+            return None
+        key, table = found
+        if key not in keys:
+            keys[key] = len(tables)
+            tables.append(table)
+        at[k] = keys[key]
+    distinct = [table(values, values) for table in tables]
+    head = first.table(values)
+    if head is None or any(t is None for t in distinct):
+        return None
+    steps = np.stack(distinct)[at] if distinct else np.zeros((0, len(values), len(values)))
+    return head.ravel(), steps
+
+
+def _step(var, previous) -> tuple[tuple, Callable[..., np.ndarray | None]] | None:
+    """x_k's term as a lookup by x_{k-1} = `previous` (`_categorical`'s rows, `_bernoulli`'s switch): its key and
+    table(own, previous), or None."""
+    node = var.owner
+    if node is None or var.ndim != 0 or not isinstance(node.op, (CategoricalRV, BernoulliRV)) \
+            or not isinstance(node.inputs[1].type, NoneTypeT):
+        return None
+    [p] = node.op.dist_params(node)
+    found = p.owner
+    if found is None:
+        return None
+    if isinstance(node.op, CategoricalRV):
+        if not isinstance(found.op, Subtensor) or len(found.inputs) != 2 or len(found.op.idx_list) != 1 \
+                or isinstance(found.op.idx_list[0], slice) or _scalar_parent(found.inputs[1], {previous}) is None:
+            return None
+        matrix = _constant(found.inputs[0])
+        if matrix is None or matrix.ndim != 2:
+            return None
+        return ("rows", matrix.tobytes(), matrix.shape), \
+            lambda own, parent: _rows_table(own, parent, matrix, check=True)
+    if not isinstance(found.op, Elemwise) or not isinstance(found.op.scalar_op, Switch) or p.ndim != 0:
+        return None
+    cond, high, low = found.inputs
+    a, b = _constant(high), _constant(low)
+    if cond is not previous or cond.ndim != 0 or not cond.dtype.startswith(("int", "uint", "bool")) \
+            or a is None or b is None or a.ndim or b.ndim:
+        return None
+    return ("switch", float(a), float(b)), lambda own, parent: _bernoulli_table(own, parent, a, b)
+
+
 def _categorical(p: Variable, free: set) -> Direct | None:
     probs = _constant(p)
     if probs is not None and probs.ndim == 1:

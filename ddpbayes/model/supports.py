@@ -172,6 +172,9 @@ def wider_than_declared(rvs: Sequence, domains: Sequence[Domain]) -> list[int]:
 
 
 def _inferred(rv) -> Domain | None:
+    cached = getattr(rv.tag, _CACHED, None)  # inferred when the model was loaded
+    if cached is not None:
+        return cached
     try:
         return support(rv)
     except InputError:
@@ -179,7 +182,7 @@ def _inferred(rv) -> Domain | None:
 
 
 def _within(inner: Domain | None, outer: Domain) -> bool:
-    if inner is None:
+    if inner is None or inner is outer:  # an undeclared domain is the inferred support itself
         return True
     if isinstance(inner, Finite):
         if isinstance(outer, Finite):
