@@ -82,18 +82,13 @@ def scalar_chain(rvs: list, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     if first is None or first.parents:
         return None
     keys: dict = {}
-    tables: list = []
     at = np.empty(len(rvs) - 1, dtype=np.int64)
     for k, (previous, var) in enumerate(zip(rvs, rvs[1:])):
-        found = _step(var, previous)
-        if found is None:
+        key = _step_key(var, previous)
+        if key is None:
             return None
-        key, table = found
-        if key not in keys:
-            keys[key] = len(tables)
-            tables.append(table)
-        at[k] = keys[key]
-    distinct = [table(values, values) for table in tables]
+        at[k] = keys.setdefault(key, len(keys))
+    distinct = [_step_table(key, values) for key in keys]
     head = first.table(values)
     if head is None or any(t is None for t in distinct):
         return None
@@ -101,9 +96,9 @@ def scalar_chain(rvs: list, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return head.ravel(), steps
 
 
-def _step(var, previous) -> tuple[tuple, Callable[..., np.ndarray | None]] | None:
-    """x_k's term as a lookup by x_{k-1} = `previous` (`_categorical`'s rows, `_bernoulli`'s switch): its key and
-    table(own, previous), or None."""
+def _step_key(var, previous) -> tuple | None:
+    """x_k's term as a lookup by x_{k-1} = `previous`, as `_categorical`'s rows or `_bernoulli`'s switch read it:
+    ("rows", P's bytes, P's shape) or ("switch", a, b); None for anything else."""
     node = var.owner
     if node is None or var.ndim != 0 or not isinstance(node.op, (CategoricalRV, BernoulliRV)) \
             or not isinstance(node.inputs[1].type, NoneTypeT):
@@ -117,10 +112,7 @@ def _step(var, previous) -> tuple[tuple, Callable[..., np.ndarray | None]] | Non
                 or isinstance(found.op.idx_list[0], slice) or _scalar_parent(found.inputs[1], {previous}) is None:
             return None
         matrix = _constant(found.inputs[0])
-        if matrix is None or matrix.ndim != 2:
-            return None
-        return ("rows", matrix.tobytes(), matrix.shape), \
-            lambda own, parent: _rows_table(own, parent, matrix, check=True)
+        return None if matrix is None or matrix.ndim != 2 else ("rows", matrix.tobytes(), matrix.shape)
     if not isinstance(found.op, Elemwise) or not isinstance(found.op.scalar_op, Switch) or p.ndim != 0:
         return None
     cond, high, low = found.inputs
@@ -128,7 +120,15 @@ def _step(var, previous) -> tuple[tuple, Callable[..., np.ndarray | None]] | Non
     if cond is not previous or cond.ndim != 0 or not cond.dtype.startswith(("int", "uint", "bool")) \
             or a is None or b is None or a.ndim or b.ndim:
         return None
-    return ("switch", float(a), float(b)), lambda own, parent: _bernoulli_table(own, parent, a, b)
+    return "switch", float(a), float(b)
+
+
+def _step_table(key: tuple, values: np.ndarray) -> np.ndarray | None:
+    """The table over (x_k, x_{k-1}) of a `_step_key`."""
+    if key[0] == "rows":
+        matrix = np.frombuffer(key[1], dtype=np.float64).reshape(key[2])
+        return _rows_table(values, values, matrix, check=True)
+    return _bernoulli_table(values, values, np.float64(key[1]), np.float64(key[2]))
 
 
 def _categorical(p: Variable, free: set) -> Direct | None:
