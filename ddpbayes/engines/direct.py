@@ -109,16 +109,15 @@ def _step_key(var, previous) -> tuple | None:
         return None
     if isinstance(node.op, CategoricalRV):
         if not isinstance(found.op, Subtensor) or len(found.inputs) != 2 or len(found.op.idx_list) != 1 \
-                or isinstance(found.op.idx_list[0], slice) or _scalar_parent(found.inputs[1], {previous}) is None:
+                or isinstance(found.op.idx_list[0], slice) or _read(found.inputs[1]) is not previous:
             return None
         matrix = _constant(found.inputs[0])
         return None if matrix is None or matrix.ndim != 2 else ("rows", matrix.tobytes(), matrix.shape)
-    if not isinstance(found.op, Elemwise) or not isinstance(found.op.scalar_op, Switch) or p.ndim != 0:
+    if not isinstance(found.op, Elemwise) or not isinstance(found.op.scalar_op, Switch) \
+            or found.inputs[0] is not previous:  # a checked scalar Categorical or Bernoulli: an integer scalar
         return None
-    cond, high, low = found.inputs
-    a, b = _constant(high), _constant(low)
-    if cond is not previous or cond.ndim != 0 or not cond.dtype.startswith(("int", "uint", "bool")) \
-            or a is None or b is None or a.ndim or b.ndim:
+    a, b = _constant(found.inputs[1]), _constant(found.inputs[2])
+    if a is None or b is None or a.ndim or b.ndim:
         return None
     return "switch", float(a), float(b)
 
@@ -165,10 +164,14 @@ def _bernoulli(p: Variable, free: set) -> Direct | None:
                                                                                     float(b)))
 
 
+def _read(index: Variable) -> Variable:
+    """The variable an index reads, through PyTensor's scalar conversion."""
+    return index.owner.inputs[0] if index.owner is not None and isinstance(index.owner.op, ScalarFromTensor) else index
+
+
 def _scalar_parent(index: Variable, free: set):
     """The free integer scalar variable an index reads (through PyTensor's scalar conversion), or None."""
-    if index.owner is not None and isinstance(index.owner.op, ScalarFromTensor):
-        index = index.owner.inputs[0]
+    index = _read(index)
     if index in free and index.ndim == 0 and index.dtype.startswith(("int", "uint")):
         return index
     return None

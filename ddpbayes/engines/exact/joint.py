@@ -65,9 +65,9 @@ def continuous_tuple_reason(model: DependenceModel) -> str | None:
 
 
 def _continuous_tuple(model: DependenceModel) -> str | None:
-    for k, slot in enumerate(model.slots):
-        if not model.is_discrete(k):
-            return f"tuple '{slot.name}' is continuous or unbounded (domain {model.domains[k]})"
+    for slot, domain in zip(model.slots, model.domains):
+        if not (is_discrete(slot.rv) and isinstance(domain, Finite)):  # `model.is_discrete`
+            return f"tuple '{slot.name}' is continuous or unbounded (domain {domain})"
     return None
 
 

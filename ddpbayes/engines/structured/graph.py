@@ -136,7 +136,7 @@ def _scalar_chain(model: DependenceModel, limit: int) -> FactorGraph | None:
     pm_model, rvs = model.model, model.model.free_RVs
     if model.n < 2 or len(rvs) != model.n or pm_model.observed_RVs or pm_model.potentials \
             or any(s.index is not None or s.rv is not rv for s, rv in zip(model.slots, rvs)) \
-            or len(set(model.domains)) != 1:
+            or len({id(d) for d in model.domains}) != 1:  # one shared domain object
         return None
     values = np.asarray(model.domains[0].values)
     k = len(values)

@@ -311,7 +311,8 @@ def _step(day: _Day, message: _Message, contribution: np.ndarray) -> _Message | 
     peak = out.max()
     if not peak > 0:
         return None
-    return _Message(out / peak, message.scale + day.top + math.log(peak), message.offset + low,
+    out /= peak
+    return _Message(out, message.scale + day.top + math.log(peak), message.offset + low,
                     span + day.span + math.log(k))
 
 

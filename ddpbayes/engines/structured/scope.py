@@ -49,9 +49,9 @@ def _non_integer_reason(problem: Problem) -> str | None:
 def _first_non_integer(domains: list, names: list[str]) -> str | None:
     integer: dict = {}
     for k, d in enumerate(domains):
-        if d not in integer:
-            integer[d] = isinstance(d, Finite) and all(float(v).is_integer() for v in d.values)
-        if not integer[d]:
+        if id(d) not in integer:  # a shared domain object (`supports._integers`) checked once
+            integer[id(d)] = isinstance(d, Finite) and all(float(v).is_integer() for v in d.values)
+        if not integer[id(d)]:
             return f"tuple '{names[k]}' is not integer-valued (domain {d})"
     return None
 
