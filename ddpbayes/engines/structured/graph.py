@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import heapq
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -35,7 +35,7 @@ class FactorGraph:
 
     sizes: list[int]
     values: list[np.ndarray]
-    factors: list[Potential]
+    factors: Sequence[Potential]  # a list, or a recognised chain's `_ChainFactors`
     rules: dict[int, Rule] = field(default_factory=dict)
     directed_of: Callable[[], Directed] | None = None  # builds the parent -> own edges, for d-separation
     trees: dict = field(default_factory=dict)  # elimination trees per clamped set; the continual chain's tables
@@ -147,14 +147,34 @@ def _scalar_chain(model: DependenceModel, limit: int) -> FactorGraph | None:
         return None
     head, steps = found
     n = model.n
-    factors = [Potential((0,), head[:, None], 0)]
-    tables = steps[..., None]
-    factors += [Potential((j + 1, j), tables[j], 0) for j in range(n - 1)]
     unary = np.zeros((n, k))
     unary[0] += head
     pair = np.zeros((n - 1, k, k)) + steps.transpose(0, 2, 1)
     directed = functools.cache(lambda: Directed(n, [([0], []), *(([j + 1], [j]) for j in range(n - 1))]))
-    return FactorGraph([k] * n, [values] * n, factors, {}, directed, {"stacked path": (unary, pair)})
+    return FactorGraph([k] * n, [values] * n, _ChainFactors(head, steps), {}, directed, {"stacked path": (unary, pair)})
+
+
+class _ChainFactors(Sequence):
+    """A recognised chain's factors, made when first read (a continual release reads the stacked tables only):
+    x_0's table, then each day's over (x_k, x_{k-1}), a view of the stack."""
+
+    def __init__(self, head: np.ndarray, steps: np.ndarray):
+        self._head, self._steps = head, steps
+
+    @functools.cached_property
+    def _made(self) -> list[Potential]:
+        tables = self._steps[..., None]
+        return [Potential((0,), self._head[:, None], 0), *(Potential((j + 1, j), tables[j], 0)
+                                                          for j in range(len(tables)))]
+
+    def __getitem__(self, k):
+        return self._made[k]
+
+    def __iter__(self):
+        return iter(self._made)
+
+    def __len__(self) -> int:
+        return len(self._steps) + 1
 
 
 QUADRATURE_START = 16  # nodes per continuous latent in the first rule; the engine doubles them until the leakage settles
