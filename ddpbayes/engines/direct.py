@@ -72,6 +72,64 @@ def chain_step(transition) -> Direct | None:
     return Direct([], lambda own, previous: _rows_table(own, previous, P, check=False), ("step", P.tobytes()))
 
 
+def scalar_chain(rvs: list, values: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """A chain of scalar variables read off its constants at once (DESIGN §2.1b): x_0 a Categorical or Bernoulli
+    of constant probabilities, each next x_k a `Categorical(p=P[x_{k-1}])` of a constant P or a
+    `Bernoulli(p=switch(x_{k-1}, a, b))` of constants, every x_k taking `values`. Returns x_0's log table (values,)
+    and the steps' (n - 1, values, values) over (x_k, x_{k-1}): the tables `scalar_term` gives, each distinct one
+    computed once; None for anything else or numbers the model's checks would refuse (the general route says so)."""
+    first = scalar_term(rvs[0], set())
+    if first is None or first.parents:
+        return None
+    keys: dict = {}
+    at = np.empty(len(rvs) - 1, dtype=np.int64)
+    for k, (previous, var) in enumerate(zip(rvs, rvs[1:])):
+        key = _step_key(var, previous)
+        if key is None:
+            return None
+        at[k] = keys.setdefault(key, len(keys))
+    distinct = [_step_table(key, values) for key in keys]
+    head = first.table(values)
+    if head is None or any(t is None for t in distinct):
+        return None
+    steps = np.stack(distinct)[at] if distinct else np.zeros((0, len(values), len(values)))
+    return head.ravel(), steps
+
+
+def _step_key(var, previous) -> tuple | None:
+    """x_k's term as a lookup by x_{k-1} = `previous`, as `_categorical`'s rows or `_bernoulli`'s switch read it:
+    ("rows", P's bytes, P's shape) or ("switch", a, b); None for anything else."""
+    node = var.owner
+    if node is None or var.ndim != 0 or not isinstance(node.op, (CategoricalRV, BernoulliRV)) \
+            or not isinstance(node.inputs[1].type, NoneTypeT):
+        return None
+    [p] = node.op.dist_params(node)
+    found = p.owner
+    if found is None:
+        return None
+    if isinstance(node.op, CategoricalRV):
+        if not isinstance(found.op, Subtensor) or len(found.inputs) != 2 or len(found.op.idx_list) != 1 \
+                or isinstance(found.op.idx_list[0], slice) or _read(found.inputs[1]) is not previous:
+            return None
+        matrix = _constant(found.inputs[0])
+        return None if matrix is None or matrix.ndim != 2 else ("rows", matrix.tobytes(), matrix.shape)
+    if not isinstance(found.op, Elemwise) or not isinstance(found.op.scalar_op, Switch) \
+            or found.inputs[0] is not previous:  # a checked scalar Categorical or Bernoulli: an integer scalar
+        return None
+    a, b = _constant(found.inputs[1]), _constant(found.inputs[2])
+    if a is None or b is None or a.ndim or b.ndim:
+        return None
+    return "switch", float(a), float(b)
+
+
+def _step_table(key: tuple, values: np.ndarray) -> np.ndarray | None:
+    """The table over (x_k, x_{k-1}) of a `_step_key`."""
+    if key[0] == "rows":
+        matrix = np.frombuffer(key[1], dtype=np.float64).reshape(key[2])
+        return _rows_table(values, values, matrix, check=True)
+    return _bernoulli_table(values, values, np.float64(key[1]), np.float64(key[2]))
+
+
 def _categorical(p: Variable, free: set) -> Direct | None:
     probs = _constant(p)
     if probs is not None and probs.ndim == 1:
@@ -106,10 +164,14 @@ def _bernoulli(p: Variable, free: set) -> Direct | None:
                                                                                     float(b)))
 
 
+def _read(index: Variable) -> Variable:
+    """The variable an index reads, through PyTensor's scalar conversion."""
+    return index.owner.inputs[0] if index.owner is not None and isinstance(index.owner.op, ScalarFromTensor) else index
+
+
 def _scalar_parent(index: Variable, free: set):
     """The free integer scalar variable an index reads (through PyTensor's scalar conversion), or None."""
-    if index.owner is not None and isinstance(index.owner.op, ScalarFromTensor):
-        index = index.owner.inputs[0]
+    index = _read(index)
     if index in free and index.ndim == 0 and index.dtype.startswith(("int", "uint")):
         return index
     return None

@@ -130,7 +130,7 @@ def _domain(rv, values: list[np.ndarray]) -> Domain:
     if (found := chain(rv)) is not None:
         return _integers(rv, 0, found.states - 1)
     if isinstance(op, BernoulliRV):
-        return Finite([0, 1])
+        return _integers(rv, 0, 1)
     if isinstance(op, CategoricalRV):
         return _integers(rv, 0, int(values[0]) - 1)
     if isinstance(op, BinomialRV):
@@ -157,10 +157,17 @@ def _whole(rv, value) -> int:
 
 
 def _integers(rv, lo: int, hi: int) -> Finite:
+    """{lo, ..., hi}, one shared (immutable) object per range: a chain's 1,000 days hold one domain, which the
+    engines' per-audit checks then read once (issue #44)."""
     if hi < lo:
         raise InputError(f"'{rv.name}' has an empty support {{{lo}, ..., {hi}}}")
     check_states(hi - lo + 1, f"the support of {type(rv.owner.op).__name__.removesuffix('RV')} '{rv.name}'", "values")
-    return Finite(range(lo, hi + 1))
+    if (lo, hi) not in _RANGES:
+        _RANGES[(lo, hi)] = Finite(range(lo, hi + 1))
+    return _RANGES[(lo, hi)]
+
+
+_RANGES: dict[tuple[int, int], Finite] = {}
 
 
 def wider_than_declared(rvs: Sequence, domains: Sequence[Domain]) -> list[int]:
@@ -172,6 +179,9 @@ def wider_than_declared(rvs: Sequence, domains: Sequence[Domain]) -> list[int]:
 
 
 def _inferred(rv) -> Domain | None:
+    cached = getattr(rv.tag, _CACHED, None)  # inferred when the model was loaded
+    if cached is not None:
+        return cached
     try:
         return support(rv)
     except InputError:
@@ -179,7 +189,7 @@ def _inferred(rv) -> Domain | None:
 
 
 def _within(inner: Domain | None, outer: Domain) -> bool:
-    if inner is None:
+    if inner is None or inner is outer:  # an undeclared domain is the inferred support itself
         return True
     if isinstance(inner, Finite):
         if isinstance(outer, Finite):

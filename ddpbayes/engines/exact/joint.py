@@ -59,22 +59,35 @@ def unsupported_reason(model: DependenceModel) -> str | None:
 
 
 def continuous_tuple_reason(model: DependenceModel) -> str | None:
-    """The first tuple that is not finite and discrete, as a reason, or None."""
-    for k, slot in enumerate(model.slots):
-        if not model.is_discrete(k):
-            return f"tuple '{slot.name}' is continuous or unbounded (domain {model.domains[k]})"
+    """The first tuple that is not finite and discrete, as a reason, or None (cached on the model: the exact and
+    structured engines both ask on every audit)."""
+    return model.memo("exact", "continuous tuple", lambda: _continuous_tuple(model))
+
+
+def _continuous_tuple(model: DependenceModel) -> str | None:
+    for slot, domain in zip(model.slots, model.domains):
+        if not (is_discrete(slot.rv) and isinstance(domain, Finite)):  # `model.is_discrete`
+            return f"tuple '{slot.name}' is continuous or unbounded (domain {domain})"
     return None
 
 
 def oversized_reason(model: DependenceModel, limit: int) -> str | None:
     """Why the joint of `model` is too large to enumerate under `limit`, or None."""
     try:
-        check_states(math.prod(len(s.values) for s in _slots(model)), "the joint state space", limit=limit,
+        check_states(_states(model), "the joint state space", limit=limit,
                      advice=", or use the structured engine for models of small treewidth",
                      bytes_per=bytes_per_state(model.n))
     except InputError as e:
         return str(e)
     return None
+
+
+def _states(model: DependenceModel) -> int:
+    """How many configurations `_slots(model)` enumerates (read off the tuples' domains without building the
+    slots when there are no latents)."""
+    if model.latent_rvs:
+        return math.prod(len(s.values) for s in _slots(model))
+    return math.prod(len(d.values) for d in model.domains)
 
 
 def bytes_per_state(n: int) -> int:

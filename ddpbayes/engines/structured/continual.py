@@ -103,6 +103,8 @@ class _Chain:
 def _chain(graph: FactorGraph) -> _Chain:
     """The chain's shape, cached with the graph's elimination trees (the engine asks for it in
     `supports` and again in `leakage`)."""
+    if "continual chain" not in graph.trees and "stacked path" in graph.trees:  # a recognised chain: 0..n-1
+        graph.trees["continual chain"] = _Chain(None, None, list(range(graph.slots)), graph.slots)
     if "continual chain" not in graph.trees:
         wide = next((tuple(sorted(set(p.scope))) for p in graph.factors if len(set(p.scope)) > 2), None)
         near = _neighbours(graph)
@@ -151,29 +153,44 @@ class _Tables:
 def _tables(graph: FactorGraph, order: list[int]) -> _Tables:
     """The chain's tables along `order`, cached with the graph (every audit of it reuses them)."""
     if "continual tables" not in graph.trees:
-        n, sizes = len(order), [graph.sizes[s] for s in order]
-        at = {slot: k for k, slot in enumerate(order)}
-        unary, edges = np.zeros((n, 2)), np.zeros((max(n - 1, 0), 2, 2))
-        for k, size in enumerate(sizes):
-            unary[k, size:] = -np.inf
-            if k + 1 < n:
-                edges[k, size:, :] = edges[k, :, sizes[k + 1]:] = -np.inf
-        for p in graph.factors:
-            table = p.table[..., 0]
-            if len(p.scope) == 1:
-                k = at[p.scope[0]]
-                unary[k, :sizes[k]] += table
-            elif len(p.scope) == 2:
-                a, b = at[p.scope[0]], at[p.scope[1]]
-                if a < b:
-                    edges[a, :sizes[a], :sizes[b]] += table
-                else:
-                    edges[b, :sizes[b], :sizes[a]] += table.T
-        groups: dict[tuple[float, ...], tuple[np.ndarray, list[int]]] = {}
-        for k, slot in enumerate(order):
-            groups.setdefault(tuple(graph.values[slot].tolist()), (graph.values[slot], []))[1].append(k)
-        graph.trees["continual tables"] = _Tables(unary, edges, list(groups.values()))
+        graph.trees["continual tables"] = _stacked_tables(graph, order) or _summed_tables(graph, order)
     return graph.trees["continual tables"]
+
+
+def _stacked_tables(graph: FactorGraph, order: list[int]) -> _Tables | None:
+    """A recognised chain's tables (`graph._scalar_chain`: slots 0..n-1 in order, each taking the same two values):
+    its path's stacked ones, the same sums of the same factors; else None."""
+    stacked = graph.trees.get("stacked path")
+    if stacked is None or order != list(range(graph.slots)) or graph.sizes[0] != 2:
+        return None
+    unary, pair = stacked
+    return _Tables(unary.copy(), pair.copy(), [(graph.values[0], list(range(len(order))))])
+
+
+def _summed_tables(graph: FactorGraph, order: list[int]) -> _Tables:
+    """The factors summed into the chain's tables along `order`."""
+    n, sizes = len(order), [graph.sizes[s] for s in order]
+    at = {slot: k for k, slot in enumerate(order)}
+    unary, edges = np.zeros((n, 2)), np.zeros((max(n - 1, 0), 2, 2))
+    for k, size in enumerate(sizes):
+        unary[k, size:] = -np.inf
+        if k + 1 < n:
+            edges[k, size:, :] = edges[k, :, sizes[k + 1]:] = -np.inf
+    for p in graph.factors:
+        table = p.table[..., 0]
+        if len(p.scope) == 1:
+            k = at[p.scope[0]]
+            unary[k, :sizes[k]] += table
+        elif len(p.scope) == 2:
+            a, b = at[p.scope[0]], at[p.scope[1]]
+            if a < b:
+                edges[a, :sizes[a], :sizes[b]] += table
+            else:
+                edges[b, :sizes[b], :sizes[a]] += table.T
+    groups: dict[tuple[float, ...], tuple[np.ndarray, list[int]]] = {}
+    for k, slot in enumerate(order):
+        groups.setdefault(tuple(graph.values[slot].tolist()), (graph.values[slot], []))[1].append(k)
+    return _Tables(unary, edges, list(groups.values()))
 
 
 def _forward_side(graph: FactorGraph, mechanism: Mechanism, order: list[int]) -> Side:

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import functools
 import heapq
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from ddpbayes.engines.direct import scalar_chain
 from ddpbayes.engines.exact.joint import continuous_tuple_reason
 from ddpbayes.engines.structured.junction import Calibration, Tree, elimination_tree
 from ddpbayes.engines.structured.potential import Potential
@@ -34,14 +35,20 @@ class FactorGraph:
 
     sizes: list[int]
     values: list[np.ndarray]
-    factors: list[Potential]
+    factors: Sequence[Potential]  # a list, or a recognised chain's `_ChainFactors`
     rules: dict[int, Rule] = field(default_factory=dict)
-    directed: Directed | None = None  # parent -> own edges, for d-separation
+    directed_of: Callable[[], Directed] | None = None  # builds the parent -> own edges, for d-separation
     trees: dict = field(default_factory=dict)  # elimination trees per clamped set; the continual chain's tables
 
     @property
     def slots(self) -> int:
         return len(self.sizes)
+
+    @property
+    def directed(self) -> Directed | None:
+        """The model's directed graph over the slots, built when first read (only dependence sets read it; cached
+        by `directed_of`, which the graph's cut copies share)."""
+        return None if self.directed_of is None else self.directed_of()
 
 
 def factor_graph(model: DependenceModel, limit: int, nodes: int | None = None) -> FactorGraph:
@@ -99,6 +106,9 @@ def _build(model: DependenceModel, limit: int, nodes: int | None) -> FactorGraph
     reason = model_reason(model)
     if reason:
         raise InputError(f"the structured engine cannot read this model: {reason}")
+    found = _scalar_chain(model, limit)
+    if found is not None:
+        return found
     rule_of: dict = {}
 
     def values(rv) -> np.ndarray:
@@ -113,7 +123,58 @@ def _build(model: DependenceModel, limit: int, nodes: int | None) -> FactorGraph
     factors = [Potential(tuple(ids), table.reshape(*[sizes[k] for k in ids], 1), 0)
                for ids, table in tabulate(model, slots, limit)]
     factors += [Potential((v,), r.log_weights[:, None], 0) for v, r in rules.items()]
-    return FactorGraph(sizes, [s.values for s in slots], factors, rules, Directed(len(slots), structure(model, slots)))
+    return FactorGraph(sizes, [s.values for s in slots], factors, rules,
+                       functools.cache(lambda: Directed(len(slots), structure(model, slots))))
+
+
+def _scalar_chain(model: DependenceModel, limit: int) -> FactorGraph | None:
+    """The graph of a chain of scalar tuples whose terms `direct.scalar_chain` reads off the model's constants (no
+    latents, no observed variables or potentials, the tuples in the model's order, one domain): the factors
+    `tabulate` would give, x_0's table then each day's over (x_k, x_{k-1}), as views of one stacked array, with the
+    chain's stacked unary and pairwise tables kept for its path (`pathsum.path_of`), without a term graph, a
+    directed graph or a walk per variable; None for any other model (issue #44)."""
+    pm_model, rvs = model.model, model.model.free_RVs
+    if model.n < 2 or len(rvs) != model.n or pm_model.observed_RVs or pm_model.potentials \
+            or any(s.index is not None or s.rv is not rv for s, rv in zip(model.slots, rvs)) \
+            or len({id(d) for d in model.domains}) != 1:  # one shared domain object
+        return None
+    values = np.asarray(model.domains[0].values)
+    k = len(values)
+    if k * k > limit:  # the general route refuses the table in one line
+        return None
+    found = scalar_chain(rvs, values)
+    if found is None:
+        return None
+    head, steps = found
+    n = model.n
+    unary = np.zeros((n, k))
+    unary[0] += head
+    pair = np.zeros((n - 1, k, k)) + steps.transpose(0, 2, 1)
+    directed = functools.cache(lambda: Directed(n, [([0], []), *(([j + 1], [j]) for j in range(n - 1))]))
+    return FactorGraph([k] * n, [values] * n, _ChainFactors(head, steps), {}, directed, {"stacked path": (unary, pair)})
+
+
+class _ChainFactors(Sequence):
+    """A recognised chain's factors, made when first read (a continual release reads the stacked tables only):
+    x_0's table, then each day's over (x_k, x_{k-1}), a view of the stack."""
+
+    def __init__(self, head: np.ndarray, steps: np.ndarray):
+        self._head, self._steps = head, steps
+
+    @functools.cached_property
+    def _made(self) -> list[Potential]:
+        tables = self._steps[..., None]
+        return [Potential((0,), self._head[:, None], 0), *(Potential((j + 1, j), tables[j], 0)
+                                                          for j in range(len(tables)))]
+
+    def __getitem__(self, k):
+        return self._made[k]
+
+    def __iter__(self):
+        return iter(self._made)
+
+    def __len__(self) -> int:
+        return len(self._steps) + 1
 
 
 QUADRATURE_START = 16  # nodes per continuous latent in the first rule; the engine doubles them until the leakage settles

@@ -25,9 +25,9 @@ def linear_reason(problem: Problem) -> str | None:
                 "weights; identity on a chain)")
     if w is not None and (w.shape[1] != problem.model.n or not np.all(np.isfinite(w)) or np.any(np.mod(w, 1) != 0)):
         return f"the query '{_short(problem.query.spec)}' needs integer weights, one per tuple"
-    for k, d in enumerate(problem.model.domains):
-        if not (isinstance(d, Finite) and all(float(v).is_integer() for v in d.values)):
-            return f"tuple '{problem.model.names[k]}' is not integer-valued (domain {d})"
+    reason = _non_integer_reason(problem)
+    if reason:
+        return reason
     if w is None and not all(np.all(np.mod(t, 1) == 0) for t in row_terms(problem)):
         return f"the query '{_short(problem.query.spec)}' needs integer weights, one per tuple"
     if not (problem.mechanism.laplace or problem.mechanism.gaussian or problem.mechanism.joint):
@@ -36,6 +36,23 @@ def linear_reason(problem: Problem) -> str | None:
     rows = 1 if w is None else len(w)
     if rows > 1 and problem.mechanism.joint:
         return f"the {problem.mechanism.kind} mechanism's output law is on one answer, and the query has {rows} rows"
+    return None
+
+
+def _non_integer_reason(problem: Problem) -> str | None:
+    """The first tuple whose domain is not a finite set of integers, as a reason; cached on the model (each
+    distinct domain checked once)."""
+    model = problem.model
+    return model.memo("structured", "integer domains", lambda: _first_non_integer(model.domains, model.names))
+
+
+def _first_non_integer(domains: list, names: list[str]) -> str | None:
+    integer: dict = {}
+    for k, d in enumerate(domains):
+        if id(d) not in integer:  # a shared domain object (`supports._integers`) checked once
+            integer[id(d)] = isinstance(d, Finite) and all(float(v).is_integer() for v in d.values)
+        if not integer[id(d)]:
+            return f"tuple '{names[k]}' is not integer-valued (domain {d})"
     return None
 
 
