@@ -41,6 +41,35 @@ def test_log_convolve_equals_pairwise_sums(spread):
         assert _close(log_convolve(a, b), want)
 
 
+def _concave_log_vector(rng, n: int, span: float) -> np.ndarray:
+    """A random bump of n log-values from 0 down to about -span at its ends (a law of a sum's shape), noise on it."""
+    x = np.linspace(-1.0, 1.0, n) - rng.uniform(-0.3, 0.3)
+    v = -span * x ** 2 / np.max(x ** 2) + rng.normal(size=n) * 3.0
+    v[rng.random(n) < 0.05] = -np.inf
+    return v
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_log_convolve_wide_spans_equal_pairwise_sums(seed):
+    """Spans adding up to 600-1,400 nats, balanced or one-sided (one np.convolve scaled apart, `_wide_scales`),
+    and past that (runs), against the pairwise sums written out."""
+    from ddpbayes.engines.structured.potential import _RANGE, _span, _wide_scales
+
+    rng = np.random.default_rng(40 + seed)
+    taken = set()
+    for span_a, span_b in [(250.0, 250.0), (650.0, 600.0), (1250.0, 20.0), (15.0, 1300.0), (900.0, 900.0)]:
+        a = _concave_log_vector(rng, int(rng.integers(2, 150)), span_a)
+        b = _concave_log_vector(rng, int(rng.integers(2, 150)), span_b) + rng.normal() * 500
+        spans = _span(a, a.max()) + _span(b, b.max())
+        taken.add("narrow" if spans <= _RANGE else "runs" if _wide_scales(_span(a, a.max()), _span(b, b.max()),
+                                                                         min(len(a), len(b))) is None else "wide")
+        want = np.full(len(a) + len(b) - 1, -np.inf)
+        for k in range(len(want)):
+            want[k] = logsumexp([a[j] + b[k - j] for j in range(len(a)) if 0 <= k - j < len(b)])
+        assert _close(log_convolve(a, b), want, 1e-12)
+    assert taken == {"narrow", "wide", "runs"}
+
+
 def _dense(p: Potential, sizes: dict[int, int], scope: tuple[int, ...], length: int, offset: int) -> np.ndarray:
     """p as a (values of `scope`..., partial sums offset..offset+length-1) log-array, looped entry by entry."""
     out = np.full((*[sizes[v] for v in scope], length), -np.inf)
@@ -102,6 +131,33 @@ def test_laplace_sums_equal_direct_sums(zeros):
                 assert _close(np.array([left[t, k], right[t, k]]), np.array([want_left, want_right]), 1e-10)
             assert plus[t] == pytest.approx(logsumexp(logw[t] + (q - q[-1]) / b), abs=1e-10)
             assert minus[t] == pytest.approx(logsumexp(logw[t] + (q[0] - q) / b), abs=1e-10)
+
+
+def test_laplace_mixtures_equal_direct_sums():
+    """Rows within 600 nats (bit for bit the sums of `laplace_sums` added by logaddexp, as before), rows spanning
+    600-1,400 nats with runs of zeros (the recursions scaled to e^(700 - log m), added in linear space), and rows
+    past both (running log-sums), in one call, against the sums written out."""
+    from ddpbayes.mechanisms.laplace.mixture import _recursive_rows, laplace_mixtures
+
+    rng = np.random.default_rng(5)
+    for m, gap, b in [(120, 1.0, 1.0), (90, 2.0, 0.5), (200, 1.0, 3.0)]:
+        q = np.arange(m) * gap + 3.0
+        rows = [_concave_log_vector(rng, m, span) for span in (40.0, 500.0, 800.0, 1200.0, 1300.0, 3000.0)]
+        logw = np.stack(rows)
+        logw[3, :4] = -np.inf  # zeros before the first weight: the right sums decay over them
+        logw[4, 50:53] = -np.inf
+        shift = _recursive_rows(logw, q, b)
+        assert shift[0] == 0 and shift[2] > 0 and np.isnan(shift[5])
+        levels, plus, minus = laplace_mixtures(logw, q, b)
+        left, right, plus_sums, minus_sums = laplace_sums(logw, q, b)
+        narrow = shift == 0
+        assert np.array_equal(levels[narrow], np.logaddexp(left, right)[narrow])
+        kernel = -np.abs(q[:, None] - q[None, :]) / b
+        for t in range(len(logw)):
+            assert _close(levels[t], logsumexp(logw[t][None, :] + kernel, axis=1), 1e-12)
+            assert plus[t] == pytest.approx(logsumexp(logw[t] + (q - q[-1]) / b), abs=1e-12)
+            assert minus[t] == pytest.approx(logsumexp(logw[t] + (q[0] - q) / b), abs=1e-12)
+        assert np.array_equal(plus[narrow], plus_sums[narrow]) and np.array_equal(minus[narrow], minus_sums[narrow])
 
 
 def _log_count_law(n: int, stay: float, i: int) -> np.ndarray:

@@ -226,6 +226,51 @@ def test_both_messages_scaled_by_columns():
     assert law.offset == 0 and _close(_dense(law.table, law.offset, 0, want.shape[1]), want, 1e-11)
 
 
+@pytest.mark.parametrize("seed", range(2))
+def test_wide_laws_and_their_laplace_sums_equal_log_space_recursions(seed):
+    """Every target of a random 3-state chain whose days at 0 or 2 cost 12-18 nats (its laws span 600-1,400 nats:
+    the messages held by columns, the two convolved in one np.convolve scaled apart, the Laplace sums by the
+    recursions scaled to e^(700 - log m)), against a log-space forward-backward over each day's own table and the
+    Laplace kernel summed term by term, both written here."""
+    from ddpbayes.mechanisms import Laplace
+
+    rng = np.random.default_rng(70 + seed)
+    n, k, b = 70, 3, 1.5
+    pairs = [-rng.uniform(0.0, 6.0, size=(k, k)) - np.array([12.0, 0.0, 12.0]) for _ in range(n - 1)]
+    graph = FactorGraph([k] * n, [np.arange(k)] * n, [_factor((j, j + 1), t) for j, t in enumerate(pairs)])
+    contribution = [np.arange(k)] * n
+    laws = path_laws(path_of(graph), contribution, list(range(n)))
+    forward = [np.zeros((k, 1))]  # log Σ over days before j of Π tables, by (x_j, their sum)
+    for t in pairs:
+        msg = forward[-1]
+        nxt = np.full((k, msg.shape[1] + k - 1), -np.inf)
+        for x, x2 in itertools.product(range(k), repeat=2):
+            nxt[x2, x:x + msg.shape[1]] = np.logaddexp(nxt[x2, x:x + msg.shape[1]], msg[x] + t[x, x2])
+        forward.append(nxt)
+    backward = [np.zeros((k, 1))]  # log Σ over days after j, by (x_j, their sum)
+    for t in pairs[::-1]:
+        msg = backward[-1]
+        nxt = np.full((k, msg.shape[1] + k - 1), -np.inf)
+        for x, x2 in itertools.product(range(k), repeat=2):
+            nxt[x, x2:x2 + msg.shape[1]] = np.logaddexp(nxt[x, x2:x2 + msg.shape[1]], msg[x2] + t[x, x2])
+        backward.append(nxt)
+    backward = backward[::-1]
+    laplace, wide = Laplace(scale=b), 0
+    for v, law in laws:
+        f, g = forward[v], backward[v]
+        want = np.full((k, f.shape[1] + g.shape[1] - 1), -np.inf)
+        for j in range(f.shape[1]):
+            want[:, j:j + g.shape[1]] = np.logaddexp(want[:, j:j + g.shape[1]], f[:, j:j + 1] + g)
+        assert law.offset == 0 and _close(_dense(law.table, 0, 0, want.shape[1]), want, 1e-12)
+        wide += want.max() - want[np.isfinite(want)].min() > 600
+        logw = want - logsumexp(want, axis=1, keepdims=True)
+        q = np.arange(want.shape[1], dtype=float)
+        _, got = laplace.log_mixtures(logw, q, 1 << 20)
+        kernel = np.concatenate([-np.abs(q[:, None] - q[None, :]), q[None, :] - q[-1], q[0] - q[None, :]]) / b
+        assert _close(got, logsumexp(logw[:, None, :] + kernel[None], axis=2), 1e-12)
+    assert wide > n // 2
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_forward_messages_in_blocks_equal_enumeration(seed, monkeypatch):
     """Every target's forward message over a tiny cell budget: kept block by block from checkpoints (one more

@@ -118,13 +118,20 @@ def log_convolve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     largest tops down, and a pair is skipped when the sums it touches already exceed its bound (its entries are
     at most 1 times its tops, so each of its sums is at most e^(top_a + top_b) times the shorter run's length) by
     NEGLIGIBLE nats: each skipped pair moves a sum by less than e^-50 of it, so m skipped pairs by less than
-    m e^-50 (2e-22 m; 1e-13 for 5 x 10^8 pairs)."""
+    m e^-50 (2e-22 m; 1e-13 for 5 x 10^8 pairs). Spans adding up to at most 2 _EXP - log(shorter length) need no
+    runs: one np.convolve with the two vectors scaled apart (`_wide_scales`)."""
     top_a, top_b = a.max(), b.max()
     if top_a == -np.inf or top_b == -np.inf:
         return np.full(len(a) + len(b) - 1, -np.inf)
-    if _span(a, top_a) + _span(b, top_b) <= _RANGE:
+    span_a, span_b = _span(a, top_a), _span(b, top_b)
+    if span_a + span_b <= _RANGE:
         with np.errstate(divide="ignore"):
             return np.log(np.convolve(np.exp(a - top_a), np.exp(b - top_b))) + (top_a + top_b)
+    wide = _wide_scales(span_a, span_b, min(len(a), len(b)))
+    if wide is not None:
+        low_a, low_b = top_a - wide[0], top_b - wide[1]
+        with np.errstate(divide="ignore"):
+            return np.log(np.convolve(np.exp(a - low_a), np.exp(b - low_b))) + (low_a + low_b)
     out = np.full(len(a) + len(b) - 1, -np.inf)
     pieces_b = _segments(b)
     pairs = sorted(((pa, pb) for pa in _segments(a) for pb in pieces_b), key=lambda p: -(p[0][1] + p[1][1]))
@@ -140,6 +147,21 @@ def log_convolve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 NEGLIGIBLE = 50.0  # nats: a run pair whose largest possible term lies this far below every sum it touches is skipped
+_EXP = 700.0  # nats: the largest exponent, either way, of an entry, product or sum of a widely scaled convolution
+
+
+def _wide_scales(span_a: float, span_b: float, terms: int) -> tuple[float, float] | None:
+    """Exponents e_a, e_b for the maxima of two vectors spanning span_a and span_b nats, convolved in linear space
+    with at most `terms` products a sum, such that every positive entry, product and sum is a normal double within
+    e^±_EXP (1e±304): e_a + e_b = _EXP - log(terms) (so a sum is at most e^_EXP), e_a - span_a and e_b - span_b at
+    least -_EXP (an entry) and so is their sum (the smallest product); None when the spans add up to more than
+    2 _EXP - log(terms). Sums of positive terms then never cancel nor underflow: as exact as log space."""
+    room = _EXP - math.log(terms)
+    if span_a + span_b > room + _EXP:
+        return None
+    low, high = max(span_a - _EXP, room - _EXP), min(_EXP, room + _EXP - span_b)
+    e_a = min(max((room + span_a - span_b) / 2, low), high)  # both smallest entries equally far from e^-_EXP
+    return e_a, room - e_a
 
 
 def _segments(v: np.ndarray) -> list[tuple[int, float, np.ndarray]]:

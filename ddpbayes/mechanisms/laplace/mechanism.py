@@ -13,7 +13,7 @@ import numpy as np
 from ddpbayes.errors import InputError
 from ddpbayes.mechanisms.base import BuiltInKinds, Mechanism, _positive, source_entry
 from ddpbayes.mechanisms.laplace.information import geometric_information, laplace_information
-from ddpbayes.mechanisms.laplace.mixture import laplace_sums
+from ddpbayes.mechanisms.laplace.mixture import laplace_mixtures
 from ddpbayes.model.domains import Domain, Finite
 from ddpbayes.queries import Query
 
@@ -178,8 +178,8 @@ class Laplace(Mechanism):
 
     def log_mixtures(self, logw: np.ndarray, q: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray]:
         """As `Mechanism.log_mixtures`, in O(T·m) (nothing to check against `limit`): the running
-        log-sums of `laplace_sums` on either side of every level. A subclass under its own kind
-        (its own `log_kernel`) gets the dense sums of its kernel.
+        log-sums of `laplace_sums` on either side of every level, added (`laplace_mixtures`). A subclass
+        under its own kind (its own `log_kernel`) gets the dense sums of its kernel.
 
         Parameters
         ----------
@@ -209,9 +209,9 @@ class Laplace(Mechanism):
             order = np.argsort(q, kind="stable")
             q, logw = q[order], np.ascontiguousarray(logw[:, order])
         self._check_span(float(q[-1] - q[0]))
-        left, right, plus, minus = laplace_sums(logw, q, self.scale)
+        levels, plus, minus = laplace_mixtures(logw, q, self.scale)
         grid = np.concatenate([q, [math.inf, -math.inf]])
-        return grid, np.concatenate([np.logaddexp(left, right), plus[:, None], minus[:, None]], axis=1)
+        return grid, np.concatenate([levels, plus[:, None], minus[:, None]], axis=1)
 
     def _check_span(self, span: float) -> None:
         """Query values `span` apart must keep their log-densities finite in double precision."""

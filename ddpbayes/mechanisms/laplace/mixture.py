@@ -1,5 +1,6 @@
 """The mixture of Laplace kernels Σ_s w_s e^{-|y - q_s|/b} in log space, the home of its evaluations
-(004 Lemma 1; DESIGN §2.1): at the levels and both tails (`laplace_sums`: `Laplace.log_mixtures`),
+(004 Lemma 1; DESIGN §2.1): at the levels and both tails (`laplace_sums`; summed, `laplace_mixtures`:
+`Laplace.log_mixtures`),
 at any y for equal weights (`log_mixture`: the sampling engine's draws, DESIGN §2.3) or for given
 weights (`weighted_log_mixture`: witness curves). The information integrals' level-to-level
 recursion is `information._near_sums`. Each sums in its own order (offsets from the extreme level;
@@ -39,14 +40,38 @@ def laplace_sums(logw: np.ndarray, q: np.ndarray, b: float) -> tuple[np.ndarray,
     plus, minus : numpy.ndarray
         The log-sums (T,) of the +inf and -inf tails.
     """
+    return _laplace_sums(logw, q, b, _recursive_rows(logw, q, b))
+
+
+def laplace_mixtures(logw: np.ndarray, q: np.ndarray, b: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """log Σ_s w_s e^{-|q_k - q_s|/b} at every level k (T, m), and `laplace_sums`' plus and minus (T,)
+    (`Laplace.log_mixtures`): the left and right sums added, with logaddexp, or, on rows whose weights span more
+    than _RANGE nats (`_recursive_rows`' exponent above 0: a 5,000-day chain's laws), in linear space before the
+    one log (`_wide_mixtures`)."""
+    shift = _recursive_rows(logw, q, b)
+    wide = shift > 0  # NaN (a row the recursions may not take) is not
+    if not wide.any():
+        left, right, plus, minus = _laplace_sums(logw, q, b, shift)
+        return np.logaddexp(left, right), plus, minus
+    out, plus, minus = np.empty_like(logw), np.empty(len(logw)), np.empty(len(logw))
+    out[wide], plus[wide], minus[wide] = _wide_mixtures(logw[wide], q, b, shift[wide])
+    if not wide.all():
+        rest = ~wide
+        left, right, plus[rest], minus[rest] = _laplace_sums(logw[rest], q, b, shift[rest])
+        out[rest] = np.logaddexp(left, right)
+    return out, plus, minus
+
+
+def _laplace_sums(logw: np.ndarray, q: np.ndarray, b: float, shift: np.ndarray) -> tuple[np.ndarray, ...]:
+    """`laplace_sums` given `_recursive_rows`' exponents."""
     up, down = (q - q[-1]) / b, (q[0] - q) / b  # both <= 0
-    fast = _recursive_rows(logw, q, b)
+    fast = ~np.isnan(shift)
     if fast.all():
-        left, right = _recursive_sums(logw, q, b)
+        left, right = _recursive_sums(logw, q, b, shift)
     else:
         left, right = np.empty_like(logw), np.empty_like(logw)
         if fast.any():
-            left[fast], right[fast] = _recursive_sums(logw[fast], q, b)
+            left[fast], right[fast] = _recursive_sums(logw[fast], q, b, shift[fast])
         slow = ~fast
         rows = logw[slow]
         left[slow] = np.logaddexp.accumulate(rows + up, axis=1) - up
@@ -56,17 +81,21 @@ def laplace_sums(logw: np.ndarray, q: np.ndarray, b: float) -> tuple[np.ndarray,
     return left, right, left[:, -1].copy(), np.logaddexp(logw[:, 0], right[:, 0])
 
 
-_RANGE = 600.0  # nats below a row's largest weight that the linear recursions accept
-_DECAY = 100.0  # the most nats the recursions may decay by across levels of weight zero
+_RANGE = 600.0  # nats below a row's largest weight that the linear recursions accept at scale 1
+_DECAY = 100.0  # the most nats the recursions may decay by across levels of weight zero, at scale 1
+_EXP = 700.0  # nats: the largest exponent, either way, of a widely scaled row's weights and sums
 
 
 def _recursive_rows(logw: np.ndarray, q: np.ndarray, b: float) -> np.ndarray:
-    """Which rows `_recursive_sums` may take (each row decided alone, so a row's sums do not depend on the
-    rows beside it): equally spaced levels, every positive weight within _RANGE nats of its row's largest, and
-    at most _DECAY nats of decay from any level to the nearest positive weight on either side. Then every
-    sum with a term is at least e^{-RANGE - DECAY} > 1e-304 of the scale, so nothing underflows, and all
-    terms are positive, so nothing cancels."""
-    rows = np.zeros(len(logw), dtype=bool)
+    """For each row, the exponent its largest weight takes in `_recursive_sums`, NaN for a row that they may not
+    take (each row decided alone, so a row's sums do not depend on the rows beside it). Equally spaced levels,
+    and either every positive weight within _RANGE nats of its row's largest and at most _DECAY nats of decay
+    from any level to the nearest positive weight on either side (exponent 0: every sum with a term is at least
+    e^{-RANGE - DECAY} > 1e-304 of the scale), or, past _RANGE, the row's span (largest to smallest positive
+    weight) and that decay adding up to at most 2 _EXP - log m (exponent _EXP - log m: every sum of its m terms
+    is at most e^_EXP, and every sum with a term at least e^-_EXP, 1e-304). Nothing underflows, and all terms
+    are positive, so nothing cancels."""
+    rows = np.full(len(logw), np.nan)
     if len(q) < 2:
         return rows
     gap = q[1] - q[0]
@@ -76,7 +105,14 @@ def _recursive_rows(logw: np.ndarray, q: np.ndarray, b: float) -> np.ndarray:
     finite = logw > -np.inf
     with np.errstate(invalid="ignore"):
         narrow = ~np.any(finite & (logw < top - _RANGE), axis=1)
-    return narrow & np.isfinite(top[:, 0]) & (_farthest(finite) * gap / b <= _DECAY)
+    decay = _farthest(finite) * gap / b
+    rows[narrow & np.isfinite(top[:, 0]) & (decay <= _DECAY)] = 0.0
+    scale = _EXP - math.log(logw.shape[1])
+    with np.errstate(invalid="ignore"):
+        span = top[:, 0] - np.where(finite, logw, np.inf).min(axis=1)
+        wide = ~narrow & np.isfinite(top[:, 0]) & (span + decay <= scale + _EXP)
+    rows[wide] = scale
+    return rows
 
 
 def _farthest(finite: np.ndarray) -> np.ndarray:
@@ -96,18 +132,36 @@ def _farthest(finite: np.ndarray) -> np.ndarray:
     return np.maximum(left, right)
 
 
-def _recursive_sums(logw: np.ndarray, q: np.ndarray, b: float) -> tuple[np.ndarray, np.ndarray]:
+def _recursive_sums(logw: np.ndarray, q: np.ndarray, b: float, shift: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """`laplace_sums`'s left and right by the first-order recursions A_k = r A_{k-1} + w_k in linear space
-    (r = e^{-gap/b}, one scipy.signal.lfilter per side), scaled by each row's largest weight, on rows that
-    `_recursive_rows` accepts."""
+    (r = e^{-gap/b}, one scipy.signal.lfilter per side), each row's largest weight scaled to e^shift, on rows that
+    `_recursive_rows` accepts (and its `shift`s)."""
     top = logw.max(axis=1, keepdims=True)
-    x = np.exp(logw - top)
+    shift = shift[:, None]
+    x = np.exp(logw - top + shift)
+    low = top - shift
     r = math.exp(-(q[1] - q[0]) / b)
     with np.errstate(divide="ignore"):
-        left = np.log(lfilter([1.0], [1.0, -r], x, axis=1)) + top
+        left = np.log(lfilter([1.0], [1.0, -r], x, axis=1)) + low
         after = lfilter([1.0], [1.0, -r], x[:, ::-1], axis=1)[:, ::-1]  # Σ_{s >= k} w_s r^{s - k}
-        right = np.concatenate([np.log(r * after[:, 1:]), np.full((len(x), 1), -np.inf)], axis=1) + top
+        right = np.concatenate([np.log(r * after[:, 1:]), np.full((len(x), 1), -np.inf)], axis=1) + low
     return left, right
+
+
+def _wide_mixtures(logw: np.ndarray, q: np.ndarray, b: float,
+                   shift: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`laplace_mixtures` on rows that `_recursive_rows` scales by `shift`: the recursions' left sums and r times
+    the right ones' (all positive and, by its rule, within e^±_EXP) added in linear space, one log."""
+    top = logw.max(axis=1, keepdims=True)
+    low = top - shift[:, None]
+    x = np.exp(logw - low)
+    r = math.exp(-(q[1] - q[0]) / b)
+    sums = lfilter([1.0], [1.0, -r], x, axis=1)  # Σ_{s <= k} w_s r^{k - s}
+    after = lfilter([1.0], [1.0, -r], x[:, ::-1], axis=1)[:, ::-1]  # Σ_{s >= k} w_s r^{s - k}
+    sums[:, :-1] += r * after[:, 1:]
+    with np.errstate(divide="ignore"):
+        out = np.log(sums) + low
+        return out, out[:, -1].copy(), np.log(after[:, 0]) + low[:, 0]
 
 
 def log_mixture(q: np.ndarray, y: np.ndarray, b: float) -> np.ndarray:
