@@ -356,8 +356,8 @@ def _by_known_set(adversaries) -> dict[frozenset[int], list[Adversary]]:
 
 
 def _leakage_for_known_set(known: frozenset[int], adversaries: list[Adversary], graph: FactorGraph,
-                           padded: _Padded, mechanism: Mechanism,
-                           limit: int, on_zeros: frozenset[int], sups: _Sups | None) -> dict[Adversary, AdversaryLeakage]:
+                           padded: _Padded, mechanism: Mechanism, limit: int, on_zeros: frozenset[int],
+                           sups: _Sups | None) -> dict[Adversary, AdversaryLeakage]:
     """For each adversary knowing `known`: max over x_K with P(x_K) > 0 (in mixed-radix order;
     ties: the first) of the sup for x_K. Only the known tuples that share a factor with an
     unknown slot (R) can change the law of the unknown ones given x_K (global Markov property
