@@ -107,6 +107,8 @@ def _recursive_rows(logw: np.ndarray, q: np.ndarray, b: float) -> np.ndarray:
         narrow = ~np.any(finite & (logw < top - _RANGE), axis=1)
     decay = _farthest(finite) * gap / b
     rows[narrow & np.isfinite(top[:, 0]) & (decay <= _DECAY)] = 0.0
+    if narrow.all():
+        return rows
     scale = _EXP - math.log(logw.shape[1])
     with np.errstate(invalid="ignore"):
         span = top[:, 0] - np.where(finite, logw, np.inf).min(axis=1)
