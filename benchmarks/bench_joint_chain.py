@@ -1,12 +1,14 @@
 """Joint laws over every day of a chain on the structured engine (issue #43 item 4, DESIGN §5.2).
 
 Report-noisy-max (Laplace, b = 2: ε = 1 at Δ = 1) and the sparse vector technique (Lyu et al. Alg. 1, c = 1,
-threshold 0.5, ε = 1) over the identity of `models/markov_chain.py` (p_stay = 0.8), idp of every day. At n = 6 the
-exact engine is timed in the same process and the values compared; at larger n the structured engine alone.
+threshold 0.5, ε = 1) over the identity of `models/markov_chain.py` (p_stay = 0.8), idp (or `--notion ddp`: the
+known days by their counts, `joint_counts.py`) of every day. At n = 6 the exact engine is timed in the same process
+and the values compared; at larger n the structured engine alone.
 CPU seconds (time.process_time) of the audit, the model built before the clock starts; the load average beside.
 
     python benchmarks/bench_joint_chain.py                  # n = 6, 100, 365
     python benchmarks/bench_joint_chain.py --days 365
+    python benchmarks/bench_joint_chain.py --days 365 --notion ddp
 """
 
 from __future__ import annotations
@@ -34,25 +36,26 @@ def chain(n: int):
     return module.build(n=n, p_stay=0.8)
 
 
-def timed(model, mech, engine: str):
+def timed(model, mech, engine: str, notion: str):
     start = time.process_time()
-    result = audit(model, "identity", mech, "idp", engine=engine, information=None)
+    result = audit(model, "identity", mech, notion, engine=engine, information=None)
     return result, time.process_time() - start
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--days", type=int, nargs="*", default=[6, 100, 365])
+    parser.add_argument("--notion", choices=["idp", "ddp"], default="idp")
     args = parser.parse_args()
     for n in args.days:
         model = chain(n)
         for name, mech in MECHANISMS.items():
-            found, cpu = timed(model, mech, "structured")
+            found, cpu = timed(model, mech, "structured", args.notion)
             note = next(x for x in found.notes if "forward pass" in x)
-            line = (f"n={n:4d} {name:5s} structured idp {found.leakage:.10f} (day {found.witness.adversary.target}) "
-                    f"{cpu:6.2f} CPU s")
+            line = (f"n={n:4d} {name:5s} structured {args.notion} {found.leakage:.10f} "
+                    f"(day {found.witness.adversary.target}) {cpu:6.2f} CPU s")
             if n <= 6:
-                exact, exact_cpu = timed(model, mech, "exact")
+                exact, exact_cpu = timed(model, mech, "exact", args.notion)
                 diff = float(np.max(np.abs(np.array(found.per_target) - np.array(exact.per_target))))
                 line += f" | exact {exact.leakage:.10f} {exact_cpu:6.2f} CPU s, largest difference {diff:.1e}"
             print(f"{line} | load {os.getloadavg()[0]:.1f}\n    {note}", flush=True)

@@ -33,12 +33,12 @@ from ddpbayes.model.domains import Finite
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def random_chain(seed: int, n: int, k: int):
-    """x_0 ~ Cat(p0), x_j | x_{j−1} ~ Cat(P_j[x_{j−1}]) on {0..k−1}, random tables (a few zeros): the model and its
-    joint computed here from the same tables."""
+def random_chain(seed: int, n: int, k: int, zeros: bool = True):
+    """x_0 ~ Cat(p0), x_j | x_{j−1} ~ Cat(P_j[x_{j−1}]) on {0..k−1}, random tables (a few zeros unless `zeros` is
+    False): the model and its joint computed here from the same tables."""
     rng = np.random.default_rng(seed)
     p0 = rng.dirichlet(np.ones(k))
-    steps = rng.uniform(0.05, 1, size=(n, k, k)) * (rng.uniform(size=(n, k, k)) > 0.15)
+    steps = rng.uniform(0.05, 1, size=(n, k, k)) * (rng.uniform(size=(n, k, k)) > (0.15 if zeros else -1.0))
     steps[..., 0] += steps.sum(axis=-1) == 0
     steps /= steps.sum(axis=-1, keepdims=True)
     with pm.Model() as m:
@@ -87,11 +87,12 @@ def rnm_law(a, b: float) -> np.ndarray:
                               list(a)) for j in range(n)])
 
 
-def brute_leak(joint_p: np.ndarray, law, target: int, known: tuple[int, ...]) -> float:
-    """leak(i, K) from the definition over every state and output."""
+def brute_leak(joint_p: np.ndarray, law, target: int, known: tuple[int, ...], laws: dict | None = None) -> float:
+    """leak(i, K) from the definition over every state and output (`laws`: each state's output law, kept across
+    calls)."""
     xs = [x for x in itertools.product(*[range(s) for s in joint_p.shape]) if joint_p[x] > 0]
     px = np.array([joint_p[x] for x in xs])
-    laws = {}
+    laws = {} if laws is None else laws
     lik = np.array([laws.setdefault(x, law(np.array(x, dtype=float))) for x in xs]).T  # (Y, X)
     best = 0.0
     for x_known in {tuple(x[k] for k in known) for x in xs}:
@@ -128,6 +129,30 @@ def test_random_chains_against_the_brute_force(seed, n, k):
             pdp = audit(model, "identity", mech, "pdp", engine="structured", targets=[target], known=list(known),
                         information=None)
             assert pdp.leakage == pytest.approx(brute_leak(joint_p, law, target, known), abs=1e-9)
+
+
+@pytest.mark.parametrize("seed,n,k", [(21, 3, 2),
+                                      pytest.param(22, 4, 3, marks=pytest.mark.slow),
+                                      pytest.param(23, 5, 2, marks=pytest.mark.slow)])
+def test_known_days_by_their_counts_against_the_brute_force(seed, n, k, monkeypatch):
+    """The count reduction (`joint_counts`) forced on short chains with positive random transitions: every
+    window adversary (every day outside a run around the target known, idp's included) of every target, SVT at a
+    random threshold and RNM, against the brute force over every state and output."""
+    monkeypatch.setattr(joint, "ENUMERATE_UP_TO", 0)
+    monkeypatch.setattr(joint, "_known_set", None)  # the enumeration must not be reached
+    rng = np.random.default_rng(seed)
+    model, joint_p = random_chain(seed, n, k, zeros=False)
+    threshold, s = float(rng.uniform(-0.5, k)), float(rng.uniform(0.3, 2.0))
+    cases = [(SparseVector(s, 1, threshold, 1), lambda a: svt_law(a, threshold, s)),
+             (ReportNoisyMax(2 * s), lambda a: rnm_law(a, 2 * s))]
+    for mech, law in cases:
+        laws: dict = {}
+        for target in range(n):
+            for lo, hi in itertools.product(range(target + 1), range(target, n)):
+                known = tuple(j for j in range(n) if not lo <= j <= hi)
+                found = audit(model, "identity", mech, "pdp", engine="structured", targets=[target],
+                              known=list(known), information=None)
+                assert found.leakage == pytest.approx(brute_leak(joint_p, law, target, known, laws), abs=1e-9)
 
 
 def markov_chain(n: int):
@@ -189,9 +214,26 @@ def test_other_laws_are_declined_in_one_line():
     model = markov_chain(4)
     with pytest.raises(InputError, match="sparse_vector variant 1 with cutoff 1"):
         audit(model, "identity", SparseVector(1.0, 2, 0.5, 1), "idp", engine="structured", information=None)
-    with pytest.raises(InputError, match="every known tuple is enumerated"):
+    with pytest.raises(InputError, match="every known tuple is enumerated.*not every day outside one run"):
         audit(markov_chain(30), "identity", ReportNoisyMax(2.0), "pdp", engine="structured", targets=[0],
-              known=list(range(1, 30)), information=None)
+              known=[1, *range(3, 30)], information=None)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mech", [SparseVector(0.8, 1, 0.3, 1), ReportNoisyMax(1.5)], ids=["svt1", "rnm"])
+def test_counts_equal_the_enumeration_on_ten_days(mech, monkeypatch):
+    """Ten days of a random chain with positive transitions, window adversaries knowing 5 to 8 days: the count
+    reduction against the enumeration of every known configuration (2^|K| whole-chain passes, other code)."""
+    model, _ = random_chain(31, 10, 2, zeros=False)
+    windows = [(4, 2, 5), (4, 3, 4), (0, 0, 1), (9, 7, 9), (6, 5, 8)]
+    for target, lo, hi in windows:
+        known = [j for j in range(10) if not lo <= j <= hi]
+        found = {}
+        for route, up_to in (("counts", 0), ("enumerated", 1 << 12)):
+            monkeypatch.setattr(joint, "ENUMERATE_UP_TO", up_to)
+            found[route] = audit(model, "identity", mech, "pdp", engine="structured", targets=[target], known=known,
+                                 information=None).leakage
+        assert found["counts"] == pytest.approx(found["enumerated"], abs=1e-12)
 
 
 def test_rows_normalised_every_few_days_as_every_day(monkeypatch):

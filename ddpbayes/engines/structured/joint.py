@@ -13,7 +13,8 @@ whose day m emits e_B (m before j), e_A (m = j) or e_C (m after j). Every (targe
 plain messages and two passes carrying one row per output (`joint_tables`): O(n² k²) per node, every target at
 once. The law is not shift-invariant, so a known set's values are enumerated, each clamped into the unary
 tables (`_known_set`), and the leakage is the exact engine's: the largest log-ratio over x_K, the outputs and
-the possible t ≠ t'.
+the possible t ≠ t'. Past ENUMERATE_UP_TO configurations, an adversary who knows every day outside one run around
+the target (ddp's on a chain) has its known days reduced to their value counts (`_counted`, `joint_counts`).
 
 The rule (`rule`) cuts v at the integrand's kinks (the answers, T and 0). On each tail, mapped by
 u = exp(∓(v − end)/b) at the answers' noise scale b, every factor is a polynomial in u (the scales are 2s and
@@ -36,6 +37,17 @@ import numpy as np
 
 from ddpbayes.engines.base import AdversaryLeakage, Witness
 from ddpbayes.engines.structured.graph import FactorGraph
+from ddpbayes.engines.structured.joint_counts import (
+    Best,
+    Window,
+    WindowLaw,
+    best_by_total,
+    configuration_count,
+    counts_reason,
+    window_law,
+    window_of,
+    witness_values,
+)
 from ddpbayes.engines.structured.pathsum import path_of
 from ddpbayes.errors import InputError
 from ddpbayes.limits import check_states
@@ -43,6 +55,7 @@ from ddpbayes.mechanisms.quadrature import gauss_legendre
 from ddpbayes.problem import Adversary, Problem
 from ddpbayes.queries import Identity
 
+ENUMERATE_UP_TO = 1 << 10  # known-value configurations enumerated; more go by their counts when they reduce
 LAW_BOUND = 1e-13  # the relative error bound each finite piece's rule is chosen for
 MOST_NODES = 1 << 14  # per piece
 _ELLIPSES = (1.02, 1.05, 1.1, 1.2, 1.35, 1.5, 1.75, 2.0, 2.5, 3.0, 4.0, 6.0, 8.0, 12.0)
@@ -70,14 +83,43 @@ def joint_reason(problem: Problem, graph: FactorGraph) -> str | None:
 
 
 def _enumeration_reason(problem: Problem, graph: FactorGraph) -> str | None:
-    """Why some adversary's known values cannot be enumerated (configurations × n² over --max-states), or None."""
+    """Why some adversary's known values can be neither enumerated (configurations × n² over --max-states) nor
+    reduced to counts (`joint_counts`), or None."""
     n = problem.model.n
     for adv in problem.adversaries:
         count = math.prod(graph.sizes[k] for k in adv.known)
-        if count * n * n > problem.settings.max_states:
+        if count * n * n <= problem.settings.max_states:
+            continue
+        why = _counts_reason(problem, graph, adv)
+        if why:
             return (f"the joint law is not shift-invariant, so every known tuple is enumerated: the adversary of "
                     f"{problem.model.names[adv.target]} knows {len(adv.known)} tuples ({count:.3g} value combinations, "
-                    f"each an O(n²) pass over {n} days), over --max-states {problem.settings.max_states:,}")
+                    f"each an O(n²) pass over {n} days), over --max-states {problem.settings.max_states:,}, and "
+                    f"{why}")
+    return None
+
+
+def _counts_reason(problem: Problem, graph: FactorGraph, adv: Adversary) -> str | None:
+    """Why the known days of `adv` do not reduce to their value counts (`joint_counts`), or None."""
+    n = problem.model.n
+    window = window_of(adv, n)
+    if window is None:
+        return ("its known days are not every day outside one run around the target, which is what reduces them to "
+                "their value counts")
+    chain = _chain(graph, n)
+    if "joint one value list" not in graph.trees:
+        graph.trees["joint one value list"] = all(np.array_equal(graph.values[s], graph.values[chain.slots[0]])
+                                                   for s in chain.slots)
+    why = counts_reason(chain, window, graph.trees["joint one value list"])
+    if why:
+        return f"its known days do not reduce to their value counts: {why}"
+    k = chain.unary.shape[1]
+    total = window.outer_left + window.outer_right
+    cells = configuration_count(total, k) * k ** 4 * (window.hi - window.lo + 2)  # the widest class's ratios
+    if cells > problem.settings.max_states:
+        return (f"their value counts ({configuration_count(total, k):,} vectors of {total} days over {k} values) "
+                f"times the window's {window.hi - window.lo + 1} days pass --max-states "
+                f"{problem.settings.max_states:,}")
     return None
 
 
@@ -262,6 +304,13 @@ class _Chain:
 
 
 def _chain(graph: FactorGraph, n: int) -> _Chain:
+    """The chain's tables, cached with the graph's trees."""
+    if "joint chain" not in graph.trees:
+        graph.trees["joint chain"] = _chain_of(graph, n)
+    return graph.trees["joint chain"]
+
+
+def _chain_of(graph: FactorGraph, n: int) -> _Chain:
     path = path_of(graph)
     order = list(path.order)
     unary, pair = list(path.unary), list(path.pair)
@@ -398,8 +447,14 @@ def joint_leakage(problem: Problem, graph: FactorGraph) -> tuple[list[AdversaryL
     for adv in problem.adversaries:
         by_known.setdefault(adv.known, []).append(adv)
     found: dict[Adversary, AdversaryLeakage] = {}
+    memo: dict = {}
     for known, advs in by_known.items():
-        found.update(_known_set(chain, law, quad, graph, sorted(known), advs))
+        if math.prod(graph.sizes[k] for k in known) > ENUMERATE_UP_TO and not _counts_reason(problem, graph, advs[0]):
+            for adv in advs:
+                found[adv] = _counted(adv, chain, law, quad, graph.values[chain.slots[0]], memo,
+                                      problem.settings.max_states)
+        else:
+            found.update(_known_set(chain, law, quad, graph, sorted(known), advs))
     return [found[adv] for adv in problem.adversaries], quad
 
 
@@ -454,3 +509,63 @@ def _output(law: _Law, j: int, n: int) -> tuple[float, ...]:
     if not law.first:
         return (float(j),)
     return tuple([0.0] * min(j, n) + ([1.0] + [-1.0] * (n - j - 1) if j < n else []))
+
+
+# --------------------------------------------------------------------------- known days by their counts
+
+
+def _counted(adv: Adversary, chain: _Chain, law: _Law, quad: Rule, values: np.ndarray, memo: dict,
+             limit: int) -> AdversaryLeakage:
+    """leak(i, K) of an adversary who knows every day outside one window around the target, the interior known days
+    by their value counts (`joint_counts`): the largest ratio over the classes of outputs, each (window, class,
+    count total) solved once."""
+    n = len(chain.slots)
+    win = window_of(adv, n)
+    key = (chain.unary[win.lo:win.hi + 1].tobytes(), chain.pair[win.lo:win.hi].tobytes(),
+           chain.answers[win.lo:win.hi + 1].tobytes(), win.target, win.left, win.right)
+    if key not in memo:
+        memo[key] = _window_law(chain, law, quad, win)
+    table: WindowLaw = memo[key]
+    e_b, e_a, _ = law.emissions(quad.v, values)
+    with np.errstate(divide="ignore"):
+        log_b, log_a = np.log(e_b), np.log(e_a)
+    base = quad.log_w + law.log_weight(quad.v)
+    left = list(range(win.lo if win.left else 0))
+    right = list(range(win.hi + 1, n)) if win.right else []
+    outer = left + right
+    all_b = table.all_b[..., None, :]
+    # (class, totals, x_j's factor, window columns, output j and counted days and x_j's day of a total and column)
+    if law.first:
+        classes = [("inside", [len(left)], None, table.inside, lambda m, c: (win.lo + c, left, None)),
+                   ("none", [len(outer)], None, all_b, lambda m, c: (n, outer, None)),
+                   ("after", list(range(len(left), len(outer))), log_a, all_b,
+                    lambda m, c: (right[m - len(left)], outer[:m], right[m - len(left)]))]
+    else:
+        classes = [("inside", [len(outer)], None, table.inside, lambda m, c: (win.lo + c, outer, None)),
+                   ("known", [len(outer) - 1] if outer else [], log_a, all_b, lambda m, c: (outer[0], outer[1:],
+                                                                                        outer[0]))]
+    best, witness = None, None
+    for name, totals, factor, cols, place in classes:
+        solved = memo.setdefault((key, name), {})
+        missing = [m for m in totals if m not in solved]
+        if missing:
+            check_states(configuration_count(missing[-1], len(values)) * len(values) * len(quad.v),
+                         "the known days' count vectors times the quadrature nodes", "cells", limit)
+            solved.update(best_by_total(missing, log_b, factor, base, cols, table.marginal))
+        for m in totals:
+            found: Best | None = solved[m]
+            if found is not None and (best is None or found.value > best.value):
+                best, witness = found, (m, place(m, found.column))
+    if best is None:
+        raise InputError(f"every configuration of the known tuples of {adv} has probability zero")
+    _, (j, counted, day) = witness
+    chosen = None if day is None else (day, best.chosen)
+    known = witness_values(win, n, best.borders, best.counts, counted, chosen, values)
+    return AdversaryLeakage(adv, max(best.value, 0.0),
+                            Witness(adv, known, float(values[best.t]), float(values[best.t_prime]), _output(law, j, n)))
+
+
+def _window_law(chain: _Chain, law: _Law, quad: Rule, win: Window) -> WindowLaw:
+    days = range(win.lo, win.hi + 1)
+    emit = tuple(np.stack(e, axis=1) for e in zip(*(law.emissions(quad.v, chain.answers[m]) for m in days)))
+    return window_law(chain.unary[win.lo:win.hi + 1], chain.pair[win.lo:win.hi], emit, win)
