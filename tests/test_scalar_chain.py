@@ -68,6 +68,9 @@ def _same_graph(fast: graph_module.FactorGraph, slow: graph_module.FactorGraph) 
     assert all(a.linear.tobytes() == b.linear.tobytes() and (a.top, a.span) == (b.top, b.span)
                for a, b in zip(got.forward + got.backward, want.forward + want.backward))
     assert (fast.directed.parents, fast.directed.children) == (slow.directed.parents, slow.directed.children)
+    # what the engine caches with the graph: the slots on a factor's zero, every slot's values in one table
+    assert fast.trees["on zeros"] == {v for p in slow.factors if np.isinf(p.table).any() for v in p.scope}
+    assert np.array_equal(fast.trees["value table"], np.array(slow.values))
 
 
 @pytest.mark.parametrize("seed", range(4))

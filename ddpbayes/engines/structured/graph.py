@@ -151,7 +151,10 @@ def _scalar_chain(model: DependenceModel, limit: int) -> FactorGraph | None:
     unary[0] += head
     pair = np.zeros((n - 1, k, k)) + steps.transpose(0, 2, 1)
     directed = functools.cache(lambda: Directed(n, [([0], []), *(([j + 1], [j]) for j in range(n - 1))]))
-    return FactorGraph([k] * n, [values] * n, _ChainFactors(head, steps), {}, directed, {"stacked path": (unary, pair)})
+    broken = np.flatnonzero(~np.isfinite(steps).all(axis=(1, 2)))  # days with a zero: the engine's "on zeros"
+    on_zeros = frozenset([0] * (not np.isfinite(head).all()) + [v for j in broken.tolist() for v in (j + 1, j)])
+    trees = {"stacked path": (unary, pair), "on zeros": on_zeros, "value table": np.tile(values, (n, 1))}
+    return FactorGraph([k] * n, [values] * n, _ChainFactors(head, steps), {}, directed, trees)
 
 
 class _ChainFactors(Sequence):
