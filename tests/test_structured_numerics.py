@@ -160,6 +160,28 @@ def test_laplace_mixtures_equal_direct_sums():
         assert np.array_equal(plus[narrow], plus_sums[narrow]) and np.array_equal(minus[narrow], minus_sums[narrow])
 
 
+def test_laplace_sums_and_mixtures_at_steep_scales():
+    """A level's decay gap/b of 50 to 800 nats on rows spanning over 600 (a reviewer's cases): past about 708
+    nats r = e^{-gap/b} is subnormal, and a wide row's neighbour term, which may dominate a level's own, must not
+    be lost (such rows take the running log-sums); the right sums' factor r is kept in log space where r times a
+    sum leaves the normal doubles. Against the sums written out."""
+    from ddpbayes.mechanisms.laplace.mixture import laplace_mixtures
+
+    q = np.arange(3.0)
+    for inverse_b in (50.0, 200.0, 700.0, 740.0, 800.0):
+        b = 1 / inverse_b
+        for row in ([0.0, -1300.0, -1350.0], [0.0, -1395.0, -1395.0], [-700.0, 0.0, -650.0]):
+            logw = np.array([row])
+            kernel = -np.abs(q[:, None] - q[None, :]) / b
+            levels, plus, minus = laplace_mixtures(logw, q, b)
+            assert _close(levels[0], logsumexp(logw[0][None, :] + kernel, axis=1), 1e-12)
+            left, right, _, _ = laplace_sums(logw, q, b)
+            for k in range(3):
+                want_left = logsumexp(logw[0, :k + 1] - (q[k] - q[:k + 1]) / b)
+                want_right = logsumexp(logw[0, k + 1:] - (q[k + 1:] - q[k]) / b) if k < 2 else -np.inf
+                assert _close(np.array([left[0, k], right[0, k]]), np.array([want_left, want_right]), 1e-12)
+
+
 def _log_count_law(n: int, stay: float, i: int) -> np.ndarray:
     """log P(X_i = t, count = s) of a symmetric binary chain (uniform start), by a forward-backward
     recursion in log space written here (the tails of this law reach far below 1e-308)."""

@@ -296,8 +296,9 @@ class _Steps:
 
     def _remember(self, key: tuple, held: tuple, make):
         """The value remembered under `key`, else `make()` remembered with the objects `held` (whose ids key it)."""
-        if key in self.memo:
-            return self.memo[key][1]
+        hit = self.memo.get(key)  # one lookup: a threaded scheduler's other audit may clear the memo meanwhile
+        if hit is not None:
+            return hit[1]
         out = make()
         if self.cells > CELLS // 8:
             self.memo.clear()

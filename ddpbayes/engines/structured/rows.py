@@ -87,8 +87,9 @@ class Incidence:
     def mask(self, slots) -> np.ndarray:
         """`slots` (an iterable of slot indices) as a boolean mask over the slots (read-only; a frozenset's kept
         for the next questions about the same known set)."""
-        if isinstance(slots, frozenset) and slots in self.masks:
-            return self.masks[slots]
+        hit = self.masks.get(slots) if isinstance(slots, frozenset) else None  # one lookup (threaded schedulers)
+        if hit is not None:
+            return hit
         out = np.zeros(self.slots, dtype=bool)
         out[np.fromiter(slots, dtype=np.int64)] = True
         out.flags.writeable = False

@@ -93,8 +93,10 @@ def _recursive_rows(logw: np.ndarray, q: np.ndarray, b: float) -> np.ndarray:
     from any level to the nearest positive weight on either side (exponent 0: every sum with a term is at least
     e^{-RANGE - DECAY} > 1e-304 of the scale), or, past _RANGE, the row's span (largest to smallest positive
     weight) and that decay adding up to at most 2 _EXP - log m (exponent _EXP - log m: every sum of its m terms
-    is at most e^_EXP, and every sum with a term at least e^-_EXP, 1e-304). Nothing underflows, and all terms
-    are positive, so nothing cancels."""
+    is at most e^_EXP, and every sum with a term at least e^-_EXP, 1e-304), when also one level's decay
+    gap/b is at most _DECAY: a wide row's neighbour terms may dominate a level's own, so r = e^{-gap/b} must be
+    a normal double (past about 708 nats it is subnormal, past 745 zero, and the neighbour's term would be
+    lost). Nothing underflows, and all terms are positive, so nothing cancels."""
     rows = np.full(len(logw), np.nan)
     if len(q) < 2:
         return rows
@@ -112,7 +114,7 @@ def _recursive_rows(logw: np.ndarray, q: np.ndarray, b: float) -> np.ndarray:
     scale = _EXP - math.log(logw.shape[1])
     with np.errstate(invalid="ignore"):
         span = top[:, 0] - np.where(finite, logw, np.inf).min(axis=1)
-        wide = ~narrow & np.isfinite(top[:, 0]) & (span + decay <= scale + _EXP)
+        wide = ~narrow & np.isfinite(top[:, 0]) & (span + decay <= scale + _EXP) & (gap / b <= _DECAY)
     rows[wide] = scale
     return rows
 
@@ -146,7 +148,9 @@ def _recursive_sums(logw: np.ndarray, q: np.ndarray, b: float, shift: np.ndarray
     with np.errstate(divide="ignore"):
         left = np.log(lfilter([1.0], [1.0, -r], x, axis=1)) + low
         after = lfilter([1.0], [1.0, -r], x[:, ::-1], axis=1)[:, ::-1]  # Σ_{s >= k} w_s r^{s - k}
-        right = np.concatenate([np.log(r * after[:, 1:]), np.full((len(x), 1), -np.inf)], axis=1) + low
+        scaled = r * after[:, 1:]  # the right sums' r, in log space where the product leaves the normal doubles
+        near = np.where(scaled >= np.finfo(float).tiny, np.log(scaled), np.log(after[:, 1:]) - (q[1] - q[0]) / b)
+        right = np.concatenate([near, np.full((len(x), 1), -np.inf)], axis=1) + low
     return left, right
 
 
