@@ -349,7 +349,7 @@ CASES = [
     # eleven siblings: the ten others' 1,024 configurations summed exactly. The sup is at y -> +inf,
     # where a draw's kernel e^t (1 - p + p e)^10 has relative variance 3.9 (t = 1) and 7.4 (t = 0)
     # under p's posterior (quadrature), so at 1000 draws 1.645 se is ~0.14 and a claim 0.15 above
-    # the truth cannot pass; 4x the draws halves the se (README, "#42.5 pooled")
+    # the truth cannot pass; 4x the draws halves the se (README, "The #42 rows at 20 seeds")
     Case("beta_bern11", ("beta_bernoulli.py", {"n": 11, "a": 2.0, "b": 5.0}), "count", "structured", draws=4000),
     # a joint-law mechanism (issue #42.4): the truncated geometric on the count of Beta siblings
     Case("beta_trgeom", ("beta_bernoulli.py", {"n": 5, "a": 2.0, "b": 5.0}), "count", "structured",
