@@ -23,8 +23,8 @@ over every (model, notion) row.
 Every audit releases the model's query with its case's mechanism (Laplace noise unless named) at `--epsilon` (classic DP's scale:
 sensitivity / epsilon) and audits one target (tuple 0, or the one named in the table) so that a
 full run stays feasible; the sampling settings are the engine's defaults (2 chains, 1000 tuning
-steps, 1000 draws per chain) unless --draws / --tune / --chains say otherwise, with workers = 1
-(one process: another job may share the cores).
+steps, 1000 draws per chain; a row may name more draws) unless --draws / --tune / --chains say
+otherwise, with workers = 1 (one process: another job may share the cores).
 
 Models (name: what, exact route):
     household      models/household.py n=4, count; exact
@@ -41,7 +41,8 @@ Models (name: what, exact route):
     beta_hmm       inline: hidden regimes (stay 0.8), emission accuracy a ~ Beta(8, 2), n=3, count; structured
     mixed_latent   inline: r ~ N(0, 1.5), h ~ Bernoulli(0.3), X_k ~ Bernoulli(sigmoid(r + 2h)), n=3; structured
     beta_bern10    models/beta_bernoulli.py n=10 a=2 b=5, count (512 configurations summed); structured
-    beta_bern11    models/beta_bernoulli.py n=11 a=2 b=5, count (ten siblings summed: 1,024 configurations); structured
+    beta_bern11    models/beta_bernoulli.py n=11 a=2 b=5, count (ten siblings summed: 1,024 configurations), 4000
+                   draws per chain (its kernel's Monte Carlo error, see CASES); structured
     beta_trgeom    models/beta_bernoulli.py n=5 a=2 b=5, count, truncated geometric on 0..5 (a joint law); structured
     galton         models/galton_families.py k=3, mean (continuous, MvNormal); gaussian
     hier_gauss     inline: mu ~ N(0,1), a_j ~ N(mu,1), X_jk ~ N(a_j,1), 2x2 on [-1, 1], sum; gaussian
@@ -326,6 +327,7 @@ class Case:
     note: str = ""
     mechanism: str = "laplace"  # a kind; a joint law's --mechanism-param values in `params`
     params: dict = field(default_factory=dict)
+    draws: int = 1000  # draws per chain unless --draws says otherwise (the engine's default 1000)
 
 
 CASES = [
@@ -344,8 +346,11 @@ CASES = [
     Case("mixed_latent", mixed_latent, "count", "structured"),
     # ten siblings: 2^9 = 512 joint values of the others, summed exactly (issue #42.3; Gibbs under the old 256)
     Case("beta_bern10", ("beta_bernoulli.py", {"n": 10, "a": 2.0, "b": 5.0}), "count", "structured"),
-    # eleven siblings: the ten others' 1,024 configurations summed exactly
-    Case("beta_bern11", ("beta_bernoulli.py", {"n": 11, "a": 2.0, "b": 5.0}), "count", "structured"),
+    # eleven siblings: the ten others' 1,024 configurations summed exactly. The sup is at y -> +inf,
+    # where a draw's kernel e^t (1 - p + p e)^10 has relative variance 3.9 (t = 1) and 7.4 (t = 0)
+    # under p's posterior (quadrature), so at 1000 draws 1.645 se is ~0.14 and a claim 0.15 above
+    # the truth cannot pass; 4x the draws halves the se (README, "The #42 rows at 20 seeds")
+    Case("beta_bern11", ("beta_bernoulli.py", {"n": 11, "a": 2.0, "b": 5.0}), "count", "structured", draws=4000),
     # a joint-law mechanism (issue #42.4): the truncated geometric on the count of Beta siblings
     Case("beta_trgeom", ("beta_bernoulli.py", {"n": 5, "a": 2.0, "b": 5.0}), "count", "structured",
          mechanism="truncated_geometric", params={"n": "5"}),
@@ -406,6 +411,13 @@ def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
 def rate(k: int, n: int) -> str:
     lo, hi = clopper_pearson(k, n)
     return f"{k}/{n} [{lo:.2f},{hi:.2f}]"
+
+
+def tail(k: int, n: int, level: float = 0.05) -> float:
+    """P(at least k misses in n independent bounds that each miss with probability `level`)."""
+    from scipy.stats import binom
+
+    return float(binom.sf(k - 1, n, level))
 
 
 def above(x: float, truth: float) -> bool:
@@ -469,13 +481,16 @@ def run_case(case: Case, args, done: list[dict]) -> list[dict]:
         if notion not in args.notions:
             continue
         truth, b = truth_of(case, model, notion, args.epsilon)
+        draws = args.draws or case.draws
         row = {"model": case.name, "notion": notion, "truth": truth, "truth_engine": case.truth_engine, "scale": b,
-               "target": case.target, "known": list(case.known) if notion == "pdp" else None, "audits": []}
-        print(f"  {case.name:11s} {notion}: truth {truth:.5f} ({case.truth_engine}), b = {b:.4g}", flush=True)
+               "draws": draws, "target": case.target, "known": list(case.known) if notion == "pdp" else None,
+               "audits": []}
+        print(f"  {case.name:11s} {notion}: truth {truth:.5f} ({case.truth_engine}), b = {b:.4g}, "
+              f"{draws} draws per chain", flush=True)
         for seed in range(args.first_seed, args.first_seed + args.seeds):
             start, cpu = time.perf_counter(), cpu_times()
             r = ddpbayes.audit(model, case.query, case.mechanism, notion, claim=truth, engine="sampling", seed=seed,
-                               draws=args.draws, tune=args.tune, chains=args.chains, workers=1,
+                               draws=draws, tune=args.tune, chains=args.chains, workers=1,
                                **audit_args(case, notion, args.epsilon))
             wall = time.perf_counter() - start
             lo, hi = r.ci
@@ -509,7 +524,7 @@ def mark_repeats(rows: list[dict]) -> None:
         ks = {tuple(a["K"] or ()) for a in row["audits"]}
         row["repeats"] = None
         for prev in rows[:j]:
-            if (prev["model"] == row["model"] and len(ks) == 1
+            if (prev["model"] == row["model"] and prev.get("draws") == row.get("draws") and len(ks) == 1
                     and {tuple(a["K"] or ()) for a in prev["audits"]} == ks and prev["truth"] == row["truth"]):
                 row["repeats"] = prev["notion"]
                 break
@@ -529,6 +544,8 @@ def summarise(row: dict) -> dict:
     row["max_abs_err"] = max(errs)
     secs = [a["seconds"] for a in audits]
     row["mean_s"], row["median_s"] = statistics.fmean(secs), statistics.median(secs)
+    cpu = [a["cpu_seconds"] for a in audits if a.get("cpu_seconds") is not None]
+    row["mean_cpu"] = statistics.fmean(cpu) if cpu else math.nan
     row["summed"] = all(a["lo"] == a["hi"] == a["estimate"] for a in audits)  # no MCMC: summed exactly
     for side in ("up", "down"):
         verdicts = [a.get(f"verdict_{side}") for a in audits]
@@ -539,31 +556,36 @@ def summarise(row: dict) -> dict:
 
 HEADER = (f"{'model':11s} {'notion':8s} {'truth':>8s} {'LB miss [CP 95%]':>18s} {'UB miss [CP 95%]':>18s} "
           f"{'CI miss [CP 95%]':>18s} {'false FAIL [CP 95%]':>19s} {'diag':>4s} {'|err| mean/max':>15s} "
-          f"{'s/audit mean/med':>16s}")
+          f"{'s/audit mean/med':>16s} {'CPU s':>6s}")
+
+
+def model_label(row: dict) -> str:
+    """The row's model, with its draws per chain when not the engine's default 1000."""
+    return row["model"] + (f" ({row['draws']} draws)" if row.get("draws", 1000) != 1000 else "")
 
 
 def line(row: dict) -> str:
     n = row["n"]
     notion = row["notion"] + (f"={row['repeats']}" if row.get("repeats") else "")
-    return (f"{row['model']:11s} {notion:8s} {row['truth']:8.5f} {rate(row['lb_miss'], n):>18s} "
+    return (f"{model_label(row):11s} {notion:8s} {row['truth']:8.5f} {rate(row['lb_miss'], n):>18s} "
             f"{rate(row['ub_miss'], n):>18s} {rate(row['ci_miss'], n):>18s} {rate(row['false_fail'], n):>19s} "
             f"{row['diag_failed']:4d} {row['mean_abs_err']:7.4f}/{row['max_abs_err']:.4f} "
-            f"{row['mean_s']:7.1f}/{row['median_s']:.1f}")
+            f"{row['mean_s']:7.1f}/{row['median_s']:.1f} {row['mean_cpu']:6.1f}")
 
 
 def markdown(rows: list[dict]) -> str:
     out = ["| model | notion | truth (route) | LB > truth | UB < truth | interval misses | "
            "false FAIL (claim = truth) | "
-           "diag. failed | mean / max abs. error | s per audit (mean / median) |",
-           "| --- | --- | ---: | --- | --- | --- | --- | ---: | ---: | ---: |"]
+           "diag. failed | mean / max abs. error | s per audit (mean / median) | CPU s per audit (mean) |",
+           "| --- | --- | ---: | --- | --- | --- | --- | ---: | ---: | ---: | ---: |"]
     for r in rows:
         n = r["n"]
         notion = r["notion"] + (f" (= {r['repeats']}: same K, same runs)" if r.get("repeats") else "")
         route = r["truth_engine"] + ("; sampling engine summed it exactly" if r.get("summed") else "")
-        out.append(f"| {r['model']} | {notion} | {r['truth']:.5f} ({route}) | {rate(r['lb_miss'], n)} | "
+        out.append(f"| {model_label(r)} | {notion} | {r['truth']:.5f} ({route}) | {rate(r['lb_miss'], n)} | "
                    f"{rate(r['ub_miss'], n)} | {rate(r['ci_miss'], n)} | {rate(r['false_fail'], n)} | "
                    f"{r['diag_failed']} | {r['mean_abs_err']:.4f} / {r['max_abs_err']:.4f} | "
-                   f"{r['mean_s']:.1f} / {r['median_s']:.1f} |")
+                   f"{r['mean_s']:.1f} / {r['median_s']:.1f} | {r['mean_cpu']:.1f} |")
     return "\n".join(out)
 
 
@@ -587,7 +609,7 @@ def main(argv=None) -> int:
     p.add_argument("--notions", nargs="+", choices=NOTIONS, default=list(NOTIONS))
     p.add_argument("--seeds", type=int, default=20, help="seeds per model and notion (default 20)")
     p.add_argument("--first-seed", type=int, default=0)
-    p.add_argument("--draws", type=int, default=1000, help="draws per chain (the engine's default 1000)")
+    p.add_argument("--draws", type=int, help="draws per chain (default: the row's, 1000 unless it says otherwise)")
     p.add_argument("--tune", type=int, default=1000, help="tuning steps per chain (default 1000)")
     p.add_argument("--chains", type=int, default=2)
     p.add_argument("--epsilon", type=float, default=1.0, help="Laplace at classic DP's scale for this epsilon")
@@ -596,13 +618,16 @@ def main(argv=None) -> int:
     p.add_argument("-v", "--verbose", action="store_true", help="one line per audit")
     p.add_argument("--table", type=Path, nargs="+",
                    help="print the table of --json files written earlier (merged: a later file's row of the same "
-                        "model and notion adds its audits when its seeds are new, else replaces it), run nothing")
+                        "model, notion and draws adds its audits when its seeds are new, else replaces it), run "
+                        "nothing")
     args = p.parse_args(argv)
     if args.table:
         merged: dict = {}
         for path in args.table:
-            for r in json.loads(path.read_text())["rows"]:
-                key = (r["model"], r["notion"])
+            saved = json.loads(path.read_text())
+            for r in saved["rows"]:
+                r.setdefault("draws", saved["settings"].get("draws") or 1000)
+                key = (r["model"], r["notion"], r["draws"])
                 if key in merged and not {a["seed"] for a in r["audits"]} & {a["seed"] for a in merged[key]["audits"]}:
                     r = {**merged[key], "audits": merged[key]["audits"] + r["audits"]}  # other seeds: pooled
                 merged[key] = r
@@ -616,7 +641,8 @@ def main(argv=None) -> int:
         return 0
     _quiet()
     print(f"bench_coverage: {time.strftime('%Y-%m-%d %H:%M')} cpus={os.cpu_count()} load {os.getloadavg()}")
-    print(f"  seeds {args.first_seed}..{args.first_seed + args.seeds - 1}, draws {args.draws}, tune {args.tune}, "
+    print(f"  seeds {args.first_seed}..{args.first_seed + args.seeds - 1}, draws {args.draws or 'per row'}, "
+          f"tune {args.tune}, "
           f"chains {args.chains}, Laplace at epsilon {args.epsilon}, workers 1", flush=True)
     start = time.perf_counter()
     rows = []
@@ -641,7 +667,7 @@ def shifted_report(rows: list[dict]) -> None:
               f"{rate(down['inconclusive'], n)}, pass {down['pass']}/{n}")
 
     for r in kept:
-        shares(f"{r['model']} {r['notion']}", r["shifted_up"], r["shifted_down"], r["n"])
+        shares(f"{model_label(r)} {r['notion']}", r["shifted_up"], r["shifted_down"], r["n"])
     total = {side: {v: sum(r[f"shifted_{side}"][v] for r in kept) for v in ("pass", "fail", "inconclusive")}
              for side in ("up", "down")}
     shares(f"pooled ({len(kept)} rows)", total["up"], total["down"], sum(r["n"] for r in kept))
@@ -658,6 +684,9 @@ def report(rows: list[dict], as_markdown: bool) -> None:
         print(f"pooled, {label}, over {distinct} distinct rows ({n} audits): LB miss {rate(tot['lb_miss'], n)}, "
               f"UB miss {rate(tot['ub_miss'], n)}, CI miss {rate(tot['ci_miss'], n)}, false FAIL "
               f"{rate(tot['false_fail'], n)}, diagnostics failed {tot['diag_failed']}")
+        print(f"  at a nominal 5% per bound, P(>= {tot['lb_miss']} LB misses) = {tail(tot['lb_miss'], n):.3f}, "
+              f"P(>= {tot['ub_miss']} UB misses) = {tail(tot['ub_miss'], n):.3f} (exact binomial, {n} independent "
+              "audits)")
     shifted_report(rows)
     if as_markdown:
         print()
@@ -665,7 +694,7 @@ def report(rows: list[dict], as_markdown: bool) -> None:
         for label, tot, distinct in pooled_lines(rows):
             n = tot["n"]
             print(f"| pooled | {label} ({distinct} rows) | | {rate(tot['lb_miss'], n)} | {rate(tot['ub_miss'], n)} | "
-                  f"{rate(tot['ci_miss'], n)} | {rate(tot['false_fail'], n)} | {tot['diag_failed']} | | |")
+                  f"{rate(tot['ci_miss'], n)} | {rate(tot['false_fail'], n)} | {tot['diag_failed']} | | | |")
 
 
 if __name__ == "__main__":
