@@ -370,3 +370,28 @@ def test_stretches_of_equal_days_share_their_laws(seed):
         steps += 2 * (b - a)
     taken = sum(1 for key in whole.steps.memo if key[0] not in ("table", "start"))
     assert taken < steps
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_days_are_one_object_per_equal_table(seed):
+    """`_days` gives each table of a stack its own day (top, span and linear table computed here), and one object
+    per set of bit-equal tables (a -0.0 entry is not 0.0), as a dictionary of their bytes written here finds."""
+    rng = np.random.default_rng(seed)
+    kinds = rng.normal(size=(4, 3, 3))
+    kinds[1, 0, 2] = -np.inf
+    kinds[2] = 0.0
+    kinds[3] = 0.0
+    kinds[3, 1, 1] = -0.0
+    stacked = kinds[rng.integers(0, 4, size=40)].transpose(0, 2, 1)
+    days = pathsum._days(stacked)
+    assert len(days) == len(stacked)
+    seen: dict[bytes, int] = {}
+    for k, (table, day) in enumerate(zip(stacked, days)):
+        top = float(table.max())
+        low = float(table[np.isfinite(table)].min())
+        assert day.top == top and day.span == top - low
+        assert np.array_equal(day.linear, np.exp(table - top))
+        first = seen.setdefault(table.tobytes(), k)
+        assert days[first] is day
+    assert len({id(d) for d in days}) == len(seen)
+    assert len(pathsum._days(stacked[:1])) == 1 and pathsum._days(stacked[:0]) == []

@@ -167,9 +167,22 @@ def _days(stacked: np.ndarray) -> list[_Day]:
     low = np.where(stacked > -np.inf, stacked, np.inf).min(axis=(1, 2))
     with np.errstate(invalid="ignore", under="ignore"):
         linear = np.exp(stacked - top[:, None, None])
-    made: dict[bytes, _Day] = {}  # equal log tables give equal days, bit for bit: one object each (`_Steps`)
-    return [made.setdefault(raw.tobytes(), _Day(g, t, t - lo if t > -np.inf else np.inf))
-            for raw, g, t, lo in zip(stacked, linear, top.tolist(), low.tolist())]
+    first, which = _distinct(stacked)  # equal log tables give equal days, bit for bit: one object each (`_Steps`)
+    made = [_Day(linear[j], t, t - lo if t > -np.inf else np.inf)
+            for j, t, lo in zip(first.tolist(), top[first].tolist(), low[first].tolist())]
+    return [made[j] for j in which.tolist()]
+
+
+def _distinct(stacked: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The first index of each distinct table of `stacked` (equal bytes: -0.0 is not 0.0) and each table's
+    distinct one, in one sort of the tables' bytes (a chain's thousand days, no Python per day); a single table
+    (`_path`'s days of slots of different sizes, one call each) without the sort."""
+    if len(stacked) == 1:
+        return np.zeros(1, dtype=np.intp), np.zeros(1, dtype=np.intp)
+    rows = np.ascontiguousarray(stacked).reshape(len(stacked), -1)
+    raw = rows.view(np.dtype((np.void, rows.shape[1] * rows.itemsize)))[:, 0]
+    _, first, which = np.unique(raw, return_index=True, return_inverse=True)
+    return first, which.reshape(-1)
 
 
 def path_laws(path: Path, contribution: list[np.ndarray], targets: list[int]) -> list[tuple[int, Potential]] | None:
