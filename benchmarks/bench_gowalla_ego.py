@@ -1,6 +1,7 @@
 """The near-friend model's sampled audit (DESIGN §7.1, issue #42.1) for the report's user and six
 more: per user and coordinate, the sampler that ran (NUTS, or SMC when its chains disagreed), the
-worst R-hat and smallest bulk ESS, the interval and the verdict at ε = 1, and the CPU seconds.
+worst R-hat and smallest bulk ESS, the interval (widened by the truncated kernel sums' error) and the
+verdict at ε = 1, and the CPU seconds of the user's two audits (both samplers; the CAR's exact audit too).
 
 The users: the report's (`reports/specs/gowalla_attack.toml`, audit_users = 1 at seed 0: row 1352)
 and the seed-0 sample of six (`geo.ego.sample_users`: rows 332, 824, 886, 1236, 1349, 1471; degrees
@@ -32,7 +33,10 @@ def main() -> int:
     args = parser.parse_args()
     data = load_data()
     part = kmeans(data.points, 8, np.random.default_rng([0, 0]))  # `ddpbayes attack --seed 0`'s stream
-    print("| user | degree | coordinate | sampler | R-hat | bulk ESS | estimate [interval] | CAR | verdict | CPU s |")
+    print(f"python benchmarks/bench_gowalla_ego.py --users {args.users} --draws {args.draws}; load average at the "
+          f"start: {', '.join(f'{v:.1f}' for v in os.getloadavg())}")
+    print("| user | degree | coordinate | samplers (SMC runs, of them direct) | R-hat | bulk ESS | estimate [interval] "
+          "| CAR | verdict | CPU s |")
     print("| ---: | ---: | --- | --- | ---: | ---: | --- | ---: | --- | ---: |")
     for user in map(int, args.users.split(",")):
         cpu = time.process_time()
@@ -41,7 +45,9 @@ def main() -> int:
         for name in ("x", "y"):
             near, d = row[f"near_{name}"], row[f"near_{name}"]["diagnostics"]
             spent = f"{cpu:.0f}" if name == "x" else "(both)"
-            print(f"| {user} | {row['degree']} | {name} | {d.get('sampler')} | {d.get('rhat_max', float('nan')):.4f} | "
+            smc = d.get("smc") or {"runs": 0, "direct": 0}
+            print(f"| {user} | {row['degree']} | {name} | {'/'.join(d.get('samplers', []))} ({smc['runs']} of "
+                  f"{d.get('runs')}, {smc['direct']} direct) | {d.get('rhat_max', float('nan')):.4f} | "
                   f"{d.get('ess_bulk_min', float('nan')):.0f} | {near['estimate']:.3f} [{near['lower']:.3f}, "
                   f"{near['upper']:.3f}] | {row[f'car_{name}']:.4f} | {near['verdict']} | {spent} |", flush=True)
     print(f"load average at the end: {', '.join(f'{v:.1f}' for v in os.getloadavg())}")

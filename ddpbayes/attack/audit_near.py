@@ -20,7 +20,7 @@ from ddpbayes.attack.release import Partition, sensitivity
 from ddpbayes.attack.run import AttackData
 from ddpbayes.auditing import audit
 from ddpbayes.errors import InputError
-from ddpbayes.geo.ego import DEGREES, car_submodel, ego_members, friends_of, near_submodel, sample_users
+from ddpbayes.geo.ego import DEGREES, car_submodel, density_error, ego_members, friends_of, near_submodel, sample_users
 from ddpbayes.geo.near import NearFit, plane_km
 from ddpbayes.mechanisms import Laplace
 from ddpbayes.notions import IDP
@@ -79,17 +79,24 @@ def audit_sample(data: AttackData, partition: Partition, near_fit: NearFit, user
             start = time.perf_counter()
             near = audit(model, query, Laplace(delta), IDP, targets=[a * m], claim=CLAIM, information=None,
                          settings=settings)
-            row[f"near_{name}"] = _estimate(near, time.perf_counter() - start)
+            row[f"near_{name}"] = _estimate(near, time.perf_counter() - start, 2 * density_error(m))
         row["seconds"] = time.perf_counter() - begin
         out.append(row)
     return out
 
 
-def _estimate(result, seconds: float) -> dict:
-    lower, upper = result.ci
+def _estimate(result, seconds: float, slack: float) -> dict:
+    """The engine's estimate of the truncated density's leakage, its interval widened by `slack`
+    (the most the truncation can move the leakage: twice `geo.ego.density_error`, DESIGN §7.1) and
+    its verdict withdrawn when the claim falls in the widening."""
+    lower, upper = max(0.0, float(result.ci[0]) - slack), float(result.ci[1]) + slack
+    verdict, reason = result.verdict, result.verdict_reason
+    if (verdict == "pass" and upper > CLAIM) or (verdict == "fail" and lower <= CLAIM):
+        verdict, reason = "inconclusive", (f"the claim lies within {slack:.2g} of the interval, the most the "
+                                           "truncated kernel sums can move the leakage")
     diagnostics = {k: result.diagnostics.get(k) for k in DIAGNOSTICS if k in result.diagnostics}
-    return {"estimate": float(result.leakage), "lower": float(lower), "upper": float(upper),
-            "verdict": result.verdict, "verdict_reason": result.verdict_reason, "diagnostics": diagnostics,
+    return {"estimate": float(result.leakage), "lower": lower, "upper": upper, "density_error": slack,
+            "verdict": verdict, "verdict_reason": reason, "diagnostics": diagnostics,
             "engine": result.engine, "seconds": seconds}
 
 

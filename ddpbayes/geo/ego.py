@@ -27,6 +27,7 @@ from scipy.special import logsumexp
 from ddpbayes.errors import InputError
 from ddpbayes.geo.car import CarFit, adjacency, car_precision
 from ddpbayes.geo.data import Box
+from ddpbayes.geo.kernels import RHO, KernelSum, log_kernel_sum, log_sum_error
 from ddpbayes.geo.near import NearFit, plane_km, sample_conditional
 from ddpbayes.model import DependenceModel
 from ddpbayes.model.domains import Interval
@@ -88,17 +89,14 @@ def km_map(box: Box) -> tuple[np.ndarray, np.ndarray]:
     return corners[0], corners[1] - corners[0]
 
 
-def _sq_dist(x, points: np.ndarray):
-    """(k, N) squared distances from the rows of x (k, 2) to `points` (N, 2), one 2-D term per axis."""
-    return (x[:, 0:1] - points[None, :, 0]) ** 2 + (x[:, 1:2] - points[None, :, 1]) ** 2
-
-
 def _log_normal2(d2, var: float):
     return -d2 / (2 * var) - math.log(2 * math.pi * var)
 
 
 class _NearEgo:
-    """The near sub-model's pieces: known users and friends in km, and its log-density and draws."""
+    """The near sub-model's pieces: known users and friends in km, and its log-density and draws.
+    Every kernel sum over known users is truncated to those near the point (`geo.kernels`: each
+    within a factor 1 + ρ of the full sum; `density_error` bounds the log-density's error)."""
 
     def __init__(self, points_km: np.ndarray, friends: list[np.ndarray], fit: NearFit, members: np.ndarray):
         self.fit, self.m = fit, len(members)
@@ -108,33 +106,40 @@ class _NearEgo:
         # each friend's known friends (outside the ego network), real positions in km
         self.anchors = [points_km[np.setdiff1d(friends[f], members)] for f in members[1:]]
         self.offset, self.scale = km_map(fit.box)
+        h2 = fit.bandwidth_km ** 2
+        self._pop = KernelSum(self.others, h2)
+        self._z = {s: KernelSum(self.others, s * s + h2) for s in fit.sigma_km}
+        self._near = [{s: self._anchor_sum(known, s) for s in fit.sigma_km} if len(known) else {}
+                      for known in self.anchors]
 
-    def _log_pop(self, x):
-        """log p(x) at the rows of x (k, 2): the known users' kernel density, bandwidth h."""
-        d2 = _sq_dist(x, self.others)
-        return pt.logsumexp(_log_normal2(d2, self.fit.bandwidth_km ** 2), axis=1) - math.log(len(self.others))
+    def _anchor_sum(self, known: np.ndarray, s: float) -> tuple[KernelSum, float]:
+        """Σ_g N(x; x_g, s² I) / Z_{g,s} over a friend's known friends g, as a weighted kernel sum
+        (the known friends' normalisers Z_g are constants, computed in full): the sum with weights
+        Z_min / Z_g, and log Z_min to subtract."""
+        d2 = ((known[:, None, :] - self.others[None]) ** 2).sum(-1)
+        log_z = logsumexp(_log_normal2(d2, s * s + self.fit.bandwidth_km ** 2), axis=1) - math.log(len(self.others))
+        return KernelSum(known, s * s, np.exp(-(log_z - log_z.min()))), log_z.min()
 
-    def _log_z(self, x, var: float):
-        """log Z(x) = log mean_k N(x; o_k, var I) at the rows of x (k, 2)."""
-        return pt.logsumexp(_log_normal2(_sq_dist(x, self.others), var), axis=1) - math.log(len(self.others))
+    def _log_mean_normal(self, kernel: KernelSum, x, var: float, count: int):
+        """log mean over `count` points of N(x; o, var I) from a truncated sum's log S̃."""
+        return log_kernel_sum(kernel, x) - math.log(2 * math.pi * var) - math.log(count)
 
     def logp(self, value):
         """log density of the ego network's normalised coordinates (2m,), Jacobian included."""
-        fit, h2, m = self.fit, self.fit.bandwidth_km ** 2, self.m
+        fit, h2, m, n = self.fit, self.fit.bandwidth_km ** 2, self.m, len(self.others)
         x = self.offset + self.scale * pt.stack([value[:m], value[m:]], axis=1)  # (m, 2) km
-        total = pt.sum(self._log_pop(x)) + m * math.log(abs(self.scale[0] * self.scale[1]))
-        log_z_target = {s: self._log_z(x[:1], s * s + h2) for s in fit.sigma_km}  # (1,)
-        for j, known in enumerate(self.anchors, start=1):
+        total = pt.sum(self._log_mean_normal(self._pop, x, h2, n)) + m * math.log(abs(self.scale[0] * self.scale[1]))
+        log_z_target = {s: self._log_mean_normal(self._z[s], x[:1], s * s + h2, n)[0] for s in fit.sigma_km}
+        for j, (known, sums) in enumerate(zip(self.anchors, self._near), start=1):
             terms = [pt.as_tensor(math.log(fit.weights[0]))]
             for w, s in zip(fit.weights[1:], fit.sigma_km):
                 if w == 0:
                     continue
-                near = _log_normal2(pt.sum((x[j] - x[0]) ** 2), s * s)[None] - log_z_target[s]
-                if len(known):  # the known friends' normalisers Z are constants
-                    log_z = logsumexp(_log_normal2(((known[:, None, :] - self.others[None]) ** 2).sum(-1), s * s + h2),
-                                      axis=1) - math.log(len(self.others))
-                    near = pt.concatenate([near, _log_normal2(_sq_dist(x[j:j + 1], known)[0], s * s) - log_z])
-                terms.append(math.log(w) + pt.logsumexp(near) - math.log(len(known) + 1))
+                near = _log_normal2(pt.sum((x[j] - x[0]) ** 2), s * s) - log_z_target[s]
+                if len(known):  # the known friends' kernels over their normalisers (constants)
+                    kernel, shift = sums[s]
+                    near = pt.logaddexp(near, log_kernel_sum(kernel, x[j]) - math.log(2 * math.pi * s * s) - shift)
+                terms.append(math.log(w) + near - math.log(len(known) + 1))
             total = total + pt.logsumexp(pt.stack(terms))
         return total
 
@@ -145,6 +150,15 @@ class _NearEgo:
                          for k in self.anchors]
         u = (np.vstack(km) - self.offset) / self.scale
         return np.concatenate([u[:, 0], u[:, 1]])
+
+
+def density_error(members: int, rho: float = RHO) -> float:
+    """The width of the range of log π̃ - log π over the ego network's positions, π̃ the truncated
+    log-density of `near_submodel` and π the full one, for m members: each of the m population sums
+    is low by at most λ = log1p(ρ) (`geo.kernels`), and each of the m - 1 friends' terms (a
+    log-sum-exp of near terms, each moved by at most λ either way: the target's normaliser and the
+    known friends' sum are truncated) moves by at most λ either way: [-(2m - 1)λ, (m - 1)λ]."""
+    return (3 * members - 2) * log_sum_error(rho)
 
 
 def near_submodel(points_km: np.ndarray, friends: list[np.ndarray], fit: NearFit, members: np.ndarray

@@ -41,6 +41,7 @@ from ddpbayes.parallel import map_units
 from ddpbayes.settings import RunSettings
 
 RHAT_MAX = 1.01
+MULTIMODAL = 1.1  # chains whose R-hat reaches this sit in different modes: the model's later events go to SMC
 SEPARATED = 5.0  # chains' query means this many standard errors apart disagree (`disagreement`)
 ESS_MIN = 400  # bulk effective sample size over all chains
 SLICE_DIMS = 3  # continuous dimensions up to which Slice samples them (`Chains._slice`)
@@ -146,7 +147,8 @@ def summarise(per_run: list[dict]) -> dict:
         others = "/".join(s for s in out["samplers"] if not s.startswith("smc"))
         out["sampler"] = (f"smc ({worst['why']})" if len(tempered) == len(per_run) else
                           f"smc in {len(tempered)} of {len(per_run)} runs ({worst['why']}), {others} in the others")
-        out["smc"] = {"runs": len(tempered), "independent_runs": sum(t["independent_runs"] for t in tempered),
+        out["smc"] = {"runs": len(tempered), "direct": sum(t["nuts_rhat"] is None for t in tempered),
+                      "independent_runs": sum(t["independent_runs"] for t in tempered),
                       "particles": min(t["particles"] for t in tempered),
                       "stages_max": max(t["stages_max"] for t in tempered),
                       "beta_min": min(t["beta_min"] for t in tempered),
@@ -180,11 +182,18 @@ def disagreement(q: np.ndarray) -> tuple[str, float | None] | None:
 
 def sample_event(model: DependenceModel, event: dict[int, float], settings: RunSettings) -> Run:
     """Draw the tuples given the event (cached on the model per event and settings; an
-    impossible event is remembered as such)."""
+    impossible event is remembered as such): by NUTS (or Slice, Gibbs), or by SMC directly when
+    an earlier event of the model had NUTS chains that disagreed (`known_multimodal`)."""
     key = _run_key(event, settings)
 
     def draw() -> Run | ImpossibleEvent:
         try:
+            why = _directly(model, event, settings)
+            if why is not None:
+                try:
+                    return _smc(model, event, settings, why)
+                except TemperingFailed:  # SMC cannot start here: NUTS, whose diagnostics then say if it mixed
+                    pass
             return _sample(model, event, settings, key[1])
         except ImpossibleEvent as e:
             return e
@@ -200,7 +209,8 @@ def settled(model: DependenceModel, event: dict[int, float], settings: RunSettin
     """The event's run, drawn again by SMC (`tempering`) when its NUTS chains disagree on the query
     (`values(run)`: (chains, draws, [K,] C), K summed configurations weighted by the run's law). A
     bounding run is drawn by SMC, without NUTS first, when the event's choosing run was: the two
-    sets of runs are drawn the same way. Both the switch and the SMC run are cached on the model."""
+    sets of runs are drawn the same way. Both the switch and the SMC run are cached on the model,
+    and the model is then known multimodal: its later events go to SMC directly (`sample_event`)."""
     chosen = _switch_key(event, settings)
     why = model.memo("sampling", chosen, lambda: None) if model.has_memo("sampling", chosen) else None
     if why is None:
@@ -210,15 +220,56 @@ def settled(model: DependenceModel, event: dict[int, float], settings: RunSettin
         why = disagreement(_expected(values(run), run.logw))
         if why is None:
             return run
+        _mark_multimodal(model, settings, why)
         if settings.role == "choose":
             model.memo("sampling", chosen, lambda: why)
     elif settings.role != "choose":
         why = (f"the choosing run's {why[0]}", why[1])
-    key = ("smc", *_run_key(event, settings)[1:])
     try:
-        return model.memo("sampling", key, lambda: _temper(model, event, settings, key, why))
+        return _smc(model, event, settings, why)
     except TemperingFailed:  # SMC cannot start here: the NUTS run, whose diagnostics then say it did not mix
         return sample_event(model, event, settings)
+
+
+def known_multimodal(model: DependenceModel, settings: RunSettings) -> tuple[str, float | None] | None:
+    """Why the model is known multimodal (an earlier event's NUTS chains disagreed), or None."""
+    key = ("multimodal", sums(settings))
+    return model.memo("sampling", key, lambda: None) if model.has_memo("sampling", key) else None
+
+
+def _mark_multimodal(model: DependenceModel, settings: RunSettings, why: tuple[str, float | None]) -> None:
+    """Remember the first disagreement seen on the model (`known_multimodal`) when it is one of
+    modes, R-hat at least MULTIMODAL (chains that merely mix slowly, R-hat 1.01 to 1.1, switch only
+    their own event)."""
+    if why[1] is not None and why[1] >= MULTIMODAL:
+        model.memo("sampling", ("multimodal", sums(settings)), lambda: why)
+
+
+def _directly(model: DependenceModel, event: dict[int, float], settings: RunSettings
+              ) -> tuple[str, None] | None:
+    """Why the event goes to SMC without a NUTS run first, or None: the model is known multimodal
+    and SMC can draw the event (continuous free variables, summed discrete ones included)."""
+    known = known_multimodal(model, settings)
+    if known is None:
+        return None
+    cond = _chains(model, event, settings).cond
+    if not cond.free or any(f.discrete for f in cond.free):
+        return None
+    return f"SMC directly: an earlier event's {known[0]}", None
+
+
+def _smc(model: DependenceModel, event: dict[int, float], settings: RunSettings,
+         why: tuple[str, float | None]) -> Run:
+    """The event's SMC run (cached on the model, the same whichever path asked for it)."""
+    key = ("smc", *_run_key(event, settings)[1:])
+    return model.memo("sampling", key, lambda: _temper(model, event, settings, key, why))
+
+
+def _chains(model: DependenceModel, event: dict[int, float], settings: RunSettings) -> Chains:
+    """The compiled steps of the event's fixed tuples (cached on the model)."""
+    summed = sums(settings)
+    return model.memo("sampling", ("conditioned", frozenset(event), summed),
+                      lambda: Chains(condition(model, event, summed=summed)))
 
 
 def _switch_key(event: dict[int, float], settings: RunSettings) -> tuple:
@@ -234,16 +285,18 @@ def _expected(q: np.ndarray, logw: np.ndarray | None) -> np.ndarray:
 
 def _temper(model: DependenceModel, event: dict[int, float], settings: RunSettings, key: tuple,
             why: tuple[str, float | None]) -> Run:
-    chains = model.memo("sampling", ("conditioned", frozenset(event), sums(settings)),
-                        lambda: Chains(condition(model, event, summed=sums(settings))))
+    chains = _chains(model, event, settings)
     chains.cond.pin(event)
     return chains.temper(settings, (key[1:], settings.role), why)
 
 
 def sample_events(model: DependenceModel, events: Iterable[dict[int, float]], settings: RunSettings,
-                  label: str = "sampling") -> None:
-    """Draw every event not drawn yet, an MCMC run per unit of work, into the model's cache
-    (`sample_event` then finds them; an impossible event is cached as such)."""
+                  label: str = "sampling", values: Callable[[Run], np.ndarray] | None = None) -> None:
+    """Draw every event not drawn yet, a run per unit of work, into the model's cache
+    (`sample_event` then finds them; an impossible event is cached as such). Given the query
+    (`values`, as `settled` takes it) and a model not known multimodal, the first event is drawn
+    alone first: if its chains disagree on the query as modes do (`_mark_multimodal`), the others
+    are SMC runs from the start (`sample_event`), as units of work too."""
     todo = {}
     for event in events:
         key = _run_key(event, settings)
@@ -251,10 +304,25 @@ def sample_events(model: DependenceModel, events: Iterable[dict[int, float]], se
         if not model.has_memo("sampling", key) and not switched:  # a switched event's bounding run is SMC's
             todo.setdefault(key, dict(event))
     quiet = RunSettings.of(settings, progress=False)
-    runs = map_units(_event_unit, [(model, event, quiet) for event in todo.values()], settings, label, "MCMC runs",
+    jobs = [(model, event, quiet) for event in todo.values()]
+    if values is not None and len(jobs) > 1 and known_multimodal(model, settings) is None:
+        _probe(model, _event_unit(jobs[0]), settings, values)  # cached by `sample_event`
+        todo.pop(next(iter(todo)))
+        jobs = jobs[1:]
+    runs = map_units(_event_unit, jobs, settings, label, "MCMC runs",
                      group=lambda unit: frozenset(unit[1]))  # one set of fixed tuples: one compiled step set
     for key, run in zip(todo, runs):
         model.memo("sampling", key, lambda run=run: run)
+
+
+def _probe(model: DependenceModel, run: Run | ImpossibleEvent, settings: RunSettings,
+           values: Callable[[Run], np.ndarray]) -> None:
+    """Mark the model multimodal when the run's chains disagree on the query as modes do."""
+    if isinstance(run, ImpossibleEvent) or run.groups > 1 or not run.sampler_can_temper:
+        return
+    why = disagreement(_expected(values(run), run.logw))
+    if why is not None:
+        _mark_multimodal(model, settings, why)
 
 
 def _event_unit(job: tuple[DependenceModel, dict[int, float], RunSettings]) -> Run | ImpossibleEvent:
@@ -294,9 +362,7 @@ def sums(settings: RunSettings) -> bool:
 
 
 def _sample(model: DependenceModel, event: dict[int, float], settings: RunSettings, key) -> Run:
-    summed = sums(settings)
-    chains = model.memo("sampling", ("conditioned", frozenset(event), summed),
-                        lambda: Chains(condition(model, event, summed=summed)))
+    chains = _chains(model, event, settings)
     chains.cond.pin(event)
     if settings.role != "choose":  # fresh runs: their own seeds (the choosing runs' stay those of the event alone)
         key = (key, settings.role)

@@ -1,0 +1,154 @@
+"""Gaussian kernel sums over fixed points, truncated to the points near where they are evaluated,
+with a stated error (DESIGN §7.1, issue #42.1): the near-friend ego network's log-density is a kernel
+density over the 2,389 known users per member, and most of them are too far to count.
+
+For points o_k (N, 2) with weights c_k > 0 (C = Σ c_k) and a variance v, at x
+
+    S(x) = Σ_k c_k exp(-|x - o_k|² / (2v)).
+
+`KernelSum` sums only the points within r(x) of x, found with a KD-tree, where
+
+    r(x)² = d_1² + 2v log(C / (c_1 ρ)),
+
+d_1 the distance from x to its nearest point and c_1 that point's weight. Every dropped point is
+farther than r, so the dropped total is at most C e^{-r²/2v} = ρ c_1 e^{-d_1²/2v}, and the nearest
+point's own term (kept) is c_1 e^{-d_1²/2v} <= S̃: hence S̃(x) <= S(x) <= (1 + ρ) S̃(x) at every x,
+i.e. 0 <= log S - log S̃ <= log1p(ρ). `LogKernelSum` is the PyTensor Op of log S̃ with its gradient
+(the truncated sum's own: Σ w_k (o_k - x) / v, w the kept terms' shares), over any leading axes of
+x (..., 2), and registered for `vectorize_graph` so that a batch of SMC particles is one call.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytensor.tensor as pt
+from pytensor.graph.basic import Apply
+from pytensor.graph.op import Op
+from pytensor.graph.replace import _vectorize_node
+from scipy.spatial import cKDTree
+
+RHO = 1e-9  # each truncated sum is within a factor 1 + RHO of the full one (module docstring)
+GRAPH_POINTS = 256  # over at most this many points a sum is a PyTensor graph (`log_kernel_sum`)
+DENSE = 0.25  # a cut radius over this share of the points' extent keeps every point (the full sum: no KD-tree)
+
+
+class KernelSum:
+    """log S̃(x) of the module docstring for fixed points, weights and variance: truncated at r(x)
+    when the cut radius is small beside the points' extent, else the full (dense) sum, S̃ = S."""
+
+    def __init__(self, points: np.ndarray, variance: float, weights: np.ndarray | None = None, rho: float = RHO):
+        self.points = np.ascontiguousarray(points, dtype=float).reshape(-1, 2)
+        if not len(self.points):
+            raise ValueError("a kernel sum needs at least one point")
+        self.weights = np.ones(len(self.points)) if weights is None else np.asarray(weights, dtype=float)
+        if not (np.all(self.weights > 0) and np.all(np.isfinite(self.weights))):
+            raise ValueError("kernel weights must be positive and finite")
+        self.variance, self.rho = float(variance), float(rho)
+        self.tree = cKDTree(self.points)
+        self._log_cut = np.log(self.weights.sum() / (self.weights * rho))  # log(C / (c_k ρ)) per point k
+        extent = float(np.linalg.norm(np.ptp(self.points, axis=0)))
+        self._norms = (self.points * self.points).sum(axis=1)
+        self.dense = math.sqrt(2.0 * self.variance * self._log_cut.max()) > DENSE * extent
+
+    def radius(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The nearest point's squared distance d_1² and the cut radius r(x) at the rows of x (P, 2)."""
+        d1, nearest = self.tree.query(x, k=1)
+        d1_sq = d1 * d1
+        return d1_sq, np.sqrt(d1_sq + 2.0 * self.variance * self._log_cut[nearest])
+
+    def log_sum(self, x: np.ndarray, gradient: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
+        """log S̃ (P,) at the rows of x (P, 2), and its gradient (P, 2) if asked."""
+        x = np.ascontiguousarray(x, dtype=float).reshape(-1, 2)
+        return self._dense(x, gradient) if self.dense else self._truncated(x, gradient)
+
+    def _dense(self, x: np.ndarray, gradient: bool) -> tuple[np.ndarray, np.ndarray | None]:
+        """The full sum, S̃ = S, over a (P, N) matrix (|x - o|² = |x|² - 2 x·o + |o|²; rows scaled by
+        their nearest point's term: no underflow)."""
+        cross = x[:, :1] * self.points[:, 0] + x[:, 1:] * self.points[:, 1]  # x·o without BLAS's threads
+        d2 = np.maximum((x * x).sum(axis=1)[:, None] + self._norms[None] - 2.0 * cross, 0.0)
+        shift = d2.min(axis=1)
+        d2 -= shift[:, None]
+        d2 *= -0.5 / self.variance
+        e = np.exp(d2, out=d2)  # (P, N), the unweighted kernels
+        total = np.einsum("pn,n->p", e, self.weights)
+        value = np.log(total) - shift / (2.0 * self.variance)
+        if not gradient:
+            return value, None
+        return value, ((e * self.weights) @ self.points - x * total[:, None]) / (total[:, None] * self.variance)
+
+    def _truncated(self, x: np.ndarray, gradient: bool) -> tuple[np.ndarray, np.ndarray | None]:
+        """The sum over the points within r(x) (module docstring), scaled by the nearest point's term."""
+        d1_sq, r = self.radius(x)
+        near = self.tree.query_ball_point(x, r, return_sorted=False)
+        counts = np.fromiter((len(k) for k in near), dtype=np.int64, count=len(x))
+        rows, index = np.repeat(np.arange(len(x)), counts), np.concatenate(near).astype(np.int64)
+        diff = self.points[index] - x[rows]
+        term = self.weights[index] * np.exp(((diff * diff).sum(axis=1) - d1_sq[rows]) * (-0.5 / self.variance))
+        total = np.bincount(rows, term, minlength=len(x))
+        value = np.log(total) - d1_sq / (2.0 * self.variance)
+        if not gradient:
+            return value, None
+        grad = np.stack([np.bincount(rows, term * diff[:, a], minlength=len(x)) for a in range(2)], axis=1)
+        return value, grad / (total[:, None] * self.variance)
+
+
+class LogKernelSum(Op):
+    """log S̃ of a `KernelSum` at x (..., 2), as a PyTensor Op with output (...); its gradient is
+    `KernelSumGradient`'s. Instances compare by identity (each holds its own points)."""
+
+    def __init__(self, kernel: KernelSum):
+        self.kernel = kernel
+
+    def make_node(self, x):
+        x = pt.as_tensor_variable(x)
+        return Apply(self, [x], [pt.tensor(dtype="float64", shape=x.type.shape[:-1])])
+
+    def perform(self, node, inputs, outputs):
+        x = np.asarray(inputs[0], dtype=float)
+        outputs[0][0] = self.kernel.log_sum(x.reshape(-1, 2))[0].reshape(x.shape[:-1])
+
+    def grad(self, inputs, output_grads):
+        return [output_grads[0][..., None] * KernelSumGradient(self.kernel)(inputs[0])]
+
+
+class KernelSumGradient(Op):
+    """The gradient (..., 2) of log S̃ at x (..., 2) (module docstring)."""
+
+    def __init__(self, kernel: KernelSum):
+        self.kernel = kernel
+
+    def make_node(self, x):
+        x = pt.as_tensor_variable(x)
+        return Apply(self, [x], [pt.tensor(dtype="float64", shape=x.type.shape)])
+
+    def perform(self, node, inputs, outputs):
+        x = np.asarray(inputs[0], dtype=float)
+        outputs[0][0] = self.kernel.log_sum(x.reshape(-1, 2), gradient=True)[1].reshape(x.shape)
+
+    def grad(self, inputs, output_grads):
+        raise NotImplementedError("KernelSumGradient has no gradient")
+
+
+@_vectorize_node.register(LogKernelSum)
+@_vectorize_node.register(KernelSumGradient)
+def _vectorize_kernel_op(op: Op, node: Apply, x) -> Apply:
+    """A batch of points is more leading axes: the same Op (no Python loop over the batch)."""
+    return op.make_node(x)
+
+
+def log_kernel_sum(kernel: KernelSum, x):
+    """log S̃ at x (..., 2) as a PyTensor expression: the Op, or, over at most GRAPH_POINTS points,
+    the full sum written as a graph (exact, and compiled: no Python call per evaluation, which over a
+    few points costs more than the sum)."""
+    if len(kernel.points) > GRAPH_POINTS:
+        return LogKernelSum(kernel)(x)
+    o = kernel.points
+    d2 = (x[..., 0:1] - o[:, 0]) ** 2 + (x[..., 1:2] - o[:, 1]) ** 2
+    return pt.logsumexp(np.log(kernel.weights) - d2 / (2.0 * kernel.variance), axis=-1)
+
+
+def log_sum_error(rho: float = RHO) -> float:
+    """The most log S - log S̃ can be (module docstring): log1p(ρ)."""
+    return math.log1p(rho)
