@@ -36,7 +36,7 @@ from ddpbayes.engines.sampling.mixture import same_at_every_draw
 from ddpbayes.engines.sampling.tempering import GROUP, Tempering, TemperingFailed
 from ddpbayes.limits import check_memory
 from ddpbayes.model import DependenceModel
-from ddpbayes.model.condition import TUPLES, WEIGHTS, Conditioned, ImpossibleEvent, condition
+from ddpbayes.model.condition import Conditioned, ImpossibleEvent, condition
 from ddpbayes.parallel import map_units
 from ddpbayes.settings import RunSettings
 
