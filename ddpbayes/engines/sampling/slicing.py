@@ -25,6 +25,9 @@ import numpy as np
 from ddpbayes.model.condition import Conditioned
 from ddpbayes.model.contract import rejected_parameters
 
+STEPS_AHEAD = 3  # interval ends evaluated per call when stepping out
+PROPOSALS_AHEAD = 4  # shrinkage proposals evaluated per call (the later ones in case the earlier are rejected)
+
 
 class BatchedSlice:
     """Slice sampling of a summed conditioned model's free (continuous) variables, all chains in
@@ -63,41 +66,72 @@ class BatchedSlice:
         right = left + w[:, i]
         left, right = np.split(self._step_out(q, y, np.concatenate([left, right]), w[:, i], i), 2)
         origin = q[:, i].copy()
-        proposal = np.array([rng.uniform(a, b) for rng, a, b in zip(rngs, left, right)])
         pending = np.arange(chains)
         while pending.size:
-            at = q[pending].copy()
-            at[:, i] = proposal[pending]
+            states = [rngs[c].bit_generator.state for c in pending]
+            proposals, brackets = self._proposals(pending, origin, left, right, rngs)
+            at = np.repeat(q[pending], PROPOSALS_AHEAD, axis=0)
+            at[:, i] = proposals.ravel()
             lp_at, x_at, logw_at = self._evaluate(at)
-            rejected = y[pending] > lp_at  # PyMC's comparison: a NaN log-density is accepted, as there
-            took = pending[~rejected]
-            q[took, i], lp[took], x[took], logw[took] = proposal[took], lp_at[~rejected], x_at[~rejected], \
-                logw_at[~rejected]
-            pending = pending[rejected]
-            for c in pending:  # shrink towards the current value, then propose again
-                if proposal[c] > origin[c]:
-                    right[c] = proposal[c]
-                elif proposal[c] < origin[c]:
-                    left[c] = proposal[c]
-                proposal[c] = rngs[c].uniform(left[c], right[c])
+            # PyMC's comparison `y > logp` rejects (a NaN log-density is accepted, as there)
+            took = ~(y[pending, None] > lp_at.reshape(pending.size, PROPOSALS_AHEAD))
+            for row, c in enumerate(pending):
+                if not took[row].any():  # all rejected: the bracket shrunk by each, the draws used
+                    left[c], right[c] = brackets[row, -1]
+                    continue
+                k = int(np.argmax(took[row]))  # the first accepted, as proposing one at a time
+                rngs[c].bit_generator.state = states[row]  # replay only the k + 1 draws PyMC makes
+                for a, b in brackets[row, :k + 1]:
+                    rngs[c].uniform(a, b)
+                left[c], right[c] = brackets[row, k]
+                at_k = row * PROPOSALS_AHEAD + k
+                q[c, i], lp[c], x[c], logw[c] = proposals[row, k], lp_at[at_k], x_at[at_k], logw_at[at_k]
+            pending = pending[~took.any(axis=1)]
         if tuned is not None:
             w[:, i] = w[:, i] * (tuned / (tuned + 1)) + (right - left) / (tuned + 1)
 
+    @staticmethod
+    def _proposals(pending, origin, left, right, rngs) -> tuple[np.ndarray, np.ndarray]:
+        """PROPOSALS_AHEAD shrinkage proposals per chain, each drawn from the bracket the ones before
+        would leave if all were rejected (the bracket shrinks to a rejected proposal on its side of
+        the current value, whatever its density), and the bracket each was drawn from."""
+        proposals = np.empty((pending.size, PROPOSALS_AHEAD))
+        brackets = np.empty((pending.size, PROPOSALS_AHEAD + 1, 2))
+        for row, c in enumerate(pending):
+            a, b = left[c], right[c]
+            for k in range(PROPOSALS_AHEAD):
+                brackets[row, k] = a, b
+                p = proposals[row, k] = rngs[c].uniform(a, b)
+                if p > origin[c]:
+                    b = p
+                elif p < origin[c]:
+                    a = p
+            brackets[row, -1] = a, b
+        return proposals, brackets
+
     def _step_out(self, q, y, ends: np.ndarray, w: np.ndarray, i: int) -> np.ndarray:
         """Both ends of every chain's interval (left ends, then right ends) moved out by w while the
-        density there is at least the chain's level y; both ends in the same calls."""
+        density there is at least the chain's level y: STEPS_AHEAD positions of every end in one call
+        (an end stops at the first one outside, as stepping out one at a time does)."""
         chains = len(q)
         active = np.arange(2 * chains)
         by = np.concatenate([-w, w])
         while active.size:
-            at = q[active % chains].copy()
-            at[:, i] = ends[active]
-            active = active[y[active % chains] <= self._evaluate(at)[0]]
-            ends[active] += by[active]
+            ahead = np.empty((active.size, STEPS_AHEAD))
+            ahead[:, 0] = ends[active]
+            for k in range(1, STEPS_AHEAD):  # PyMC's repeated `ql[i] -= wi`, rounding included
+                ahead[:, k] = ahead[:, k - 1] + by[active]
+            at = np.repeat(q[active % chains], STEPS_AHEAD, axis=0)
+            at[:, i] = ahead.ravel()
+            inside = y[active % chains, None] <= self._evaluate(at)[0].reshape(active.size, STEPS_AHEAD)
+            moved = np.where(inside.all(axis=1), STEPS_AHEAD, np.argmin(inside, axis=1))
+            ends[active] = np.where(moved == STEPS_AHEAD, ahead[:, -1] + by[active],
+                                    ahead[np.arange(active.size), np.minimum(moved, STEPS_AHEAD - 1)])
+            active = active[moved == STEPS_AHEAD]
         return ends
 
     def _evaluate(self, q: np.ndarray) -> list[np.ndarray]:
         parts = np.split(q, self.cuts, axis=1)
-        values = [p.reshape(len(q), *s).astype(v.dtype) for p, s, v in zip(parts, self.shapes, self.values)]
+        values = [p.reshape(len(q), *s).astype(v.dtype, copy=False) for p, s, v in zip(parts, self.shapes, self.values)]
         with rejected_parameters():
             return self.cond.evaluate_batch(values)
