@@ -384,16 +384,23 @@ def test_batched_categorical_indexing_is_a_one_hot_product():
         assert dlogp({name: np.array(u)})[0] == pytest.approx(slope, abs=1e-6)
 
 
-def test_batched_evaluation_of_the_summed_chain():
+@pytest.fixture(scope="module")
+def summed_chain():
+    """models/uncertain_stay_chain.py conditioned on X_0 (pinned at 1), its four other days summed."""
+    from ddpbayes.model.condition import condition
+
+    return condition(load_model(MODELS / "uncertain_stay_chain.py", {}), {0: 1.0}, summed=True)
+
+
+def test_batched_evaluation_of_the_summed_chain(summed_chain):
     """`Conditioned.evaluate` at three values of p_stay in one call: the log-density and each of the 81
     configurations' log-probabilities given X_0 = 2 against the enumeration written here (the terms
     that read the summed days are tables over (day before, day), gathered per configuration)."""
     from scipy.special import logit
     from scipy.stats import beta
 
-    from ddpbayes.model.condition import condition
-
-    cond = condition(load_model(MODELS / "uncertain_stay_chain.py", {}), {0: 2.0}, summed=True)
+    cond = summed_chain
+    cond.pin({0: 2.0})
     name = cond.model.value_vars[0].name
     ps = (0.2, 0.55, 0.9)
     logp, x, logw = cond.evaluate([{name: np.array(logit(p))} for p in ps])
@@ -404,3 +411,49 @@ def test_batched_evaluation_of_the_summed_chain():
         assert lp == pytest.approx(math.log(weight.sum() / 3) + beta.logpdf(p, 2, 2) + math.log(p * (1 - p)), abs=1e-7)
         np.testing.assert_allclose(np.exp(w), weight / weight.sum(), atol=1e-12)
     assert x.shape == (3, 5) and np.all(x[:, 0] == 2.0)
+    cond.pin({0: 1.0})
+
+
+def test_batched_evaluation_checks_each_point_alone():
+    """X_k ~ Bernoulli(r), r ~ Normal(0.5, 1): the parameter is invalid for r outside [0, 1], where PyMC's
+    check gives -inf. Evaluated together, r = 0.3 keeps its own value, log N(0.3; 0.5, 1) + log 0.3 (the
+    two other records summed: their law sums to one), and r = 1.5 alone is -inf (one `all` over the
+    batch used to set both to -inf)."""
+    from ddpbayes.model.condition import condition
+
+    with pm.Model() as m:
+        r = pm.Normal("r", 0.5, 1.0)
+        pm.Bernoulli("x", p=r, shape=3)
+    cond = condition(DependenceModel(m, tuples="x"), {0: 1.0}, summed=True)
+    assert cond.summed and cond.configurations == 4
+    logp, _, _ = cond.evaluate([{"r_free": np.array(0.3)}, {"r_free": np.array(1.5)}])
+    assert logp[0] == pytest.approx(norm.logpdf(0.3, 0.5, 1.0) + math.log(0.3), abs=1e-12)
+    assert logp[1] == -np.inf
+
+
+def test_batched_slice_draws_are_pymc_slice_draws(summed_chain):
+    """`slicing.BatchedSlice` runs PyMC's Slice for all chains at once: from the same starts and
+    generators, each chain's summed laws equal those of PyMC's own Slice step driven one chain at a
+    time (`Chains._chain`), tuning included, and a chain's draws do not change with the chains beside it."""
+    from scipy.special import logit
+
+    from ddpbayes.engines.sampling.runs import SLICE_W, Chains
+    from ddpbayes.engines.sampling.slicing import BatchedSlice
+    from ddpbayes.settings import RunSettings
+
+    chains = Chains(summed_chain)
+    name = chains.cond.model.value_vars[0].name
+    starts = [{name: np.array(logit(p))} for p in (0.2, 0.85)]
+    settings = RunSettings(draws=60, tune=40)
+
+    def rngs():
+        return np.random.default_rng(11).spawn(2)
+
+    x, logw = BatchedSlice(chains.cond, SLICE_W).run(starts, rngs(), settings.tune, settings.draws)
+    assert x.shape == (2, 60, 5) and logw.shape == (2, 60, 81)
+    step = chains._step(confined=False)
+    for c, (start, rng) in enumerate(zip(starts, rngs())):
+        _, pymc_logw, _ = chains._chain(step, start, settings, rng)
+        np.testing.assert_allclose(logw[c], pymc_logw, atol=1e-9)
+    _, alone = BatchedSlice(chains.cond, SLICE_W).run(starts[1:], rngs()[1:], settings.tune, settings.draws)
+    np.testing.assert_array_equal(alone[0], logw[1])

@@ -10,12 +10,18 @@ elementwise or reduction op in C with its gradient; the configurations are then 
 dimension of ordinary array operations. (A switch, not a product: a log-probability of -inf
 times zero would be nan. An index out of range gives 0 where numpy raises: the configurations
 enumerated lie in the variables' supports.)
+
+`checks_per_point` turns PyMC's parameter checks into their -inf switches before a batch axis is
+added: compiled after `vectorize_graph`, a check would become one `all` over the whole batch, and
+one point's invalid parameters would set every point of the call to -inf.
 """
 
 from __future__ import annotations
 
 import pytensor.tensor as pt
+from pymc.logprob.utils import local_check_parameter_to_ninf_switch
 from pytensor.compile.ops import ViewOp
+from pytensor.graph.replace import clone_replace
 from pytensor.graph.rewriting.basic import in2out, node_rewriter
 from pytensor.graph.rewriting.utils import rewrite_graph
 from pytensor.scalar import ScalarType
@@ -27,6 +33,14 @@ def unblock_indexing(outputs: list) -> list:
     """`outputs` with every batched integer indexing done by a one-hot product (in place: the
     graph must be new, as `vectorize_graph`'s is)."""
     return list(rewrite_graph(outputs, include=(), custom_rewrite=in2out(_unblock), clone=False))
+
+
+def checks_per_point(outputs: list) -> list:
+    """`outputs` (a new graph) with each parameter check that PyMC replaces by -inf written as that
+    switch (PyMC's own rewrite), so that vectorising it checks each point's parameters alone."""
+    outputs = clone_replace(outputs)  # the model's own graph stays as it is
+    return list(rewrite_graph(outputs, include=(), custom_rewrite=in2out(local_check_parameter_to_ninf_switch),
+                              clone=False))
 
 
 @node_rewriter([Blockwise])

@@ -34,7 +34,7 @@ from pytensor.graph.traversal import ancestors
 from pytensor.tensor.random.basic import NormalRV
 
 from ddpbayes.errors import InputError
-from ddpbayes.model.batched import unblock_indexing
+from ddpbayes.model.batched import checks_per_point, unblock_indexing
 from ddpbayes.model.contract import DependenceModel, rejected_parameters
 from ddpbayes.model.domains import Finite
 from ddpbayes.model.supports import depends_on_random, is_discrete, support
@@ -143,8 +143,16 @@ class Conditioned:
         values = self.model.value_vars
         if not self.summed:
             return [np.asarray(o, dtype=float)[None] for o in self._compiled(*(chunk[0][v.name] for v in values))]
-        out = self._compiled(*(np.stack([np.asarray(p[v.name], dtype=v.dtype) for p in chunk]) for v in values))
-        return [np.asarray(o if o.ndim > core else np.broadcast_to(o, (len(chunk), *o.shape)), dtype=float)
+        return self.evaluate_batch([np.stack([np.asarray(p[v.name], dtype=v.dtype) for p in chunk]) for v in values])
+
+    def evaluate_batch(self, values: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Summed only: `evaluate` at S points given as one array (S, *shape) of its dtype per value
+        variable (`model.value_vars`' order; not checked), in one call (the caller keeps S small):
+        [logp (S,), x (S, n), logw (S, C)]. Each point's values depend on that point alone
+        (`batched.checks_per_point`)."""
+        out = self._compiled(*values)
+        size = len(values[0]) if values else 1
+        return [np.asarray(o if o.ndim > core else np.broadcast_to(o, (size, *o.shape)), dtype=float)
                 for o, core in zip(out, (0, 1, 1))]  # what no free value enters is not batched
 
     @cached_property
@@ -159,9 +167,11 @@ class Conditioned:
         outputs = model.replace_rvs_by_values(outputs)
         batch = {v: v.type.clone(shape=(None, *v.type.shape))(name=v.name) for v in model.value_vars}
         if self.summed and batch:
-            outputs = unblock_indexing(vectorize_graph(outputs, batch))
+            outputs = unblock_indexing(vectorize_graph(checks_per_point(outputs), batch))
         inputs = list(batch.values()) if self.summed else model.value_vars
-        return model.compile_fn(outputs, inputs=inputs, point_fn=False, on_unused_input="ignore")
+        fn = model.compile_fn(outputs, inputs=inputs, point_fn=False, on_unused_input="ignore")
+        fn.trust_input = self.summed  # `evaluate_batch`'s callers pass arrays of the value variables' dtypes
+        return fn
 
     @cached_property
     def _prior_point(self) -> Callable[[int], dict]:

@@ -33,6 +33,7 @@ import pymc as pm
 import scipy.special
 
 from ddpbayes.engines.sampling.mixture import same_at_every_draw
+from ddpbayes.engines.sampling.slicing import BatchedSlice
 from ddpbayes.engines.sampling.tempering import GROUP, Tempering, TemperingFailed
 from ddpbayes.limits import check_memory
 from ddpbayes.model import DependenceModel
@@ -403,8 +404,11 @@ class Chains:
         seed = _seed(settings, key)
         starts, confined = self._dispersed(settings.chains, settings.seed)
         self._check_memory(settings, self._values_per_draw(starts[0]))
-        step = self._step(confined)
         rngs = np.random.default_rng(seed).spawn(settings.chains)
+        if self._batched_slice(confined):  # every chain at once on the batched summed density (`slicing`)
+            x, logw = BatchedSlice(self.cond, SLICE_W).run(starts, rngs, settings.tune, settings.draws)
+            return Run(key, self.cond.table.expand(x), self._sampler_name(confined), 0, logw)
+        step = self._step(confined)
         chains = [self._chain(step, start, settings, rng) for start, rng in zip(starts, rngs)]
         x = np.asarray([draws for draws, _, _ in chains], dtype=float)
         logw = np.asarray([w for _, w, _ in chains], dtype=float) if self.cond.summed else None
@@ -502,6 +506,11 @@ class Chains:
                     steps.append(pm.Slice(continuous, w=SLICE_W) if use_slice else pm.NUTS(continuous))
             self._steps[use_slice] = steps[0] if len(steps) == 1 else pm.CompoundStep(steps)
         return self._steps[use_slice]
+
+    def _batched_slice(self, confined: bool) -> bool:
+        """Slice over summed discrete variables only (none Gibbs-sampled): its chains run together on
+        the batched summed density (`slicing.BatchedSlice`), PyMC's Slice step not compiled."""
+        return self.cond.summed and self._slice(confined) and not any(f.discrete for f in self.cond.free)
 
     def _slice(self, confined: bool) -> bool:
         """Slice when the event confines the continuous stand-ins (NUTS diverges at hard
