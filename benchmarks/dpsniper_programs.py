@@ -90,8 +90,10 @@ def _geo_cdf(c: int) -> np.ndarray:
 def truncated_geometric(a, rng):
     """GeoSample(eps, n=5) on a count c in 0..5: smallest z with F_c(z) >= u, u uniform on 1..D."""
     c = np.rint(a[:, 0]).astype(int)
-    table = np.stack([_geo_cdf(int(v)) for v in range(_GEO_N + 1)])
     u = rng.integers(1, _GEO_D + 1, size=len(a))
+    if len(c) and c.min() == c.max():  # one count (a batch of one input): a binary search in its F
+        return np.searchsorted(_geo_cdf(int(c[0])), u)
+    table = np.stack([_geo_cdf(int(v)) for v in range(_GEO_N + 1)])
     return np.argmax(table[c] >= u[:, None], axis=1)
 
 
@@ -125,15 +127,17 @@ def report_noisy_max4(a, rng):
     return np.max(a + rng.exponential(scale=2 / EPS, size=a.shape), axis=1)
 
 
+def _aborted(cmp: np.ndarray, c: int) -> np.ndarray:
+    """(S, K) bool: the columns Lyu et al.'s loop, as DP-Sniper writes it, marks aborted — those
+    after c earlier columns answered above (counting every column's comparison)."""
+    out = np.zeros(cmp.shape, dtype=bool)
+    np.greater_equal(np.cumsum(cmp[:, :-1], axis=1, dtype=np.int32), c, out=out[:, 1:])
+    return out
+
+
 def _abort_after(cmp: np.ndarray, c: int, res: np.ndarray, aborted_value: float) -> np.ndarray:
-    """Lyu et al.'s loop as DP-Sniper writes it: a column is marked aborted once c earlier columns
-    answered above (counting every column's comparison)."""
-    count = np.zeros(len(cmp))
-    aborted = np.zeros(len(cmp), dtype=bool)
-    for j in range(cmp.shape[1]):
-        res[aborted, j] = aborted_value
-        count += cmp[:, j]
-        aborted |= count == c
+    """res with the aborted columns (`_aborted`) set to aborted_value."""
+    res[_aborted(cmp, c)] = aborted_value
     return res
 
 
@@ -153,19 +157,12 @@ def svt2(a, rng, c=1, t=1.0):
     e2 = EPS - e1
     s, k = a.shape
     rho = rng.laplace(scale=c / e1, size=s)
-    m = a + rng.laplace(scale=2 * c / e2, size=(s, k))
-    count = np.zeros(s)
-    aborted = np.zeros(s, dtype=bool)
-    res = np.empty((s, k), dtype=int)
+    m = np.ascontiguousarray((a + rng.laplace(scale=2 * c / e2, size=(s, k))).T)  # query j is m[j]
+    cmp = np.empty((k, s), dtype=bool)
     for j in range(k):
-        cmp = m[:, j] >= rho + t
-        res[:, j] = cmp
-        res[aborted, j] = -1
-        count += cmp
-        fresh = rng.laplace(scale=c / e1, size=s)
-        rho[cmp] = fresh[cmp]
-        aborted |= count == c
-    return res
+        np.greater_equal(m[j], rho + t, out=cmp[j])
+        np.copyto(rho, rng.laplace(scale=c / e1, size=s), where=cmp[j])  # drawn for every row, kept if above
+    return _abort_after(cmp.T, c, cmp.T.astype(int), -1)
 
 
 def svt3(a, rng, c=1, t=1.0):
@@ -294,17 +291,7 @@ def numerical_svt(a, rng, c=2, t=1.0):
     rho2 = rng.laplace(scale=6 * c / EPS, size=(s, k))
     rho3 = rng.laplace(scale=3 * c / EPS, size=(s, k))
     cmp = a + rho2 >= t + rho1
-    z = a + rho3
-    count = np.zeros(s)
-    aborted = np.zeros(s, dtype=bool)
-    res = np.zeros((s, k))
-    for j in range(k):
-        above = cmp[:, j]
-        res[above, j] = z[above, j]
-        count += above
-        res[aborted, j] = -1000.0
-        aborted |= count == c
-    return res
+    return _abort_after(cmp, c, np.where(cmp, a + rho3, 0.0), -1000.0)
 
 
 # ----------------------------------------------------------------------------------------- inputs

@@ -83,15 +83,20 @@ _PRIME = np.uint64(0x100000001B3)
 
 
 def row_keys(outputs: np.ndarray) -> np.ndarray:
-    """A 64-bit hash of each row's float64 bytes (-0.0 read as 0.0): (n,) uint64."""
-    x = np.ascontiguousarray(np.asarray(outputs, dtype=np.float64).reshape(len(outputs), -1)) + 0.0
-    bits = x.view(np.uint64)
+    """A 64-bit hash of each row's float64 bytes (-0.0 read as 0.0): (n,) uint64 (in place, one
+    contiguous coordinate at a time)."""
+    x = np.asarray(outputs, dtype=np.float64).reshape(len(outputs), -1)
+    cols = np.empty((x.shape[1], len(x)))
+    np.add(x.T, 0.0, out=cols)
+    bits = cols.view(np.uint64)
     h = np.full(len(x), np.uint64(0xCBF29CE484222325))
-    for j in range(bits.shape[1]):
-        h = (h ^ bits[:, j]) * _PRIME
-        h ^= h >> np.uint64(29)
+    tmp = np.empty_like(h)
+    for j in range(len(bits)):
+        h ^= bits[j]
+        h *= _PRIME
+        h ^= np.right_shift(h, np.uint64(29), out=tmp)
         h *= _MIX
-    return h ^ (h >> np.uint64(32))
+    return h ^ np.right_shift(h, np.uint64(32), out=tmp)
 
 
 def headroom(x: np.ndarray) -> float:
@@ -126,7 +131,9 @@ class RowSet(Event):
         self.keys = np.sort(row_keys(self.rows))
 
     def contains(self, outputs: np.ndarray) -> np.ndarray:
-        return np.isin(row_keys(outputs), self.keys)
+        keys = row_keys(outputs)  # membership by binary search in the sorted keys
+        at = np.minimum(np.searchsorted(self.keys, keys), max(len(self.keys) - 1, 0))
+        return self.keys[at] == keys if len(self.keys) else np.zeros(len(keys), dtype=bool)
 
     def describe(self) -> str:
         shown = ", ".join(_fmt_row(r) for r in _sorted_rows(self.rows)[:6])
@@ -322,8 +329,11 @@ class Found:
 def histogram_counts(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(keys, counts, rows) of the distinct rows of one batch: what `_Histogram.merge` adds."""
     keys = row_keys(x)
-    uniq, first, inv = np.unique(keys, return_index=True, return_inverse=True)
-    return uniq, np.bincount(inv.ravel(), minlength=len(uniq)), x[first]
+    uniq = np.unique(keys)
+    at = np.searchsorted(uniq, keys)
+    some = np.empty(len(uniq), dtype=np.intp)
+    some[at] = np.arange(len(keys))  # a row of each key (the rows of one key are equal: it hashes their bytes)
+    return uniq, np.bincount(at, minlength=len(uniq)), x[some]
 
 
 class _Histogram:
