@@ -75,6 +75,20 @@ def test_vectorised_log_density_equals_the_point_wise_one():
     assert np.max(np.abs(weights - [w[1] for w in want])) < 1e-10 and weights.shape == (40, 2)
 
 
+def test_vectorised_log_density_checks_each_particle_alone():
+    """X_k ~ Bernoulli(r), r ~ Normal(0.5, 1): the parameter is invalid for r outside [0, 1], where PyMC's
+    check gives -inf. Particles r = 0.3 and r = 1.5 together: the first keeps log N(0.3; 0.5, 1) + log 0.3
+    (the two other records summed: their law sums to one), the second alone is -inf (a check over the
+    whole batch would make both -inf)."""
+    with pm.Model() as m:
+        r = pm.Normal("r", 0.5, 1.0)
+        pm.Bernoulli("x", p=r, shape=3)
+    smc = Tempering(condition(DependenceModel(m, tuples="x"), {0: 1.0}, summed=True))
+    logp = smc.logp(np.array([[0.3], [1.5]]))
+    assert logp[0] == pytest.approx(stats.norm.logpdf(0.3, 0.5, 1.0) + math.log(0.3), abs=1e-12)
+    assert logp[1] == -np.inf
+
+
 def test_next_temperature_halves_the_effective_sample_size_and_resampling_is_systematic():
     """The next β keeps (Σw)²/Σw² at half the particles (or reaches 1 when the whole step does); a
     systematic resample takes particle i floor(N w_i) or ceil(N w_i) times."""

@@ -43,7 +43,7 @@ from pytensor.graph.replace import vectorize_graph
 from scipy.linalg import solve_triangular
 from scipy.special import logsumexp
 
-from ddpbayes.model.batched import unblock_indexing
+from ddpbayes.model.batched import checks_per_point, unblock_indexing
 from ddpbayes.model.condition import TUPLES, WEIGHTS, Conditioned
 
 GROUP = 4  # independent SMC runs per chain of the run they replace (standard errors between runs)
@@ -89,7 +89,8 @@ class Tempering:
                    for v in values}
         joint, *outputs = model.replace_rvs_by_values(
             [model["ddp_joint"], model[TUPLES]] + ([model[WEIGHTS]] if cond.summed else []))
-        batch = unblock_indexing([vectorize_graph(g, batched) for g in [joint, *outputs]])
+        # each particle's parameter checks alone (`checks_per_point`): one invalid particle must not be -inf for all
+        batch = unblock_indexing([vectorize_graph(g, batched) for g in checks_per_point([joint, *outputs])])
         inputs = list(batched.values())
         self._logp = pytensor.function(inputs, batch[0], on_unused_input="ignore")
         self._outputs = pytensor.function(inputs, batch[1:], on_unused_input="ignore")
