@@ -82,7 +82,7 @@ class SamplingEngine(Engine):
                              "--known, or raise --max-runs")
         if settings.method == "posterior":
             return _each(lambda plan: posterior_leakage(problem, *plan, settings), plans, settings, "posterior route")
-        _draw_all(problem.model, plans, settings, lambda run: query_values(problem, run))
+        _draw_all(problem.model, plans, settings)
         choices = _each(lambda plan: _choose(problem, *plan, settings), plans, settings, "choosing")
         sample_events(problem.model, [e for c in choices for e in c.bounding_events()], bounding(settings),
                       "sampling (bounding)")
@@ -235,11 +235,9 @@ def _known_values(model: DependenceModel, adv: Adversary, settings: RunSettings)
     return [{k: float(np.asarray(d)[j]) for k, d in zip(known, draws)} for j in range(KNOWN_DRAWS)]
 
 
-def _draw_all(model: DependenceModel, plans: list, settings: RunSettings,
-              values: Callable[[Run], np.ndarray]) -> None:
+def _draw_all(model: DependenceModel, plans: list, settings: RunSettings) -> None:
     """Every run the adversaries need, an MCMC run per unit of work (`sample_events`): the first
-    value to try at each target grid point, then the next where it was impossible (`values`: the
-    query's draws of a run, with which `sample_events` probes for modes)."""
+    value to try at each target grid point, then the next where it was impossible."""
     slots = [(known, tries, adv.target) for adv, known_sets in plans for known in known_sets
              for tries in _target_values(model, adv.target)]
     for depth in range(max((len(tries) for _, tries, _ in slots), default=0)):
@@ -247,7 +245,7 @@ def _draw_all(model: DependenceModel, plans: list, settings: RunSettings,
         for known, tries, target in slots:
             if depth < len(tries) and all(_impossible(model, {**known, target: t}, settings) for t in tries[:depth]):
                 events.append({**known, target: tries[depth]})
-        sample_events(model, events, settings, values=values)
+        sample_events(model, events, settings)
 
 
 def _impossible(model: DependenceModel, event: dict[int, float], settings: RunSettings) -> bool:

@@ -292,12 +292,10 @@ def _temper(model: DependenceModel, event: dict[int, float], settings: RunSettin
 
 
 def sample_events(model: DependenceModel, events: Iterable[dict[int, float]], settings: RunSettings,
-                  label: str = "sampling", values: Callable[[Run], np.ndarray] | None = None) -> None:
+                  label: str = "sampling") -> None:
     """Draw every event not drawn yet, a run per unit of work, into the model's cache
-    (`sample_event` then finds them; an impossible event is cached as such). Given the query
-    (`values`, as `settled` takes it) and a model not known multimodal, the first event is drawn
-    alone first: if its chains disagree on the query as modes do (`_mark_multimodal`), the others
-    are SMC runs from the start (`sample_event`), as units of work too."""
+    (`sample_event` then finds them; an impossible event is cached as such): on a model known
+    multimodal (`known_multimodal`), SMC runs from the start, as units of work too."""
     todo = {}
     for event in events:
         key = _run_key(event, settings)
@@ -306,24 +304,10 @@ def sample_events(model: DependenceModel, events: Iterable[dict[int, float]], se
             todo.setdefault(key, dict(event))
     quiet = RunSettings.of(settings, progress=False)
     jobs = [(model, event, quiet) for event in todo.values()]
-    if values is not None and len(jobs) > 1 and known_multimodal(model, settings) is None:
-        _probe(model, _event_unit(jobs[0]), settings, values)  # cached by `sample_event`
-        todo.pop(next(iter(todo)))
-        jobs = jobs[1:]
     runs = map_units(_event_unit, jobs, settings, label, "MCMC runs",
                      group=lambda unit: frozenset(unit[1]))  # one set of fixed tuples: one compiled step set
     for key, run in zip(todo, runs):
         model.memo("sampling", key, lambda run=run: run)
-
-
-def _probe(model: DependenceModel, run: Run | ImpossibleEvent, settings: RunSettings,
-           values: Callable[[Run], np.ndarray]) -> None:
-    """Mark the model multimodal when the run's chains disagree on the query as modes do."""
-    if isinstance(run, ImpossibleEvent) or run.groups > 1 or not run.sampler_can_temper:
-        return
-    why = disagreement(_expected(values(run), run.logw))
-    if why is not None:
-        _mark_multimodal(model, settings, why)
 
 
 def _event_unit(job: tuple[DependenceModel, dict[int, float], RunSettings]) -> Run | ImpossibleEvent:
