@@ -6,7 +6,7 @@ block, so ddp's adversary knows every day outside it. The count route is forced 
 enumeration removed). The expected values come from the definition written here: the output laws of sparse
 vector (Lyu et al. 2017, Alg. 1, c = 1) and report-noisy-max (Laplace, the index) by scipy's adaptive
 quadrature, each integral once per pattern of the values it reads, and P(y | t, x_K) by summing the chain's
-joint over every state.
+joint over every state. A tree is refused in one line: the law and its count route need a chain.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from scipy.integrate import quad
 from ddpbayes import DependenceModel
 from ddpbayes.auditing import audit
 from ddpbayes.engines.structured import joint
+from ddpbayes.errors import InputError
 from ddpbayes.mechanisms.selection import ReportNoisyMax
 from ddpbayes.mechanisms.sparse_vector import SparseVector
 from ddpbayes.model.domains import Finite
@@ -188,3 +189,21 @@ def test_ddp_witnesses_of_the_count_route_evaluated_from_the_definition(seed, n,
         assert found.leakage == max(found.per_target)
         assert max(sups) <= found.leakage + tol
     assert seen == classes
+
+
+def test_a_tree_is_refused_in_one_line():
+    """The joint law and its count route need a chain of the tuples in their own order (DESIGN §2.1b): a tree
+    (x0 the parent of x1..x3, x1 of x4) under ddp and idp, sparse vector and report-noisy-max, is refused by the
+    structured engine in one line naming the shape."""
+    rng = np.random.default_rng(7)
+    with pm.Model() as m:
+        root = pm.Categorical("x0", p=[0.3, 0.7])
+        kids = [pm.Categorical(f"x{j}", p=pt.as_tensor_variable(rng.dirichlet(np.ones(2), size=2))[root])
+                for j in range(1, 4)]
+        pm.Categorical("x4", p=pt.as_tensor_variable(rng.dirichlet(np.ones(2), size=2))[kids[0]])
+    model = DependenceModel(m, tuples=[f"x{j}" for j in range(5)])
+    for mech, notion in itertools.product((SparseVector(1.0, 1, 0.5, 1), ReportNoisyMax(2.0)), ("ddp", "idp")):
+        with pytest.raises(InputError) as refused:
+            audit(model, "identity", mech, notion, engine="structured", information=None)
+        assert "\n" not in str(refused.value)
+        assert "the model is not a chain of its tuples in their own order" in str(refused.value)
