@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -34,6 +34,7 @@ from ddpbayes.engines.structured.graph import (
     model_reason,
     quadrature_reason,
 )
+from ddpbayes.engines.structured.memo import BoundedMemo, array_key
 from ddpbayes.engines.structured.pathsum import path_laws, path_of, path_table, path_within
 from ddpbayes.engines.structured.potential import Potential
 from ddpbayes.engines.structured.rows import components, incidence, row_matrix, row_problems, widened
@@ -237,7 +238,7 @@ def _leakage_on(problem: Problem, graph: FactorGraph) -> list[AdversaryLeakage]:
     found: dict[Adversary, AdversaryLeakage] = {}
     if "on zeros" not in graph.trees:  # cached with the graph's trees
         graph.trees["on zeros"] = frozenset(v for p in graph.factors if not np.isfinite(p.table).all() for v in p.scope)
-    on_zeros, sups = graph.trees["on zeros"], _Sups()
+    on_zeros, sups = graph.trees["on zeros"], _sups()
     for known, adversaries in _by_known_set(problem.adversaries).items():
         found.update(_leakage_for_known_set(known, adversaries, graph, padded, problem.mechanism, limit, on_zeros,
                                             sups))
@@ -357,7 +358,7 @@ def _by_known_set(adversaries) -> dict[frozenset[int], list[Adversary]]:
 
 def _leakage_for_known_set(known: frozenset[int], adversaries: list[Adversary], graph: FactorGraph,
                            padded: _Padded, mechanism: Mechanism, limit: int, on_zeros: frozenset[int],
-                           sups: _Sups | None) -> dict[Adversary, AdversaryLeakage]:
+                           sups: BoundedMemo | None) -> dict[Adversary, AdversaryLeakage]:
     """For each adversary knowing `known`: max over x_K with P(x_K) > 0 (in mixed-radix order;
     ties: the first) of the sup for x_K. Only the known tuples that share a factor with an
     unknown slot (R) can change the law of the unknown ones given x_K (global Markov property
@@ -436,11 +437,12 @@ def _leakage_for_known_set(known: frozenset[int], adversaries: list[Adversary], 
 
 
 _BATCH_CELLS = 1 << 20  # mixture weights held at once before their sups are taken (8 MiB)
+SUP_CELLS = 1 << 20  # log-weights of the mixtures whose sups one audit keeps (`_sups`, 8 MiB)
 
 
 def _add_sups(mixtures: list[tuple[Adversary, tuple[np.ndarray, np.ndarray]]], mechanism: Mechanism, limit: int,
               clamped: dict[int, int], best: dict[Adversary, tuple], profiles: dict[Adversary, tuple],
-              sups: _Sups | None = None) -> None:
+              sups: BoundedMemo | None = None) -> None:
     """Merge one configuration's sups (or, for (ε, δ) noise, profiles) of these mixtures into each adversary's."""
     if not mixtures:
         return
@@ -591,16 +593,16 @@ def _mixture(pot: Potential, target: np.ndarray, shift: int) -> tuple[np.ndarray
 
 
 def mixture_sups(mixtures: list[tuple[np.ndarray, np.ndarray]], mechanism: Mechanism,
-          limit: int, sups: _Sups | None = None) -> list[tuple[float, int, int, tuple[float, ...]]]:
+          limit: int, sups: BoundedMemo | None = None) -> list[tuple[float, int, int, tuple[float, ...]]]:
     """`_sup` of each (log-weights, levels), the mixtures on equal levels with as many possible values of t
     evaluated together: one `log_mixtures` call for many targets (rows kept under `limit` cells per call); with
     `sups`, a mixture equal byte for byte to one already taken is read from it."""
     out: list = [None] * len(mixtures)
-    keys = [sups.key(*m) if sups is not None else None for m in mixtures]
+    keys = [(array_key(logw), array_key(levels)) if sups is not None else None for logw, levels in mixtures]
     groups: dict[tuple, list[tuple[int, np.ndarray, np.ndarray]]] = {}
     for k, (logw, levels) in enumerate(mixtures):
-        if sups is not None and keys[k] in sups.found:
-            out[k] = sups.found[keys[k]]
+        out[k] = sups.get(keys[k]) if sups is not None else None
+        if out[k] is not None:
             continue
         log_pt = logsumexp(logw, axis=1)
         possible = np.flatnonzero(log_pt > -np.inf)
@@ -619,29 +621,16 @@ def mixture_sups(mixtures: list[tuple[np.ndarray, np.ndarray]], mechanism: Mecha
             for (k, _, _), found in zip(chunk, _widest(log_l, grid, [possible for _, possible, _ in chunk])):
                 out[k] = found
     if sups is not None:
-        sups.add(keys, mixtures, out)
+        for key, found in zip(keys, out):
+            sups.put(key, found)
     return out
 
 
-@dataclass
-class _Sups:
-    """The sups taken in one audit, by their mixtures' bytes (log-weights and levels): the known sets of a chain's
-    ddp adversaries away from its ends have equal laws (equal days), whose sup is then taken once. It holds
-    mixtures of at most CELLS weights in all."""
-
-    found: dict = field(default_factory=dict)
-    cells: int = 0
-    CELLS = 1 << 20
-
-    @staticmethod
-    def key(logw: np.ndarray, levels: np.ndarray) -> tuple:
-        return logw.shape, logw.tobytes(), levels.tobytes()
-
-    def add(self, keys: list[tuple], mixtures: list[tuple[np.ndarray, np.ndarray]], found: list) -> None:
-        for key, (logw, _), sup in zip(keys, mixtures, found):
-            if key not in self.found and self.cells + logw.size <= self.CELLS:
-                self.found[key] = sup
-                self.cells += logw.size
+def _sups() -> BoundedMemo:
+    """The sups taken in one audit, by their mixtures (log-weights and levels, `array_key`): the known sets of a
+    chain's ddp adversaries away from its ends have equal laws (equal days), whose sup is then taken once. It holds
+    mixtures of at most SUP_CELLS log-weights in all."""
+    return BoundedMemo(SUP_CELLS, lambda key, sup: math.prod(key[0][1]))
 
 
 def _widest(log_l: np.ndarray, grid: np.ndarray,

@@ -30,9 +30,11 @@ from typing import NamedTuple
 import numpy as np
 
 from ddpbayes.engines.structured.graph import FactorGraph
+from ddpbayes.engines.structured.memo import BoundedMemo, array_key, vectors_key
 from ddpbayes.engines.structured.potential import _RANGE, Potential, log_convolve
 
 CELLS = 1 << 23  # cells of forward messages kept at once (64 MiB): past half, in blocks (`_blocks`); past it, None
+STEP_CELLS = CELLS // 8  # cells of the laws and messages a path's `_Steps` keeps (8 MiB)
 
 
 @dataclass(frozen=True)
@@ -274,12 +276,11 @@ class _Steps:
     are one object, `_days`) and the values of the contributions: a chain's ddp adversaries walk stretches of one
     path (`path_within`, which shares this with every stretch) from the same start messages over the same days
     (on a chain whose days are equal, every known set away from the ends the same stretch), so each step and
-    each law is computed once, the same arrays bit for bit. An entry holds the objects whose ids key it, so no
-    id is reused while it lives; past CELLS / 8 cells held (8 MiB), it starts over."""
+    each law is computed once, the same arrays bit for bit. An entry holds the objects whose ids key it; the
+    memo holds at most STEP_CELLS cells (`memo.BoundedMemo`)."""
 
     def __init__(self) -> None:
-        self.memo: dict[tuple, tuple] = {}
-        self.cells = 0
+        self.memo = BoundedMemo(STEP_CELLS, _cells)
 
     def table(self, path: Path, contribution: list[np.ndarray], p: int, left: bool,
               right: bool) -> tuple[np.ndarray, int] | None:
@@ -287,9 +288,8 @@ class _Steps:
         values as batches a, b where `left`, `right` (else one batch); None past the rule."""
         days = (*path.forward, *path.backward)
         sums = [contribution[v] for v in path.order]
-        key = ("table", p, left, right, tuple(map(id, days)), tuple(map(len, sums)), np.concatenate(sums).tobytes(),
-               path.unary[p].tobytes())
-        return self._remember(key, days, lambda: self._law(path, contribution, p, left, right))
+        key = ("table", p, left, right, tuple(map(id, days)), vectors_key(sums), array_key(path.unary[p]))
+        return self.memo.remember(key, lambda: self._law(path, contribution, p, left, right), days)
 
     def _law(self, path: Path, contribution: list[np.ndarray], p: int, left: bool,
              right: bool) -> tuple[np.ndarray, int] | None:
@@ -300,25 +300,17 @@ class _Steps:
 
     def _start(self, k: int, batched: bool) -> _Message:
         """`_start`'s message of an end of k values, one object per (k, batched)."""
-        return self._remember(("start", k, batched), (), lambda: _started(k, batched))
+        return self.memo.remember(("start", k, batched), lambda: _started(k, batched))
 
     def _step(self, day: _Day, message: _Message, contribution: np.ndarray) -> _Message | None:
         """`_step`, taken once per day, message and contributions."""
-        key = (id(day), id(message), tuple(contribution.tolist()))
-        return self._remember(key, (day, message), lambda: _step(day, message, contribution))
+        key = (id(day), id(message), array_key(contribution))
+        return self.memo.remember(key, lambda: _step(day, message, contribution), (day, message))
 
-    def _remember(self, key: tuple, held: tuple, make):
-        """The value remembered under `key`, else `make()` remembered with the objects `held` (whose ids key it)."""
-        hit = self.memo.get(key)  # one lookup: a threaded scheduler's other audit may clear the memo meanwhile
-        if hit is not None:
-            return hit[1]
-        out = make()
-        if self.cells > CELLS // 8:
-            self.memo.clear()
-            self.cells = 0
-        self.memo[key] = (held, out)
-        self.cells += out.table.size if isinstance(out, _Message) else out[0].size if out is not None else 0
-        return out
+
+def _cells(key: tuple, value: _Message | tuple[np.ndarray, int] | None) -> int:
+    """The cells a `_Steps` entry holds: a message's table, a law's (None: 0)."""
+    return value.table.size if isinstance(value, _Message) else value[0].size if value is not None else 0
 
 
 def _forward(path: Path, contribution: list[np.ndarray], positions: list[int], message: _Message,

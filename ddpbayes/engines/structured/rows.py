@@ -17,8 +17,11 @@ import numpy as np
 
 from ddpbayes.engines.base import Declined
 from ddpbayes.engines.structured.graph import FactorGraph
+from ddpbayes.engines.structured.memo import BoundedMemo
 from ddpbayes.problem import Adversary, Problem
 from ddpbayes.queries import Linear, LinearRows
+
+MASKS = 8  # the known sets whose masks an `Incidence` keeps
 
 
 def row_matrix(problem: Problem) -> np.ndarray | None:
@@ -82,21 +85,20 @@ class Incidence:
     factors: int
     slots: int
     present: np.ndarray
-    masks: dict = field(default_factory=dict, compare=False, repr=False)  # the last few known sets' masks
+    masks: BoundedMemo = field(default_factory=lambda: BoundedMemo(MASKS, lambda key, mask: 1), compare=False,
+                               repr=False)
 
     def mask(self, slots) -> np.ndarray:
         """`slots` (an iterable of slot indices) as a boolean mask over the slots (read-only; a frozenset's kept
         for the next questions about the same known set)."""
-        hit = self.masks.get(slots) if isinstance(slots, frozenset) else None  # one lookup (threaded schedulers)
-        if hit is not None:
-            return hit
+        if isinstance(slots, frozenset):
+            return self.masks.remember(slots, lambda: self._mask(slots))
+        return self._mask(slots)
+
+    def _mask(self, slots) -> np.ndarray:
         out = np.zeros(self.slots, dtype=bool)
         out[np.fromiter(slots, dtype=np.int64)] = True
         out.flags.writeable = False
-        if isinstance(slots, frozenset):
-            if len(self.masks) >= 8:
-                self.masks.clear()
-            self.masks[slots] = out
         return out
 
     def touching(self, mask: np.ndarray) -> np.ndarray:
