@@ -27,6 +27,7 @@ from pytensor.tensor.subtensor import Subtensor
 from pytensor.tensor.type_other import NoneTypeT
 from pytensor.tensor.variable import TensorConstant
 
+from ddpbayes.limits import DEFAULT_MAX_STATES
 from ddpbayes.model import DependenceModel, Finite
 
 
@@ -99,8 +100,9 @@ class ScalarChain:
 def chain_of(model: DependenceModel) -> ScalarChain | None:
     """The model as a recognised chain (DESIGN §2.1b), cached on it: the tuples are every free variable, scalars
     in the model's order on one shared finite domain object (the inferred supports are one object per integer
-    range, `supports._integers`), with no observed variable or potential, and `scalar_chain` reads them; else
-    None. The per-audit checks then ask once per chain what they would ask of every tuple (`joint`)."""
+    range, `supports._integers`) of at most 2,048 values (a day's table within the default state limit), with no
+    observed variable or potential, and `scalar_chain` reads them; else None. The per-audit checks then ask once
+    per chain what they would ask of every tuple (`joint`)."""
     return model.memo("direct", "scalar chain", lambda: _chain_of(model))
 
 
@@ -108,7 +110,8 @@ def _chain_of(model: DependenceModel) -> ScalarChain | None:
     pm_model, rvs = model.model, model.model.free_RVs
     if model.n < 2 or len(rvs) != model.n or pm_model.observed_RVs or pm_model.potentials \
             or any(s.index is not None or s.rv is not rv for s, rv in zip(model.slots, rvs)) \
-            or len({id(d) for d in model.domains}) != 1 or not isinstance(model.domains[0], Finite):
+            or len({id(d) for d in model.domains}) != 1 or not isinstance(model.domains[0], Finite) \
+            or len(model.domains[0].values) ** 2 > DEFAULT_MAX_STATES:  # keys would copy every day's big matrix
         return None
     return scalar_chain(rvs)
 
