@@ -482,3 +482,45 @@ def test_other_queries_are_refused(query):
     graph = _graph(3, _markov([0, 1, 2], [0.5, 0.5], [[[0.9, 0.1], [0.2, 0.8]]] * 2))
     problem = _problem(_stand_in(3), Laplace(1.0), [Adversary(0)], query)
     assert "is not identity" in continual_reason(problem, graph)
+
+
+def test_sweeps_stop_computing_at_a_fixed_point_bit_for_bit(monkeypatch):
+    """Days that repeat the day before, once the message repeats too, are not computed again
+    (`chainpath._sweep`): the messages and choices stay the one-day recursion's (`chainpath._step` applied
+    day after day, written here) bit for bit, on both sides and on a pinned bridge, across days that change,
+    an impossible transition and a second stretch of repeats; and the repeats were skipped."""
+    from ddpbayes.engines.structured import chainpath
+
+    rng = np.random.default_rng(5)
+    n = 400
+    flip = [[-math.log1p(math.e), -math.log1p(1 / math.e)], [-math.log1p(1 / math.e), -math.log1p(math.e)]]
+    own = np.array([flip[1], flip[0], [0.0, 0.0]] * n).reshape(n, 3, 2)  # randomized response at LO, HI; prior
+    own[:3] = rng.normal(size=(3, 3, 2))
+    own[150:, :2] *= 2.0  # a larger epsilon from day 150
+    edges = np.tile(np.log([[0.6, 0.4], [0.3, 0.7]]), (n - 1, 1, 1))
+    with np.errstate(divide="ignore"):
+        edges[200] = np.log([[1.0, 0.0], [0.5, 0.5]])
+    edges[300:] = np.log([[0.6, 0.4], [0.5, 0.5]])
+    front = chainpath.Side(list(range(n)), own, edges, [(0.0, 1.0)] * n)
+
+    def recursion(side, start, base, stop):
+        messages, choices, inclusive = [(0.0,) * 6], [], start
+        for k in range(base, stop):
+            m = chainpath._step(inclusive, side.edge_rows[k])
+            messages.append(m[:6])
+            choices.append(m[6])
+            inclusive = [m[j] + side.own_rows[k + 1][j] for j in range(6)]
+        return messages, choices
+
+    steps = []
+    step = chainpath._step
+    monkeypatch.setattr(chainpath, "_step", lambda *args: steps.append(1) or step(*args))
+    for side in (front, front.reversed()):
+        for base, start, pinned in ((0, side.own_rows[0], False), (160, [0.0, -math.inf] * 3, True)):
+            steps.clear()
+            path = chainpath.Path(side, base, n - 1, start, pinned)
+            with monkeypatch.context() as plain:
+                plain.setattr(chainpath, "_step", step)
+                want = recursion(side, start, base, n - 1)
+            assert repr(path.messages) == repr(want[0]) and path.choices == want[1]
+            assert len(steps) < (n - 1 - base) / 2, len(steps)  # most days repeat the one before

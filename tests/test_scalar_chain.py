@@ -23,18 +23,21 @@ from ddpbayes.engines.structured.pathsum import path_of
 LIMIT = 1 << 20
 
 
-def _categorical_chain(rng: np.random.Generator, n: int, k: int) -> tuple[DependenceModel, np.ndarray, list]:
+def _categorical_chain(rng: np.random.Generator, n: int, k: int,
+                       shared: bool = False) -> tuple[DependenceModel, np.ndarray, list]:
     """x_0 ~ Categorical(p0), x_j ~ Categorical(P_j[x_{j-1}]), P_j drawn from two matrices (repeats shared), some
-    transitions zero."""
+    transitions zero; with `shared`, the days drawing one matrix index one PyTensor constant (read once)."""
     p0 = rng.dirichlet(np.ones(k))
     pool = [rng.dirichlet(np.ones(k), size=k) for _ in range(2)]
     pool[1][0] = np.eye(k)[0]  # a row with zeros
-    P = [pool[int(rng.integers(2))] for _ in range(n - 1)]
+    picks = [int(rng.integers(2)) for _ in range(n - 1)]
     with pm.Model() as m:
+        constants = [pt.as_tensor_variable(matrix) for matrix in pool]
         prev = pm.Categorical("x0", p=p0)
         for day in range(1, n):
-            prev = pm.Categorical(f"x{day}", p=pt.as_tensor_variable(P[day - 1])[prev])
-    return DependenceModel(m, [f"x{day}" for day in range(n)]), p0, P
+            matrix = constants[picks[day - 1]] if shared else pt.as_tensor_variable(pool[picks[day - 1]])
+            prev = pm.Categorical(f"x{day}", p=matrix[prev])
+    return DependenceModel(m, [f"x{day}" for day in range(n)]), p0, [pool[j] for j in picks]
 
 
 def _bernoulli_chain(rng: np.random.Generator, n: int) -> tuple[DependenceModel, np.ndarray, list]:
@@ -77,6 +80,7 @@ def _same_graph(fast: graph_module.FactorGraph, slow: graph_module.FactorGraph) 
 def test_the_recognised_chain_is_the_general_routes_graph_bit_for_bit(seed, monkeypatch):
     rng = np.random.default_rng(seed)
     for model, _, _ in (_categorical_chain(rng, int(rng.integers(2, 7)), int(rng.integers(2, 4))),
+                        _categorical_chain(rng, int(rng.integers(2, 7)), int(rng.integers(2, 4)), shared=True),
                         _bernoulli_chain(rng, int(rng.integers(2, 7)))):
         fast = graph_module._scalar_chain(model, LIMIT)
         assert fast is not None

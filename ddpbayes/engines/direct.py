@@ -13,6 +13,7 @@ route, which evaluates the model's own graph and refuses them as before.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -25,6 +26,9 @@ from pytensor.tensor.random.basic import BernoulliRV, CategoricalRV
 from pytensor.tensor.subtensor import Subtensor
 from pytensor.tensor.type_other import NoneTypeT
 from pytensor.tensor.variable import TensorConstant
+
+from ddpbayes.limits import DEFAULT_MAX_STATES
+from ddpbayes.model import DependenceModel, Finite
 
 
 @dataclass(frozen=True)
@@ -39,15 +43,15 @@ class Direct:
 
 
 def scalar_term(var, free: set) -> Direct | None:
-    """A scalar free Categorical or Bernoulli read as a lookup, or None."""
-    node = var.owner
-    if var.ndim != 0 or not isinstance(node.op, (CategoricalRV, BernoulliRV)) \
-            or not isinstance(node.inputs[1].type, NoneTypeT):
+    """A scalar free Categorical or Bernoulli read as a lookup (`_lookup`), its parent a free integer
+    scalar, or None."""
+    found = _lookup(var, _numbers)
+    if found is None:
         return None
-    [p] = node.op.dist_params(node)
-    if isinstance(node.op, CategoricalRV):
-        return _categorical(p, free)
-    return _bernoulli(p, free)
+    parent, key = found
+    if parent is not None and not (parent in free and parent.type.ndim == 0 and _integer(parent)):
+        return None
+    return Direct([] if parent is None else [parent], functools.partial(_table, key), key)
 
 
 def chain_init(init) -> Direct | None:
@@ -72,119 +76,160 @@ def chain_step(transition) -> Direct | None:
     return Direct([], lambda own, previous: _rows_table(own, previous, P, check=False), ("step", P.tobytes()))
 
 
-def scalar_chain(rvs: list, values: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+@dataclass(frozen=True)
+class ScalarChain:
+    """A chain of scalar variables read as lookups (`scalar_chain`): x_0's key, the distinct keys of the steps
+    (days with one key are one law) and each step's index into them."""
+
+    head: tuple
+    keys: list[tuple]
+    at: np.ndarray
+
+    def tables(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """x_0's log table (values,) and the steps' (n - 1, values, values) over (x_k, x_{k-1}), every x_k taking
+        `values`: the tables `scalar_term` gives, each distinct one computed once; None when numbers the model's
+        checks would refuse (the general route says so)."""
+        distinct = [_table(key, values, values) for key in self.keys]
+        head = _table(self.head, values)
+        if head is None or any(t is None for t in distinct):
+            return None
+        steps = np.stack(distinct)[self.at] if distinct else np.zeros((0, len(values), len(values)))
+        return head.ravel(), steps
+
+
+def chain_of(model: DependenceModel) -> ScalarChain | None:
+    """The model as a recognised chain (DESIGN §2.1b), cached on it: the tuples are every free variable, scalars
+    in the model's order on one shared finite domain object (the inferred supports are one object per integer
+    range, `supports._integers`) of at most 2,048 values (a day's table within the default state limit), with no
+    observed variable or potential, and `scalar_chain` reads them; else None. The per-audit checks then ask once
+    per chain what they would ask of every tuple (`joint`)."""
+    return model.memo("direct", "scalar chain", lambda: _chain_of(model))
+
+
+def _chain_of(model: DependenceModel) -> ScalarChain | None:
+    pm_model, rvs = model.model, model.model.free_RVs
+    if model.n < 2 or len(rvs) != model.n or pm_model.observed_RVs or pm_model.potentials \
+            or any(s.index is not None or s.rv is not rv for s, rv in zip(model.slots, rvs)) \
+            or len({id(d) for d in model.domains}) != 1 or not isinstance(model.domains[0], Finite) \
+            or len(model.domains[0].values) ** 2 > DEFAULT_MAX_STATES:  # keys would copy every day's big matrix
+        return None
+    return scalar_chain(rvs)
+
+
+def scalar_chain(rvs: list) -> ScalarChain | None:
     """A chain of scalar variables read off its constants at once (DESIGN §2.1b): x_0 a Categorical or Bernoulli
     of constant probabilities, each next x_k a `Categorical(p=P[x_{k-1}])` of a constant P or a
-    `Bernoulli(p=switch(x_{k-1}, a, b))` of constants, every x_k taking `values`. Returns x_0's log table (values,)
-    and the steps' (n - 1, values, values) over (x_k, x_{k-1}): the tables `scalar_term` gives, each distinct one
-    computed once; None for anything else or numbers the model's checks would refuse (the general route says so)."""
-    first = scalar_term(rvs[0], set())
-    if first is None or first.parents:
+    `Bernoulli(p=switch(x_{k-1}, a, b))` of constants; None for anything else. A matrix is read once (by identity:
+    the days may share one, and constants are immutable)."""
+    matrices: dict[int, tuple] = {}
+
+    def matrix(v: Variable) -> tuple | None:
+        found = matrices.get(id(v))
+        if found is None:
+            found = matrices[id(v)] = (v, _numbers(v))  # v kept alive: its id stays its own
+        return found[1]
+
+    first = _lookup(rvs[0], matrix)
+    if first is None or first[0] is not None:
         return None
     keys: dict = {}
     at = np.empty(len(rvs) - 1, dtype=np.int64)
     for k, (previous, var) in enumerate(zip(rvs, rvs[1:])):
-        key = _step_key(var, previous)
-        if key is None:
+        found = _lookup(var, matrix)
+        if found is None or found[0] is not previous:
             return None
-        at[k] = keys.setdefault(key, len(keys))
-    distinct = [_step_table(key, values) for key in keys]
-    head = first.table(values)
-    if head is None or any(t is None for t in distinct):
-        return None
-    steps = np.stack(distinct)[at] if distinct else np.zeros((0, len(values), len(values)))
-    return head.ravel(), steps
+        at[k] = keys.setdefault(found[1], len(keys))
+    return ScalarChain(first[1], list(keys), at)
 
 
-def _step_key(var, previous) -> tuple | None:
-    """x_k's term as a lookup by x_{k-1} = `previous`, as `_categorical`'s rows or `_bernoulli`'s switch read it:
-    ("rows", P's bytes, P's shape) or ("switch", a, b); None for anything else."""
+def _lookup(var, matrix: Callable[[Variable], tuple | None]) -> tuple[Variable | None, tuple] | None:
+    """A scalar Categorical or Bernoulli (no size) whose law is a lookup in constants, as (the variable indexing
+    its probabilities, or None; its key): ("categorical", p) of a constant vector p, ("categorical rows", P, shape)
+    of `P[index]` for a constant matrix P read by `matrix` (the index read through PyTensor's scalar conversion),
+    ("bernoulli", p) of a constant p or ("bernoulli switch", a, b) of `switch(cond, a, b)` of constants (numbers as
+    float64 bytes, `_numbers`); None for anything else. The one reader of both routes: `scalar_term` (the parent
+    must be a free integer scalar) and `scalar_chain` (it must be the previous day)."""
     node = var.owner
-    if node is None or var.ndim != 0 or not isinstance(node.op, (CategoricalRV, BernoulliRV)) \
-            or not isinstance(node.inputs[1].type, NoneTypeT):
+    if node is None or var.type.ndim or not isinstance(node.inputs[1].type, NoneTypeT):
+        return None
+    law = _kind(type(node.op))
+    if law != "categorical" and law != "bernoulli":
         return None
     [p] = node.op.dist_params(node)
     found = p.owner
-    if found is None:
-        return None
-    if isinstance(node.op, CategoricalRV):
-        if not isinstance(found.op, Subtensor) or len(found.inputs) != 2 or len(found.op.idx_list) != 1 \
-                or isinstance(found.op.idx_list[0], slice) or _read(found.inputs[1]) is not previous:
+    shape = None if found is None else _kind(type(found.op))
+    if shape == "index" and law == "categorical" and len(found.inputs) == 2 and len(found.op.idx_list) == 1 \
+            and not isinstance(found.op.idx_list[0], slice):
+        rows = matrix(found.inputs[0])
+        if rows is None or len(rows[0]) != 2:
             return None
-        matrix = _constant(found.inputs[0])
-        return None if matrix is None or matrix.ndim != 2 else ("rows", matrix.tobytes(), matrix.shape)
-    if not isinstance(found.op, Elemwise) or not isinstance(found.op.scalar_op, Switch) \
-            or found.inputs[0] is not previous:  # a checked scalar Categorical or Bernoulli: an integer scalar
+        return _read(found.inputs[1]), ("categorical rows", rows[1], rows[0])
+    if shape == "elemwise" and law == "bernoulli" and _kind(type(found.op.scalar_op)) == "switch" \
+            and p.type.ndim == 0:
+        cond, high, low = found.inputs
+        a, b = _numbers(high), _numbers(low)
+        if a is None or b is None or a[0] or b[0]:
+            return None
+        return cond, ("bernoulli switch", a[1], b[1])
+    numbers = _numbers(p)  # constant probabilities: a vector, or one probability
+    if numbers is None or len(numbers[0]) != (1 if law == "categorical" else 0):
         return None
-    a, b = _constant(found.inputs[1]), _constant(found.inputs[2])
-    if a is None or b is None or a.ndim or b.ndim:
-        return None
-    return "switch", float(a), float(b)
+    return None, (law, numbers[1])
 
 
-def _step_table(key: tuple, values: np.ndarray) -> np.ndarray | None:
-    """The table over (x_k, x_{k-1}) of a `_step_key`."""
-    if key[0] == "rows":
-        matrix = np.frombuffer(key[1], dtype=np.float64).reshape(key[2])
-        return _rows_table(values, values, matrix, check=True)
-    return _bernoulli_table(values, values, np.float64(key[1]), np.float64(key[2]))
+@functools.cache
+def _kind(cls: type) -> str | None:
+    """What `_lookup` reads of an op's (or scalar op's) class, asked once per class: PyTensor's ops are abstract
+    base classes, and a failed `isinstance` against one costs about a microsecond."""
+    return next((kind for kind, base in _KINDS if issubclass(cls, base)), None)
 
 
-def _categorical(p: Variable, free: set) -> Direct | None:
-    probs = _constant(p)
-    if probs is not None and probs.ndim == 1:
-        return Direct([], lambda own: _categorical_table(own, probs[None, :], np.zeros(1)),
-                      ("categorical", probs.tobytes()))
-    node = p.owner
-    if node is None or not isinstance(node.op, Subtensor) or len(node.inputs) != 2 or len(node.op.idx_list) != 1 \
-            or isinstance(node.op.idx_list[0], slice):
-        return None
-    matrix = _constant(node.inputs[0])
-    parent = _scalar_parent(node.inputs[1], free)
-    if matrix is None or matrix.ndim != 2 or parent is None:
-        return None
-    return Direct([parent], lambda own, previous: _rows_table(own, previous, matrix, check=True),
-                  ("categorical rows", matrix.tobytes(), matrix.shape))
+_KINDS = (("categorical", CategoricalRV), ("bernoulli", BernoulliRV), ("index", Subtensor), ("elemwise", Elemwise),
+          ("switch", Switch), ("scalar", ScalarFromTensor), ("dimshuffle", DimShuffle))
 
 
-def _bernoulli(p: Variable, free: set) -> Direct | None:
-    prob = _constant(p)
-    if prob is not None and prob.ndim == 0:
-        return Direct([], lambda own: _bernoulli_table(own, np.zeros(1), prob, prob), ("bernoulli", float(prob)))
-    node = p.owner
-    if node is None or not isinstance(node.op, Elemwise) or not isinstance(node.op.scalar_op, Switch) \
-            or p.ndim != 0:
-        return None
-    cond, high, low = node.inputs
-    a, b = _constant(high), _constant(low)
-    if cond not in free or cond.ndim != 0 or not cond.dtype.startswith(("int", "uint", "bool")) \
-            or a is None or b is None or a.ndim or b.ndim:
-        return None
-    return Direct([cond], lambda own, parent: _bernoulli_table(own, parent, a, b), ("bernoulli switch", float(a),
-                                                                                    float(b)))
+def _table(key: tuple, own: np.ndarray, *parents: np.ndarray) -> np.ndarray | None:
+    """The log table of a `_lookup` key over (own, parent) (over own alone, a column, for a key without parent):
+    PyMC's Categorical and Bernoulli log-probabilities (`_rows_table`, `_bernoulli_table`)."""
+    kind, numbers = key[0], np.frombuffer(key[1], dtype=np.float64)
+    if kind == "categorical":
+        return _categorical_table(own, numbers[None, :], np.zeros(1))
+    if kind == "categorical rows":
+        return _rows_table(own, parents[0], numbers.reshape(key[2]), check=True)
+    if kind == "bernoulli":
+        return _bernoulli_table(own, np.zeros(1), numbers[0], numbers[0])
+    return _bernoulli_table(own, parents[0], numbers[0], np.frombuffer(key[2], dtype=np.float64)[0])
 
 
 def _read(index: Variable) -> Variable:
     """The variable an index reads, through PyTensor's scalar conversion."""
-    return index.owner.inputs[0] if index.owner is not None and isinstance(index.owner.op, ScalarFromTensor) else index
+    node = index.owner
+    return node.inputs[0] if node is not None and _kind(type(node.op)) == "scalar" else index
 
 
-def _scalar_parent(index: Variable, free: set):
-    """The free integer scalar variable an index reads (through PyTensor's scalar conversion), or None."""
-    index = _read(index)
-    if index in free and index.ndim == 0 and index.dtype.startswith(("int", "uint")):
-        return index
-    return None
+def _integer(v: Variable) -> bool:
+    """An integer (or boolean) variable: a Categorical's or Bernoulli's value, an index."""
+    return v.type.dtype.startswith(("int", "uint", "bool"))
+
+
+def _numbers(v: Variable) -> tuple[tuple[int, ...], bytes] | None:
+    """`_constant`'s shape and float64 bytes (a key's numbers), or None."""
+    data = _constant(v)
+    return None if data is None else (data.shape, data.tobytes())
 
 
 def _constant(v: Variable) -> np.ndarray | None:
     """A float constant's data in float64 (as `precision.in_float64` reads it), through dimensions added in
     front (a `.dist`'s batch of one); else None."""
-    while v.owner is not None and isinstance(v.owner.op, DimShuffle) and _leading(v.owner.op):
-        v = v.owner.inputs[0]
-    if not isinstance(v, TensorConstant) or v.dtype not in ("float32", "float64", "float16"):
-        return None
-    return np.asarray(v.data, dtype=np.float64)
+    while not isinstance(v, TensorConstant):
+        node = v.owner
+        if node is None or _kind(type(node.op)) != "dimshuffle" or not _leading(node.op):
+            return None
+        v = node.inputs[0]
+    data = v.data  # of the constant's type: float16, float32 or float64 ("e", "f", "d"), else not read
+    if data.dtype.char == "d":
+        return data
+    return np.asarray(data, dtype=np.float64) if data.dtype.char in ("e", "f") else None
 
 
 def _leading(op: DimShuffle) -> bool:

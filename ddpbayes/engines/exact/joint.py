@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import logsumexp
 
+from ddpbayes.engines.direct import chain_of
 from ddpbayes.engines.terms import Slot, model_slots, tabulate
 from ddpbayes.errors import InputError
 from ddpbayes.limits import DEFAULT_MAX_STATES, check_states
@@ -65,6 +66,10 @@ def continuous_tuple_reason(model: DependenceModel) -> str | None:
 
 
 def _continuous_tuple(model: DependenceModel) -> str | None:
+    # One check for a recognised chain (`direct.chain_of`): its tuples are alike by construction, each a scalar
+    # Categorical or Bernoulli (integer-valued), all on one shared Finite domain.
+    if chain_of(model) is not None:
+        return None
     for slot, domain in zip(model.slots, model.domains):
         if not (is_discrete(slot.rv) and isinstance(domain, Finite)):  # `model.is_discrete`
             return f"tuple '{slot.name}' is continuous or unbounded (domain {domain})"
@@ -87,6 +92,8 @@ def _states(model: DependenceModel) -> int:
     slots when there are no latents)."""
     if model.latent_rvs:
         return math.prod(len(s.values) for s in _slots(model))
+    if chain_of(model) is not None:  # one domain object for every tuple
+        return len(model.domains[0].values) ** model.n
     return math.prod(len(d.values) for d in model.domains)
 
 

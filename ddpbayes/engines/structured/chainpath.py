@@ -34,6 +34,7 @@ class Side:
         self.outputs = outputs  # the LO and HI outputs of every position
         self.own_rows = own.reshape(len(order), 6).tolist()
         self.edge_rows = edges.reshape(len(edges), 4).tolist()
+        self.same = _same_days(own, edges)
 
     def reversed(self) -> Side:
         return Side(self.order[::-1], self.own[::-1], self.edges[::-1].transpose(0, 2, 1), self.outputs[::-1])
@@ -90,19 +91,42 @@ class Path:
         return self._tables
 
 
+def _same_days(own: np.ndarray, edges: np.ndarray) -> list[bool]:
+    """same[k]: position k's own factors and the edge from it to k + 1 are bit for bit those of position k - 1
+    (False at 0), for the positions an edge leaves (0..n-2)."""
+    n = len(own)
+    own_bits = np.ascontiguousarray(own).view(np.int64).reshape(n, 6)
+    edge_bits = np.ascontiguousarray(edges).view(np.int64).reshape(len(edges), 4)
+    equal_own = (own_bits[1:] == own_bits[:-1]).all(axis=1)[:max(n - 2, 0)]
+    return [False, *(equal_own & (edge_bits[1:] == edge_bits[:-1]).all(axis=1)).tolist()][:max(n - 1, 0)]
+
+
 def _sweep(side: Side, inclusive: list[float], base: int, stop: int) -> tuple[list, list[tuple[int, int]]]:
     """The messages at positions base..stop (zeros at base) from everything on this side from `base`
-    on (`inclusive`: the message at `base` with its own factors), and the choices at base+1..stop."""
+    on (`inclusive`: the message at `base` with its own factors), and the choices at base+1..stop.
+
+    A chain whose days repeat settles: once a message equals the one `period` days before (1: a fixed point,
+    2: a last bit alternating), a day whose own factors and edge are those of the `period` days before
+    (`Side.same`) maps the same inclusive message through the same edge, so its message and choice are those of
+    `period` days before, bit for bit, and are not computed again. Equal messages are equal bit for bit: their
+    entries are differences of `_lae` values, never -0.0, and NaN equals nothing."""
     messages: list = [(0.0,) * 6]
-    choices = []
-    own, edges = side.own_rows, side.edge_rows
+    choices: list = []
+    own, edges, same = side.own_rows, side.edge_rows, side.same
+    period = 0  # the last message equals the one `period` positions before it, both from this side's days
     for k in range(base, stop):
+        if k > base:
+            if period and same[k] and (period == 1 or same[k - 1]):
+                messages.append(messages[-period])
+                choices.append(choices[-period])
+                continue
+            m, o = messages[-1], own[k]
+            inclusive = [m[0] + o[0], m[1] + o[1], m[2] + o[2], m[3] + o[3], m[4] + o[4], m[5] + o[5]]
         message = _step(inclusive, edges[k])
-        messages.append(message[:6])
+        head = message[:6]
+        period = 1 if k > base and head == messages[-1] else 2 if k > base + 1 and head == messages[-2] else 0
+        messages.append(head)
         choices.append(message[6])
-        o = own[k + 1]
-        inclusive = [message[0] + o[0], message[1] + o[1], message[2] + o[2],
-                     message[3] + o[3], message[4] + o[4], message[5] + o[5]]
     return messages, choices
 
 

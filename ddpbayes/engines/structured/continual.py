@@ -404,9 +404,12 @@ class _Release:
 
 
 def _values(graph: FactorGraph) -> list[list[float]]:
-    """Every slot's values as Python floats, cached with the graph (every audit of it reads them)."""
+    """Every slot's values as Python floats (read only), cached with the graph (every audit of it reads them); one
+    list per distinct array (a recognised chain's slots share one)."""
     if "continual values" not in graph.trees:
-        graph.trees["continual values"] = [v.tolist() for v in graph.values]
+        lists: dict[int, list[float]] = {}
+        graph.trees["continual values"] = [lists[id(v)] if id(v) in lists else lists.setdefault(id(v), v.tolist())
+                                           for v in graph.values]
     return graph.trees["continual values"]
 
 

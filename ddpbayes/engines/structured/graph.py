@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ddpbayes.engines.direct import scalar_chain
+from ddpbayes.engines.direct import chain_of
 from ddpbayes.engines.exact.joint import continuous_tuple_reason
 from ddpbayes.engines.structured.junction import Calibration, Tree, elimination_tree
 from ddpbayes.engines.structured.potential import Potential
@@ -128,24 +128,22 @@ def _build(model: DependenceModel, limit: int, nodes: int | None) -> FactorGraph
 
 
 def _scalar_chain(model: DependenceModel, limit: int) -> FactorGraph | None:
-    """The graph of a chain of scalar tuples whose terms `direct.scalar_chain` reads off the model's constants (no
-    latents, no observed variables or potentials, the tuples in the model's order, one domain): the factors
-    `tabulate` would give, x_0's table then each day's over (x_k, x_{k-1}), as views of one stacked array, with the
-    chain's stacked unary and pairwise tables kept for its path (`pathsum.path_of`), without a term graph, a
-    directed graph or a walk per variable; None for any other model (issue #44)."""
-    pm_model, rvs = model.model, model.model.free_RVs
-    if model.n < 2 or len(rvs) != model.n or pm_model.observed_RVs or pm_model.potentials \
-            or any(s.index is not None or s.rv is not rv for s, rv in zip(model.slots, rvs)) \
-            or len({id(d) for d in model.domains}) != 1:  # one shared domain object
+    """The graph of a recognised chain (`direct.chain_of`: scalar tuples whose terms are read off the model's
+    constants, no latents, no observed variables or potentials, the tuples in the model's order, one domain): the
+    factors `tabulate` would give, x_0's table then each day's over (x_k, x_{k-1}), as views of one stacked array,
+    with the chain's stacked unary and pairwise tables kept for its path (`pathsum.path_of`), without a term graph,
+    a directed graph or a walk per variable; None for any other model (issue #44)."""
+    found = chain_of(model)
+    if found is None:
         return None
     values = np.asarray(model.domains[0].values)
     k = len(values)
     if k * k > limit:  # the general route refuses the table in one line
         return None
-    found = scalar_chain(rvs, values)
-    if found is None:
+    tables = found.tables(values)
+    if tables is None:
         return None
-    head, steps = found
+    head, steps = tables
     n = model.n
     unary = np.zeros((n, k))
     unary[0] += head
