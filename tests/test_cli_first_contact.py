@@ -223,7 +223,7 @@ def test_logistic_normal_latent_audit_warns_nothing():
 # --- failed MCMC diagnostics: said on the mcmc line, and never a silent pass --------------------
 
 
-@pytest.mark.parametrize("claim, code", [(None, 0), ("10", 4)])
+@pytest.mark.parametrize("claim, code", [pytest.param(None, 0, marks=pytest.mark.slow), ("10", 4)])  # one in the default run
 def test_failed_diagnostics_are_said_and_a_claim_is_inconclusive(models_dir, capsys, claim, code):
     """2 chains x 20 draws untuned (4 chains on the bounding runs): bulk ESS far below the 400 the
     diagnostics ask (docs/getting-started.md, Exit codes): no claim, exit 0 with the failure on the mcmc line; a

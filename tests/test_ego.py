@@ -119,7 +119,8 @@ def test_sample_users_rule():
         sample_users(friends, 8, seed=1)  # user 7 has no friend
 
 
-def test_audit_sample_end_to_end_one_friend_user():  # about 9 s: two compiled sub-models, 100 draws
+@pytest.mark.slow  # ~100 CPU s since the near model's events go to SMC (two modes): the default run's budget
+def test_audit_sample_end_to_end_one_friend_user():
     rng = np.random.default_rng(11)
     n = 30
     lat, lon = rng.uniform(30, 45, n), rng.uniform(-120, -75, n)

@@ -74,6 +74,7 @@ def test_same_json_for_one_two_and_three_workers(serial, workers):
     assert len(json.loads(serial)["lattice"]) == 4
 
 
+@pytest.mark.slow  # another Dask audit (10-50 s): the default run's budget; the same JSON on 2 workers is tested above
 def test_existing_cluster_gives_the_same_json(serial):
     """`scheduler=` an address: the units run on a cluster ddpbayes did not start (here the one
     the previous test started with two workers)."""
@@ -286,7 +287,7 @@ def test_one_worker_runs_without_dask():
     """`--workers 1`: the units run in this process, and neither dask nor distributed is imported."""
     code = ("import sys, ddpbayes; from ddpbayes.model.loading import load_model; "
             f"r = ddpbayes.audit(load_model({str(BETA)!r}, {{'n': 2}}), 'count', 'laplace', 'idp', epsilon=1.0, "
-            "engine='sampling', draws=20, tune=20, workers=1); "
+            "engine='sampling', draws=200, tune=200, workers=1); "
             "print(r.leakage > 0, sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')))")
     env = {k: v for k, v in os.environ.items() if k != "DDPBAYES_WORKERS"}
     # a process forked from a server that imported ddpbayes and PyMC, not this one (tests/forked.py)
@@ -313,6 +314,7 @@ def test_cli_one_progress_bar_over_the_units():
     assert not [line for line in text.stderr.splitlines() if "given" in line]  # no second, per-run bar
 
 
+@pytest.mark.slow  # two attacks, one on a Dask cluster (10-50 s): the default run's budget
 def test_attack_same_json_on_two_workers():
     """Seed 002's attack, a (known-set size, target block) per unit: the same JSON on two workers
     as in the process (200 sampled targets, two known-set sizes: two blocks)."""
