@@ -49,16 +49,17 @@ class BatchedSlice:
         evaluate the log-density alone; the draws' tuples and laws are evaluated once at the end."""
         q = np.stack([np.concatenate([np.ravel(np.asarray(p[v.name], dtype=float)) for v in self.values])
                       for p in starts])
-        lp = self._logp(q).tolist()
-        w = np.full(q.shape, self.width).tolist()
         kept = np.empty((len(q), draws, q.shape[1]))
-        for step in range(tune + draws):
-            tuned = step if step < tune else None
-            for i in range(q.shape[1]):
-                self._update(q, lp, w, i, rngs, tuned)
-            if tuned is None:
-                kept[:, step - tune] = q
-        return self._laws(kept)
+        with rejected_parameters():
+            lp = self._logp(q).tolist()
+            w = np.full(q.shape, self.width).tolist()
+            for step in range(tune + draws):
+                tuned = step if step < tune else None
+                for i in range(q.shape[1]):
+                    self._update(q, lp, w, i, rngs, tuned)
+                if tuned is None:
+                    kept[:, step - tune] = q
+            return self._laws(kept)
 
     def _update(self, q: np.ndarray, lp: list[float], w: list[list[float]], i: int, rngs, tuned: int | None) -> None:
         """One slice step of coordinate i for every chain, in place (PyMC's `Slice.astep`)."""
@@ -153,10 +154,12 @@ class BatchedSlice:
         return x.reshape(*kept.shape[:2], -1), logw.reshape(*kept.shape[:2], -1)
 
     def _logp(self, q: np.ndarray) -> np.ndarray:
-        return self._evaluate(q)[0]
+        return self.cond.logp_batch(self._values(q))
 
     def _evaluate(self, q: np.ndarray) -> list[np.ndarray]:
+        return self.cond.evaluate_batch(self._values(q))
+
+    def _values(self, q: np.ndarray) -> list[np.ndarray]:
+        """Points (S, d) as the value variables' arrays (S, *shape) of their dtypes."""
         parts = np.split(q, self.cuts, axis=1) if len(self.values) > 1 else [q]
-        values = [p.reshape(len(q), *s).astype(v.dtype, copy=False) for p, s, v in zip(parts, self.shapes, self.values)]
-        with rejected_parameters():
-            return self.cond.evaluate_batch(values)
+        return [p.reshape(len(q), *s).astype(v.dtype, copy=False) for p, s, v in zip(parts, self.shapes, self.values)]
