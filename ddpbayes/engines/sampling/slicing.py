@@ -5,11 +5,11 @@ The univariate slice sampler with stepping out and shrinkage (Neal 2003, §4), o
 a time, its width tuned during tuning as PyMC's `Slice` tunes it (the running mean of the final
 intervals' widths, per chain). Where PyMC calls a compiled log-density per point (~6 calls per
 step and chain, ~170,000 in the 3-state chain's audit, and a compilation of its own), here each
-stage of the procedure is one call of `Conditioned.evaluate_batch` for every chain still in it:
+stage of the procedure is one call of `Conditioned.logp_batch` for every chain still in it:
 both ends of the intervals stepped out together, then the shrinkage proposals. The steps read
 only the log-density (each chain's state in Python floats, NumPy only to build each call's
-points: small-array NumPy operations cost more than the arithmetic); the kept draws' tuples and summed
-laws are evaluated once after the run, in a few large calls (the same values, bit for bit).
+points: small-array NumPy operations cost more than the arithmetic); the kept draws' tuples and
+summed laws are evaluated once after the run, in a few large calls (the same values, bit for bit).
 
 Each chain draws from its own generator in PyMC's order (the slice level's exponential, the
 interval's offset, then each shrinkage proposal), so a chain's draws are those of PyMC's Slice
