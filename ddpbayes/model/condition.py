@@ -155,6 +155,11 @@ class Conditioned:
         return [np.asarray(o if o.ndim > core else np.broadcast_to(o, (size, *o.shape)), dtype=float)
                 for o, core in zip(out, (0, 1, 1))]  # what no free value enters is not batched
 
+    def logp_batch(self, values: Sequence[np.ndarray]) -> np.ndarray:
+        """Summed only: the joint log-density (S,) at S points given as `evaluate_batch` takes them,
+        with no other output converted (a sampler's steps read only this)."""
+        return self._compiled(*values)[0]
+
     @cached_property
     def _compiled(self) -> Callable[..., list]:
         """The joint log-density, the tuples and (summed) the configurations' log-probabilities as one

@@ -5,9 +5,11 @@ The univariate slice sampler with stepping out and shrinkage (Neal 2003, §4), o
 a time, its width tuned during tuning as PyMC's `Slice` tunes it (the running mean of the final
 intervals' widths, per chain). Where PyMC calls a compiled log-density per point (~6 calls per
 step and chain, ~170,000 in the 3-state chain's audit, and a compilation of its own), here each
-stage of the procedure is one call of `Conditioned.evaluate_batch` for every chain still in it:
-both ends of the intervals stepped out together, then the shrinkage proposals. The calls also
-return the tuples and the summed law at the accepted points, so the draws are not evaluated again.
+stage of the procedure is one call of `Conditioned.logp_batch` for every chain still in it:
+both ends of the intervals stepped out together, then the shrinkage proposals. The steps read
+only the log-density (each chain's state in Python floats, NumPy only to build each call's
+points: small-array NumPy operations cost more than the arithmetic); the kept draws' tuples and
+summed laws are evaluated once after the run, in a few large calls (the same values, bit for bit).
 
 Each chain draws from its own generator in PyMC's order (the slice level's exponential, the
 interval's offset, then each shrinkage proposal), so a chain's draws are those of PyMC's Slice
@@ -22,7 +24,7 @@ import math
 
 import numpy as np
 
-from ddpbayes.model.condition import Conditioned
+from ddpbayes.model.condition import BATCH_CELLS, Conditioned
 from ddpbayes.model.contract import rejected_parameters
 
 STEPS_AHEAD = 3  # interval ends evaluated per call when stepping out
@@ -43,95 +45,121 @@ class BatchedSlice:
     def run(self, starts: list[dict], rngs: list[np.random.Generator], tune: int, draws: int
             ) -> tuple[np.ndarray, np.ndarray]:
         """Each chain's tuples (chains, draws, n) and summed law (chains, draws, C) after `tune`
-        tuning steps (the width adapted only while tuning, as PyMC's `tune` flag does)."""
+        tuning steps (the width adapted only while tuning, as PyMC's `tune` flag does). The steps
+        evaluate the log-density alone; the draws' tuples and laws are evaluated once at the end."""
         q = np.stack([np.concatenate([np.ravel(np.asarray(p[v.name], dtype=float)) for v in self.values])
                       for p in starts])
-        lp, x, logw = (np.array(a) for a in self._evaluate(q))  # writable copies, updated per chain
-        w = np.full(q.shape, self.width)
-        xs, ws = [], []
-        for step in range(tune + draws):
-            tuning = step < tune
-            for i in range(q.shape[1]):
-                self._update(q, lp, x, logw, w, i, rngs, step if tuning else None)
-            if not tuning:
-                xs.append(x.copy())
-                ws.append(logw.copy())
-        return np.stack(xs, axis=1), np.stack(ws, axis=1)
+        kept = np.empty((len(q), draws, q.shape[1]))
+        with rejected_parameters():
+            lp = self._logp(q).tolist()
+            w = np.full(q.shape, self.width).tolist()
+            for step in range(tune + draws):
+                tuned = step if step < tune else None
+                for i in range(q.shape[1]):
+                    self._update(q, lp, w, i, rngs, tuned)
+                if tuned is None:
+                    kept[:, step - tune] = q
+            return self._laws(kept)
 
-    def _update(self, q, lp, x, logw, w, i: int, rngs, tuned: int | None) -> None:
+    def _update(self, q: np.ndarray, lp: list[float], w: list[list[float]], i: int, rngs, tuned: int | None) -> None:
         """One slice step of coordinate i for every chain, in place (PyMC's `Slice.astep`)."""
-        chains = len(q)
-        y = lp - np.array([rng.standard_exponential() for rng in rngs])
-        left = q[:, i] - np.array([rng.uniform() for rng in rngs]) * w[:, i]
-        right = left + w[:, i]
-        left, right = np.split(self._step_out(q, y, np.concatenate([left, right]), w[:, i], i), 2)
-        origin = q[:, i].copy()
-        pending = np.arange(chains)
-        while pending.size:
+        chains = range(len(q))
+        y = [lp[c] - rngs[c].standard_exponential() for c in chains]
+        left = [q[c, i] - rngs[c].uniform() * w[c][i] for c in chains]
+        right = [left[c] + w[c][i] for c in chains]
+        self._step_out(q, y, left, right, [w[c][i] for c in chains], i)
+        origin = q[:, i].tolist()
+        pending = list(chains)
+        while pending:
             states = [rngs[c].bit_generator.state for c in pending]
             proposals, brackets = self._proposals(pending, origin, left, right, rngs)
             at = np.repeat(q[pending], PROPOSALS_AHEAD, axis=0)
-            at[:, i] = proposals.ravel()
-            lp_at, x_at, logw_at = self._evaluate(at)
-            # PyMC's comparison `y > logp` rejects (a NaN log-density is accepted, as there)
-            took = ~(y[pending, None] > lp_at.reshape(pending.size, PROPOSALS_AHEAD))
+            at[:, i] = proposals
+            lp_at = self._logp(at).tolist()
+            rejected = []
             for row, c in enumerate(pending):
-                if not took[row].any():  # all rejected: the bracket shrunk by each, the draws used
-                    left[c], right[c] = brackets[row, -1]
+                # PyMC's comparison `y > logp` rejects (a NaN log-density is accepted, as there)
+                took = [not y[c] > v for v in lp_at[row * PROPOSALS_AHEAD:(row + 1) * PROPOSALS_AHEAD]]
+                if not any(took):  # all rejected: the bracket shrunk by each, the draws used
+                    left[c], right[c] = brackets[row][-1]
+                    rejected.append(c)
                     continue
-                k = int(np.argmax(took[row]))  # the first accepted, as proposing one at a time
+                k = took.index(True)  # the first accepted, as proposing one at a time
                 rngs[c].bit_generator.state = states[row]  # replay only the k + 1 draws PyMC makes
-                for a, b in brackets[row, :k + 1]:
+                for a, b in brackets[row][:k + 1]:
                     rngs[c].uniform(a, b)
-                left[c], right[c] = brackets[row, k]
-                at_k = row * PROPOSALS_AHEAD + k
-                q[c, i], lp[c], x[c], logw[c] = proposals[row, k], lp_at[at_k], x_at[at_k], logw_at[at_k]
-            pending = pending[~took.any(axis=1)]
+                left[c], right[c] = brackets[row][k]
+                q[c, i], lp[c] = proposals[row * PROPOSALS_AHEAD + k], lp_at[row * PROPOSALS_AHEAD + k]
+            pending = rejected
         if tuned is not None:
-            w[:, i] = w[:, i] * (tuned / (tuned + 1)) + (right - left) / (tuned + 1)
+            for c in chains:
+                w[c][i] = w[c][i] * (tuned / (tuned + 1)) + (right[c] - left[c]) / (tuned + 1)
 
     @staticmethod
-    def _proposals(pending, origin, left, right, rngs) -> tuple[np.ndarray, np.ndarray]:
-        """PROPOSALS_AHEAD shrinkage proposals per chain, each drawn from the bracket the ones before
-        would leave if all were rejected (the bracket shrinks to a rejected proposal on its side of
-        the current value, whatever its density), and the bracket each was drawn from."""
-        proposals = np.empty((pending.size, PROPOSALS_AHEAD))
-        brackets = np.empty((pending.size, PROPOSALS_AHEAD + 1, 2))
-        for row, c in enumerate(pending):
+    def _proposals(pending: list[int], origin: list[float], left: list[float], right: list[float], rngs
+                   ) -> tuple[list[float], list[list[tuple[float, float]]]]:
+        """PROPOSALS_AHEAD shrinkage proposals per chain (flat, chain by chain), each drawn from the
+        bracket the ones before would leave if all were rejected (the bracket shrinks to a rejected
+        proposal on its side of the current value, whatever its density), and per chain the bracket
+        each was drawn from, then the one left after all."""
+        proposals, brackets = [], []
+        for c in pending:
             a, b = left[c], right[c]
-            for k in range(PROPOSALS_AHEAD):
-                brackets[row, k] = a, b
-                p = proposals[row, k] = rngs[c].uniform(a, b)
+            drawn_from = []
+            for _ in range(PROPOSALS_AHEAD):
+                drawn_from.append((a, b))
+                p = rngs[c].uniform(a, b)
+                proposals.append(p)
                 if p > origin[c]:
                     b = p
                 elif p < origin[c]:
                     a = p
-            brackets[row, -1] = a, b
+            drawn_from.append((a, b))
+            brackets.append(drawn_from)
         return proposals, brackets
 
-    def _step_out(self, q, y, ends: np.ndarray, w: np.ndarray, i: int) -> np.ndarray:
-        """Both ends of every chain's interval (left ends, then right ends) moved out by w while the
-        density there is at least the chain's level y: STEPS_AHEAD positions of every end in one call
-        (an end stops at the first one outside, as stepping out one at a time does)."""
-        chains = len(q)
-        active = np.arange(2 * chains)
-        by = np.concatenate([-w, w])
-        while active.size:
-            ahead = np.empty((active.size, STEPS_AHEAD))
-            ahead[:, 0] = ends[active]
-            for k in range(1, STEPS_AHEAD):  # PyMC's repeated `ql[i] -= wi`, rounding included
-                ahead[:, k] = ahead[:, k - 1] + by[active]
-            at = np.repeat(q[active % chains], STEPS_AHEAD, axis=0)
-            at[:, i] = ahead.ravel()
-            inside = y[active % chains, None] <= self._evaluate(at)[0].reshape(active.size, STEPS_AHEAD)
-            moved = np.where(inside.all(axis=1), STEPS_AHEAD, np.argmin(inside, axis=1))
-            ends[active] = np.where(moved == STEPS_AHEAD, ahead[:, -1] + by[active],
-                                    ahead[np.arange(active.size), np.minimum(moved, STEPS_AHEAD - 1)])
-            active = active[moved == STEPS_AHEAD]
-        return ends
+    def _step_out(self, q: np.ndarray, y: list[float], left: list[float], right: list[float], w: list[float],
+                  i: int) -> None:
+        """Both ends of every chain's interval moved out by w, in place, while the density there is
+        at least the chain's level y: STEPS_AHEAD positions of every end in one call (an end stops
+        at the first one outside, as stepping out one at a time does)."""
+        ends = [(c, left, -w[c]) for c in range(len(q))] + [(c, right, w[c]) for c in range(len(q))]
+        while ends:
+            ahead = []
+            for c, side, by in ends:  # PyMC's repeated `ql[i] -= wi`, rounding included
+                position = side[c]
+                for _ in range(STEPS_AHEAD):
+                    ahead.append(position)
+                    position = position + by
+            at = np.repeat(q[[c for c, _, _ in ends]], STEPS_AHEAD, axis=0)
+            at[:, i] = ahead
+            lp_at = self._logp(at).tolist()
+            still = []
+            for row, (c, side, by) in enumerate(ends):
+                inside = [y[c] <= v for v in lp_at[row * STEPS_AHEAD:(row + 1) * STEPS_AHEAD]]
+                if all(inside):
+                    side[c] = ahead[(row + 1) * STEPS_AHEAD - 1] + by
+                    still.append((c, side, by))
+                else:
+                    side[c] = ahead[row * STEPS_AHEAD + inside.index(False)]
+            ends = still
+
+    def _laws(self, kept: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The tuples (chains, draws, n) and summed laws (chains, draws, C) at the kept draws, in
+        calls of at most BATCH_CELLS values (as `Conditioned.evaluate`)."""
+        flat = kept.reshape(-1, kept.shape[-1])
+        size = max(1, BATCH_CELLS // self.cond.cells)
+        parts = [self._evaluate(flat[start:start + size]) for start in range(0, len(flat), size)]
+        x, logw = (np.concatenate([p[k] for p in parts]) for k in (1, 2))
+        return x.reshape(*kept.shape[:2], -1), logw.reshape(*kept.shape[:2], -1)
+
+    def _logp(self, q: np.ndarray) -> np.ndarray:
+        return self.cond.logp_batch(self._values(q))
 
     def _evaluate(self, q: np.ndarray) -> list[np.ndarray]:
-        parts = np.split(q, self.cuts, axis=1)
-        values = [p.reshape(len(q), *s).astype(v.dtype, copy=False) for p, s, v in zip(parts, self.shapes, self.values)]
-        with rejected_parameters():
-            return self.cond.evaluate_batch(values)
+        return self.cond.evaluate_batch(self._values(q))
+
+    def _values(self, q: np.ndarray) -> list[np.ndarray]:
+        """Points (S, d) as the value variables' arrays (S, *shape) of their dtypes."""
+        parts = np.split(q, self.cuts, axis=1) if len(self.values) > 1 else [q]
+        return [p.reshape(len(q), *s).astype(v.dtype, copy=False) for p, s, v in zip(parts, self.shapes, self.values)]
