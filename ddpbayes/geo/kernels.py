@@ -16,7 +16,7 @@ point's own term (kept) is c_1 e^{-d_1²/2v} <= S̃: hence S̃(x) <= S(x) <= (1 
 i.e. 0 <= log S - log S̃ <= log1p(ρ).
 
 Given the rectangle where it will be evaluated (`domain`), a sum finds the points it keeps from a
-table instead (issue #42.1): the rectangle is cut into at most CELLS cells, and each cell keeps the
+table instead (issue #42.1): the rectangle is cut into about CELLS cells, and each cell keeps the
 points within R of it, R² = d_1² + 2v log(C / (c_1 ρ)) with c_1 the weight of the point nearest the
 cell's centre and d_1 its largest distance to the cell; for x in the cell every dropped point is
 farther than R, so the same bound holds (the dropped total is at most ρ c_1 e^{-d_1²/2v} <= ρ S̃(x)),
@@ -43,7 +43,7 @@ from ddpbayes.geo.grid import LogSumGrid, TooFine
 RHO = 1e-9  # each truncated sum is within a factor 1 + RHO of the full one (module docstring)
 GRAPH_POINTS = 256  # over at most this many points a sum is a PyTensor graph (`log_kernel_sum`)
 DENSE = 0.25  # a cut radius over this share of the points' extent keeps every point (the full sum: no KD-tree)
-CELLS = 4096  # cells of a domain's table of kept points at most (each at least the kernel's √v wide)
+CELLS = 4096  # about this many cells in a domain's table of kept points (each at least the kernel's √v wide)
 
 
 class KernelSum:

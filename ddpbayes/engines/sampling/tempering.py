@@ -16,16 +16,18 @@ The log-density is compiled once per conditioned model as a function of a (parti
 (`vectorize_graph` of the single-point graph, its batched indexing rewritten by
 `batched.unblock_indexing`), and the stages run in numpy over all particles at once (PyMC's
 kernels call a compiled function once per particle). A mutation step is a cycle of two kernels,
-each invariant for π_β: an independent proposal from a kernel density of the stage's particles (one
-of them chosen uniformly, plus a Gaussian with the particles' covariance times s², s uniform over
-`KDE_SCALES`; fixed during the stage, so Metropolis–Hastings with its density ratio is invariant:
-it proposes in every mode the particles hold and the acceptance moves the modes' weights towards
-π_β's; PyMC's IMH proposes from one Gaussian fitted to the particles, which in a Gowalla ego network
-lands between cities) and a random walk with the particles' covariance
+each invariant for π_β: an independent proposal from a kernel density around the stage's particles
+and the prior draws (a centre chosen uniformly, plus a Gaussian with the particles' covariance times
+s², s uniform over `KDE_SCALES`; fixed during the stage, so Metropolis–Hastings with its density
+ratio is invariant: it proposes in every mode the particles or the prior draws hold, and the
+acceptance moves the modes' weights towards π_β's) and a random walk with the particles' covariance
 scaled by a factor drawn per particle and step from `LADDER` (a mixture of invariant kernels,
-chosen independently of the state: moves inside a narrow mode the Gaussian misses). Steps repeat
-until the particles' correlation with their values at the stage's start stops falling (PyMC's
-rule), at most `MAX_STEPS` per stage.
+chosen independently of the state: moves inside a narrow mode the Gaussian misses). Steps repeat,
+at least `MIN_STEPS`, until the particles' correlation with their values at the stage's start stops
+falling (PyMC's rule), at most `MAX_STEPS` per stage. PyMC's IMH proposes from one Gaussian fitted
+to the particles: on a Gowalla ego network it lands between cities, and a run kept the cities its
+first stages found (R-hat across 8 runs of 200 particles 1.01–1.07 for users of 2 and 4 friends;
+0.999–1.006 with the prior draws among the centres; the particles' own density alone, 1.05–1.25).
 
 A run is `runs` independent SMC runs of `draws` particles; the particles of one run share
 ancestors (resampling), so the engine's standard errors come from the spread between runs
