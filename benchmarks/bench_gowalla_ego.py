@@ -1,7 +1,8 @@
 """The near-friend model's sampled audit (DESIGN §7.1, issue #42.1) for the report's user and six
 more: per user and coordinate, the sampler that ran (NUTS, or SMC when its chains disagreed), the
-worst R-hat and smallest bulk ESS, the interval (widened by the truncated kernel sums' error) and the
-verdict at ε = 1, and the CPU seconds of the user's two audits (both samplers; the CAR's exact audit too).
+worst R-hat and smallest bulk ESS, the interval (widened by the truncated and tabulated kernel sums'
+error) and the verdict at ε = 1, the CPU seconds of the user's two audits (both samplers; the CAR's exact
+audit too) and the 5-minute load average when she finished.
 
 The users: the report's (`reports/specs/gowalla_attack.toml`, audit_users = 1 at seed 0: row 1352)
 and the seed-0 sample of six (`geo.ego.sample_users`: rows 332, 824, 886, 1236, 1349, 1471; degrees
@@ -36,15 +37,15 @@ def main() -> int:
     print(f"python benchmarks/bench_gowalla_ego.py --users {args.users} --draws {args.draws}; load average at the "
           f"start: {', '.join(f'{v:.1f}' for v in os.getloadavg())}")
     print("| user | degree | coordinate | samplers (SMC runs, of them direct) | R-hat | bulk ESS | estimate [interval] "
-          "| CAR | verdict | CPU s |")
-    print("| ---: | ---: | --- | --- | ---: | ---: | --- | ---: | --- | ---: |")
+          "| CAR | verdict | CPU s | load |")
+    print("| ---: | ---: | --- | --- | ---: | ---: | --- | ---: | --- | ---: | ---: |")
     for user in map(int, args.users.split(",")):
         cpu = time.process_time()
         (row,) = audit_sample(data, part, data.near, users=1, seed=0, draws=args.draws, tune=args.draws, ids=[user])
         cpu = time.process_time() - cpu
         for name in ("x", "y"):
             near, d = row[f"near_{name}"], row[f"near_{name}"]["diagnostics"]
-            spent = f"{cpu:.0f}" if name == "x" else "(both)"
+            spent = f"{cpu:.0f} | {os.getloadavg()[1]:.1f}" if name == "x" else "(both) | "
             smc = d.get("smc") or {"runs": 0, "direct": 0}
             print(f"| {user} | {row['degree']} | {name} | {'/'.join(d.get('samplers', []))} ({smc['runs']} of "
                   f"{d.get('runs')}, {smc['direct']} direct) | {d.get('rhat_max', float('nan')):.4f} | "

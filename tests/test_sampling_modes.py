@@ -16,7 +16,7 @@ from scipy import integrate, special, stats
 from ddpbayes import DependenceModel, audit
 from ddpbayes.engines.sampling.estimate import Draws, ratio_at
 from ddpbayes.engines.sampling.runs import disagreement
-from ddpbayes.engines.sampling.tempering import Tempering, next_beta, systematic
+from ddpbayes.engines.sampling.tempering import KDE_SCALES, Tempering, _kde_draw, _kde_logpdf, next_beta, systematic
 from ddpbayes.model.condition import TUPLES, WEIGHTS, condition
 
 
@@ -100,6 +100,24 @@ def test_next_temperature_halves_the_effective_sample_size_and_resampling_is_sys
     weights = np.random.default_rng(1).dirichlet(np.ones(50))
     counts = np.bincount(systematic(weights, np.random.default_rng(2)), minlength=50)
     assert counts.sum() == 50 and np.all(np.abs(counts - 50 * weights) < 1)
+
+
+def test_independent_proposal_density_is_its_draws_density():
+    """SMC's independent proposal (a centre chosen uniformly, plus N(0, s² L Lᵀ), s uniform over the
+    scales): `_kde_logpdf` is the mixture's log density written here up to one constant (it cancels in
+    the Metropolis–Hastings ratio), and its draws have the mixture's mean and covariance."""
+    rng = np.random.default_rng(4)
+    centres = rng.normal(0, 3, (6, 2))
+    chol = np.linalg.cholesky(np.array([[2.0, 0.6], [0.6, 1.0]]))
+    inverse = np.linalg.inv(chol)
+    x = rng.normal(0, 3, (40, 2))
+    want = np.log(sum(stats.multivariate_normal(c, s * s * chol @ chol.T).pdf(x) for c in centres for s in KDE_SCALES))
+    got = _kde_logpdf(x, centres @ inverse.T, inverse)
+    assert np.ptp(got - want) < 1e-9
+    draws = _kde_draw(centres, chol, 200_000, rng)
+    spread = np.mean(KDE_SCALES ** 2) * chol @ chol.T + np.cov(centres, rowvar=False, ddof=0)
+    assert draws.mean(axis=0) == pytest.approx(centres.mean(axis=0), abs=0.03)
+    assert np.cov(draws, rowvar=False) == pytest.approx(spread, rel=0.02, abs=0.02)
 
 
 def _two_modes() -> DependenceModel:

@@ -20,7 +20,7 @@ from ddpbayes.attack.release import Partition, sensitivity
 from ddpbayes.attack.run import AttackData
 from ddpbayes.auditing import audit
 from ddpbayes.errors import InputError
-from ddpbayes.geo.ego import DEGREES, car_submodel, density_error, ego_members, friends_of, near_submodel, sample_users
+from ddpbayes.geo.ego import DEGREES, NearEgo, car_submodel, ego_members, friends_of, sample_users
 from ddpbayes.geo.near import NearFit, plane_km
 from ddpbayes.mechanisms import Laplace
 from ddpbayes.notions import IDP
@@ -70,7 +70,8 @@ def audit_sample(data: AttackData, partition: Partition, near_fit: NearFit, user
         car = audit(car_submodel(data.points, data.pairs, data.fit, members), query, Laplace(delta), IDP,
                     targets=[0, m], information=None)
         car_seconds = time.perf_counter() - start
-        model = near_submodel(km, friends, near_fit, members)
+        ego = NearEgo(km, friends, near_fit, members)
+        model = ego.submodel()
         row = {"id": int(user), "degree": m - 1, "clusters": sorted({c for c, _ in rows}),
                "cluster_sizes": [int(partition.sizes[c]) for c in sorted({c for c, _ in rows})],
                "car_engine": car.engine, "car_seconds": car_seconds}
@@ -79,7 +80,7 @@ def audit_sample(data: AttackData, partition: Partition, near_fit: NearFit, user
             start = time.perf_counter()
             near = audit(model, query, Laplace(delta), IDP, targets=[a * m], claim=CLAIM, information=None,
                          settings=settings)
-            row[f"near_{name}"] = _estimate(near, time.perf_counter() - start, 2 * density_error(m))
+            row[f"near_{name}"] = _estimate(near, time.perf_counter() - start, 2 * ego.density_error())
         row["seconds"] = time.perf_counter() - begin
         out.append(row)
     return out
@@ -87,7 +88,8 @@ def audit_sample(data: AttackData, partition: Partition, near_fit: NearFit, user
 
 def _estimate(result, seconds: float, slack: float) -> dict:
     """The engine's estimate of the truncated density's leakage, its interval widened by `slack`
-    (the most the truncation can move the leakage: twice `geo.ego.density_error`, DESIGN §7.1) and
+    (the most the kernel sums' truncation and tables can move the leakage: twice
+    `NearEgo.density_error`, DESIGN §7.1) and
     its verdict withdrawn when the claim falls in the widening."""
     lower, upper = max(0.0, float(result.ci[0]) - slack), float(result.ci[1]) + slack
     verdict, reason = result.verdict, result.verdict_reason

@@ -27,7 +27,7 @@ from scipy.special import logsumexp
 from ddpbayes.errors import InputError
 from ddpbayes.geo.car import CarFit, adjacency, car_precision
 from ddpbayes.geo.data import Box
-from ddpbayes.geo.kernels import RHO, KernelSum, log_kernel_sum, log_sum_error
+from ddpbayes.geo.kernels import GRAPH_POINTS, KernelSum, log_kernel_sum
 from ddpbayes.geo.near import NearFit, plane_km, sample_conditional
 from ddpbayes.model import DependenceModel
 from ddpbayes.model.domains import Interval
@@ -93,10 +93,11 @@ def _log_normal2(d2, var: float):
     return -d2 / (2 * var) - math.log(2 * math.pi * var)
 
 
-class _NearEgo:
+class NearEgo:
     """The near sub-model's pieces: known users and friends in km, and its log-density and draws.
-    Every kernel sum over known users is truncated to those near the point (`geo.kernels`: each
-    within a factor 1 + ρ of the full sum; `density_error` bounds the log-density's error)."""
+    Every kernel sum over known users is truncated to those near the point, or, summed in full,
+    tabulated over the box (`geo.kernels`, `geo.grid`: each within its stated `error` of the full
+    sum; `density_error` bounds the log-density's)."""
 
     def __init__(self, points_km: np.ndarray, friends: list[np.ndarray], fit: NearFit, members: np.ndarray):
         self.fit, self.m = fit, len(members)
@@ -106,9 +107,11 @@ class _NearEgo:
         # each friend's known friends (outside the ego network), real positions in km
         self.anchors = [points_km[np.setdiff1d(friends[f], members)] for f in members[1:]]
         self.offset, self.scale = km_map(fit.box)
+        corners = np.stack([self.offset, self.offset + self.scale])
+        self.domain = corners.min(axis=0), corners.max(axis=0)  # the box in km, where every member lies
         h2 = fit.bandwidth_km ** 2
-        self._pop = KernelSum(self.others, h2)
-        self._z = {s: KernelSum(self.others, s * s + h2) for s in fit.sigma_km}
+        self._pop = self._sum(self.others, h2)
+        self._z = {s: self._sum(self.others, s * s + h2) for s in fit.sigma_km}
         self._near = [{s: self._anchor_sum(known, s) for s in fit.sigma_km} if len(known) else {}
                       for known in self.anchors]
 
@@ -118,7 +121,12 @@ class _NearEgo:
         Z_min / Z_g, and log Z_min to subtract."""
         d2 = ((known[:, None, :] - self.others[None]) ** 2).sum(-1)
         log_z = logsumexp(_log_normal2(d2, s * s + self.fit.bandwidth_km ** 2), axis=1) - math.log(len(self.others))
-        return KernelSum(known, s * s, np.exp(-(log_z - log_z.min()))), log_z.min()
+        return self._sum(known, s * s, np.exp(-(log_z - log_z.min()))), log_z.min()
+
+    def _sum(self, points: np.ndarray, variance: float, weights: np.ndarray | None = None) -> KernelSum:
+        """A kernel sum tabulated over the box (`geo.kernels`), unless it is few enough points to be
+        an exact graph (`log_kernel_sum`)."""
+        return KernelSum(points, variance, weights, domain=self.domain if len(points) > GRAPH_POINTS else None)
 
     def _log_mean_normal(self, kernel: KernelSum, x, var: float, count: int):
         """log mean over `count` points of N(x; o, var I) from a truncated sum's log S̃."""
@@ -143,6 +151,35 @@ class _NearEgo:
             total = total + pt.logsumexp(pt.stack(terms))
         return total
 
+    def density_error(self) -> float:
+        """The width of the range of log π̃ - log π over the ego network's positions, π̃ this
+        log-density and π the full one: each sum's log errs within [-below, above] (its `error`);
+        the m population sums add theirs, and each friend's log-sum-exp of near terms (the target's
+        normaliser subtracted, the known friends' sum added, w_0 exact) moves within [-max(above_z,
+        below_a), max(below_z, above_a)] over the scales. Truncated sums only: (3m - 2) λ."""
+        pop = sum(self._pop.error)
+        down = max((self._z[s].error[1] for s in self.fit.sigma_km), default=0.0)
+        up = max((self._z[s].error[0] for s in self.fit.sigma_km), default=0.0)
+        friends = 0.0
+        for sums in self._near:
+            anchors = [k.error for k, _ in sums.values()]
+            friends += max([down] + [a[0] for a in anchors]) + max([up] + [a[1] for a in anchors])
+        return self.m * pop + friends
+
+    def submodel(self) -> DependenceModel:
+        """The near-friend model of the ego network (module docstring) as one pm.CustomDist "pos":
+        its log-density in PyTensor, exact draws for PyMC's prior (starting points)."""
+
+        def random(anchor, rng=None, size=None):
+            count = int(np.prod(size)) if size is not None else 1
+            out = np.stack([self.draw(rng) for _ in range(count)])
+            return out.reshape(anchor.shape if size is None else (*np.atleast_1d(size), *anchor.shape))
+
+        with pm.Model() as m:
+            pm.CustomDist("pos", np.zeros(2 * self.m), logp=lambda value, anchor: self.logp(value), random=random,
+                          signature="(n)->(n)")
+        return DependenceModel(m, tuples="pos", domains=Interval(0.0, 1.0))
+
     def draw(self, rng: np.random.Generator) -> np.ndarray:
         """One exact draw (2m,) of the ego network, target first (`near.sample_conditional`)."""
         target = sample_conditional(rng, self.others, np.empty((0, 2)), self.fit, 1)
@@ -152,28 +189,8 @@ class _NearEgo:
         return np.concatenate([u[:, 0], u[:, 1]])
 
 
-def density_error(members: int, rho: float = RHO) -> float:
-    """The width of the range of log π̃ - log π over the ego network's positions, π̃ the truncated
-    log-density of `near_submodel` and π the full one, for m members: each of the m population sums
-    is low by at most λ = log1p(ρ) (`geo.kernels`), and each of the m - 1 friends' terms (a
-    log-sum-exp of near terms, each moved by at most λ either way: the target's normaliser and the
-    known friends' sum are truncated) moves by at most λ either way: [-(2m - 1)λ, (m - 1)λ]."""
-    return (3 * members - 2) * log_sum_error(rho)
-
-
 def near_submodel(points_km: np.ndarray, friends: list[np.ndarray], fit: NearFit, members: np.ndarray
                   ) -> DependenceModel:
-    """The near-friend model of the ego network (module docstring) as one pm.CustomDist "pos": its
-    log-density in PyTensor, exact draws for PyMC's prior (starting points). `points_km` are every
-    user's positions on `plane_km(lat, lon, fit.box)`."""
-    ego = _NearEgo(np.asarray(points_km, float), friends, fit, members)
-
-    def random(anchor, rng=None, size=None):
-        count = int(np.prod(size)) if size is not None else 1
-        out = np.stack([ego.draw(rng) for _ in range(count)])
-        return out.reshape(anchor.shape if size is None else (*np.atleast_1d(size), *anchor.shape))
-
-    with pm.Model() as m:
-        pm.CustomDist("pos", np.zeros(2 * len(members)), logp=lambda value, anchor: ego.logp(value), random=random,
-                      signature="(n)->(n)")
-    return DependenceModel(m, tuples="pos", domains=Interval(0.0, 1.0))
+    """The near-friend model of the ego network (`NearEgo.submodel`); `points_km` are every user's
+    positions on `plane_km(lat, lon, fit.box)`."""
+    return NearEgo(np.asarray(points_km, float), friends, fit, members).submodel()

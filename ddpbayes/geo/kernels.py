@@ -13,7 +13,16 @@ For points o_k (N, 2) with weights c_k > 0 (C = Σ c_k) and a variance v, at x
 d_1 the distance from x to its nearest point and c_1 that point's weight. Every dropped point is
 farther than r, so the dropped total is at most C e^{-r²/2v} = ρ c_1 e^{-d_1²/2v}, and the nearest
 point's own term (kept) is c_1 e^{-d_1²/2v} <= S̃: hence S̃(x) <= S(x) <= (1 + ρ) S̃(x) at every x,
-i.e. 0 <= log S - log S̃ <= log1p(ρ). `LogKernelSum` is the PyTensor Op of log S̃ with its gradient
+i.e. 0 <= log S - log S̃ <= log1p(ρ).
+
+Given the rectangle where it will be evaluated (`domain`), a sum finds the points it keeps from a
+table instead (issue #42.1): the rectangle is cut into about CELLS cells, and each cell keeps the
+points within R of it, R² = d_1² + 2v log(C / (c_1 ρ)) with c_1 the weight of the point nearest the
+cell's centre and d_1 its largest distance to the cell; for x in the cell every dropped point is
+farther than R, so the same bound holds (the dropped total is at most ρ c_1 e^{-d_1²/2v} <= ρ S̃(x)),
+and no tree is searched per point. A dense sum over a rectangle is tabulated instead, when the grid
+is affordable (`geo.grid.LogSumGrid`: |log Ŝ - log S| <= its `error`). `error` is the range of
+log Ŝ - log S at any point of the domain. `LogKernelSum` is the PyTensor Op of log S̃ with its gradient
 (the truncated sum's own: Σ w_k (o_k - x) / v, w the kept terms' shares), over any leading axes of
 x (..., 2), and registered for `vectorize_graph` so that a batch of SMC particles is one call.
 """
@@ -29,16 +38,20 @@ from pytensor.graph.op import Op
 from pytensor.graph.replace import _vectorize_node
 from scipy.spatial import cKDTree
 
+from ddpbayes.geo.grid import LogSumGrid, TooFine
+
 RHO = 1e-9  # each truncated sum is within a factor 1 + RHO of the full one (module docstring)
 GRAPH_POINTS = 256  # over at most this many points a sum is a PyTensor graph (`log_kernel_sum`)
 DENSE = 0.25  # a cut radius over this share of the points' extent keeps every point (the full sum: no KD-tree)
+CELLS = 4096  # about this many cells in a domain's table of kept points (each at least the kernel's √v wide)
 
 
 class KernelSum:
     """log S̃(x) of the module docstring for fixed points, weights and variance: truncated at r(x)
     when the cut radius is small beside the points' extent, else the full (dense) sum, S̃ = S."""
 
-    def __init__(self, points: np.ndarray, variance: float, weights: np.ndarray | None = None, rho: float = RHO):
+    def __init__(self, points: np.ndarray, variance: float, weights: np.ndarray | None = None, rho: float = RHO,
+                 domain: tuple[np.ndarray, np.ndarray] | None = None):
         self.points = np.ascontiguousarray(points, dtype=float).reshape(-1, 2)
         if not len(self.points):
             raise ValueError("a kernel sum needs at least one point")
@@ -51,6 +64,21 @@ class KernelSum:
         extent = float(np.linalg.norm(np.ptp(self.points, axis=0)))
         self._norms = (self.points * self.points).sum(axis=1)
         self.dense = math.sqrt(2.0 * self.variance * self._log_cut.max()) > DENSE * extent
+        self.grid, self.cells = None, None
+        if domain is not None and self.dense:
+            try:
+                self.grid = LogSumGrid(self.points, self.weights, self.variance, *domain)
+            except TooFine:
+                pass
+        elif domain is not None:
+            self.cells = _CellTable(self, *domain)
+
+    @property
+    def error(self) -> tuple[float, float]:
+        """(below, above): log Ŝ - log S lies in [-below, above] at every point of the domain."""
+        if self.grid is not None:
+            return self.grid.error, self.grid.error
+        return log_sum_error(self.rho), 0.0
 
     def radius(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The nearest point's squared distance d_1² and the cut radius r(x) at the rows of x (P, 2)."""
@@ -61,7 +89,21 @@ class KernelSum:
     def log_sum(self, x: np.ndarray, gradient: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
         """log S̃ (P,) at the rows of x (P, 2), and its gradient (P, 2) if asked."""
         x = np.ascontiguousarray(x, dtype=float).reshape(-1, 2)
-        return self._dense(x, gradient) if self.dense else self._truncated(x, gradient)
+        table = self.grid or self.cells
+        if table is None:
+            return self._dense(x, gradient) if self.dense else self._truncated(x, gradient)
+        inside = table.inside(x)
+        if inside.all():
+            return table.log_sum(x, gradient)
+        value, grad = np.empty(len(x)), (np.empty_like(x) if gradient else None)  # outside the domain: the sum
+        for rows, f in ((inside, table.log_sum), (~inside, self._dense if self.dense else self._truncated)):
+            if not rows.any():
+                continue
+            v, g = f(x[rows], gradient)
+            value[rows] = v
+            if gradient:
+                grad[rows] = g
+        return value, grad
 
     def _dense(self, x: np.ndarray, gradient: bool) -> tuple[np.ndarray, np.ndarray | None]:
         """The full sum, S̃ = S, over a (P, N) matrix (|x - o|² = |x|² - 2 x·o + |o|²; rows scaled by
@@ -87,11 +129,77 @@ class KernelSum:
         diff = self.points[index] - x[rows]
         term = self.weights[index] * np.exp(((diff * diff).sum(axis=1) - d1_sq[rows]) * (-0.5 / self.variance))
         total = np.bincount(rows, term, minlength=len(x))
-        value = np.log(total) - d1_sq / (2.0 * self.variance)
+        return _scaled_sums(rows, diff, term, total, d1_sq, self.variance, gradient)
+
+
+def _scaled_sums(rows, diff, term, total, shift, variance: float, gradient: bool):
+    """log S̃ from the kept terms scaled by e^{shift/2v} (`total` per row of x), and its gradient."""
+    value = np.log(total) - shift / (2.0 * variance)
+    if not gradient:
+        return value, None
+    grad = np.stack([np.bincount(rows, term * diff[:, a], minlength=len(total)) for a in range(2)], axis=1)
+    return value, grad / (total[:, None] * variance)
+
+
+class _CellTable:
+    """The points a sum keeps in each cell of its domain (module docstring), as CSR lists."""
+
+    def __init__(self, kernel: KernelSum, lo: np.ndarray, hi: np.ndarray):
+        self.kernel, self.lo, self.hi = kernel, np.asarray(lo, dtype=float), np.asarray(hi, dtype=float)
+        span = self.hi - self.lo
+        side = max(math.sqrt(kernel.variance), math.sqrt(float(np.prod(span)) / CELLS))
+        self.shape = np.maximum(1, np.ceil(span / side)).astype(int)
+        self.side = span / self.shape
+        half = 0.5 * float(np.linalg.norm(self.side))
+        grid = np.meshgrid(*(self.lo[a] + self.side[a] * (np.arange(self.shape[a]) + 0.5) for a in range(2)),
+                           indexing="ij")
+        centres = np.stack(grid, axis=-1).reshape(-1, 2)
+        d, nearest = kernel.tree.query(centres, k=1)
+        reach = np.sqrt((d + half) ** 2 + 2.0 * kernel.variance * kernel._log_cut[nearest]) + half
+        kept = kernel.tree.query_ball_point(centres, reach, return_sorted=True)
+        self.indptr = np.concatenate([[0], np.cumsum([len(k) for k in kept])]).astype(np.int64)
+        index = np.concatenate(kept).astype(np.int64)
+        self.centres = centres
+        owner = np.repeat(np.arange(len(centres)), np.diff(self.indptr))
+        self.x, self.y = (kernel.points[index] - centres[owner]).T.copy()  # each cell's points about its centre
+        self.w = None if np.all(kernel.weights == kernel.weights[0]) and kernel.weights[0] == 1 else kernel.weights[index]
+
+    def inside(self, x: np.ndarray) -> np.ndarray:
+        return np.all((x >= self.lo) & (x <= self.hi), axis=1)
+
+    def log_sum(self, x: np.ndarray, gradient: bool) -> tuple[np.ndarray, np.ndarray | None]:
+        """log S̃ at the rows of x (P, 2), all in the domain: the rows grouped by cell, each group's
+        terms one dense (rows, kept) block about the cell's centre (no gathers per term)."""
+        ij = np.minimum(((x - self.lo) // self.side).astype(np.int64), self.shape - 1)
+        cell = ij[:, 0] * self.shape[1] + ij[:, 1]
+        order = np.argsort(cell, kind="stable")
+        edges = np.concatenate([[0], np.flatnonzero(np.diff(cell[order])) + 1, [len(x)]])
+        value, grad = np.empty(len(x)), (np.empty((len(x), 2)) if gradient else None)
+        for a, b in zip(edges[:-1], edges[1:]):
+            rows = order[a:b]
+            c = cell[rows[0]]
+            value[rows], g = self._block(c, x[rows] - self.centres[c], gradient)
+            if gradient:
+                grad[rows] = g
+        return value, grad
+
+    def _block(self, c: int, x: np.ndarray, gradient: bool) -> tuple[np.ndarray, np.ndarray | None]:
+        """log S̃ and its gradient at points x (p, 2) of cell c, relative to its centre."""
+        k, span = self.kernel, slice(self.indptr[c], self.indptr[c + 1])
+        ox, oy, w = self.x[span], self.y[span], (None if self.w is None else self.w[span])
+        d2 = (x[:, :1] - ox) ** 2
+        d2 += (x[:, 1:] - oy) ** 2
+        shift = d2.min(axis=1)
+        d2 -= shift[:, None]
+        e = np.exp(d2 * (-0.5 / k.variance), out=d2)
+        if w is not None:
+            e *= w
+        total = e.sum(axis=1)
+        value = np.log(total) - shift / (2.0 * k.variance)
         if not gradient:
             return value, None
-        grad = np.stack([np.bincount(rows, term * diff[:, a], minlength=len(x)) for a in range(2)], axis=1)
-        return value, grad / (total[:, None] * self.variance)
+        mean = np.stack([np.einsum("pn,n->p", e, ox), np.einsum("pn,n->p", e, oy)], axis=1)
+        return value, (mean - x * total[:, None]) / (total[:, None] * k.variance)
 
 
 class LogKernelSum(Op):

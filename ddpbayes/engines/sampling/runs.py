@@ -253,8 +253,8 @@ def _directly(model: DependenceModel, event: dict[int, float], settings: RunSett
     known = known_multimodal(model, settings)
     if known is None:
         return None
-    cond = _chains(model, event, settings).cond
-    if not cond.free or any(f.discrete for f in cond.free):
+    free = _conditioned(model, event, settings).free
+    if not free or any(f.discrete for f in free):
         return None
     return f"SMC directly: an earlier event's {known[0]}", None
 
@@ -266,11 +266,17 @@ def _smc(model: DependenceModel, event: dict[int, float], settings: RunSettings,
     return model.memo("sampling", key, lambda: _temper(model, event, settings, key, why))
 
 
+def _conditioned(model: DependenceModel, event: dict[int, float], settings: RunSettings) -> Conditioned:
+    """The model conditioned on the event's fixed tuples (cached on the model)."""
+    summed = sums(settings)
+    return model.memo("sampling", ("condition", frozenset(event), summed),
+                      lambda: condition(model, event, summed=summed))
+
+
 def _chains(model: DependenceModel, event: dict[int, float], settings: RunSettings) -> Chains:
     """The compiled steps of the event's fixed tuples (cached on the model)."""
-    summed = sums(settings)
-    return model.memo("sampling", ("conditioned", frozenset(event), summed),
-                      lambda: Chains(condition(model, event, summed=summed)))
+    return model.memo("sampling", ("conditioned", frozenset(event), sums(settings)),
+                      lambda: Chains(_conditioned(model, event, settings)))
 
 
 def _switch_key(event: dict[int, float], settings: RunSettings) -> tuple:

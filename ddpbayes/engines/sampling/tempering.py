@@ -16,12 +16,18 @@ The log-density is compiled once per conditioned model as a function of a (parti
 (`vectorize_graph` of the single-point graph, its batched indexing rewritten by
 `batched.unblock_indexing`), and the stages run in numpy over all particles at once (PyMC's
 kernels call a compiled function once per particle). A mutation step is a cycle of two kernels,
-each invariant for π_β: an independent proposal from the Gaussian fitted to the particles (PyMC's
-IMH: crosses between modes the Gaussian spans) and a random walk with the particles' covariance
+each invariant for π_β: an independent proposal from a kernel density around the stage's particles
+and the prior draws (a centre chosen uniformly, plus a Gaussian with the particles' covariance times
+s², s uniform over `KDE_SCALES`; fixed during the stage, so Metropolis–Hastings with its density
+ratio is invariant: it proposes in every mode the particles or the prior draws hold, and the
+acceptance moves the modes' weights towards π_β's) and a random walk with the particles' covariance
 scaled by a factor drawn per particle and step from `LADDER` (a mixture of invariant kernels,
-chosen independently of the state: moves inside a narrow mode the Gaussian misses). Steps repeat
-until the particles' correlation with their values at the stage's start stops falling (PyMC's
-rule), at most `MAX_STEPS` per stage.
+chosen independently of the state: moves inside a narrow mode the Gaussian misses). Steps repeat,
+at least `MIN_STEPS`, until the particles' correlation with their values at the stage's start stops
+falling (PyMC's rule), at most `MAX_STEPS` per stage. PyMC's IMH proposes from one Gaussian fitted
+to the particles: on a Gowalla ego network it lands between cities, and a run kept the cities its
+first stages found (R-hat across 8 runs of 200 particles 1.01–1.07 for users of 2 and 4 friends;
+0.999–1.006 with the prior draws among the centres; the particles' own density alone, 1.05–1.25).
 
 A run is `runs` independent SMC runs of `draws` particles; the particles of one run share
 ancestors (resampling), so the engine's standard errors come from the spread between runs
@@ -52,7 +58,9 @@ MAX_STAGES = 200  # a run that has not reached β = 1 by then is reported as suc
 THRESHOLD = 0.5  # each stage keeps this share of the particles' effective sample size (PyMC's default)
 CORRELATION = 0.01  # a step must lower the correlation with the stage's start by this much (PyMC's default)
 MAX_STEPS = 50  # Metropolis–Hastings cycles per stage at most
+MIN_STEPS = 4  # and at least
 LADDER = 2.38 * 4.0 ** -np.arange(5)  # random-walk scales (over √dim) in the particles' standard deviations
+KDE_SCALES = 4.0 ** -np.arange(1, 4)  # the independent proposal's kernel widths, in the particles' standard deviations
 BATCH = 512  # particles per call of the compiled log-density (bounds its intermediates' memory)
 
 
@@ -162,42 +170,49 @@ class Tempering:
         """Metropolis–Hastings cycles invariant for π_β (module docstring) until the correlation
         with the stage's start stops falling; returns the particles and their acceptance rate."""
         n, dim = x.shape
-        mean, cov = np.mean(x, axis=0), np.atleast_2d(np.cov(x, rowvar=False, ddof=0)) + 1e-6 * np.eye(dim)
+        cov = np.atleast_2d(np.cov(x, rowvar=False, ddof=0)) + 1e-6 * np.eye(dim)
         if not np.isfinite(cov).all():
             raise TemperingFailed("the particles' covariance is not finite")
         chol = np.linalg.cholesky(cov)
+        inverse = solve_triangular(chol, np.eye(dim), lower=True)  # once per stage: BLAS per step cost ms (threads)
         start, old, accepted, tried = x.copy(), np.full(dim, 2.0), 0, 0
-        for _ in range(MAX_STEPS):
-            proposal = mean + rng.standard_normal((n, dim)) @ chol.T
-            correction = _mvn_logpdf(x, mean, chol) - _mvn_logpdf(proposal, mean, chol)  # q(current) / q(proposal)
-            x, logq, ll, hits = self._metropolis(x, logq, ll, beta, proposal, correction, rng)
-            accepted, tried = accepted + hits, tried + n
+        around = np.vstack([start, self._prior])  # the independent proposal's centres: particles and prior draws
+        centres = _times(around, inverse)  # whitened
+        density = _kde_logpdf(x, centres, inverse)  # the proposal's log density at the particles, kept current
+        for steps in range(1, MAX_STEPS + 1):
+            proposal = _kde_draw(around, chol, n, rng)
+            at_proposal = _kde_logpdf(proposal, centres, inverse)
+            x, logq, ll, hits = self._metropolis(x, logq, ll, beta, proposal, density - at_proposal, rng)
+            density = np.where(hits, at_proposal, density)
+            accepted, tried = accepted + hits.sum(), tried + n
             factor = rng.choice(LADDER, size=n) / math.sqrt(dim)
-            proposal = x + factor[:, None] * (rng.standard_normal((n, dim)) @ chol.T)
+            proposal = x + factor[:, None] * _times(rng.standard_normal((n, dim)), chol)
             x, logq, ll, hits = self._metropolis(x, logq, ll, beta, proposal, np.zeros(n), rng)
-            accepted, tried = accepted + hits, tried + n
+            density[hits] = _kde_logpdf(x[hits], centres, inverse)
+            accepted, tried = accepted + hits.sum(), tried + n
             corr = _pearson(start, x)
-            if np.mean(old - corr > CORRELATION) <= 0.9:
+            if steps >= MIN_STEPS and np.mean(old - corr > CORRELATION) <= 0.9:
                 break
             old = corr
-        return x, logq, ll, accepted / tried
+        return x, logq, ll, float(accepted / tried)
 
     def _metropolis(self, x, logq, ll, beta: float, proposal, correction, rng: np.random.Generator):
         """One Metropolis–Hastings step of every particle towards `proposal` (log proposal ratio
-        `correction`): the new particles, log q, log π - log q, and the number accepted."""
+        `correction`): the new particles, log q, log π - log q, and which moved."""
         logq_new = _normal_logpdf(proposal, self._loc, self._scale)
         with np.errstate(invalid="ignore", over="ignore"):
             ll_new = self.logp(proposal) - logq_new
             gain = (logq_new + beta * ll_new) - (logq + beta * ll) + correction
         accept = np.log(rng.random(len(x))) < np.where(np.isnan(gain), -np.inf, gain)
         return (np.where(accept[:, None], proposal, x), np.where(accept, logq_new, logq), np.where(accept, ll_new, ll),
-                int(accept.sum()))
+                accept)
 
     def _reference(self, candidates: list[dict]) -> tuple[np.ndarray, np.ndarray]:
         """q's means and standard deviations (dim,) from the prior draws of the free variables
         (unconstrained values)."""
         values = np.asarray([np.concatenate([np.ravel(np.asarray(c[n], dtype=float)) for n in self.names])
                              for c in candidates])
+        self._prior = values[np.all(np.isfinite(values), axis=1)]
         spread = np.nanstd(values, axis=0)
         self._loc, self._scale = np.nanmean(values, axis=0), SPREAD * np.where(spread > 1e-3, spread, 1.0)
         return self._loc, self._scale
@@ -249,10 +264,31 @@ def _normal_logpdf(x: np.ndarray, loc: np.ndarray, scale: np.ndarray) -> np.ndar
     return -0.5 * np.sum(z * z, axis=1) - np.sum(np.log(scale)) - 0.5 * x.shape[1] * math.log(2 * math.pi)
 
 
-def _mvn_logpdf(x: np.ndarray, mean: np.ndarray, chol: np.ndarray) -> np.ndarray:
-    """log N(x; mean, L Lᵀ) per row, up to the constant (it cancels in a proposal ratio)."""
-    z = solve_triangular(chol, (x - mean).T, lower=True)
-    return -0.5 * np.sum(z * z, axis=0)
+def _times(z: np.ndarray, matrix: np.ndarray) -> np.ndarray:
+    """Each row of z (particles, dim) times matrixᵀ, by einsum: no BLAS call (under load its threads
+    cost milliseconds a call: 16 ms for a 3 x 200 triangular solve, a sixth of a Gowalla SMC event)."""
+    return np.einsum("pj,ij->pi", z, matrix)
+
+
+def _kde_draw(centres: np.ndarray, chol: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+    """n draws from the stage's independent proposal: a uniformly chosen centre plus N(0, s² L Lᵀ),
+    s uniform over KDE_SCALES (module docstring)."""
+    scale = KDE_SCALES[rng.integers(len(KDE_SCALES), size=n)]
+    noise = _times(rng.standard_normal((n, centres.shape[1])), chol)
+    return centres[rng.integers(len(centres), size=n)] + scale[:, None] * noise
+
+
+def _kde_logpdf(x: np.ndarray, centres: np.ndarray, inverse: np.ndarray) -> np.ndarray:
+    """log of the proposal's density at each row of x (whitened centres, L⁻¹), up to the constant
+    (it cancels in a proposal ratio): log Σ_{i,s} s^-dim exp(-|L⁻¹x - c_i|² / 2s²)."""
+    z = _times(x, inverse)
+    d2 = np.maximum((z * z).sum(axis=1)[:, None] + (centres * centres).sum(axis=1)[None]
+                    - 2.0 * np.einsum("pd,cd->pc", z, centres), 0.0)  # (rows, centres), no BLAS
+    dim = x.shape[1]
+    nearest = d2.min(axis=1)
+    top = np.max([-0.5 * nearest / (s * s) - dim * math.log(s) for s in KDE_SCALES], axis=0)  # the largest term
+    total = sum(np.exp(-0.5 * d2 / (s * s) - dim * math.log(s) - top[:, None]).sum(axis=1) for s in KDE_SCALES)
+    return np.log(total) + top
 
 
 def _pearson(a: np.ndarray, b: np.ndarray) -> np.ndarray:
