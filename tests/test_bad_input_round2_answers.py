@@ -264,7 +264,7 @@ def test_model_variables_carry_no_creation_trace_and_the_limit_is_restored(tmp_p
         assert pytensor.config.traceback__limit == 5
 
 
-@pytest.mark.parametrize("where", ["build", "import"])
+@pytest.mark.parametrize("where", ["build", pytest.param("import", marks=pytest.mark.slow)])  # one in the default run
 def test_an_endless_build_shows_life_and_stops_on_ctrl_c(tmp_path, where):
     """Before: a build() (or a model file) that never returns gave no sign of life. Now a line on stderr
     after a few seconds (NOTICE_AFTER, shortened here), and Ctrl-C ends the run: exit 130, last line

@@ -68,7 +68,10 @@ def serial() -> str:
     return _text(_audit(workers=1))
 
 
-@pytest.mark.parametrize("workers", [2, pytest.param(3, marks=pytest.mark.slow)])  # 3: a cluster more (~15 s)
+# slow (the default run's budget: the serial audit and the two-worker one take ~47 s idle; 3 workers ~15 s more);
+# the default run keeps a Dask audit on two workers in test_each_worker_compiles_once
+@pytest.mark.slow
+@pytest.mark.parametrize("workers", [2, 3])
 def test_same_json_for_one_two_and_three_workers(serial, workers):
     assert _text(_audit(workers=workers)) == serial, f"{workers} workers"
     assert len(json.loads(serial)["lattice"]) == 4
@@ -283,6 +286,7 @@ def test_worker_bound_by_cores_and_by_memory(monkeypatch):
     assert cluster.worker_count(1) == 1  # one worker: no Dask, nothing to bound
 
 
+@pytest.mark.slow  # a forked process's first PyMC compile (~9 s idle): the default run's budget
 def test_one_worker_runs_without_dask():
     """`--workers 1`: the units run in this process, and neither dask nor distributed is imported."""
     code = ("import sys, ddpbayes; from ddpbayes.model.loading import load_model; "

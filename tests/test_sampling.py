@@ -919,6 +919,7 @@ def test_slice_draws_do_not_depend_on_earlier_runs():
 
 
 
+@pytest.mark.slow  # a 13-member household's Gibbs runs (~5 s idle): the default run's budget
 def test_gibbs_draws_do_not_depend_on_earlier_runs():
     """Discrete stand-ins with more than MAX_SUMMED (4,096) joint values are sampled with heat-bath
     Gibbs (a CategoricalGibbsMetropolis, which shuffles its list of dimensions in place at every
