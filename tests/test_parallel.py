@@ -118,6 +118,7 @@ def _read_counts() -> dict:
     return dict(runs.COUNTS)
 
 
+@pytest.mark.slow  # the default run's budget: a two-worker Dask audit (~15 s idle); test_signals' audits still run on two Dask workers
 def test_each_worker_compiles_once():
     """pdp with x0 known, targets x1 and x2: 8 events that choose the witnesses, on two sets of
     fixed tuples ({0,1} and {0,2}), then 2 fresh runs per adversary that bound them (issue #27:

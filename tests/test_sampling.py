@@ -358,6 +358,7 @@ def test_example1_target_di(example1):
     assert "2 chains x 500 draws" in s.diagnostics["runs_chose"] and "chains 3-4" in s.diagnostics["runs_bounded"]
 
 
+@pytest.mark.slow  # the default run's budget: ~3 s idle; target_di stays
 def test_example1_target_dj(example1):
     """Sum, target D_j = s. The joint density is 2 on {0 <= d_i <= 1, d_i/2 <= s <= d_i/2 + 1/2},
     so D_i | s ~ U[max(0, 2s - 1), min(1, 2s)] and the sum q = D_i + s lies in
@@ -442,6 +443,7 @@ def test_home_occupancy_pair_against_quadrature():
     check_home_pair(b, truth)
 
 
+@pytest.mark.slow  # the default run's budget: ~4 s idle
 def test_home_occupancy_pair_tail_limit():
     """The same audit as test_home_occupancy_pair_against_quadrature (slow), against the y -> ±inf
     limit of log L(y | 0.98) - log L(y | 0.02) by nested Gauss-Hermite (home_tail_limit,
@@ -615,6 +617,7 @@ def test_posterior_route_matches_bayes(household3):
     check_posterior_against_bayes(r)
 
 
+@pytest.mark.slow  # the default run's budget: ~7 s idle
 def test_posterior_route_matches_bayes_fast(household3):
     """check_posterior_against_bayes at 500 draws; and the posterior route can never earn a pass
     (it bounds the ratio at the outputs it tried only): `pass_blocked` says so, and `judge` makes

@@ -189,6 +189,7 @@ def test_example1_identity_product_histogram_target_di(example1):
     assert hist.ci[0] <= hist_truth() <= hist.ci[1], (hist.ci, hist_truth())
 
 
+@pytest.mark.slow  # the default run's budget: ~4 s idle
 def test_example1_composition_target_di(example1):
     """Sum with Laplace(1) and identity with Laplace(2) released together (per-coordinate scales
     from `mechanism.coordinate(c)`): given D_i = t the outputs' means are (1.5, 1, 0.5) t plus
