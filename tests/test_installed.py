@@ -135,6 +135,7 @@ def test_the_readme_audit_runs_from_the_installed_package(installed, outside):
     assert out["leakage"] == pytest.approx(bruteforce.household_idp_closed_form(n, 1.0), rel=1e-12)
 
 
+@pytest.mark.slow  # the default run's budget (~6 s idle): the wheel's contents and the README's audit stay
 def test_a_report_spec_runs_from_the_installed_package(installed, outside):
     """`ddpbayes report reports/specs/X.toml --out DIR` with the shipped spec and its model:
     contagious_family (k = 2, count, Laplace at ε = 1): dp = ε, idp = 2ε (the count is 0 or 2)."""
