@@ -151,6 +151,16 @@ def test_other_models_take_the_general_route():
     assert graph_module._scalar_chain(DependenceModel(chain, ["x0", "x1"]), LIMIT) is not None
 
 
+
+def test_the_recognised_chain_follows_the_state_limit():
+    """A chain is read at once when a day's table (values²) fits the audit's --max-states, not a fixed constant:
+    3 values need 9 states; below that the general route (which refuses the table in one line)."""
+    model = _categorical_chain(np.random.default_rng(5), 6, 3)[0]
+    assert graph_module._scalar_chain(model, 8) is None
+    assert graph_module._scalar_chain(model, 9) is not None
+    wide = _categorical_chain(np.random.default_rng(6), 3, 50)[0]
+    assert graph_module._scalar_chain(wide, 2_499) is None and graph_module._scalar_chain(wide, 2_500) is not None
+
 @pytest.mark.parametrize("seed", range(3))
 def test_continual_release_reads_the_stacked_tables_bit_for_bit(seed):
     """The continual release's chain and tables on a recognised chain (read off its stacked path) are those it sums

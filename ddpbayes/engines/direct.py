@@ -97,21 +97,22 @@ class ScalarChain:
         return head.ravel(), steps
 
 
-def chain_of(model: DependenceModel) -> ScalarChain | None:
-    """The model as a recognised chain (DESIGN §2.1b), cached on it: the tuples are every free variable, scalars
-    in the model's order on one shared finite domain object (the inferred supports are one object per integer
-    range, `supports._integers`) of at most 2,048 values (a day's table within the default state limit), with no
-    observed variable or potential, and `scalar_chain` reads them; else None. The per-audit checks then ask once
-    per chain what they would ask of every tuple (`joint`)."""
-    return model.memo("direct", "scalar chain", lambda: _chain_of(model))
+def chain_of(model: DependenceModel, limit: int = DEFAULT_MAX_STATES) -> ScalarChain | None:
+    """The model as a recognised chain (DESIGN §2.1b), cached on it per state limit: the tuples are every free
+    variable, scalars in the model's order on one shared finite domain object (the inferred supports are one object
+    per integer range, `supports._integers`) whose day's table (values²) is within `limit` (the audit's
+    --max-states: the chain holds a table a day), with no observed variable or potential, and `scalar_chain` reads
+    them; else None. The per-audit checks then ask once per chain what they would ask of every tuple (`joint`);
+    those that only need to know whether the tuples are alike ask at the default limit."""
+    return model.memo("direct", ("scalar chain", limit), lambda: _chain_of(model, limit))
 
 
-def _chain_of(model: DependenceModel) -> ScalarChain | None:
+def _chain_of(model: DependenceModel, limit: int) -> ScalarChain | None:
     pm_model, rvs = model.model, model.model.free_RVs
     if model.n < 2 or len(rvs) != model.n or pm_model.observed_RVs or pm_model.potentials \
             or any(s.index is not None or s.rv is not rv for s, rv in zip(model.slots, rvs)) \
             or len({id(d) for d in model.domains}) != 1 or not isinstance(model.domains[0], Finite) \
-            or len(model.domains[0].values) ** 2 > DEFAULT_MAX_STATES:  # keys would copy every day's big matrix
+            or len(model.domains[0].values) ** 2 > limit:
         return None
     return scalar_chain(rvs)
 
@@ -120,13 +121,17 @@ def scalar_chain(rvs: list) -> ScalarChain | None:
     """A chain of scalar variables read off its constants at once (DESIGN §2.1b): x_0 a Categorical or Bernoulli
     of constant probabilities, each next x_k a `Categorical(p=P[x_{k-1}])` of a constant P or a
     `Bernoulli(p=switch(x_{k-1}, a, b))` of constants; None for anything else. A matrix is read once (by identity:
-    the days may share one, and constants are immutable)."""
+    the days may share one, and constants are immutable; `pm.math.constant(P)[prev]` makes a constant a day
+    around one array, read once)."""
     matrices: dict[int, tuple] = {}
 
     def matrix(v: Variable) -> tuple | None:
-        found = matrices.get(id(v))
+        data = _constant(v)
+        if data is None:
+            return None
+        found = matrices.get(id(data))
         if found is None:
-            found = matrices[id(v)] = (v, _numbers(v))  # v kept alive: its id stays its own
+            found = matrices[id(data)] = (data, (data.shape, data.tobytes()))  # kept alive: its id stays its own
         return found[1]
 
     first = _lookup(rvs[0], matrix)

@@ -85,6 +85,25 @@ class Linear(Query):
         w = self.weights(len(domains))[k]
         return 0.0 if w == 0 else abs(w) * domains[k].width
 
+    def global_sensitivity(self, domains: Sequence[Domain]) -> float:
+        """The largest of the tuples' `sensitivity`, |w_k| times the width of tuple k's domain (0 when w_k = 0),
+        over every tuple at once: the same products, each distinct domain object's width read once.
+
+        Parameters
+        ----------
+        domains : sequence of Domain
+            The domains of the model's tuples, in tuple order.
+
+        Returns
+        -------
+        float
+            max over k of ``sensitivity(k, domains)``.
+        """
+        w = np.abs(self.weights(len(domains)))
+        width = {id(d): d.width for d in {id(d): d for d in domains}.values()}
+        widths = np.fromiter((width[id(d)] for d in domains), dtype=float, count=len(domains))
+        return float(np.multiply(w, widths, out=np.zeros(len(domains)), where=w != 0).max())
+
     def check(self, domains: Sequence[Domain]) -> None:
         """Refuse weights that do not match the tuples, and `count` on tuples that are not 0/1.
 

@@ -133,13 +133,11 @@ def _scalar_chain(model: DependenceModel, limit: int) -> FactorGraph | None:
     factors `tabulate` would give, x_0's table then each day's over (x_k, x_{k-1}), as views of one stacked array,
     with the chain's stacked unary and pairwise tables kept for its path (`pathsum.path_of`), without a term graph,
     a directed graph or a walk per variable; None for any other model (issue #44)."""
-    found = chain_of(model)
+    found = chain_of(model, limit)
     if found is None:
         return None
     values = np.asarray(model.domains[0].values)
-    k = len(values)
-    if k * k > limit:  # the general route refuses the table in one line
-        return None
+    k = len(values)  # k² within the limit (`chain_of`)
     tables = found.tables(values)
     if tables is None:
         return None

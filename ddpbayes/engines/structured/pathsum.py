@@ -221,7 +221,8 @@ def _blocks(path: Path, contribution: list[np.ndarray], positions: list[int]) ->
     each started again from the forward message kept at its first position (a checkpoint): one more forward
     pass, and √ of the cells (5,000 days' every target: 2 x 10^5 cells a block, not 2.5 x 10^7)."""
     k = max(len(u) for u in path.unary)
-    ranges = [int(contribution[v].max() - contribution[v].min()) for v in path.order]
+    spread = {id(c): int(c.max() - c.min()) for c in {id(c): c for c in contribution}.values()}  # a few arrays
+    ranges = [spread[id(contribution[v])] for v in path.order]
     width = np.concatenate([[1], 1 + np.cumsum(ranges)])
     if k * int(width[positions].sum()) <= CELLS // 2:
         return [positions]
@@ -360,16 +361,15 @@ def _step(day: _Day, message: _Message, contribution: np.ndarray) -> _Message | 
             message = _by_columns(message)
     if message.columns is not None:
         return _column_step(day, message, contribution)
-    values = contribution.tolist()  # a few values: Python's min and max are cheaper than NumPy's
-    low = min(values)
+    _, values, low, high = _sums(contribution)
     batch, k, length = m.shape
     if batch == 1:  # the same products on 2-D arrays: NumPy's calls cost a third less
-        m, shifted = m[0], np.zeros((k, length + max(values) - low))
+        m, shifted = m[0], np.zeros((k, length + high - low))
         for x, c in enumerate(values):
             shifted[x, c - low:c - low + length] = m[x]
         out = (day.linear @ shifted)[None]
     else:
-        shifted = np.zeros((batch, k, length + max(values) - low))
+        shifted = np.zeros((batch, k, length + high - low))
         for x, c in enumerate(values):
             shifted[:, x, c - low:c - low + length] = m[:, x]
         out = day.linear @ shifted
@@ -379,6 +379,21 @@ def _step(day: _Day, message: _Message, contribution: np.ndarray) -> _Message | 
     out /= peak
     return _Message(out, message.scale + day.top + math.log(peak), message.offset + low,
                     span + day.span + math.log(k))
+
+
+def _sums(contribution: np.ndarray) -> tuple[np.ndarray, list[int], int, int]:
+    """The array, its values as Python ints (a few: Python's min and max are cheaper than NumPy's), their least
+    and largest; the last array read is remembered by identity (a chain's days share one), held in one tuple so
+    that threads never see one array's values with another's bounds."""
+    global _LAST
+    last = _LAST
+    if last[0] is not contribution:
+        values = contribution.tolist()
+        last = _LAST = (contribution, values, min(values), max(values))
+    return last
+
+
+_LAST: tuple = (None, [], 0, 0)
 
 
 def _by_columns(message: _Message) -> _Message:
