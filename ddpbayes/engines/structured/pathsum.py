@@ -9,7 +9,8 @@ one k x k matrix product on a (k, S) array, as in hand-written numpy:
     B_k(x, s)      = Σ_x' ψ_k(x, x') u_{k+1}(x') B_{k+1}(x', s - c_{k+1}(x')),   B_{n-1} = δ(s = 0),
     P(X_i = t, Σ_{k≠i} c_k(X_k) = s) ∝ u_i(t) Σ_j F_i(t, j) B_i(t, s - j).
 
-Each message is held in linear space scaled to its maximum, its log scale apart. A day is taken
+Each message is held in linear space scaled to its maximum, its log scale apart (divided by it every few
+days only, while bounds on how far the maximum moved stay within DRIFT: `_run`). A day is taken
 only under the 600-nat rule of `potential` (the spans of u_k ψ_k and of the message add up to at
 most _RANGE, so every product stays above e^-600 of its scale and sums of positive terms never
 cancel: as exact as log space); a message whose span passes it is held scaled column by column (one
@@ -54,13 +55,15 @@ class Path:
 
 
 class _Day(NamedTuple):
-    """A day's table g (out value, in value) = exp(log g - top) in linear space, and the span of log g (nats
-    from its maximum to its smallest finite entry). A named tuple: thousands are made per chain and per sweep,
-    where a frozen dataclass's setattrs cost a microsecond each."""
+    """A day's table g (out value, in value) = exp(log g - top) in linear space, the span of log g (nats
+    from its maximum to its smallest finite entry), and `floor` = -log min_x max_x' g(x', x) (inf when a column
+    is all zero): how far a message's maximum can fall in a day (`_run`). A named tuple: thousands are made per
+    chain and per sweep, where a frozen dataclass's setattrs cost a microsecond each."""
 
     linear: np.ndarray
     top: float
     span: float
+    floor: float
 
 
 class _Message(NamedTuple):
@@ -169,9 +172,11 @@ def _days(stacked: np.ndarray) -> list[_Day]:
     low = np.where(stacked > -np.inf, stacked, np.inf).min(axis=(1, 2))
     with np.errstate(invalid="ignore", under="ignore"):
         linear = np.exp(stacked - top[:, None, None])
+    with np.errstate(divide="ignore"):
+        floor = -np.log(linear.max(axis=1).min(axis=1))
     first, which = _distinct(stacked)  # equal log tables give equal days, bit for bit: one object each (`_Steps`)
-    made = [_Day(linear[j], t, t - lo if t > -np.inf else np.inf)
-            for j, t, lo in zip(first.tolist(), top[first].tolist(), low[first].tolist())]
+    made = [_Day(linear[j], t, t - lo if t > -np.inf else np.inf, f)
+            for j, t, lo, f in zip(first.tolist(), top[first].tolist(), low[first].tolist(), floor[first].tolist())]
     return [made[j] for j in which.tolist()]
 
 
@@ -198,11 +203,9 @@ def path_laws(path: Path, contribution: list[np.ndarray], targets: list[int]) ->
     checkpoints = _forward(path, contribution, [block[0] for block in blocks], _start(path, 0, False))
     if checkpoints is None:
         return None
-    wanted, starts = set(positions), [block[0] for block in blocks]
+    starts = [block[0] for block in blocks]
     laws, forward = {}, {}
-    for k, back in _backward(path, contribution, positions[0], _start(path, -1, False)):
-        if k not in wanted:
-            continue
+    for k, back in _backward(path, contribution, positions, _start(path, -1, False)):
         if k not in forward:  # the backward sweep entered a block: its forward messages from its checkpoint
             b = bisect.bisect_right(starts, k) - 1
             forward = _forward(path, contribution, blocks[b], checkpoints.pop(starts[b]), starts[b])
@@ -295,8 +298,8 @@ class _Steps:
     def _law(self, path: Path, contribution: list[np.ndarray], p: int, left: bool,
              right: bool) -> tuple[np.ndarray, int] | None:
         forward = _forward(path, contribution, [p], self._start(len(path.unary[0]), left), step=self._step)
-        back = next((m for k, m in _backward(path, contribution, p, self._start(len(path.unary[-1]), right),
-                                             step=self._step) if k == p), None)
+        back = next((m for _, m in _backward(path, contribution, [p], self._start(len(path.unary[-1]), right),
+                                             step=self._step)), None)
         return None if forward is None or back is None else _law(path.unary[p], forward[p], back)
 
     def _start(self, k: int, batched: bool) -> _Message:
@@ -316,34 +319,99 @@ def _cells(key: tuple, value: _Message | tuple[np.ndarray, int] | None) -> int:
 
 def _forward(path: Path, contribution: list[np.ndarray], positions: list[int], message: _Message,
              first: int = 0, step=None) -> dict[int, _Message] | None:
-    """F at each of `positions` from `message` at position `first`, or None (a day past the rule, or the kept
-    messages over CELLS). `step`: `_step`, or a `_Steps`'s."""
-    wanted, kept, cells = set(positions), {}, 0
-    for k in range(first, positions[-1] + 1):
-        if k in wanted:
-            kept[k] = message
-            cells += message.table.size
-            if cells > CELLS:
-                return None
-        if k == positions[-1]:
-            break
-        message = (step or _step)(path.forward[k], message, contribution[path.order[k]])
+    """F at each of `positions` (sorted, from `first`) from `message` at position `first`, or None (a day past
+    the rule, or the kept messages over CELLS). `step`: a `_Steps`'s (one day at a time), else `_run`."""
+    kept, cells, k = {}, 0, first
+    for p in positions:
+        message = _along(path.forward[k:p], [contribution[v] for v in path.order[k:p]], message, step)
         if message is None:
+            return None
+        kept[p], k = message, p
+        cells += message.table.size
+        if cells > CELLS:
             return None
     return kept
 
 
-def _backward(path: Path, contribution: list[np.ndarray], stop: int,
+def _backward(path: Path, contribution: list[np.ndarray], positions: list[int],
               message: _Message, step=None) -> Iterator[tuple[int, _Message]]:
-    """(k, B_k) from `message` at the last position down to `stop`; stops early (the caller sees fewer) past the
-    rule. `step`: `_step`, or a `_Steps`'s."""
-    last = len(path.order) - 1
-    yield last, message
-    for k in range(last - 1, stop - 1, -1):
-        message = (step or _step)(path.backward[k], message, contribution[path.order[k + 1]])
+    """(k, B_k) for each of `positions`, from the last down, from `message` at the last position; stops early
+    (the caller sees fewer) past the rule. `step`: a `_Steps`'s (one day at a time), else `_run`."""
+    k = len(path.order) - 1
+    for p in sorted(positions, reverse=True):
+        message = _along(path.backward[p:k][::-1], [contribution[v] for v in path.order[k:p:-1]], message, step)
         if message is None:
             return
-        yield k, message
+        yield p, message
+        k = p
+
+
+def _along(days: list[_Day], sums: list[np.ndarray], message: _Message, step) -> _Message | None:
+    """The message after `days` (each with its contributions): `step` day by day, or `_run`."""
+    if step is None:
+        return _run(days, sums, message)
+    for day, contribution in zip(days, sums):
+        message = step(day, message, contribution)
+        if message is None:
+            return None
+    return message
+
+
+DRIFT = 64.0  # nats a held message's maximum may move from 1 between rescalings (`_run`)
+
+
+def _run(days: list[_Day], sums: list[np.ndarray], message: _Message) -> _Message | None:
+    """`_step` over each day in turn, the message rescaled only when needed. A single batch held without column
+    scales and within the rule takes a day as the shifted product alone, unscaled: its maximum M then moves by at
+    most log k up (g's entries are at most 1, k terms) and the day's `floor` down (M sits at some (x, s), and the
+    product at (x', s + c(x)) is at least g(x', x) M), and the table is divided by its maximum before either bound
+    passes DRIFT and at the end. Every positive entry stays above e^-(_RANGE + DRIFT) = 1e-289 of the scale (a
+    normal float: as exact as `_step`, one division by the maximum every few days instead of every day; the
+    products are `_step`'s, in the same order). Any other day: `_step`. None past the rule or when nothing is
+    left possible."""
+    held, up, down = None, 0.0, 0.0  # the unscaled 2-D table and the bounds on its maximum's moves (nats)
+    scale, offset, span = message.scale, message.offset, message.span
+    for day, contribution in zip(days, sums):
+        if held is None and (message.columns is not None or len(message.table) != 1):
+            plain = False
+        else:
+            table = message.table[0] if held is None else held
+            plain = span + day.span <= _RANGE
+        if not plain:
+            if held is not None:
+                message, held = _settled(held, scale, offset, span), None
+                if message is None:
+                    return None
+            message = _step(day, message, contribution)
+            if message is None:
+                return None
+            scale, offset, span = message.scale, message.offset, message.span
+            continue
+        k, length = table.shape
+        grow = math.log(k)
+        if held is not None and (up + grow > DRIFT or down + day.floor > DRIFT):
+            peak = held.max()
+            if not peak > 0:
+                return None
+            held /= peak
+            table, scale, up, down = held, scale + math.log(peak), 0.0, 0.0
+        _, values, low, high = _sums(contribution)
+        shifted = np.zeros((k, length + high - low))
+        for x, c in enumerate(values):
+            shifted[x, c - low:c - low + length] = table[x]
+        held = day.linear @ shifted
+        scale, offset, span = scale + day.top, offset + low, span + day.span + grow
+        up, down = up + grow, down + day.floor
+    return message if held is None else _settled(held, scale, offset, span)
+
+
+def _settled(held: np.ndarray, scale: float, offset: int, span: float) -> _Message | None:
+    """A held table (`_run`) divided by its maximum as a message; None when it is all zero."""
+    peak = held.max()
+    if not peak > 0:
+        return None
+    held /= peak
+    return _Message(held[None], scale + math.log(peak), offset, span)
 
 
 def _step(day: _Day, message: _Message, contribution: np.ndarray) -> _Message | None:
