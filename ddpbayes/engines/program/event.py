@@ -606,9 +606,10 @@ class _Classifier:
             return None
         both = np.concatenate([sa, sb])
         step = max(1, len(both) // QUANTILE_ROWS)  # the candidates from a strided subsample: fast
-        cand = np.unique(both[::step])
+        sub = np.sort(both[::step])
+        cand = np.unique(sub)
         if len(cand) > CANDIDATES:
-            cand = np.unique(np.quantile(both[::step], quantile_grid(len(both[::step]))))
+            cand = np.unique(sorted_quantiles(sub, quantile_grid(len(sub))))
         ge_a = len(sa) - np.searchsorted(sa, cand, "left")
         ge_b = len(sb) - np.searchsorted(sb, cand, "left")
         le_a = np.searchsorted(sa, cand, "right")
@@ -626,6 +627,25 @@ class _Classifier:
                 best = Found(Threshold(self.features, self.weights, self.bias, float(cand[i]), above), direction,
                              score, int(ka), int(kb), len(sa), len(sb))
         return best
+
+
+def sorted_quantiles(x: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """np.quantile(x, q) of a SORTED x, q in [0, 1], by numpy's own arithmetic (its default
+    'linear' method: index (n - 1) q, the two neighbours' values interpolated from the nearer
+    end), equal bit for bit, without its partition around every index (most of a search's CPU for
+    CANDIDATES quantiles at once)."""
+    n = len(x)
+    virtual = (n - 1) * np.asarray(q, dtype=float)
+    prev = np.floor(virtual)
+    nxt = prev + 1
+    top = virtual >= n - 1  # the largest value
+    prev[top] = nxt[top] = -1
+    gamma = virtual - prev
+    a, b = x[prev.astype(np.intp)], x[nxt.astype(np.intp)]
+    diff = b - a
+    out = a + diff * gamma
+    np.subtract(b, diff * (1 - gamma), out=out, where=gamma >= 0.5)
+    return out
 
 
 def quantile_grid(n: int) -> np.ndarray:
