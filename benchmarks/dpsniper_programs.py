@@ -157,27 +157,30 @@ def report_noisy_max4(a, rng):
 
 
 def _aborted(cmp: np.ndarray, c: int) -> np.ndarray:
-    """(S, K) bool: the columns Lyu et al.'s loop, as DP-Sniper writes it, marks aborted — those
-    after c earlier columns answered above (counting every column's comparison)."""
+    """(K, S) bool, query-major: the queries Lyu et al.'s loop, as DP-Sniper writes it, marks
+    aborted — those after c earlier queries answered above (counting every query's comparison)."""
     out = np.zeros(cmp.shape, dtype=bool)
-    np.greater_equal(np.cumsum(cmp[:, :-1], axis=1, dtype=np.int32), c, out=out[:, 1:])
+    np.greater_equal(np.cumsum(cmp[:-1], axis=0, dtype=np.int32), c, out=out[1:])
     return out
 
 
 def _abort_after(cmp: np.ndarray, c: int, res: np.ndarray, aborted_value: float) -> np.ndarray:
-    """res with the aborted columns (`_aborted`) set to aborted_value."""
+    """res (K, S) with the aborted queries (`_aborted`) set to aborted_value, returned as the
+    outputs (S, K) (a transposed view: each query's column stays contiguous for the events)."""
     res[_aborted(cmp, c)] = aborted_value
-    return res
+    return res.T
 
+
+# The sparse-vector programs work query-major, (K, S): query j's noisy answers, comparisons and
+# outputs for every run are one contiguous row j.
 
 def svt1(a, rng, c=1, t=0.5):
     """Lyu et al. 2017 Alg. 1 (private): 1 above, 0 below, -1 aborted."""
     e1 = EPS / 2
     e2 = EPS - e1
-    rho = laplace_noise(rng, 1 / e1, (len(a), 1))
-    nu = laplace_noise(rng, 2 * c / e2, a.shape)
-    cmp = a + nu >= rho + t
-    return _abort_after(cmp, c, cmp.astype(int), -1)
+    rho = laplace_noise(rng, 1 / e1, len(a))
+    cmp = _noisy_queries(a, laplace_noise(rng, 2 * c / e2, a.shape[::-1])) >= rho + t
+    return _abort_after(cmp, c, cmp.astype(float), -1)
 
 
 def svt2(a, rng, c=1, t=1.0):
@@ -188,7 +191,7 @@ def svt2(a, rng, c=1, t=1.0):
     e2 = EPS - e1
     s, k = a.shape
     rho = laplace_noise(rng, c / e1, s)
-    m = _noisy_queries(a, laplace_noise(rng, 2 * c / e2, (k, s)))  # query j is m[j]
+    m = _noisy_queries(a, laplace_noise(rng, 2 * c / e2, (k, s)))
     cmp = np.empty((k, s), dtype=bool)
     above = np.zeros(s, dtype=np.int32)
     for j in range(k):
@@ -197,42 +200,41 @@ def svt2(a, rng, c=1, t=1.0):
         if j < k - 1:
             again = np.flatnonzero(cmp[j] & (above < c))
             rho[again] = laplace_noise(rng, c / e1, len(again))
-    return _abort_after(cmp.T, c, cmp.T.astype(int), -1)
+    return _abort_after(cmp, c, cmp.astype(float), -1)
 
 
 def svt3(a, rng, c=1, t=1.0):
     """Alg. 3 (not private): the noisy value when above, -1000 below, -2000 aborted."""
     e1 = EPS / 2
     e2 = EPS - e1
-    rho = laplace_noise(rng, 1 / e1, (len(a), 1))
-    m = a + laplace_noise(rng, c / e2, a.shape)
+    rho = laplace_noise(rng, 1 / e1, len(a))
+    m = _noisy_queries(a, laplace_noise(rng, c / e2, a.shape[::-1]))
     cmp = m >= rho + t
-    res = m.copy()
-    res[~cmp] = -1000.0
-    return _abort_after(cmp, c, res, -2000.0)
+    m[~cmp] = -1000.0
+    return _abort_after(cmp, c, m, -2000.0)
 
 
 def svt4(a, rng, c=1, t=1.0):
     """Alg. 4 (not eps-private: eps/4 on the threshold, noise 1/eps2 on each query whatever c)."""
     e1 = EPS / 4
     e2 = EPS - e1
-    rho = laplace_noise(rng, 1 / e1, (len(a), 1))
-    cmp = a + laplace_noise(rng, 1 / e2, a.shape) >= rho + t
-    return _abort_after(cmp, c, cmp.astype(int), -1)
+    rho = laplace_noise(rng, 1 / e1, len(a))
+    cmp = _noisy_queries(a, laplace_noise(rng, 1 / e2, a.shape[::-1])) >= rho + t
+    return _abort_after(cmp, c, cmp.astype(float), -1)
 
 
 def svt5(a, rng, c=1, t=1.0):
     """Alg. 5 (not private): no noise on the queries, no abort."""
-    rho = laplace_noise(rng, 1 / (EPS / 2), (len(a), 1))
-    return (a >= rho + t).astype(int)
+    rho = laplace_noise(rng, 1 / (EPS / 2), len(a))
+    return (a.T >= rho + t).astype(float).T
 
 
 def svt6(a, rng, c=1, t=1.0):
     """Alg. 6 (not private): no abort."""
     e1 = EPS / 2
     e2 = EPS - e1
-    rho = laplace_noise(rng, 1 / e1, (len(a), 1))
-    return (a + laplace_noise(rng, 1 / e2, a.shape) >= rho + t).astype(int)
+    rho = laplace_noise(rng, 1 / e1, len(a))
+    return (_noisy_queries(a, laplace_noise(rng, 1 / e2, a.shape[::-1])) >= rho + t).astype(float).T
 
 
 @vectorized
@@ -310,7 +312,7 @@ def laplace_parallel(a, rng, n=20, eps=0.005):
 @vectorized
 def svt34_parallel(a, rng):
     """SVT3 and SVT4 (c=2, t=1) run on the same answers with their own noise: 20 outputs."""
-    return np.concatenate([svt3(a, rng, c=2, t=1.0), svt4(a, rng, c=2, t=1.0)], axis=1)
+    return np.concatenate([svt3(a, rng, c=2, t=1.0).T, svt4(a, rng, c=2, t=1.0).T]).T
 
 
 @vectorized
@@ -322,11 +324,11 @@ def prefix_sum(a, rng):
 def numerical_svt(a, rng, c=2, t=1.0):
     """Wang et al. 2019: the noisy answer (fresh noise) when above, 0 below, -1000 aborted."""
     s, k = a.shape
-    rho1 = laplace_noise(rng, 3 / EPS, (s, 1))
-    rho2 = laplace_noise(rng, 6 * c / EPS, (s, k))
-    rho3 = laplace_noise(rng, 3 * c / EPS, (s, k))
-    cmp = a + rho2 >= t + rho1
-    return _abort_after(cmp, c, np.where(cmp, a + rho3, 0.0), -1000.0)
+    rho1 = laplace_noise(rng, 3 / EPS, s)
+    rho2 = laplace_noise(rng, 6 * c / EPS, (k, s))
+    rho3 = laplace_noise(rng, 3 * c / EPS, (k, s))
+    cmp = _noisy_queries(a, rho2) >= t + rho1
+    return _abort_after(cmp, c, np.where(cmp, _noisy_queries(a, rho3), 0.0), -1000.0)
 
 
 # ----------------------------------------------------------------------------------------- inputs

@@ -1,7 +1,8 @@
 """DP-Sniper's sparse-vector and geometric benchmark programs (benchmarks/dpsniper_programs.py) are
 vectorised; here each is checked draw for draw against the algorithm written row by row (Lyu et
 al. 2017, Algs. 1-4, with DP-Sniper's abort; Wang et al.'s numerical SVT; Balcer & Vadhan's
-GeoSample by a linear scan of its CDF), fed the same random numbers in the same order; and the
+GeoSample by a linear scan of its CDF), fed the same random numbers in the same order (query-major:
+query j's noise for every run, then query j + 1's); and the
 programs' Laplace noise (`laplace_noise`) against the Laplace law's CDF."""
 
 from __future__ import annotations
@@ -84,7 +85,7 @@ def _sparse_vector(a, rho, m, c, t, below, aborted, above=None):
 def test_sparse_vector_1_to_4_row_by_row(c):
     s, k = ANSWERS.shape
     rng = np.random.default_rng(1)
-    rho, nu = _lap(rng, 2 / EPS, s), _lap(rng, 2 * c / (EPS / 2), (s, k))
+    rho, nu = _lap(rng, 2 / EPS, s), _lap(rng, 2 * c / (EPS / 2), (k, s)).T
     expected = _sparse_vector(ANSWERS, rho, ANSWERS + nu, c, 0.5, 0, -1)
     assert np.array_equal(dp.svt1(ANSWERS, np.random.default_rng(1), c=c, t=0.5), expected)
 
@@ -92,12 +93,12 @@ def test_sparse_vector_1_to_4_row_by_row(c):
     assert np.array_equal(dp.svt2(ANSWERS, np.random.default_rng(2), c=c, t=1.0), expected)
 
     rng = np.random.default_rng(3)
-    rho, m = _lap(rng, 2 / EPS, s), ANSWERS + _lap(rng, c / (EPS / 2), (s, k))
+    rho, m = _lap(rng, 2 / EPS, s), ANSWERS + _lap(rng, c / (EPS / 2), (k, s)).T
     expected = _sparse_vector(ANSWERS, rho, m, c, 1.0, -1000.0, -2000.0, above=lambda i, j: m[i, j])
     assert np.array_equal(dp.svt3(ANSWERS, np.random.default_rng(3), c=c, t=1.0), expected)
 
     rng = np.random.default_rng(4)
-    rho, nu = _lap(rng, 4 / EPS, s), _lap(rng, 1 / (EPS - EPS / 4), (s, k))
+    rho, nu = _lap(rng, 4 / EPS, s), _lap(rng, 1 / (EPS - EPS / 4), (k, s)).T
     expected = _sparse_vector(ANSWERS, rho, ANSWERS + nu, c, 1.0, 0, -1)
     assert np.array_equal(dp.svt4(ANSWERS, np.random.default_rng(4), c=c, t=1.0), expected)
 
@@ -106,7 +107,7 @@ def test_numerical_sparse_vector_row_by_row():
     s, k = ANSWERS.shape
     rng = np.random.default_rng(5)
     rho1 = _lap(rng, 3 / EPS, s)
-    rho2, rho3 = _lap(rng, 12 / EPS, (s, k)), _lap(rng, 6 / EPS, (s, k))
+    rho2, rho3 = _lap(rng, 12 / EPS, (k, s)).T, _lap(rng, 6 / EPS, (k, s)).T
     expected = _sparse_vector(ANSWERS, rho1, ANSWERS + rho2, 2, 1.0, 0.0, -1000.0,
                               above=lambda i, j: ANSWERS[i, j] + rho3[i, j])
     assert np.array_equal(dp.numerical_svt(ANSWERS, np.random.default_rng(5)), expected)
