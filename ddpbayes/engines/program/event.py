@@ -602,9 +602,9 @@ class _Classifier:
         few hits (27 against 59 of 2.75M on LaplaceMechanism's seed-0 search, a score of 0.134
         where the mechanism's epsilon is 0.1) beat the central thresholds and certified 0; on
         fresh halves luck does not repeat, and the Bonferroni level offers a threshold luck did
-        not choose. Every score is at CLASSIFIER_ALPHA, so that the two
-        classifiers compete on one scale (issue #43: the count classifier scored at 0.25 beat the
-        linear one scored at 0.05 on NoisyHist1's search and certified less)."""
+        not choose. Every score is at CLASSIFIER_ALPHA, so that the two classifiers compete on
+        one scale (issue #43: the count classifier scored at 0.25 beat the linear one scored at
+        0.05 on NoisyHist1's search and certified less)."""
         s = [[np.sort(np.concatenate(self.scores[h][side])) if self.scores[h][side] else np.zeros(0)
               for side in (0, 1)] for h in (0, 1)]
         n = np.array([[len(x) for x in half] for half in s])
@@ -618,13 +618,18 @@ class _Classifier:
             return {("a", True): (ge_a, ge_b, 0, 1), ("b", False): (le_b, le_a, 1, 0),
                     ("b", True): (ge_b, ge_a, 1, 0), ("a", False): (le_a, le_b, 0, 1)}
 
-        def choose(h, level):
+        def candidates(h):  # the half's score quantiles, from a strided subsample: fast
             both = np.concatenate(s[h])
-            step = max(1, len(both) // QUANTILE_ROWS)  # the candidates from a strided subsample: fast
-            sub = np.sort(both[::step])
+            sub = np.sort(both[::max(1, len(both) // QUANTILE_ROWS)])
             cand = np.unique(sub)
-            if len(cand) > CANDIDATES:
-                cand = np.unique(sorted_quantiles(sub, quantile_grid(len(sub))))
+            return np.unique(sorted_quantiles(sub, quantile_grid(len(sub)))) if len(cand) > CANDIDATES else cand
+
+        cands = [None, None]
+
+        def choose(h, level):
+            if cands[h] is None:
+                cands[h] = candidates(h)
+            cand = cands[h]
             best = None
             for (direction, above), (kn, kd, num, den) in counts(h, cand).items():
                 score = conservative_log_ratio(kn, n[h][num], kd, n[h][den], alpha, n_target, level)
