@@ -172,7 +172,8 @@ def _abort_after(cmp: np.ndarray, c: int, res: np.ndarray, aborted_value: float)
 
 
 # The sparse-vector programs work query-major, (K, S): query j's noisy answers, comparisons and
-# outputs for every run are one contiguous row j.
+# outputs for every run are one contiguous row j; 0/1/-1 outputs as int8 or bool (the program's
+# caller makes them floats in one pass).
 
 def svt1(a, rng, c=1, t=0.5):
     """Lyu et al. 2017 Alg. 1 (private): 1 above, 0 below, -1 aborted."""
@@ -180,7 +181,7 @@ def svt1(a, rng, c=1, t=0.5):
     e2 = EPS - e1
     rho = laplace_noise(rng, 1 / e1, len(a))
     cmp = _noisy_queries(a, laplace_noise(rng, 2 * c / e2, a.shape[::-1])) >= rho + t
-    return _abort_after(cmp, c, cmp.astype(float), -1)
+    return _abort_after(cmp, c, cmp.view(np.int8).copy(), -1)
 
 
 def svt2(a, rng, c=1, t=1.0):
@@ -200,7 +201,7 @@ def svt2(a, rng, c=1, t=1.0):
         if j < k - 1:
             again = np.flatnonzero(cmp[j] & (above < c))
             rho[again] = laplace_noise(rng, c / e1, len(again))
-    return _abort_after(cmp, c, cmp.astype(float), -1)
+    return _abort_after(cmp, c, cmp.view(np.int8).copy(), -1)
 
 
 def svt3(a, rng, c=1, t=1.0):
@@ -220,13 +221,13 @@ def svt4(a, rng, c=1, t=1.0):
     e2 = EPS - e1
     rho = laplace_noise(rng, 1 / e1, len(a))
     cmp = _noisy_queries(a, laplace_noise(rng, 1 / e2, a.shape[::-1])) >= rho + t
-    return _abort_after(cmp, c, cmp.astype(float), -1)
+    return _abort_after(cmp, c, cmp.view(np.int8).copy(), -1)
 
 
 def svt5(a, rng, c=1, t=1.0):
     """Alg. 5 (not private): no noise on the queries, no abort."""
     rho = laplace_noise(rng, 1 / (EPS / 2), len(a))
-    return (a.T >= rho + t).astype(float).T
+    return (a.T >= rho + t).T
 
 
 def svt6(a, rng, c=1, t=1.0):
@@ -234,7 +235,7 @@ def svt6(a, rng, c=1, t=1.0):
     e1 = EPS / 2
     e2 = EPS - e1
     rho = laplace_noise(rng, 1 / e1, len(a))
-    return (_noisy_queries(a, laplace_noise(rng, 1 / e2, a.shape[::-1])) >= rho + t).astype(float).T
+    return (_noisy_queries(a, laplace_noise(rng, 1 / e2, a.shape[::-1])) >= rho + t).T
 
 
 @vectorized
