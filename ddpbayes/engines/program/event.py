@@ -642,7 +642,7 @@ class _Classifier:
             direction, above, tau = choice
             kn, kd, num, den = counts(h, np.array([tau]))[(direction, above)]
             kn, kd = int(kn[0]), int(kd[0])
-            value = float(conservative_log_ratio(kn, n[h][num], kd, n[h][den], alpha, n_target, CLASSIFIER_ALPHA))
+            value = float(conservative_log_ratio(kn, n[h][num], kd, n[h][den], alpha, n_target, SCORE_ALPHA))
             ka, kb = (kn, kd) if direction == "a" else (kd, kn)
             return Found(Threshold(self.features, self.weights, self.bias, tau, above), direction, value, ka, kb,
                          int(n[h][0]), int(n[h][1]))
