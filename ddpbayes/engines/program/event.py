@@ -59,10 +59,9 @@ QUANTILE_ROWS = 500_000  # ... of a strided subsample of about this many scores
 COARSE_DISTINCT = 1000  # continuous outputs: a coarse histogram when its cells are this few
 BOTH_DISTINCT = 40  # discrete outputs with more distinct rows than this: the classifier too
 CHOOSE_ALPHAS = (0.05, 0.25, 0.5)  # with n_target: the pessimism levels candidates are chosen at (one each)
-SCORE_ALPHA = 0.25  # ... and the level a histogram's candidate is scored at on the other half
-CLASSIFIER_ALPHA = 0.05  # ... a classifier's threshold's (both classifiers on one scale), chosen at these levels:
-CLASSIFIER_CHOOSE = (SCORE_ALPHA, CLASSIFIER_ALPHA, CLASSIFIER_ALPHA / CANDIDATES)  # the last one Bonferroni's over
-# the thresholds: at 0.05 alone a far tail's lucky few hits outscore the central thresholds on every half
+SCORE_ALPHA = 0.25  # ... and the level every candidate is scored at on the other half
+CLASSIFIER_CHOOSE = (0.25, 0.05, 0.05 / CANDIDATES)  # a classifier's threshold's choosing levels, the last one
+# Bonferroni's over the thresholds: at 0.05 alone a far tail's lucky few hits outscore the central ones on every half
 
 Draw = Callable[[int, np.random.Generator], np.ndarray]
 
@@ -598,13 +597,14 @@ class _Classifier:
         """The threshold (among the score quantiles) and direction, cross-fitted (`cross_fit`, as
         the histogram's): chosen on one half of the scored batches (the training batch apart) by
         the projected score at each level of CLASSIFIER_CHOOSE, scored on the other half at
-        CLASSIFIER_ALPHA, both ways round. Chosen and scored on the same draws, a far tail's lucky
+        SCORE_ALPHA, both ways round. Chosen and scored on the same draws, a far tail's lucky
         few hits (27 against 59 of 2.75M on LaplaceMechanism's seed-0 search, a score of 0.134
         where the mechanism's epsilon is 0.1) beat the central thresholds and certified 0; on
         fresh halves luck does not repeat, and the Bonferroni level offers a threshold luck did
-        not choose. Every score is at CLASSIFIER_ALPHA, so that the two classifiers compete on
-        one scale (issue #43: the count classifier scored at 0.25 beat the linear one scored at
-        0.05 on NoisyHist1's search and certified less)."""
+        not choose. Every family's score is at SCORE_ALPHA on a fresh half, so that all compete
+        on one scale (issue #43: the count classifier scored at 0.25 beat the linear one scored
+        at 0.05 on all the draws on NoisyHist1's search and certified less); scored at 0.05 on a
+        half, rarer events with larger ratios lost to central ones (PrefixSum 0.50 against 0.74)."""
         s = [[np.sort(np.concatenate(self.scores[h][side])) if self.scores[h][side] else np.zeros(0)
               for side in (0, 1)] for h in (0, 1)]
         n = np.array([[len(x) for x in half] for half in s])
