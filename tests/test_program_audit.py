@@ -13,7 +13,7 @@ from scipy.stats import binom
 
 from ddpbayes.engines.program import bounds
 from ddpbayes.engines.program.certify import certify, certify_best
-from ddpbayes.engines.program.event import find_event
+from ddpbayes.engines.program.event import find_event, quantile_grid, sorted_quantiles
 from ddpbayes.errors import InputError
 from ddpbayes.mechanisms.program import Program
 
@@ -195,6 +195,19 @@ def test_discrete_event_is_a_histogram_prefix():
     assert found.direction in ("a", "b") and found.event.describe().startswith("output")
     assert found.event.contains(np.array([[0.0]]))[0] == (found.direction == "a")
     assert pickle.loads(pickle.dumps(found.event)).contains(np.array([[3.0]]))[0] == (found.direction == "b")
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 20000])
+def test_sorted_quantiles_interpolate_the_order_statistics(n):
+    """The classifier's candidate thresholds: Hyndman & Fan's type 7 written here (h = (n - 1) q,
+    x_(floor h) + (h - floor h)(x_(floor h + 1) - x_(floor h))), and numpy's quantile bit for bit."""
+    x = np.sort(np.random.default_rng(n).laplace(size=n) * np.where(np.arange(n) % 3, 1.0, 1e6))
+    q = np.concatenate([[0.0, 0.5, 1.0], quantile_grid(n)])
+    h = (n - 1) * q
+    lo = np.floor(h).astype(int)
+    hi = np.minimum(lo + 1, n - 1)
+    assert np.allclose(sorted_quantiles(x, q), x[lo] + (h - lo) * (x[hi] - x[lo]), rtol=1e-12, atol=1e-9)
+    assert np.array_equal(sorted_quantiles(x, q), np.quantile(x, q))
 
 
 # ------------------------------------------------------------------------------------------- loading
