@@ -13,7 +13,8 @@ from scipy.stats import binom
 
 from ddpbayes.engines.program import bounds
 from ddpbayes.engines.program.certify import certify, certify_best
-from ddpbayes.engines.program.event import find_event, quantile_grid, sorted_quantiles
+from ddpbayes.engines.program.event import (SCORE_ALPHA, _Classifier, conservative_log_ratio, find_event,
+                                            quantile_grid, sorted_quantiles)
 from ddpbayes.errors import InputError
 from ddpbayes.mechanisms.program import Program
 
@@ -195,6 +196,32 @@ def test_discrete_event_is_a_histogram_prefix():
     assert found.direction in ("a", "b") and found.event.describe().startswith("output")
     assert found.event.contains(np.array([[0.0]]))[0] == (found.direction == "a")
     assert pickle.loads(pickle.dumps(found.event)).contains(np.array([[3.0]]))[0] == (found.direction == "b")
+
+
+def test_a_rare_lucky_threshold_loses_to_a_central_one():
+    """The classifier's rare-event guard (DESIGN §2.6 step 3), on scores built here: per half and
+    side 200,000 scores, 0 but for a central band at 1 (22,103 under a against 20,000 under b: log
+    ratio log(1.10515) = 0.1) and a far tail at 10 with 6 and 2 hits under a on the two halves and
+    none under b (SVT34Parallel's 2 against 0 of 1.5M). Chosen on a half at 0.25, the tail; scored
+    on the other half by Wilson's bounds at 0.25 it would win (2 against 0 scores 0.24, the
+    central band 0.087, computed below); by the exact bounds at the Bonferroni level the central
+    threshold wins, with the other half's counts."""
+    n, n_target = 200_000, 1_600_000
+    tail_a, band_a, band_b = (6, 2), (22_103, 22_105), (20_000, 20_000)
+    assert conservative_log_ratio(2, n, 0, n, 0.1, n_target, SCORE_ALPHA) > \
+        conservative_log_ratio(2 + band_a[1], n, band_b[1], n, 0.1, n_target, SCORE_ALPHA)  # the old rule: the tail
+    rng = np.random.default_rng(0)
+    clf = _Classifier(rng.normal(0.1, 1, (1000, 1)), rng.normal(0, 1, (1000, 1)))
+    for h in (0, 1):
+        a = np.zeros(n)
+        a[:tail_a[h]], a[tail_a[h]:tail_a[h] + band_a[h]] = 10.0, 1.0
+        b = np.zeros(n)
+        b[:band_b[h]] = 1.0
+        clf.scores[h] = [[a], [b]]
+    found = clf.best(0.1, n_target)
+    assert (found.event.tau, found.event.above, found.direction) == (1.0, True, "a")
+    assert (found.k_a, found.k_b) in {(tail_a[h] + band_a[h], band_b[h]) for h in (0, 1)}
+    assert found.score < math.log(band_a[0] / band_b[0])  # pessimistic: below the band's log ratio
 
 
 @pytest.mark.parametrize("n", [1, 2, 7, 20000])
