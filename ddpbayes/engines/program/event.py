@@ -34,8 +34,9 @@ Every candidate is scored by `conservative_log_ratio`: the bound it would get on
 of n_target draws per side (the conditional bound of `certify`), from the search sample's
 pessimistic proportions (Wilson bounds at a moderate level: the score only chooses, the
 certificate is computed on fresh draws by `certify`, exactly) — which penalises rare events (the
-role of DP-Sniper's c); a classifier's candidates by `judged_log_ratio` (Clopper–Pearson's bounds
-at a Bonferroni level over a cross-fit's candidates: its far tails of a few hits).
+role of DP-Sniper's c); a classifier's and a coarse histogram's candidates by `judged_log_ratio`
+(Clopper–Pearson's bounds at a Bonferroni level over a cross-fit's candidates: their far tails
+and rare cells of a few hits).
 `reduce` / `merge` split a batch's work between a worker (the histogram counts, the scores) and
 the parent, in batch order."""
 
@@ -323,16 +324,17 @@ def conservative_log_ratio(k_num, n_num, k_den, n_den, alpha: float, n_target: i
 
 
 def judged_log_ratio(k_num, n_num, k_den, n_den, alpha: float, n_target: int | None):
-    """A classifier candidate's score on the half it was not chosen on: `conservative_log_ratio`
-    with the half's proportions made pessimistic by Clopper–Pearson's bounds at JUDGE_ALPHA (the
-    rare-event guard, DESIGN §2.6 step 3). The candidates of a cross-fit are fixed by the other
-    half, so with probability at least 1 - SCORE_ALPHA every one's judged proportions are on the
-    pessimistic side of its true ones, and the winner's score is then at most what its true
-    proportions project to: a candidate of a few hits does not win by luck (2 against 0 of 1.5M
-    scored 0.48 at 0.25 by Wilson's bounds on SVT34Parallel's search, above the central thresholds'
-    0.29, and certified 0 on 18 against 15 check hits). On a central event (thousands of hits) the
-    pessimism moves each proportion by about two of its standard errors, not 0.67: the same order
-    among central candidates but for near ties."""
+    """A guarded candidate's score (a classifier's threshold, a coarse histogram's prefix) on the
+    half it was not chosen on: `conservative_log_ratio` with the half's proportions made
+    pessimistic by Clopper–Pearson's bounds at JUDGE_ALPHA (the rare-event guard, DESIGN §2.6
+    step 3). The candidates of a cross-fit are fixed by the other half, so with probability at
+    least 1 - SCORE_ALPHA every one's judged proportions are on the pessimistic side of its true
+    ones, and the winner's score is then at most what its true proportions project to: a
+    candidate of a few hits does not win by luck (2 against 0 of 1.5M scored 0.48 at 0.25 by
+    Wilson's bounds on SVT34Parallel's search, above the central thresholds' 0.29, and certified
+    0 on 18 against 15 check hits). On a central event (thousands of hits) the pessimism moves
+    each proportion by about two of its standard errors, not 0.67: the same order among central
+    candidates but for near ties, which go to the larger event."""
     return conservative_log_ratio(k_num, n_num, k_den, n_den, alpha, n_target, JUDGE_ALPHA, exact=True)
 
 
