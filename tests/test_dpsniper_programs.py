@@ -1,7 +1,9 @@
 """DP-Sniper's sparse-vector and geometric benchmark programs (benchmarks/dpsniper_programs.py) are
 vectorised; here each is checked draw for draw against the algorithm written row by row (Lyu et
 al. 2017, Algs. 1-4, with DP-Sniper's abort; Wang et al.'s numerical SVT; Balcer & Vadhan's
-GeoSample by a linear scan of its CDF), fed the same random numbers in the same order."""
+GeoSample by a linear scan of its CDF), fed the same random numbers in the same order (query-major:
+query j's noise for every run, then query j + 1's); and the
+programs' Laplace noise (`laplace_noise`) against the Laplace law's CDF."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from scipy.stats import kstest
 
 _SPEC = importlib.util.spec_from_file_location(
     "dpsniper_programs", Path(__file__).resolve().parent.parent / "benchmarks" / "dpsniper_programs.py")
@@ -22,9 +25,47 @@ EPS = dp.EPS
 ANSWERS = np.array([[1.0, 0.0, 1.0, 0.0, 2.0, 1.0, 0.0, 0.0, 1.0, 1.0]] * 400)
 
 
-def _sparse_vector(a, rho, m, fresh, c, t, below, aborted, above=None):
+def _lap(rng, scale, size):
+    return dp.laplace_noise(rng, scale, size)
+
+
+@pytest.mark.parametrize("scale", [0.1, 20.0])
+def test_laplace_noise_has_the_laplace_law(scale):
+    """Kolmogorov-Smirnov against F(x) = 1/2 e^(x/b) (x < 0), 1 - 1/2 e^(-x/b) (x >= 0), written
+    here; and the shape asked for."""
+    x = dp.laplace_noise(np.random.default_rng(7), scale, (200, 500))
+    assert x.shape == (200, 500)
+    cdf = lambda v: np.where(v < 0, 0.5 * np.exp(np.minimum(v, 0) / scale), 1 - 0.5 * np.exp(-np.maximum(v, 0) / scale))
+    assert kstest(x.ravel(), cdf).pvalue > 1e-3
+    assert kstest(np.abs(x.ravel()) + 1.0, cdf).pvalue < 1e-6  # the test sees a missing sign
+
+
+def _svt2_rows(a, rng, c, t):
+    """Alg. 2 row by row, one query at a time over all rows; after an above the row's threshold
+    noise is drawn again when it will compare again (fewer than c aboves), those of one query in row
+    order."""
+    s, k = a.shape
+    scale = c / (EPS / 2)
+    r = list(_lap(rng, scale, s))
+    m = a + _lap(rng, 2 * c / (EPS / 2), (k, s)).T
+    out, count = np.empty(a.shape), [0] * s
+    for j in range(k):
+        again = []
+        for i in range(s):
+            above = float(m[i, j]) >= r[i] + t
+            out[i, j] = -1 if count[i] >= c else int(above)
+            count[i] += above
+            if above and count[i] < c:
+                again.append(i)
+        if j < k - 1:
+            for i, v in zip(again, _lap(rng, scale, len(again))):
+                r[i] = float(v)
+    return out
+
+
+def _sparse_vector(a, rho, m, c, t, below, aborted, above=None):
     """Row by row: a query is answered `above(i, j)` (default 1) when m >= rho + t, else `below`,
-    and `aborted` once c queries were above; rho is replaced by fresh[j] after an above (Alg. 2)."""
+    and `aborted` once c queries were above."""
     out = np.empty(a.shape)
     for i in range(len(a)):
         count, r = 0, float(rho[i])
@@ -35,8 +76,6 @@ def _sparse_vector(a, rho, m, fresh, c, t, below, aborted, above=None):
             if float(m[i, j]) >= r + t:
                 out[i, j] = 1 if above is None else above(i, j)
                 count += 1
-                if fresh is not None:
-                    r = float(fresh[j][i])
             else:
                 out[i, j] = below
     return out
@@ -46,33 +85,30 @@ def _sparse_vector(a, rho, m, fresh, c, t, below, aborted, above=None):
 def test_sparse_vector_1_to_4_row_by_row(c):
     s, k = ANSWERS.shape
     rng = np.random.default_rng(1)
-    rho, nu = rng.laplace(scale=2 / EPS, size=s), rng.laplace(scale=2 * c / (EPS / 2), size=(s, k))
-    expected = _sparse_vector(ANSWERS, rho, ANSWERS + nu, None, c, 0.5, 0, -1)
+    rho, nu = _lap(rng, 2 / EPS, s), _lap(rng, 2 * c / (EPS / 2), (k, s)).T
+    expected = _sparse_vector(ANSWERS, rho, ANSWERS + nu, c, 0.5, 0, -1)
     assert np.array_equal(dp.svt1(ANSWERS, np.random.default_rng(1), c=c, t=0.5), expected)
 
-    rng = np.random.default_rng(2)
-    rho, m = rng.laplace(scale=c / (EPS / 2), size=s), ANSWERS + rng.laplace(scale=2 * c / (EPS / 2), size=(s, k))
-    fresh = [rng.laplace(scale=c / (EPS / 2), size=s) for _ in range(k)]
-    expected = _sparse_vector(ANSWERS, rho, m, fresh, c, 1.0, 0, -1)
+    expected = _svt2_rows(ANSWERS, np.random.default_rng(2), c, 1.0)
     assert np.array_equal(dp.svt2(ANSWERS, np.random.default_rng(2), c=c, t=1.0), expected)
 
     rng = np.random.default_rng(3)
-    rho, m = rng.laplace(scale=2 / EPS, size=s), ANSWERS + rng.laplace(scale=c / (EPS / 2), size=(s, k))
-    expected = _sparse_vector(ANSWERS, rho, m, None, c, 1.0, -1000.0, -2000.0, above=lambda i, j: m[i, j])
+    rho, m = _lap(rng, 2 / EPS, s), ANSWERS + _lap(rng, c / (EPS / 2), (k, s)).T
+    expected = _sparse_vector(ANSWERS, rho, m, c, 1.0, -1000.0, -2000.0, above=lambda i, j: m[i, j])
     assert np.array_equal(dp.svt3(ANSWERS, np.random.default_rng(3), c=c, t=1.0), expected)
 
     rng = np.random.default_rng(4)
-    rho, nu = rng.laplace(scale=4 / EPS, size=s), rng.laplace(scale=1 / (EPS - EPS / 4), size=(s, k))
-    expected = _sparse_vector(ANSWERS, rho, ANSWERS + nu, None, c, 1.0, 0, -1)
+    rho, nu = _lap(rng, 4 / EPS, s), _lap(rng, 1 / (EPS - EPS / 4), (k, s)).T
+    expected = _sparse_vector(ANSWERS, rho, ANSWERS + nu, c, 1.0, 0, -1)
     assert np.array_equal(dp.svt4(ANSWERS, np.random.default_rng(4), c=c, t=1.0), expected)
 
 
 def test_numerical_sparse_vector_row_by_row():
     s, k = ANSWERS.shape
     rng = np.random.default_rng(5)
-    rho1 = rng.laplace(scale=3 / EPS, size=s)
-    rho2, rho3 = rng.laplace(scale=12 / EPS, size=(s, k)), rng.laplace(scale=6 / EPS, size=(s, k))
-    expected = _sparse_vector(ANSWERS, rho1, ANSWERS + rho2, None, 2, 1.0, 0.0, -1000.0,
+    rho1 = _lap(rng, 3 / EPS, s)
+    rho2, rho3 = _lap(rng, 12 / EPS, (k, s)).T, _lap(rng, 6 / EPS, (k, s)).T
+    expected = _sparse_vector(ANSWERS, rho1, ANSWERS + rho2, 2, 1.0, 0.0, -1000.0,
                               above=lambda i, j: ANSWERS[i, j] + rho3[i, j])
     assert np.array_equal(dp.numerical_svt(ANSWERS, np.random.default_rng(5)), expected)
 
@@ -83,3 +119,16 @@ def test_truncated_geometric_is_the_first_cdf_value_at_least_u(counts):
     u = np.random.default_rng(6).integers(1, dp._GEO_D + 1, size=len(a))
     expected = [next(z for z, f in enumerate(dp._geo_cdf(c)) if f >= v) for c, v in zip(counts, u)]
     assert dp.truncated_geometric(a, np.random.default_rng(6)).tolist() == expected
+
+
+def test_report_noisy_max_values_row_by_row():
+    """RNM3 (Laplace) and RNM4 (exponential) release the largest noisy answer; their noise is drawn
+    query-major ((K, S): query j's noise for every row, then query j + 1's)."""
+    a = ANSWERS[:, :5]
+    s, k = a.shape
+    noise = _lap(np.random.default_rng(8), 2 / EPS, (k, s))
+    expected = [max(float(a[i, j] + noise[j, i]) for j in range(k)) for i in range(s)]
+    assert dp.report_noisy_max3(a.copy(), np.random.default_rng(8)).tolist() == expected
+    noise = np.random.default_rng(9).exponential(scale=2 / EPS, size=(k, s))
+    expected = [max(float(a[i, j] + noise[j, i]) for j in range(k)) for i in range(s)]
+    assert dp.report_noisy_max4(a.copy(), np.random.default_rng(9)).tolist() == expected

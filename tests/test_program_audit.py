@@ -13,7 +13,9 @@ from scipy.stats import binom
 
 from ddpbayes.engines.program import bounds
 from ddpbayes.engines.program.certify import certify, certify_best
-from ddpbayes.engines.program.event import find_event
+from ddpbayes.engines.program.event import (SCORE_ALPHA, Coarsener, _Classifier, _CoarseHistogram,
+                                            conservative_log_ratio, find_event, histogram_counts, quantile_grid,
+                                            sorted_quantiles)
 from ddpbayes.errors import InputError
 from ddpbayes.mechanisms.program import Program
 
@@ -195,6 +197,72 @@ def test_discrete_event_is_a_histogram_prefix():
     assert found.direction in ("a", "b") and found.event.describe().startswith("output")
     assert found.event.contains(np.array([[0.0]]))[0] == (found.direction == "a")
     assert pickle.loads(pickle.dumps(found.event)).contains(np.array([[3.0]]))[0] == (found.direction == "b")
+
+
+def test_a_rare_lucky_threshold_loses_to_a_central_one():
+    """The classifier's rare-event guard (DESIGN §2.6 step 3), on scores built here: per half and
+    side 200,000 scores, 0 but for a central band at 1 (22,103 under a against 20,000 under b: log
+    ratio log(1.10515) = 0.1) and a far tail at 10 with 6 and 2 hits under a on the two halves and
+    none under b (SVT34Parallel's 2 against 0 of 1.5M). Chosen on a half at 0.25, the tail; scored
+    on the other half by Wilson's bounds at 0.25 it would win (2 against 0 scores 0.24, the
+    central band 0.087, computed below); by the exact bounds at the Bonferroni level the central
+    threshold wins, with the other half's counts."""
+    n, n_target = 200_000, 1_600_000
+    tail_a, band_a, band_b = (6, 2), (22_103, 22_105), (20_000, 20_000)
+    assert conservative_log_ratio(2, n, 0, n, 0.1, n_target, SCORE_ALPHA) > \
+        conservative_log_ratio(2 + band_a[1], n, band_b[1], n, 0.1, n_target, SCORE_ALPHA)  # the old rule: the tail
+    rng = np.random.default_rng(0)
+    clf = _Classifier(rng.normal(0.1, 1, (1000, 1)), rng.normal(0, 1, (1000, 1)))
+    for h in (0, 1):
+        a = np.zeros(n)
+        a[:tail_a[h]], a[tail_a[h]:tail_a[h] + band_a[h]] = 10.0, 1.0
+        b = np.zeros(n)
+        b[:band_b[h]] = 1.0
+        clf.scores[h] = [[a], [b]]
+    found = clf.best(0.1, n_target)
+    assert (found.event.tau, found.event.above, found.direction) == (1.0, True, "a")
+    assert (found.k_a, found.k_b) in {(tail_a[h] + band_a[h], band_b[h]) for h in (0, 1)}
+    assert found.score < math.log(band_a[0] / band_b[0])  # pessimistic: below the band's log ratio
+
+
+def test_a_rare_lucky_coarse_cell_loses_to_a_central_one():
+    """The coarse histogram's prefixes judged as a classifier's thresholds (DESIGN §2.6 step 3), on
+    cell codes built here: per half and side 200,000 outputs in cell 0 but for a central cell 1
+    (22,103 under a against 20,000 under b: log ratio 0.1) and a rare cell 2 with 6 and 2 hits
+    under a on the two halves and none under b (NumericalSVT's cells of a few hits). Ordered by
+    the shrunk ratio (log(6.5 / 0.5) - sqrt(1 / 6.5 + 1 / 0.5) = 1.09 against 0.09) the rare cell
+    comes first and the prefix of it alone is chosen at 0.5; judged by Wilson's bounds at 0.25
+    it would win (0.24 on 2 against 0, computed below); judged by the exact bounds at the
+    Bonferroni level the prefix holding the central cell wins."""
+    n, n_target = 200_000, 1_600_000
+    tail_a, band_a, band_b = (6, 2), (22_103, 22_105), (20_000, 20_000)
+    assert conservative_log_ratio(2, n, 0, n, 0.1, n_target, SCORE_ALPHA) > \
+        conservative_log_ratio(2 + band_a[1], n, band_b[1], n, 0.1, n_target, SCORE_ALPHA)  # the old rule: the cell
+    hist = _CoarseHistogram(Coarsener([np.zeros(0)], [np.array([0.5, 1.5])]))
+    for h in (0, 1):
+        a = np.zeros((n, 1))
+        a[:tail_a[h]], a[tail_a[h]:tail_a[h] + band_a[h]] = 2.0, 1.0
+        b = np.zeros((n, 1))
+        b[:band_b[h]] = 1.0
+        hist.merge(histogram_counts(a), 0, n)
+        hist.merge(histogram_counts(b), 1, n)
+    found = hist.best(0.1, n_target)
+    assert found.direction == "a" and found.event.contains(np.array([[1.0]]))[0]
+    assert found.k_b == band_b[0] and found.k_a in {tail_a[h] + band_a[h] for h in (0, 1)}
+    assert found.score < math.log(band_a[0] / band_b[0])
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 20000])
+def test_sorted_quantiles_interpolate_the_order_statistics(n):
+    """The classifier's candidate thresholds: Hyndman & Fan's type 7 written here (h = (n - 1) q,
+    x_(floor h) + (h - floor h)(x_(floor h + 1) - x_(floor h))), and numpy's quantile bit for bit."""
+    x = np.sort(np.random.default_rng(n).laplace(size=n) * np.where(np.arange(n) % 3, 1.0, 1e6))
+    q = np.concatenate([[0.0, 0.5, 1.0], quantile_grid(n)])
+    h = (n - 1) * q
+    lo = np.floor(h).astype(int)
+    hi = np.minimum(lo + 1, n - 1)
+    assert np.allclose(sorted_quantiles(x, q), x[lo] + (h - lo) * (x[hi] - x[lo]), rtol=1e-12, atol=1e-9)
+    assert np.array_equal(sorted_quantiles(x, q), np.quantile(x, q))
 
 
 # ------------------------------------------------------------------------------------------- loading

@@ -156,8 +156,9 @@ class Program(Mechanism):
                 raise InputError(f"vectorized program {self.name} returned shape {arr.shape} for {s} answer rows: "
                                  f"return ({s}, ...) arrays (or a tuple of them)")
             cols.append(arr.reshape(s, -1))
-        # one part: already a copy of the output (`_numeric`), not copied again
-        out = np.ascontiguousarray(cols[1]) if len(cols) == 2 else np.concatenate(cols, axis=1)
+        # one part: already a copy of the output (`_numeric`), not copied again, in its own layout (a
+        # program working query-major returns a transposed view: its columns stay contiguous)
+        out = cols[1] if len(cols) == 2 else np.concatenate(cols, axis=1)
         return self._nonempty(out)
 
     def _nonempty(self, out: np.ndarray) -> np.ndarray:

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from ddpbayes.engines.program import bounds
 from ddpbayes.engines.program.event import Draw, Event, Found, Search, batch_rows, train_rows
@@ -112,11 +113,15 @@ def _task(task) -> object:
 class Workers:
     """Runs batch tasks in order, in this process (workers=1) or in a forked pool: every batch has
     its own generator, so the results are the same for any number of workers. Each batch done
-    advances `progress` (if any) by its draws."""
+    advances `progress` (if any) by its draws. While it is open, BLAS runs one thread in this
+    process and in the pool's (forked with that limit): its products here (a batch's scores, the
+    classifier's small fits) gain nothing from threads, whose spinning cost the search up to two
+    thirds of its CPU on a busy machine."""
 
     def __init__(self, pairs: Sequence[tuple[Draw, Draw]], workers: int, progress: Progress | None = None):
         global _PAIRS
         _PAIRS = pairs
+        self.blas = threadpool_limits(limits=1, user_api="blas")
         self.pool = None
         self.progress = progress
         if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
@@ -139,6 +144,7 @@ class Workers:
         if self.pool is not None:
             self.pool.close()
             self.pool.join()
+        self.blas.restore_original_limits()
         _PAIRS = ()
 
 
