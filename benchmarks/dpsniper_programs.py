@@ -280,15 +280,25 @@ def bloom(value: int) -> np.ndarray:
     return bits
 
 
+PERMANENT_GRID = 40  # f on a 1/40 grid (RAPPOR's 0.75, one-time RAPPOR's 0.95): one byte a bit decides it
+
+
 def _permanent(filt: np.ndarray, f: float, rng) -> np.ndarray:
-    """Each bit set to 1 with probability f/2, to 0 with probability f/2, else kept."""
-    u = rng.random(filt.shape)
-    return np.where(u < 0.5 * f, 1.0, np.where(u < f, 0.0, filt))
+    """Each bit of the filters (0/1, int8) set to 1 with probability f/2, to 0 with probability f/2, else kept. Where
+    f·PERMANENT_GRID/2 is a whole number (f = 0.75: 15/40; 0.95: 19/40) a uniform byte r on [0, 40) decides
+    it exactly, P(r < 20f) = f: a byte a bit instead of a float; else a uniform float (the same law)."""
+    half = 0.5 * f * PERMANENT_GRID
+    if abs(half - round(half)) < 1e-9:
+        u, low, high = rng.integers(0, PERMANENT_GRID, filt.shape, dtype=np.uint8), int(round(half)), int(round(2 * half))
+    else:
+        u, low, high = rng.random(filt.shape), 0.5 * f, f
+    return np.where(u < low, np.int8(1), np.where(u < high, np.int8(0), filt))
 
 
 def _filters(a) -> np.ndarray:
     values = np.rint(a[:, 0]).astype(int)
-    return np.stack([bloom(int(v)) for v in range(values.min(), values.max() + 1)])[values - values.min()]
+    distinct = np.stack([bloom(int(v)) for v in range(values.min(), values.max() + 1)]).astype(np.int8)
+    return distinct[values - values.min()]
 
 
 @vectorized

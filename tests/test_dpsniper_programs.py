@@ -132,3 +132,18 @@ def test_report_noisy_max_values_row_by_row():
     noise = np.random.default_rng(9).exponential(scale=2 / EPS, size=(k, s))
     expected = [max(float(a[i, j] + noise[j, i]) for j in range(k)) for i in range(s)]
     assert dp.report_noisy_max4(a.copy(), np.random.default_rng(9)).tolist() == expected
+
+
+@pytest.mark.parametrize("f", [0.75, 0.95, 0.33])
+def test_permanent_response_has_its_law(f):
+    """RAPPOR's permanent response sets a bit to 1 with probability f/2, to 0 with probability f/2, else keeps it:
+    P(1) = f/2 on a 0 bit and 1 - f/2 on a 1 bit, within 5 binomial standard errors over 2 million bits each (f on
+    the byte grid, 0.75 and 0.95, and off it, 0.33), 0/1 as int8."""
+    rng = np.random.default_rng(11)
+    filters = np.zeros((100_000, 40), dtype=np.int8)
+    filters[:, 20:] = 1
+    out = dp._permanent(filters, f, rng)
+    assert out.dtype == np.int8 and set(np.unique(out).tolist()) <= {0, 1}
+    n = out[:, :20].size
+    for got, p in ((out[:, :20].mean(), f / 2), (out[:, 20:].mean(), 1 - f / 2)):
+        assert abs(got - p) <= 5 * np.sqrt(p * (1 - p) / n)
