@@ -159,6 +159,8 @@ def test_independent_proposal_density_is_its_draws_density():
     want = np.log(sum(stats.multivariate_normal(c, s * s * chol @ chol.T).pdf(x) for c in centres for s in KDE_SCALES))
     got = _kde_logpdf(x, centres @ inverse.T, inverse)
     assert np.ptp(got - want) < 1e-9
+    far = 1e8 * np.array([1.0, -3.0])  # a translation: the same density, far from 0 (x + far rounds by 1.5e-8;
+    assert np.ptp(_kde_logpdf(x + far, (centres + far) @ inverse.T, inverse) - want) < 1e-3  # |z|²+|c|²-2z·c: 366)
     draws = _kde_draw(centres, chol, 200_000, rng)
     spread = np.mean(KDE_SCALES ** 2) * chol @ chol.T + np.cov(centres, rowvar=False, ddof=0)
     assert draws.mean(axis=0) == pytest.approx(centres.mean(axis=0), abs=0.03)

@@ -62,6 +62,7 @@ MIN_STEPS = 4  # and at least
 LADDER = 2.38 * 4.0 ** -np.arange(5)  # random-walk scales (over √dim) in the particles' standard deviations
 KDE_SCALES = 4.0 ** -np.arange(1, 4)  # the independent proposal's kernel widths, in the particles' standard deviations
 BATCH = 512  # particles per call of the compiled log-density (bounds its intermediates' memory)
+BLOCK = 2**21  # values per block of the proposal density's (particles, centres, dim) differences (16 MB)
 
 
 class TemperingFailed(Exception):
@@ -280,11 +281,19 @@ def _kde_draw(centres: np.ndarray, chol: np.ndarray, n: int, rng: np.random.Gene
 
 def _kde_logpdf(x: np.ndarray, centres: np.ndarray, inverse: np.ndarray) -> np.ndarray:
     """log of the proposal's density at each row of x (whitened centres, L⁻¹), up to the constant
-    (it cancels in a proposal ratio): log Σ_{i,s} s^-dim exp(-|L⁻¹x - c_i|² / 2s²)."""
+    (it cancels in a proposal ratio): log Σ_{i,s} s^-dim exp(-|L⁻¹x - c_i|² / 2s²), in blocks of
+    rows (their differences to every centre held at once: BLOCK values)."""
     z = _times(x, inverse)
-    d2 = np.maximum((z * z).sum(axis=1)[:, None] + (centres * centres).sum(axis=1)[None]
-                    - 2.0 * np.einsum("pd,cd->pc", z, centres), 0.0)  # (rows, centres), no BLAS
-    dim = x.shape[1]
+    rows = max(1, BLOCK // max(1, centres.size))
+    return np.concatenate([_kde_block(z[a:a + rows], centres) for a in range(0, len(z), rows)] + [np.empty(0)])
+
+
+def _kde_block(z: np.ndarray, centres: np.ndarray) -> np.ndarray:
+    """`_kde_logpdf` at whitened rows z, from the differences themselves: |z|² + |c|² - 2 z·c cancels
+    when the coordinates are far from 0 relative to the distances (1e8 apart by 1: all lost)."""
+    diff = z[:, None, :] - centres[None, :, :]
+    d2 = np.einsum("pcd,pcd->pc", diff, diff)  # (rows, centres), no BLAS
+    dim = z.shape[1]
     nearest = d2.min(axis=1)
     top = np.max([-0.5 * nearest / (s * s) - dim * math.log(s) for s in KDE_SCALES], axis=0)  # the largest term
     total = sum(np.exp(-0.5 * d2 / (s * s) - dim * math.log(s) - top[:, None]).sum(axis=1) for s in KDE_SCALES)
