@@ -25,9 +25,9 @@ scaled by a factor drawn per particle and step from `LADDER` (a mixture of invar
 chosen independently of the state: moves inside a narrow mode the Gaussian misses). Cycles repeat,
 at least `MIN_STEPS` (`FINAL_STEPS` at β = 1, whose particles are the run's draws), until the
 particles' |correlation| with their values at the stage's start is below `DECORRELATED` on 90% of
-the coordinates, or, after `STALL_STEPS`, stops falling by `CORRELATION` (PyMC's rule: particles in
-modes that no proposal crosses stay correlated with their start, and would run `MAX_STEPS` every
-stage), at most `MAX_STEPS` per stage. PyMC's rule alone stopped at the minimum 4 cycles with the
+the coordinates, at most `MAX_STEPS` per stage (where no proposal crosses between modes the
+particles stay correlated with their start, and a stage runs all `MAX_STEPS`). PyMC's rule, until
+the correlation stops falling by 0.01, stopped at the minimum 4 cycles with the
 resampled copies still in their ancestors' cities: a Gowalla ego network's events with the target at
 the box's edge mixed worst (benchmarks/README, DESIGN §2.3). PyMC's IMH proposes from one Gaussian fitted
 to the particles: on a Gowalla ego network it lands between cities, and a run kept the cities its
@@ -62,8 +62,6 @@ SPREAD = 2.0  # the reference's standard deviation, in prior standard deviations
 MAX_STAGES = 200  # a run that has not reached β = 1 by then is reported as such (never silently cut)
 THRESHOLD = 0.5  # each stage keeps this share of the particles' effective sample size (PyMC's default)
 DECORRELATED = 0.1  # a stage's cycles stop once |correlation| with its start is below this (90% of coordinates)
-CORRELATION = 0.01  # or once a cycle no longer lowers it by this much (PyMC's rule: modes apart stay correlated)
-STALL_STEPS = 8  # but that only after this many cycles
 MAX_STEPS = 50  # Metropolis–Hastings cycles per stage at most
 MIN_STEPS = 4  # and at least
 FINAL_STEPS = 16  # and at least this at β = 1, whose particles are the run's draws
@@ -184,7 +182,7 @@ class Tempering:
             raise TemperingFailed("the particles' covariance is not finite")
         chol = np.linalg.cholesky(cov)
         inverse = solve_triangular(chol, np.eye(dim), lower=True)  # once per stage: BLAS per step cost ms (threads)
-        start, old, accepted, tried = x.copy(), np.full(dim, 2.0), 0, 0
+        start, accepted, tried = x.copy(), 0, 0
         around = np.vstack([start, self._prior])  # the independent proposal's centres: particles and prior draws
         centres = _times(around, inverse)  # whitened
         density = _kde_logpdf(x, centres, inverse)  # the proposal's log density at the particles, kept current
@@ -200,10 +198,8 @@ class Tempering:
             density[hits] = _kde_logpdf(x[hits], centres, inverse)
             accepted, tried = accepted + hits.sum(), tried + n
             corr = np.nan_to_num(_pearson(start, x), nan=0.0)  # a coordinate constant at the start: nothing to forget
-            stalled = steps >= STALL_STEPS and np.mean(old - corr > CORRELATION) <= 0.9
-            if steps >= (FINAL_STEPS if beta == 1 else MIN_STEPS) and (np.mean(corr < DECORRELATED) >= 0.9 or stalled):
+            if steps >= (FINAL_STEPS if beta == 1 else MIN_STEPS) and np.mean(corr < DECORRELATED) >= 0.9:
                 break
-            old = corr
         return x, logq, ll, float(accepted / tried)
 
     def _metropolis(self, x, logq, ll, beta: float, proposal, correction, rng: np.random.Generator):
