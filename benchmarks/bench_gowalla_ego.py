@@ -8,12 +8,13 @@ The users: the report's (`reports/specs/gowalla_attack.toml`, audit_users = 1 at
 and the seed-0 sample of six (`geo.ego.sample_users`: rows 332, 824, 886, 1236, 1349, 1471; degrees
 2, 4, 2, 1, 1, 2). The partition is the attack's at seed 0 (k = 8). From the repository root:
 
-    python benchmarks/bench_gowalla_ego.py [--users 1352,332,...] [--draws 200]
+    python benchmarks/bench_gowalla_ego.py [--users 1352,332,...] [--draws 200] [--per-event]
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 import time
@@ -31,7 +32,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--users", default=",".join(map(str, USERS)))
     parser.add_argument("--draws", type=int, default=200, help="draws and tuning steps per chain (the report's 200)")
+    parser.add_argument("--per-event", action="store_true", help="each run's event, sampler, R-hat and ESS on stderr")
     args = parser.parse_args()
+    if args.per_event:
+        logging.basicConfig(stream=sys.stderr, format="%(message)s")
+        logging.getLogger("ddpbayes.engines.sampling.runs").setLevel(logging.DEBUG)
     data = load_data()
     part = kmeans(data.points, 8, np.random.default_rng([0, 0]))  # `ddpbayes attack --seed 0`'s stream
     print(f"python benchmarks/bench_gowalla_ego.py --users {args.users} --draws {args.draws}; load average at the "

@@ -12,7 +12,7 @@ import pytensor.tensor as pt
 import pytest
 from pytensor.graph.replace import vectorize_graph
 
-from ddpbayes.geo.grid import ROUNDING, LogSumGrid
+from ddpbayes.geo.grid import ROUNDING, LogSumGrid, TooFine
 from ddpbayes.geo.kernels import KernelSum, LogKernelSum, log_sum_error
 
 FAST = "FAST_COMPILE"  # no C compilation: these graphs are a few nodes
@@ -154,3 +154,13 @@ def test_wide_sum_tabulated_within_its_certified_error():
         numeric = (grid.log_sum(inner + step)[0] - grid.log_sum(inner - step)[0]) / (2 * h)
         near_line = np.abs(numeric - grad[:3000, a]) > 1e-6
         assert near_line.mean() < 0.01  # differ only within h of a grid line (the gradient jumps there)
+
+
+def test_table_too_large_for_the_memory_is_not_built():
+    """A tolerance of 1e-16 nats asks for about 1e12 nodes (8 TB): the table is refused by the memory
+    check before anything is allocated (`TooFine`, which keeps the sum), with the sizes in its message."""
+    rng = np.random.default_rng(8)
+    points = _cities(rng, 200)
+    with pytest.raises(TooFine, match=r"a kernel sum's table \([\d,]+ x [\d,]+ nodes\) would need about .*available memory"):
+        LogSumGrid(points, np.ones(len(points)), 230.0 ** 2, np.array([0.0, 0.0]), np.array([4000.0, 2500.0]),
+                   tolerance=1e-16)

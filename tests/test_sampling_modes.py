@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+import arviz as az
 import numpy as np
 import pymc as pm
 import pytest
@@ -15,9 +16,10 @@ from scipy import integrate, special, stats
 
 from ddpbayes import DependenceModel, audit
 from ddpbayes.engines.sampling.estimate import Draws, ratio_at
-from ddpbayes.engines.sampling.runs import disagreement
+from ddpbayes.engines.sampling.runs import bounding, disagreement, known_multimodal, settled
 from ddpbayes.engines.sampling.tempering import KDE_SCALES, Tempering, _kde_draw, _kde_logpdf, next_beta, systematic
 from ddpbayes.model.condition import TUPLES, WEIGHTS, condition
+from ddpbayes.settings import RunSettings
 
 
 def test_chains_in_different_modes_disagree_and_mixed_chains_do_not():
@@ -35,6 +37,49 @@ def test_chains_in_different_modes_disagree_and_mixed_chains_do_not():
     assert disagreement(apart[:1]) is None  # one chain cannot disagree
     constant = np.stack([np.zeros(2000), np.ones(2000)])[..., None]  # the second output: each chain constant, apart
     assert disagreement(np.concatenate([rng.normal(0, 1, (2, 2000, 1)), constant], axis=-1))[1] > 1.5
+
+
+def _shifted(chains: int, draws: int, offset: float) -> np.ndarray:
+    """Query draws the test writes itself: N(0, 1) per chain (seeded), the chains after the first
+    shifted by `offset` (0.4 over 50 draws: R-hat 1.067)."""
+    q = np.random.default_rng(7).normal(0.0, 1.0, (chains, draws, 1))
+    q[1:] += offset
+    return q
+
+
+@pytest.mark.slow  # 8 s: a Slice step and SMC's density compiled, 7 runs
+def test_a_choosing_switch_sends_the_later_choosing_runs_to_smc_and_the_bounding_runs_follow_their_choice():
+    """x0, x1 ~ N(mu, 1), mu ~ N(0, 1), on the query's draws the test writes (`_shifted`). A choosing run
+    whose chains disagree with R-hat under 1.1 is switched to SMC and marks the model; a later
+    choosing run goes to SMC directly; each bounding run is drawn as its choosing run was (SMC
+    after a switch or a direct SMC run, NUTS/Slice after one that mixed); a bounding run's own
+    switch marks nothing (the later choices must not depend on the bounding draws)."""
+    with pm.Model() as m:
+        mu = pm.Normal("mu", 0.0, 1.0)
+        pm.Normal("x0", mu, 1.0)
+        pm.Normal("x1", mu, 1.0)
+    ego = DependenceModel(m, tuples=["x0", "x1"])
+
+    def mixed(run) -> np.ndarray:
+        return _shifted(*run.x.shape[:2], 0.0)
+
+    def apart(run) -> np.ndarray:
+        return _shifted(*run.x.shape[:2], 0.4)
+
+    assert 1.01 < float(az.rhat(_shifted(2, 50, 0.4)[..., 0])) < 1.1
+    choose = RunSettings(seed=0, draws=50, tune=50, chains=2)
+    bound = bounding(choose)
+    assert settled(ego, {0: 2.0}, bound, apart).sampler == "smc" and known_multimodal(ego, choose) is None
+    first = settled(ego, {0: -1.0}, choose, mixed)  # drawn before the switch, and mixed: kept
+    assert first.smc is None and known_multimodal(ego, choose) is None
+    switched = settled(ego, {0: 0.0}, choose, apart)
+    assert switched.sampler == "smc" and 1.01 < switched.smc["nuts_rhat"] < 1.1
+    assert known_multimodal(ego, choose)[1] == switched.smc["nuts_rhat"]
+    direct = settled(ego, {0: 1.0}, choose, apart)
+    assert direct.smc["nuts_rhat"] is None and direct.smc["why"].startswith("SMC directly: an earlier event's")
+    assert settled(ego, {0: 0.0}, bound, mixed).smc["why"].startswith("the choosing run's NUTS chains disagreed")
+    assert settled(ego, {0: 1.0}, bound, mixed).smc["why"].startswith("the choosing run's SMC directly")
+    assert settled(ego, {0: -1.0}, bound, mixed).smc is None  # its choosing run was not SMC's
 
 
 def test_smc_standard_error_comes_from_the_spread_between_runs():
@@ -114,6 +159,8 @@ def test_independent_proposal_density_is_its_draws_density():
     want = np.log(sum(stats.multivariate_normal(c, s * s * chol @ chol.T).pdf(x) for c in centres for s in KDE_SCALES))
     got = _kde_logpdf(x, centres @ inverse.T, inverse)
     assert np.ptp(got - want) < 1e-9
+    far = 1e8 * np.array([1.0, -3.0])  # a translation: the same density, far from 0 (x + far rounds by 1.5e-8;
+    assert np.ptp(_kde_logpdf(x + far, (centres + far) @ inverse.T, inverse) - want) < 1e-3  # |z|²+|c|²-2z·c: 366)
     draws = _kde_draw(centres, chol, 200_000, rng)
     spread = np.mean(KDE_SCALES ** 2) * chol @ chol.T + np.cov(centres, rowvar=False, ddof=0)
     assert draws.mean(axis=0) == pytest.approx(centres.mean(axis=0), abs=0.03)

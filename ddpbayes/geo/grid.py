@@ -27,15 +27,19 @@ import math
 import numpy as np
 from scipy.special import logsumexp
 
+from ddpbayes.errors import InputError
+from ddpbayes.limits import check_memory
+
 TOLERANCE = 1e-4  # the interpolation error in log S aimed at (nats); `error` is what is certified
 BLOCKS_PER_SCALE = 4  # blocks per kernel standard deviation √v along each side
-MAX_NODES = 4_000_000  # a grid finer than this is not built (`TooFine`): 32 MB of nodal values
+CHUNK = 256  # rows of nodes per matrix product (`_nodal_log_sums`)
 UNDERFLOW = 600.0  # the largest |x - o|²/2v a nodal term may reach (e^-600 is a normal double)
 ROUNDING = 1e-10  # nats: the nodal sums' and the interpolation's rounding, generously
 
 
 class TooFine(ValueError):
-    """The rectangle needs more nodes than MAX_NODES, or its terms would underflow: keep the sum."""
+    """The rectangle's table would not fit in the available memory (`limits.check_memory`), or its
+    terms would underflow: keep the sum."""
 
 
 class LogSumGrid:
@@ -54,8 +58,11 @@ class LogSumGrid:
         m_x, m_y = curvature_bounds(points, weights, variance, self.lo, self.block, blocks)
         cells = [np.maximum(1, np.ceil(self.block[a] * np.sqrt(m.max(axis=1 - a) / (4 * tolerance)))).astype(int)
                  for a, m in enumerate((m_x, m_y))]  # per column (a = 0) and per row (a = 1): δ² M / 8 <= tol / 2
-        if math.prod(int(c.sum()) + 1 for c in cells) > MAX_NODES:
-            raise TooFine(f"the grid would need more than {MAX_NODES:,} nodes")
+        nodes = [int(c.sum()) + 1 for c in cells]
+        try:
+            check_memory(_table_bytes(*nodes, len(points)), "a kernel sum's table", f"{nodes[0]:,} x {nodes[1]:,} nodes")
+        except InputError as e:
+            raise TooFine(str(e)) from None
         self.cells, self.step = cells, [self.block[a] / cells[a] for a in range(2)]
         self.start = [np.concatenate([[0], np.cumsum(c)[:-1]]) for c in cells]
         self.lines = [self._lines(a) for a in range(2)]
@@ -126,6 +133,11 @@ def curvature_bounds(points: np.ndarray, weights: np.ndarray, variance: float, l
     return out[0], out[1]
 
 
+def _table_bytes(columns: int, rows: int, points: int) -> int:
+    """Bytes `_nodal_log_sums` holds at once: the nodal values, both factors and a chunk's product."""
+    return 8 * (columns * rows + (columns + rows) * points + CHUNK * rows)
+
+
 def _nodal_log_sums(points: np.ndarray, weights: np.ndarray, variance: float, xs: np.ndarray, ys: np.ndarray
                     ) -> np.ndarray:
     """log S at every node (len(xs), len(ys)): the Gaussian kernel factorises, S = E_x diag(c) E_yᵀ
@@ -134,6 +146,6 @@ def _nodal_log_sums(points: np.ndarray, weights: np.ndarray, variance: float, xs
     ex = np.exp(-((xs[:, None] - points[None, :, 0]) ** 2) / (2 * variance)) * (weights / top)
     ey = np.exp(-((ys[:, None] - points[None, :, 1]) ** 2) / (2 * variance))
     out = np.empty((len(xs), len(ys)))
-    for a in range(0, len(xs), 256):
-        out[a:a + 256] = np.log(ex[a:a + 256] @ ey.T)
+    for a in range(0, len(xs), CHUNK):
+        out[a:a + CHUNK] = np.log(ex[a:a + CHUNK] @ ey.T)
     return out + math.log(top)

@@ -42,9 +42,9 @@ from ddpbayes.parallel import map_units
 from ddpbayes.settings import RunSettings
 
 RHAT_MAX = 1.01
-MULTIMODAL = 1.1  # chains whose R-hat reaches this sit in different modes: the model's later events go to SMC
 SEPARATED = 5.0  # chains' query means this many standard errors apart disagree (`disagreement`)
 ESS_MIN = 400  # bulk effective sample size over all chains
+LOG = logging.getLogger(__name__)  # at DEBUG: each run's diagnostics with its event (benchmarks/bench_gowalla_ego.py)
 SLICE_DIMS = 3  # continuous dimensions up to which Slice samples them (`Chains._slice`)
 SLICE_W = 1.0  # Slice's initial interval width (PyMC's default), restored before every chain
 
@@ -101,6 +101,7 @@ class Run:
             ess = float(az.ess(q, method="bulk"))
         ok = rhat <= RHAT_MAX and ess >= ESS_MIN and self.divergences == 0
         ok = ok and (self.smc is None or self.smc["beta_min"] == 1.0)  # SMC that stopped short of β = 1 failed
+        LOG.debug("run %s: %s, R-hat %.4f, bulk ESS %.0f", self.key, self.sampler, rhat, ess)
         out = {"rhat": rhat, "ess_bulk": ess, "divergences": self.divergences, "sampler": self.sampler, "ok": ok,
                "chains": chains}
         return out if self.smc is None else {**out, "smc": self.smc}
@@ -183,8 +184,8 @@ def disagreement(q: np.ndarray) -> tuple[str, float | None] | None:
 
 def sample_event(model: DependenceModel, event: dict[int, float], settings: RunSettings) -> Run:
     """Draw the tuples given the event (cached on the model per event and settings; an
-    impossible event is remembered as such): by NUTS (or Slice, Gibbs), or by SMC directly when
-    an earlier event of the model had NUTS chains that disagreed (`known_multimodal`)."""
+    impossible event is remembered as such): by NUTS (or Slice, Gibbs), or, for a choosing run,
+    by SMC directly when an earlier choosing run of the model was switched to SMC (`known_multimodal`)."""
     key = _run_key(event, settings)
 
     def draw() -> Run | ImpossibleEvent:
@@ -209,21 +210,25 @@ def settled(model: DependenceModel, event: dict[int, float], settings: RunSettin
             values: Callable[[Run], np.ndarray]) -> Run:
     """The event's run, drawn again by SMC (`tempering`) when its NUTS chains disagree on the query
     (`values(run)`: (chains, draws, [K,] C), K summed configurations weighted by the run's law). A
-    bounding run is drawn by SMC, without NUTS first, when the event's choosing run was: the two
-    sets of runs are drawn the same way. Both the switch and the SMC run are cached on the model,
-    and the model is then known multimodal: its later events go to SMC directly (`sample_event`)."""
+    bounding run is drawn by SMC, without NUTS first, when the event's choosing run was (switched
+    or directly): the two sets of runs are drawn the same way. A choosing run's switch marks the
+    model known multimodal (`known_multimodal`): its later choosing runs go to SMC directly
+    (`sample_event`). A bounding run's switch is its event's alone: nothing chosen depends on the
+    bounding draws. Switches and SMC runs are cached on the model."""
     chosen = _switch_key(event, settings)
     why = model.memo("sampling", chosen, lambda: None) if model.has_memo("sampling", chosen) else None
     if why is None:
         run = sample_event(model, event, settings)
+        if run.smc is not None and settings.role == "choose":  # SMC directly: its bounding runs are SMC's too
+            model.memo("sampling", chosen, lambda: (run.smc["why"], run.smc["nuts_rhat"]))
         if run.groups > 1 or not run.sampler_can_temper:
             return run
         why = disagreement(_expected(values(run), run.logw))
         if why is None:
             return run
-        _mark_multimodal(model, settings, why)
         if settings.role == "choose":
             model.memo("sampling", chosen, lambda: why)
+            model.memo("sampling", _multimodal_key(settings), lambda: why)  # the first switch: kept
     elif settings.role != "choose":
         why = (f"the choosing run's {why[0]}", why[1])
     try:
@@ -233,25 +238,23 @@ def settled(model: DependenceModel, event: dict[int, float], settings: RunSettin
 
 
 def known_multimodal(model: DependenceModel, settings: RunSettings) -> tuple[str, float | None] | None:
-    """Why the model is known multimodal (an earlier event's NUTS chains disagreed), or None."""
-    key = ("multimodal", sums(settings))
+    """Why the model is known multimodal (an earlier choosing run's NUTS chains disagreed, and it
+    was switched to SMC), or None."""
+    key = _multimodal_key(settings)
     return model.memo("sampling", key, lambda: None) if model.has_memo("sampling", key) else None
 
 
-def _mark_multimodal(model: DependenceModel, settings: RunSettings, why: tuple[str, float | None]) -> None:
-    """Remember the first disagreement seen on the model (`known_multimodal`) when it is one of
-    modes, R-hat at least MULTIMODAL (chains that merely mix slowly, R-hat 1.01 to 1.1, switch only
-    their own event)."""
-    if why[1] is not None and why[1] >= MULTIMODAL:
-        model.memo("sampling", ("multimodal", sums(settings)), lambda: why)
+def _multimodal_key(settings: RunSettings) -> tuple:
+    return ("multimodal", sums(settings))
 
 
 def _directly(model: DependenceModel, event: dict[int, float], settings: RunSettings
               ) -> tuple[str, None] | None:
-    """Why the event goes to SMC without a NUTS run first, or None: the model is known multimodal
-    and SMC can draw the event (continuous free variables, summed discrete ones included)."""
+    """Why a choosing run goes to SMC without a NUTS run first, or None: the model is known
+    multimodal and SMC can draw the event (continuous free variables, summed discrete ones
+    included). A bounding run follows its choosing run instead (`settled`)."""
     known = known_multimodal(model, settings)
-    if known is None:
+    if known is None or settings.role != "choose":
         return None
     free = _conditioned(model, event, settings).free
     if not free or any(f.discrete for f in free):
@@ -300,13 +303,14 @@ def _temper(model: DependenceModel, event: dict[int, float], settings: RunSettin
 def sample_events(model: DependenceModel, events: Iterable[dict[int, float]], settings: RunSettings,
                   label: str = "sampling") -> None:
     """Draw every event not drawn yet, a run per unit of work, into the model's cache
-    (`sample_event` then finds them; an impossible event is cached as such): on a model known
-    multimodal (`known_multimodal`), SMC runs from the start, as units of work too."""
+    (`sample_event` then finds them; an impossible event is cached as such): choosing runs on a model
+    known multimodal (`known_multimodal`) are SMC's from the start, as units of work too; a bounding run
+    whose choosing run was SMC's is left to `settled`."""
     todo = {}
     for event in events:
         key = _run_key(event, settings)
         switched = settings.role != "choose" and model.has_memo("sampling", _switch_key(event, settings))
-        if not model.has_memo("sampling", key) and not switched:  # a switched event's bounding run is SMC's
+        if not model.has_memo("sampling", key) and not switched:  # its choosing run was SMC's: so is it (`settled`)
             todo.setdefault(key, dict(event))
     quiet = RunSettings.of(settings, progress=False)
     jobs = [(model, event, quiet) for event in todo.values()]

@@ -22,9 +22,14 @@ s², s uniform over `KDE_SCALES`; fixed during the stage, so Metropolis–Hastin
 ratio is invariant: it proposes in every mode the particles or the prior draws hold, and the
 acceptance moves the modes' weights towards π_β's) and a random walk with the particles' covariance
 scaled by a factor drawn per particle and step from `LADDER` (a mixture of invariant kernels,
-chosen independently of the state: moves inside a narrow mode the Gaussian misses). Steps repeat,
-at least `MIN_STEPS`, until the particles' correlation with their values at the stage's start stops
-falling (PyMC's rule), at most `MAX_STEPS` per stage. PyMC's IMH proposes from one Gaussian fitted
+chosen independently of the state: moves inside a narrow mode the Gaussian misses). Cycles repeat,
+at least `MIN_STEPS` (`FINAL_STEPS` at β = 1, whose particles are the run's draws), until the
+particles' |correlation| with their values at the stage's start is below `DECORRELATED` on 90% of
+the coordinates, at most `MAX_STEPS` per stage (where no proposal crosses between modes the
+particles stay correlated with their start, and a stage runs all `MAX_STEPS`). PyMC's rule, until
+the correlation stops falling by 0.01, stopped at the minimum 4 cycles with the
+resampled copies still in their ancestors' cities: a Gowalla ego network's events with the target at
+the box's edge mixed worst (benchmarks/README, DESIGN §2.3). PyMC's IMH proposes from one Gaussian fitted
 to the particles: on a Gowalla ego network it lands between cities, and a run kept the cities its
 first stages found (R-hat across 8 runs of 200 particles 1.01–1.07 for users of 2 and 4 friends;
 0.999–1.006 with the prior draws among the centres; the particles' own density alone, 1.05–1.25).
@@ -56,12 +61,14 @@ GROUP = 4  # independent SMC runs per chain of the run they replace (standard er
 SPREAD = 2.0  # the reference's standard deviation, in prior standard deviations
 MAX_STAGES = 200  # a run that has not reached β = 1 by then is reported as such (never silently cut)
 THRESHOLD = 0.5  # each stage keeps this share of the particles' effective sample size (PyMC's default)
-CORRELATION = 0.01  # a step must lower the correlation with the stage's start by this much (PyMC's default)
+DECORRELATED = 0.1  # a stage's cycles stop once |correlation| with its start is below this (90% of coordinates)
 MAX_STEPS = 50  # Metropolis–Hastings cycles per stage at most
 MIN_STEPS = 4  # and at least
+FINAL_STEPS = 16  # and at least this at β = 1, whose particles are the run's draws
 LADDER = 2.38 * 4.0 ** -np.arange(5)  # random-walk scales (over √dim) in the particles' standard deviations
 KDE_SCALES = 4.0 ** -np.arange(1, 4)  # the independent proposal's kernel widths, in the particles' standard deviations
 BATCH = 512  # particles per call of the compiled log-density (bounds its intermediates' memory)
+BLOCK = 2**21  # values per block of the proposal density's (particles, centres, dim) differences (16 MB)
 
 
 class TemperingFailed(Exception):
@@ -167,15 +174,15 @@ class Tempering:
 
     def _mutate(self, x: np.ndarray, logq: np.ndarray, ll: np.ndarray, beta: float, rng: np.random.Generator
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
-        """Metropolis–Hastings cycles invariant for π_β (module docstring) until the correlation
-        with the stage's start stops falling; returns the particles and their acceptance rate."""
+        """Metropolis–Hastings cycles invariant for π_β (module docstring) until the particles have
+        forgotten the stage's start (module docstring); returns them and their acceptance rate."""
         n, dim = x.shape
         cov = np.atleast_2d(np.cov(x, rowvar=False, ddof=0)) + 1e-6 * np.eye(dim)
         if not np.isfinite(cov).all():
             raise TemperingFailed("the particles' covariance is not finite")
         chol = np.linalg.cholesky(cov)
         inverse = solve_triangular(chol, np.eye(dim), lower=True)  # once per stage: BLAS per step cost ms (threads)
-        start, old, accepted, tried = x.copy(), np.full(dim, 2.0), 0, 0
+        start, accepted, tried = x.copy(), 0, 0
         around = np.vstack([start, self._prior])  # the independent proposal's centres: particles and prior draws
         centres = _times(around, inverse)  # whitened
         density = _kde_logpdf(x, centres, inverse)  # the proposal's log density at the particles, kept current
@@ -190,10 +197,9 @@ class Tempering:
             x, logq, ll, hits = self._metropolis(x, logq, ll, beta, proposal, np.zeros(n), rng)
             density[hits] = _kde_logpdf(x[hits], centres, inverse)
             accepted, tried = accepted + hits.sum(), tried + n
-            corr = _pearson(start, x)
-            if steps >= MIN_STEPS and np.mean(old - corr > CORRELATION) <= 0.9:
+            corr = np.nan_to_num(_pearson(start, x), nan=0.0)  # a coordinate constant at the start: nothing to forget
+            if steps >= (FINAL_STEPS if beta == 1 else MIN_STEPS) and np.mean(corr < DECORRELATED) >= 0.9:
                 break
-            old = corr
         return x, logq, ll, float(accepted / tried)
 
     def _metropolis(self, x, logq, ll, beta: float, proposal, correction, rng: np.random.Generator):
@@ -280,11 +286,19 @@ def _kde_draw(centres: np.ndarray, chol: np.ndarray, n: int, rng: np.random.Gene
 
 def _kde_logpdf(x: np.ndarray, centres: np.ndarray, inverse: np.ndarray) -> np.ndarray:
     """log of the proposal's density at each row of x (whitened centres, L⁻¹), up to the constant
-    (it cancels in a proposal ratio): log Σ_{i,s} s^-dim exp(-|L⁻¹x - c_i|² / 2s²)."""
+    (it cancels in a proposal ratio): log Σ_{i,s} s^-dim exp(-|L⁻¹x - c_i|² / 2s²), in blocks of
+    rows (their differences to every centre held at once: BLOCK values)."""
     z = _times(x, inverse)
-    d2 = np.maximum((z * z).sum(axis=1)[:, None] + (centres * centres).sum(axis=1)[None]
-                    - 2.0 * np.einsum("pd,cd->pc", z, centres), 0.0)  # (rows, centres), no BLAS
-    dim = x.shape[1]
+    rows = max(1, BLOCK // max(1, centres.size))
+    return np.concatenate([_kde_block(z[a:a + rows], centres) for a in range(0, len(z), rows)] + [np.empty(0)])
+
+
+def _kde_block(z: np.ndarray, centres: np.ndarray) -> np.ndarray:
+    """`_kde_logpdf` at whitened rows z, from the differences themselves: |z|² + |c|² - 2 z·c cancels
+    when the coordinates are far from 0 relative to the distances (1e8 apart by 1: all lost)."""
+    diff = z[:, None, :] - centres[None, :, :]
+    d2 = np.einsum("pcd,pcd->pc", diff, diff)  # (rows, centres), no BLAS
+    dim = z.shape[1]
     nearest = d2.min(axis=1)
     top = np.max([-0.5 * nearest / (s * s) - dim * math.log(s) for s in KDE_SCALES], axis=0)  # the largest term
     total = sum(np.exp(-0.5 * d2 / (s * s) - dim * math.log(s) - top[:, None]).sum(axis=1) for s in KDE_SCALES)
