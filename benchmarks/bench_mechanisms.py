@@ -47,32 +47,31 @@ WORKERS = 2  # processes (the certificate does not depend on it)
 # the check (rounded to 100,000).
 BUDGET_SHARE = 0.7
 SEARCH_SHARE = 0.2
-# TIMING: name: (n_search used, n_check, seconds) of the timing run (seed 0, 2 workers): for the rows re-timed in
-# issue #43.2's second round (2026-11-29, the per-draw speed-ups; all but SVT4 and SVT5) the run's CPU seconds / 2
-# (user + system of the process and its workers: what the table's ratio compares; the machine was shared, load
-# 7-15), for SVT4 and SVT5 the wall seconds of the idle 2026-11-26 run (with the new code at those sizes: ratio
-# 0.85 and 1.34 at load 15).
+# TIMING: name: (n_search used, n_check, seconds) of the timing run (seed 0, 2 workers): the run's CPU seconds / 2
+# (user + system of the process and its workers: what the table's ratio compares), every row re-timed on the idle
+# machine on 2026-11-29 23:59-00:06 (load average 0.9-2.3) with the third round's code at the sizes the second
+# round's (loaded) timings gave.
 TIMING = {
-    "LaplaceMechanism": (3_800_000, 15_300_000, 1.6),
-    "TruncatedGeometricMechanism": (12_500_000, 49_900_000, 4.1),
-    "NoisyHist1": (2_600_000, 10_600_000, 3.35),
-    "NoisyHist2": (2_900_000, 11_500_000, 3.75),
-    "ReportNoisyMax1": (15_100_000, 60_300_000, 12.9),
-    "ReportNoisyMax2": (27_200_000, 108_600_000, 16.95),
-    "ReportNoisyMax3": (6_500_000, 26_000_000, 5.65),
-    "ReportNoisyMax4": (8_500_000, 34_100_000, 5.85),
-    "SparseVectorTechnique1": (11_800_000, 47_200_000, 25.05),
-    "SparseVectorTechnique2": (8_900_000, 35_400_000, 22.15),
-    "SparseVectorTechnique3": (3_000_000, 12_100_000, 21.43),
-    "SparseVectorTechnique4": (11_800_000, 47_100_000, 22.2),
-    "SparseVectorTechnique5": (18_100_000, 72_600_000, 10.5),
-    "SparseVectorTechnique6": (6_100_000, 24_200_000, 13.8),
-    "Rappor": (2_500_000, 9_900_000, 14.58),
-    "OneTimeRappor": (1_800_000, 7_400_000, 7.25),
-    "LaplaceParallel": (1_800_000, 7_300_000, 8.6),
-    "SVT34Parallel": (3_200_000, 12_600_000, 30.22),
-    "PrefixSum": (3_100_000, 12_500_000, 8.51),
-    "NumericalSVT": (1_600_000, 6_300_000, 12.03),
+    "LaplaceMechanism": (8_900_000, 35_800_000, 3.07),
+    "TruncatedGeometricMechanism": (10_400_000, 41_500_000, 3.12),
+    "NoisyHist1": (5_200_000, 20_800_000, 5.95),
+    "NoisyHist2": (5_500_000, 21_800_000, 6.20),
+    "ReportNoisyMax1": (12_600_000, 50_600_000, 10.67),
+    "ReportNoisyMax2": (16_400_000, 65_500_000, 12.41),
+    "ReportNoisyMax3": (12_600_000, 50_200_000, 10.99),
+    "ReportNoisyMax4": (16_000_000, 64_100_000, 11.99),
+    "SparseVectorTechnique1": (10_400_000, 41_500_000, 20.91),
+    "SparseVectorTechnique2": (11_200_000, 44_800_000, 26.18),
+    "SparseVectorTechnique3": (4_000_000, 15_800_000, 20.69),
+    "SparseVectorTechnique4": (12_100_000, 48_500_000, 30.24),
+    "SparseVectorTechnique5": (17_800_000, 71_200_000, 15.51),
+    "SparseVectorTechnique6": (7_300_000, 29_400_000, 13.33),
+    "Rappor": (4_300_000, 17_300_000, 18.26),
+    "OneTimeRappor": (4_000_000, 15_800_000, 12.23),
+    "LaplaceParallel": (3_900_000, 15_400_000, 15.13),
+    "SVT34Parallel": (6_700_000, 26_600_000, 53.93),
+    "PrefixSum": (6_200_000, 24_900_000, 14.48),
+    "NumericalSVT": (3_500_000, 13_900_000, 17.28),
 }
 
 
