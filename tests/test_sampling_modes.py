@@ -17,7 +17,8 @@ from scipy import integrate, special, stats
 from ddpbayes import DependenceModel, audit
 from ddpbayes.engines.sampling.estimate import Draws, ratio_at
 from ddpbayes.engines.sampling.runs import bounding, disagreement, known_multimodal, settled
-from ddpbayes.engines.sampling.tempering import KDE_SCALES, Tempering, _kde_draw, _kde_logpdf, next_beta, systematic
+from ddpbayes.engines.sampling.tempering import (KDE_SCALES, Tempering, _forgotten, _kde_draw, _kde_logpdf, next_beta,
+                                                 systematic)
 from ddpbayes.model.condition import TUPLES, WEIGHTS, condition
 from ddpbayes.settings import RunSettings
 
@@ -227,3 +228,17 @@ def test_two_far_apart_modes_are_crossed_by_smc_and_the_verdict_is_earned():
     again = audit(_two_modes(), "count", "laplace", "idp", scale=1.0, targets=[0], engine="sampling", seed=0,
                   claim=truth + 0.15)  # a fresh model: every run drawn again, the same seed
     assert again.ci == above.ci and again.diagnostics == above.diagnostics
+
+
+def test_a_stage_has_forgotten_its_start_only_when_uncorrelated_either_way():
+    """SMC's mutation stops once |correlation| with the stage's start is below 0.1 on 90% of the coordinates: fresh
+    draws have forgotten it, the start itself and its mirror image (correlation -1) have not, and a coordinate that
+    was constant at the start does not hold the stage back."""
+    rng = np.random.default_rng(3)
+    start = rng.normal(size=(4000, 10))
+    assert _forgotten(start, rng.normal(size=start.shape))
+    assert not _forgotten(start, start + 0.01 * rng.normal(size=start.shape))
+    assert not _forgotten(start, -start)
+    flat = start.copy()
+    flat[:, 0] = 1.0
+    assert _forgotten(flat, rng.normal(size=start.shape))

@@ -197,8 +197,7 @@ class Tempering:
             x, logq, ll, hits = self._metropolis(x, logq, ll, beta, proposal, np.zeros(n), rng)
             density[hits] = _kde_logpdf(x[hits], centres, inverse)
             accepted, tried = accepted + hits.sum(), tried + n
-            corr = np.nan_to_num(_pearson(start, x), nan=0.0)  # a coordinate constant at the start: nothing to forget
-            if steps >= (FINAL_STEPS if beta == 1 else MIN_STEPS) and np.mean(corr < DECORRELATED) >= 0.9:
+            if steps >= (FINAL_STEPS if beta == 1 else MIN_STEPS) and _forgotten(start, x):
                 break
         return x, logq, ll, float(accepted / tried)
 
@@ -282,6 +281,14 @@ def _kde_draw(centres: np.ndarray, chol: np.ndarray, n: int, rng: np.random.Gene
     scale = KDE_SCALES[rng.integers(len(KDE_SCALES), size=n)]
     noise = _times(rng.standard_normal((n, centres.shape[1])), chol)
     return centres[rng.integers(len(centres), size=n)] + scale[:, None] * noise
+
+
+def _forgotten(start: np.ndarray, x: np.ndarray) -> bool:
+    """Whether the particles have forgotten the stage's start: |correlation| with it below DECORRELATED on at least
+    90% of the coordinates (a coordinate constant at the start has nothing to forget; a strong negative
+    correlation remembers the start as much as a positive one)."""
+    corr = np.nan_to_num(_pearson(start, x), nan=0.0)
+    return bool(np.mean(np.abs(corr) < DECORRELATED) >= 0.9)
 
 
 def _kde_logpdf(x: np.ndarray, centres: np.ndarray, inverse: np.ndarray) -> np.ndarray:
