@@ -86,7 +86,7 @@ class Linear(Query):
         return 0.0 if w == 0 else abs(w) * domains[k].width
 
     def global_sensitivity(self, domains: Sequence[Domain]) -> float:
-        """The largest of the tuples' `sensitivity`, |w_k| times the width of tuple k's domain (0 when w_k = 0),
+        """The largest of the tuples' `sensitivity`, ``|w_k|`` times the width of tuple k's domain (0 when w_k = 0),
         over every tuple at once: the same products, each distinct domain object's width read once.
 
         Parameters
