@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -89,3 +90,11 @@ class Interval:
 
 
 Domain = Finite | Interval
+
+
+def distinct(items: Sequence) -> tuple[list, np.ndarray]:
+    """Each distinct object of `items` by identity, in first-seen order, and each item's index into them: what a
+    chain's days share (one inferred domain, `supports._integers`; one contribution array) is read once."""
+    first: dict[int, int] = {}
+    which = np.fromiter((first.setdefault(id(x), len(first)) for x in items), dtype=np.intp, count=len(items))
+    return list({id(x): x for x in items}.values()), which

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ddpbayes.errors import InputError
-from ddpbayes.model.domains import Domain, Finite
+from ddpbayes.model.domains import Domain, Finite, distinct
 from ddpbayes.queries.base import Query, join_numbers, no_argument, read_numbers
 
 
@@ -100,8 +100,8 @@ class Linear(Query):
             max over k of ``sensitivity(k, domains)``.
         """
         w = np.abs(self.weights(len(domains)))
-        width = {id(d): d.width for d in {id(d): d for d in domains}.values()}
-        widths = np.fromiter((width[id(d)] for d in domains), dtype=float, count=len(domains))
+        shared, which = distinct(domains)
+        widths = np.array([d.width for d in shared], dtype=float)[which]
         return float(np.multiply(w, widths, out=np.zeros(len(domains)), where=w != 0).max())
 
     def check(self, domains: Sequence[Domain]) -> None:

@@ -33,6 +33,7 @@ import numpy as np
 from ddpbayes.engines.structured.graph import FactorGraph
 from ddpbayes.engines.structured.memo import BoundedMemo, array_key, vectors_key
 from ddpbayes.engines.structured.potential import _RANGE, Potential, log_convolve
+from ddpbayes.model.domains import distinct
 
 CELLS = 1 << 23  # cells of forward messages kept at once (64 MiB): past half, in blocks (`_blocks`); past it, None
 STEP_CELLS = CELLS // 8  # cells of the laws and messages a path's `_Steps` keeps (8 MiB)
@@ -224,9 +225,8 @@ def _blocks(path: Path, contribution: list[np.ndarray], positions: list[int]) ->
     each started again from the forward message kept at its first position (a checkpoint): one more forward
     pass, and √ of the cells (5,000 days' every target: 2 x 10^5 cells a block, not 2.5 x 10^7)."""
     k = max(len(u) for u in path.unary)
-    spread = {id(c): int(c.max() - c.min()) for c in {id(c): c for c in contribution}.values()}  # a few arrays
-    ranges = [spread[id(contribution[v])] for v in path.order]
-    width = np.concatenate([[1], 1 + np.cumsum(ranges)])
+    arrays, which = distinct([contribution[v] for v in path.order])  # a chain's days share a few
+    width = np.concatenate([[1], 1 + np.cumsum(np.array([int(c.max() - c.min()) for c in arrays])[which])])
     if k * int(width[positions].sum()) <= CELLS // 2:
         return [positions]
     size = math.isqrt(len(positions) - 1) + 1
@@ -387,18 +387,13 @@ def _run(days: list[_Day], sums: list[np.ndarray], message: _Message) -> _Messag
                 return None
             scale, offset, span = message.scale, message.offset, message.span
             continue
-        k, length = table.shape
-        grow = math.log(k)
+        grow = math.log(len(table))
         if held is not None and (up + grow > DRIFT or down + day.floor > DRIFT):
-            peak = held.max()
-            if not peak > 0:
+            log_peak = _to_peak(held)
+            if log_peak is None:
                 return None
-            held /= peak
-            table, scale, up, down = held, scale + math.log(peak), 0.0, 0.0
-        _, values, low, high = _sums(contribution)
-        shifted = np.zeros((k, length + high - low))
-        for x, c in enumerate(values):
-            shifted[x, c - low:c - low + length] = table[x]
+            scale, up, down = scale + log_peak, 0.0, 0.0  # `table` is `held`, divided in place
+        shifted, low = _shifted(table, contribution)
         held = day.linear @ shifted
         scale, offset, span = scale + day.top, offset + low, span + day.span + grow
         up, down = up + grow, down + day.floor
@@ -407,11 +402,18 @@ def _run(days: list[_Day], sums: list[np.ndarray], message: _Message) -> _Messag
 
 def _settled(held: np.ndarray, scale: float, offset: int, span: float) -> _Message | None:
     """A held table (`_run`) divided by its maximum as a message; None when it is all zero."""
-    peak = held.max()
+    log_peak = _to_peak(held)
+    return None if log_peak is None else _Message(held[None], scale + log_peak, offset, span)
+
+
+def _to_peak(table: np.ndarray) -> float | None:
+    """The table divided by its maximum, in place, and the maximum's log; None when the table is all zero (nothing
+    left possible)."""
+    peak = table.max()
     if not peak > 0:
         return None
-    held /= peak
-    return _Message(held[None], scale + math.log(peak), offset, span)
+    table /= peak
+    return math.log(peak)
 
 
 def _step(day: _Day, message: _Message, contribution: np.ndarray) -> _Message | None:
@@ -429,39 +431,28 @@ def _step(day: _Day, message: _Message, contribution: np.ndarray) -> _Message | 
             message = _by_columns(message)
     if message.columns is not None:
         return _column_step(day, message, contribution)
-    _, values, low, high = _sums(contribution)
-    batch, k, length = m.shape
-    if batch == 1:  # the same products on 2-D arrays: NumPy's calls cost a third less
-        m, shifted = m[0], np.zeros((k, length + high - low))
-        for x, c in enumerate(values):
-            shifted[x, c - low:c - low + length] = m[x]
+    k = m.shape[1]
+    if len(m) == 1:  # the same products on 2-D arrays: NumPy's calls cost a third less
+        shifted, low = _shifted(m[0], contribution)
         out = (day.linear @ shifted)[None]
     else:
-        shifted = np.zeros((batch, k, length + high - low))
-        for x, c in enumerate(values):
-            shifted[:, x, c - low:c - low + length] = m[:, x]
+        shifted, low = _shifted(m, contribution)
         out = day.linear @ shifted
-    peak = out.max()
-    if not peak > 0:
+    log_peak = _to_peak(out)
+    if log_peak is None:
         return None
-    out /= peak
-    return _Message(out, message.scale + day.top + math.log(peak), message.offset + low,
-                    span + day.span + math.log(k))
+    return _Message(out, message.scale + day.top + log_peak, message.offset + low, span + day.span + math.log(k))
 
 
-def _sums(contribution: np.ndarray) -> tuple[np.ndarray, list[int], int, int]:
-    """The array, its values as Python ints (a few: Python's min and max are cheaper than NumPy's), their least
-    and largest; the last array read is remembered by identity (a chain's days share one), held in one tuple so
-    that threads never see one array's values with another's bounds."""
-    global _LAST
-    last = _LAST
-    if last[0] is not contribution:
-        values = contribution.tolist()
-        last = _LAST = (contribution, values, min(values), max(values))
-    return last
-
-
-_LAST: tuple = (None, [], 0, 0)
+def _shifted(m: np.ndarray, contribution: np.ndarray) -> tuple[np.ndarray, int]:
+    """m (..., x, s) with value x's row moved to the sums s + c(x) - low, zeros elsewhere, and low = min c (a few
+    values: Python's min and max are cheaper than NumPy's)."""
+    values = contribution.tolist()
+    low, length = min(values), m.shape[-1]
+    shifted = np.zeros((*m.shape[:-1], length + max(values) - low))
+    for x, c in enumerate(values):
+        shifted[..., x, c - low:c - low + length] = m[..., x, :]
+    return shifted, low
 
 
 def _by_columns(message: _Message) -> _Message:

@@ -10,7 +10,7 @@ import numpy as np
 from ddpbayes.engines.structured.graph import FactorGraph, tree
 from ddpbayes.engines.structured.pathsum import path_of
 from ddpbayes.engines.structured.rows import row_matrix
-from ddpbayes.model.domains import Finite
+from ddpbayes.model.domains import Finite, distinct
 from ddpbayes.problem import Problem
 
 
@@ -64,11 +64,9 @@ def row_terms(problem: Problem) -> list[np.ndarray]:
     """Each output row's term table over the tuples' domains, (n, widest domain): row k holds tuple k's term at
     each of its values, padded with its term at its first value (a linear row's a_k·v; else `contributions`)."""
     domains = problem.model.domains
-    first: dict[int, int] = {}  # each distinct domain object's row (a chain's days share one)
-    which = np.fromiter((first.setdefault(id(d), len(first)) for d in domains), dtype=np.intp, count=len(domains))
-    distinct = list({id(d): d for d in domains}.values())
-    width = max(len(d.values) for d in distinct)
-    values = np.array([d.values + (d.values[0],) * (width - len(d.values)) for d in distinct], dtype=float)[which]
+    shared, which = distinct(domains)  # each distinct domain object's row once
+    width = max(len(d.values) for d in shared)
+    values = np.array([d.values + (d.values[0],) * (width - len(d.values)) for d in shared], dtype=float)[which]
     w = row_matrix(problem)
     return [problem.query.contributions(values)] if w is None else [row[:, None] * values for row in w]
 
