@@ -131,7 +131,7 @@ def scalar_chain(rvs: list) -> ScalarChain | None:
             return None
         found = matrices.get(id(data))
         if found is None:
-            found = matrices[id(data)] = (data, (data.shape, data.tobytes()))  # kept alive: its id stays its own
+            found = matrices[id(data)] = (data, _key(data))  # kept alive: its id stays its own
         return found[1]
 
     first = _lookup(rvs[0], matrix)
@@ -218,9 +218,14 @@ def _integer(v: Variable) -> bool:
 
 
 def _numbers(v: Variable) -> tuple[tuple[int, ...], bytes] | None:
-    """`_constant`'s shape and float64 bytes (a key's numbers), or None."""
+    """`_constant`'s numbers as a key (`_key`), or None."""
     data = _constant(v)
-    return None if data is None else (data.shape, data.tobytes())
+    return None if data is None else _key(data)
+
+
+def _key(data: np.ndarray) -> tuple[tuple[int, ...], bytes]:
+    """A constant's shape and float64 bytes: how a lookup key holds its numbers."""
+    return data.shape, data.tobytes()
 
 
 def _constant(v: Variable) -> np.ndarray | None:
