@@ -177,7 +177,7 @@ def test_dpm_household_fixed_point_and_leakage_above_epsilon(household):
 
 def test_leakage_non_increasing_in_scale(household):
     """The property root-finding relies on (Lap(s2) = Lap(s1) + independent noise)."""
-    scales = np.geomspace(0.2, 20, 25)
+    scales = np.geomspace(0.2, 20, 13)
     negative = ddpbayes.load_model(MODELS / "correlated_pair.py", {"correlation": "negative"})
     for model, query, notion in ((household(n=4), "count", "idp"),
                                  (ddpbayes.load_model(MODELS / "markov_chain.py"), "count", "pdp"),

@@ -43,7 +43,8 @@ def _normal2(d2: np.ndarray, var: float) -> np.ndarray:
     return np.exp(-d2 / (2 * var)) / (2 * math.pi * var)
 
 
-@pytest.mark.parametrize("weights, sigma", [((0.7, 0.3), (150.0,)), ((0.6, 0.1, 0.3), (3.0, 220.0))])
+@pytest.mark.parametrize("weights, sigma", [((0.7, 0.3), (150.0,)),  # two scales: slow (the default run's budget)
+                                           pytest.param((0.6, 0.1, 0.3), (3.0, 220.0), marks=pytest.mark.slow)])
 def test_the_potential_is_the_sum_of_the_conditionals(gowalla_near, first300, weights, sigma):
     """The model's compiled Potential at (w, σ) = Σ over the first 300 users with a friend among them
     of near.conditional_logpdf(x_i | everyone else), to 1e-9."""

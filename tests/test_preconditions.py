@@ -110,6 +110,7 @@ def test_calibrate_says_rho_above_one_breaks_the_assumption_and_audits_the_scale
     assert doc["dpm"]["coefficients"]["above_one"] == [[0, 1]] and doc["notes"] == c.notes
 
 
+@pytest.mark.slow  # the default run's budget: a sampled rho matrix, the slowest test of its module
 def test_an_estimated_rho_above_one_is_not_capped():
     """The sampling engine on the same pair: rho_01 = 2 (derived above) is estimated with an
     interval whose upper end is not capped at 1 (it was, below the interval's own lower end),

@@ -323,6 +323,7 @@ def test_household_pdp_known_exhaustive(household3):
 # --- 2. agreement with the gaussian engine --------------------------------------------------
 
 
+@pytest.mark.slow  # the default run's budget: ~5.6 s idle (example1 and beta_bernoulli check intervals there)
 def test_gaussian_within_interval(gaussian3):
     """x ~ MvNormal(0, GAUSS_COV), domains [0, 1], sum, b = 1, target 0:
     beta = (C_10, C_20) / C_00 = (0.6, -0.3), leak = 1 * |1 + 0.6 - 0.3| = 1.3."""
