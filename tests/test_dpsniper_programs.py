@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from scipy.stats import kstest
+from scipy.stats import chisquare, kstest
 
 _SPEC = importlib.util.spec_from_file_location(
     "dpsniper_programs", Path(__file__).resolve().parent.parent / "benchmarks" / "dpsniper_programs.py")
@@ -81,12 +81,25 @@ def _sparse_vector(a, rho, m, c, t, below, aborted, above=None):
     return out
 
 
+def _compared_rows(a, rng, rho_scale, scale, c, t):
+    """Algs. 1 and 4 row by row, query by query: query j's noise drawn for the runs that compare it
+    (fewer than c aboves so far), in run order; 1 above, 0 below, -1 aborted."""
+    s, k = a.shape
+    rho, count = _lap(rng, rho_scale, s), [0] * s
+    out = np.full(a.shape, -1.0)
+    for j in range(k):
+        live = [i for i in range(s) if count[i] < c]
+        for i, v in zip(live, _lap(rng, scale, len(live))):
+            above = float(a[i, j]) + float(v) >= float(rho[i]) + t
+            out[i, j] = int(above)
+            count[i] += above
+    return out
+
+
 @pytest.mark.parametrize("c", [1, 2])
 def test_sparse_vector_1_to_4_row_by_row(c):
     s, k = ANSWERS.shape
-    rng = np.random.default_rng(1)
-    rho, nu = _lap(rng, 2 / EPS, s), _lap(rng, 2 * c / (EPS / 2), (k, s)).T
-    expected = _sparse_vector(ANSWERS, rho, ANSWERS + nu, c, 0.5, 0, -1)
+    expected = _compared_rows(ANSWERS, np.random.default_rng(1), 2 / EPS, 2 * c / (EPS / 2), c, 0.5)
     assert np.array_equal(dp.svt1(ANSWERS, np.random.default_rng(1), c=c, t=0.5), expected)
 
     expected = _svt2_rows(ANSWERS, np.random.default_rng(2), c, 1.0)
@@ -97,10 +110,40 @@ def test_sparse_vector_1_to_4_row_by_row(c):
     expected = _sparse_vector(ANSWERS, rho, m, c, 1.0, -1000.0, -2000.0, above=lambda i, j: m[i, j])
     assert np.array_equal(dp.svt3(ANSWERS, np.random.default_rng(3), c=c, t=1.0), expected)
 
-    rng = np.random.default_rng(4)
-    rho, nu = _lap(rng, 4 / EPS, s), _lap(rng, 1 / (EPS - EPS / 4), (k, s)).T
-    expected = _sparse_vector(ANSWERS, rho, ANSWERS + nu, c, 1.0, 0, -1)
+    expected = _compared_rows(ANSWERS, np.random.default_rng(4), 4 / EPS, 1 / (EPS - EPS / 4), c, 1.0)
     assert np.array_equal(dp.svt4(ANSWERS, np.random.default_rng(4), c=c, t=1.0), expected)
+
+
+def _first_above_law(a, rho_scale, scale, t):
+    """P(the first query above is j), j = 0..K-1, and P(none above) (index K), for c = 1: the
+    integral over the threshold noise r ~ Laplace(rho_scale) of prod_{i<j} F_i(r) (1 - F_j(r)),
+    F_i(r) = P(a_i + Laplace(scale) < r + t), by the trapezoid rule on a fine grid."""
+    r = np.linspace(-50 * rho_scale, 50 * rho_scale, 200_001)
+    weight = np.exp(-np.abs(r) / rho_scale) / (2 * rho_scale)
+    law, none = [], np.ones_like(r)
+    for ai in a:
+        x = r + t - ai
+        below = np.where(x < 0, 0.5 * np.exp(np.minimum(x, 0) / scale), 1 - 0.5 * np.exp(-np.maximum(x, 0) / scale))
+        law.append(np.trapezoid(weight * none * (1 - below), r))
+        none = none * below
+    return np.array(law + [np.trapezoid(weight * none, r)])
+
+
+@pytest.mark.parametrize("name, rho_scale, scale, t", [("svt1", 2 / EPS, 2 / (EPS / 2), 0.5),
+                                                       ("svt4", 4 / EPS, 1 / (EPS - EPS / 4), 1.0)])
+def test_sparse_vector_first_above_has_its_law(name, rho_scale, scale, t):
+    """c = 1: each output is 0 before the first above, 1 there, -1 after (all 0 when none is
+    above), and its first-above index has the law integrated above (chi-square on 100,000 runs of
+    the pair (2,...,2,0,...,0); a query's noise dropped or reused would move it)."""
+    a = np.array([2.0] * 5 + [0.0] * 5)
+    out = getattr(dp, name)(np.tile(a, (100_000, 1)), np.random.default_rng(11), c=1, t=t)
+    first = np.where((out == 1).any(axis=1), np.argmax(out == 1, axis=1), len(a))
+    pattern = np.where(np.arange(len(a)) < first[:, None], 0, np.where(np.arange(len(a)) == first[:, None], 1, -1))
+    assert np.array_equal(out, pattern)
+    expected = len(out) * _first_above_law(a, rho_scale, scale, t)
+    observed = np.bincount(first, minlength=len(a) + 1)
+    assert np.isclose(expected.sum(), len(out), rtol=1e-6)
+    assert chisquare(observed, expected * len(out) / expected.sum()).pvalue > 1e-3
 
 
 def test_numerical_sparse_vector_row_by_row():
