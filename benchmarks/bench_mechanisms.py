@@ -8,8 +8,9 @@ confidence 0.9 (as DP-Sniper; one bound on the ratio of the two Poisson rates, D
 table puts our certified eps_lcb, wall and CPU seconds next to DP-Sniper's.
 
     python benchmarks/bench_mechanisms.py --blackbox [--only NAME,...] [--json OUT] [--seed S] [--workers 2]
+    python benchmarks/bench_mechanisms.py --blackbox --timing --scale 0.25 [--only NAME,...]   # TIMING's lines
 
-Sample sizes per mechanism: `sizes_for` (a rule from a timing run only, stated at TIMING; the
+Sample sizes per mechanism: `sizes_for` (a rule from timing runs only, stated at TIMING; the
 check sample plays no part in choosing them). `--workers` does not change any result; the same
 seed gives the same JSON apart from the seconds.
 
