@@ -2,7 +2,8 @@
 vectorised; here each is checked draw for draw against the algorithm written row by row (Lyu et
 al. 2017, Algs. 1-4, with DP-Sniper's abort; Wang et al.'s numerical SVT; Balcer & Vadhan's
 GeoSample by a linear scan of its CDF), fed the same random numbers in the same order (query-major:
-query j's noise for every run, then query j + 1's); and the
+query j's noise for every run, then query j + 1's; Algs. 1, 2 and 4 draw it only for the runs that
+still compare), and the first-above law of Algs. 1, 2 and 4 against its integral; and the
 programs' Laplace noise (`laplace_noise`) against the Laplace law's CDF."""
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from scipy.stats import kstest
+from scipy.stats import chisquare, kstest
 
 _SPEC = importlib.util.spec_from_file_location(
     "dpsniper_programs", Path(__file__).resolve().parent.parent / "benchmarks" / "dpsniper_programs.py")
@@ -40,29 +41,6 @@ def test_laplace_noise_has_the_laplace_law(scale):
     assert kstest(np.abs(x.ravel()) + 1.0, cdf).pvalue < 1e-6  # the test sees a missing sign
 
 
-def _svt2_rows(a, rng, c, t):
-    """Alg. 2 row by row, one query at a time over all rows; after an above the row's threshold
-    noise is drawn again when it will compare again (fewer than c aboves), those of one query in row
-    order."""
-    s, k = a.shape
-    scale = c / (EPS / 2)
-    r = list(_lap(rng, scale, s))
-    m = a + _lap(rng, 2 * c / (EPS / 2), (k, s)).T
-    out, count = np.empty(a.shape), [0] * s
-    for j in range(k):
-        again = []
-        for i in range(s):
-            above = float(m[i, j]) >= r[i] + t
-            out[i, j] = -1 if count[i] >= c else int(above)
-            count[i] += above
-            if above and count[i] < c:
-                again.append(i)
-        if j < k - 1:
-            for i, v in zip(again, _lap(rng, scale, len(again))):
-                r[i] = float(v)
-    return out
-
-
 def _sparse_vector(a, rho, m, c, t, below, aborted, above=None):
     """Row by row: a query is answered `above(i, j)` (default 1) when m >= rho + t, else `below`,
     and `aborted` once c queries were above."""
@@ -81,15 +59,38 @@ def _sparse_vector(a, rho, m, c, t, below, aborted, above=None):
     return out
 
 
+def _compared_rows(a, rng, rho_scale, scale, c, t, redraw=None):
+    """Algs. 1, 2 and 4 row by row, query by query: query j's noise drawn for the runs that compare
+    it (fewer than c aboves so far), in run order; with `redraw` (Alg. 2), then a new threshold
+    noise for each run that was above and will compare again, in run order (no draw when there
+    is none); 1 above, 0 below, -1
+    aborted."""
+    s, k = a.shape
+    rho, count = list(_lap(rng, rho_scale, s)), [0] * s
+    out = np.full(a.shape, -1.0)
+    for j in range(k):
+        live = [i for i in range(s) if count[i] < c]
+        again = []
+        for i, v in zip(live, _lap(rng, scale, len(live))):
+            above = float(a[i, j]) + float(v) >= float(rho[i]) + t
+            out[i, j] = int(above)
+            count[i] += above
+            if above and count[i] < c:
+                again.append(i)
+        if redraw is not None and j < k - 1 and again:
+            for i, v in zip(again, _lap(rng, redraw, len(again))):
+                rho[i] = float(v)
+    return out
+
+
 @pytest.mark.parametrize("c", [1, 2])
 def test_sparse_vector_1_to_4_row_by_row(c):
     s, k = ANSWERS.shape
-    rng = np.random.default_rng(1)
-    rho, nu = _lap(rng, 2 / EPS, s), _lap(rng, 2 * c / (EPS / 2), (k, s)).T
-    expected = _sparse_vector(ANSWERS, rho, ANSWERS + nu, c, 0.5, 0, -1)
+    expected = _compared_rows(ANSWERS, np.random.default_rng(1), 2 / EPS, 2 * c / (EPS / 2), c, 0.5)
     assert np.array_equal(dp.svt1(ANSWERS, np.random.default_rng(1), c=c, t=0.5), expected)
 
-    expected = _svt2_rows(ANSWERS, np.random.default_rng(2), c, 1.0)
+    expected = _compared_rows(ANSWERS, np.random.default_rng(2), c / (EPS / 2), 2 * c / (EPS / 2), c, 1.0,
+                              redraw=c / (EPS / 2))
     assert np.array_equal(dp.svt2(ANSWERS, np.random.default_rng(2), c=c, t=1.0), expected)
 
     rng = np.random.default_rng(3)
@@ -97,10 +98,41 @@ def test_sparse_vector_1_to_4_row_by_row(c):
     expected = _sparse_vector(ANSWERS, rho, m, c, 1.0, -1000.0, -2000.0, above=lambda i, j: m[i, j])
     assert np.array_equal(dp.svt3(ANSWERS, np.random.default_rng(3), c=c, t=1.0), expected)
 
-    rng = np.random.default_rng(4)
-    rho, nu = _lap(rng, 4 / EPS, s), _lap(rng, 1 / (EPS - EPS / 4), (k, s)).T
-    expected = _sparse_vector(ANSWERS, rho, ANSWERS + nu, c, 1.0, 0, -1)
+    expected = _compared_rows(ANSWERS, np.random.default_rng(4), 4 / EPS, 1 / (EPS - EPS / 4), c, 1.0)
     assert np.array_equal(dp.svt4(ANSWERS, np.random.default_rng(4), c=c, t=1.0), expected)
+
+
+def _first_above_law(a, rho_scale, scale, t):
+    """P(the first query above is j), j = 0..K-1, and P(none above) (index K), for c = 1: the
+    integral over the threshold noise r ~ Laplace(rho_scale) of prod_{i<j} F_i(r) (1 - F_j(r)),
+    F_i(r) = P(a_i + Laplace(scale) < r + t), by the trapezoid rule on a fine grid."""
+    r = np.linspace(-50 * rho_scale, 50 * rho_scale, 200_001)
+    weight = np.exp(-np.abs(r) / rho_scale) / (2 * rho_scale)
+    law, none = [], np.ones_like(r)
+    for ai in a:
+        x = r + t - ai
+        below = np.where(x < 0, 0.5 * np.exp(np.minimum(x, 0) / scale), 1 - 0.5 * np.exp(-np.maximum(x, 0) / scale))
+        law.append(np.trapezoid(weight * none * (1 - below), r))
+        none = none * below
+    return np.array(law + [np.trapezoid(weight * none, r)])
+
+
+@pytest.mark.parametrize("name, rho_scale, scale, t", [("svt1", 2 / EPS, 2 / (EPS / 2), 0.5),
+                                                       ("svt2", 2 / EPS, 2 / (EPS / 2), 1.0),
+                                                       ("svt4", 4 / EPS, 1 / (EPS - EPS / 4), 1.0)])
+def test_sparse_vector_first_above_has_its_law(name, rho_scale, scale, t):
+    """c = 1: each output is 0 before the first above, 1 there, -1 after (all 0 when none is
+    above), and its first-above index has the law integrated above (chi-square on 100,000 runs of
+    the pair (2,...,2,0,...,0); a query's noise dropped or reused would move it)."""
+    a = np.array([2.0] * 5 + [0.0] * 5)
+    out = getattr(dp, name)(np.tile(a, (100_000, 1)), np.random.default_rng(11), c=1, t=t)
+    first = np.where((out == 1).any(axis=1), np.argmax(out == 1, axis=1), len(a))
+    pattern = np.where(np.arange(len(a)) < first[:, None], 0, np.where(np.arange(len(a)) == first[:, None], 1, -1))
+    assert np.array_equal(out, pattern)
+    expected = len(out) * _first_above_law(a, rho_scale, scale, t)
+    observed = np.bincount(first, minlength=len(a) + 1)
+    assert np.isclose(expected.sum(), len(out), rtol=1e-6)
+    assert chisquare(observed, expected * len(out) / expected.sum()).pvalue > 1e-3
 
 
 def test_numerical_sparse_vector_row_by_row():

@@ -397,3 +397,25 @@ def test_a_witness_without_a_finite_y_says_what_it_is():
 def test_an_event_shows_its_outputs_sorted():
     assert RowSet(np.array([[8.0], [5.0], [6.0]])).describe() == "output in {5, 6, 8}"
     assert RowSet(np.array([[1.0, 2.0], [0.0, 3.0]])).describe() == "output in {(0, 3), (1, 2)}"
+
+
+@pytest.mark.parametrize("d", [1, 3])
+def test_an_event_of_outputs_holds_exactly_its_rows(d):
+    """RowSet.contains against membership written here (coordinate by coordinate, -0.0 equal to 0.0,
+    nan to nan), for events of 1 to 7 outputs (compared directly up to DIRECT_ROWS, hashed above),
+    rows in either memory order; outputs of another width are in no event."""
+    rng = np.random.default_rng(d)
+    values = np.array([0.0, -0.0, 1.0, np.nan, 2.5])
+    x = rng.choice(values, size=(600, d))
+
+    def same(u, v):
+        return all(a == b or (math.isnan(a) and math.isnan(b)) for a, b in zip(u, v))
+
+    for m in range(1, 8):
+        rows = rng.choice(values, size=(m, d))
+        expected = np.array([any(same(r, s) for s in rows) for r in x])
+        assert expected.any() and (d == 1 or not expected.all())
+        event = RowSet(rows)
+        assert np.array_equal(event.contains(x), expected)
+        assert np.array_equal(event.contains(np.asfortranarray(x)), expected)
+        assert not event.contains(np.ones((5, d + 1))).any()
