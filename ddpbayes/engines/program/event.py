@@ -12,8 +12,9 @@ search score wins:
   on one half (at each pessimism level of CHOOSE_ALPHAS) and scored on the other, both ways
   round, so that rare outputs' lucky counts do not make their own score. Rows are compared
   through a 64-bit hash of their bytes (a collision among the few thousand rows of a histogram
-  has probability below 1e-12); an event of at most DIRECT_ROWS outputs coordinate by coordinate. With more than BOTH_DISTINCT distinct rows the classifier
-  competes too (many rare outputs: SVT6's bit vectors);
+  has probability below 1e-12; an event of at most DIRECT_ROWS outputs is tested coordinate by
+  coordinate). With more than BOTH_DISTINCT distinct rows the classifier competes too (many rare
+  outputs: SVT6's bit vectors);
 - continuous outputs with sentinels (a coordinate mixing frequent values with continuous ones)
   whose coarse cells are few (at most COARSE_DISTINCT in the first batch):
   the coarse histogram, each coordinate's frequent values (sentinels such as -1000 / -2000) a
