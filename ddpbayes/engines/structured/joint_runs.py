@@ -112,20 +112,23 @@ def pdp_over_runs(problem: Problem, graph: FactorGraph, targets, first_depth: in
     solver = JointSolver.of(problem, graph)
     boxes = {i: _Box(i, max(0, i - first_depth), min(n - 1, i + first_depth),
                      *side_diameters(solver.chain.unary, solver.chain.pair, i)) for i in targets}
-    leaks: dict[int, dict[tuple[int, int], AdversaryLeakage]] = {i: {} for i in targets}
+    leaks: dict[int, dict[tuple[int, int], float]] = {i: {} for i in targets}
+    worst: dict[int, tuple[tuple, AdversaryLeakage]] = {}
     open_ = list(boxes)
     while open_:
-        _solve_round(problem, graph, solver, [boxes[i] for i in open_], leaks)
+        _solve_round(problem, graph, solver, [boxes[i] for i in open_], leaks, worst)
         open_ = [i for i in open_ if _widen(boxes[i], leaks[i], n)]
     search = RunSearch(runs=sum((i + 1) * (n - i) for i in targets), solved=sum(len(leaks[i]) for i in targets),
                        deepest=max(max(i - boxes[i].lo, boxes[i].hi - i) for i in targets))
-    return [_worst(leaks[i]) for i in targets], search, solver
+    return [worst[i][1] for i in targets], search, solver
 
 
 def _solve_round(problem: Problem, graph: FactorGraph, solver: JointSolver, boxes: list[_Box],
-                 leaks: dict[int, dict[tuple[int, int], AdversaryLeakage]]) -> None:
+                 leaks: dict[int, dict[tuple[int, int], float]], worst: dict[int, tuple[tuple, AdversaryLeakage]],
+                 ) -> None:
     """Solve every box's runs not yet solved, together (one `JointSolver.solve`), by their counts wherever they
-    reduce (`joint_counts`: one window pass, not one whole-chain pass per known configuration)."""
+    reduce (`joint_counts`: one window pass, not one whole-chain pass per known configuration); keep each run's
+    leak and each target's worst adversary (largest leak, ties to the longest run, then the earliest)."""
     n = problem.model.n
     wanted = {Adversary(b.target, run_known(n, s, e)): (b.target, (s, e))
               for b in boxes for s, e in b.runs() if (s, e) not in leaks[b.target]}
@@ -134,13 +137,15 @@ def _solve_round(problem: Problem, graph: FactorGraph, solver: JointSolver, boxe
     if why:
         raise InputError(f"the structured engine cannot search pdp's run adversaries: {why}")
     for adv, found in solver.solve(batch, batch.adversaries, counts_first=True).items():
-        i, run = wanted[adv]
-        leaks[i][run] = found
+        i, (s, e) = wanted[adv]
+        leaks[i][(s, e)] = found.value
+        rank = (found.value, e - s, -s)
+        if i not in worst or rank > worst[i][0]:
+            worst[i] = (rank, found)
 
 
-def _widen(box: _Box, leaks: dict[tuple[int, int], AdversaryLeakage], n: int) -> bool:
+def _widen(box: _Box, value: dict[tuple[int, int], float], n: int) -> bool:
     """Widen each side whose outside bound exceeds the box's best; False when neither does."""
-    value = {run: found.value for run, found in leaks.items()}
     best = max(value.values())
     left, right = box.outside_bounds(value)
     i = box.target
@@ -159,8 +164,3 @@ def _deeper(diameters: np.ndarray, depth: int, excess: float, most: int) -> int:
     below = np.flatnonzero(diameters[depth + 1:] <= wanted)
     step = int(below[0]) + 1 if below.size else depth
     return min(most, depth + max(1, min(step, depth)))
-
-
-def _worst(leaks: dict[tuple[int, int], AdversaryLeakage]) -> AdversaryLeakage:
-    """The largest leak, ties to the longest run (the smallest known set), then the earliest."""
-    return max(leaks.items(), key=lambda item: (item[1].value, item[0][1] - item[0][0], -item[0][0]))[1]
