@@ -112,8 +112,10 @@ def test_the_bound_holds_on_every_pair_of_runs_and_needs_its_slack(seed, n, k):
         for i in range(n):
             left, right = kernels(p0, steps, i)
             engine_left, engine_right = joint_runs.side_diameters(*_tables(model), i)
-            assert engine_left == pytest.approx([left[m] for m in range(i - 1, -1, -1)], rel=1e-9, abs=1e-11)
-            assert engine_right == pytest.approx([right[m] for m in range(i + 1, n)], rel=1e-9, abs=1e-11)
+            by_definition = [left[m] for m in range(i - 1, -1, -1)], [right[m] for m in range(i + 1, n)]
+            for engine_side, side in zip((engine_left, engine_right), by_definition):
+                assert engine_side - joint_runs.ROUNDING == pytest.approx(side, rel=1e-9, abs=1e-12)
+                assert (engine_side >= np.array(side)).all()
             for e in range(i, n):
                 for s, s2 in itertools.combinations(range(i + 1), 2):
                     assert runs[(i, s, e)] <= runs[(i, s2, e)] + left[s2 - 1] + 1e-12
