@@ -2,13 +2,15 @@
 
 Report-noisy-max (Laplace, b = 2: ε = 1 at Δ = 1) and the sparse vector technique (Lyu et al. Alg. 1, c = 1,
 threshold 0.5, ε = 1) over the identity of `models/markov_chain.py` (p_stay = 0.8), idp (or `--notion ddp`: the
-known days by their counts, `joint_counts.py`) of every day. At n = 6 the exact engine is timed in the same process
+known days by their counts, `joint_counts.py`; or `--notion pdp`: every known set, the run adversaries pruned by a
+certified bound, `joint_runs.py`) of every day. At n = 6 the exact engine is timed in the same process
 and the values compared; at larger n the structured engine alone.
 CPU seconds (time.process_time) of the audit, the model built before the clock starts; the load average beside.
 
     python benchmarks/bench_joint_chain.py                  # n = 6, 100, 365
     python benchmarks/bench_joint_chain.py --days 365
     python benchmarks/bench_joint_chain.py --days 365 --notion ddp
+    python benchmarks/bench_joint_chain.py --days 365 --notion pdp
 """
 
 from __future__ import annotations
@@ -45,13 +47,13 @@ def timed(model, mech, engine: str, notion: str):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--days", type=int, nargs="*", default=[6, 100, 365])
-    parser.add_argument("--notion", choices=["idp", "ddp"], default="idp")
+    parser.add_argument("--notion", choices=["idp", "ddp", "pdp"], default="idp")
     args = parser.parse_args()
     for n in args.days:
         model = chain(n)
         for name, mech in MECHANISMS.items():
             found, cpu = timed(model, mech, "structured", args.notion)
-            note = next(x for x in found.notes if "forward pass" in x)
+            note = "\n    ".join(x for x in found.notes if "forward pass" in x or "runs solved" in x)
             line = (f"n={n:4d} {name:5s} structured {args.notion} {found.leakage:.10f} "
                     f"(day {found.witness.adversary.target}) {cpu:6.2f} CPU s")
             if n <= 6:

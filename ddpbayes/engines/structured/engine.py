@@ -25,6 +25,7 @@ from ddpbayes.engines.structured.eliminate import KEPT, target_table
 from ddpbayes.engines.structured.exchangeable import Orbits, many
 from ddpbayes.engines.structured.free import fold_free_parts
 from ddpbayes.engines.structured.joint import joint_leakage, joint_reason
+from ddpbayes.engines.structured.joint_runs import pdp_over_runs
 from ddpbayes.engines.structured.graph import (
     QUADRATURE_START,
     FactorGraph,
@@ -108,6 +109,19 @@ class StructuredEngine(Engine):
             _settled(problem)[_key(problem)] = max(settled)
         return [found[adv] for adv in problem.adversaries]
 
+    def pdp_worst(self, problem: Problem, targets) -> list[AdversaryLeakage] | None:
+        """A joint law over a chain's days (`joint.py`): each target's worst run adversary, the runs far from it
+        pruned by a certified bound (`joint_runs`, DESIGN §2.1b): pdp over every known set, exact. Other problems:
+        None (the lattice is listed)."""
+        if not (isinstance(problem.query, Identity) and problem.mechanism.joint):
+            return None
+        self._check(problem)
+        graph = factor_graph(problem.model, problem.settings.max_states)
+        found, search, solver = pdp_over_runs(problem, graph, list(targets))
+        _settled(problem)[("joint", *_key(problem))] = solver.quad
+        _settled(problem)[("joint runs", *_key(problem))] = search
+        return found
+
     def plausible_leakages(self, problem: Problem, fixed, draws, targets: list[int]) -> np.ndarray | None:
         """idp (or pdp knowing records of the one target's cluster) of every draw of a clustered fit at once by
         per-cluster factors (`structured.clusters`), on the rules this engine settles on: each draw's value is this
@@ -142,6 +156,11 @@ class StructuredEngine(Engine):
             notes.append(f"the {problem.mechanism.kind} law over every day by a forward pass along the chain: its "
                          f"integral by Gauss–Legendre with {'/'.join(map(str, rule.per_piece))} nodes per piece (the "
                          f"tails exact), each log-probability within {rule.bound:.2g} (Bernstein-ellipse bound)")
+        if (search := _settled(problem).pop(("joint runs", *_key(problem)), None)) is not None:  # its audit's only
+            notes.append(f"pdp over every known set: on a chain the worst adversaries know every day outside one run "
+                         f"around the target (DESIGN §2.1b); {search.solved:,} of the {search.runs:,} runs solved, "
+                         f"the others pruned by a certified bound (the chain's projective diameters: DESIGN §2.1b), "
+                         f"at most {search.deepest} days from the target")
         scalars = sum(slot.index is None for slot in problem.model.slots)
         if scalars >= MANY_SCALARS and path_of(graph) is not None:
             notes.append(f"the chain's {scalars:,} days are {scalars:,} scalar variables, which PyMC builds one by one "

@@ -437,25 +437,49 @@ def joint_leakage(problem: Problem, graph: FactorGraph) -> tuple[list[AdversaryL
     reason = joint_reason(problem, graph)
     if reason:
         raise InputError(f"the structured engine cannot solve this joint law: {reason}")
-    n = problem.model.n
-    chain = _chain(graph, n)
-    law = _Law.of(problem.mechanism)
-    quad = rule(law, [graph.values[s] for s in chain.slots])
-    check_states(len(quad.v) * n * chain.unary.shape[1] * 8, "the joint law's messages (nodes x days x values x 8)",
-                 "cells", problem.settings.max_states)
-    by_known: dict[frozenset[int], list[Adversary]] = {}
-    for adv in problem.adversaries:
-        by_known.setdefault(adv.known, []).append(adv)
-    found: dict[Adversary, AdversaryLeakage] = {}
-    memo: dict = {}
-    for known, advs in by_known.items():
-        if math.prod(graph.sizes[k] for k in known) > ENUMERATE_UP_TO and not _counts_reason(problem, graph, advs[0]):
-            for adv in advs:
-                found[adv] = _counted(adv, chain, law, quad, graph.values[chain.slots[0]], memo,
-                                      problem.settings.max_states)
-        else:
-            found.update(_known_set(chain, law, quad, graph, sorted(known), advs))
-    return [found[adv] for adv in problem.adversaries], quad
+    solver = JointSolver.of(problem, graph)
+    found = solver.solve(problem, problem.adversaries)
+    return [found[adv] for adv in problem.adversaries], solver.quad
+
+
+@dataclass
+class JointSolver:
+    """The chain's tables, the law, its rule and the count route's memo, kept across calls (`joint_runs` solves
+    runs in rounds)."""
+
+    graph: FactorGraph
+    chain: _Chain
+    law: _Law
+    quad: Rule
+    memo: dict
+
+    @classmethod
+    def of(cls, problem: Problem, graph: FactorGraph) -> JointSolver:
+        n = problem.model.n
+        chain = _chain(graph, n)
+        law = _Law.of(problem.mechanism)
+        quad = rule(law, [graph.values[s] for s in chain.slots])
+        check_states(len(quad.v) * n * chain.unary.shape[1] * 8,
+                     "the joint law's messages (nodes x days x values x 8)", "cells", problem.settings.max_states)
+        return cls(graph, chain, law, quad, {})
+
+    def solve(self, problem: Problem, adversaries, counts_first: bool = False) -> dict[Adversary, AdversaryLeakage]:
+        """leak(i, K) of each adversary: each known set's configurations enumerated, or by their counts when there
+        are more than ENUMERATE_UP_TO (or `counts_first`: whenever) and they reduce (`_counted`)."""
+        graph, chain = self.graph, self.chain
+        by_known: dict[frozenset[int], list[Adversary]] = {}
+        for adv in adversaries:
+            by_known.setdefault(adv.known, []).append(adv)
+        found: dict[Adversary, AdversaryLeakage] = {}
+        for known, advs in by_known.items():
+            if ((counts_first or math.prod(graph.sizes[k] for k in known) > ENUMERATE_UP_TO)
+                    and not _counts_reason(problem, graph, advs[0])):
+                for adv in advs:
+                    found[adv] = _counted(adv, chain, self.law, self.quad, graph.values[chain.slots[0]], self.memo,
+                                          problem.settings.max_states)
+            else:
+                found.update(_known_set(chain, self.law, self.quad, graph, sorted(known), advs))
+        return found
 
 
 def _known_set(chain: _Chain, law: _Law, quad: Rule, graph: FactorGraph, known: list[int],
