@@ -197,10 +197,10 @@ def test_model_built_in_python_runs_here():
     loaded = load_model(BETA, {"n": 2})
     assert "built in Python" in portable([(model, {0: 1.0}, RunSettings())])
     assert portable([(loaded, {0: 1.0}, RunSettings())]) is None
-    here = _event_unit((model, {0: 1.0}, RunSettings(draws=20, tune=20)))
+    here = _event_unit((model, {0: 1.0}, RunSettings(draws=20, tune=20), None))
     # MCMC over the rate, x1's two values summed given each draw: (chains, draws, configurations, tuples)
     assert re.fullmatch(r"(nuts|slice)\+summed 2", here.sampler) and here.x.shape == (2, 20, 2, 2)
-    np.testing.assert_array_equal(here.x, _event_unit((loaded, {0: 1.0}, RunSettings(draws=20, tune=20))).x)
+    np.testing.assert_array_equal(here.x, _event_unit((loaded, {0: 1.0}, RunSettings(draws=20, tune=20), None)).x)
 
 
 def _free_port() -> int:

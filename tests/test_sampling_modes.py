@@ -16,7 +16,7 @@ from scipy import integrate, special, stats
 
 from ddpbayes import DependenceModel, audit
 from ddpbayes.engines.sampling.estimate import Draws, ratio_at
-from ddpbayes.engines.sampling.runs import bounding, disagreement, known_multimodal, settled
+from ddpbayes.engines.sampling.runs import _event_unit, bounding, disagreement, known_multimodal, settled
 from ddpbayes.engines.sampling.tempering import (KDE_SCALES, Tempering, _forgotten, _kde_draw, _kde_logpdf, next_beta,
                                                  systematic)
 from ddpbayes.model.condition import TUPLES, WEIGHTS, condition
@@ -54,7 +54,9 @@ def test_a_choosing_switch_sends_the_later_choosing_runs_to_smc_and_the_bounding
     whose chains disagree with R-hat under 1.1 is switched to SMC and marks the model; a later
     choosing run goes to SMC directly; each bounding run is drawn as its choosing run was (SMC
     after a switch or a direct SMC run, NUTS/Slice after one that mixed); a bounding run's own
-    switch marks nothing (the later choices must not depend on the bounding draws)."""
+    switch marks nothing (the later choices must not depend on the bounding draws). A unit of work
+    carries the mark to a copy of the model that has none (a Dask worker's rebuilt model): its
+    choosing run is SMC's directly there too, as here; without the mark it is NUTS's."""
     with pm.Model() as m:
         mu = pm.Normal("mu", 0.0, 1.0)
         pm.Normal("x0", mu, 1.0)
@@ -81,6 +83,11 @@ def test_a_choosing_switch_sends_the_later_choosing_runs_to_smc_and_the_bounding
     assert settled(ego, {0: 0.0}, bound, mixed).smc["why"].startswith("the choosing run's NUTS chains disagreed")
     assert settled(ego, {0: 1.0}, bound, mixed).smc["why"].startswith("the choosing run's SMC directly")
     assert settled(ego, {0: -1.0}, bound, mixed).smc is None  # its choosing run was not SMC's
+    mark = known_multimodal(ego, choose)
+    rebuilt = DependenceModel(m, tuples=["x0", "x1"])  # no mark of its own
+    carried = _event_unit((rebuilt, {0: 2.0}, choose, mark))
+    assert carried.smc["why"].startswith("SMC directly") and known_multimodal(rebuilt, choose) == mark
+    assert _event_unit((DependenceModel(m, tuples=["x0", "x1"]), {0: 2.0}, choose, None)).smc is None
 
 
 def test_smc_standard_error_comes_from_the_spread_between_runs():

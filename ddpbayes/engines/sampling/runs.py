@@ -313,16 +313,21 @@ def sample_events(model: DependenceModel, events: Iterable[dict[int, float]], se
         if not model.has_memo("sampling", key) and not switched:  # its choosing run was SMC's: so is it (`settled`)
             todo.setdefault(key, dict(event))
     quiet = RunSettings.of(settings, progress=False)
-    jobs = [(model, event, quiet) for event in todo.values()]
+    known = known_multimodal(model, settings)  # sent with each unit: a worker's rebuilt model has no mark of its own
+    jobs = [(model, event, quiet, known) for event in todo.values()]
     runs = map_units(_event_unit, jobs, settings, label, "MCMC runs",
                      group=lambda unit: frozenset(unit[1]))  # one set of fixed tuples: one compiled step set
     for key, run in zip(todo, runs):
         model.memo("sampling", key, lambda run=run: run)
 
 
-def _event_unit(job: tuple[DependenceModel, dict[int, float], RunSettings]) -> Run | ImpossibleEvent:
-    """One MCMC run (a unit of work): the run, or the event found impossible."""
-    model, event, settings = job
+def _event_unit(job: tuple[DependenceModel, dict[int, float], RunSettings, tuple | None]) -> Run | ImpossibleEvent:
+    """One MCMC run (a unit of work): the run, or the event found impossible. `known`: why the
+    model is known multimodal in the process that planned the units (a worker's rebuilt model
+    is marked so too: its choosing runs go to SMC directly as they would here)."""
+    model, event, settings, known = job
+    if known is not None and known_multimodal(model, settings) is None:
+        model.memo("sampling", _multimodal_key(settings), lambda: known)
     try:
         return sample_event(model, event, settings)
     except ImpossibleEvent as e:
