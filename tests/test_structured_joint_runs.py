@@ -46,7 +46,8 @@ def log_diameter(g: np.ndarray) -> float:
     """max over rows x, x' and columns t, t' of log g[x,t] g[x',t'] / (g[x,t'] g[x',t]), by the four loops."""
     rows, cols = g.shape
     return max(math.log(g[x, t] * g[y, u] / (g[x, u] * g[y, t]))
-               for x, y in itertools.product(range(rows), repeat=2) for t, u in itertools.product(range(cols), repeat=2))
+               for x, y in itertools.product(range(rows), repeat=2)
+               for t, u in itertools.product(range(cols), repeat=2))
 
 
 def kernels(p0: np.ndarray, steps: np.ndarray, i: int):
@@ -59,25 +60,17 @@ def kernels(p0: np.ndarray, steps: np.ndarray, i: int):
     return left, right
 
 
-@pytest.mark.parametrize("seed,n,k", [(40, 3, 2), pytest.param(41, 5, 2, marks=pytest.mark.slow),
-                                      pytest.param(42, 6, 3, marks=pytest.mark.slow),
-                                      pytest.param(43, 7, 2, marks=pytest.mark.slow)])
-def test_the_search_equals_every_run_solved(seed, n, k):
+@pytest.mark.parametrize("seed,n,k,counts", [(40, 3, 2, False), pytest.param(41, 5, 2, False, marks=pytest.mark.slow),
+                                             pytest.param(42, 6, 3, False, marks=pytest.mark.slow),
+                                             pytest.param(43, 7, 2, False, marks=pytest.mark.slow),
+                                             pytest.param(51, 10, 2, True, marks=pytest.mark.slow),
+                                             pytest.param(52, 9, 3, True, marks=pytest.mark.slow)])
+def test_the_search_equals_every_run_solved(seed, n, k, counts, monkeypatch):
     """Random positive chains, SVT at a random threshold and RNM: each target's searched pdp equals the largest leak
-    over all its runs, each solved by enumerating its known configurations (no pruning, no count route)."""
-    rng = np.random.default_rng(seed)
-    model, _ = random_chain(seed, n, k, zeros=False)
-    for mech in mechanisms(rng, k):
-        runs = every_run(model, mech)
-        expected = [max(v for (i, _, _), v in runs.items() if i == target) for target in range(n)]
-        assert searched(model, mech) == pytest.approx(expected, abs=1e-12)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("seed,n,k", [(51, 10, 2), (52, 9, 3)])
-def test_the_search_equals_every_run_on_longer_chains(seed, n, k, monkeypatch):
-    """Ten days: the search against every run by the count route with no pruning (`joint_counts`, forced)."""
-    monkeypatch.setattr(joint, "ENUMERATE_UP_TO", 0)
+    over all its runs, each solved with no pruning: by enumerating its known configurations (up to seven days), or
+    by the count route forced (`joint_counts`, `counts`: nine and ten days)."""
+    if counts:
+        monkeypatch.setattr(joint, "ENUMERATE_UP_TO", 0)
     rng = np.random.default_rng(seed)
     model, _ = random_chain(seed, n, k, zeros=False)
     for mech in mechanisms(rng, k):
@@ -100,8 +93,8 @@ def test_the_search_equals_the_exact_engines_lattice(seed, n, k):
 @pytest.mark.parametrize("seed,n,k", [(70, 4, 2), pytest.param(71, 6, 2, marks=pytest.mark.slow),
                                       pytest.param(72, 6, 3, marks=pytest.mark.slow)])
 def test_the_bound_holds_on_every_pair_of_runs_and_needs_its_slack(seed, n, k):
-    """DESIGN §2.1b's bound, leak(s, e) ≤ leak(s', e) + Δ(P(X_i | X_{s'−1})) for s < s' ≤ i (and on the right), on
-    every pair of runs of random positive chains, the diameters from the transition matrices by their definition;
+    """DESIGN §2.1b's bound, leak(s, e) ≤ leak(s', e) + Δ(P(X_i | X_{s'−1})) for s < s' ≤ i (and on the right),
+    on every pair of runs of random positive chains, the diameters from the transition matrices by their definition;
     and the slack is needed: some longer run leaks more than a shorter one (a search without it would stop early)."""
     p0, steps = chain_tables(seed, n, k)
     model, _ = random_chain(seed, n, k, zeros=False)
