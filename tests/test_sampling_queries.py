@@ -218,6 +218,7 @@ def hist_truth(b: float = 1.0) -> float:
     return max(log_l_law(a, y) - log_l_law(c, y) for a in laws for c in laws for y in itertools.product(axes, axes))
 
 
+@pytest.mark.slow  # the default run's budget: 7 s idle; the target_di version stays
 def test_example1_identity_and_product_target_dj(example1):
     """Target D_j = s; D_i | s ~ U[max(0, 2s - 1), min(1, 2s)]. Identity: own coordinate
     |s - s'|/b = 1 plus D_i's coordinate, whose range moves from {0} (s -> 0) to {1} (s -> 1): +1,
