@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -39,6 +39,7 @@ from ddpbayes.engines.base import AdversaryLeakage, Witness
 from ddpbayes.engines.structured.graph import FactorGraph
 from ddpbayes.engines.structured.joint_counts import (
     Best,
+    Kernels,
     Window,
     WindowLaw,
     best_by_total,
@@ -444,14 +445,15 @@ def joint_leakage(problem: Problem, graph: FactorGraph) -> tuple[list[AdversaryL
 
 @dataclass
 class JointSolver:
-    """The chain's tables, the law, its rule and the count route's memo, kept across calls (`joint_runs` solves
-    runs in rounds)."""
+    """The chain's tables, the law, its rule, the count route's memo and its kernels (by whether x_j's e_A is in
+    them), kept across calls (`joint_runs` solves runs in rounds)."""
 
     graph: FactorGraph
     chain: _Chain
     law: _Law
     quad: Rule
     memo: dict
+    kernels: dict = field(default_factory=dict)
 
     @classmethod
     def of(cls, problem: Problem, graph: FactorGraph) -> JointSolver:
@@ -476,7 +478,7 @@ class JointSolver:
                     and not _counts_reason(problem, graph, advs[0])):
                 for adv in advs:
                     found[adv] = _counted(adv, chain, self.law, self.quad, graph.values[chain.slots[0]], self.memo,
-                                          problem.settings.max_states)
+                                          self.kernels, problem.settings.max_states)
             else:
                 found.update(_known_set(chain, self.law, self.quad, graph, sorted(known), advs))
         return found
@@ -539,10 +541,10 @@ def _output(law: _Law, j: int, n: int) -> tuple[float, ...]:
 
 
 def _counted(adv: Adversary, chain: _Chain, law: _Law, quad: Rule, values: np.ndarray, memo: dict,
-             limit: int) -> AdversaryLeakage:
+             kernels: dict[bool, Kernels], limit: int) -> AdversaryLeakage:
     """leak(i, K) of an adversary who knows every day outside one window around the target, the interior known days
     by their value counts (`joint_counts`): the largest ratio over the classes of outputs, each (window, class,
-    count total) solved once."""
+    count total) solved once, each count total's kernels built once (`kernels`, free of the window)."""
     n = len(chain.slots)
     win = window_of(adv, n)
     key = (chain.unary[win.lo:win.hi + 1].tobytes(), chain.pair[win.lo:win.hi].tobytes(),
@@ -550,32 +552,35 @@ def _counted(adv: Adversary, chain: _Chain, law: _Law, quad: Rule, values: np.nd
     if key not in memo:
         memo[key] = _window_law(chain, law, quad, win)
     table: WindowLaw = memo[key]
-    e_b, e_a, _ = law.emissions(quad.v, values)
-    with np.errstate(divide="ignore"):
-        log_b, log_a = np.log(e_b), np.log(e_a)
-    base = quad.log_w + law.log_weight(quad.v)
+    if not kernels:
+        e_b, e_a, _ = law.emissions(quad.v, values)
+        with np.errstate(divide="ignore"):
+            log_b, log_a = np.log(e_b), np.log(e_a)
+        base = quad.log_w + law.log_weight(quad.v)
+        kernels.update({False: Kernels(log_b, None, base), True: Kernels(log_b, log_a, base)})
     left = list(range(win.lo if win.left else 0))
     right = list(range(win.hi + 1, n)) if win.right else []
     outer = left + right
     all_b = table.all_b[..., None, :]
-    # (class, totals, x_j's factor, window columns, output j and counted days and x_j's day of a total and column)
+    # (class, totals, x_j's factor or not, window columns, output j and counted days and x_j's day of a total and
+    # column)
     if law.first:
-        classes = [("inside", [len(left)], None, table.inside, lambda m, c: (win.lo + c, left, None)),
-                   ("none", [len(outer)], None, all_b, lambda m, c: (n, outer, None)),
-                   ("after", list(range(len(left), len(outer))), log_a, all_b,
+        classes = [("inside", [len(left)], False, table.inside, lambda m, c: (win.lo + c, left, None)),
+                   ("none", [len(outer)], False, all_b, lambda m, c: (n, outer, None)),
+                   ("after", list(range(len(left), len(outer))), True, all_b,
                     lambda m, c: (right[m - len(left)], outer[:m], right[m - len(left)]))]
     else:
-        classes = [("inside", [len(outer)], None, table.inside, lambda m, c: (win.lo + c, outer, None)),
-                   ("known", [len(outer) - 1] if outer else [], log_a, all_b, lambda m, c: (outer[0], outer[1:],
+        classes = [("inside", [len(outer)], False, table.inside, lambda m, c: (win.lo + c, outer, None)),
+                   ("known", [len(outer) - 1] if outer else [], True, all_b, lambda m, c: (outer[0], outer[1:],
                                                                                         outer[0]))]
     best, witness = None, None
-    for name, totals, factor, cols, place in classes:
+    for name, totals, with_a, cols, place in classes:
         solved = memo.setdefault((key, name), {})
         missing = [m for m in totals if m not in solved]
         if missing:
             check_states(configuration_count(missing[-1], len(values)) * len(values) * len(quad.v),
                          "the known days' count vectors times the quadrature nodes", "cells", limit)
-            solved.update(best_by_total(missing, log_b, factor, base, cols, table.marginal))
+            solved.update(best_by_total(missing, kernels[with_a], cols, table.marginal))
         for m in totals:
             found: Best | None = solved[m]
             if found is not None and (best is None or found.value > best.value):
