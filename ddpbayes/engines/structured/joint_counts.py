@@ -317,35 +317,43 @@ class Best:
     t_prime: int
 
 
-def best_by_total(totals: list[int], kernels: Kernels, tables: np.ndarray, marginal: np.ndarray
-                  ) -> dict[int, Best | None]:
-    """For each count total: the largest log P(j | t, x_K) − log P(j | t', x_K) over the count vectors of that
-    many days (times x_j's e_A, each value, when the kernels carry it), the tables' columns (ka, kb, kt, J, N), the
-    border values and the possible t ≠ t' (None when no border values are possible); ratios in batches of about
-    2^20 cells."""
-    ka, kb, kt, cols, big = tables.shape
-    scaled = _Scaled.of(tables.transpose(0, 1, 3, 2, 4).reshape(-1, big))
-    out: dict[int, Best | None] = {}
+def best_by_total(totals: list[int], kernels: Kernels, requests: list[tuple[np.ndarray, np.ndarray]]
+                  ) -> list[dict[int, Best | None]]:
+    """For each request (tables (ka, kb, kt, J, N), marginal (ka, kb, kt)) and each count total: the largest
+    log P(j | t, x_K) − log P(j | t', x_K) over the count vectors of that many days (times x_j's e_A, each value,
+    when the kernels carry it), the tables' columns, the border values and the possible t ≠ t' (None when no border
+    values are possible). Every request's tables go into one product with each total's kernels (windows batched:
+    one pass over the kernels for all); ratios in batches of about 2^22 cells."""
+    flats = [tables.transpose(0, 1, 3, 2, 4).reshape(-1, tables.shape[-1]) for tables, _ in requests]
+    edges = np.cumsum([0] + [len(f) for f in flats])
+    scaled = _Scaled.of(np.concatenate(flats))
+    out: list[dict[int, Best | None]] = [{} for _ in requests]
     batch: list[tuple[int, KernelBlock, np.ndarray]] = []
     size = 0
     for total in totals:
         block = kernels.block(total)
         batch.append((total, block, log_integrals(kernels, block, scaled)))
         size += batch[-1][2].size
-        if size >= 1 << 20 or total == totals[-1]:
-            out.update(_best_batch(batch, tables.shape, marginal))
+        if size >= 1 << 22 or total == totals[-1]:
+            for r, (tables, marginal) in enumerate(requests):
+                part = [(m, b, logs[:, edges[r]:edges[r + 1]]) for m, b, logs in batch]
+                out[r].update(_best_batch(part, tables.shape, marginal))
             batch, size = [], 0
     return out
 
 
 def _best_batch(batch: list, shape: tuple[int, ...], marginal: np.ndarray) -> dict[int, Best | None]:
+    """Each total's best of the batch's (total, kernel block, logs): the largest ratio, ties to the first border values,
+    then the first count vector, then the first column; each step vectorised over the totals."""
     ka, kb, kt, cols, _ = shape
     counts, chosen = np.concatenate([b[1].counts for b in batch]), np.concatenate([b[1].chosen for b in batch])
-    starts = np.cumsum([0] + [len(b[1].counts) for b in batch])
+    lens = [len(b[1].counts) for b in batch]
+    starts, seg = np.cumsum([0] + lens)[:-1], np.repeat(np.arange(len(batch)), lens)
     logs = np.concatenate([b[2] for b in batch])
     logs = logs.reshape(len(logs), ka, kb, cols, kt) - marginal[None, :, :, None, :]
     possible = np.isfinite(marginal)  # (ka, kb, kt)
-    out: dict[int, Best | None] = {b[0]: None for b in batch}
+    value, unset = np.full(len(batch), -np.inf), np.ones(len(batch), dtype=bool)
+    at = np.zeros((len(batch), 4), dtype=int)  # border a, border b, row, column
     for a, b in itertools.product(range(ka), range(kb)):
         ts = np.flatnonzero(possible[a, b])
         if ts.size == 0:
@@ -356,13 +364,21 @@ def _best_batch(batch: list, shape: tuple[int, ...], marginal: np.ndarray) -> di
         ratio[np.isnan(ratio)] = -np.inf
         column = ratio.argmax(axis=1)
         top = ratio[np.arange(len(logs)), column]
-        for (total, *_), lo, hi in zip(batch, starts[:-1], starts[1:]):
-            c = lo + int(np.argmax(top[lo:hi]))
-            j = int(column[c])
-            found = Best(float(top[c]), tuple(map(int, counts[c])), int(chosen[c]), j, (a, b),
-                         int(ts[part[c, j].argmax()]), int(ts[part[c, j].argmin()]))
-            if out[total] is None or found.value > out[total].value:
-                out[total] = found
+        most = np.maximum.reduceat(top, starts)
+        hits = np.flatnonzero(top == most[seg])
+        row = hits[np.searchsorted(seg[hits], np.arange(len(batch)))]  # each total's first row at its maximum
+        better = unset | (most > value)
+        value[better], unset[better] = most[better], False
+        at[better] = np.column_stack([np.full(len(row), a), np.full(len(row), b), row, column[row]])[better]
+    out: dict[int, Best | None] = {}
+    for (total, *_), found, (a, b, c, j), missing in zip(batch, value, at, unset):
+        if missing:
+            out[total] = None
+            continue
+        ts = np.flatnonzero(possible[a, b])
+        line = logs[c, a, b, j, ts]
+        out[total] = Best(float(found), tuple(map(int, counts[c])), int(chosen[c]), int(j), (int(a), int(b)),
+                          int(ts[line.argmax()]), int(ts[line.argmin()]))
     return out
 
 
