@@ -510,9 +510,9 @@ class JointSolver:
 
     def _batched(self, advs: list[Adversary], limit: int) -> None:
         """Every class of the windows of `advs` with several count totals missing (SVT's outputs after the window),
-        solved before the adversaries one by one: windows in groups of about BATCH_ROWS table rows, each group's
-        tables in one product with each total's kernels (a pass over the kernels per group, not per window);
-        every total of the group's union kept for each of its windows."""
+        solved before the adversaries one by one: windows in groups of about BATCH_ROWS table rows, each total's
+        kernels in one product with the tables of the group's windows missing it (a pass over the kernels per
+        group, not per window)."""
         n = len(self.chain.slots)
         wanted: dict[tuple, tuple[set[int], bool, np.ndarray, np.ndarray]] = {}
         for adv in advs:
@@ -534,11 +534,11 @@ class JointSolver:
                     group, rows = [], 0
 
     def _solve_group(self, group: list[tuple], wanted: dict, with_a: bool, limit: int) -> None:
-        totals = sorted(set().union(*(wanted[slot][0] for slot in group)))
         k, big = self.chain.unary.shape[1], len(self.quad.v)
-        check_states(configuration_count(totals[-1], k) * k * big,
+        check_states(configuration_count(max(max(wanted[slot][0]) for slot in group), k) * k * big,
                      "the known days' count vectors times the quadrature nodes", "cells", limit)
-        found = best_by_total(totals, self.kernels_of(with_a), [wanted[slot][2:] for slot in group])
+        found = best_by_total(self.kernels_of(with_a), [(sorted(wanted[slot][0]), *wanted[slot][2:])
+                                                        for slot in group])
         for slot, by_total in zip(group, found):
             self.memo[slot].update(by_total)
 
@@ -630,7 +630,7 @@ def _counted(adv: Adversary, solver: JointSolver, limit: int) -> AdversaryLeakag
         if missing:
             check_states(configuration_count(missing[-1], len(values)) * len(values) * len(solver.quad.v),
                          "the known days' count vectors times the quadrature nodes", "cells", limit)
-            solved.update(best_by_total(missing, solver.kernels_of(with_a), [(cols, table.marginal)])[0])
+            solved.update(best_by_total(solver.kernels_of(with_a), [(missing, cols, table.marginal)])[0])
         for m in totals:
             found: Best | None = solved[m]
             if found is not None and (best is None or found.value > best.value):

@@ -286,6 +286,9 @@ class _Scaled:
         with np.errstate(under="ignore"):
             return cls(logs, np.exp(logs - top[:, None]), top, alive)
 
+    def rows(self, index: np.ndarray) -> _Scaled:
+        return _Scaled(self.logs[index], self.scaled[index], self.top[index], self.alive[index])
+
 
 def log_integrals(kernels: Kernels, block: KernelBlock, tables: _Scaled) -> np.ndarray:
     """log Σ_ν exp(kernel[c, ν] + tables[m, ν]) (C, M): one product of the scaled rows, entries that fall below
@@ -317,28 +320,38 @@ class Best:
     t_prime: int
 
 
-def best_by_total(totals: list[int], kernels: Kernels, requests: list[tuple[np.ndarray, np.ndarray]]
+def best_by_total(kernels: Kernels, requests: list[tuple[list[int], np.ndarray, np.ndarray]]
                   ) -> list[dict[int, Best | None]]:
-    """For each request (tables (ka, kb, kt, J, N), marginal (ka, kb, kt)) and each count total: the largest
-    log P(j | t, x_K) − log P(j | t', x_K) over the count vectors of that many days (times x_j's e_A, each value,
-    when the kernels carry it), the tables' columns, the border values and the possible t ≠ t' (None when no border
-    values are possible). Every request's tables go into one product with each total's kernels (windows batched:
-    one pass over the kernels for all); ratios in batches of about 2^22 cells."""
-    flats = [tables.transpose(0, 1, 3, 2, 4).reshape(-1, tables.shape[-1]) for tables, _ in requests]
+    """For each request (count totals, tables (ka, kb, kt, J, N), marginal (ka, kb, kt)) and each of its totals: the
+    largest log P(j | t, x_K) − log P(j | t', x_K) over the count vectors of that many days (times x_j's e_A, each
+    value, when the kernels carry it), the tables' columns, the border values and the possible t ≠ t' (None when no
+    border values are possible). Each total's kernels go into one product with the tables of every request asking
+    for it (windows batched: one pass over the kernels for all); each request's ratios in batches of about 2^18
+    cells."""
+    flats = [tables.transpose(0, 1, 3, 2, 4).reshape(-1, tables.shape[-1]) for _, tables, _ in requests]
     edges = np.cumsum([0] + [len(f) for f in flats])
     scaled = _Scaled.of(np.concatenate(flats))
+    asking: dict[int, list[int]] = {}
+    for r, (totals, _, _) in enumerate(requests):
+        for total in totals:
+            asking.setdefault(total, []).append(r)
     out: list[dict[int, Best | None]] = [{} for _ in requests]
-    batch: list[tuple[int, KernelBlock, np.ndarray]] = []
-    size = 0
-    for total in totals:
-        block = kernels.block(total)
-        batch.append((total, block, log_integrals(kernels, block, scaled)))
-        size += batch[-1][2].size
-        if size >= 1 << 22 or total == totals[-1]:
-            for r, (tables, marginal) in enumerate(requests):
-                part = [(m, b, logs[:, edges[r]:edges[r + 1]]) for m, b, logs in batch]
-                out[r].update(_best_batch(part, tables.shape, marginal))
-            batch, size = [], 0
+    pending: list[list[tuple[int, KernelBlock, np.ndarray]]] = [[] for _ in requests]
+    sizes = [0] * len(requests)
+    for total in sorted(asking):
+        block, rs = kernels.block(total), asking[total]
+        rows = np.concatenate([np.arange(edges[r], edges[r + 1]) for r in rs])
+        logs = log_integrals(kernels, block, scaled if len(rows) == edges[-1] else scaled.rows(rows))
+        starts = np.cumsum([0] + [edges[r + 1] - edges[r] for r in rs])
+        for r, lo, hi in zip(rs, starts[:-1], starts[1:]):
+            pending[r].append((total, block, logs[:, lo:hi]))
+            sizes[r] += logs.shape[0] * (hi - lo)
+            if sizes[r] >= 1 << 18:
+                out[r].update(_best_batch(pending[r], requests[r][1].shape, requests[r][2]))
+                pending[r], sizes[r] = [], 0
+    for r, part in enumerate(pending):
+        if part:
+            out[r].update(_best_batch(part, requests[r][1].shape, requests[r][2]))
     return out
 
 
