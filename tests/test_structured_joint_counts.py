@@ -207,3 +207,37 @@ def test_a_tree_is_refused_in_one_line():
             audit(model, "identity", mech, notion, engine="structured", information=None)
         assert "\n" not in str(refused.value)
         assert "the model is not a chain of its tuples in their own order" in str(refused.value)
+
+
+@pytest.mark.parametrize("seed,n,k", [(81, 5, 2), pytest.param(82, 7, 2, marks=pytest.mark.slow),
+                                      pytest.param(83, 5, 3, marks=pytest.mark.slow)])
+def test_kernels_kept_across_windows_equal_the_enumeration(seed, n, k, monkeypatch):
+    """Every run adversary of every target of random positive chains (SVT at a random threshold, RNM), solved by one
+    solver whose count route keeps each count total's kernels across windows (`joint_counts.Kernels`), equals each
+    known set enumerated (no counts, no kernels); so does that route with nothing kept (budget 0) and with every
+    integral recomputed term by term in logs (the underflow fallback forced by _TINY = 1e300)."""
+    from test_structured_joint import random_chain
+
+    from ddpbayes.engines.structured import joint_counts
+    from ddpbayes.engines.structured.graph import factor_graph
+    from ddpbayes.problem import Adversary, Problem
+    from ddpbayes.queries import parse_query
+
+    model, _ = random_chain(seed, n, k, zeros=False)
+    rng = np.random.default_rng(seed)
+    threshold, s = float(rng.uniform(-0.5, k)), float(rng.uniform(0.3, 2.0))
+    advs = [Adversary(i, frozenset(j for j in range(n) if not lo <= j <= hi))
+            for i in range(n) for lo in range(i + 1) for hi in range(i, n)]
+    for mech in (SparseVector(s, 1, threshold, 1), ReportNoisyMax(2 * s)):
+        problem = Problem(model, parse_query("identity"), mech, tuple(advs))
+        graph = factor_graph(model, problem.settings.max_states)
+        enumerated = joint.JointSolver.of(problem, graph).solve(problem, advs)
+        expected = [enumerated[a].value for a in advs]
+        for budget, tiny in ((joint_counts.KERNEL_BYTES, joint_counts._TINY), (0, joint_counts._TINY),
+                             (joint_counts.KERNEL_BYTES, 1e300)):
+            monkeypatch.setattr(joint_counts, "KERNEL_BYTES", budget)
+            monkeypatch.setattr(joint_counts, "_TINY", tiny)
+            solver = joint.JointSolver.of(problem, graph)
+            counted = solver.solve(problem, advs, counts_first=True)
+            assert [counted[a].value for a in advs] == pytest.approx(expected, abs=1e-12)
+            assert bool(solver.kernels[True].blocks) == (budget > 0)

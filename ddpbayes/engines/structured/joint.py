@@ -31,14 +31,16 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from ddpbayes.engines.base import AdversaryLeakage, Witness
 from ddpbayes.engines.structured.graph import FactorGraph
 from ddpbayes.engines.structured.joint_counts import (
     Best,
+    Kernels,
     Window,
     WindowLaw,
     best_by_total,
@@ -58,6 +60,7 @@ from ddpbayes.queries import Identity
 ENUMERATE_UP_TO = 1 << 10  # known-value configurations enumerated; more go by their counts when they reduce
 LAW_BOUND = 1e-13  # the relative error bound each finite piece's rule is chosen for
 MOST_NODES = 1 << 14  # per piece
+BATCH_ROWS = 256  # window table rows per product with a count total's kernels (`JointSolver._batched`)
 _ELLIPSES = (1.02, 1.05, 1.1, 1.2, 1.35, 1.5, 1.75, 2.0, 2.5, 3.0, 4.0, 6.0, 8.0, 12.0)
 
 
@@ -444,14 +447,15 @@ def joint_leakage(problem: Problem, graph: FactorGraph) -> tuple[list[AdversaryL
 
 @dataclass
 class JointSolver:
-    """The chain's tables, the law, its rule and the count route's memo, kept across calls (`joint_runs` solves
-    runs in rounds)."""
+    """The chain's tables, the law, its rule, the count route's memo and its kernels (by whether x_j's e_A is in
+    them), kept across calls (`joint_runs` solves runs in rounds)."""
 
     graph: FactorGraph
     chain: _Chain
     law: _Law
     quad: Rule
     memo: dict
+    kernels: dict = field(default_factory=dict)
 
     @classmethod
     def of(cls, problem: Problem, graph: FactorGraph) -> JointSolver:
@@ -463,6 +467,8 @@ class JointSolver:
                      "the joint law's messages (nodes x days x values x 8)", "cells", problem.settings.max_states)
         return cls(graph, chain, law, quad, {})
 
+    @threadpool_limits.wrap(limits=1, user_api="blas")  # small products (k x k steps, kernels x 8 rows): threads
+    # only contend (a count total's product 0.5 ms on one thread, 4-7 ms on two at load 3)
     def solve(self, problem: Problem, adversaries, counts_first: bool = False) -> dict[Adversary, AdversaryLeakage]:
         """leak(i, K) of each adversary: each known set's configurations enumerated, or by their counts when there
         are more than ENUMERATE_UP_TO (or `counts_first`: whenever) and they reduce (`_counted`)."""
@@ -471,15 +477,70 @@ class JointSolver:
         for adv in adversaries:
             by_known.setdefault(adv.known, []).append(adv)
         found: dict[Adversary, AdversaryLeakage] = {}
+        counted: list[Adversary] = []
         for known, advs in by_known.items():
             if ((counts_first or math.prod(graph.sizes[k] for k in known) > ENUMERATE_UP_TO)
                     and not _counts_reason(problem, graph, advs[0])):
-                for adv in advs:
-                    found[adv] = _counted(adv, chain, self.law, self.quad, graph.values[chain.slots[0]], self.memo,
-                                          problem.settings.max_states)
+                counted += advs
             else:
                 found.update(_known_set(chain, self.law, self.quad, graph, sorted(known), advs))
+        self._batched(counted, problem.settings.max_states)
+        for adv in counted:
+            found[adv] = _counted(adv, self, problem.settings.max_states)
         return found
+
+    def window(self, win: Window) -> tuple[tuple, WindowLaw]:
+        """The window's memo key (its tables, answers, target offset and borders) and its law, made once."""
+        chain = self.chain
+        key = (chain.unary[win.lo:win.hi + 1].tobytes(), chain.pair[win.lo:win.hi].tobytes(),
+               chain.answers[win.lo:win.hi + 1].tobytes(), win.target, win.left, win.right)
+        if key not in self.memo:
+            self.memo[key] = _window_law(chain, self.law, self.quad, win)
+        return key, self.memo[key]
+
+    def kernels_of(self, with_a: bool) -> Kernels:
+        """The count route's kernels (`joint_counts.Kernels`), with x_j's e_A or without: the law's, made once."""
+        if not self.kernels:
+            e_b, e_a, _ = self.law.emissions(self.quad.v, self.graph.values[self.chain.slots[0]])
+            with np.errstate(divide="ignore"):
+                log_b, log_a = np.log(e_b), np.log(e_a)
+            base = self.quad.log_w + self.law.log_weight(self.quad.v)
+            self.kernels.update({False: Kernels(log_b, None, base), True: Kernels(log_b, log_a, base)})
+        return self.kernels[with_a]
+
+    def _batched(self, advs: list[Adversary], limit: int) -> None:
+        """Every class of the windows of `advs` with several count totals missing (SVT's outputs after the window),
+        solved before the adversaries one by one: windows in groups of about BATCH_ROWS table rows, each total's
+        kernels in one product with the tables of the group's windows missing it (a pass over the kernels per
+        group, not per window)."""
+        n = len(self.chain.slots)
+        wanted: dict[tuple, tuple[set[int], bool, np.ndarray, np.ndarray]] = {}
+        for adv in advs:
+            win = window_of(adv, n)
+            key, table = self.window(win)
+            for name, totals, with_a, cols, _ in _classes(self.law, win, n, table):
+                solved = self.memo.setdefault((key, name), {})
+                missing = [m for m in totals if m not in solved]
+                if len(missing) > 1:
+                    wanted.setdefault((key, name), (set(), with_a, cols, table.marginal))[0].update(missing)
+        for with_a in (False, True):
+            slots = sorted((slot for slot in wanted if wanted[slot][1] == with_a), key=lambda s: min(wanted[s][0]))
+            group, rows = [], 0
+            for slot in slots:
+                group.append(slot)
+                rows += math.prod(wanted[slot][2].shape[:-1])
+                if rows >= BATCH_ROWS or slot == slots[-1]:
+                    self._solve_group(group, wanted, with_a, limit)
+                    group, rows = [], 0
+
+    def _solve_group(self, group: list[tuple], wanted: dict, with_a: bool, limit: int) -> None:
+        k, big = self.chain.unary.shape[1], len(self.quad.v)
+        check_states(configuration_count(max(max(wanted[slot][0]) for slot in group), k) * k * big,
+                     "the known days' count vectors times the quadrature nodes", "cells", limit)
+        found = best_by_total(self.kernels_of(with_a), [(sorted(wanted[slot][0]), *wanted[slot][2:])
+                                                        for slot in group])
+        for slot, by_total in zip(group, found):
+            self.memo[slot].update(by_total)
 
 
 def _known_set(chain: _Chain, law: _Law, quad: Rule, graph: FactorGraph, known: list[int],
@@ -538,44 +599,38 @@ def _output(law: _Law, j: int, n: int) -> tuple[float, ...]:
 # --------------------------------------------------------------------------- known days by their counts
 
 
-def _counted(adv: Adversary, chain: _Chain, law: _Law, quad: Rule, values: np.ndarray, memo: dict,
-             limit: int) -> AdversaryLeakage:
-    """leak(i, K) of an adversary who knows every day outside one window around the target, the interior known days
-    by their value counts (`joint_counts`): the largest ratio over the classes of outputs, each (window, class,
-    count total) solved once."""
-    n = len(chain.slots)
-    win = window_of(adv, n)
-    key = (chain.unary[win.lo:win.hi + 1].tobytes(), chain.pair[win.lo:win.hi].tobytes(),
-           chain.answers[win.lo:win.hi + 1].tobytes(), win.target, win.left, win.right)
-    if key not in memo:
-        memo[key] = _window_law(chain, law, quad, win)
-    table: WindowLaw = memo[key]
-    e_b, e_a, _ = law.emissions(quad.v, values)
-    with np.errstate(divide="ignore"):
-        log_b, log_a = np.log(e_b), np.log(e_a)
-    base = quad.log_w + law.log_weight(quad.v)
+def _classes(law: _Law, win: Window, n: int, table: WindowLaw) -> list[tuple]:
+    """The window's classes of outputs (module docstring of `joint_counts`): (name, count totals, x_j's e_A or not,
+    the window's columns, and for a total and a column: the output j, the counted days and x_j's day or None)."""
     left = list(range(win.lo if win.left else 0))
     right = list(range(win.hi + 1, n)) if win.right else []
     outer = left + right
     all_b = table.all_b[..., None, :]
-    # (class, totals, x_j's factor, window columns, output j and counted days and x_j's day of a total and column)
     if law.first:
-        classes = [("inside", [len(left)], None, table.inside, lambda m, c: (win.lo + c, left, None)),
-                   ("none", [len(outer)], None, all_b, lambda m, c: (n, outer, None)),
-                   ("after", list(range(len(left), len(outer))), log_a, all_b,
-                    lambda m, c: (right[m - len(left)], outer[:m], right[m - len(left)]))]
-    else:
-        classes = [("inside", [len(outer)], None, table.inside, lambda m, c: (win.lo + c, outer, None)),
-                   ("known", [len(outer) - 1] if outer else [], log_a, all_b, lambda m, c: (outer[0], outer[1:],
-                                                                                        outer[0]))]
+        return [("inside", [len(left)], False, table.inside, lambda m, c: (win.lo + c, left, None)),
+                ("none", [len(outer)], False, all_b, lambda m, c: (n, outer, None)),
+                ("after", list(range(len(left), len(outer))), True, all_b,
+                 lambda m, c: (right[m - len(left)], outer[:m], right[m - len(left)]))]
+    return [("inside", [len(outer)], False, table.inside, lambda m, c: (win.lo + c, outer, None)),
+            ("known", [len(outer) - 1] if outer else [], True, all_b, lambda m, c: (outer[0], outer[1:], outer[0]))]
+
+
+def _counted(adv: Adversary, solver: JointSolver, limit: int) -> AdversaryLeakage:
+    """leak(i, K) of an adversary who knows every day outside one window around the target, the interior known days
+    by their value counts (`joint_counts`): the largest ratio over the classes of outputs, each (window, class,
+    count total) solved once, each count total's kernels built once (`JointSolver.kernels_of`)."""
+    n = len(solver.chain.slots)
+    values = solver.graph.values[solver.chain.slots[0]]
+    win = window_of(adv, n)
+    key, table = solver.window(win)
     best, witness = None, None
-    for name, totals, factor, cols, place in classes:
-        solved = memo.setdefault((key, name), {})
+    for name, totals, with_a, cols, place in _classes(solver.law, win, n, table):
+        solved = solver.memo.setdefault((key, name), {})
         missing = [m for m in totals if m not in solved]
         if missing:
-            check_states(configuration_count(missing[-1], len(values)) * len(values) * len(quad.v),
+            check_states(configuration_count(missing[-1], len(values)) * len(values) * len(solver.quad.v),
                          "the known days' count vectors times the quadrature nodes", "cells", limit)
-            solved.update(best_by_total(missing, log_b, factor, base, cols, table.marginal))
+            solved.update(best_by_total(solver.kernels_of(with_a), [(missing, cols, table.marginal)])[0])
         for m in totals:
             found: Best | None = solved[m]
             if found is not None and (best is None or found.value > best.value):
@@ -585,8 +640,8 @@ def _counted(adv: Adversary, chain: _Chain, law: _Law, quad: Rule, values: np.nd
     _, (j, counted, day) = witness
     chosen = None if day is None else (day, best.chosen)
     known = witness_values(win, n, best.borders, best.counts, counted, chosen, values)
-    return AdversaryLeakage(adv, max(best.value, 0.0),
-                            Witness(adv, known, float(values[best.t]), float(values[best.t_prime]), _output(law, j, n)))
+    return AdversaryLeakage(adv, max(best.value, 0.0), Witness(adv, known, float(values[best.t]),
+                                                               float(values[best.t_prime]), _output(solver.law, j, n)))
 
 
 def _window_law(chain: _Chain, law: _Law, quad: Rule, win: Window) -> WindowLaw:

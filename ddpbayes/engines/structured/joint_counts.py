@@ -210,20 +210,96 @@ def _pick(logs: np.ndarray, k: int) -> np.ndarray:
 # --------------------------------------------------------------------------- the known days by their counts
 
 
-def log_integrals(kernels: np.ndarray, tables: np.ndarray) -> np.ndarray:
-    """log Σ_ν exp(kernels[c, ν] + tables[m, ν]) (C, M): one scaled matrix product, entries that fall below _TINY
-    recomputed term by term."""
-    k_top, t_top = kernels.max(axis=1), tables.max(axis=1)
-    k_safe = np.where(np.isfinite(k_top), k_top, 0.0)
-    t_safe = np.where(np.isfinite(t_top), t_top, 0.0)
-    with np.errstate(under="ignore"):
-        product = np.exp(kernels - k_safe[:, None]) @ np.exp(tables - t_safe[:, None]).T
+KERNEL_BYTES = 1 << 30  # scaled kernels kept per law and kind (a year of binary days, SVT: 0.23 and 0.46 GB)
+
+
+@dataclass(frozen=True)
+class KernelBlock:
+    """One count total's kernels (`Kernels.log_rows`), each row scaled by its maximum: `scaled` (C, N) =
+    exp(row − top), `top` (C,) the row's maximum (0 for a row of zeros), `alive` (C,) whether it is finite, the
+    rows' counts (C, k) and x_j's value (C,; -1 without)."""
+
+    scaled: np.ndarray
+    top: np.ndarray
+    alive: np.ndarray
+    counts: np.ndarray
+    chosen: np.ndarray
+
+
+class Kernels:
+    """The known days' factors per count vector, log_b (N, k) for e_B, x_j's log_a (N, k) when given, times the
+    weight `base` (N): they depend on the law, the rule and the values only, not on the window, so each count
+    total's rows are built and scaled once and kept (up to KERNEL_BYTES; past it built when asked) for every
+    window's tables (DESIGN §2.1b)."""
+
+    def __init__(self, log_b: np.ndarray, log_a: np.ndarray | None, base: np.ndarray):
+        self.log_b, self.log_a, self.base = log_b, log_a, base
+        self.blocks: dict[int, KernelBlock] = {}
+        self.held = 0
+
+    def log_rows(self, counts: np.ndarray, chosen: np.ndarray) -> np.ndarray:
+        """log of the known factors (C, N) of count vectors `counts` (C, k) times x_j's e_A at value `chosen` (C,;
+        -1: none) times the weight."""
+        finite = np.isfinite(self.log_b)
+        body = self.base[None, :] + counts @ np.where(finite, self.log_b, 0.0).T
+        body[(counts > 0) @ ~finite.T] = -np.inf  # a factor that underflowed: the product is 0
+        if self.log_a is not None:
+            body += self.log_a[:, chosen].T
+        return body
+
+    def block(self, total: int) -> KernelBlock:
+        """Every count vector of `total` days (times each value of x_j when log_a is given), scaled per row."""
+        if total in self.blocks:
+            return self.blocks[total]
+        k = self.log_b.shape[1]
+        counts = configurations(total, k)
+        chosen = np.full(len(counts), -1)
+        if self.log_a is not None:
+            counts, chosen = np.tile(counts, (k, 1)), np.repeat(np.arange(k), len(counts))
+        rows = self.log_rows(counts, chosen)
+        top = rows.max(axis=1)
+        alive = np.isfinite(top)
+        top = np.where(alive, top, 0.0)
+        with np.errstate(under="ignore"):
+            out = KernelBlock(np.exp(rows - top[:, None]), top, alive, counts, chosen)
+        if self.held + out.scaled.nbytes <= KERNEL_BYTES:
+            self.blocks[total] = out
+            self.held += out.scaled.nbytes
+        return out
+
+
+@dataclass(frozen=True)
+class _Scaled:
+    """Tables (M, N) in logs, and each row scaled by its maximum: `scaled` = exp(row − top), `top` (0 for a row of
+    −∞), `alive`."""
+
+    logs: np.ndarray
+    scaled: np.ndarray
+    top: np.ndarray
+    alive: np.ndarray
+
+    @classmethod
+    def of(cls, logs: np.ndarray) -> _Scaled:
+        top = logs.max(axis=1)
+        alive = np.isfinite(top)
+        top = np.where(alive, top, 0.0)
+        with np.errstate(under="ignore"):
+            return cls(logs, np.exp(logs - top[:, None]), top, alive)
+
+    def rows(self, index: np.ndarray) -> _Scaled:
+        return _Scaled(self.logs[index], self.scaled[index], self.top[index], self.alive[index])
+
+
+def log_integrals(kernels: Kernels, block: KernelBlock, tables: _Scaled) -> np.ndarray:
+    """log Σ_ν exp(kernel[c, ν] + tables[m, ν]) (C, M): one product of the scaled rows, entries that fall below
+    _TINY recomputed term by term in logs (the kernel rows rebuilt from their counts)."""
+    product = block.scaled @ tables.scaled.T
     with np.errstate(divide="ignore"):
-        out = np.log(product) + k_safe[:, None] + t_safe[None, :]
-    low = np.argwhere((product < _TINY) & np.isfinite(k_top)[:, None] & np.isfinite(t_top)[None, :])
+        out = np.log(product) + block.top[:, None] + tables.top[None, :]
+    low = np.argwhere((product < _TINY) & block.alive[:, None] & tables.alive[None, :])
     for chunk in range(0, len(low), 4096):
         c, m = low[chunk:chunk + 4096].T
-        terms = kernels[c] + tables[m]
+        terms = kernels.log_rows(block.counts[c], block.chosen[c]) + tables.logs[m]
         top = terms.max(axis=1)
         with np.errstate(divide="ignore", invalid="ignore"):
             out[c, m] = np.where(np.isfinite(top), np.log(np.exp(terms - top[:, None]).sum(axis=1)) + top, -np.inf)
@@ -244,34 +320,53 @@ class Best:
     t_prime: int
 
 
-def best_by_total(totals: list[int], log_b: np.ndarray, log_a: np.ndarray | None, base: np.ndarray,
-                  tables: np.ndarray, marginal: np.ndarray) -> dict[int, Best | None]:
-    """For each count total: the largest log P(j | t, x_K) − log P(j | t', x_K) over the count vectors of that
-    many days (times x_j's e_A, each value, when `log_a` is given), the tables' columns (ka, kb, kt, J, N), the
-    border values and the possible t ≠ t' (None when no border values are possible); kernels in batches of about
-    2^20 cells."""
-    out: dict[int, Best | None] = {}
-    batch: list[tuple[int, np.ndarray, list]] = []
-    size = 0
-    for total in totals:
-        kernels, counts, chosen = kernels_for(total, log_b, log_a, base)
-        batch.append((total, kernels, counts, chosen))
-        size += kernels.size
-        if size >= 1 << 20 or total == totals[-1]:
-            out.update(_best_batch(batch, tables, marginal))
-            batch, size = [], 0
+def best_by_total(kernels: Kernels, requests: list[tuple[list[int], np.ndarray, np.ndarray]]
+                  ) -> list[dict[int, Best | None]]:
+    """For each request (count totals, tables (ka, kb, kt, J, N), marginal (ka, kb, kt)) and each of its totals: the
+    largest log P(j | t, x_K) − log P(j | t', x_K) over the count vectors of that many days (times x_j's e_A, each
+    value, when the kernels carry it), the tables' columns, the border values and the possible t ≠ t' (None when no
+    border values are possible). Each total's kernels go into one product with the tables of every request asking
+    for it (windows batched: one pass over the kernels for all); each request's ratios in batches of about 2^18
+    cells."""
+    flats = [tables.transpose(0, 1, 3, 2, 4).reshape(-1, tables.shape[-1]) for _, tables, _ in requests]
+    edges = np.cumsum([0] + [len(f) for f in flats])
+    scaled = _Scaled.of(np.concatenate(flats))
+    asking: dict[int, list[int]] = {}
+    for r, (totals, _, _) in enumerate(requests):
+        for total in totals:
+            asking.setdefault(total, []).append(r)
+    out: list[dict[int, Best | None]] = [{} for _ in requests]
+    pending: list[list[tuple[int, KernelBlock, np.ndarray]]] = [[] for _ in requests]
+    sizes = [0] * len(requests)
+    for total in sorted(asking):
+        block, rs = kernels.block(total), asking[total]
+        rows = np.concatenate([np.arange(edges[r], edges[r + 1]) for r in rs])
+        logs = log_integrals(kernels, block, scaled if len(rows) == edges[-1] else scaled.rows(rows))
+        starts = np.cumsum([0] + [edges[r + 1] - edges[r] for r in rs])
+        for r, lo, hi in zip(rs, starts[:-1], starts[1:]):
+            pending[r].append((total, block, logs[:, lo:hi]))
+            sizes[r] += logs.shape[0] * (hi - lo)
+            if sizes[r] >= 1 << 18:
+                out[r].update(_best_batch(pending[r], requests[r][1].shape, requests[r][2]))
+                pending[r], sizes[r] = [], 0
+    for r, part in enumerate(pending):
+        if part:
+            out[r].update(_best_batch(part, requests[r][1].shape, requests[r][2]))
     return out
 
 
-def _best_batch(batch: list, tables: np.ndarray, marginal: np.ndarray) -> dict[int, Best | None]:
-    ka, kb, kt, cols, big = tables.shape
-    kernels = np.concatenate([b[1] for b in batch])
-    counts, chosen = np.concatenate([b[2] for b in batch]), np.concatenate([b[3] for b in batch])
-    starts = np.cumsum([0] + [len(b[2]) for b in batch])
-    logs = log_integrals(kernels, tables.transpose(0, 1, 3, 2, 4).reshape(-1, big))
-    logs = logs.reshape(len(kernels), ka, kb, cols, kt) - marginal[None, :, :, None, :]
+def _best_batch(batch: list, shape: tuple[int, ...], marginal: np.ndarray) -> dict[int, Best | None]:
+    """Each total's best of the batch's (total, kernel block, logs): the largest ratio, ties to the first border values,
+    then the first count vector, then the first column; each step vectorised over the totals."""
+    ka, kb, kt, cols, _ = shape
+    counts, chosen = np.concatenate([b[1].counts for b in batch]), np.concatenate([b[1].chosen for b in batch])
+    lens = [len(b[1].counts) for b in batch]
+    starts, seg = np.cumsum([0] + lens)[:-1], np.repeat(np.arange(len(batch)), lens)
+    logs = np.concatenate([b[2] for b in batch])
+    logs = logs.reshape(len(logs), ka, kb, cols, kt) - marginal[None, :, :, None, :]
     possible = np.isfinite(marginal)  # (ka, kb, kt)
-    out: dict[int, Best | None] = {b[0]: None for b in batch}
+    value, unset = np.full(len(batch), -np.inf), np.ones(len(batch), dtype=bool)
+    at = np.zeros((len(batch), 4), dtype=int)  # border a, border b, row, column
     for a, b in itertools.product(range(ka), range(kb)):
         ts = np.flatnonzero(possible[a, b])
         if ts.size == 0:
@@ -281,31 +376,23 @@ def _best_batch(batch: list, tables: np.ndarray, marginal: np.ndarray) -> dict[i
             ratio = part.max(axis=-1) - part.min(axis=-1) if ts.size > 1 else np.zeros(part.shape[:2])
         ratio[np.isnan(ratio)] = -np.inf
         column = ratio.argmax(axis=1)
-        top = ratio[np.arange(len(kernels)), column]
-        for (total, *_), lo, hi in zip(batch, starts[:-1], starts[1:]):
-            c = lo + int(np.argmax(top[lo:hi]))
-            j = int(column[c])
-            found = Best(float(top[c]), tuple(map(int, counts[c])), int(chosen[c]), j, (a, b),
-                         int(ts[part[c, j].argmax()]), int(ts[part[c, j].argmin()]))
-            if out[total] is None or found.value > out[total].value:
-                out[total] = found
+        top = ratio[np.arange(len(logs)), column]
+        most = np.maximum.reduceat(top, starts)
+        hits = np.flatnonzero(top == most[seg])
+        row = hits[np.searchsorted(seg[hits], np.arange(len(batch)))]  # each total's first row at its maximum
+        better = unset | (most > value)
+        value[better], unset[better] = most[better], False
+        at[better] = np.column_stack([np.full(len(row), a), np.full(len(row), b), row, column[row]])[better]
+    out: dict[int, Best | None] = {}
+    for (total, *_), found, (a, b, c, j), missing in zip(batch, value, at, unset):
+        if missing:
+            out[total] = None
+            continue
+        ts = np.flatnonzero(possible[a, b])
+        line = logs[c, a, b, j, ts]
+        out[total] = Best(float(found), tuple(map(int, counts[c])), int(chosen[c]), int(j), (int(a), int(b)),
+                          int(ts[line.argmax()]), int(ts[line.argmin()]))
     return out
-
-
-def kernels_for(total: int, log_b: np.ndarray, log_a: np.ndarray | None, base: np.ndarray
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """log of the known factors per count vector of `total` days emitting e_B (k values: log_b (N, k)), times
-    x_j's e_A (each value: log_a) when given, times the weight `base` (N): (C, N), each row's counts (C, k) and
-    x_j's value (C,; -1 without)."""
-    k = log_b.shape[1]
-    counts = configurations(total, k)
-    finite = np.isfinite(log_b)
-    body = base[None, :] + counts @ np.where(finite, log_b, 0.0).T
-    body[(counts > 0) @ ~finite.T] = -np.inf  # a factor that underflowed: the product is 0
-    if log_a is None:
-        return body, counts, np.full(len(counts), -1)
-    return (np.concatenate([body + log_a[None, :, s] for s in range(k)]), np.tile(counts, (k, 1)),
-            np.repeat(np.arange(k), len(counts)))
 
 
 def witness_values(window: Window, n: int, borders: tuple[int, int], counts: tuple[int, ...], counted: list[int],

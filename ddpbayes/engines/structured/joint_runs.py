@@ -26,6 +26,7 @@ from ddpbayes.errors import InputError
 from ddpbayes.problem import Adversary, Problem
 
 FIRST_DEPTH = 2  # days each side of the target in the first box
+CHUNK = 1 << 12  # run adversaries solved at a time (each holds its known set and witness, n values each)
 ROUNDING = 1e-10  # added to each diameter: a kernel of d products of k x k tables (each scaled) is off by about
 # (d + 1) k 2^-53 relatively per entry, Δ adds four logs of entries: 5e-13 at d = 365, k = 3, far below
 
@@ -127,22 +128,24 @@ def pdp_over_runs(problem: Problem, graph: FactorGraph, targets, first_depth: in
 def _solve_round(problem: Problem, graph: FactorGraph, solver: JointSolver, boxes: list[_Box],
                  leaks: dict[int, dict[tuple[int, int], float]], worst: dict[int, tuple[tuple, AdversaryLeakage]],
                  ) -> None:
-    """Solve every box's runs not yet solved, together (one `JointSolver.solve`), by their counts wherever they
-    reduce (`joint_counts`: one window pass, not one whole-chain pass per known configuration); keep each run's
-    leak and each target's worst adversary (largest leak, ties to the longest run, then the earliest)."""
+    """Solve every box's runs not yet solved, CHUNK at a time (`JointSolver.solve`; its memo kept across them), by
+    their counts wherever they reduce (`joint_counts`: one window pass, not one whole-chain pass per known
+    configuration); keep each run's leak and each target's worst adversary (largest leak, ties to the longest run,
+    then the earliest). Only the worst adversaries are held, not every run's known set and witness (n values each)."""
     n = problem.model.n
-    wanted = {Adversary(b.target, run_known(n, s, e)): (b.target, (s, e))
-              for b in boxes for s, e in b.runs() if (s, e) not in leaks[b.target]}
-    batch = problem.with_adversaries(list(wanted))
-    why = _enumeration_reason(batch, graph)
-    if why:
-        raise InputError(f"the structured engine cannot search pdp's run adversaries: {why}")
-    for adv, found in solver.solve(batch, batch.adversaries, counts_first=True).items():
-        i, (s, e) = wanted[adv]
-        leaks[i][(s, e)] = found.value
-        rank = (found.value, e - s, -s)
-        if i not in worst or rank > worst[i][0]:
-            worst[i] = (rank, found)
+    runs = [(b.target, (s, e)) for b in boxes for s, e in b.runs() if (s, e) not in leaks[b.target]]
+    for first in range(0, len(runs), CHUNK):
+        wanted = {Adversary(i, run_known(n, s, e)): (i, (s, e)) for i, (s, e) in runs[first:first + CHUNK]}
+        batch = problem.with_adversaries(list(wanted))
+        why = _enumeration_reason(batch, graph)
+        if why:
+            raise InputError(f"the structured engine cannot search pdp's run adversaries: {why}")
+        for adv, found in solver.solve(batch, batch.adversaries, counts_first=True).items():
+            i, (s, e) = wanted[adv]
+            leaks[i][(s, e)] = found.value
+            rank = (found.value, e - s, -s)
+            if i not in worst or rank > worst[i][0]:
+                worst[i] = (rank, found)
 
 
 def _widen(box: _Box, value: dict[tuple[int, int], float], n: int) -> bool:
