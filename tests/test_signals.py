@@ -5,9 +5,10 @@ SIGTERM stop an audit on Dask workers within 5 s with one line and no `dask-scra
 killed runs, and an unusable --out is bad input.
 
 Real processes throughout: the audits below sample with PyMC on two Dask workers, the reports in
-their own process. They start at once (but the slow run's extra audit; each needs ~10-20 s of imports and compilation; a
+their own process. Those killed while sampling start at once (each needs ~10-20 s of imports and compilation; a
 minute or more on a busy machine, which no clock below counts: each times what the program
-promises, from the signal on)."""
+promises, from the signal on); the audit killed while its cluster starts, and the slow run's extra audit, start in
+their own test; the reports refused for their --out run forked after the imports (tests/forked.py)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ import time
 from pathlib import Path
 
 import pytest
+from forked import run_cli
 
 from ddpbayes.cli.main import main
 from ddpbayes.errors import InputError
@@ -52,6 +54,9 @@ AUDITS = {"audit SIGKILL": signal.SIGKILL, "audit SIGTERM": signal.SIGTERM, "aud
 # started by its test, not with the others (the default run's budget: three processes; SIGINT stops an audit
 # sampling on Dask by the same path, and "SIGTERM at start" keeps SIGTERM in the default run)
 SLOW_AUDITS = ("audit SIGTERM",)
+# started by their own test: "at start" must find its cluster starting (started with the others, it was sampling
+# by its turn, and its import and compilation were the others' wait)
+ALONE = (*SLOW_AUDITS, "audit SIGTERM at start")
 CONTAGIOUS_SPEC = ROOT / "reports" / "specs" / "contagious_family.toml"
 # --out given -> the path its error names, in the directory the report runs in
 UNUSABLE = {"file.txt/sub": lambda d: d / "file.txt" / "sub", "/sys/x": lambda d: Path("/sys/x")}
@@ -154,19 +159,16 @@ class Run:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """Every `ddpbayes` process of this module, started together: two audits and two reports to
-    kill while they sample, two reports with an unusable --out (a file in the way; read-only)."""
+    """The `ddpbayes` processes killed while they sample, started together: two audits and two reports."""
     d = tmp_path_factory.mktemp("signals")
     (d / "spec.toml").write_text(textwrap.dedent(SAMPLING_SPEC))
-    (d / "file.txt").write_text("in the way")
     for name in ("killed", "terminated", *AUDITS):
         (d / name).mkdir()
     report = [str(DDPBAYES), "report"]
     started = {
-        **{name: Run([str(DDPBAYES), *AUDIT], cwd=d / name) for name in AUDITS if name not in SLOW_AUDITS},
+        **{name: Run([str(DDPBAYES), *AUDIT], cwd=d / name) for name in AUDITS if name not in ALONE},
         "report SIGKILL": Run([*report, str(d / "spec.toml"), "--out", str(d / "killed" / "r")]),
         "report SIGTERM": Run([*report, str(d / "spec.toml"), "--out", str(d / "terminated" / "r")]),
-        **{out: Run([*report, str(CONTAGIOUS_SPEC), "--out", out, "--quiet"], cwd=d) for out in UNUSABLE},
     }
     yield d, started
     for run in started.values():
@@ -182,7 +184,7 @@ def test_worker_processes_die_with_audit(runs, name):
     line (no traceback from a worker, the scheduler or Dask's exit handlers), its scratch folder
     removed."""
     d, started = runs
-    if name not in started:  # a slow one: started now, alone (the module's teardown ends it with the rest)
+    if name not in started:  # started now, alone (the module's teardown ends it with the rest)
         started[name] = Run([str(DDPBAYES), *AUDIT], cwd=d / name)
     run, sig = started[name], AUDITS[name]
     if name.endswith("at start"):
@@ -229,13 +231,16 @@ def test_report_sweeps_dirs_of_killed_runs(runs):
 
 
 @pytest.mark.parametrize("out", UNUSABLE)
-def test_unusable_out_is_bad_input(runs, out):
-    d, started = runs
-    proc = started[out].proc
-    assert proc.wait(timeout=120) == 2
-    lines = proc.stderr.read().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"error: --out {UNUSABLE[out](d)}: cannot create it: "), lines
-    assert (d / "file.txt").read_text() == "in the way" and not [p for p in d.iterdir() if p.name.startswith(".")]
+def test_unusable_out_is_bad_input(tmp_path, monkeypatch, out):
+    """A file in the way of --out, or a read-only place: exit 2, one line naming the path, nothing left behind."""
+    (tmp_path / "file.txt").write_text("in the way")
+    monkeypatch.chdir(tmp_path)  # the forked program runs in the caller's folder
+    code, printed, err = run_cli(["report", str(CONTAGIOUS_SPEC), "--out", out, "--quiet"], timeout=120)
+    lines = err.splitlines()
+    assert (code, printed) == (2, "")
+    assert len(lines) == 1 and lines[0].startswith(f"error: --out {UNUSABLE[out](tmp_path)}: cannot create it: "), lines
+    assert (tmp_path / "file.txt").read_text() == "in the way"
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
 
 
 def test_sweep_restores_report_set_aside_by_killed_run(tmp_path):
