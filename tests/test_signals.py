@@ -5,10 +5,9 @@ SIGTERM stop an audit on Dask workers within 5 s with one line and no `dask-scra
 killed runs, and an unusable --out is bad input.
 
 Real processes throughout: the audits below sample with PyMC on two Dask workers, the reports in
-their own process. Those killed while sampling start at once (each needs ~10-20 s of imports and compilation; a
+their own process. They start at once (but the slow run's extra audit; each needs ~10-20 s of imports and compilation; a
 minute or more on a busy machine, which no clock below counts: each times what the program
-promises, from the signal on); the audit killed while its cluster starts, and the slow run's extra audit, start in
-their own test; the reports refused for their --out run forked after the imports (tests/forked.py)."""
+promises, from the signal on); the reports refused for their --out run forked after the imports (tests/forked.py)."""
 
 from __future__ import annotations
 
@@ -54,9 +53,6 @@ AUDITS = {"audit SIGKILL": signal.SIGKILL, "audit SIGTERM": signal.SIGTERM, "aud
 # started by its test, not with the others (the default run's budget: three processes; SIGINT stops an audit
 # sampling on Dask by the same path, and "SIGTERM at start" keeps SIGTERM in the default run)
 SLOW_AUDITS = ("audit SIGTERM",)
-# started by their own test: "at start" must find its cluster starting (started with the others, it was sampling
-# by its turn, and its import and compilation were the others' wait)
-ALONE = (*SLOW_AUDITS, "audit SIGTERM at start")
 CONTAGIOUS_SPEC = ROOT / "reports" / "specs" / "contagious_family.toml"
 # --out given -> the path its error names, in the directory the report runs in
 UNUSABLE = {"file.txt/sub": lambda d: d / "file.txt" / "sub", "/sys/x": lambda d: Path("/sys/x")}
@@ -159,14 +155,14 @@ class Run:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """The `ddpbayes` processes killed while they sample, started together: two audits and two reports."""
+    """The `ddpbayes` processes to kill, started together: three audits and two reports."""
     d = tmp_path_factory.mktemp("signals")
     (d / "spec.toml").write_text(textwrap.dedent(SAMPLING_SPEC))
     for name in ("killed", "terminated", *AUDITS):
         (d / name).mkdir()
     report = [str(DDPBAYES), "report"]
     started = {
-        **{name: Run([str(DDPBAYES), *AUDIT], cwd=d / name) for name in AUDITS if name not in ALONE},
+        **{name: Run([str(DDPBAYES), *AUDIT], cwd=d / name) for name in AUDITS if name not in SLOW_AUDITS},
         "report SIGKILL": Run([*report, str(d / "spec.toml"), "--out", str(d / "killed" / "r")]),
         "report SIGTERM": Run([*report, str(d / "spec.toml"), "--out", str(d / "terminated" / "r")]),
     }
@@ -184,7 +180,7 @@ def test_worker_processes_die_with_audit(runs, name):
     line (no traceback from a worker, the scheduler or Dask's exit handlers), its scratch folder
     removed."""
     d, started = runs
-    if name not in started:  # started now, alone (the module's teardown ends it with the rest)
+    if name not in started:  # a slow one: started now, alone (the module's teardown ends it with the rest)
         started[name] = Run([str(DDPBAYES), *AUDIT], cwd=d / name)
     run, sig = started[name], AUDITS[name]
     if name.endswith("at start"):
