@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -70,3 +72,49 @@ def run_cli(argv: list[str], timeout: float = 300) -> tuple[int, str, str]:
 def run_code(code: str, env: dict[str, str] | None = None, timeout: float = 300) -> tuple[int, str, str]:
     """`python -c code` in a forked process (environment `env`, default this one's): (exit code, stdout, stderr)."""
     return _fork(_code, code, timeout, env)
+
+
+class Running:
+    """A forked `python -c code` left running (`start_code`), as a context manager that kills it on leaving:
+    its stderr's first line, a signal, its end."""
+
+    def __init__(self, code: str):
+        self._folder = tempfile.TemporaryDirectory()
+        self._out, self._err = Path(self._folder.name, "out"), Path(self._folder.name, "err")
+        self._out.touch()
+        self._err.touch()
+        self.child = _CONTEXT.Process(target=_code, args=(code, str(self._out), str(self._err), dict(os.environ),
+                                                          os.getcwd()))
+        self.child.start()
+
+    def __enter__(self) -> Running:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.child.kill()
+        self.child.join()
+        self._folder.cleanup()
+
+    def first_line(self, timeout: float = 300) -> str:
+        """The first whole line the program writes on stderr; AssertionError if it ends or `timeout` s pass first."""
+        end = time.monotonic() + timeout
+        while "\n" not in (text := self._err.read_text()):
+            assert self.child.exitcode is None, f"ended with {self.child.exitcode} before a line: {text!r}"
+            assert time.monotonic() < end, f"no line within {timeout} s"
+            time.sleep(0.05)
+        return text.split("\n", 1)[0] + "\n"
+
+    def interrupt(self) -> None:
+        """SIGINT, as Ctrl-C sends it to the program."""
+        os.kill(self.child.pid, signal.SIGINT)
+
+    def finish(self, timeout: float = 60) -> tuple[int, str, str]:
+        """(exit code, stdout, stderr) once the program ends; AssertionError if it runs `timeout` s more."""
+        self.child.join(timeout)
+        assert self.child.exitcode is not None, f"did not end within {timeout} s"
+        return self.child.exitcode, self._out.read_text(), self._err.read_text()
+
+
+def start_code(code: str) -> Running:
+    """`python -c code` in a forked process (this one's environment and folder), left running: `Running`."""
+    return Running(code)

@@ -11,6 +11,7 @@ the largest module and function.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import sys
 from collections.abc import Iterator
@@ -45,9 +46,10 @@ def _resolve(module: str, is_package: bool, node: ast.ImportFrom) -> str:
     return ".".join(base + ([node.module] if node.module else []))
 
 
-def imports(package: Path) -> list[Import]:
+@functools.cache
+def imports(package: Path) -> tuple[Import, ...]:
     """Every import of a ddpbayes module by a ddpbayes module; `from a import b` is a.b when
-    a.b is a module, else a."""
+    a.b is a module, else a. Read once per package and process (the graph and the layer check share it)."""
     known = modules(package)
     out = []
     for name, path in known.items():
@@ -64,7 +66,7 @@ def imports(package: Path) -> list[Import]:
                     target = target.rpartition(".")[0]
                 if target and target != name:
                     out.append(Import(name, target, node.lineno, inside))
-    return out
+    return tuple(out)
 
 
 def _walk(node: ast.AST, inside: bool) -> Iterator[tuple[ast.AST, bool]]:

@@ -6,6 +6,7 @@ only in its home (issue 26)."""
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import importgraph  # tests/ is on sys.path (conftest)
@@ -16,6 +17,12 @@ from ddpbayes.vocabulary import ENGINES
 PACKAGE = Path(__file__).resolve().parent.parent / "ddpbayes"
 OUTSIDE = sorted(p for p in PACKAGE.rglob("*.py") if "engines" not in p.relative_to(PACKAGE).parts)
 ALLOWED = {"ddpbayes.engines", "ddpbayes.engines.base"}  # the package's exports and the interface
+
+
+@functools.cache
+def _tree(path: Path) -> ast.AST:
+    """The module's syntax tree, parsed once for the three checks that read every file."""
+    return ast.parse(path.read_text(), filename=str(path))
 
 
 def _imports(tree: ast.AST) -> list[str]:
@@ -40,7 +47,7 @@ def _engine_name_comparisons(tree: ast.AST) -> list[str]:
 
 @pytest.mark.parametrize("path", OUTSIDE, ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_no_engine_internals_outside_engines(path):
-    tree = ast.parse(path.read_text(), filename=str(path))
+    tree = _tree(path)
     leaks = [m for m in _imports(tree) if m.startswith("ddpbayes.engines") and m not in ALLOWED]
     assert leaks == [], f"{path.name} imports engine internals: {leaks}"
     assert _engine_name_comparisons(tree) == [], f"{path.name} compares engine names"
@@ -65,7 +72,7 @@ BELOW_CLI = [p for p in PACKAGE.rglob("*.py")
 def test_nothing_below_the_command_line_imports_it(path):
     """A model's repr or an audit's table once imported `ddpbayes.cli.text` (an upward import, and
     a circle through the CLI): formatting for people lives in `ddpbayes/formatting.py`."""
-    tree = ast.parse(path.read_text(), filename=str(path))
+    tree = _tree(path)
     assert [m for m in _imports(tree) if m == "ddpbayes.cli" or m.startswith("ddpbayes.cli.")] == []
 
 
@@ -155,7 +162,7 @@ def test_kind_and_notion_names_only_in_their_home(path):
     notions/ fail here: ask the Mechanism's capabilities or the Notion object instead."""
     rel = path.relative_to(PACKAGE)
     where = rel.parts[0]
-    found = _names_outside_home(ast.parse(path.read_text(), filename=str(path)), where, _homes())
+    found = _names_outside_home(_tree(path), where, _homes())
     assert found == [], f"{rel} names a notion or mechanism kind outside its home: {found}"
 
 

@@ -182,7 +182,8 @@ def test_leakage_non_increasing_in_scale(household):
     for model, query, notion in ((household(n=4), "count", "idp"),
                                  (ddpbayes.load_model(MODELS / "markov_chain.py"), "count", "pdp"),
                                  (negative, "sum", "pdp")):
-        leaks = [ddpbayes.audit(model, query, "laplace", notion, scale=s).leakage for s in scales]
+        # the information measures (KL, MI: 80% of the time) are not what this property is about
+        leaks = [ddpbayes.audit(model, query, "laplace", notion, scale=s, information=None).leakage for s in scales]
         assert all(b <= a * (1 + 1e-12) for a, b in zip(leaks, leaks[1:]))
 
 

@@ -9,6 +9,7 @@ Gaussian: a direct sum over a wide range of integers. Classic Gaussian DP: Balle
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import math
@@ -16,7 +17,7 @@ import math
 import numpy as np
 import pytest
 from chains import chain_model, random_chain
-from scipy import optimize, stats
+from scipy import optimize, special, stats
 
 from ddpbayes.auditing import audit
 from ddpbayes.cli.main import main
@@ -49,30 +50,55 @@ def logsumexp(a: np.ndarray, axis: int) -> np.ndarray:
     return np.log(np.sum(np.exp(a - top), axis=axis)) + np.squeeze(top, axis=axis)
 
 
+def log_ratio(p, r, q, sigma, y) -> np.ndarray:
+    """log P(y) − log Q(y) for P = Σ p_s N(q_s, σ²), Q = Σ r_s N(q_s, σ²) (the common 1/√(2π)σ cancels)."""
+    y = np.atleast_1d(y)[:, None]
+    dens = -((y - q) ** 2) / (2 * sigma**2)
+    with np.errstate(divide="ignore"):
+        return logsumexp(dens + np.log(p), axis=1) - logsumexp(dens + np.log(r), axis=1)
+
+
+def log_ratio_at(p, r, q, sigma, v: float) -> float:
+    """`log_ratio` at one point, in plain floats: brentq calls it thousands of times per test."""
+    dens = [-((v - qs) ** 2) / (2 * sigma**2) for qs in q]
+    return _log_mixture(dens, p) - _log_mixture(dens, r)
+
+
+def _log_mixture(dens: list[float], weights) -> float:
+    """log Σ w_s e^{dens_s} over the nonzero weights, shifted by the largest term."""
+    terms = [d + math.log(w) for d, w in zip(dens, weights) if w > 0]
+    top = max(terms)
+    return top + math.log(sum(math.exp(t - top) for t in terms))
+
+
+@functools.lru_cache(maxsize=16)
+def ratio_on_grid(p: tuple, r: tuple, q: tuple, sigma: float) -> tuple[np.ndarray, np.ndarray]:
+    """A dense grid over the mixtures' support and the log ratio on it: the same for every ε, so computed
+    once per pair (`invert` asks for δ at ~20 values of ε)."""
+    y = np.linspace(min(q) - 14 * sigma, max(q) + 14 * sigma, 8001)
+    return y, log_ratio(np.array(p), np.array(r), np.array(q), sigma, y)
+
+
 def mixture_delta(p, r, q, sigma, eps) -> float:
     """∫ max(0, P − e^ε Q) for P = Σ p_s N(q_s, σ²), Q = Σ r_s N(q_s, σ²)."""
     p, r, q = (np.asarray(a, dtype=float) for a in (p, r, q))
 
-    def loss(y):
-        y = np.atleast_1d(y)[:, None]
-        dens = -((y - q) ** 2) / (2 * sigma**2)
-        with np.errstate(divide="ignore"):
-            return logsumexp(dens + np.log(p), axis=1) - logsumexp(dens + np.log(r), axis=1) - eps
+    def loss(v: float) -> float:
+        return log_ratio_at(p, r, q, sigma, v) - eps
 
-    y = np.linspace(q.min() - 14 * sigma, q.max() + 14 * sigma, 8001)
-    positive = loss(y) > 0
-    roots = [optimize.brentq(lambda v: loss(v)[0], y[k], y[k + 1], xtol=1e-15)
-             for k in np.flatnonzero(positive[:-1] != positive[1:])]
+    y, ratio = ratio_on_grid(tuple(p), tuple(r), tuple(q), float(sigma))
+    positive = ratio - eps > 0
+    roots = [optimize.brentq(loss, y[k], y[k + 1], xtol=1e-15) for k in np.flatnonzero(positive[:-1] != positive[1:])]
     ends = [-np.inf, *roots, np.inf]
     total = 0.0
     for a, b in zip(ends[:-1], ends[1:]):
         mid = (a + b) / 2 if np.isfinite(a) and np.isfinite(b) else (b - 1 if np.isfinite(b) else a + 1)
         if not np.isfinite(a) and not np.isfinite(b):
             mid = 0.0
-        if loss(mid)[0] <= 0:
+        if loss(mid) <= 0:
             continue
-        lo, hi = (a - q) / sigma, (b - q) / sigma  # from the nearer tail: no 1 - Φ cancellation
-        mass = np.where(lo > 0, stats.norm.sf(lo) - stats.norm.sf(hi), stats.norm.cdf(hi) - stats.norm.cdf(lo))
+        lo, hi = (a - q) / sigma, (b - q) / sigma  # from the nearer tail: no 1 - Φ cancellation (Φ = ndtr)
+        mass = np.where(lo > 0, special.ndtr(-lo) - special.ndtr(-hi), special.ndtr(hi) - special.ndtr(lo))
         total += float(p @ mass - math.exp(eps) * (r @ mass))
     return max(total, 0.0)
 

@@ -20,7 +20,8 @@ import pytest
 from scipy import integrate, optimize, stats
 
 from ddpbayes import DependenceModel, InputError, Interval, audit
-from ddpbayes.engines.sampling.profile import Event, mean_mass, outcome_event
+from ddpbayes.engines.sampling.estimate import Draws
+from ddpbayes.engines.sampling.profile import Event, mean_mass, outcome_event, scalar_groups
 from ddpbayes.mechanisms.gaussian import DiscreteGaussian, Gaussian
 
 FAST = {"engine": "sampling", "draws": 500, "tune": 500, "chains": 2}
@@ -169,6 +170,21 @@ def test_same_seed_same_json():
     assert texts[0] == texts[1]
 
 
+def test_two_varying_coordinates_are_refused_and_one_is_kept():
+    """The refusal of test_vector_output_refused on draws written here: two coordinates that vary, one line;
+    a constant coordinate beside the varying one is dropped (it cancels in every ratio)."""
+    rng = np.random.default_rng(0)
+    two = [[Draws({}, t, rng.normal(size=(2, 5, 2))) for t in (0.0, 1.0)]]
+    with pytest.raises(InputError, match="2 varying output coordinates") as err:
+        scalar_groups(two, seed=0)
+    assert "\n" not in str(err.value)
+    q = np.stack([np.full((2, 5), 3.0), rng.normal(size=(2, 5))], axis=-1)
+    (kept,) = scalar_groups([[Draws({}, 0.0, q)]], seed=0)
+    assert np.array_equal(kept[0].q, q[..., 1])
+
+
+@pytest.mark.slow  # the default run's budget: SMC runs before the draws show two varying outputs (3-20 s);
+# test_two_varying_coordinates_are_refused_and_one_is_kept checks the refusal on draws written out
 def test_vector_output_refused():
     """Gaussian noise on two varying outputs (identity on the bivariate model): one-line InputError."""
     with pytest.raises(InputError, match="varying output"):

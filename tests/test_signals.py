@@ -7,7 +7,7 @@ killed runs, and an unusable --out is bad input.
 Real processes throughout: the audits below sample with PyMC on two Dask workers, the reports in
 their own process. They start at once (but the slow run's extra audit; each needs ~10-20 s of imports and compilation; a
 minute or more on a busy machine, which no clock below counts: each times what the program
-promises, from the signal on)."""
+promises, from the signal on); the reports refused for their --out run forked after the imports (tests/forked.py)."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 import pytest
+from forked import run_cli
 
 from ddpbayes.cli.main import main
 from ddpbayes.errors import InputError
@@ -154,11 +155,9 @@ class Run:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """Every `ddpbayes` process of this module, started together: two audits and two reports to
-    kill while they sample, two reports with an unusable --out (a file in the way; read-only)."""
+    """The `ddpbayes` processes to kill, started together: three audits and two reports."""
     d = tmp_path_factory.mktemp("signals")
     (d / "spec.toml").write_text(textwrap.dedent(SAMPLING_SPEC))
-    (d / "file.txt").write_text("in the way")
     for name in ("killed", "terminated", *AUDITS):
         (d / name).mkdir()
     report = [str(DDPBAYES), "report"]
@@ -166,7 +165,6 @@ def runs(tmp_path_factory):
         **{name: Run([str(DDPBAYES), *AUDIT], cwd=d / name) for name in AUDITS if name not in SLOW_AUDITS},
         "report SIGKILL": Run([*report, str(d / "spec.toml"), "--out", str(d / "killed" / "r")]),
         "report SIGTERM": Run([*report, str(d / "spec.toml"), "--out", str(d / "terminated" / "r")]),
-        **{out: Run([*report, str(CONTAGIOUS_SPEC), "--out", out, "--quiet"], cwd=d) for out in UNUSABLE},
     }
     yield d, started
     for run in started.values():
@@ -229,13 +227,16 @@ def test_report_sweeps_dirs_of_killed_runs(runs):
 
 
 @pytest.mark.parametrize("out", UNUSABLE)
-def test_unusable_out_is_bad_input(runs, out):
-    d, started = runs
-    proc = started[out].proc
-    assert proc.wait(timeout=120) == 2
-    lines = proc.stderr.read().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"error: --out {UNUSABLE[out](d)}: cannot create it: "), lines
-    assert (d / "file.txt").read_text() == "in the way" and not [p for p in d.iterdir() if p.name.startswith(".")]
+def test_unusable_out_is_bad_input(tmp_path, monkeypatch, out):
+    """A file in the way of --out, or a read-only place: exit 2, one line naming the path, nothing left behind."""
+    (tmp_path / "file.txt").write_text("in the way")
+    monkeypatch.chdir(tmp_path)  # the forked program runs in the caller's folder
+    code, printed, err = run_cli(["report", str(CONTAGIOUS_SPEC), "--out", out, "--quiet"], timeout=120)
+    lines = err.splitlines()
+    assert (code, printed) == (2, "")
+    assert len(lines) == 1 and lines[0].startswith(f"error: --out {UNUSABLE[out](tmp_path)}: cannot create it: "), lines
+    assert (tmp_path / "file.txt").read_text() == "in the way"
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
 
 
 def test_sweep_restores_report_set_aside_by_killed_run(tmp_path):

@@ -90,7 +90,8 @@ def test_count_leakage_equals_brute_force(model, table, joint, notion):
     """idp (K = {}) and ddp (K = the other clusters' records) for a record of each cluster, to 1e-8. Three Normal
     effects: refused before issue #41 (more than two continuous latent dimensions), now one clique each."""
     targets = [int(table.members(c)[0]) for c in range(3)]
-    got = ddpbayes.audit(model, "count", "laplace", notion, scale=B, targets=targets, engine="structured")
+    got = ddpbayes.audit(model, "count", "laplace", notion, scale=B, targets=targets, engine="structured",
+                         information=None)  # not checked here; it was 60% of the time
     assert got.engine == "structured"
     assert any("'u' (3 elements, one rule each) by Gauss–Hermite" in note for note in got.notes)
     for i in targets:
