@@ -41,54 +41,56 @@ from ddpbayes.mechanisms.program import Program  # noqa: E402
 CONFIDENCE = 0.9
 WORKERS = 2  # processes (the certificate does not depend on it)
 # (n_search, n_check) draws per side, n_search shared by the input pairs (successive halving).
-# Rule, from run time only (the check sample plays no part): timing runs of a row (2 workers, on
-# this 2-core machine, one per TIMING_SEEDS, seeds no reported run uses) at the sizes in TIMING
-# gave the seconds there, their median (`--timing --scale 0.25`: a quarter of the sizes the table
-# gave before, each row three times); the draws per side a mechanism gets, n_search + n_check, are
-# those sizes scaled so that the run takes about BUDGET_SHARE of a quarter of DP-Sniper's time,
-# SEARCH_SHARE of them for the search, the rest for the check (rounded to 100,000). In one session
-# (every row, load 6-11) a row's three runs were within 14 % of their median but SVT3's (one
-# 37 % above), where one run set a row's sizes before (SVT4 got 0.48 of its quarter, not 0.7,
-# its timing run slow by about 1.45x against the run itself); the fixed costs a
-# quarter-size timing run includes (the classifier's fit, the pool's start) make the rule err on
-# the short side.
+# Rule, from run time only (the check sample plays no part), in two stages on this 2-core machine
+# (2 workers; timing runs' seeds no reported run uses; `--timing --scale 0.25`): a row is run at a
+# quarter of its sizes three times (TIMING_SEEDS); their median CPU seconds, taken as proportional
+# to the draws, give the sizes for one run at about the budget (TIMING_LARGE_SEED); that run's CPU
+# seconds, again taken as proportional to the draws (near its own size the fixed costs, the
+# classifier's fit and the pools' start, are a small share), give the draws per side a mechanism
+# gets, n_search + n_check, scaled so that the run takes about BUDGET_SHARE of a quarter of
+# DP-Sniper's time, SEARCH_SHARE of them for the search, the rest for the check (rounded to
+# 100,000). The quarter-size runs alone erred short by the fixed costs: idle on 2026-11-30 the
+# rows used 0.39-0.98 of the quarter instead of 0.8 (NoisyHist1 0.39, NoisyHist2 0.46); a line
+# F + c n fitted through both stages was not used: the fixed part itself varies between runs
+# (NoisyHist1's large run took less CPU than its quarter-size median), and NoisyHist2's fit
+# extrapolated to 132M draws.
 BUDGET_SHARE = 0.8
 SEARCH_SHARE = 0.2
-TIMING_SEEDS = (100, 101, 102)  # the timing runs' seeds (`--timing`): none a reported run uses
-# TIMING: name: (n_search used, n_check, seconds): the timing runs' CPU seconds / 2 (user + system of the process and
-# its workers: what the table's ratio compares). SVT1, SVT2 and SVT4 (programs changed: noise drawn only for the
-# runs that compare; their events' membership without hashing): the median of three (`--timing --scale 0.25 --only
-# ...`) on the SHARED machine, 2026-11-30 (load average in the comment: their sizes are smaller than an idle timing
-# gives). The other rows (code unchanged): one run each on the idle machine, 2026-11-29 23:59-00:06 (load average
-# 0.9-2.3), at the sizes the second round's timings gave; to be re-timed by the rule on the idle machine.
+TIMING_SEEDS = (100, 101, 102)  # the small timing runs' seeds (`--timing`): none a reported run uses
+TIMING_LARGE_SEED = 103  # the large timing run's seed
+# TIMING: name: ((draws per side, CPU seconds / 2) of the small runs (their median), the same of the large run): the
+# CPU is user + system of the process and its workers (what the table's ratio compares). All 20 rows on this machine,
+# 2026-11-30: the small runs 04:07-04:19 (load average in the comment: 0.8-2.0 idle, then 2.4-3.8 with other work
+# niced beside it), the large ones 04:33-04:45 (load 0.2-2.1), at the sizes the small runs gave by the proportional
+# rule (the comment: each small run's seconds).
 TIMING = {
-    "LaplaceMechanism": (8_900_000, 35_800_000, 3.07),
-    "TruncatedGeometricMechanism": (10_400_000, 41_500_000, 3.12),
-    "NoisyHist1": (5_200_000, 20_800_000, 5.95),
-    "NoisyHist2": (5_500_000, 21_800_000, 6.20),
-    "ReportNoisyMax1": (12_600_000, 50_600_000, 10.67),
-    "ReportNoisyMax2": (16_400_000, 65_500_000, 12.41),
-    "ReportNoisyMax3": (12_600_000, 50_200_000, 10.99),
-    "ReportNoisyMax4": (16_000_000, 64_100_000, 11.99),
-    "SparseVectorTechnique1": (3_100_000, 12_500_000, 3.94),  # runs 3.94, 3.96, 3.91; load 7.9
-    "SparseVectorTechnique2": (3_400_000, 13_700_000, 4.08),  # runs 4.02, 4.08, 4.26; load 8.5
-    "SparseVectorTechnique3": (4_000_000, 15_800_000, 20.69),
-    "SparseVectorTechnique4": (2_600_000, 10_400_000, 4.75),  # runs 4.40, 4.75, 4.99; load 8.9
-    "SparseVectorTechnique5": (17_800_000, 71_200_000, 15.51),
-    "SparseVectorTechnique6": (7_300_000, 29_400_000, 13.33),
-    "Rappor": (4_300_000, 17_300_000, 18.26),
-    "OneTimeRappor": (4_000_000, 15_800_000, 12.23),
-    "LaplaceParallel": (3_900_000, 15_400_000, 15.13),
-    "SVT34Parallel": (6_700_000, 26_600_000, 53.93),
-    "PrefixSum": (6_200_000, 24_900_000, 14.48),
-    "NumericalSVT": (3_500_000, 13_900_000, 17.28),
+    "LaplaceMechanism": ((15_500_000, 1.93), (34_400_000, 3.24)),  # s 1.74, 1.93, 2.87; load 0.8
+    "TruncatedGeometricMechanism": ((16_200_000, 0.96), (65_700_000, 3.13)),  # s 0.96, 1.01, 0.92; load 0.9
+    "NoisyHist1": ((8_200_000, 4.91), (12_600_000, 3.70)),  # s 4.91, 5.24, 4.40; load 1.0
+    "NoisyHist2": ((9_000_000, 4.47), (16_400_000, 4.69)),  # s 4.76, 4.47, 4.20; load 1.0
+    "ReportNoisyMax1": ((18_200_000, 3.22), (69_900_000, 11.34)),  # s 3.20, 3.22, 3.25; load 1.2
+    "ReportNoisyMax2": ((19_200_000, 2.66), (84_300_000, 10.61)),  # s 2.66, 2.52, 2.70; load 1.2
+    "ReportNoisyMax3": ((17_800_000, 4.62), (48_100_000, 9.24)),  # s 4.62, 5.43, 4.02; load 1.3
+    "ReportNoisyMax4": ((21_000_000, 3.94), (67_000_000, 10.80)),  # s 3.86, 3.97, 3.94; load 1.4
+    "SparseVectorTechnique1": ((25_000_000, 6.30), (100_000_000, 26.46)),  # s 6.24, 6.30, 6.99; load 1.8
+    "SparseVectorTechnique2": ((33_500_000, 8.47), (126_500_000, 28.95)),  # s 8.47, 8.49, 7.98; load 1.9
+    "SparseVectorTechnique3": ((7_700_000, 7.93), (31_100_000, 35.90)),  # s 7.85, 8.63, 7.93; load 1.9
+    "SparseVectorTechnique4": ((17_900_000, 5.74), (81_400_000, 26.07)),  # s 5.99, 5.48, 5.74; load 2.1
+    "SparseVectorTechnique5": ((16_900_000, 3.49), (57_000_000, 14.39)),  # s 3.49, 3.36, 3.82; load 2.1
+    "SparseVectorTechnique6": ((13_100_000, 6.15), (40_700_000, 19.57)),  # s 6.57, 6.15, 5.63; load 1.9
+    "Rappor": ((8_500_000, 9.55), (25_800_000, 28.94)),  # s 9.55, 9.49, 9.83; load 2.0
+    "OneTimeRappor": ((7_200_000, 5.29), (24_300_000, 21.12)),  # s 5.29, 5.20, 5.42; load 2.0
+    "LaplaceParallel": ((6_600_000, 8.12), (17_000_000, 25.57)),  # s 8.16, 8.12, 8.08; load 1.7
+    "SVT34Parallel": ((11_200_000, 20.27), (40_200_000, 89.81)),  # s 20.27, 23.39, 18.98; load 1.9
+    "PrefixSum": ((10_500_000, 7.29), (27_900_000, 21.28)),  # s 7.12, 7.29, 7.86; load 1.8
+    "NumericalSVT": ((7_600_000, 11.14), (20_700_000, 30.56)),  # s 13.23, 11.14, 11.07; load 2.1
 }
 
 
 def sizes_for(bench: Benchmark) -> tuple[int, int]:
-    """(n_search, n_check) by the rule above."""
-    n_search, n_check, seconds = TIMING[bench.name]
-    total = (n_search + n_check) * BUDGET_SHARE * bench.dpsniper_seconds / 4 / seconds
+    """(n_search, n_check) by the rule above: the large timing run's draws scaled to the budget."""
+    _, (n_large, seconds) = TIMING[bench.name]
+    total = n_large * BUDGET_SHARE * bench.dpsniper_seconds / 4 / seconds
     search = max(100_000, round(SEARCH_SHARE * total, -5))
     return int(search), int(max(100_000, round(total - search, -5)))
 
@@ -159,25 +161,30 @@ def run_blackbox(names: list[str] | None = None, *, seed: int = 0, out=sys.stdou
     return rows
 
 
-def timing_row(bench: Benchmark, *, scale: float, workers: int = WORKERS) -> tuple[int, int, float, list, list]:
-    """A TIMING entry by its rule: the row run once per TIMING_SEEDS at `scale` times its sizes by
-    the current table; (n_search used, n_check, the median of the runs' CPU seconds / 2, each run's
-    seconds, each run's eps_lcb)."""
+def timing_row(bench: Benchmark, *, scale: float, workers: int = WORKERS) -> tuple[tuple, tuple, list]:
+    """A TIMING entry by its rule: the row run once per TIMING_SEEDS at `scale` times its sizes by the current
+    table, then once (TIMING_LARGE_SEED) at the sizes their median gives by proportion; ((draws per side, median
+    CPU seconds / 2) of the small runs, (draws, CPU seconds / 2) of the large one, each small run's seconds)."""
     n_search, n_check = sizes_for(bench)
-    sizes = (max(2 * len(bench.pairs), round(n_search * scale, -5)), max(100_000, round(n_check * scale, -5)))
-    rows = [blackbox_row(bench, seed=seed, sizes=(int(sizes[0]), int(sizes[1])), workers=workers)
+    small = (max(2 * len(bench.pairs), round(n_search * scale, -5)), max(100_000, round(n_check * scale, -5)))
+    rows = [blackbox_row(bench, seed=seed, sizes=(int(small[0]), int(small[1])), workers=workers)
             for seed in TIMING_SEEDS]
     seconds = [r["cpu_seconds"] / 2 for r in rows]
-    return rows[0]["n_search"], rows[0]["n_check"], float(np.median(seconds)), seconds, [r["eps_lcb"] for r in rows]
+    n_small, median = rows[0]["n_search"] + rows[0]["n_check"], float(np.median(seconds))
+    total = n_small * BUDGET_SHARE * bench.dpsniper_seconds / 4 / median
+    search = max(100_000, round(SEARCH_SHARE * total, -5))
+    large = blackbox_row(bench, seed=TIMING_LARGE_SEED, workers=workers,
+                         sizes=(int(search), int(max(100_000, round(total - search, -5)))))
+    return (n_small, median), (large["n_search"] + large["n_check"], large["cpu_seconds"] / 2), seconds
 
 
 def run_timing(names: list[str] | None, *, scale: float, workers: int = WORKERS, out=sys.stdout) -> None:
-    """Print the TIMING entries of the chosen rows (to paste into TIMING), with each timing run's
-    seconds and the load."""
+    """Print the TIMING entries of the chosen rows (to paste into TIMING), with each small timing run's seconds and
+    the load."""
     for bench in (b for b in BENCHMARK if not names or b.name in names):
-        n_search, n_check, median, each, bounds = timing_row(bench, scale=scale, workers=workers)
-        print(f'    "{bench.name}": ({n_search:_}, {n_check:_}, {median:.2f}),  # s {", ".join(f"{v:.2f}" for v in each)}; '
-              f'eps_lcb {", ".join(f"{v:.4f}" for v in bounds)}; load {os.getloadavg()[0]:.1f}', file=out, flush=True)
+        (n_small, small), (n_large, large), each = timing_row(bench, scale=scale, workers=workers)
+        print(f'    "{bench.name}": (({n_small:_}, {small:.2f}), ({n_large:_}, {large:.2f})),  '
+              f'# s {", ".join(f"{v:.2f}" for v in each)}; load {os.getloadavg()[0]:.1f}', file=out, flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -189,7 +196,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=WORKERS, help="processes (the result does not depend on it)")
     parser.add_argument("--scale", type=float, default=1.0, help="multiply every sample size (a quick look: 0.1)")
     parser.add_argument("--timing", action="store_true",
-                        help="print new TIMING entries: each row run at --scale times its sizes, once per TIMING_SEEDS")
+                        help="print new TIMING entries: each row run at --scale times its sizes once per TIMING_SEEDS, "
+                             "and at its sizes once")
     args = parser.parse_args(argv)
     if not args.blackbox:
         parser.error("nothing to run: pass --blackbox")
