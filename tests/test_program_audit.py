@@ -212,7 +212,7 @@ def test_a_rare_lucky_threshold_loses_to_a_central_one():
     assert conservative_log_ratio(2, n, 0, n, 0.1, n_target, SCORE_ALPHA) > \
         conservative_log_ratio(2 + band_a[1], n, band_b[1], n, 0.1, n_target, SCORE_ALPHA)  # the old rule: the tail
     rng = np.random.default_rng(0)
-    clf = _Classifier(rng.normal(0.1, 1, (1000, 1)), rng.normal(0, 1, (1000, 1)))
+    clf = _Classifier.fit(rng.normal(0.1, 1, (1000, 1)), rng.normal(0, 1, (1000, 1)))
     for h in (0, 1):
         a = np.zeros(n)
         a[:tail_a[h]], a[tail_a[h]:tail_a[h] + band_a[h]] = 10.0, 1.0
@@ -415,3 +415,39 @@ def test_coarse_sentinel_coverage_over_seeds():
               for s in range(20)]
     assert sum(v > eps for v in values) <= 6, values
     assert np.median(values) > 0.1
+
+
+def test_sparse_classifier_keeps_the_coordinate_that_moves():
+    """NoisyHist1's shape: Laplace releases of five answers, the pair differing in the first only. The logistic fit
+    on a finite batch weighs the four others a little; the sparse score keeps the first alone, so its thresholds are
+    {y[0] >= tau} (whose log ratio under Laplace(b) is exactly 1/b for every tau past both centres); its features
+    are the full ones' kept columns. Here the first answer moves by 3 against Laplace(1), so the fit's weights on the
+    others are far below a quarter of the first's on 5,000 rows a side."""
+    from ddpbayes.engines.program.event import Search
+    rng = np.random.default_rng(3)
+    a = np.array([3.0, 1, 1, 1, 1]) + rng.laplace(size=(5000, 5))
+    b = np.ones(5) + rng.laplace(size=(5000, 5))
+    search = Search(a, b)
+    full, sparse = [f for f in search.families if type(f).__name__ == "_Classifier"][:2]
+    assert np.count_nonzero(full.weights) == 5 and sparse.features.names() == ["z(y[0])"]
+    keep = np.array([True, False, False, False, False])
+    assert np.array_equal(sparse.features(a[:100]), full.features(a[:100])[:, keep])
+    assert np.allclose(sparse.scorer(a[:100]), full.features(a[:100])[:, keep] @ full.weights[keep] + full.bias)
+    order = np.argsort(a[:100, 0])
+    assert np.all(np.diff(sparse.scorer(a[:100])[order]) > 0)  # a threshold on y[0] alone
+    assert sparse.sparse() is None  # nothing left to drop
+
+
+def test_features_only_keeps_columns_and_flags():
+    """`Features.only`: the kept continuous coordinates and flags, as the full features' columns, in order."""
+    from ddpbayes.engines.program.event import Features
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(400, 3))
+    x[:100, 1] = -1000.0  # a sentinel: flagged
+    full = Features.fit(x)
+    assert full.names() == ["z(y[0])", "z(y[1])", "z(y[2])", "[y[1] == -1000]"]
+    for keep in ([True, False, True, True], [False, True, False, True], [True, True, True, False]):
+        keep = np.array(keep)
+        part = full.only(keep)
+        assert part.names() == [n for n, k in zip(full.names(), keep) if k]
+        assert np.array_equal(part(x), full(x)[:, keep])

@@ -133,11 +133,16 @@ class Conditioned:
         """At each of S >= 1 points (free values by name): the joint log-density (S,), the tuple values
         (S, n) and, summed, the configurations' log-probabilities given the point (S, C), else None.
         Summed, in calls of at most BATCH_CELLS values (`_compiled`); otherwise a call per point."""
-        step = max(1, BATCH_CELLS // self.cells) if self.summed else 1
+        step = self.batch_points if self.summed else 1
         with rejected_parameters():
             parts = [self._evaluate(points[start:start + step]) for start in range(0, len(points), step)]
         logp, x, *logw = (np.concatenate([p[k] for p in parts]) for k in range(len(parts[0])))
         return logp, x, (logw[0] if logw else None)
+
+    @property
+    def batch_points(self) -> int:
+        """Points one summed call holds at most: BATCH_CELLS values over the `cells` one point holds."""
+        return max(1, BATCH_CELLS // self.cells)
 
     def _evaluate(self, chunk: Sequence[dict]) -> list[np.ndarray]:
         values = self.model.value_vars

@@ -61,6 +61,7 @@ TRAIN_ROWS = 100_000  # rows per side the classifier is trained on (the first ba
 TRAIN_ROWS_PER_DIM = 20_000  # ... or this many per output coordinate if more (`train_rows`)
 FLAG_SHARE = 0.01  # a value taking at least this share of a coordinate gets its own indicator feature
 MAX_FLAGS = 8  # indicators per coordinate at most (the most frequent values)
+SPARSE_SHARE = 0.25  # a second classifier keeps the features weighing at least this share of the largest weight
 CANDIDATES = 4000  # thresholds tried: the score quantiles ...
 QUANTILE_ROWS = 500_000  # ... of a strided subsample of about this many scores
 COARSE_DISTINCT = 1000  # continuous outputs: a coarse histogram when its cells are this few
@@ -182,6 +183,7 @@ class Features:
     scale: np.ndarray  # (d,); 0 drops the coordinate (constant once its flagged values are out)
     flags: list[tuple[int, float]]
     medians: np.ndarray | None = None  # (d,) with `signs`: nan where the coordinate is dropped
+    masked: list[tuple[int, float]] | None = None  # the values replaced by their coordinate's mean (None: the flags)
 
     @classmethod
     def fit(cls, x: np.ndarray, signs: bool = False) -> Features:
@@ -208,6 +210,15 @@ class Features:
     def size(self) -> int:
         return (1 if self.medians is not None else int(np.count_nonzero(self.scale))) + len(self.flags)
 
+    def only(self, keep: np.ndarray) -> Features:
+        """These features but those where `keep` (size,) is False: the coordinates' scales zeroed (dropped), the
+        flags left out (no `signs`); a kept coordinate's flagged values still replaced by its mean."""
+        coords = np.flatnonzero(self.scale)
+        scale = self.scale.copy()
+        scale[coords[~keep[:len(coords)]]] = 0.0
+        flags = [f for f, k in zip(self.flags, keep[len(coords):]) if k]
+        return Features(self.mean, scale, flags, masked=self.flags if self.masked is None else self.masked)
+
     def __call__(self, x: np.ndarray) -> np.ndarray:
         """The features of the outputs x (n, d): (n, size), column-major (each feature is written
         and read as one contiguous column: several times faster than row-major for many flags)."""
@@ -218,7 +229,7 @@ class Features:
         out = np.empty((len(x), self.size), order="F")
         for c, j in enumerate(keep):
             col = cols[j].copy()
-            for jj, v in self.flags:
+            for jj, v in self.flags if self.masked is None else self.masked:
                 if jj == j:
                     col[cols[j] == v] = self.mean[j]
             with np.errstate(over="ignore", invalid="ignore"):  # outputs near the largest double: clipped below
@@ -629,16 +640,29 @@ class Scorer:
 class _Classifier:
     """The logistic score trained on the first batch; scores of the later batches kept per side."""
 
-    def __init__(self, a: np.ndarray, b: np.ndarray, signs: bool = False):
-        x = np.concatenate([a, b])
-        features = Features.fit(x, signs)
-        f = features(x)
-        y = np.concatenate([np.ones(len(a)), np.zeros(len(b))])
-        weights, bias = logistic_fit(f, y, l2=1e-3 / max(1.0, len(x) / 2e5))
+    def __init__(self, features: Features, weights: np.ndarray, bias: float):
         self.scorer = Scorer(features, weights, bias)
         self.features, self.weights, self.bias = features, weights, bias
         self.scores: list[list[list[np.ndarray]]] = [[[], []], [[], []]]  # [half][side]
         self.batches = [0, 0]
+
+    @classmethod
+    def fit(cls, a: np.ndarray, b: np.ndarray, signs: bool = False) -> _Classifier:
+        x = np.concatenate([a, b])
+        features = Features.fit(x, signs)
+        f = features(x)
+        y = np.concatenate([np.ones(len(a)), np.zeros(len(b))])
+        return cls(features, *logistic_fit(f, y, l2=1e-3 / max(1.0, len(x) / 2e5)))
+
+    def sparse(self) -> _Classifier | None:
+        """The same score on the features weighing at least SPARSE_SHARE of the largest weight, the others left
+        out; None when none is. A feature the fit weighs near 0 on a finite batch only blurs the threshold's
+        event (NoisyHist1: one coordinate of five moves, the others got 3-8% of its weight)."""
+        size = np.abs(self.weights)
+        keep = size >= SPARSE_SHARE * size.max()
+        if keep.all() or self.features.medians is not None:
+            return None
+        return _Classifier(self.features.only(keep), self.weights[keep], self.bias)
 
     def reduce(self, x: np.ndarray):
         return self.scorer(x)
@@ -746,7 +770,8 @@ class Search:
     (and trains the classifier, whose batch then does not count for the threshold); `best()`
     returns the best event found so far. Discrete outputs get the histogram; when they have more
     than BOTH_DISTINCT distinct rows (many outputs, each rare: the histogram's ratios are noisy)
-    the classifier too, and the better search score wins. `reduce(batch)` is the picklable part
+    the classifier too (and its sparse score, `_Classifier.sparse`, when some features weigh little), and the best
+    search score wins. `reduce(batch)` is the picklable part
     a worker computes, `merge` adds it (in batch order: the same result for any number of
     workers)."""
 
@@ -763,9 +788,10 @@ class Search:
             if coarse is not None:
                 self.families.append(coarse)
         if not self.families or len(rows) > BOTH_DISTINCT:
-            self.families.append(_Classifier(first_a, first_b))
-            if np.count_nonzero(self.families[-1].features.scale) >= 2:  # several continuous coordinates
-                self.families.append(_Classifier(first_a, first_b, signs=True))
+            full = _Classifier.fit(first_a, first_b)
+            self.families += [f for f in (full, full.sparse()) if f is not None]
+            if np.count_nonzero(full.features.scale) >= 2:  # several continuous coordinates
+                self.families.append(_Classifier.fit(first_a, first_b, signs=True))
 
     @property
     def family(self):

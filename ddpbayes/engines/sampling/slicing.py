@@ -24,7 +24,7 @@ import math
 
 import numpy as np
 
-from ddpbayes.model.condition import BATCH_CELLS, Conditioned
+from ddpbayes.model.condition import Conditioned
 from ddpbayes.model.contract import rejected_parameters
 
 STEPS_AHEAD = 3  # interval ends evaluated per call when stepping out
@@ -146,9 +146,9 @@ class BatchedSlice:
 
     def _laws(self, kept: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The tuples (chains, draws, n) and summed laws (chains, draws, C) at the kept draws, in
-        calls of at most BATCH_CELLS values (as `Conditioned.evaluate`)."""
+        calls of at most `Conditioned.batch_points` points (as `Conditioned.evaluate`)."""
         flat = kept.reshape(-1, kept.shape[-1])
-        size = max(1, BATCH_CELLS // self.cond.cells)
+        size = self.cond.batch_points
         parts = [self._evaluate(flat[start:start + size]) for start in range(0, len(flat), size)]
         x, logw = (np.concatenate([p[k] for p in parts]) for k in (1, 2))
         return x.reshape(*kept.shape[:2], -1), logw.reshape(*kept.shape[:2], -1)
