@@ -17,7 +17,7 @@ import numpy as np
 import pymc as pm
 import pytest
 from scipy import integrate
-from scipy.special import expit, logsumexp
+from scipy.special import expit
 
 import ddpbayes
 from bruteforce import coordinate_grid, laplace_log_kernel, leak_grid, log_likelihoods, scalar_grid
