@@ -90,7 +90,11 @@ TIMING = {
 def sizes_for(bench: Benchmark) -> tuple[int, int]:
     """(n_search, n_check) by the rule above: the large timing run's draws scaled to the budget."""
     _, (n_large, seconds) = TIMING[bench.name]
-    total = n_large * BUDGET_SHARE * bench.dpsniper_seconds / 4 / seconds
+    return _split(n_large * BUDGET_SHARE * bench.dpsniper_seconds / 4 / seconds)
+
+
+def _split(total: float) -> tuple[int, int]:
+    """`total` draws per side as (n_search, n_check): SEARCH_SHARE of them for the search, rounded to 100,000."""
     search = max(100_000, round(SEARCH_SHARE * total, -5))
     return int(search), int(max(100_000, round(total - search, -5)))
 
@@ -171,10 +175,8 @@ def timing_row(bench: Benchmark, *, scale: float, workers: int = WORKERS) -> tup
             for seed in TIMING_SEEDS]
     seconds = [r["cpu_seconds"] / 2 for r in rows]
     n_small, median = rows[0]["n_search"] + rows[0]["n_check"], float(np.median(seconds))
-    total = n_small * BUDGET_SHARE * bench.dpsniper_seconds / 4 / median
-    search = max(100_000, round(SEARCH_SHARE * total, -5))
     large = blackbox_row(bench, seed=TIMING_LARGE_SEED, workers=workers,
-                         sizes=(int(search), int(max(100_000, round(total - search, -5)))))
+                         sizes=_split(n_small * BUDGET_SHARE * bench.dpsniper_seconds / 4 / median))
     return (n_small, median), (large["n_search"] + large["n_check"], large["cpu_seconds"] / 2), seconds
 
 

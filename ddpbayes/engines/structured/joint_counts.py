@@ -213,6 +213,15 @@ def _pick(logs: np.ndarray, k: int) -> np.ndarray:
 KERNEL_BYTES = 1 << 30  # scaled kernels kept per law and kind (a year of binary days, SVT: 0.23 and 0.46 GB)
 
 
+def _scale_rows(logs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows (C, N) in logs scaled by their maxima: exp(row − top), top (0 for a row of −∞), and whether it is finite."""
+    top = logs.max(axis=1)
+    alive = np.isfinite(top)
+    top = np.where(alive, top, 0.0)
+    with np.errstate(under="ignore"):
+        return np.exp(logs - top[:, None]), top, alive
+
+
 @dataclass(frozen=True)
 class KernelBlock:
     """One count total's kernels (`Kernels.log_rows`), each row scaled by its maximum: `scaled` (C, N) =
@@ -256,12 +265,7 @@ class Kernels:
         chosen = np.full(len(counts), -1)
         if self.log_a is not None:
             counts, chosen = np.tile(counts, (k, 1)), np.repeat(np.arange(k), len(counts))
-        rows = self.log_rows(counts, chosen)
-        top = rows.max(axis=1)
-        alive = np.isfinite(top)
-        top = np.where(alive, top, 0.0)
-        with np.errstate(under="ignore"):
-            out = KernelBlock(np.exp(rows - top[:, None]), top, alive, counts, chosen)
+        out = KernelBlock(*_scale_rows(self.log_rows(counts, chosen)), counts, chosen)
         if self.held + out.scaled.nbytes <= KERNEL_BYTES:
             self.blocks[total] = out
             self.held += out.scaled.nbytes
@@ -280,11 +284,7 @@ class _Scaled:
 
     @classmethod
     def of(cls, logs: np.ndarray) -> _Scaled:
-        top = logs.max(axis=1)
-        alive = np.isfinite(top)
-        top = np.where(alive, top, 0.0)
-        with np.errstate(under="ignore"):
-            return cls(logs, np.exp(logs - top[:, None]), top, alive)
+        return cls(logs, *_scale_rows(logs))
 
     def rows(self, index: np.ndarray) -> _Scaled:
         return _Scaled(self.logs[index], self.scaled[index], self.top[index], self.alive[index])
