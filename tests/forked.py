@@ -49,19 +49,8 @@ def _redirect(out: str, err: str, env: dict[str, str], cwd: str) -> None:
 
 def _fork(target: Callable, first: object, timeout: float, env: dict[str, str] | None) -> tuple[int, str, str]:
     """`target(first, ...)` in a child of the fork server: (exit code, stdout, stderr), or AssertionError."""
-    with tempfile.TemporaryDirectory() as folder:
-        out, err = Path(folder, "out"), Path(folder, "err")
-        out.touch()
-        err.touch()
-        env = dict(os.environ) if env is None else env
-        child = _CONTEXT.Process(target=target, args=(first, str(out), str(err), env, os.getcwd()))
-        child.start()
-        child.join(timeout)
-        if child.exitcode is None:
-            child.kill()
-            child.join()
-            raise AssertionError(f"{str(first)[:200]} did not end within {timeout} s")
-        return child.exitcode, out.read_text(), err.read_text()
+    with Running(target, first, env) as run:
+        return run.finish(timeout)
 
 
 def run_cli(argv: list[str], timeout: float = 300) -> tuple[int, str, str]:
@@ -75,16 +64,17 @@ def run_code(code: str, env: dict[str, str] | None = None, timeout: float = 300)
 
 
 class Running:
-    """A forked `python -c code` left running (`start_code`), as a context manager that kills it on leaving:
-    its stderr's first line, a signal, its end."""
+    """`target(first, ...)` in a child of the fork server (`_program` or `_code`), its stdout and stderr to files, as a
+    context manager that kills it on leaving: its stderr's first line, a signal, its end."""
 
-    def __init__(self, code: str):
+    def __init__(self, target: Callable, first: object, env: dict[str, str] | None = None):
         self._folder = tempfile.TemporaryDirectory()
         self._out, self._err = Path(self._folder.name, "out"), Path(self._folder.name, "err")
         self._out.touch()
         self._err.touch()
-        self.child = _CONTEXT.Process(target=_code, args=(code, str(self._out), str(self._err), dict(os.environ),
-                                                          os.getcwd()))
+        self._what = str(first)[:200]
+        env = dict(os.environ) if env is None else env
+        self.child = _CONTEXT.Process(target=target, args=(first, str(self._out), str(self._err), env, os.getcwd()))
         self.child.start()
 
     def __enter__(self) -> Running:
@@ -111,10 +101,10 @@ class Running:
     def finish(self, timeout: float = 60) -> tuple[int, str, str]:
         """(exit code, stdout, stderr) once the program ends; AssertionError if it runs `timeout` s more."""
         self.child.join(timeout)
-        assert self.child.exitcode is not None, f"did not end within {timeout} s"
+        assert self.child.exitcode is not None, f"{self._what} did not end within {timeout} s"
         return self.child.exitcode, self._out.read_text(), self._err.read_text()
 
 
 def start_code(code: str) -> Running:
     """`python -c code` in a forked process (this one's environment and folder), left running: `Running`."""
-    return Running(code)
+    return Running(_code, code)
