@@ -31,7 +31,9 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 from threadpoolctl import threadpool_limits
@@ -469,9 +471,12 @@ class JointSolver:
 
     @threadpool_limits.wrap(limits=1, user_api="blas")  # small products (k x k steps, kernels x 8 rows): threads
     # only contend (a count total's product 0.5 ms on one thread, 4-7 ms on two at load 3)
-    def solve(self, problem: Problem, adversaries, counts_first: bool = False) -> dict[Adversary, AdversaryLeakage]:
+    def solve(self, problem: Problem, adversaries, counts_first: bool = False,
+              late: dict[Adversary, float] | None = None) -> dict[Adversary, AdversaryLeakage]:
         """leak(i, K) of each adversary: each known set's configurations enumerated, or by their counts when there
-        are more than ENUMERATE_UP_TO (or `counts_first`: whenever) and they reduce (`_counted`)."""
+        are more than ENUMERATE_UP_TO (or `counts_first`: whenever) and they reduce (`_counted`). `late`, when given,
+        receives each counted adversary's largest ratio over the outputs whose law depends on the days after the
+        target (`_Class.late`)."""
         graph, chain = self.graph, self.chain
         by_known: dict[frozenset[int], list[Adversary]] = {}
         for adv in adversaries:
@@ -486,7 +491,9 @@ class JointSolver:
                 found.update(_known_set(chain, self.law, self.quad, graph, sorted(known), advs))
         self._batched(counted, problem.settings.max_states)
         for adv in counted:
-            found[adv] = _counted(adv, self, problem.settings.max_states)
+            found[adv], late_value = _counted(adv, self, problem.settings.max_states)
+            if late is not None:
+                late[adv] = late_value
         return found
 
     def window(self, win: Window) -> tuple[tuple, WindowLaw]:
@@ -518,11 +525,11 @@ class JointSolver:
         for adv in advs:
             win = window_of(adv, n)
             key, table = self.window(win)
-            for name, totals, with_a, cols, _ in _classes(self.law, win, n, table):
-                solved = self.memo.setdefault((key, name), {})
-                missing = [m for m in totals if m not in solved]
+            for cls in _classes(self.law, win, n, table):
+                solved = self.memo.setdefault((key, cls.name), {})
+                missing = [m for m in cls.totals if m not in solved]
                 if len(missing) > 1:
-                    wanted.setdefault((key, name), (set(), with_a, cols, table.marginal))[0].update(missing)
+                    wanted.setdefault((key, cls.name), (set(), cls.with_a, cls.cols, table.marginal))[0].update(missing)
         for with_a in (False, True):
             slots = sorted((slot for slot in wanted if wanted[slot][1] == with_a), key=lambda s: min(wanted[s][0]))
             group, rows = [], 0
@@ -599,49 +606,74 @@ def _output(law: _Law, j: int, n: int) -> tuple[float, ...]:
 # --------------------------------------------------------------------------- known days by their counts
 
 
-def _classes(law: _Law, win: Window, n: int, table: WindowLaw) -> list[tuple]:
-    """The window's classes of outputs (module docstring of `joint_counts`): (name, count totals, x_j's e_A or not,
-    the window's columns, and for a total and a column: the output j, the counted days and x_j's day or None)."""
+class _Class(NamedTuple):
+    """A window's class of outputs (module docstring of `joint_counts`): its count totals, whether the kernels carry
+    x_j's e_A, the window's columns, for a total and a column the output j, the counted days and x_j's day or None;
+    and whether its outputs' law given the target and the known days depends on the days after the target (`late`:
+    SVT's outputs after the target and none, every RNM output; `joint_runs` bounds only these past the box)."""
+
+    name: str
+    totals: list[int]
+    with_a: bool
+    cols: np.ndarray
+    place: Callable[[int, int], tuple]
+    late: bool
+
+
+def _classes(law: _Law, win: Window, n: int, table: WindowLaw) -> list[_Class]:
+    """The window's classes of outputs. SVT's inside outputs are split at the target: those up to it see no day after
+    it (every later day emits e_C = 1, and given X_i the days after it are independent of those before)."""
     left = list(range(win.lo if win.left else 0))
     right = list(range(win.hi + 1, n)) if win.right else []
     outer = left + right
     all_b = table.all_b[..., None, :]
     if law.first:
-        return [("inside", [len(left)], False, table.inside, lambda m, c: (win.lo + c, left, None)),
-                ("none", [len(outer)], False, all_b, lambda m, c: (n, outer, None)),
-                ("after", list(range(len(left), len(outer))), True, all_b,
-                 lambda m, c: (right[m - len(left)], outer[:m], right[m - len(left)]))]
-    return [("inside", [len(outer)], False, table.inside, lambda m, c: (win.lo + c, outer, None)),
-            ("known", [len(outer) - 1] if outer else [], True, all_b, lambda m, c: (outer[0], outer[1:], outer[0]))]
+        p = win.target
+        split = [_Class("inside", [len(left)], False, table.inside[..., :p + 1, :],
+                        lambda m, c: (win.lo + c, left, None), False)]
+        if p + 1 < table.inside.shape[-2]:
+            split.append(_Class("inside after", [len(left)], False, table.inside[..., p + 1:, :],
+                                lambda m, c: (win.lo + p + 1 + c, left, None), True))
+        return split + [
+            _Class("none", [len(outer)], False, all_b, lambda m, c: (n, outer, None), True),
+            _Class("after", list(range(len(left), len(outer))), True, all_b,
+                   lambda m, c: (right[m - len(left)], outer[:m], right[m - len(left)]), True)]
+    return [_Class("inside", [len(outer)], False, table.inside, lambda m, c: (win.lo + c, outer, None), True),
+            _Class("known", [len(outer) - 1] if outer else [], True, all_b,
+                   lambda m, c: (outer[0], outer[1:], outer[0]), True)]
 
 
-def _counted(adv: Adversary, solver: JointSolver, limit: int) -> AdversaryLeakage:
+def _counted(adv: Adversary, solver: JointSolver, limit: int) -> tuple[AdversaryLeakage, float]:
     """leak(i, K) of an adversary who knows every day outside one window around the target, the interior known days
     by their value counts (`joint_counts`): the largest ratio over the classes of outputs, each (window, class,
-    count total) solved once, each count total's kernels built once (`JointSolver.kernels_of`)."""
+    count total) solved once, each count total's kernels built once (`JointSolver.kernels_of`); and the largest over
+    the late classes' outputs only (`_Class.late`)."""
     n = len(solver.chain.slots)
     values = solver.graph.values[solver.chain.slots[0]]
     win = window_of(adv, n)
     key, table = solver.window(win)
-    best, witness = None, None
-    for name, totals, with_a, cols, place in _classes(solver.law, win, n, table):
-        solved = solver.memo.setdefault((key, name), {})
-        missing = [m for m in totals if m not in solved]
+    best, witness, late = None, None, 0.0
+    for cls in _classes(solver.law, win, n, table):
+        solved = solver.memo.setdefault((key, cls.name), {})
+        missing = [m for m in cls.totals if m not in solved]
         if missing:
             check_states(configuration_count(missing[-1], len(values)) * len(values) * len(solver.quad.v),
                          "the known days' count vectors times the quadrature nodes", "cells", limit)
-            solved.update(best_by_total(solver.kernels_of(with_a), [(missing, cols, table.marginal)])[0])
-        for m in totals:
+            solved.update(best_by_total(solver.kernels_of(cls.with_a), [(missing, cls.cols, table.marginal)])[0])
+        for m in cls.totals:
             found: Best | None = solved[m]
+            if found is not None and cls.late:
+                late = max(late, found.value)
             if found is not None and (best is None or found.value > best.value):
-                best, witness = found, (m, place(m, found.column))
+                best, witness = found, (m, cls.place(m, found.column))
     if best is None:
         raise InputError(f"every configuration of the known tuples of {adv} has probability zero")
     _, (j, counted, day) = witness
     chosen = None if day is None else (day, best.chosen)
     known = witness_values(win, n, best.borders, best.counts, counted, chosen, values)
-    return AdversaryLeakage(adv, max(best.value, 0.0), Witness(adv, known, float(values[best.t]),
-                                                               float(values[best.t_prime]), _output(solver.law, j, n)))
+    found = AdversaryLeakage(adv, max(best.value, 0.0), Witness(adv, known, float(values[best.t]),
+                                                                float(values[best.t_prime]), _output(solver.law, j, n)))
+    return found, late
 
 
 def _window_law(chain: _Chain, law: _Law, quad: Rule, win: Window) -> WindowLaw:

@@ -82,9 +82,11 @@ class _Box:
     def runs(self) -> list[tuple[int, int]]:
         return [(s, e) for s in range(self.lo, self.target + 1) for e in range(self.target, self.hi + 1)]
 
-    def outside_bounds(self, leak: dict[tuple[int, int], float]) -> tuple[float, float]:
+    def outside_bounds(self, leak: dict[tuple[int, int], float], late: dict[tuple[int, int], float],
+                       ) -> tuple[float, float]:
         """The bound on the runs reaching past lo (left) and past hi (right), both past counted on each side (−∞ for a
-        side at the chain's end)."""
+        side at the chain's end). Past hi only the late outputs (`late`: their largest ratio) are bounded: the others'
+        law is free of the days after the target, so a run past hi leaks on them what (s, hi) does (≤ the best)."""
         i, lo, hi = self.target, self.lo, self.hi
         d_left = self.left[i - lo] if lo > 0 else None  # Δ(G_{lo−1})
         d_right = self.right[hi - i] if hi < len(self.right) + i else None  # Δ(H_{hi+1})
@@ -92,9 +94,9 @@ class _Box:
         if d_left is not None:
             left = max(leak[(lo, e)] for e in range(i, hi + 1)) + d_left
         if d_right is not None:
-            right = max(leak[(s, hi)] for s in range(lo, i + 1)) + d_right
+            right = max(late[(s, hi)] for s in range(lo, i + 1)) + d_right
         if d_left is not None and d_right is not None:
-            both = leak[(lo, hi)] + d_left + d_right
+            both = late[(lo, hi)] + d_left + d_right
             left, right = max(left, both), max(right, both)
         return left, right
 
@@ -115,22 +117,23 @@ def pdp_over_runs(problem: Problem, graph: FactorGraph, targets, first_depth: in
     boxes = {i: _Box(i, max(0, i - first_depth), min(n - 1, i + first_depth),
                      *side_diameters(solver.chain.unary, solver.chain.pair, i)) for i in targets}
     leaks: dict[int, dict[tuple[int, int], float]] = {i: {} for i in targets}
+    lates: dict[int, dict[tuple[int, int], float]] = {i: {} for i in targets}
     worst: dict[int, tuple[tuple, AdversaryLeakage]] = {}
     open_ = list(boxes)
     while open_:
-        _solve_round(problem, graph, solver, [boxes[i] for i in open_], leaks, worst)
-        open_ = [i for i in open_ if _widen(boxes[i], leaks[i], n)]
+        _solve_round(problem, graph, solver, [boxes[i] for i in open_], leaks, lates, worst)
+        open_ = [i for i in open_ if _widen(boxes[i], leaks[i], lates[i], n)]
     search = RunSearch(runs=sum((i + 1) * (n - i) for i in targets), solved=sum(len(leaks[i]) for i in targets),
                        deepest=max(max(i - boxes[i].lo, boxes[i].hi - i) for i in targets))
     return [worst[i][1] for i in targets], search, solver
 
 
 def _solve_round(problem: Problem, graph: FactorGraph, solver: JointSolver, boxes: list[_Box],
-                 leaks: dict[int, dict[tuple[int, int], float]], worst: dict[int, tuple[tuple, AdversaryLeakage]],
-                 ) -> None:
+                 leaks: dict[int, dict[tuple[int, int], float]], lates: dict[int, dict[tuple[int, int], float]],
+                 worst: dict[int, tuple[tuple, AdversaryLeakage]]) -> None:
     """Solve every box's runs not yet solved, CHUNK at a time (`JointSolver.solve`; its memo kept across them), by
     their counts wherever they reduce (`joint_counts`: one window pass, not one whole-chain pass per known
-    configuration); keep each run's leak and each target's worst adversary (largest leak, ties to the longest run,
+    configuration); keep each run's leak, its late outputs' (the leak itself for a run not counted) and each target's worst adversary (largest leak, ties to the longest run,
     then the earliest). Only the worst adversaries are held, not every run's known set and witness (n values each)."""
     n = problem.model.n
     runs = [(b.target, (s, e)) for b in boxes for s, e in b.runs() if (s, e) not in leaks[b.target]]
@@ -140,18 +143,20 @@ def _solve_round(problem: Problem, graph: FactorGraph, solver: JointSolver, boxe
         why = _enumeration_reason(batch, graph)
         if why:
             raise InputError(f"the structured engine cannot search pdp's run adversaries: {why}")
-        for adv, found in solver.solve(batch, batch.adversaries, counts_first=True).items():
+        late: dict[Adversary, float] = {}
+        for adv, found in solver.solve(batch, batch.adversaries, counts_first=True, late=late).items():
             i, (s, e) = wanted[adv]
             leaks[i][(s, e)] = found.value
+            lates[i][(s, e)] = late.get(adv, found.value)
             rank = (found.value, e - s, -s)
             if i not in worst or rank > worst[i][0]:
                 worst[i] = (rank, found)
 
 
-def _widen(box: _Box, value: dict[tuple[int, int], float], n: int) -> bool:
+def _widen(box: _Box, value: dict[tuple[int, int], float], late: dict[tuple[int, int], float], n: int) -> bool:
     """Widen each side whose outside bound exceeds the box's best; False when neither does."""
     best = max(value.values())
-    left, right = box.outside_bounds(value)
+    left, right = box.outside_bounds(value, late)
     i = box.target
     if left > best:
         box.lo = i - _deeper(box.left, i - box.lo, left - best, i)
