@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from scipy.integrate import quad
 
-from test_structured_joint import markov_chain, random_chain
+from test_structured_joint import brute_leak, markov_chain, random_chain, svt_law
+from test_structured_joint import rnm_law as rnm_outputs
 
 from ddpbayes.auditing import audit
 from ddpbayes.engines.structured import joint, joint_runs
@@ -119,6 +120,56 @@ def test_the_bound_holds_on_every_pair_of_runs_and_needs_its_slack(seed, n, k):
                     assert runs[(i, s, e)] <= runs[(i, s, e2)] + right[e2 + 1] + 1e-12
                     grew = max(grew, runs[(i, s, e)] - runs[(i, s, e2)])
     assert grew > 1e-6
+
+
+@pytest.mark.parametrize("seed,n,k,name", [(80, 4, 2, "svt"), pytest.param(80, 4, 2, "rnm", marks=pytest.mark.slow),
+                                           pytest.param(81, 5, 2, "svt", marks=pytest.mark.slow),
+                                           pytest.param(82, 4, 3, "svt", marks=pytest.mark.slow)])
+def test_late_outputs_against_the_brute_force(seed, n, k, name):
+    """What the search bounds past a box's right edge (DESIGN §2.1b), on every run of random positive chains: the
+    count route's late value (SVT: the outputs after the target and none; RNM: every output) equals the brute force's
+    leak over those outputs only; SVT's outputs up to the target leak the same whatever the run's end (the brute
+    force over those outputs); the bound holds for the late outputs alone on every pair of runs, the diameters from
+    the transition matrices by their definition; and some run's outputs up to the target leak more than its late
+    ones (so the split is seen)."""
+    model, joint_p = random_chain(seed, n, k, zeros=False)
+    p0, steps = chain_tables(seed, n, k)
+    rng = np.random.default_rng(seed + 1)
+    threshold, s = float(rng.uniform(-0.5, k)), float(rng.uniform(0.3, 2.0))
+    runs = [(i, lo, hi) for i in range(n) for lo in range(i + 1) for hi in range(i, n)]
+    advs = [Adversary(i, frozenset(j for j in range(n) if not lo <= j <= hi)) for i, lo, hi in runs]
+    mech, law = {"svt": (SparseVector(s, 1, threshold, 1), lambda a: svt_law(a, threshold, s)),
+                 "rnm": (ReportNoisyMax(2 * s), lambda a: rnm_outputs(a, 2 * s))}[name]
+    problem = Problem(model, parse_query("identity"), mech, tuple(advs))
+    late: dict[Adversary, float] = {}
+    found = joint.JointSolver.of(problem, factor_graph(model, 10 ** 7)).solve(problem, advs, counts_first=True,
+                                                                              late=late)
+    outputs = _law_by_state(joint_p, law)
+    early, later = {}, {}
+    for run, adv in zip(runs, advs):
+        i, known = run[0], tuple(sorted(adv.known))
+        first = i + 1 if name == "svt" else 0
+        later[run] = brute_leak(joint_p, lambda a: outputs[tuple(a.astype(int))][first:], i, known)
+        early[run] = brute_leak(joint_p, lambda a: outputs[tuple(a.astype(int))][:first], i, known) if first else 0.0
+        assert late[adv] == pytest.approx(later[run], abs=1e-9)
+        assert found[adv].value == pytest.approx(max(early[run], later[run]), abs=1e-9)
+    for i in range(n):
+        left, right = kernels(p0, steps, i)
+        for lo in range(i + 1):
+            ends = [early[(i, lo, hi)] for hi in range(i, n)]
+            assert ends == pytest.approx([ends[0]] * len(ends), abs=1e-9)
+            for hi2, hi in itertools.combinations(range(i, n), 2):
+                assert later[(i, lo, hi)] <= later[(i, lo, hi2)] + right[hi2 + 1] + 1e-12
+        for hi in range(i, n):
+            for lo, lo2 in itertools.combinations(range(i + 1), 2):
+                assert later[(i, lo, hi)] <= later[(i, lo2, hi)] + left[lo2 - 1] + 1e-12
+    if name == "svt":
+        assert max(early[run] - later[run] for run in runs) > 1e-3
+
+
+def _law_by_state(joint_p: np.ndarray, law) -> dict[tuple[int, ...], np.ndarray]:
+    """Each state's output law (the brute force's, `test_structured_joint`), computed once."""
+    return {x: law(np.array(x, dtype=float)) for x in itertools.product(*[range(m) for m in joint_p.shape])}
 
 
 def chain_tables(seed: int, n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
