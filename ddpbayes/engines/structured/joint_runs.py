@@ -9,7 +9,9 @@ tables, D the diagonal of the unary ones) and Δ(G) = max log G[x, t] G[x', t'] 
 projective diameter (Birkhoff), ∞ with a zero entry; on the right, for e > e' ≥ i, leak(s, e) ≤ leak(s, e') +
 Δ(H_{e'+1}) with H_m = ψ_i D_{i+1} ··· D_{m−1} ψ_{m−1}. Each target's box [lo, i] × [i, hi] of runs is solved
 (rounds share the count route's memo), and the runs outside it are bounded by the box's edge plus the diameters;
-a side whose bound exceeds the box's best is widened (its depth doubled) until none does.
+a side whose bound exceeds the box's best is widened (its depth doubled) until none does. The bound holds output by
+output, and the outputs whose law is free of the days after the target (SVT's first TRUE at or before it) leak the
+same at every e, so past the box's right edge only the late outputs' largest ratio (`joint._Class.late`) is bounded.
 """
 
 from __future__ import annotations
