@@ -34,7 +34,7 @@ from pytensor.graph.traversal import ancestors
 from pytensor.tensor.random.basic import NormalRV
 
 from ddpbayes.errors import InputError
-from ddpbayes.model.batched import checks_per_point, unblock_indexing
+from ddpbayes.model.batched import checks_per_point, simplified, unblock_indexing
 from ddpbayes.model.contract import DependenceModel, rejected_parameters
 from ddpbayes.model.domains import Finite
 from ddpbayes.model.supports import depends_on_random, is_discrete, support
@@ -177,7 +177,7 @@ class Conditioned:
         outputs = model.replace_rvs_by_values(outputs)
         batch = {v: v.type.clone(shape=(None, *v.type.shape))(name=v.name) for v in model.value_vars}
         if self.summed and batch:
-            outputs = unblock_indexing(vectorize_graph(checks_per_point(outputs), batch))
+            outputs = unblock_indexing(vectorize_graph(simplified(checks_per_point(outputs)), batch))
         inputs = list(batch.values()) if self.summed else model.value_vars
         fn = model.compile_fn(outputs, inputs=inputs, point_fn=False, on_unused_input="ignore")
         fn.trust_input = self.summed  # `evaluate_batch`'s callers pass arrays of the value variables' dtypes
