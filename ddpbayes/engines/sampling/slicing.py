@@ -27,7 +27,7 @@ import numpy as np
 from ddpbayes.model.condition import Conditioned
 from ddpbayes.model.contract import rejected_parameters
 
-STEPS_AHEAD = 3  # interval ends evaluated per call when stepping out
+STEPS_AHEAD = 2  # positions per interval end and call when stepping out (nearly every end stops within two)
 PROPOSALS_AHEAD = 4  # shrinkage proposals evaluated per call (the later ones in case the earlier are rejected)
 
 
