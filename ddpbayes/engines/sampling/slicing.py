@@ -51,7 +51,7 @@ class BatchedSlice:
                       for p in starts])
         kept = np.empty((len(q), draws, q.shape[1]))
         with rejected_parameters():
-            lp = self._logp(q).tolist()
+            lp = self._logp(q)
             w = np.full(q.shape, self.width).tolist()
             for step in range(tune + draws):
                 tuned = step if step < tune else None
@@ -75,7 +75,7 @@ class BatchedSlice:
             proposals, brackets = self._proposals(pending, origin, left, right, draws)
             at = np.repeat(q[pending], PROPOSALS_AHEAD, axis=0)
             at[:, i] = proposals
-            lp_at = self._logp(at).tolist()
+            lp_at = self._logp(at)
             rejected = []
             for row, c in enumerate(pending):
                 # PyMC's comparison `y > logp` rejects (a NaN log-density is accepted, as there)
@@ -134,7 +134,7 @@ class BatchedSlice:
                     position = position + by
             at = np.repeat(q[[c for c, _, _ in ends]], STEPS_AHEAD, axis=0)
             at[:, i] = ahead
-            lp_at = self._logp(at).tolist()
+            lp_at = self._logp(at)
             still = []
             for row, (c, side, by) in enumerate(ends):
                 inside = [y[c] <= v for v in lp_at[row * STEPS_AHEAD:(row + 1) * STEPS_AHEAD]]
@@ -154,7 +154,7 @@ class BatchedSlice:
         x, logw = (np.concatenate([p[k] for p in parts]) for k in (1, 2))
         return x.reshape(*kept.shape[:2], -1), logw.reshape(*kept.shape[:2], -1)
 
-    def _logp(self, q: np.ndarray) -> np.ndarray:
+    def _logp(self, q: np.ndarray) -> list[float]:
         return self.cond.logp_batch(self._values(q))
 
     def _evaluate(self, q: np.ndarray) -> list[np.ndarray]:
