@@ -457,3 +457,29 @@ def test_batched_slice_draws_are_pymc_slice_draws(summed_chain):
         np.testing.assert_allclose(logw[c], pymc_logw, atol=1e-9)
     _, alone = BatchedSlice(chains.cond, SLICE_W).run(starts[1:], rngs()[1:], settings.tune, settings.draws)
     np.testing.assert_array_equal(alone[0], logw[1])
+
+
+def test_arviz_diagnostics_take_numpy_variances():
+    """Inside `quiet_arviz` ArviZ takes its NumPy path, not its Numba one (compiled in every
+    process, ~0.5 CPU s of an audit: issue #42.3), and the flag is restored after, an error
+    included; ArviZ's split R-hat there equals the formula written here (Gelman et al. 2013, §11.4:
+    the chains split in halves, R = sqrt(((n - 1)/n W + B/n) / W))."""
+    import arviz as az
+    from arviz.utils import Numba
+
+    from ddpbayes.engines.sampling.runs import quiet_arviz
+
+    x = np.random.default_rng(3).normal(size=(2, 400)) + np.array([[0.0], [0.3]])
+    halves = x.reshape(4, 200)
+    n = halves.shape[1]
+    within = halves.var(axis=1, ddof=1).mean()
+    between = n * halves.mean(axis=1).var(ddof=1)
+    before = Numba.numba_flag
+    with quiet_arviz():
+        assert Numba.numba_flag is False
+        assert float(az.rhat(x, method="split")) == pytest.approx(math.sqrt(((n - 1) / n * within + between / n)
+                                                                             / within), rel=1e-12)
+    assert Numba.numba_flag == before
+    with pytest.raises(ZeroDivisionError), quiet_arviz():
+        raise ZeroDivisionError
+    assert Numba.numba_flag == before

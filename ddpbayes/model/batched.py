@@ -43,6 +43,11 @@ def checks_per_point(outputs: list) -> list:
                               clone=False))
 
 
+def simplified(outputs: list) -> list:
+    """`outputs` (a new graph) after PyTensor's FAST_COMPILE rewrites, before a batch axis is added."""
+    return list(rewrite_graph(outputs, include=("fast_compile",), clone=False))
+
+
 @node_rewriter([Blockwise])
 def _unblock(fgraph, node):
     """Blockwise(x[i_1, ..., i_m]) with integer indices of one core shape -> Σ over the indexed

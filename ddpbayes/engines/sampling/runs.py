@@ -31,6 +31,7 @@ import arviz as az
 import numpy as np
 import pymc as pm
 import scipy.special
+from arviz.utils import Numba
 
 from ddpbayes.engines.sampling.mixture import same_at_every_draw
 from ddpbayes.engines.sampling.slicing import BatchedSlice
@@ -115,16 +116,19 @@ def _unpickled(x: np.ndarray, shape: tuple | None, key: tuple, *rest) -> Run:
 @contextmanager
 def quiet_arviz() -> Iterator[None]:
     """ArviZ's own warnings off (a constant chain divides by zero, short chains fail its shape
-    check): the diagnostics record what they mean, and the CLI prints one line."""
+    check): the diagnostics record what they mean, and the CLI prints one line. ArviZ's NumPy
+    variances, not its Numba ones: those are compiled in every process (~0.5 CPU s, issue #42.3)."""
     logger = logging.getLogger("arviz")
-    level = logger.level
+    level, numba = logger.level, Numba.numba_flag
     logger.setLevel(logging.ERROR)
+    Numba.numba_flag = False
     try:
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore", RuntimeWarning)
             yield
     finally:
         logger.setLevel(level)
+        Numba.numba_flag = numba
 
 
 def summarise(per_run: list[dict]) -> dict:
