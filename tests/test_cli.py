@@ -5,8 +5,6 @@ from __future__ import annotations
 import gc
 import json
 import math
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -185,16 +183,6 @@ def test_claim_exit_codes_in_process(capsys):
     capsys.readouterr()
 
 
-def _cli() -> list[str]:
-    exe = Path(sys.executable).parent / "ddpbayes"
-    return [str(exe)] if exe.exists() else [sys.executable, "-W", "ignore", "-m", "ddpbayes.cli.main"]
-
-
-def _run(args: list[str]) -> tuple[str, str, int]:
-    p = subprocess.run([*_cli(), *args], capture_output=True, text=True, timeout=300)
-    return p.stdout, p.stderr, p.returncode
-
-
 def _forked(args: list[str]) -> tuple[str, str, int]:
     """The program in a process forked after the imports (tests/forked.py): it ends as `_run`'s does."""
     code, out, err = run_cli(args)
@@ -211,7 +199,8 @@ def test_subprocess_bad_input(model_files):
 
 def test_subprocess_end_runs_exit_handlers_and_flushes(tmp_path):
     """The program ends with os._exit after its last line (`main._end`): the exit handlers run (here
-    one the model file registers), the JSON on stdout is whole and the exit code is the verdict's."""
+    one the model file registers), the JSON on stdout is whole and the exit code is the verdict's. Forked
+    after the imports (the same `main()` reading sys.argv; the installed script runs in tests/test_installed.py)."""
     marker = tmp_path / "handler-ran"
     model = tmp_path / "model.py"
     model.write_text(textwrap.dedent(f"""
@@ -230,7 +219,7 @@ def test_subprocess_end_runs_exit_handlers_and_flushes(tmp_path):
                 pm.Bernoulli("x1", 0.5)
             return DependenceModel(m, tuples=["x0", "x1"])
     """))
-    out, err, code = _run(["audit", str(model), *COUNT, "--notion", "idp", "--claim", "0.5", "--format", "json"])
+    out, err, code = _forked(["audit", str(model), *COUNT, "--notion", "idp", "--claim", "0.5", "--format", "json"])
     assert code == 1, err
     assert json.loads(out)["leakage"] == pytest.approx(1.0, abs=1e-12)  # independent bits: 1/b
     assert marker.read_text() == "yes"
