@@ -3,6 +3,7 @@ the first time an engine enumerates it; the enumerated joint is cached on the mo
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import warnings
@@ -19,6 +20,15 @@ warnings.filterwarnings("ignore", category=FutureWarning)
 # Units of work run in the test's process unless a test asks for Dask workers (tests/test_parallel.py):
 # no test pays an embedded cluster's start by accident. Subprocesses inherit it.
 os.environ.setdefault("DDPBAYES_WORKERS", "1")
+
+
+def pytest_collection_finish(session) -> None:
+    """What the session holds once the tests are collected (PyMC, sympy, the test modules: hundreds of thousands of
+    objects) lives until it ends: out of the cyclic collector's full passes (`gc.freeze`), which otherwise
+    walk it again and again (32 s of the default run at load 5; DESIGN §5). `main([...])` leaves a
+    caller's freeze as it is (DESIGN §2.4)."""
+    gc.collect()
+    gc.freeze()
 
 
 @pytest.fixture(scope="session")

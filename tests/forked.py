@@ -88,11 +88,15 @@ class Running:
     def first_line(self, timeout: float = 300) -> str:
         """The first whole line the program writes on stderr; AssertionError if it ends or `timeout` s pass first."""
         end = time.monotonic() + timeout
-        while "\n" not in (text := self._err.read_text()):
+        while "\n" not in (text := self.stderr()):
             assert self.child.exitcode is None, f"ended with {self.child.exitcode} before a line: {text!r}"
             assert time.monotonic() < end, f"no line within {timeout} s"
             time.sleep(0.05)
         return text.split("\n", 1)[0] + "\n"
+
+    def stderr(self) -> str:
+        """What the program has written on stderr so far."""
+        return self._err.read_text()
 
     def interrupt(self) -> None:
         """SIGINT, as Ctrl-C sends it to the program."""

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import math
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -15,7 +14,7 @@ import pytest
 import ddpbayes
 from ddpbayes import DependenceModel, InputError
 from ddpbayes.cli.main import main
-from forked import run_cli
+from forked import run_cli, run_code
 
 ROOT = Path(__file__).resolve().parent.parent
 HOUSEHOLD = str(ROOT / "models" / "household.py")
@@ -184,16 +183,6 @@ def test_claim_exit_codes_in_process(capsys):
     capsys.readouterr()
 
 
-def _cli() -> list[str]:
-    exe = Path(sys.executable).parent / "ddpbayes"
-    return [str(exe)] if exe.exists() else [sys.executable, "-W", "ignore", "-m", "ddpbayes.cli.main"]
-
-
-def _run(args: list[str]) -> tuple[str, str, int]:
-    p = subprocess.run([*_cli(), *args], capture_output=True, text=True, timeout=300)
-    return p.stdout, p.stderr, p.returncode
-
-
 def _forked(args: list[str]) -> tuple[str, str, int]:
     """The program in a process forked after the imports (tests/forked.py): it ends as `_run`'s does."""
     code, out, err = run_cli(args)
@@ -210,7 +199,8 @@ def test_subprocess_bad_input(model_files):
 
 def test_subprocess_end_runs_exit_handlers_and_flushes(tmp_path):
     """The program ends with os._exit after its last line (`main._end`): the exit handlers run (here
-    one the model file registers), the JSON on stdout is whole and the exit code is the verdict's."""
+    one the model file registers), the JSON on stdout is whole and the exit code is the verdict's. Forked
+    after the imports (the same `main()` reading sys.argv; the installed script runs in tests/test_installed.py)."""
     marker = tmp_path / "handler-ran"
     model = tmp_path / "model.py"
     model.write_text(textwrap.dedent(f"""
@@ -229,10 +219,44 @@ def test_subprocess_end_runs_exit_handlers_and_flushes(tmp_path):
                 pm.Bernoulli("x1", 0.5)
             return DependenceModel(m, tuples=["x0", "x1"])
     """))
-    out, err, code = _run(["audit", str(model), *COUNT, "--notion", "idp", "--claim", "0.5", "--format", "json"])
+    out, err, code = _forked(["audit", str(model), *COUNT, "--notion", "idp", "--claim", "0.5", "--format", "json"])
     assert code == 1, err
     assert json.loads(out)["leakage"] == pytest.approx(1.0, abs=1e-12)  # independent bits: 1/b
     assert marker.read_text() == "yes"
+
+
+def test_the_collector_freeze_is_the_programs_or_the_callers(tmp_path, capsys):
+    """DESIGN §2.4: the program freezes what it holds once the model is loaded (still frozen when its exit
+    handlers run); `main([...])` from Python unfreezes what it froze (a caller with nothing frozen gets nothing
+    frozen back), and under a caller's own freeze (this session's: conftest) freezes and unfreezes nothing."""
+    marker = tmp_path / "frozen-at-exit"
+    model = tmp_path / "model.py"
+    model.write_text(textwrap.dedent(f"""
+        import atexit
+        import gc
+        import pathlib
+
+        import pymc as pm
+        from ddpbayes import DependenceModel
+
+        atexit.register(lambda: pathlib.Path({str(marker)!r}).write_text(str(gc.get_freeze_count())))
+
+
+        def build():
+            with pm.Model() as m:
+                pm.Bernoulli("x0", 0.5)
+                pm.Bernoulli("x1", 0.5)
+            return DependenceModel(m, tuples=["x0", "x1"])
+    """))
+    argv = ["audit", str(model), *COUNT, "--notion", "dp"]  # model-free: loaded, nothing compiled
+    assert run_cli(argv)[0] == 0
+    assert int(marker.read_text()) > 0
+    code, out, err = run_code(f"import gc\nfrom ddpbayes.cli.main import main\nassert gc.get_freeze_count() == 0\n"
+                              f"print(main({argv!r}), gc.get_freeze_count())")
+    assert (code, out.splitlines()[-1]) == (0, "0 0"), err
+    frozen = gc.get_freeze_count()
+    assert frozen > 0 and main(argv) == 0 and 0 < gc.get_freeze_count() <= frozen  # (frozen objects freed leave)
+    capsys.readouterr()
 
 
 def test_subprocess_claim_exit_codes():

@@ -488,6 +488,9 @@ def test_failing_diagnostics_inconclusive():
     assert low.verdict == "inconclusive" and "diagnostics" in low.verdict_reason
 
 
+@pytest.mark.slow  # the default run's budget: its checks are made there by test_failing_diagnostics_inconclusive
+# (the verdict, its reason, the failed diagnostics) and, on this same run, by
+# test_cli_first_contact.py::test_failed_diagnostics_are_said_and_a_claim_is_inconclusive[10-4] (the CLI: exit 4)
 def test_failing_diagnostics_cli_exit_4(capsys):
     """The same run as test_failing_diagnostics_inconclusive through the CLI: exit 4."""
     code = main(["audit", BETA_BERNOULLI, "-p", "n=4", "--query", "count", "--mechanism", "laplace", "--scale", "1",

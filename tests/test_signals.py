@@ -5,9 +5,10 @@ SIGTERM stop an audit on Dask workers within 5 s with one line and no `dask-scra
 killed runs, and an unusable --out is bad input.
 
 Real processes throughout: the audits below sample with PyMC on two Dask workers, the reports in
-their own process. They start at once (but the slow run's extra audit; each needs ~10-20 s of imports and compilation; a
+their own process. They start at once (each needs ~10-20 s of imports and compilation; a
 minute or more on a busy machine, which no clock below counts: each times what the program
-promises, from the signal on); the reports refused for their --out run forked after the imports (tests/forked.py)."""
+promises, from the signal on); the audit stopped while its cluster starts and the reports refused for their --out
+run forked after the imports (tests/forked.py)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ import time
 from pathlib import Path
 
 import pytest
-from forked import run_cli
+from forked import run_cli, start_code
 
 from ddpbayes.cli.main import main
 from ddpbayes.errors import InputError
@@ -47,12 +48,9 @@ kind = "laplace"
 epsilon = 1.0
 """
 SAMPLING = "ddpbayes: sampling"
-# the audits killed on Dask workers, by the signal each gets ("at start": while its cluster starts)
-AUDITS = {"audit SIGKILL": signal.SIGKILL, "audit SIGTERM": signal.SIGTERM, "audit SIGINT": signal.SIGINT,
-          "audit SIGTERM at start": signal.SIGTERM}
-# started by its test, not with the others (the default run's budget: three processes; SIGINT stops an audit
-# sampling on Dask by the same path, and "SIGTERM at start" keeps SIGTERM in the default run)
-SLOW_AUDITS = ("audit SIGTERM",)
+# the audits killed while they sample on Dask workers, by the signal each gets (while the cluster starts:
+# test_sigterm_while_the_cluster_starts)
+AUDITS = {"audit SIGKILL": signal.SIGKILL, "audit SIGTERM": signal.SIGTERM, "audit SIGINT": signal.SIGINT}
 CONTAGIOUS_SPEC = ROOT / "reports" / "specs" / "contagious_family.toml"
 # --out given -> the path its error names, in the directory the report runs in
 UNUSABLE = {"file.txt/sub": lambda d: d / "file.txt" / "sub", "/sys/x": lambda d: Path("/sys/x")}
@@ -124,12 +122,6 @@ class Run:
             pytest.fail(f"exited {self.proc.wait()} before sampling")
         assert _until(lambda: len(_workers(self.proc.pid)) >= workers, 60), "no worker process was started"
 
-    def wait_starting(self) -> None:
-        """Block until the run has started a Dask worker process, before its cluster is up (the
-        line that says the units run on Dask comes once it is)."""
-        assert _until(lambda: _workers(self.proc.pid) or self.proc.poll() is not None, 300), "no worker started"
-        assert self.proc.poll() is None, f"exited {self.proc.returncode} before starting a worker"
-
     def kill(self, sig: int, group: bool = False) -> int:
         """Send `sig` (to the process group: a terminal's Ctrl-C), reap the process, return its
         exit code."""
@@ -153,6 +145,41 @@ class Run:
         self.proc.stderr.close()
 
 
+def _spawned(parent: int) -> list[int]:
+    """Live processes `parent` spawned with multiprocessing (a Dask worker process from its first instant)."""
+    return [pid for pid in _processes() if _live(stat := _stat(pid)) and stat[1] == parent
+            and b"spawn_main" in (_cmdline(pid) or b"")]
+
+
+def test_sigterm_while_the_cluster_starts(tmp_path, monkeypatch):
+    """SIGTERM once the embedded cluster has spawned a worker process, before the cluster is up (no line yet
+    that the units run on Dask): exit 143 within 5 s of the signal, the one line `terminated`, no process of
+    the run left 5 s later, no scratch folder. The audit runs forked after the imports, in a session of its
+    own (tests/forked.py), so it reaches its cluster's start within a second."""
+    monkeypatch.chdir(tmp_path)
+    program = f"import os\nimport sys\nos.setsid()\nsys.argv = {['ddpbayes', *AUDIT]!r}\n" \
+              "from ddpbayes.cli.main import main\nmain()\n"
+    with start_code(program) as run:
+        pid = run.child.pid
+        try:
+            assert _until(lambda: _spawned(pid) or run.child.exitcode is not None, 120), "no worker process started"
+            assert run.child.exitcode is None and "Dask workers" not in run.stderr()
+            sent = time.monotonic()
+            os.kill(pid, signal.SIGTERM)
+            code, _, err = run.finish(timeout=30)
+            took = time.monotonic() - sent
+            assert _until(lambda: not _session(pid), 5), f"orphaned processes {_session(pid)}"
+        finally:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    assert (code, took < 5) == (143, True), (code, took)
+    assert [line for line in err.splitlines() if not line.startswith("ddpbayes: ")] == ["terminated"]
+    assert os.listdir(tmp_path) == []
+    assert list(Path(tempfile.gettempdir()).glob(f"ddpbayes-dask-{pid}-*")) == []
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """The `ddpbayes` processes to kill, started together: three audits and two reports."""
@@ -162,7 +189,7 @@ def runs(tmp_path_factory):
         (d / name).mkdir()
     report = [str(DDPBAYES), "report"]
     started = {
-        **{name: Run([str(DDPBAYES), *AUDIT], cwd=d / name) for name in AUDITS if name not in SLOW_AUDITS},
+        **{name: Run([str(DDPBAYES), *AUDIT], cwd=d / name) for name in AUDITS},
         "report SIGKILL": Run([*report, str(d / "spec.toml"), "--out", str(d / "killed" / "r")]),
         "report SIGTERM": Run([*report, str(d / "spec.toml"), "--out", str(d / "terminated" / "r")]),
     }
@@ -171,22 +198,15 @@ def runs(tmp_path_factory):
         run.end()
 
 
-@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.slow) if name in SLOW_AUDITS else name
-                                  for name in AUDITS])
+@pytest.mark.parametrize("name", AUDITS)
 def test_worker_processes_die_with_audit(runs, name):
-    """Killed while its two Dask workers sample (or, "SIGTERM at start", while its cluster starts):
-    no process of the run is left 5 s later, and no `dask-scratch-space` in the folder it ran in.
-    Stopped by SIGINT or SIGTERM, it also ends within 5 s of the signal, exit 130 or 143, on one
+    """Killed while its two Dask workers sample: no process of the run is left 5 s later, and no
+    `dask-scratch-space` in the folder it ran in. Stopped by SIGINT or SIGTERM, it also ends within 5 s of the signal, exit 130 or 143, on one
     line (no traceback from a worker, the scheduler or Dask's exit handlers), its scratch folder
     removed."""
     d, started = runs
-    if name not in started:  # a slow one: started now, alone (the module's teardown ends it with the rest)
-        started[name] = Run([str(DDPBAYES), *AUDIT], cwd=d / name)
     run, sig = started[name], AUDITS[name]
-    if name.endswith("at start"):
-        run.wait_starting()
-    else:
-        run.wait_sampling(workers=2)
+    run.wait_sampling(workers=2)
     sent = time.monotonic()
     code = run.kill(sig, group=sig == signal.SIGINT)
     took = time.monotonic() - sent

@@ -27,11 +27,13 @@ def index_list(text: str) -> list[int]:
 def load_model_of(args: argparse.Namespace, settings: RunSettings):
     """The model of `add_model`'s flags. What the process holds by then (PyMC and the other imports,
     the model) lives until it exits, so it leaves the cyclic garbage collector's reach (`gc.freeze`):
-    its full passes no longer walk those million objects again and again (DESIGN §2.4)."""
+    its full passes no longer walk those million objects again and again (DESIGN §2.4). A caller that
+    froze its own objects first (a test session calling `main([...])`) keeps its collector as it was."""
     from ddpbayes.model.loading import load_model, parse_params
 
     model = load_model(args.model, parse_params(args.param), max_states=settings.max_states)
-    gc.freeze()
+    if not gc.get_freeze_count():
+        gc.freeze()
     return model
 
 

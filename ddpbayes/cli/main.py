@@ -95,6 +95,7 @@ def _end(code: int) -> None:
 def _main(argv: list[str] | None) -> int:
     install_sigterm()
     argv_given, argv = argv, list(sys.argv[1:] if argv is None else argv)
+    frozen = gc.get_freeze_count()  # the caller's own: `load_model_of` then freezes nothing, nor is it undone here
     debug = "--debug" in argv
     warnings.filterwarnings("ignore", category=FutureWarning)
     warnings.filterwarnings("ignore", message=".*could not link to a BLAS.*")
@@ -108,8 +109,8 @@ def _main(argv: list[str] | None) -> int:
             return args.run(args)
         finally:
             _stop_workers()  # before the last line, so that nothing follows it
-            if argv_given is not None:  # main([...]) from Python: what `load_model_of` froze is collectable again
-                gc.unfreeze()
+            if argv_given is not None and not frozen:  # main([...]) from Python: what `load_model_of` froze is
+                gc.unfreeze()  # collectable again
     except InputError as exc:
         if debug:
             raise
