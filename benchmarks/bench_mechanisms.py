@@ -62,7 +62,8 @@ TIMING_LARGE_SEED = 103  # the large timing run's seed
 # CPU is user + system of the process and its workers (what the table's ratio compares). All 20 rows on this machine,
 # 2026-11-30: the small runs 04:07-04:19 (load average in the comment: 0.8-2.0 idle, then 2.4-3.8 with other work
 # niced beside it), the large ones 04:33-04:45 (load 0.2-2.1), at the sizes the small runs gave by the proportional
-# rule (the comment: each small run's seconds).
+# rule (the comment: each small run's seconds). The five rows whose surviving pairs retrain their classifiers
+# (`Search.refit`: SVT3, SVT6, SVT34Parallel, PrefixSum, NumericalSVT) re-timed with it, 07:50-08:08 (load 3.9-5.3).
 TIMING = {
     "LaplaceMechanism": ((15_500_000, 1.93), (34_400_000, 3.24)),  # s 1.74, 1.93, 2.87; load 0.8
     "TruncatedGeometricMechanism": ((16_200_000, 0.96), (65_700_000, 3.13)),  # s 0.96, 1.01, 0.92; load 0.9
@@ -74,16 +75,16 @@ TIMING = {
     "ReportNoisyMax4": ((21_000_000, 3.94), (67_000_000, 10.80)),  # s 3.86, 3.97, 3.94; load 1.4
     "SparseVectorTechnique1": ((25_000_000, 6.30), (100_000_000, 26.46)),  # s 6.24, 6.30, 6.99; load 1.8
     "SparseVectorTechnique2": ((33_500_000, 8.47), (126_500_000, 28.95)),  # s 8.47, 8.49, 7.98; load 1.9
-    "SparseVectorTechnique3": ((7_700_000, 7.93), (31_100_000, 35.90)),  # s 7.85, 8.63, 7.93; load 1.9
+    "SparseVectorTechnique3": ((7_000_000, 9.96), (22_500_000, 24.78)),  # s 10.67, 9.96, 9.59; load 4.4 (refit)
     "SparseVectorTechnique4": ((17_900_000, 5.74), (81_400_000, 26.07)),  # s 5.99, 5.48, 5.74; load 2.1
     "SparseVectorTechnique5": ((16_900_000, 3.49), (57_000_000, 14.39)),  # s 3.49, 3.36, 3.82; load 2.1
-    "SparseVectorTechnique6": ((13_100_000, 6.15), (40_700_000, 19.57)),  # s 6.57, 6.15, 5.63; load 1.9
+    "SparseVectorTechnique6": ((10_000_000, 5.56), (34_400_000, 19.09)),  # s 5.56, 4.98, 7.57; load 4.3 (refit)
     "Rappor": ((8_500_000, 9.55), (25_800_000, 28.94)),  # s 9.55, 9.49, 9.83; load 2.0
     "OneTimeRappor": ((7_200_000, 5.29), (24_300_000, 21.12)),  # s 5.29, 5.20, 5.42; load 2.0
     "LaplaceParallel": ((6_600_000, 8.12), (17_000_000, 25.57)),  # s 8.16, 8.12, 8.08; load 1.7
-    "SVT34Parallel": ((11_200_000, 20.27), (40_200_000, 89.81)),  # s 20.27, 23.39, 18.98; load 1.9
-    "PrefixSum": ((10_500_000, 7.29), (27_900_000, 21.28)),  # s 7.12, 7.29, 7.86; load 1.8
-    "NumericalSVT": ((7_600_000, 11.14), (20_700_000, 30.56)),  # s 13.23, 11.14, 11.07; load 2.1
+    "SVT34Parallel": ((8_100_000, 27.12), (21_700_000, 51.22)),  # s 25.39, 27.54, 27.12; load 5.3 (refit)
+    "PrefixSum": ((6_400_000, 5.88), (21_100_000, 18.92)),  # s 6.48, 5.46, 5.88; load 5.1 (refit)
+    "NumericalSVT": ((5_100_000, 10.12), (15_300_000, 25.23)),  # s 10.12, 10.09, 10.36; load 3.9 (refit)
 }
 
 

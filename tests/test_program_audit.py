@@ -451,3 +451,59 @@ def test_features_only_keeps_columns_and_flags():
         part = full.only(keep)
         assert part.names() == [n for n, k in zip(full.names(), keep) if k]
         assert np.array_equal(part(x), full(x)[:, keep])
+
+
+def test_logistic_fit_is_the_penalised_maximum_likelihood():
+    """`logistic_fit` against Newton's method on the same objective written here (mean log-loss + l2/2 |w|^2, the
+    bias free), on a random problem whose classes overlap: the objective within 1e-9 of Newton's minimum, the
+    weights within L-BFGS's gradient tolerance."""
+    from ddpbayes.engines.program.event import logistic_fit
+    rng = np.random.default_rng(11)
+    x = rng.normal(size=(3000, 4)) * [1.0, 2.0, 0.5, 3.0]
+    y = (rng.random(3000) < 1 / (1 + np.exp(-(x @ [0.8, -0.3, 1.5, 0.1] + 0.4)))).astype(float)
+    l2 = 1e-2
+    design = np.column_stack([x, np.ones(len(x))])
+    penalty = np.diag([l2] * 4 + [0.0])
+    theta = np.zeros(5)
+    for _ in range(50):  # Newton on the convex objective
+        p = 1 / (1 + np.exp(-design @ theta))
+        grad = design.T @ (p - y) / len(y) + penalty @ theta
+        hess = design.T @ (design * (p * (1 - p))[:, None]) / len(y) + penalty
+        theta -= np.linalg.solve(hess, grad)
+    w, b = logistic_fit(x, y, l2=l2)
+
+    def objective(t):
+        s = design @ t
+        return np.mean(np.where(y == 1, np.log1p(np.exp(-s)), np.log1p(np.exp(s)))) + 0.5 * l2 * t[:4] @ t[:4]
+    assert 0 <= objective(np.append(w, b)) - objective(theta) < 1e-9
+    assert np.allclose(w, theta[:4], atol=1e-4) and abs(b - theta[4]) < 1e-4
+
+
+def test_a_surviving_pair_is_retrained_on_a_larger_batch():
+    """Successive halving's later rounds give a surviving pair more draws: its classifiers are trained anew on a
+    fresh first batch when the round's share allows one at least REFIT_GROWTH times the last (up to `train_rows`),
+    their old scores dropped, a histogram family's counts kept; the training rows count as search draws."""
+    from ddpbayes.engines.program import certify as c
+    from ddpbayes.engines.program.event import _Histogram, train_rows
+
+    def draw(shift):  # one coordinate, discrete with many values (histogram and classifier both compete)
+        return lambda n, rng: np.round(shift + rng.laplace(size=n) * 8)
+    workers = c.Workers([(draw(0.0), draw(1.0))], 1)
+    try:
+        pair = c._PairSearch(0, np.random.default_rng(0))
+        assert pair.first(workers, 4000) == 2000 and pair.trained == 2000
+        kinds = [type(f) for f in pair.search.families]
+        assert kinds[0] is _Histogram and _Classifier in kinds
+        tasks = pair.tasks(2000)
+        pair.merge(workers.map(tasks), tasks)
+        hist, old = pair.search.families[0], pair.search.families[1]
+        counted = hist.n.sum()
+        assert pair.grow(workers, 5998) == 0  # 2,999 rows: under 1.5 times 2,000
+        assert pair.grow(workers, 6000) == 3000 and pair.trained == 3000 and pair.n == 2000 + 2000 + 3000
+        assert pair.search.families[0] is hist and hist.n.sum() == counted  # the histogram keeps its counts
+        new = pair.search.families[1]
+        assert new is not old and isinstance(new, _Classifier) and new.batches == [0, 0]
+        big = 10 * train_rows(1)
+        assert pair.grow(workers, big) == train_rows(1) and pair.grow(workers, big) == 0  # capped, then done
+    finally:
+        workers.close()

@@ -86,6 +86,8 @@ def plan(n: int, first: int, d: int) -> list[int]:
     return sizes
 
 
+REFIT_GROWTH = 1.5  # a surviving pair's classifiers are retrained when its training batch can grow this much
+
 # The pairs of draws the workers run: set before the pool is forked (a draw need not be picklable).
 _PAIRS: Sequence[tuple[Draw, Draw]] = ()
 
@@ -169,8 +171,20 @@ class _PairSearch:
         xa, xb = workers.map([(self.index, s, first, self.rngs[s].spawn(1)[0], None) for s in (0, 1)])
         self.search = Search(xa, xb)
         self.d = xa.shape[1]
-        self.n = first
+        self.n = self.trained = first
         return first
+
+    def grow(self, workers: Workers, share: int) -> int:
+        """Retrain the classifiers (`Search.refit`) on a fresh first batch when this round's share
+        allows one at least REFIT_GROWTH times the last (up to `train_rows`): its rows, or 0."""
+        rows = min(train_rows(self.d), share // 2)
+        if rows < REFIT_GROWTH * self.trained or not self.search.trained:
+            return 0
+        xa, xb = workers.map([(self.index, s, rows, self.rngs[s].spawn(1)[0], None) for s in (0, 1)])
+        self.search.refit(xa, xb)
+        self.n += rows
+        self.trained = rows
+        return rows
 
     def tasks(self, n: int) -> list:
         reducer = self.search.reducer
@@ -200,12 +214,9 @@ def search_pairs(workers: Workers, n_pairs: int, n: int, rngs: list, *, alpha: f
             share = max(2, (n - used) // len(alive))
         tasks, owners = [], []
         for p in alive:
-            if p.search is None:
-                first = p.first(workers, share)
-                used += first
-                rest = share - first
-            else:
-                rest = share
+            first = p.first(workers, share) if p.search is None else p.grow(workers, share)
+            used += first
+            rest = share - first
             if rest > 0:
                 t = p.tasks(rest)
                 tasks += t

@@ -160,7 +160,7 @@ def classic_leakage(problem: Problem, targets: Sequence[int], given: str | Path 
                     ) -> list[AdversaryLeakage]:
     """One certified lower bound per target (`certify_best` over its candidate pairs), each at
     1 - (1 - CONFIDENCE) / m for the m targets."""
-    domains, n = problem.model.domains, problem.model.n
+    domains = problem.model.domains
     settings = problem.settings
     if given is not None:
         pairs = read_pairs(given, domains)

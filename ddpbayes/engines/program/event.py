@@ -610,15 +610,19 @@ def coarse_family(a: np.ndarray, b: np.ndarray) -> _CoarseHistogram | None:
 
 def logistic_fit(x: np.ndarray, y: np.ndarray, l2: float = 1e-3) -> tuple[np.ndarray, float]:
     """L2-regularised logistic regression of the 0/1 labels y on x (n, p), by L-BFGS: (weights, bias)
-    minimising mean log-loss + l2/2 |w|^2 (the bias not penalised)."""
+    minimising mean log-loss + l2/2 |w|^2 (the bias not penalised). The loss log(1 + e^-z) =
+    max(-z, 0) + log1p(e^-|z|) and its slope -1 / (1 + e^z) share one exponential (three fewer
+    transcendental passes than two `logaddexp`s and an exp: a third of a step's CPU on 800,000
+    rows of 56 features)."""
     n, p = x.shape
     t = 2.0 * y - 1.0
 
     def loss(theta):
         w, b = theta[:p], theta[p]
         z = t * (x @ w + b)
-        val = np.mean(np.logaddexp(0.0, -z)) + 0.5 * l2 * w @ w
-        g = -t * np.exp(-np.logaddexp(0.0, z)) / n  # d/ds of the loss per row
+        e = np.exp(-np.abs(z))
+        val = np.mean(np.maximum(-z, 0.0) + np.log1p(e)) + 0.5 * l2 * w @ w
+        g = -t * (np.where(z >= 0, e, 1.0) / (1.0 + e)) / n  # d/ds of the loss per row: -t / (1 + e^z)
         return val, np.concatenate([x.T @ g + l2 * w, [g.sum()]])
 
     res = minimize(loss, np.zeros(p + 1), jac=True, method="L-BFGS-B", options={"maxiter": 300})
@@ -788,10 +792,20 @@ class Search:
             if coarse is not None:
                 self.families.append(coarse)
         if not self.families or len(rows) > BOTH_DISTINCT:
-            full = _Classifier.fit(first_a, first_b)
-            self.families += [f for f in (full, full.sparse()) if f is not None]
-            if np.count_nonzero(full.features.scale) >= 2:  # several continuous coordinates
-                self.families.append(_Classifier.fit(first_a, first_b, signs=True))
+            self.families += classifiers(first_a, first_b)
+
+    @property
+    def trained(self) -> bool:
+        """Whether a family is a classifier (one `refit` retrains)."""
+        return any(isinstance(f, _Classifier) for f in self.families)
+
+    def refit(self, first_a: np.ndarray, first_b: np.ndarray) -> None:
+        """The classifier families trained anew on a larger first batch, replacing the old ones and
+        their scores (the histograms keep theirs): a pair that survives successive halving's first
+        rounds, trained then on the little its share allowed, gets a score worth its later draws
+        (NumericalSVT's pair 1 vs 2,0,...: trained on 64,000 rows a side, its event's ratio was
+        0.020 on 4M fresh draws; on 200,000, 0.047). The training batch is not scored."""
+        self.families = [f for f in self.families if not isinstance(f, _Classifier)] + classifiers(first_a, first_b)
 
     @property
     def family(self):
@@ -829,6 +843,17 @@ class Reducer:
     def __call__(self, x: np.ndarray) -> list:
         return [histogram_counts(x) if s is None else histogram_counts(s(x)) if isinstance(s, Coarsener) else s(x)
                 for s in self.scorers]
+
+
+def classifiers(first_a: np.ndarray, first_b: np.ndarray) -> list[_Classifier]:
+    """The classifier families trained on a first batch: the logistic score, its sparse score
+    when some features weigh little, and with several continuous coordinates the score with the
+    sign counts too."""
+    full = _Classifier.fit(first_a, first_b)
+    out = [f for f in (full, full.sparse()) if f is not None]
+    if np.count_nonzero(full.features.scale) >= 2:  # several continuous coordinates
+        out.append(_Classifier.fit(first_a, first_b, signs=True))
+    return out
 
 
 def train_rows(d: int) -> int:
