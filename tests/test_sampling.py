@@ -914,19 +914,19 @@ def test_impossible_event_is_remembered(capsys):
     assert capsys.readouterr().err == ""
 
 
-def test_slice_draws_do_not_depend_on_earlier_runs(example1):
+def test_slice_draws_do_not_depend_on_earlier_runs():
     """An event that confines the free variables is sampled with Slice (D_j = 0.25 allows
     D_i in [0, 0.5] only), whose tuned width PyMC does not reset: every chain starts from the
     step's construction state, so a run drawn after another run on the same compiled step gives
     the same draws as a fresh one, bit for bit (what lets a Dask worker run any event in any
-    order: tests/test_parallel.py). The run after others is on the module's model (its earlier tests' runs too)."""
+    order: tests/test_parallel.py)."""
     from ddpbayes.engines.sampling.runs import sample_event
     from ddpbayes.settings import RunSettings
 
     kw = dict(draws=200, tune=200, chains=2, seed=3)
     fresh = [sample_event(load_model(EXAMPLE1), {1: 0.25}, RunSettings(**kw))]
     assert fresh[0].sampler == "slice"
-    model = example1
+    model = load_model(EXAMPLE1)
     sample_event(model, {1: 0.75}, RunSettings(**kw))  # tunes the same Slice step first
     np.testing.assert_array_equal(sample_event(model, {1: 0.25}, RunSettings(**kw)).x, fresh[0].x)
 
