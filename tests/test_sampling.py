@@ -221,6 +221,13 @@ def example1():
 
 
 @pytest.fixture(scope="module")
+def beta_bernoulli4():
+    """Beta-Bernoulli n = 4: its PyTensor functions compiled once for the module's audits (each audit's runs are
+    cached on the model by their settings; a fresh load with the same seed gives the same JSON)."""
+    return load_model(BETA_BERNOULLI, {"n": 4})
+
+
+@pytest.fixture(scope="module")
 def gaussian3():
     return mvnormal_model(GAUSS_COV)
 
@@ -469,14 +476,14 @@ def check_home_pair(b: float, truth: float) -> None:
 # --- 6. failing diagnostics give inconclusive -------------------------------------------------
 
 
-def test_failing_diagnostics_inconclusive():
+def test_failing_diagnostics_inconclusive(beta_bernoulli4):
     """20 draws without tuning: R-hat / ESS cannot pass (ESS_MIN is 400 over all chains, and
     2 chains x 20 draws = 40 on the choosing runs, 4 x 20 = 80 on the bounding ones, far below),
     so no verdict may be drawn even where the bounds alone would decide: claim 10 lies above the
     upper bound (would pass), claim 0.01 below the lower bound (would fail); both must be
     inconclusive, with the reason. Beta-Bernoulli n = 4 (truth 1.8403): its continuous rate is
     sampled by MCMC (a model with every variable discrete is summed exactly, issue #27)."""
-    m = load_model(BETA_BERNOULLI, {"n": 4})
+    m = beta_bernoulli4
     kw = dict(scale=1, targets=[0], engine="sampling", seed=3, draws=20, tune=0)
     r = audit(m, "count", "laplace", "idp", claim=10.0, **kw)
     assert r.diagnostics["ok"] is False
@@ -550,17 +557,17 @@ def test_verdicts_exit_codes_and_reproducibility(capsys):
     assert other.leakage != api.leakage and tuple(other.ci) != tuple(api.ci)
 
 
-def test_verdicts_and_cli_reproducibility(capsys):
+def test_verdicts_and_cli_reproducibility(beta_bernoulli4, capsys):
     """The verdict branches of an estimate with passing diagnostics, from one run (cached on the
     model): Beta-Bernoulli n = 4, 1000 draws, seed 0 (the settings of the slow
     test_verdicts_exit_codes_and_reproducibility; 500 draws do not reach ESS 400; a model with
     every variable discrete is summed exactly, issue #27, so the household would run no MCMC).
     Truth 1.84031: claim 5 lies above any upper bound (the count's range is 4) -> pass; claim
     0.5 below any lower bound -> fail; a claim between the bounds -> inconclusive. The CLI on a
-    fresh load with the same seed reproduces the API's JSON but for `seconds` and exits 1 on the
-    failed claim."""
+    fresh load with the same seed reproduces the API's JSON (on the module's model, which other settings' runs
+    share) but for `seconds` and exits 1 on the failed claim."""
     kw = dict(scale=1, targets=[0], engine="sampling", seed=0, draws=1000, tune=1000)
-    model = load_model(BETA_BERNOULLI, {"n": 4})
+    model = beta_bernoulli4
     high = audit(model, "count", "laplace", "idp", claim=5.0, **kw)
     assert high.diagnostics["ok"] is True and high.diagnostics["pass_blocked"] is None
     # the continuous rate sampled; given it, the 3 other records' 2^3 = 8 values are summed exactly (issue #27)
