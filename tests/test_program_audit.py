@@ -482,7 +482,8 @@ def test_logistic_fit_is_the_penalised_maximum_likelihood():
 def test_a_surviving_pair_is_retrained_on_a_larger_batch():
     """Successive halving's later rounds give a surviving pair more draws: its classifiers are trained anew on a
     fresh first batch when the round's share allows one at least REFIT_GROWTH times the last (up to `train_rows`),
-    their old scores dropped, a histogram family's counts kept; the training rows count as search draws."""
+    their old scores dropped, a histogram family's counts kept; the training rows count as search draws; not when
+    the machine's memory would not hold the batch (a better score is no reason to refuse the audit)."""
     from ddpbayes.engines.program import certify as c
     from ddpbayes.engines.program.event import _Histogram, train_rows
 
@@ -504,6 +505,10 @@ def test_a_surviving_pair_is_retrained_on_a_larger_batch():
         new = pair.search.families[1]
         assert new is not old and isinstance(new, _Classifier) and new.batches == [0, 0]
         big = 10 * train_rows(1)
+        with pytest.MonkeyPatch.context() as mp:  # a batch the machine's memory would not hold: no refit, no refusal
+            mp.setattr(c, "FITS_ANYWHERE", 0)
+            mp.setattr(c, "available_memory", lambda: 16 * train_rows(1) - 1)
+            assert pair.grow(workers, big) == 0 and pair.trained == 3000
         assert pair.grow(workers, big) == train_rows(1) and pair.grow(workers, big) == 0  # capped, then done
     finally:
         workers.close()

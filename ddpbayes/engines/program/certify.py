@@ -32,7 +32,7 @@ from threadpoolctl import threadpool_limits
 
 from ddpbayes.engines.program import bounds
 from ddpbayes.engines.program.event import Draw, Event, Found, Search, batch_rows, train_rows
-from ddpbayes.limits import check_memory
+from ddpbayes.limits import FITS_ANYWHERE, available_memory, check_memory
 from ddpbayes.progress import Progress
 
 
@@ -168,7 +168,7 @@ class _PairSearch:
         rows = max(first, batch_rows(probe.shape[1]))  # the largest batch: the first, or a later one
         check_memory(8 * 2 * rows * probe.shape[1], f"a batch of {rows:,} outputs per value",
                      f"{probe.shape[1]:,} numbers each", advice="return fewer numbers per run")
-        xa, xb = workers.map([(self.index, s, first, self.rngs[s].spawn(1)[0], None) for s in (0, 1)])
+        xa, xb = self._fresh(workers, first)
         self.search = Search(xa, xb)
         self.d = xa.shape[1]
         self.n = self.trained = first
@@ -176,15 +176,21 @@ class _PairSearch:
 
     def grow(self, workers: Workers, share: int) -> int:
         """Retrain the classifiers (`Search.refit`) on a fresh first batch when this round's share
-        allows one at least REFIT_GROWTH times the last (up to `train_rows`): its rows, or 0."""
+        allows one at least REFIT_GROWTH times the last (up to `train_rows`) and the machine's memory
+        holds it: its rows, or 0."""
         rows = min(train_rows(self.d), share // 2)
-        if rows < REFIT_GROWTH * self.trained or not self.search.trained:
+        if rows < REFIT_GROWTH * self.trained or not self.search.classifies:
             return 0
-        xa, xb = workers.map([(self.index, s, rows, self.rngs[s].spawn(1)[0], None) for s in (0, 1)])
-        self.search.refit(xa, xb)
+        if 8 * 2 * rows * self.d > max(FITS_ANYWHERE, available_memory()):  # a better score, not a reason to refuse
+            return 0
+        self.search.refit(*self._fresh(workers, rows))
         self.n += rows
         self.trained = rows
         return rows
+
+    def _fresh(self, workers: Workers, rows: int) -> list[np.ndarray]:
+        """A first batch: `rows` fresh outputs of each side, each side's generator spawning one child."""
+        return workers.map([(self.index, s, rows, self.rngs[s].spawn(1)[0], None) for s in (0, 1)])
 
     def tasks(self, n: int) -> list:
         reducer = self.search.reducer

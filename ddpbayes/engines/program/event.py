@@ -795,7 +795,7 @@ class Search:
             self.families += classifiers(first_a, first_b)
 
     @property
-    def trained(self) -> bool:
+    def classifies(self) -> bool:
         """Whether a family is a classifier (one `refit` retrains)."""
         return any(isinstance(f, _Classifier) for f in self.families)
 
