@@ -116,3 +116,50 @@ def test_the_report_holds_what_audit_gives(tmp_path):
     assert count["leakage"]["idp"] > count["nominal"]  # the household's shared exposure moves the count
     text = (out / "report.md").read_text(encoding="utf-8")
     assert "Ghosh et al. 2009" in text and "Lyu et al. 2017" in text and "ddpbayes audit" in text
+
+
+def test_the_shipped_year_svt_pdp_witness_attains_its_leakage():
+    """The shipped report's 365-day chain, SVT Alg. 1, pdp: its printed witness (day 2, days 5 on known, a first TRUE
+    on day 5) evaluated from the definition. Given X_5, the known days after it are independent of days 0-4 (Markov)
+    and emit nothing once day 5 answers TRUE (c = 1), so P(y | X_2 = t, x_K) sums the four unknown days of
+    pi(x0) P(x0,x1) P(x1,t) P(t,x3) P(x3,x4) P(x4,x5) (p_stay = 0.8, stationary start: the model's defaults) times
+    the integral over the threshold noise rho ~ Lap(rho_scale) of prod_{j<5} F(T + rho - x_j) (1 - F(T + rho - x_5)),
+    F the Laplace(nu_scale) CDF (scipy's quad between the kinks); its log ratio at t, t' is the printed leakage."""
+    import itertools
+    import math
+
+    import numpy as np
+    from scipy.integrate import quad
+
+    results = json.loads((Path(__file__).resolve().parents[1] / "reports" / "mechanisms_under_dependence"
+                          / "results.json").read_text())
+    case = next(c for c in results["cases"] if c["label"] == "365-day chain: SVT Alg. 1, days")
+    pdp = case["audits"]["pdp"]
+    w, mech = pdp["witness"], pdp["mechanism"]
+    assert case["params"] == {"n": 365} and mech["variant"] == 1 and mech["cutoff"] == 1
+    assert w["target"] == 2 and w["known"] == list(range(5, 365)) and w["y"][:6] == [0.0] * 5 + [1.0]
+    assert set(w["y"][6:]) == {-1.0}
+    x5, big_t, rho, nu = int(w["known_values"]["5"]), mech["threshold"], mech["rho_scale"], mech["nu_scale"]
+    step = np.array([[0.8, 0.2], [0.2, 0.8]])
+
+    def cdf(x, b):  # Laplace(0, b)
+        return 0.5 * math.exp(x / b) if x < 0 else 1 - 0.5 * math.exp(-x / b)
+
+    def output(xs):
+        def g(r):
+            return math.exp(-abs(r) / rho) / (2 * rho) * math.prod(cdf(big_t + r - x, nu) for x in xs[:5]) * \
+                (1 - cdf(big_t + r - xs[5], nu))
+        kinks = sorted({0.0} | {float(x) - big_t for x in xs})
+        return sum(quad(g, a, b, epsabs=0, epsrel=1e-13, limit=200)[0]
+                   for a, b in zip([-np.inf] + kinks, kinks + [np.inf]))
+
+    def likelihood(t):
+        num = den = 0.0
+        for x0, x1, x3, x4 in itertools.product((0, 1), repeat=4):
+            weight = 0.5 * step[x0, x1] * step[x1, t] * step[t, x3] * step[x3, x4] * step[x4, x5]
+            num += weight * output([x0, x1, t, x3, x4, x5])
+            den += weight
+        return num / den
+
+    ratio = np.log(likelihood(int(w["t"])) / likelihood(int(w["t_prime"])))
+    assert ratio == pytest.approx(pdp["leakage"], abs=1e-10)
