@@ -38,6 +38,7 @@ from ddpbayes.model.batched import checks_per_point, simplified, unblock_indexin
 from ddpbayes.model.contract import DependenceModel, rejected_parameters
 from ddpbayes.model.domains import Finite
 from ddpbayes.model.supports import depends_on_random, is_discrete, support
+from ddpbayes.model.usercode import untraced
 
 TUPLES = "ddp_tuples"
 WEIGHTS = "ddp_summed_logp"  # summed: log P(configuration c | continuous values, event), shape (C,)
@@ -178,7 +179,11 @@ class Conditioned:
         compiled function of the free values (compiled once; it reads the pinned values at call time).
         Summed, every free value has a leading batch axis (`vectorize_graph`): a chain's draws, or the
         candidate starting points, are one call, not one per point (14,000 calls of 30-60 µs for the
-        3-state chain's audit)."""
+        3-state chain's audit). Built untraced (`usercode.untraced`: no creation stack per node)."""
+        with untraced():
+            return self._compile()
+
+    def _compile(self) -> Callable[..., list]:
         model = self.model
         outputs = [model.logp(), model[TUPLES]] + ([model[WEIGHTS]] if self.summed else [])
         outputs = model.replace_rvs_by_values(outputs)
@@ -192,7 +197,8 @@ class Conditioned:
 
     @cached_property
     def _prior_point(self) -> Callable[[int], dict]:
-        return make_initial_point_fn(model=self.base, default_strategy="prior")
+        with untraced():
+            return make_initial_point_fn(model=self.base, default_strategy="prior")
 
     def starting_points(self, chains: int, seed: int, candidates: int = 256) -> tuple[list[dict], bool]:
         """Starting points for `chains` chains, and whether the event confines the free variables.
@@ -270,7 +276,13 @@ def condition(model: DependenceModel, fixed: Mapping[int, float], summed: bool =
     `batched.unblock_indexing`), the Potential is its log-sum-exp (the marginal density of the
     continuous variables), `WEIGHTS` holds the configurations' conditional log-probabilities
     given the continuous values and `Conditioned.table` their tuple values, once (`TUPLES` keeps
-    a draw's own n values): each draw carries the exact law of the discrete variables."""
+    a draw's own n values): each draw carries the exact law of the discrete variables. Built
+    untraced (`usercode.untraced`: PyTensor records no creation stack per node)."""
+    with untraced():
+        return _condition(model, fixed, summed)
+
+
+def _condition(model: DependenceModel, fixed: Mapping[int, float], summed: bool) -> Conditioned:
     fixed = {int(k): float(v) for k, v in fixed.items()}
     fixed_rvs = {model.slots[k].rv.name for k in fixed}
     transformed = [rv for rv in model.model.free_RVs if rv.name in fixed_rvs and model.model.rvs_to_transforms.get(rv)]
