@@ -40,6 +40,7 @@ class BatchedSlice:
         self.width = width
         self.values = cond.model.value_vars
         self.shapes = [tuple(int(d) for d in v.type.shape) for v in self.values]
+        self.dtypes = [v.dtype for v in self.values]
         self.cuts = np.cumsum([math.prod(s) for s in self.shapes])[:-1]
 
     def run(self, starts: list[dict], rngs: list[np.random.Generator], tune: int, draws: int
@@ -47,52 +48,54 @@ class BatchedSlice:
         """Each chain's tuples (chains, draws, n) and summed law (chains, draws, C) after `tune`
         tuning steps (the width adapted only while tuning, as PyMC's `tune` flag does). The steps
         evaluate the log-density alone; the draws' tuples and laws are evaluated once at the end."""
-        q = np.stack([np.concatenate([np.ravel(np.asarray(p[v.name], dtype=float)) for v in self.values])
-                      for p in starts])
-        kept = np.empty((len(q), draws, q.shape[1]))
+        q = [np.concatenate([np.ravel(np.asarray(p[v.name], dtype=float)) for v in self.values]).tolist()
+             for p in starts]
+        kept = np.empty((len(q), draws, len(q[0])))
         with rejected_parameters():
-            lp = self._logp(q)
-            w = np.full(q.shape, self.width).tolist()
+            lp = self._logp(np.asarray(q))
+            w = [[self.width] * len(q[0]) for _ in q]
             for step in range(tune + draws):
                 tuned = step if step < tune else None
-                for i in range(q.shape[1]):
+                for i in range(len(q[0])):
                     self._update(q, lp, w, i, rngs, tuned)
                 if tuned is None:
                     kept[:, step - tune] = q
             return self._laws(kept)
 
-    def _update(self, q: np.ndarray, lp: list[float], w: list[list[float]], i: int, rngs, tuned: int | None) -> None:
+    def _update(self, q: list[list[float]], lp: list[float], w: list[list[float]], i: int, rngs,
+                tuned: int | None) -> None:
         """One slice step of coordinate i for every chain, in place (PyMC's `Slice.astep`)."""
-        chains = range(len(q))
-        y = [lp[c] - rngs[c].standard_exponential() for c in chains]
-        left = [q[c, i] - rngs[c].random() * w[c][i] for c in chains]  # uniform(): the same draw
-        right = [left[c] + w[c][i] for c in chains]
-        self._step_out(q, y, left, right, [w[c][i] for c in chains], i)
-        origin = q[:, i].tolist()
-        pending = list(chains)
+        y, left, right, width = [], [], [], []
+        for c, rng in enumerate(rngs):
+            y.append(lp[c] - rng.standard_exponential())
+            wi = w[c][i]
+            left.append(q[c][i] - rng.random() * wi)  # uniform(): the same draw
+            right.append(left[c] + wi)
+            width.append(wi)
+        self._step_out(q, y, left, right, width, i)
+        origin = [row[i] for row in q]
+        pending = list(range(len(q)))
         while pending:
             draws = [rngs[c].random(PROPOSALS_AHEAD).tolist() for c in pending]
             proposals, brackets = self._proposals(pending, origin, left, right, draws)
-            at = np.repeat(q[pending], PROPOSALS_AHEAD, axis=0)
-            at[:, i] = proposals
-            lp_at = self._logp(at)
+            lp_at = self._logp(self._points(q, pending, PROPOSALS_AHEAD, proposals, i))
             rejected = []
             for row, c in enumerate(pending):
                 # PyMC's comparison `y > logp` rejects (a NaN log-density is accepted, as there)
-                took = [not y[c] > v for v in lp_at[row * PROPOSALS_AHEAD:(row + 1) * PROPOSALS_AHEAD]]
-                if not any(took):  # all rejected: the bracket shrunk by each, the draws used
+                at = row * PROPOSALS_AHEAD
+                k = next((j for j in range(PROPOSALS_AHEAD) if not y[c] > lp_at[at + j]), None)
+                if k is None:  # all rejected: the bracket shrunk by each, the draws used
                     left[c], right[c] = brackets[row][-1]
                     rejected.append(c)
                     continue
-                k = took.index(True)  # the first accepted, as proposing one at a time
-                if k < PROPOSALS_AHEAD - 1:  # PyMC draws only k + 1: the others are given back
+                if k < PROPOSALS_AHEAD - 1:  # PyMC draws only k + 1 (the first accepted): the others are given back
                     rngs[c].bit_generator.advance(k + 1 - PROPOSALS_AHEAD)
                 left[c], right[c] = brackets[row][k]
-                q[c, i], lp[c] = proposals[row * PROPOSALS_AHEAD + k], lp_at[row * PROPOSALS_AHEAD + k]
+                q[c][i], lp[c] = proposals[at + k], lp_at[at + k]
             pending = rejected
         if tuned is not None:
-            for c in chains:
-                w[c][i] = w[c][i] * (tuned / (tuned + 1)) + (right[c] - left[c]) / (tuned + 1)
+            for c, row in enumerate(w):
+                row[i] = row[i] * (tuned / (tuned + 1)) + (right[c] - left[c]) / (tuned + 1)
 
     @staticmethod
     def _proposals(pending: list[int], origin: list[float], left: list[float], right: list[float],
@@ -105,22 +108,22 @@ class BatchedSlice:
         for the four: `uniform(a, b)` costs ~3x `random()` in argument handling)."""
         proposals, brackets = [], []
         for c, u in zip(pending, draws):
-            a, b = left[c], right[c]
+            a, b, at = left[c], right[c], origin[c]
             drawn_from = []
-            for j in range(PROPOSALS_AHEAD):
+            for uj in u:
                 drawn_from.append((a, b))
-                p = a + (b - a) * u[j]
+                p = a + (b - a) * uj
                 proposals.append(p)
-                if p > origin[c]:
+                if p > at:
                     b = p
-                elif p < origin[c]:
+                elif p < at:
                     a = p
             drawn_from.append((a, b))
             brackets.append(drawn_from)
         return proposals, brackets
 
-    def _step_out(self, q: np.ndarray, y: list[float], left: list[float], right: list[float], w: list[float],
-                  i: int) -> None:
+    def _step_out(self, q: list[list[float]], y: list[float], left: list[float], right: list[float],
+                  w: list[float], i: int) -> None:
         """Both ends of every chain's interval moved out by w, in place, while the density there is
         at least the chain's level y: STEPS_AHEAD positions of every end in one call (an end stops
         at the first one outside, as stepping out one at a time does)."""
@@ -132,18 +135,27 @@ class BatchedSlice:
                 for _ in range(STEPS_AHEAD):
                     ahead.append(position)
                     position = position + by
-            at = np.repeat(q[[c for c, _, _ in ends]], STEPS_AHEAD, axis=0)
-            at[:, i] = ahead
-            lp_at = self._logp(at)
+            lp_at = self._logp(self._points(q, [c for c, _, _ in ends], STEPS_AHEAD, ahead, i))
             still = []
             for row, (c, side, by) in enumerate(ends):
-                inside = [y[c] <= v for v in lp_at[row * STEPS_AHEAD:(row + 1) * STEPS_AHEAD]]
-                if all(inside):
-                    side[c] = ahead[(row + 1) * STEPS_AHEAD - 1] + by
+                at = row * STEPS_AHEAD
+                out = next((j for j in range(STEPS_AHEAD) if not y[c] <= lp_at[at + j]), None)
+                if out is None:
+                    side[c] = ahead[at + STEPS_AHEAD - 1] + by
                     still.append((c, side, by))
                 else:
-                    side[c] = ahead[row * STEPS_AHEAD + inside.index(False)]
+                    side[c] = ahead[at + out]
             ends = still
+
+    @staticmethod
+    def _points(q: list[list[float]], chains: list[int], each: int, positions: list[float], i: int) -> np.ndarray:
+        """Points (S, d): `each` consecutive points per chain of `chains`, at the chain's state with
+        coordinate i at `positions` (one coordinate: the positions alone)."""
+        if len(q[0]) == 1:
+            return np.array(positions)[:, None]
+        at = np.repeat(np.asarray([q[c] for c in chains]), each, axis=0)
+        at[:, i] = positions
+        return at
 
     def _laws(self, kept: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The tuples (chains, draws, n) and summed laws (chains, draws, C) at the kept draws, in
@@ -163,4 +175,4 @@ class BatchedSlice:
     def _values(self, q: np.ndarray) -> list[np.ndarray]:
         """Points (S, d) as the value variables' arrays (S, *shape) of their dtypes."""
         parts = np.split(q, self.cuts, axis=1) if len(self.values) > 1 else [q]
-        return [p.reshape(len(q), *s).astype(v.dtype, copy=False) for p, s, v in zip(parts, self.shapes, self.values)]
+        return [p.reshape(len(q), *s).astype(t, copy=False) for p, s, t in zip(parts, self.shapes, self.dtypes)]
