@@ -459,6 +459,40 @@ def test_batched_slice_draws_are_pymc_slice_draws(summed_chain):
     np.testing.assert_array_equal(alone[0], logw[1])
 
 
+def test_candidate_starts_are_pymc_prior_draws(summed_chain):
+    """The 256 candidate starts read only the free variables' prior draws, and draw only those
+    (`condition._prior_draw`: the chain's summed days are not drawn), yet are PyMC's own prior draws
+    (`make_initial_point_fn`, strategy "prior") bit for bit: each seed's generators spawned in PyMC's
+    order. Checked on the chain (p_stay alone read), a continuous parameter below a summed discrete
+    one (its draw reads the discrete draw), and a non-centred scale (every value read)."""
+    from pymc.initial_point import make_initial_point_fn
+
+    from ddpbayes.model.condition import condition
+
+    with pm.Model() as below:
+        z = pm.Bernoulli("z", 0.4)
+        mu = pm.Normal("mu", 3.0 * z, 1.0)
+        pm.Bernoulli("x", p=pm.math.sigmoid(mu), shape=2)
+    with pm.Model() as scaled:
+        s = pm.HalfNormal("s", 1.0)
+        r = pm.Normal("r", 0.0, s)
+        pm.Bernoulli("y", p=pm.math.sigmoid(r), shape=2)
+    conds = [summed_chain, condition(DependenceModel(below, tuples="x"), {0: 1.0}, summed=True),
+             condition(DependenceModel(scaled, tuples="y"), {0: 0.0}, summed=True)]
+    assert [sorted(f.source for f in c.free) for c in conds] == [["p_stay_logodds__"], ["mu"], ["r", "s_log__"]]
+    assert any(f.standardise for f in conds[2].free)
+    for cond in conds:
+        pymc_draw = make_initial_point_fn(model=cond.base, default_strategy="prior")
+        ours = cond._prior_point
+        for seed in (0, 7919, 2**32 - 1):
+            theirs = pymc_draw(seed)
+            drawn = ours(seed)
+            assert drawn and set(drawn) <= set(theirs)
+            for name, value in drawn.items():
+                np.testing.assert_array_equal(value, theirs[name])
+    assert set(conds[0]._prior_point(0)) == {"p_stay_logodds__"}  # the summed days are not drawn
+
+
 def test_arviz_diagnostics_take_numpy_variances():
     """Inside `quiet_arviz` ArviZ takes its NumPy path, not its Numba one (compiled in every
     process, ~0.5 CPU s of an audit: issue #42.3), and the flag is restored after, an error
