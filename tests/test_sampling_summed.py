@@ -101,6 +101,41 @@ def test_non_centred_density():
         assert logp({"s_log___free": np.array(ell), "r_free": np.array(u)}) == pytest.approx(hand, abs=1e-10)
 
 
+def test_a_configuration_whose_parameters_are_invalid_is_minus_inf_alone():
+    """PyMC's log-density is -inf at a point whose parameters fail their checks; a summed
+    configuration is such a point, so it must drop out of the sum alone. (a) r ~ Uniform(0, 1),
+    z ~ Bernoulli(0.5), X_0 ~ Bernoulli(r (1 + z)) pinned to 1, X_1 ~ Bernoulli(sigmoid(r + z))
+    summed: over the logit u of r, log r(1 - r) + log Σ_z 0.5 p_z [p_z <= 1] (X_1's law sums to
+    one); at r = 0.7, z = 1 gives p = 1.4. (b) X_0 ~ Normal(r, 2z - 0.5), non-centred (X_0 = r +
+    sigma_z u): over (r, u), log φ(r) + log sigmoid(r) + log Σ_z 0.5 φ(u) over the valid sigma_z > 0
+    alone (z = 1). Before each table checked its rows alone, (a) was -inf and (b) NaN."""
+    from ddpbayes.model.condition import condition
+
+    with pm.Model() as m:
+        r = pm.Uniform("r", 0.0, 1.0)
+        z = pm.Bernoulli("z", 0.5)
+        pm.Bernoulli("x0", p=r * (1 + z))
+        pm.Bernoulli("x1", p=pm.math.sigmoid(r + z))
+    cond = condition(DependenceModel(m, tuples=["x0", "x1"]), {0: 1.0}, summed=True)
+    logp = cond.model.compile_logp(mode="FAST_COMPILE")  # no C compilation
+    (name,) = [f.name for f in cond.free]
+    for r0 in (0.3, 0.7):
+        hand = math.log(r0 * (1 - r0)) + math.log(sum(0.5 * p for p in (r0, 2 * r0) if p <= 1))
+        assert logp({name: np.array(math.log(r0 / (1 - r0)))}) == pytest.approx(hand, abs=1e-7)
+
+    with pm.Model() as m:
+        r = pm.Normal("r", 0.0, 1.0)
+        z = pm.Bernoulli("z", 0.5)
+        pm.Normal("x0", r, sigma=2.0 * z - 0.5)
+        pm.Bernoulli("x1", pm.math.sigmoid(r))
+    cond = condition(DependenceModel(m, tuples=["x0", "x1"]), {1: 1.0}, summed=True)
+    assert sorted(f.name for f in cond.free) == ["r_free", "x0_free"]
+    logp = cond.model.compile_logp(mode="FAST_COMPILE")  # no C compilation
+    for r0, u in ((0.3, 0.7), (-1.1, 2.0)):
+        hand = norm.logpdf(r0) + math.log(expit(r0)) + math.log(0.5 * norm.pdf(u))
+        assert logp({"r_free": np.array(r0), "x0_free": np.array(u)}) == pytest.approx(hand, abs=1e-7)
+
+
 def hierarchical_truth(b: float = 1.0, known: tuple[int, ...] = (), n: int = 4, nodes: int = 300) -> float:
     """leak of X_0 for a count with Laplace(b) under models/hierarchical_logit.py (tau = 1): r = s·u
     with s = |z| has the law of z·u (z, u independent standard normals), so every probability is a

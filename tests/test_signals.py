@@ -274,3 +274,23 @@ def test_sweep_restores_report_set_aside_by_killed_run(tmp_path):
     with pytest.raises(InputError):
         write_directory(tmp_path / "r", "results.json", build)
     assert [p.name for p in tmp_path.iterdir()] == ["r"] and (tmp_path / "r" / "results.json").read_text() == "{}"
+
+
+def test_main_from_python_gives_back_the_callers_sigterm_handler(monkeypatch):
+    """`main([...])` makes SIGTERM raise while it runs and gives the caller's handler back after
+    (it was left installed in the caller's process)."""
+    import ddpbayes.cli.main as cli_main
+
+    seen, run = [], cli_main._main
+    monkeypatch.setattr(cli_main, "_main", lambda argv: seen.append(signal.getsignal(signal.SIGTERM)) or run(argv))
+
+    def mine(signum, frame):  # the caller's own handler
+        pass
+
+    previous = signal.signal(signal.SIGTERM, mine)
+    try:
+        assert main([]) == 2
+        assert signal.getsignal(signal.SIGTERM) is mine
+        assert seen[0] is not mine and seen[0].__name__ == "on_sigterm"
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -18,9 +18,10 @@ import os
 import re
 import sys
 import warnings
+from typing import NoReturn
 
 from ddpbayes import progress
-from ddpbayes.cli.signals import Terminated, held, install_sigterm
+from ddpbayes.cli.signals import Terminated, held, install_sigterm, sigterm_raises
 from ddpbayes.errors import InputError
 
 
@@ -72,14 +73,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line `argv` (default: the program's own) and return its exit code; as the
-    program itself, end the process there (`_end`)."""
-    code = _main(argv)
+    program itself, end the process there (`_end`); called from Python, give the caller's SIGTERM
+    handler back."""
     if argv is None:
-        _end(code)
-    return code
+        install_sigterm()
+        _end(_main(None))
+    with sigterm_raises():
+        return _main(argv)
 
 
-def _end(code: int) -> None:
+def _end(code: int) -> NoReturn:
     """The program's end after its last line: the exit handlers run (temporary folders, Dask, logging)
     and the output is flushed, then `os._exit` skips Python's teardown of PyMC's modules and of what
     `load_model_of` froze, which is work for nothing (as after a signal: `_signalled`)."""
@@ -93,7 +96,6 @@ def _end(code: int) -> None:
 
 
 def _main(argv: list[str] | None) -> int:
-    install_sigterm()
     argv_given, argv = argv, list(sys.argv[1:] if argv is None else argv)
     frozen = gc.get_freeze_count()  # the caller's own: `load_model_of` then freezes nothing, nor is it undone here
     debug = "--debug" in argv

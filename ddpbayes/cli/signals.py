@@ -32,6 +32,22 @@ def install_sigterm() -> None:
 
 
 @contextmanager
+def sigterm_raises() -> Iterator[None]:
+    """`install_sigterm` inside, the caller's SIGTERM handler back after (`main([...])` called
+    from Python must not leave its handler in the caller's process)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    saved = signal.getsignal(signal.SIGTERM)
+    install_sigterm()
+    try:
+        yield
+    finally:
+        if saved is not None:  # None: not set from Python, nothing to restore
+            signal.signal(signal.SIGTERM, saved)
+
+
+@contextmanager
 def held() -> Iterator[None]:
     """SIGINT and SIGTERM ignored inside (the cleanup after one: a second one would cut it short
     with a traceback), their handlers restored after; in a thread other than the main one, as is."""

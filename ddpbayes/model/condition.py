@@ -34,6 +34,8 @@ from pytensor.graph.basic import equal_computations
 from pytensor.graph.replace import graph_replace, vectorize_graph
 from pytensor.graph.traversal import ancestors
 from pytensor.tensor.random.basic import NormalRV
+from pytensor.tensor.random.op import RandomVariable
+from pytensor.tensor.type import TensorType
 
 from ddpbayes.errors import InputError
 from ddpbayes.model.batched import checks_per_point, simplified, unblock_indexing
@@ -408,7 +410,9 @@ def _summed_terms(terms: list, enumerated: dict[str, pt.TensorVariable], configu
     every configuration (C,), and how many terms that is. Each such term is a table over the
     distinct values of the summed variables it reads (its own and its discrete parents': 9 for a
     3-state chain's day given the day before, not the 81 configurations), vectorised over them
-    (`vectorize_graph`, indexing as one-hot products: `batched`); terms with the same table (day
+    (`vectorize_graph`, indexing as one-hot products, and each row's parameter checks its own:
+    `batched`, so that a configuration whose parameters are invalid is -inf alone, as PyMC's
+    log-density of that point is, not every configuration); terms with the same table (day
     k given day k - 1, for every k) share one; the configurations' values are then one gather
     from the tables and a sum."""
     size = len(next(iter(configurations.values())))
@@ -426,7 +430,7 @@ def _summed_terms(terms: list, enumerated: dict[str, pt.TensorVariable], configu
             values = rows[:, at:at + width].astype(configurations[n].dtype)
             batched[enumerated[n]] = pt.as_tensor(values.reshape(len(rows), *configurations[n].shape[1:]))
             at += width
-        table = vectorize_graph(term, batched)
+        table = vectorize_graph(_checks_per_row(term), batched)
         same = next((k for k, t in enumerate(tables) if equal_computations([table], [t])), len(tables))
         tables += [table] if same == len(tables) else []
         columns.append((same, np.ravel(where)))
@@ -436,6 +440,17 @@ def _summed_terms(terms: list, enumerated: dict[str, pt.TensorVariable], configu
     values = tables[0] if len(tables) == 1 else pt.concatenate(tables)
     joint = pt.specify_shape(values[index.ravel()].reshape(index.shape).sum(axis=1), (size,))
     return (pt.add(*shared) if shared else pt.zeros(())), joint, index.shape[1]
+
+
+def _checks_per_row(term: pt.TensorVariable) -> pt.TensorVariable:
+    """`term` with PyMC's parameter checks as their -inf switches (`batched.checks_per_point`), so
+    that its table checks each row's parameters alone; the model's random variables in it stay
+    themselves (a clone of one would be a new variable, sampled where PyMC expects a value)."""
+    rvs = [v for v in ancestors([term])
+           if v.owner is not None and isinstance(v.owner.op, RandomVariable) and isinstance(v.type, TensorType)]
+    stand = {v: v.type() for v in rvs}
+    checked = checks_per_point([graph_replace(term, stand, strict=False)])[0]
+    return graph_replace(checked, {s: v for v, s in stand.items()}, strict=False)
 
 
 def _table(model: DependenceModel, slots_of: dict, fixed: dict[int, float],
@@ -465,7 +480,7 @@ def _random_scale(rv) -> tuple | None:
 
 def _non_centred(base: pm.Model, rv, value, scaled: tuple, replace: dict) -> tuple:
     """A Normal(mu, sigma) whose sigma is random, sampled non-centred (Papaspiliopoulos, Roberts
-    & Sköld 2007): a Flat u with value = mu + sigma·u and the Jacobian log sigma per element, so
+    & Sköld 2007): a Flat u with value = mu + sigma·u and the Jacobian log |sigma| per element, so
     that the sampler does not meet the funnel of a centred scale (r ~ Normal(0, s) with
     s ~ HalfNormal: 1,368 divergences in 2,000 draws centred). The density is the same joint."""
     mu, sigma = base.replace_rvs_by_values(list(scaled))
@@ -473,7 +488,7 @@ def _non_centred(base: pm.Model, rv, value, scaled: tuple, replace: dict) -> tup
     u = pm.Flat(name, shape=value.type.shape, initval=np.zeros(value.type.shape))
     mu_now, sigma_now = graph_replace([mu, sigma], replace, strict=False)
     replace[value] = mu_now + sigma_now * u
-    jacobian = pt.sum(pt.log(sigma_now) * pt.ones_like(u))
+    jacobian = pt.sum(pt.log(pt.abs(sigma_now)) * pt.ones_like(u))  # |dvalue/du|: an invalid sigma is -inf by its check
     standardise = base.compile_fn((value - mu) / sigma, inputs=base.value_vars, on_unused_input="ignore")
     return replace[value], _Free(name, value.name, None, None, False, standardise), jacobian
 
