@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pymc as pm
+import pytensor.tensor as pt
 import pytest
 from scipy.special import betaln, comb, expit, roots_hermite
 from scipy.stats import halfnorm, norm
@@ -447,6 +448,35 @@ def test_batched_evaluation_of_the_summed_chain(summed_chain):
         np.testing.assert_allclose(np.exp(w), weight / weight.sum(), atol=1e-12)
     assert x.shape == (3, 5) and np.all(x[:, 0] == 2.0)
     cond.pin({0: 1.0})
+
+
+@pytest.mark.slow
+def test_summed_days_with_their_own_transitions_keep_their_own_tables():
+    """Days 2 and 3 read (day before, day) in the same places, as a chain's days do, but with other
+    constants (stay weights 1 and 3): their tables must not be shared (`condition._same_term`);
+    days 3 and 4, the same constants, may be. The law of the 16 configurations of days 1-4 given
+    X_0 = 0 and p is each path's product of transitions, by hand."""
+    from scipy.special import logit
+
+    from ddpbayes.model.condition import condition
+
+    weights = (1.0, 1.0, 3.0, 3.0)
+    with pm.Model() as m:
+        p = pm.Beta("p", 2.0, 2.0)
+        x = [pm.Bernoulli("x0", 0.5)]
+        for day, weight in enumerate(weights, start=1):
+            stay = weight * p / (weight * p + (1 - p))
+            x.append(pm.Bernoulli(f"x{day}", pm.math.switch(pt.eq(x[-1], 1), stay, 1 - stay)))
+    cond = condition(DependenceModel(m, tuples=[f"x{k}" for k in range(5)]), {0: 0.0}, summed=True)
+    assert cond.configurations == 16
+    for q in (0.3, 0.8):
+        _, _, logw = cond.evaluate([{cond.model.value_vars[0].name: np.array(logit(q))}])
+        for row, lw in zip(cond.table.values, logw[0]):
+            law = 1.0
+            for k, weight in enumerate(weights, start=1):
+                stay = weight * q / (weight * q + (1 - q))
+                law *= stay if row[k] == (row[k - 1] if k > 1 else 0.0) else 1 - stay
+            assert math.exp(lw) == pytest.approx(law, abs=1e-12)
 
 
 def test_batched_evaluation_checks_each_point_alone():

@@ -414,9 +414,10 @@ def _summed_terms(terms: list, enumerated: dict[str, pt.TensorVariable], configu
     `batched`, so that a configuration whose parameters are invalid is -inf alone, as PyMC's
     log-density of that point is, not every configuration); terms with the same table (day
     k given day k - 1, for every k) share one; the configurations' values are then one gather
-    from the tables and a sum."""
+    from the tables and a sum (a term equal to an earlier one up to which summed variables it
+    reads is not vectorised again: `_same_term`)."""
     size = len(next(iter(configurations.values())))
-    shared, tables, columns = [], [], []
+    shared, tables, columns, seen = [], [], [], []
     for term in terms:
         reads = [n for n, v in enumerated.items() if v in set(ancestors([term]))]
         if not reads:
@@ -424,15 +425,19 @@ def _summed_terms(terms: list, enumerated: dict[str, pt.TensorVariable], configu
             continue
         rows, where = np.unique(np.concatenate([configurations[n].reshape(size, -1) for n in reads], axis=1), axis=0,
                                 return_inverse=True)
-        batched, at = {}, 0
-        for n in reads:
-            width = configurations[n][0].size
-            values = rows[:, at:at + width].astype(configurations[n].dtype)
-            batched[enumerated[n]] = pt.as_tensor(values.reshape(len(rows), *configurations[n].shape[1:]))
-            at += width
-        table = vectorize_graph(_checks_per_row(term), batched)
-        same = next((k for k, t in enumerate(tables) if equal_computations([table], [t])), len(tables))
-        tables += [table] if same == len(tables) else []
+        ins = [enumerated[n] for n in reads]
+        same = next((k for t, t_ins, t_rows, k in seen if _same_term(term, ins, rows, t, t_ins, t_rows)), None)
+        if same is None:  # not a term seen before with other summed variables in the same places
+            batched, at = {}, 0
+            for n in reads:
+                width = configurations[n][0].size
+                values = rows[:, at:at + width].astype(configurations[n].dtype)
+                batched[enumerated[n]] = pt.as_tensor(values.reshape(len(rows), *configurations[n].shape[1:]))
+                at += width
+            table = vectorize_graph(_checks_per_row(term), batched)
+            same = next((k for k, t in enumerate(tables) if equal_computations([table], [t])), len(tables))
+            tables += [table] if same == len(tables) else []
+            seen.append((term, ins, rows, same))
         columns.append((same, np.ravel(where)))
     tables = unblock_indexing(tables)
     offsets = np.cumsum([0] + [t.type.shape[0] for t in tables])
@@ -440,6 +445,16 @@ def _summed_terms(terms: list, enumerated: dict[str, pt.TensorVariable], configu
     values = tables[0] if len(tables) == 1 else pt.concatenate(tables)
     joint = pt.specify_shape(values[index.ravel()].reshape(index.shape).sum(axis=1), (size,))
     return (pt.add(*shared) if shared else pt.zeros(())), joint, index.shape[1]
+
+
+def _same_term(term, ins: list, rows: np.ndarray, other, other_ins: list, other_rows: np.ndarray) -> bool:
+    """Whether `term` over the summed variables `ins` is `other` over `other_ins` (the same graph with
+    each variable in the other's place, the same distinct values): its table would be the other's
+    (day k given day k - 1 is day 2 given day 1 with k - 1, k in the places of 1, 2), so it is not
+    built again (`_summed_terms`: the table of equal terms, vectorised and checked once)."""
+    return (len(ins) == len(other_ins) and all(a.type == b.type for a, b in zip(ins, other_ins))
+            and rows.shape == other_rows.shape and np.array_equal(rows, other_rows)
+            and equal_computations([term], [other], in_xs=ins, in_ys=other_ins))
 
 
 def _checks_per_row(term: pt.TensorVariable) -> pt.TensorVariable:
