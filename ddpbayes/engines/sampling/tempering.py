@@ -66,7 +66,7 @@ MAX_STEPS = 50  # Metropolis–Hastings cycles per stage at most
 MIN_STEPS = 4  # and at least
 FINAL_STEPS = 16  # and at least this at β = 1, whose particles are the run's draws
 LADDER = 2.38 * 4.0 ** -np.arange(5)  # random-walk scales (over √dim) in the particles' standard deviations
-KDE_SCALES = 4.0 ** -np.arange(1, 4)  # the independent proposal's kernel widths, in the particles' standard deviations
+KDE_SCALES = 4.0 ** -np.arange(1, 4)  # the independent proposal's kernel widths in the particles' SDs (`_kde_block`)
 BATCH = 512  # particles per call of the compiled log-density (bounds its intermediates' memory)
 BLOCK = 2**21  # values per block of the proposal density's (particles, centres, dim) differences (16 MB)
 
@@ -302,14 +302,22 @@ def _kde_logpdf(x: np.ndarray, centres: np.ndarray, inverse: np.ndarray) -> np.n
 
 def _kde_block(z: np.ndarray, centres: np.ndarray) -> np.ndarray:
     """`_kde_logpdf` at whitened rows z, from the differences themselves: |z|² + |c|² - 2 z·c cancels
-    when the coordinates are far from 0 relative to the distances (1e8 apart by 1: all lost)."""
+    when the coordinates are far from 0 relative to the distances (1e8 apart by 1: all lost). One
+    exponential for the widest scale: each narrower kernel is the previous one to the 16th power
+    (KDE_SCALES are successive quarters), four squarings instead of an exponential."""
     diff = z[:, None, :] - centres[None, :, :]
     d2 = np.einsum("pcd,pcd->pc", diff, diff)  # (rows, centres), no BLAS
     dim = z.shape[1]
     nearest = d2.min(axis=1)
-    top = np.max([-0.5 * nearest / (s * s) - dim * math.log(s) for s in KDE_SCALES], axis=0)  # the largest term
-    total = sum(np.exp(-0.5 * d2 / (s * s) - dim * math.log(s) - top[:, None]).sum(axis=1) for s in KDE_SCALES)
-    return np.log(total) + top
+    d2 -= nearest[:, None]
+    kernel = np.exp(d2 * (-0.5 / KDE_SCALES[0] ** 2), out=d2)  # the nearest centre's term is 1 at every scale
+    sums = []
+    for k, s in enumerate(KDE_SCALES):
+        if k:
+            for _ in range(4):
+                np.multiply(kernel, kernel, out=kernel)
+        sums.append(np.log(kernel.sum(axis=1)) - 0.5 * nearest / (s * s) - dim * math.log(s))
+    return logsumexp(np.stack(sums), axis=0)
 
 
 def _pearson(a: np.ndarray, b: np.ndarray) -> np.ndarray:
