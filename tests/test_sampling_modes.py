@@ -205,17 +205,25 @@ def test_next_temperature_halves_the_effective_sample_size_and_resampling_is_sys
 def test_independent_proposal_density_is_its_draws_density():
     """SMC's independent proposal (a centre chosen uniformly, plus N(0, s² L Lᵀ), s uniform over the
     scales): `_kde_logpdf` is the mixture's log density written here up to one constant (it cancels in
-    the Metropolis–Hastings ratio), and its draws have the mixture's mean and covariance."""
+    the Metropolis–Hastings ratio), with repeated centres (resampled copies) given once with their
+    counts, and its draws have the mixture's mean and covariance."""
     rng = np.random.default_rng(4)
     centres = rng.normal(0, 3, (6, 2))
     chol = np.linalg.cholesky(np.array([[2.0, 0.6], [0.6, 1.0]]))
     inverse = np.linalg.inv(chol)
     x = rng.normal(0, 3, (40, 2))
     want = np.log(sum(stats.multivariate_normal(c, s * s * chol @ chol.T).pdf(x) for c in centres for s in KDE_SCALES))
-    got = _kde_logpdf(x, centres @ inverse.T, inverse)
+    ones = np.ones(len(centres))
+    got = _kde_logpdf(x, centres @ inverse.T, ones, inverse)
     assert np.ptp(got - want) < 1e-9
     far = 1e8 * np.array([1.0, -3.0])  # a translation: the same density, far from 0 (x + far rounds by 1.5e-8;
-    assert np.ptp(_kde_logpdf(x + far, (centres + far) @ inverse.T, inverse) - want) < 1e-3  # |z|²+|c|²-2z·c: 366)
+    shifted = _kde_logpdf(x + far, (centres + far) @ inverse.T, ones, inverse)
+    assert np.ptp(shifted - want) < 1e-3  # |z|²+|c|²-2z·c: 366)
+    repeated = np.repeat(centres, [1, 3, 1, 2, 1, 1], axis=0)  # resampled copies: each distinct centre counted
+    listed = np.log(sum(stats.multivariate_normal(c, s * s * chol @ chol.T).pdf(x)
+                        for c in repeated for s in KDE_SCALES))
+    counted = _kde_logpdf(x, centres @ inverse.T, np.array([1, 3, 1, 2, 1, 1]), inverse)
+    assert np.ptp(counted - listed) < 1e-9 and np.ptp(counted - got) > 0.01
     draws = _kde_draw(centres, chol, 200_000, rng)
     spread = np.mean(KDE_SCALES ** 2) * chol @ chol.T + np.cov(centres, rowvar=False, ddof=0)
     assert draws.mean(axis=0) == pytest.approx(centres.mean(axis=0), abs=0.03)
