@@ -57,6 +57,7 @@ def main() -> int:
                   f"{d.get('rhat_max', float('nan')):.4f} | "
                   f"{d.get('ess_bulk_min', float('nan')):.0f} | {near['estimate']:.3f} [{near['lower']:.3f}, "
                   f"{near['upper']:.3f}] | {row[f'car_{name}']:.4f} | {near['verdict']} | {spent} |", flush=True)
+            print(f"{user} {name}: {near['verdict']}: {near['verdict_reason']}", file=sys.stderr, flush=True)
     print(f"load average at the end: {', '.join(f'{v:.1f}' for v in os.getloadavg())}")
     return 0
 

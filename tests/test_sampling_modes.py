@@ -17,7 +17,7 @@ from scipy import integrate, special, stats
 from ddpbayes import DependenceModel, audit
 from ddpbayes.engines.sampling.estimate import Draws, ratio_at
 from ddpbayes.engines.sampling.runs import (RHAT_MAX, _event_unit, bounding, disagreement, known_multimodal,
-                                           settled)
+                                           rebound, settled)
 from ddpbayes.engines.sampling.tempering import (KDE_SCALES, Tempering, _forgotten, _kde_draw, _kde_logpdf, next_beta,
                                                  systematic)
 from ddpbayes.model.condition import TUPLES, WEIGHTS, condition
@@ -98,8 +98,9 @@ def test_a_choosing_smc_run_over_the_rhat_limit_is_drawn_again_with_twice_the_pa
     100 that agree. A choosing SMC run over the limit is drawn once more, fresh (other particles), with 100
     particles per run, and records the first R-hat; the event's bounding run has 100 too, decided by the
     choosing run alone. A choosing run under the limit keeps 50, and so does its bounding run. A run of
-    100 still over the limit is kept: the rule doubles once. A model declared multimodal draws its first
-    choosing run by SMC directly."""
+    100 still over the limit is kept: the rule doubles once. A bounding run over the limit gets a second,
+    fresh run of 100 beside it (`rebound`; the engine keeps the lower of the two lower bounds), once; one
+    under it none. A model declared multimodal draws its first choosing run by SMC directly."""
     with pm.Model() as m:
         mu = pm.Normal("mu", 0.0, 1.0)
         pm.Normal("x0", mu, 1.0)
@@ -130,7 +131,14 @@ def test_a_choosing_smc_run_over_the_rhat_limit_is_drawn_again_with_twice_the_pa
     assert kept.smc["particles"] == 50 and kept.smc["first_rhat"] is None
     bound = bounding(choose)
     assert settled(model, {0: 1.0}, bound, mixed).smc["particles"] == 100  # its choosing run decided
-    assert settled(model, {0: -1.0}, bound, always_apart).smc["particles"] == 50  # its own draws decide nothing
+    apart_bound = settled(model, {0: -1.0}, bound, always_apart)
+    assert apart_bound.smc["particles"] == 50  # its own draws do not change it
+    second = rebound(model, {0: -1.0}, bound, apart_bound, always_apart)  # a second, wider run beside it
+    bound_rhat = float(az.rhat(_shifted(4, 200, 0.4)[..., 0].reshape(16, 50)))
+    assert second.smc["particles"] == 100 and second.smc["first_rhat"] == pytest.approx(bound_rhat, rel=1e-12)
+    assert float(az.rhat(_shifted(4, 200, 0.0)[..., 0].reshape(16, 50))) <= RHAT_MAX
+    assert rebound(model, {0: -1.0}, bound, apart_bound, mixed) is None and rebound(model, {0: -1.0}, bound, second,
+                                                                                      always_apart) is None
     assert settled(model, {0: -1.0}, choose, mixed) is kept  # cached
     declared = DependenceModel(m, tuples=["x0", "x1"], multimodal=True)  # no NUTS run first, even for the first event
     first = settled(declared, {0: 0.0}, choose, mixed)

@@ -256,9 +256,7 @@ def widened(model: DependenceModel, event: dict[int, float], settings: RunSettin
     bounding draws stay fresh for the witness they bound and the bounds keep their level."""
     if run.smc is None or run.smc.get("first_rhat") is not None:
         return run
-    q = _expected(values(run), run.logw)
-    rhat = max((run.diagnose(np.ascontiguousarray(q[..., c]))["rhat"] for c in range(q.shape[-1])),
-               key=lambda r: -math.inf if math.isnan(r) else r)
+    rhat = _worst_rhat(run, values)
     if not rhat > RHAT_MAX:
         return run
     model.memo("sampling", _widen_key(event, settings), lambda: rhat)
@@ -266,6 +264,30 @@ def widened(model: DependenceModel, event: dict[int, float], settings: RunSettin
         return _smc(model, event, _particles(model, event, settings), (run.smc["why"], run.smc["nuts_rhat"]), rhat)
     except TemperingFailed:  # not expected (the same event started before): keep the first run, its R-hat says so
         return run
+
+
+def rebound(model: DependenceModel, event: dict[int, float], settings: RunSettings, run: Run,
+            values: Callable[[Run], np.ndarray]) -> Run | None:
+    """A second, fresh SMC bounding run with WIDEN times the particles of `run` when `run` (a bounding SMC
+    run) is over RHAT_MAX on an output, else None. The caller bounds on both and keeps the lower lower
+    bound (`engine._bound`): drawn because of the first run's draws, the second cannot raise it (DESIGN §2.3)."""
+    if run.smc is None or run.smc.get("first_rhat") is not None:
+        return None
+    rhat = _worst_rhat(run, values)
+    if not rhat > RHAT_MAX:
+        return None
+    wide = RunSettings.of(settings, draws=WIDEN * run.smc["particles"])
+    try:
+        return _smc(model, event, wide, (run.smc["why"], run.smc["nuts_rhat"]), rhat)
+    except TemperingFailed:
+        return None
+
+
+def _worst_rhat(run: Run, values: Callable[[Run], np.ndarray]) -> float:
+    """The run's worst R-hat over the query's outputs, as the verdict reads it (`Run.diagnose`); nan last."""
+    q = _expected(values(run), run.logw)
+    return max((run.diagnose(np.ascontiguousarray(q[..., c]))["rhat"] for c in range(q.shape[-1])),
+               key=lambda r: -math.inf if math.isnan(r) else r)
 
 
 def _particles(model: DependenceModel, event: dict[int, float], settings: RunSettings) -> RunSettings:
