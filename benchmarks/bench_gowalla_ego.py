@@ -41,8 +41,8 @@ def main() -> int:
     part = kmeans(data.points, 8, np.random.default_rng([0, 0]))  # `ddpbayes attack --seed 0`'s stream
     print(f"python benchmarks/bench_gowalla_ego.py --users {args.users} --draws {args.draws}; load average at the "
           f"start: {', '.join(f'{v:.1f}' for v in os.getloadavg())}")
-    print("| user | degree | coordinate | samplers (SMC runs, of them direct) | R-hat | bulk ESS | estimate [interval] "
-          "| CAR | verdict | CPU s | load |")
+    print("| user | degree | coordinate | samplers (SMC runs, of them direct, widened) | R-hat | bulk ESS "
+          "| estimate [interval] | CAR | verdict | CPU s | load |")
     print("| ---: | ---: | --- | --- | ---: | ---: | --- | ---: | --- | ---: | ---: |")
     for user in map(int, args.users.split(",")):
         cpu = time.process_time()
@@ -51,11 +51,13 @@ def main() -> int:
         for name in ("x", "y"):
             near, d = row[f"near_{name}"], row[f"near_{name}"]["diagnostics"]
             spent = f"{cpu:.0f} | {os.getloadavg()[1]:.1f}" if name == "x" else "(both) | "
-            smc = d.get("smc") or {"runs": 0, "direct": 0}
+            smc = d.get("smc") or {"runs": 0, "direct": 0, "widened": 0}
             print(f"| {user} | {row['degree']} | {name} | {'/'.join(d.get('samplers', []))} ({smc['runs']} of "
-                  f"{d.get('runs')}, {smc['direct']} direct) | {d.get('rhat_max', float('nan')):.4f} | "
+                  f"{d.get('runs')}, {smc['direct']} direct, {smc['widened']} widened) | "
+                  f"{d.get('rhat_max', float('nan')):.4f} | "
                   f"{d.get('ess_bulk_min', float('nan')):.0f} | {near['estimate']:.3f} [{near['lower']:.3f}, "
                   f"{near['upper']:.3f}] | {row[f'car_{name}']:.4f} | {near['verdict']} | {spent} |", flush=True)
+            print(f"{user} {name}: {near['verdict']}: {near['verdict_reason']}", file=sys.stderr, flush=True)
     print(f"load average at the end: {', '.join(f'{v:.1f}' for v in os.getloadavg())}")
     return 0
 

@@ -16,7 +16,8 @@ from scipy import integrate, special, stats
 
 from ddpbayes import DependenceModel, audit
 from ddpbayes.engines.sampling.estimate import Draws, ratio_at
-from ddpbayes.engines.sampling.runs import _event_unit, bounding, disagreement, known_multimodal, settled
+from ddpbayes.engines.sampling.runs import (RHAT_MAX, _event_unit, bounding, disagreement, known_multimodal,
+                                           rebound, settled)
 from ddpbayes.engines.sampling.tempering import (KDE_SCALES, Tempering, _forgotten, _kde_draw, _kde_logpdf, next_beta,
                                                  systematic)
 from ddpbayes.model.condition import TUPLES, WEIGHTS, condition
@@ -90,6 +91,60 @@ def test_a_choosing_switch_sends_the_later_choosing_runs_to_smc_and_the_bounding
     assert _event_unit((DependenceModel(m, tuples=["x0", "x1"]), {0: 2.0}, choose, None)).smc is None
 
 
+@pytest.mark.slow  # 23 s at load 4: Slice and SMC's density compiled (twice), 9 SMC runs
+def test_a_choosing_smc_run_over_the_rhat_limit_is_drawn_again_with_twice_the_particles_and_its_bounding_run_too():
+    """x0, x1 ~ N(mu, 1), mu ~ N(0, 1), on query draws the test writes: 8 SMC runs of 50 particles whose
+    second chain's four runs sit 0.4 higher (R-hat over 1.01, ArviZ's on the 8 runs written here) and runs of
+    100 that agree. A choosing SMC run over the limit is drawn once more, fresh (other particles), with 100
+    particles per run, and records the first R-hat; the event's bounding run has 100 too, decided by the
+    choosing run alone. A choosing run under the limit keeps 50, and so does its bounding run. A run of
+    100 still over the limit is kept: the rule doubles once. A bounding run over the limit gets a second,
+    fresh run of 100 beside it (`rebound`; the engine keeps the lower of the two lower bounds), once; one
+    under it none. A model declared multimodal draws its first choosing run by SMC directly."""
+    with pm.Model() as m:
+        mu = pm.Normal("mu", 0.0, 1.0)
+        pm.Normal("x0", mu, 1.0)
+        pm.Normal("x1", mu, 1.0)
+    model = DependenceModel(m, tuples=["x0", "x1"])
+
+    def narrow_apart(run) -> np.ndarray:  # runs of 50 particles disagree, runs of 100 agree
+        return _shifted(*run.x.shape[:2], 0.4 if run.x.shape[1] == 4 * 50 else 0.0)
+
+    def always_apart(run) -> np.ndarray:
+        return _shifted(*run.x.shape[:2], 0.4)
+
+    def mixed(run) -> np.ndarray:
+        return _shifted(*run.x.shape[:2], 0.0)
+
+    first_rhat = float(az.rhat(_shifted(2, 200, 0.4)[..., 0].reshape(8, 50)))  # as `Run.diagnose` groups SMC's runs
+    assert first_rhat > RHAT_MAX and float(az.rhat(_shifted(2, 400, 0.0)[..., 0].reshape(8, 100))) <= RHAT_MAX
+    assert float(az.rhat(_shifted(2, 200, 0.0)[..., 0].reshape(8, 50))) <= RHAT_MAX
+    choose = RunSettings(seed=0, draws=50, tune=50, chains=2)
+    switched = settled(model, {0: 0.0}, choose, always_apart)  # NUTS's chains apart: SMC, then over the limit
+    assert switched.smc["particles"] == 100 and switched.smc["first_rhat"] == pytest.approx(first_rhat, rel=1e-12)
+    assert switched.x.shape[:2] == (2, 4 * 100)  # the rule doubles once: still over the limit, kept
+    widened = settled(model, {0: 1.0}, choose, narrow_apart)  # SMC directly (the model is marked), then widened
+    assert widened.smc["nuts_rhat"] is None and widened.smc["particles"] == 100
+    assert widened.smc["first_rhat"] == pytest.approx(first_rhat, rel=1e-12)
+    assert settled(model, {0: 1.0}, choose, narrow_apart) is widened  # cached
+    kept = settled(model, {0: -1.0}, choose, mixed)
+    assert kept.smc["particles"] == 50 and kept.smc["first_rhat"] is None
+    bound = bounding(choose)
+    assert settled(model, {0: 1.0}, bound, mixed).smc["particles"] == 100  # its choosing run decided
+    apart_bound = settled(model, {0: -1.0}, bound, always_apart)
+    assert apart_bound.smc["particles"] == 50  # its own draws do not change it
+    second = rebound(model, {0: -1.0}, bound, apart_bound, always_apart)  # a second, wider run beside it
+    bound_rhat = float(az.rhat(_shifted(4, 200, 0.4)[..., 0].reshape(16, 50)))
+    assert second.smc["particles"] == 100 and second.smc["first_rhat"] == pytest.approx(bound_rhat, rel=1e-12)
+    assert float(az.rhat(_shifted(4, 200, 0.0)[..., 0].reshape(16, 50))) <= RHAT_MAX
+    assert rebound(model, {0: -1.0}, bound, apart_bound, mixed) is None and rebound(model, {0: -1.0}, bound, second,
+                                                                                      always_apart) is None
+    assert settled(model, {0: -1.0}, choose, mixed) is kept  # cached
+    declared = DependenceModel(m, tuples=["x0", "x1"], multimodal=True)  # no NUTS run first, even for the first event
+    first = settled(declared, {0: 0.0}, choose, mixed)
+    assert first.smc["why"] == "SMC directly: the model is declared multimodal" and first.smc["nuts_rhat"] is None
+
+
 def test_smc_standard_error_comes_from_the_spread_between_runs():
     """Draws of SMC (groups > 1): the log-ratio's standard error is the spread of the independent runs'
     means over sqrt(runs), by the delta method, widened to Student's quantile; written out here for runs whose particles are
@@ -158,17 +213,25 @@ def test_next_temperature_halves_the_effective_sample_size_and_resampling_is_sys
 def test_independent_proposal_density_is_its_draws_density():
     """SMC's independent proposal (a centre chosen uniformly, plus N(0, s² L Lᵀ), s uniform over the
     scales): `_kde_logpdf` is the mixture's log density written here up to one constant (it cancels in
-    the Metropolis–Hastings ratio), and its draws have the mixture's mean and covariance."""
+    the Metropolis–Hastings ratio), with repeated centres (resampled copies) given once with their
+    counts, and its draws have the mixture's mean and covariance."""
     rng = np.random.default_rng(4)
     centres = rng.normal(0, 3, (6, 2))
     chol = np.linalg.cholesky(np.array([[2.0, 0.6], [0.6, 1.0]]))
     inverse = np.linalg.inv(chol)
     x = rng.normal(0, 3, (40, 2))
     want = np.log(sum(stats.multivariate_normal(c, s * s * chol @ chol.T).pdf(x) for c in centres for s in KDE_SCALES))
-    got = _kde_logpdf(x, centres @ inverse.T, inverse)
+    ones = np.ones(len(centres))
+    got = _kde_logpdf(x, centres @ inverse.T, ones, inverse)
     assert np.ptp(got - want) < 1e-9
     far = 1e8 * np.array([1.0, -3.0])  # a translation: the same density, far from 0 (x + far rounds by 1.5e-8;
-    assert np.ptp(_kde_logpdf(x + far, (centres + far) @ inverse.T, inverse) - want) < 1e-3  # |z|²+|c|²-2z·c: 366)
+    shifted = _kde_logpdf(x + far, (centres + far) @ inverse.T, ones, inverse)
+    assert np.ptp(shifted - want) < 1e-3  # |z|²+|c|²-2z·c: 366)
+    repeated = np.repeat(centres, [1, 3, 1, 2, 1, 1], axis=0)  # resampled copies: each distinct centre counted
+    listed = np.log(sum(stats.multivariate_normal(c, s * s * chol @ chol.T).pdf(x)
+                        for c in repeated for s in KDE_SCALES))
+    counted = _kde_logpdf(x, centres @ inverse.T, np.array([1, 3, 1, 2, 1, 1]), inverse)
+    assert np.ptp(counted - listed) < 1e-9 and np.ptp(counted - got) > 0.01
     draws = _kde_draw(centres, chol, 200_000, rng)
     spread = np.mean(KDE_SCALES ** 2) * chol @ chol.T + np.cov(centres, rowvar=False, ddof=0)
     assert draws.mean(axis=0) == pytest.approx(centres.mean(axis=0), abs=0.03)

@@ -64,6 +64,9 @@ class DependenceModel:
     domains : Finite, Interval, mapping of str to Domain, list of Domain, or None, default None
         One domain for every tuple, domains by variable name, or a list with each tuple's (in tuple
         order); a variable without one gets its inferred discrete support.
+    multimodal : bool, default False
+        Declares the conditional laws multimodal (e.g. a kernel density over cities): the sampling
+        engine draws every choosing run by SMC directly, without a NUTS run first (DESIGN §2.3).
 
     Raises
     ------
@@ -78,12 +81,14 @@ class DependenceModel:
         model: pm.Model,
         tuples: str | Sequence[str],
         domains: Domain | Mapping[str, Domain] | None = None,
+        multimodal: bool = False,
     ):
         if not isinstance(model, pm.Model):
             raise InputError(f"DependenceModel needs a pymc.Model, got {type(model).__name__}")
         self.model = model
         self.slots = _slots(model, tuples)
         self.domains = _domains(self.slots, domains)
+        self.multimodal = bool(multimodal)
         self._memo: dict[tuple[str, Hashable], object] = {}
         self.origin = None  # the file and parameters it was loaded from (`parallel.ModelRef`)
 

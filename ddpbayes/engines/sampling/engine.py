@@ -33,7 +33,8 @@ from ddpbayes.engines.sampling.joint import JointDraws, choose_joint
 from ddpbayes.engines.sampling.posterior import posterior_leakage
 from ddpbayes.engines.sampling.profile import Found, profile_estimate, scalar_groups, worst_pair
 from ddpbayes.engines.sampling.summed import exact_dependence, summed_leakage, summed_values, summing_engine
-from ddpbayes.engines.sampling.runs import Run, bounding, roles, sample_event, sample_events, settled, summarise, sums
+from ddpbayes.engines.sampling.runs import (Run, bounding, rebound, roles, sample_event, sample_events, settled,
+                                           summarise, sums)
 from ddpbayes.engines.sampling.slope import Slope, Uncertified
 from ddpbayes.errors import InputError
 from ddpbayes.model import DependenceModel, Finite
@@ -377,12 +378,17 @@ def _scales(problem: Problem, groups: list[list[Draws]]) -> np.ndarray:
 
 
 def _bound(problem: Problem, choice: Choice, settings: RunSettings) -> AdversaryLeakage:
-    """The chosen witness bounded on fresh runs of its two events (`bounding`)."""
+    """The chosen witness bounded on fresh runs of its two events (`bounding`); an SMC bounding run over
+    the R-hat limit is joined by a fresh one with twice the particles (`runs.rebound`), the lower bound
+    the lower of the two (it holds whenever either does), the diagnostics the second's."""
     adv, model = choice.adversary, problem.model
-    events = choice.witness_events()
-    fresh = [_run(problem, e, bounding(settings)) for e in events] if events else []
-    draws = [Draws(e, e[adv.target], query_values(problem, r), r.logw, r.groups) for e, r in zip(events or (), fresh)]
-    records = [run_diagnostics(run, d.expected()) for run, d in [*choice.runs, *zip(fresh, draws)]]
+    events = choice.witness_events() or ()
+    fresh = [_run(problem, e, bounding(settings)) for e in events]
+    again = [] if problem.mechanism.profile else [  # an SMC bounding run over the R-hat limit: a wider fresh one
+        rebound(model, e, bounding(settings), r, lambda run: query_values(problem, run)) for e, r in zip(events, fresh)]
+    final = [a or r for a, r in zip(again, fresh)] if any(again) else fresh
+    draws, last = _draws_of(problem, adv, events, fresh), _draws_of(problem, adv, events, final)
+    records = [run_diagnostics(run, d.expected()) for run, d in [*choice.runs, *zip(final, last)]]
     diagnostics = {**summarise(records), **roles(settings, "conditioning event, every x_K and target value",
                                                  "the chosen witness's two events")}
     diagnostics["pass_blocked"] = _pass_blocked(model, adv, choice.known_sets, choice.certificate)
@@ -392,8 +398,12 @@ def _bound(problem: Problem, choice: Choice, settings: RunSettings) -> Adversary
         return _profile_adversary(problem, choice, draws, diagnostics)
     peak, b = choice.peak, _scales(problem, choice.groups)
     if problem.mechanism.joint:  # each draw's kernel is its exact p(y | answers)
-        draws = [JointDraws(d, problem.mechanism) for d in draws]
+        draws, last = ([JointDraws(d, problem.mechanism) for d in ds] for ds in (draws, last))
     lower, held = bound(peak, *draws, b) if draws else (0.0, {})
+    if final is not fresh:  # the lower of the two lower bounds: it holds whenever either does (DESIGN §2.3)
+        wide_lower, wide_held = bound(peak, *last, b)
+        held = {**wide_held, "held_out_first": held["held_out"], "held_out_first_se": held["held_out_se"]}
+        lower = min(lower, wide_lower)
     value, upper = choice.upper
     witness = Witness(adv, peak.known or ({} if not adv.known else None), _nan_none(peak.t), _nan_none(peak.t_prime),
                       peak.y)
@@ -402,8 +412,14 @@ def _bound(problem: Problem, choice: Choice, settings: RunSettings) -> Adversary
     if held:  # the upper bound's margin: the larger of the choosing runs' and the bounding runs' standard errors
         certified = value if choice.certificate is None or choice.certificate.reason else max(
             value, choice.certificate.upper)
-        upper = max(upper, certified + Z95 * held["held_out_se"], held["held_out"])
+        upper = max(upper, certified + Z95 * held["held_out_se"], held["held_out"],
+                    held.get("held_out_first", -math.inf))
     return AdversaryLeakage(adv, value, witness, ci=(lower, upper), diagnostics=diagnostics, score=peak.value)
+
+
+def _draws_of(problem: Problem, adv: Adversary, events, runs: list[Run]) -> list[Draws]:
+    """The query's draws of each event's run."""
+    return [Draws(e, e[adv.target], query_values(problem, r), r.logw, r.groups) for e, r in zip(events, runs)]
 
 
 def _profile_adversary(problem: Problem, choice: Choice, draws: list[Draws], diagnostics: dict) -> AdversaryLeakage:

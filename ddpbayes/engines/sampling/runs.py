@@ -48,6 +48,7 @@ ESS_MIN = 400  # bulk effective sample size over all chains
 LOG = logging.getLogger(__name__)  # at DEBUG: each run's diagnostics with its event (benchmarks/bench_gowalla_ego.py)
 SLICE_DIMS = 3  # continuous dimensions up to which Slice samples them (`Chains._slice`)
 SLICE_W = 1.0  # Slice's initial interval width (PyMC's default), restored before every chain
+WIDEN = 2  # a choosing SMC run over RHAT_MAX is drawn once more with this many times the particles (`widened`)
 
 
 @dataclass(frozen=True)
@@ -156,6 +157,8 @@ def summarise(per_run: list[dict]) -> dict:
         out["smc"] = {"runs": len(tempered), "direct": sum(t["nuts_rhat"] is None for t in tempered),
                       "independent_runs": sum(t["independent_runs"] for t in tempered),
                       "particles": min(t["particles"] for t in tempered),
+                      "particles_max": max(t["particles"] for t in tempered),
+                      "widened": sum(t.get("first_rhat") is not None for t in tempered),
                       "stages_max": max(t["stages_max"] for t in tempered),
                       "beta_min": min(t["beta_min"] for t in tempered),
                       "acceptance_min": min(t["acceptance_min"] for t in tempered)}
@@ -215,16 +218,18 @@ def settled(model: DependenceModel, event: dict[int, float], settings: RunSettin
     """The event's run, drawn again by SMC (`tempering`) when its NUTS chains disagree on the query
     (`values(run)`: (chains, draws, [K,] C), K summed configurations weighted by the run's law). A
     bounding run is drawn by SMC, without NUTS first, when the event's choosing run was (switched
-    or directly): the two sets of runs are drawn the same way. A choosing run's switch marks the
-    model known multimodal (`known_multimodal`): its later choosing runs go to SMC directly
-    (`sample_event`). A bounding run's switch is its event's alone: nothing chosen depends on the
-    bounding draws. Switches and SMC runs are cached on the model."""
+    or directly), with as many particles per run as it ended with (`widened`): the two sets of runs
+    are drawn the same way. A choosing run's switch marks the model known multimodal
+    (`known_multimodal`): its later choosing runs go to SMC directly (`sample_event`). A bounding
+    run's switch is its event's alone: nothing chosen depends on the bounding draws. Switches and SMC
+    runs are cached on the model."""
     chosen = _switch_key(event, settings)
     why = model.memo("sampling", chosen, lambda: None) if model.has_memo("sampling", chosen) else None
     if why is None:
         run = sample_event(model, event, settings)
         if run.smc is not None and settings.role == "choose":  # SMC directly: its bounding runs are SMC's too
             model.memo("sampling", chosen, lambda: (run.smc["why"], run.smc["nuts_rhat"]))
+            return widened(model, event, settings, run, values)
         if run.groups > 1 or not run.sampler_can_temper:
             return run
         why = disagreement(_expected(values(run), run.logw))
@@ -236,14 +241,71 @@ def settled(model: DependenceModel, event: dict[int, float], settings: RunSettin
     elif settings.role != "choose":
         why = (f"the choosing run's {why[0]}", why[1])
     try:
-        return _smc(model, event, settings, why)
+        run = _smc(model, event, _particles(model, event, settings), why)
     except TemperingFailed:  # SMC cannot start here: the NUTS run, whose diagnostics then say it did not mix
         return sample_event(model, event, settings)
+    return widened(model, event, settings, run, values) if settings.role == "choose" else run
+
+
+def widened(model: DependenceModel, event: dict[int, float], settings: RunSettings, run: Run,
+            values: Callable[[Run], np.ndarray]) -> Run:
+    """A choosing SMC run whose independent runs disagree on the query (R-hat over RHAT_MAX on an
+    output: `Run.diagnose`, as the verdict reads it) drawn once more, fresh, with WIDEN times the
+    particles per run; the event's bounding runs then get as many (`_particles`). R-hat - 1 across
+    SMC runs falls about as 1/particles (DESIGN §2.3). Only the choosing draws decide, so the
+    bounding draws stay fresh for the witness they bound and the bounds keep their level."""
+    if run.smc is None or run.smc.get("first_rhat") is not None:
+        return run
+    rhat = _worst_rhat(run, values)
+    if not rhat > RHAT_MAX:
+        return run
+    model.memo("sampling", _widen_key(event, settings), lambda: rhat)
+    try:
+        return _smc(model, event, _particles(model, event, settings), (run.smc["why"], run.smc["nuts_rhat"]), rhat)
+    except TemperingFailed:  # not expected (the same event started before): keep the first run, its R-hat says so
+        return run
+
+
+def rebound(model: DependenceModel, event: dict[int, float], settings: RunSettings, run: Run,
+            values: Callable[[Run], np.ndarray]) -> Run | None:
+    """A second, fresh SMC bounding run with WIDEN times the particles of `run` when `run` (a bounding SMC
+    run) is over RHAT_MAX on an output, else None. The caller bounds on both and keeps the lower lower
+    bound (`engine._bound`): drawn because of the first run's draws, the second cannot raise it (DESIGN §2.3)."""
+    if run.smc is None or run.smc.get("first_rhat") is not None:
+        return None
+    rhat = _worst_rhat(run, values)
+    if not rhat > RHAT_MAX:
+        return None
+    wide = RunSettings.of(settings, draws=WIDEN * run.smc["particles"])
+    try:
+        return _smc(model, event, wide, (run.smc["why"], run.smc["nuts_rhat"]), rhat)
+    except TemperingFailed:
+        return None
+
+
+def _worst_rhat(run: Run, values: Callable[[Run], np.ndarray]) -> float:
+    """The run's worst R-hat over the query's outputs, as the verdict reads it (`Run.diagnose`); nan last."""
+    q = _expected(values(run), run.logw)
+    return max((run.diagnose(np.ascontiguousarray(q[..., c]))["rhat"] for c in range(q.shape[-1])),
+               key=lambda r: -math.inf if math.isnan(r) else r)
+
+
+def _particles(model: DependenceModel, event: dict[int, float], settings: RunSettings) -> RunSettings:
+    """The settings of the event's SMC run: WIDEN times the particles when its choosing run was widened."""
+    if not model.has_memo("sampling", _widen_key(event, settings)):
+        return settings
+    return RunSettings.of(settings, draws=WIDEN * settings.draws)
+
+
+def _widen_key(event: dict[int, float], settings: RunSettings) -> tuple:
+    return ("widen", *_switch_key(event, settings)[1:])
 
 
 def known_multimodal(model: DependenceModel, settings: RunSettings) -> tuple[str, float | None] | None:
-    """Why the model is known multimodal (an earlier choosing run's NUTS chains disagreed, and it
-    was switched to SMC), or None."""
+    """Why the model is known multimodal (declared so, `DependenceModel.multimodal`; or an earlier
+    choosing run's NUTS chains disagreed, and it was switched to SMC), or None."""
+    if model.multimodal:
+        return "the model is declared multimodal", None
     key = _multimodal_key(settings)
     return model.memo("sampling", key, lambda: None) if model.has_memo("sampling", key) else None
 
@@ -263,14 +325,15 @@ def _directly(model: DependenceModel, event: dict[int, float], settings: RunSett
     free = _conditioned(model, event, settings).free
     if not free or any(f.discrete for f in free):
         return None
-    return f"SMC directly: an earlier event's {known[0]}", None
+    return "SMC directly: " + (known[0] if model.multimodal else f"an earlier event's {known[0]}"), None
 
 
 def _smc(model: DependenceModel, event: dict[int, float], settings: RunSettings,
-         why: tuple[str, float | None]) -> Run:
-    """The event's SMC run (cached on the model, the same whichever path asked for it)."""
+         why: tuple[str, float | None], first_rhat: float | None = None) -> Run:
+    """The event's SMC run (cached on the model, the same whichever path asked for it); `first_rhat`:
+    the R-hat of the run it replaces with more particles (`widened`)."""
     key = ("smc", *_run_key(event, settings)[1:])
-    return model.memo("sampling", key, lambda: _temper(model, event, settings, key, why))
+    return model.memo("sampling", key, lambda: _temper(model, event, settings, key, why, first_rhat))
 
 
 def _conditioned(model: DependenceModel, event: dict[int, float], settings: RunSettings) -> Conditioned:
@@ -298,10 +361,10 @@ def _expected(q: np.ndarray, logw: np.ndarray | None) -> np.ndarray:
 
 
 def _temper(model: DependenceModel, event: dict[int, float], settings: RunSettings, key: tuple,
-            why: tuple[str, float | None]) -> Run:
+            why: tuple[str, float | None], first_rhat: float | None = None) -> Run:
     chains = _chains(model, event, settings)
     chains.cond.pin(event)
-    return chains.temper(settings, (key[1:], settings.role), why)
+    return chains.temper(settings, (key[1:], settings.role), why, first_rhat)
 
 
 def sample_events(model: DependenceModel, events: Iterable[dict[int, float]], settings: RunSettings,
@@ -419,10 +482,12 @@ class Chains:
             x = self.cond.table.expand(x)
         return Run(key, x, self._sampler_name(confined), sum(d for _, _, d in chains), logw)
 
-    def temper(self, settings: RunSettings, key, why: tuple[str, float | None]) -> Run:
+    def temper(self, settings: RunSettings, key, why: tuple[str, float | None], first_rhat: float | None = None
+               ) -> Run:
         """SMC for the event currently pinned (`tempering`): GROUP × `settings.chains` independent
         runs of `settings.draws` particles, each chain of the Run GROUP runs end to end (tuning
-        steps do not apply: SMC adapts its stages and proposals itself)."""
+        steps do not apply: SMC adapts its stages and proposals itself); `first_rhat`: the R-hat of
+        the run this one replaces with more particles (`widened`), or None."""
         start = self.cond.starting_points(1, settings.seed)[0][0]  # raises ImpossibleEvent as a NUTS run would
         runs = GROUP * settings.chains
         self._check_memory(RunSettings.of(settings, draws=GROUP * settings.draws), self._values_per_draw(start))
@@ -434,7 +499,8 @@ class Chains:
         logw = None if out.weights is None else out.weights.reshape(*shape, -1)
         if logw is not None:  # every configuration's tuples, as `run` keeps them
             x = self.cond.table.expand(x)
-        record = {"why": why[0], "nuts_rhat": why[1], "independent_runs": runs, "particles": settings.draws,
+        record = {"why": why[0], "nuts_rhat": why[1], "first_rhat": first_rhat, "independent_runs": runs,
+                  "particles": settings.draws,
                   "stages_max": max(out.stages), "beta_min": min(out.betas),
                   "acceptance_min": float(np.nanmin(out.acceptance))}
         name = "smc" + (f"+summed {self.cond.configurations}" if self.cond.summed else "")
