@@ -283,6 +283,23 @@ def test_the_readme_points_into_the_site_and_every_link_exists():
     assert not missing, f"README links to files that do not exist: {missing}"
 
 
+def _one_line(command: str) -> str:
+    """A shell command with its line continuations joined and its spaces collapsed."""
+    return " ".join(command.replace("\\\n", " ").split())
+
+
+def test_ci_runs_the_readme_test_command():
+    """`.ci/run` runs exactly the README's test command (install, site, tests: on 2 pytest-xdist workers), and
+    getting-started shows the same one."""
+    readme = re.findall(r"```bash\n(.*?)\n```", (ROOT / "README.md").read_text(encoding="utf-8"), flags=re.S)[1]
+    ci = _one_line((ROOT / ".ci" / "run").read_text(encoding="utf-8"))
+    started = re.findall(r"```bash\n(.*?)\n```", (ROOT / "docs" / "getting-started.md").read_text(encoding="utf-8"),
+                         flags=re.S)
+    assert _one_line(readme).endswith("python -m pytest -q -n 2 --dist loadfile"), readme
+    assert f" {_one_line(readme)} " in f" {ci} ", ci
+    assert readme in started
+
+
 
 def _readme_audit() -> tuple[str, list[str], str]:
     """The README's first audit command, the output lines it quotes, and the README's text."""

@@ -26,7 +26,9 @@ import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-NOT_BUILT = {".git", ".venv", "build", "dist", "__pycache__", ".pytest_cache", ".hypothesis"}
+# build outputs and caches; docs/_build: the site, which tests/test_docs_site.py may be building meanwhile on the other
+# pytest-xdist worker (a file gone mid-copy fails copytree)
+NOT_BUILT = {".git", ".venv", "build", "dist", "_build", "__pycache__", ".pytest_cache", ".hypothesis"}
 
 
 def _build_isolation() -> list[str]:
