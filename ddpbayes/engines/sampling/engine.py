@@ -387,7 +387,9 @@ def _bound(problem: Problem, choice: Choice, settings: RunSettings) -> Adversary
     again = [] if problem.mechanism.profile else [  # an SMC bounding run over the R-hat limit: a wider fresh one
         rebound(model, e, bounding(settings), r, lambda run: query_values(problem, run)) for e, r in zip(events, fresh)]
     final = [a or r for a, r in zip(again, fresh)] if any(again) else fresh
-    draws, last = _draws_of(problem, adv, events, fresh), _draws_of(problem, adv, events, final)
+    draws = [_draws_of(problem, adv, e, r) for e, r in zip(events, fresh)]
+    last = [d if a is None else _draws_of(problem, adv, e, a) for e, a, d in zip(events, again, draws)
+            ] if final is not fresh else draws  # the query's values of a run computed once
     records = [run_diagnostics(run, d.expected()) for run, d in [*choice.runs, *zip(final, last)]]
     diagnostics = {**summarise(records), **roles(settings, "conditioning event, every x_K and target value",
                                                  "the chosen witness's two events")}
@@ -398,7 +400,9 @@ def _bound(problem: Problem, choice: Choice, settings: RunSettings) -> Adversary
         return _profile_adversary(problem, choice, draws, diagnostics)
     peak, b = choice.peak, _scales(problem, choice.groups)
     if problem.mechanism.joint:  # each draw's kernel is its exact p(y | answers)
-        draws, last = ([JointDraws(d, problem.mechanism) for d in ds] for ds in (draws, last))
+        joint = [JointDraws(d, problem.mechanism) for d in draws]
+        last = joint if last is draws else [JointDraws(d, problem.mechanism) for d in last]
+        draws = joint
     lower, held = bound(peak, *draws, b) if draws else (0.0, {})
     if final is not fresh:  # the lower of the two lower bounds: it holds whenever either does (DESIGN §2.3)
         wide_lower, wide_held = bound(peak, *last, b)
@@ -417,9 +421,9 @@ def _bound(problem: Problem, choice: Choice, settings: RunSettings) -> Adversary
     return AdversaryLeakage(adv, value, witness, ci=(lower, upper), diagnostics=diagnostics, score=peak.value)
 
 
-def _draws_of(problem: Problem, adv: Adversary, events, runs: list[Run]) -> list[Draws]:
-    """The query's draws of each event's run."""
-    return [Draws(e, e[adv.target], query_values(problem, r), r.logw, r.groups) for e, r in zip(events, runs)]
+def _draws_of(problem: Problem, adv: Adversary, event: dict[int, float], run: Run) -> Draws:
+    """The query's draws of the event's run."""
+    return Draws(event, event[adv.target], query_values(problem, run), run.logw, run.groups)
 
 
 def _profile_adversary(problem: Problem, choice: Choice, draws: list[Draws], diagnostics: dict) -> AdversaryLeakage:

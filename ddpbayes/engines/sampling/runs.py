@@ -254,10 +254,8 @@ def widened(model: DependenceModel, event: dict[int, float], settings: RunSettin
     particles per run; the event's bounding runs then get as many (`_particles`). R-hat - 1 across
     SMC runs falls about as 1/particles (DESIGN §2.3). Only the choosing draws decide, so the
     bounding draws stay fresh for the witness they bound and the bounds keep their level."""
-    if run.smc is None or run.smc.get("first_rhat") is not None:
-        return run
-    rhat = _worst_rhat(run, values)
-    if not rhat > RHAT_MAX:
+    rhat = _over_limit(run, values)
+    if rhat is None:
         return run
     model.memo("sampling", _widen_key(event, settings), lambda: rhat)
     try:
@@ -271,16 +269,23 @@ def rebound(model: DependenceModel, event: dict[int, float], settings: RunSettin
     """A second, fresh SMC bounding run with WIDEN times the particles of `run` when `run` (a bounding SMC
     run) is over RHAT_MAX on an output, else None. The caller bounds on both and keeps the lower lower
     bound (`engine._bound`): drawn because of the first run's draws, the second cannot raise it (DESIGN §2.3)."""
-    if run.smc is None or run.smc.get("first_rhat") is not None:
-        return None
-    rhat = _worst_rhat(run, values)
-    if not rhat > RHAT_MAX:
+    rhat = _over_limit(run, values)
+    if rhat is None:
         return None
     wide = RunSettings.of(settings, draws=WIDEN * run.smc["particles"])
     try:
         return _smc(model, event, wide, (run.smc["why"], run.smc["nuts_rhat"]), rhat)
     except TemperingFailed:
         return None
+
+
+def _over_limit(run: Run, values: Callable[[Run], np.ndarray]) -> float | None:
+    """The worst R-hat of an SMC run not drawn wider already (`widened`, `rebound`) when it is over
+    RHAT_MAX, else None."""
+    if run.smc is None or run.smc.get("first_rhat") is not None:
+        return None
+    rhat = _worst_rhat(run, values)
+    return rhat if rhat > RHAT_MAX else None
 
 
 def _worst_rhat(run: Run, values: Callable[[Run], np.ndarray]) -> float:
