@@ -101,7 +101,8 @@ def _split(total: float) -> tuple[int, int]:
 
 
 ROW_KEYS = ("mechanism", "dpsniper_eps_lcb", "eps_lcb", "estimate", "seconds", "cpu_seconds", "load",
-            "dpsniper_seconds", "pair", "event", "direction", "k_a", "k_b", "runs", "n_search", "n_check")
+            "dpsniper_seconds", "pair", "event", "direction", "k_a", "k_b", "runs", "n_search", "n_check", "design",
+            "joint")
 
 
 def cpu_seconds() -> float:
@@ -128,7 +129,7 @@ def blackbox_row(bench: Benchmark, *, seed: int = 0, sizes: tuple[int, int] | No
     pairs = [(draws(program, a1), draws(program, a2)) for a1, a2 in bench.pairs]
     start, cpu = time.perf_counter(), cpu_seconds()
     cert = certify_best(pairs, n_search=n_search, n_check=n_check, confidence=confidence,
-                        rng=np.random.default_rng(seed), workers=workers)
+                        rng=np.random.default_rng(seed), workers=workers, aligned=program.aligned)
     seconds, cpu = time.perf_counter() - start, cpu_seconds() - cpu
     a1, a2 = bench.pairs[cert.pair]
     return {"mechanism": bench.name, "dpsniper_eps_lcb": bench.dpsniper_eps_lcb, "eps_lcb": cert.eps_lcb,
@@ -136,7 +137,7 @@ def blackbox_row(bench: Benchmark, *, seed: int = 0, sizes: tuple[int, int] | No
             "dpsniper_seconds": bench.dpsniper_seconds,
             "pair": [a1.tolist(), a2.tolist()], "event": cert.event.describe(), "direction": cert.direction,
             "k_a": cert.counts[0], "k_b": cert.counts[1], "runs": list(cert.runs), "n_search": cert.n_search,
-            "n_check": cert.counts[2]}
+            "n_check": cert.counts[2], "design": cert.design.describe(), "joint": list(cert.joint) if cert.joint else None}
 
 
 def quarter_ratio(row: dict) -> float:

@@ -84,6 +84,16 @@ def vectorized(fn):
     return fn
 
 
+def aligned(fn):
+    """Declares fn's randomness drawn by shape, not by value (`Program.aligned`): every draw's size is
+    fixed by the batch's shape, so row i reads the same part of the stream whatever the answers. Not
+    SVT1, 2 and 4 (`_compared_only` draws noise only for the runs still comparing) nor SVT34Parallel
+    (SVT4 inside)."""
+    fn.aligned = True
+    return fn
+
+
+@aligned
 @vectorized
 def laplace(a, rng):
     return a[:, 0] + laplace_noise(rng, 1 / EPS, len(a))
@@ -107,6 +117,7 @@ def _geo_cdf(c: int) -> np.ndarray:
     return f
 
 
+@aligned
 @vectorized
 def truncated_geometric(a, rng):
     """GeoSample(eps, n=5) on a count c in 0..5: smallest z with F_c(z) >= u, u uniform on 1..D."""
@@ -118,11 +129,13 @@ def truncated_geometric(a, rng):
     return np.argmax(table[c] >= u[:, None], axis=1)
 
 
+@aligned
 @vectorized
 def noisy_hist1(a, rng):
     return a + laplace_noise(rng, 1 / EPS, a.shape)
 
 
+@aligned
 @vectorized
 def noisy_hist2(a, rng):
     return a + laplace_noise(rng, EPS, a.shape)
@@ -136,21 +149,25 @@ def _noisy_queries(a, noise) -> np.ndarray:
     return m
 
 
+@aligned
 @vectorized
 def report_noisy_max1(a, rng):
     return np.argmax(a + laplace_noise(rng, 2 / EPS, a.shape), axis=1)
 
 
+@aligned
 @vectorized
 def report_noisy_max2(a, rng):
     return np.argmax(a + rng.exponential(scale=2 / EPS, size=a.shape), axis=1)
 
 
+@aligned
 @vectorized
 def report_noisy_max3(a, rng):
     return np.max(_noisy_queries(a, laplace_noise(rng, 2 / EPS, a.shape[::-1])), axis=0)
 
 
+@aligned
 @vectorized
 def report_noisy_max4(a, rng):
     return np.max(_noisy_queries(a, rng.exponential(scale=2 / EPS, size=a.shape[::-1])), axis=0)
@@ -261,6 +278,7 @@ def sparse_vector2(a, rng):
     return svt2(a, rng, c=1, t=1.0)
 
 
+@aligned
 @vectorized
 def sparse_vector3(a, rng):
     return svt3(a, rng, c=1, t=1.0)
@@ -271,11 +289,13 @@ def sparse_vector4(a, rng):
     return svt4(a, rng, c=1, t=1.0)
 
 
+@aligned
 @vectorized
 def sparse_vector5(a, rng):
     return svt5(a, rng, c=1, t=1.0)
 
 
+@aligned
 @vectorized
 def sparse_vector6(a, rng):
     return svt6(a, rng, c=1, t=1.0)
@@ -314,6 +334,7 @@ def _filters(a) -> np.ndarray:
     return distinct[values - values.min()]
 
 
+@aligned
 @vectorized
 def rappor(a, rng, f=0.75, p=0.45, q=0.55):
     """Steps 1-3 of Erlingsson et al. 2014: Bloom filter, permanent then instantaneous randomised response."""
@@ -322,12 +343,14 @@ def rappor(a, rng, f=0.75, p=0.45, q=0.55):
     return np.where(prr == 1, u < q, u < p)
 
 
+@aligned
 @vectorized
 def one_time_rappor(a, rng, f=0.95):
     """Steps 1-2: Bloom filter and permanent randomised response."""
     return _permanent(_filters(a), f, rng)
 
 
+@aligned
 @vectorized
 def laplace_parallel(a, rng, n=20, eps=0.005):
     return a[:, :1] + laplace_noise(rng, 1 / eps, (len(a), n))
@@ -339,11 +362,13 @@ def svt34_parallel(a, rng):
     return np.concatenate([svt3(a, rng, c=2, t=1.0).T, svt4(a, rng, c=2, t=1.0).T]).T
 
 
+@aligned
 @vectorized
 def prefix_sum(a, rng):
     return np.cumsum(a + laplace_noise(rng, 1 / EPS, a.shape), axis=1)
 
 
+@aligned
 @vectorized
 def numerical_svt(a, rng, c=2, t=1.0):
     """Wang et al. 2019: the noisy answer (fresh noise) when above, 0 below, -1000 aborted."""

@@ -2,7 +2,11 @@
 `mechanism(answers, rng) -> output`, answers the 1-d float array of the K query answers, rng a
 numpy Generator, output a scalar, vector, integer, boolean vector or a tuple of these. With the
 attribute `vectorized = True` it is called once with answers (S, K) and returns the S outputs
-stacked, (S, ...) or a tuple of such arrays.
+stacked, (S, ...) or a tuple of such arrays. With `aligned = True` it declares its randomness drawn
+by shape, not by value: row i of a call reads the same positions of rng's stream whatever the
+answers, so that two inputs run from equal generators give outputs coupled row by row (common random
+numbers: classic dp's check may count its event on such pairs, `engines/program/paired`; runs that
+consume different amounts of the stream are refused).
 
 Nothing about its law is known: `black_box`. What the audit can do is `sample` it and certify a
 lower bound on its leakage (`engines/program`; classic dp: `engines/program/classic`); it has no
@@ -38,13 +42,15 @@ class Program(Mechanism):
     black_box = True
 
     def __init__(self, function: Callable, name: str | None = None, file: str | None = None,
-                 vectorized: bool | None = None, source: str | None = None, why: str | None = None):
+                 vectorized: bool | None = None, source: str | None = None, why: str | None = None,
+                 aligned: bool | None = None):
         if not callable(function):
             raise InputError(f"program {name or function!r} is not a function")
         self.function = function
         self.name = name or getattr(function, "__name__", "mechanism")
         self.file = file
         self.vectorized = bool(getattr(function, "vectorized", False) if vectorized is None else vectorized)
+        self.aligned = bool(getattr(function, "aligned", False) if aligned is None else aligned)
         self.source = source  # the library object it runs (`mechanisms.interop`), if any
         self.why = why  # why that object is audited as a program, not as a law ddpbayes knows
 

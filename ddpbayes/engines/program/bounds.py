@@ -57,3 +57,33 @@ def rate_ratio_lower(k_num, k_den, alpha: float) -> np.ndarray | float:
     with np.errstate(divide="ignore"):
         out = np.where(pi_lo < 1.0, pi_lo / np.maximum(1.0 - pi_lo, 1e-300), np.inf)
     return out if out.ndim else float(out)
+
+
+def paired_ratio_lower(k_num_only: float, k_den_only: float, k_both: float, alpha: float,
+                       share: float = 0.5) -> float:
+    """Lower bound, level 1 - alpha, on P(A) / P(B) from independent pairs of indicators (A_i, B_i)
+    (one program run on each input from one generator: common random numbers), counted as
+    k_num_only = #(A, not B), k_den_only = #(B, not A), k_both = #(A and B). Given the m pairs with
+    a hit, k_both ~ Bin(m, theta), theta = q11 / (q11 + q10 + q01); given also k_both, k_num_only ~
+    Bin(k_num_only + k_den_only, pi), pi = q10 / (q10 + q01). The ratio is
+
+        R(theta, pi) = (theta + (1 - theta) pi) / (theta + (1 - theta)(1 - pi)),
+
+    increasing in pi, and in theta of the sign of 1 - 2 pi (dR/dtheta = (1 - 2 pi) / D^2). With
+    theta_hi the Clopper–Pearson upper bound at share * alpha and pi_lo the lower one at
+    (1 - share) * alpha, both hold with probability at least 1 - alpha (the union bound; each
+    conditionally valid, hence unconditionally), and then R >= R(theta_hi, pi_lo) where pi_lo >= 1/2
+    (the minimum over theta <= theta_hi, pi >= pi_lo is that corner), R >= pi_lo / (1 - pi_lo)
+    (theta = 0) otherwise. 0 without a hit or a discordant pair. Nested events (B_i implies A_i,
+    as for a shift whose noise is shared) leave only theta uncertain: its interval is far narrower
+    than the two independent counts' (DESIGN §2.6 step 4)."""
+    if not 0 < alpha < 1 or not 0 < share < 1:
+        raise ValueError(f"alpha and share must be in (0, 1), got {alpha}, {share}")
+    m = k_num_only + k_den_only + k_both
+    if k_num_only <= 0 or m <= 0:
+        return 0.0
+    theta_hi = float(upper(k_both, m, share * alpha))
+    pi_lo = float(lower(k_num_only, k_num_only + k_den_only, (1 - share) * alpha))
+    if pi_lo < 0.5:
+        return pi_lo / (1.0 - pi_lo)
+    return (theta_hi + (1 - theta_hi) * pi_lo) / (theta_hi + (1 - theta_hi) * (1 - pi_lo))

@@ -21,6 +21,7 @@ order. Several candidate pairs share the search by successive halving (`search_p
 
 from __future__ import annotations
 
+import copy
 import math
 import multiprocessing
 import time
@@ -30,8 +31,9 @@ from dataclasses import dataclass
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from ddpbayes.engines.program import bounds
+from ddpbayes.engines.program import bounds, paired
 from ddpbayes.engines.program.event import Draw, Event, Found, Search, batch_rows, train_rows
+from ddpbayes.errors import InputError
 from ddpbayes.limits import FITS_ANYWHERE, available_memory, check_memory
 from ddpbayes.progress import Progress
 
@@ -52,9 +54,11 @@ class Certificate:
     """eps_lcb: the certified lower bound (confidence `confidence`); estimate: the plain log ratio
     of the check counts; event and direction ("a": P_a(E) / P_b(E); "b": the reverse); counts
     (k_a, k_b, n_check): the event's hits among the fresh draws, `runs` (runs_a, runs_b) of them,
-    each Poisson of mean n_check; n_search: draws per
-    side the search used (all candidates together); pair: the index of the chosen candidate pair
-    (`certify_best`), 0 for `certify`; search_score: the event's conservative score on the search."""
+    each Poisson of mean n_check (both n_check for a coupled check); n_search: draws per side the
+    search used (all candidates together, the coupled pilot's included); pair: the index of the
+    chosen candidate pair (`certify_best`), 0 for `certify`; search_score: the event's conservative
+    score on the search; design: how the check counted (`paired.Design`); joint: a coupled check's
+    (both, only a, only b) hits."""
 
     eps_lcb: float
     estimate: float
@@ -67,13 +71,16 @@ class Certificate:
     pair: int = 0
     search_score: float = float("-inf")
     runs: tuple[int, int] = (0, 0)
+    design: paired.Design = paired.INDEPENDENT
+    joint: tuple[int, int, int] | None = None
 
     def as_dict(self) -> dict:
         return {"eps_lcb": self.eps_lcb, "estimate": self.estimate, "event": self.event.describe(),
                 "direction": self.direction, "k_a": self.counts[0], "k_b": self.counts[1],
                 "n_check": self.counts[2], "confidence": self.confidence, "n_search": self.n_search,
                 "runs": list(self.runs), "seconds": self.seconds, "pair": self.pair,
-                "search_score": self.search_score}
+                "search_score": self.search_score, "design": self.design.describe(),
+                "joint": list(self.joint) if self.joint else None}
 
 
 def plan(n: int, first: int, d: int) -> list[int]:
@@ -100,16 +107,36 @@ def _draw(pair: int, side: int, n: int, rng: np.random.Generator) -> np.ndarray:
     return x
 
 
+BOTH = 2  # a task's side: both inputs run from copies of one generator (`_coupled_hits`)
+
+
 def _task(task) -> object:
     """One batch: draw n rows of pair `pair`, side `side` with its own generator, and return them
-    (`what` None), the reduced form for the search (`what` a Reducer) or the event's hits."""
+    (`what` None), the reduced form for the search (`what` a Reducer) or the event's hits (side
+    BOTH: the coupled hits)."""
     pair, side, n, rng, what = task
+    if side == BOTH:
+        return _coupled_hits(pair, n, rng, what)
     x = _draw(pair, side, n, rng)
     if what is None:
         return x
     if isinstance(what, Event):
         return int(np.count_nonzero(what.contains(x)))
     return what(x)
+
+
+def _coupled_hits(pair: int, n: int, rng: np.random.Generator, event: Event) -> tuple[int, int, int]:
+    """(both, only a, only b): `event`'s hits on n rows of each input drawn from two copies of
+    `rng` (`paired`). Runs that consumed different amounts of the generator show the program's
+    randomness is not aligned (its rows would not pair up): refused."""
+    twin = copy.deepcopy(rng)
+    hit_a = event.contains(_draw(pair, 0, n, rng))
+    hit_b = event.contains(_draw(pair, 1, n, twin))
+    if rng.bit_generator.state != twin.bit_generator.state:
+        raise InputError("the program declares its randomness aligned (`aligned = True`: drawn by shape, not by "
+                         "value), but its runs on the two inputs drew different amounts of it: remove the declaration")
+    both = int(np.count_nonzero(hit_a & hit_b))
+    return both, int(np.count_nonzero(hit_a)) - both, int(np.count_nonzero(hit_b)) - both
 
 
 class Workers:
@@ -289,6 +316,16 @@ def _check(workers: Workers, pair: int, event: Event, direction: str, *, n_check
     return (*ratio_bound(k_a, k_b, direction, confidence), k_a, k_b, *runs)
 
 
+def _coupled_count(workers: Workers, pair: int, event: Event, n: int, rng: np.random.Generator,
+                   d: int) -> tuple[int, int, int]:
+    """(both, only a, only b) of `event` on n coupled runs per input, batch by batch (a generator
+    spawned per batch, copied for the second input)."""
+    sizes = plan(n, batch_rows(d), d)
+    tasks = [(pair, BOTH, size, g, event) for size, g in zip(sizes, rng.spawn(len(sizes)))]
+    hits = workers.map(tasks, [2 * size for size in sizes])
+    return tuple(int(sum(h[j] for h in hits)) for j in range(3))
+
+
 def _shares(n: int, sizes: list[int]) -> list[int]:
     """n split over batches in proportion to their sizes (the progress counts n_check per side
     whatever the Poisson number of runs)."""
@@ -315,22 +352,26 @@ def ratio_bound(k_a: int, k_b: int, direction: str, confidence: float) -> tuple[
 
 def certify(draw_a: Draw, draw_b: Draw, *, n_search: int, n_check: int, confidence: float = 0.9,
             rng: np.random.Generator, project: bool = True, workers: int = 1,
-            progress: Progress | None = None) -> Certificate:
+            progress: Progress | None = None, aligned: bool = False) -> Certificate:
     """Search on n_search fresh draws per side, certify on n_check fresh draws per side.
     `project`: score the search's candidates by the bound they would get on n_check draws
     (`event.conservative_log_ratio` with n_target), else as if on the search sample. `workers`:
     processes drawing the batches (the certificate does not depend on it). `progress`: a line
-    advanced by the draws of each batch, 2 (n_search + n_check) in all."""
+    advanced by the draws of each batch, 2 (n_search + n_check) in all. `aligned`: the draws'
+    randomness is aligned (`certify_best`)."""
     return certify_best([(draw_a, draw_b)], n_search=n_search, n_check=n_check, confidence=confidence,
-                        rng=rng, project=project, workers=workers, progress=progress)
+                        rng=rng, project=project, workers=workers, progress=progress, aligned=aligned)
 
 
 def certify_best(pairs: Sequence[tuple[Draw, Draw]], *, n_search: int, n_check: int, confidence: float = 0.9,
                  rng: np.random.Generator, project: bool = True, workers: int = 1,
-                 progress: Progress | None = None) -> Certificate:
+                 progress: Progress | None = None, aligned: bool = False) -> Certificate:
     """Several candidate pairs of laws (input pairs, target values) share n_search draws per side,
     by successive halving on the search score (`search_pairs`); the best pair's event is checked
-    on n_check fresh draws per side (the check sample is never looked at before the choice)."""
+    on n_check fresh draws per side (the check sample is never looked at before the choice).
+    `aligned`: draw_a(n, g) and draw_b(n, g) from equal generators g give row-aligned outputs
+    (`paired`): a pilot of coupled runs, a 1/8 part of the search's, chooses between the
+    independent check and the coupled one."""
     if not pairs:
         raise ValueError("no pair to certify")
     if n_search < 2 * len(pairs) or n_check < 1:
@@ -339,18 +380,28 @@ def certify_best(pairs: Sequence[tuple[Draw, Draw]], *, n_search: int, n_check: 
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
     start = time.perf_counter()
     alpha = 1 - confidence
-    streams = rng.spawn(len(pairs) + 1)
+    streams = rng.spawn(len(pairs) + 2)  # each pair's search, the check, the coupled pilot
+    n_pilot = paired.pilot_runs(n_search, len(pairs)) if aligned else 0
+    design, joint = paired.INDEPENDENT, None
     pool = Workers(pairs, workers, progress)
     try:
-        chosen, best, used, d = search_pairs(pool, len(pairs), n_search, streams[:-1], alpha=alpha,
-                                          n_target=n_check if project else None)
+        chosen, best, used, d = search_pairs(pool, len(pairs), n_search - n_pilot, streams[:len(pairs)],
+                                             alpha=alpha, n_target=n_check if project else None)
         if best is None:
             event, direction, score = Nothing(), "a", float("-inf")
         else:
             event, direction, score = best.event, best.direction, best.score
-        eps_lcb, estimate, k_a, k_b, *runs = _check(pool, chosen, event, direction, n_check=n_check,
-                                             confidence=confidence, rng=streams[-1], d=d)
+            if n_pilot:
+                pilot = _coupled_count(pool, chosen, event, n_pilot, streams[-1], d)
+                design, used = paired.choose(pilot, n_pilot, n_check, direction, alpha), used + n_pilot
+        if design.coupled:
+            joint = _coupled_count(pool, chosen, event, n_check, streams[len(pairs)], d)
+            eps_lcb, estimate = paired.ratio_bound(joint, direction, design, confidence)
+            k_a, k_b, runs = joint[0] + joint[1], joint[0] + joint[2], (n_check, n_check)
+        else:
+            eps_lcb, estimate, k_a, k_b, *runs = _check(pool, chosen, event, direction, n_check=n_check,
+                                                        confidence=confidence, rng=streams[len(pairs)], d=d)
     finally:
         pool.close()
     return Certificate(eps_lcb, estimate, event, direction, (k_a, k_b, n_check), confidence, used,
-                       time.perf_counter() - start, chosen, score, tuple(runs))
+                       time.perf_counter() - start, chosen, score, tuple(runs), design, joint)

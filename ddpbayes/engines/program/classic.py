@@ -203,7 +203,7 @@ def _certified(problem: Problem, i: int, pairs: list, level: float, m: int, give
 
     rng = np.random.default_rng([problem.settings.seed, 43, i, len(pairs)])
     cert = certify_best([(draw(a), draw(b)) for _, a, b in pairs], n_search=runs, n_check=runs, confidence=level,
-                        rng=rng, workers=1, progress=bar)
+                        rng=rng, workers=1, progress=bar, aligned=getattr(mech, "aligned", False))
     pair, q_a, q_b = pairs[cert.pair]
     x, x_prime = np.array(pair.x), np.array(pair.x_prime)
     k_a, k_b, checked = cert.counts
@@ -214,14 +214,24 @@ def _certified(problem: Problem, i: int, pairs: list, level: float, m: int, give
     reason = (f"certified lower bound at {level:.4g} confidence ({CONFIDENCE:g} over the {m} targets, Bonferroni): "
               f"the event {cert.event.describe()} had {k_a:,} of {n_a:,} fresh runs on x (record {i} = {x[i]:g}, "
               f"answers {_vector(q_a)}) and {k_b:,} of {n_b:,} on x' (record {i} = {x_prime[i]:g}, answers "
-              f"{_vector(q_b)}) (runs Poisson of mean {checked:,}; Clopper–Pearson on the share of the hits); the pair and the event chosen among {len(pairs)} pairs {how} on {cert.n_search:,} "
-              "other runs per database; classic dp has no model law: the records are the pair's databases "
-              "themselves (no dependence)")
+              f"{_vector(q_b)}) ({_counted(cert, checked)}); the pair and the event chosen among {len(pairs)} "
+              f"pairs {how} on {cert.n_search:,} other runs per database; classic dp has no model law: the records "
+              "are the pair's databases themselves (no dependence)")
     diagnostics = {"ok": True, "lower_bound_only": True, "program_runs": 4 * runs, "estimate": cert.estimate,
                    "event": cert.event.describe(), "confidence": level, "counts": [k_a, k_b, checked],
+                   "check": cert.design.describe(), "joint": list(cert.joint) if cert.joint else None,
                    "pairs_tried": len(pairs), "answers": [q_a.tolist(), q_b.tolist()]}
     return AdversaryLeakage(adv, cert.eps_lcb, witness, ci=(cert.eps_lcb, math.inf), reason=reason,
                             diagnostics=diagnostics, score=cert.eps_lcb)
+
+
+def _counted(cert, checked: int) -> str:
+    """How the check's runs were made and bounded (`paired.Design`)."""
+    if not cert.design.coupled:
+        return f"runs Poisson of mean {checked:,}; Clopper–Pearson on the share of the hits"
+    both = cert.joint[0]
+    return (f"{checked:,} runs a database from shared generators, the program's randomness aligned; {both:,} runs hit "
+            "on both: Clopper–Pearson on the share hit on both and on the discordant runs' split")
 
 
 def _vector(q: np.ndarray) -> str:
