@@ -86,9 +86,8 @@ def vectorized(fn):
 
 def aligned(fn):
     """Declares fn's randomness drawn by shape, not by value (`Program.aligned`): every draw's size is
-    fixed by the batch's shape, so row i reads the same part of the stream whatever the answers. Not
-    SVT1, 2 and 4 (`_compared_only` draws noise only for the runs still comparing) nor SVT34Parallel
-    (SVT4 inside)."""
+    fixed by the batch's shape, so row i reads the same part of the stream whatever the answers
+    (every program here)."""
     fn.aligned = True
     return fn
 
@@ -196,44 +195,43 @@ def svt1(a, rng, c=1, t=0.5):
     """Lyu et al. 2017 Alg. 1 (private): 1 above, 0 below, -1 aborted."""
     e1 = EPS / 2
     e2 = EPS - e1
-    return _compared_only(a, rng, laplace_noise(rng, 1 / e1, len(a)), 2 * c / e2, c, t)
+    return _compared(a, rng, laplace_noise(rng, 1 / e1, len(a)), 2 * c / e2, c, t)
 
 
-def _compared_only(a, rng, rho, scale, c, t, redraw=None) -> np.ndarray:
-    """The 0/1/-1 sparse vector (1 above, 0 below, -1 aborted) of threshold rho + t, query noise
-    Laplace(scale) drawn only for the runs that compare (fewer than c aboves so far), query by
-    query, in run order: a run's noise after its c-th above is never read, so the law is the
-    algorithm's (SVT1 compares 2.4 of its 10 queries on average, SVT4 4.1). `redraw`: after an
-    above, the threshold noise of the runs that will compare again is drawn anew, Laplace(redraw)
-    (Alg. 2). Outputs (S, K), a transposed view of (K, S) int8."""
+def _compared(a, rng, rho, scale, c, t, redraw=None) -> np.ndarray:
+    """The 0/1/-1 sparse vector (1 above, 0 below, -1 aborted) of threshold rho + t: query noise
+    Laplace(scale) drawn for every run and query, (K, S) query-major, and read only while a run
+    compares (fewer than c aboves so far), so that each run's noise sits at the same place in the
+    stream whatever the answers (`aligned`) and the law is the algorithm's (a noise never read
+    changes nothing). `redraw` (Alg. 2, c > 1): a threshold noise Laplace(redraw) drawn for every
+    run after each query but the last, (K - 1, S), read by the runs that were above and will
+    compare again (at c = 1 an above ends the run: none is drawn). Outputs (S, K), a transposed
+    view of (K, S) int8."""
     s, k = a.shape
-    out = np.full((k, s), -1, dtype=np.int8)
-    live = np.arange(s)
+    m = _noisy_queries(a, laplace_noise(rng, scale, (k, s)))
+    if redraw is None or c == 1:
+        cmp = m >= rho + t
+        return _abort_after(cmp, c, cmp.astype(np.int8), -1)
+    fresh = laplace_noise(rng, redraw, (k - 1, s))
+    out = np.empty((k, s), dtype=np.int8)
     bar = rho + t
     count = np.zeros(s, dtype=np.int32)
     for j in range(k):
-        cmp = a[live, j] + laplace_noise(rng, scale, len(live)) >= bar[live]
-        out[j, live] = cmp
-        if c == 1:  # the first above ends a run: no count, no threshold drawn again
-            live = live[~cmp]
-        else:
-            count[live] += cmp
-            again = live[cmp & (count[live] < c)]
-            live = live[count[live] < c]
-            if redraw is not None and j < k - 1 and len(again):
-                bar[again] = laplace_noise(rng, redraw, len(again)) + t
-        if not len(live):
-            break
+        live = count < c
+        above = (m[j] >= bar) & live
+        out[j] = np.where(live, above, -1)
+        count += above
+        if j < k - 1:
+            bar = np.where(above & (count < c), fresh[j] + t, bar)
     return out.T
 
 
 def svt2(a, rng, c=1, t=1.0):
-    """Alg. 2 (private): the threshold's noise drawn again after each above — only for the rows
-    that will compare again (fewer than c aboves so far, counting this one): after its c-th above a
-    row's later queries are aborted, so a new threshold there is never read (the same law)."""
+    """Alg. 2 (private): the threshold's noise drawn again after each above that leaves the run
+    comparing (fewer than c aboves, counting this one; `_compared`)."""
     e1 = EPS / 2
     e2 = EPS - e1
-    return _compared_only(a, rng, laplace_noise(rng, c / e1, len(a)), 2 * c / e2, c, t, redraw=c / e1)
+    return _compared(a, rng, laplace_noise(rng, c / e1, len(a)), 2 * c / e2, c, t, redraw=c / e1)
 
 
 def svt3(a, rng, c=1, t=1.0):
@@ -251,7 +249,7 @@ def svt4(a, rng, c=1, t=1.0):
     """Alg. 4 (not eps-private: eps/4 on the threshold, noise 1/eps2 on each query whatever c)."""
     e1 = EPS / 4
     e2 = EPS - e1
-    return _compared_only(a, rng, laplace_noise(rng, 1 / e1, len(a)), 1 / e2, c, t)
+    return _compared(a, rng, laplace_noise(rng, 1 / e1, len(a)), 1 / e2, c, t)
 
 
 def svt5(a, rng, c=1, t=1.0):
@@ -268,11 +266,13 @@ def svt6(a, rng, c=1, t=1.0):
     return (_noisy_queries(a, laplace_noise(rng, 1 / e2, a.shape[::-1])) >= rho + t).T
 
 
+@aligned
 @vectorized
 def sparse_vector1(a, rng):
     return svt1(a, rng, c=1, t=0.5)
 
 
+@aligned
 @vectorized
 def sparse_vector2(a, rng):
     return svt2(a, rng, c=1, t=1.0)
@@ -284,6 +284,7 @@ def sparse_vector3(a, rng):
     return svt3(a, rng, c=1, t=1.0)
 
 
+@aligned
 @vectorized
 def sparse_vector4(a, rng):
     return svt4(a, rng, c=1, t=1.0)
@@ -356,6 +357,7 @@ def laplace_parallel(a, rng, n=20, eps=0.005):
     return a[:, :1] + laplace_noise(rng, 1 / eps, (len(a), n))
 
 
+@aligned
 @vectorized
 def svt34_parallel(a, rng):
     """SVT3 and SVT4 (c=2, t=1) run on the same answers with their own noise: 20 outputs."""

@@ -2,8 +2,8 @@
 vectorised; here each is checked draw for draw against the algorithm written row by row (Lyu et
 al. 2017, Algs. 1-4, with DP-Sniper's abort; Wang et al.'s numerical SVT; Balcer & Vadhan's
 GeoSample by a linear scan of its CDF), fed the same random numbers in the same order (query-major:
-query j's noise for every run, then query j + 1's; Algs. 1, 2 and 4 draw it only for the runs that
-still compare), and the first-above law of Algs. 1, 2 and 4 against its integral; and the
+query j's noise for every run, then query j + 1's; Algs. 1, 2 and 4 draw it for every run and read
+it only while the run compares), and the first-above law of Algs. 1, 2 and 4 against its integral; and the
 programs' Laplace noise (`laplace_noise`) against the Laplace law's CDF."""
 
 from __future__ import annotations
@@ -60,26 +60,26 @@ def _sparse_vector(a, rho, m, c, t, below, aborted, above=None):
 
 
 def _compared_rows(a, rng, rho_scale, scale, c, t, redraw=None):
-    """Algs. 1, 2 and 4 row by row, query by query: query j's noise drawn for the runs that compare
-    it (fewer than c aboves so far), in run order; with `redraw` (Alg. 2), then a new threshold
-    noise for each run that was above and will compare again, in run order (no draw when there
-    is none); 1 above, 0 below, -1
-    aborted."""
+    """Algs. 1, 2 and 4 row by row from the programs' draws in their order: the threshold noise
+    (S), every query's noise (K, S) query-major, and with `redraw` (Alg. 2) at c > 1 a threshold
+    noise (K - 1, S) for every run after each query but the last. A run reads its query's noise
+    while it compares (fewer than c aboves so far) and, after an above that leaves it comparing,
+    the threshold drawn after that query; 1 above, 0 below, -1 aborted."""
     s, k = a.shape
-    rho, count = list(_lap(rng, rho_scale, s)), [0] * s
+    rho = _lap(rng, rho_scale, s)
+    noise = _lap(rng, scale, (k, s))
+    fresh = _lap(rng, redraw, (k - 1, s)) if redraw is not None and c > 1 else None
     out = np.full(a.shape, -1.0)
-    for j in range(k):
-        live = [i for i in range(s) if count[i] < c]
-        again = []
-        for i, v in zip(live, _lap(rng, scale, len(live))):
-            above = float(a[i, j]) + float(v) >= float(rho[i]) + t
+    for i in range(s):
+        count, r = 0, float(rho[i])
+        for j in range(k):
+            if count >= c:
+                break
+            above = float(a[i, j]) + float(noise[j, i]) >= r + t
             out[i, j] = int(above)
-            count[i] += above
-            if above and count[i] < c:
-                again.append(i)
-        if redraw is not None and j < k - 1 and again:
-            for i, v in zip(again, _lap(rng, redraw, len(again))):
-                rho[i] = float(v)
+            count += above
+            if above and count < c and fresh is not None and j < k - 1:
+                r = float(fresh[j, i])
     return out
 
 
@@ -181,28 +181,44 @@ def test_permanent_response_has_its_law(f):
         assert abs(got - p) <= 5 * np.sqrt(p * (1 - p) / n)
 
 
-def _one_row_changed(bench, rows: int = 300) -> tuple[bool, bool]:
+def _rows_kept(program, a1, a2, rows: int = 300) -> tuple[bool, bool]:
     """(same stream used, other rows unchanged): the program on `rows` copies of a2, and on the same
     rows with the first half set to a1, from equal generators — what `aligned` declares: row i's
     randomness is the same part of the stream whatever any row's answers."""
-    a1, a2 = bench.pairs[-1]
     base = np.tile(a2, (rows, 1))
     changed = base.copy()
     changed[:rows // 2] = a1
     g, h = np.random.default_rng(5), np.random.default_rng(5)
-    x = np.asarray(bench.program(base, g), dtype=float).reshape(rows, -1)
-    y = np.asarray(bench.program(changed, h), dtype=float).reshape(rows, -1)
+    x = np.asarray(program(base, g), dtype=float).reshape(rows, -1)
+    y = np.asarray(program(changed, h), dtype=float).reshape(rows, -1)
     return g.bit_generator.state == h.bit_generator.state, bool(np.array_equal(x[rows // 2:], y[rows // 2:]))
+
+
+def _first_above_drawn_for_comparers(a, rng, t=0.5):
+    """SVT1 as it was written before: each query's noise drawn only for the runs still comparing."""
+    s, k = a.shape
+    bar = dp.laplace_noise(rng, 2 / EPS, s) + t
+    out = np.full((s, k), -1, dtype=np.int8)
+    live = np.arange(s)
+    for j in range(k):
+        above = a[live, j] + dp.laplace_noise(rng, 40 / EPS, len(live)) >= bar[live]
+        out[live, j] = above
+        live = live[~above]
+    return out
+
+
+DISCRETE_INPUTS = ("TruncatedGeometricMechanism", "Rappor", "OneTimeRappor")  # a count 0..5, a hashed integer
 
 
 @pytest.mark.parametrize("bench", dp.BENCHMARK, ids=lambda b: b.name)
 def test_the_aligned_declarations_hold(bench):
-    """Every program declared `aligned` reads the same stream whatever the answers and keeps the
-    other rows' outputs when some rows' answers change (checked on its last input pair, whose answers
-    differ in most queries); SVT1, 2 and 4 (noise only for the runs still comparing) do not, and are
-    not declared."""
-    declared = getattr(bench.program, "aligned", False)
-    holds = all(_one_row_changed(bench))
-    assert holds or not declared
-    if bench.name in ("SparseVectorTechnique1", "SparseVectorTechnique2", "SparseVectorTechnique4", "SVT34Parallel"):
-        assert not declared and not holds
+    """Every program is declared `aligned`, reads the same stream whatever the answers and keeps the
+    other rows' outputs when half the rows' answers change: from all 1000 to all -1000 (every
+    comparison flips), or for the three discrete inputs along the last input pair; SVT1 drawing
+    noise only for the runs still comparing fails the check."""
+    k = len(bench.pairs[0][0])
+    a1, a2 = bench.pairs[-1] if bench.name in DISCRETE_INPUTS else (np.full(k, 1000.0), np.full(k, -1000.0))
+    assert getattr(bench.program, "aligned", False)
+    assert _rows_kept(bench.program, a1, a2) == (True, True)
+    if bench.name == "SparseVectorTechnique1":
+        assert _rows_kept(_first_above_drawn_for_comparers, a1, a2) != (True, True)
