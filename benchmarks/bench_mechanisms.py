@@ -64,6 +64,8 @@ TIMING_LARGE_SEED = 103  # the large timing run's seed
 # niced beside it), the large ones 04:33-04:45 (load 0.2-2.1), at the sizes the small runs gave by the proportional
 # rule (the comment: each small run's seconds). The five rows whose surviving pairs retrain their classifiers
 # (`Search.refit`: SVT3, SVT6, SVT34Parallel, PrefixSum, NumericalSVT) re-timed with it, 07:50-08:08 (load 3.9-5.3).
+# SVT1, SVT2, SVT4 and SVT34Parallel re-timed on 2026-11-30 13:14-13:27 (load 3.6-4.4, a helper's work beside it)
+# after their programs drew every query's noise for every run (aligned: `dpsniper_programs._compared`).
 TIMING = {
     "LaplaceMechanism": ((15_500_000, 1.93), (34_400_000, 3.24)),  # s 1.74, 1.93, 2.87; load 0.8
     "TruncatedGeometricMechanism": ((16_200_000, 0.96), (65_700_000, 3.13)),  # s 0.96, 1.01, 0.92; load 0.9
@@ -73,16 +75,16 @@ TIMING = {
     "ReportNoisyMax2": ((19_200_000, 2.66), (84_300_000, 10.61)),  # s 2.66, 2.52, 2.70; load 1.2
     "ReportNoisyMax3": ((17_800_000, 4.62), (48_100_000, 9.24)),  # s 4.62, 5.43, 4.02; load 1.3
     "ReportNoisyMax4": ((21_000_000, 3.94), (67_000_000, 10.80)),  # s 3.86, 3.97, 3.94; load 1.4
-    "SparseVectorTechnique1": ((25_000_000, 6.30), (100_000_000, 26.46)),  # s 6.24, 6.30, 6.99; load 1.8
-    "SparseVectorTechnique2": ((33_500_000, 8.47), (126_500_000, 28.95)),  # s 8.47, 8.49, 7.98; load 1.9
+    "SparseVectorTechnique1": ((23_800_000, 13.00), (46_100_000, 24.49)),  # s 13.00, 13.20, 11.37; load 4.4 (aligned)
+    "SparseVectorTechnique2": ((35_000_000, 15.31), (73_100_000, 28.68)),  # s 15.31, 17.81, 15.20; load 4.4 (aligned)
     "SparseVectorTechnique3": ((7_000_000, 9.96), (22_500_000, 24.78)),  # s 10.67, 9.96, 9.59; load 4.4 (refit)
-    "SparseVectorTechnique4": ((17_900_000, 5.74), (81_400_000, 26.07)),  # s 5.99, 5.48, 5.74; load 2.1
+    "SparseVectorTechnique4": ((20_400_000, 8.94), (59_600_000, 26.31)),  # s 9.39, 8.94, 8.44; load 4.1 (aligned)
     "SparseVectorTechnique5": ((16_900_000, 3.49), (57_000_000, 14.39)),  # s 3.49, 3.36, 3.82; load 2.1
     "SparseVectorTechnique6": ((10_000_000, 5.56), (34_400_000, 19.09)),  # s 5.56, 4.98, 7.57; load 4.3 (refit)
     "Rappor": ((8_500_000, 9.55), (25_800_000, 28.94)),  # s 9.55, 9.49, 9.83; load 2.0
     "OneTimeRappor": ((7_200_000, 5.29), (24_300_000, 21.12)),  # s 5.29, 5.20, 5.42; load 2.0
     "LaplaceParallel": ((6_600_000, 8.12), (17_000_000, 25.57)),  # s 8.16, 8.12, 8.08; load 1.7
-    "SVT34Parallel": ((8_100_000, 27.12), (21_700_000, 51.22)),  # s 25.39, 27.54, 27.12; load 5.3 (refit)
+    "SVT34Parallel": ((7_800_000, 22.74), (25_000_000, 52.13)),  # s 22.74, 22.11, 22.98; load 3.6 (aligned)
     "PrefixSum": ((6_400_000, 5.88), (21_100_000, 18.92)),  # s 6.48, 5.46, 5.88; load 5.1 (refit)
     "NumericalSVT": ((5_100_000, 10.12), (15_300_000, 25.23)),  # s 10.12, 10.09, 10.36; load 3.9 (refit)
 }
