@@ -101,7 +101,7 @@ def draw(program: Program, value: float):
 
 
 def test_a_shared_shift_is_certified_tighter_than_by_independent_runs():
-    """Laplace(4) on 0 against 1 (epsilon 1/4), equal runs, 8 seeds: every coupled check's interval
+    """Laplace(4) on 0 against 1 (epsilon 1/4), equal budgets, 8 seeds: every coupled check's interval
     (estimate less bound) is under 0.6 times the independent one's (by hand, theta's part alone: the
     log ratio's standard error sqrt((1 - theta) / (theta m)) against sqrt(1 / m + 1 / (theta m)) for m
     hits of the likelier input, theta = e^-1/4: 0.35; pi's bound adds to it), and its mean shortfall
@@ -112,7 +112,8 @@ def test_a_shared_shift_is_certified_tighter_than_by_independent_runs():
         for aligned, out in ((True, coupled), (False, alone)):
             out.append(certify(draw(program, 0.0), draw(program, 1.0), n_search=20_000, n_check=40_000,
                                rng=np.random.default_rng(seed), aligned=aligned))
-    assert all(c.design.coupled and c.joint is not None and c.runs == (40_000, 40_000) for c in coupled)
+    assert all(c.design.coupled and c.joint is not None and c.pilot == 2_500 and c.runs == (37_500, 37_500)
+               for c in coupled)  # the pilot is a sixteenth of the check's budget
     assert all(not c.design.coupled and c.joint is None for c in alone)
     assert all(c.estimate - c.eps_lcb < 0.6 * (a.estimate - a.eps_lcb) for c, a in zip(coupled, alone))
     assert np.mean([0.25 - c.eps_lcb for c in coupled]) < 0.6 * np.mean([0.25 - a.eps_lcb for a in alone])

@@ -55,10 +55,11 @@ class Certificate:
     of the check counts; event and direction ("a": P_a(E) / P_b(E); "b": the reverse); counts
     (k_a, k_b, n_check): the event's hits among the fresh draws, `runs` (runs_a, runs_b) of them,
     each Poisson of mean n_check (both n_check for a coupled check); n_search: draws per side the
-    search used (all candidates together, the coupled pilot's included); pair: the index of the
+    search used (all candidates together); pair: the index of the
     chosen candidate pair (`certify_best`), 0 for `certify`; search_score: the event's conservative
     score on the search; design: how the check counted (`paired.Design`); joint: a coupled check's
-    (both, only a, only b) hits."""
+    (both, only a, only b) hits; pilot: the coupled runs per input that chose the design (taken
+    from the check's budget: n_check is what is left)."""
 
     eps_lcb: float
     estimate: float
@@ -73,6 +74,7 @@ class Certificate:
     runs: tuple[int, int] = (0, 0)
     design: paired.Design = paired.INDEPENDENT
     joint: tuple[int, int, int] | None = None
+    pilot: int = 0
 
     def as_dict(self) -> dict:
         return {"eps_lcb": self.eps_lcb, "estimate": self.estimate, "event": self.event.describe(),
@@ -80,7 +82,7 @@ class Certificate:
                 "n_check": self.counts[2], "confidence": self.confidence, "n_search": self.n_search,
                 "runs": list(self.runs), "seconds": self.seconds, "pair": self.pair,
                 "search_score": self.search_score, "design": self.design.describe(),
-                "joint": list(self.joint) if self.joint else None}
+                "joint": list(self.joint) if self.joint else None, "pilot": self.pilot}
 
 
 def plan(n: int, first: int, d: int) -> list[int]:
@@ -370,8 +372,8 @@ def certify_best(pairs: Sequence[tuple[Draw, Draw]], *, n_search: int, n_check: 
     by successive halving on the search score (`search_pairs`); the best pair's event is checked
     on n_check fresh draws per side (the check sample is never looked at before the choice).
     `aligned`: draw_a(n, g) and draw_b(n, g) from equal generators g give row-aligned outputs
-    (`paired`): a pilot of coupled runs, a 1/8 part of the search's, chooses between the
-    independent check and the coupled one."""
+    (`paired`): a pilot of coupled runs, a sixteenth of the check's, chooses between the
+    independent check and the coupled one, on the rest."""
     if not pairs:
         raise ValueError("no pair to certify")
     if n_search < 2 * len(pairs) or n_check < 1:
@@ -381,19 +383,20 @@ def certify_best(pairs: Sequence[tuple[Draw, Draw]], *, n_search: int, n_check: 
     start = time.perf_counter()
     alpha = 1 - confidence
     streams = rng.spawn(len(pairs) + 2)  # each pair's search, the check, the coupled pilot
-    n_pilot = paired.pilot_runs(n_search, len(pairs)) if aligned else 0
+    n_pilot = paired.pilot_runs(n_check) if aligned else 0
+    n_target, n_check = n_check, n_check - n_pilot  # the search scores as for the whole budget
     design, joint = paired.INDEPENDENT, None
     pool = Workers(pairs, workers, progress)
     try:
-        chosen, best, used, d = search_pairs(pool, len(pairs), n_search - n_pilot, streams[:len(pairs)],
-                                             alpha=alpha, n_target=n_check if project else None)
+        chosen, best, used, d = search_pairs(pool, len(pairs), n_search, streams[:len(pairs)],
+                                             alpha=alpha, n_target=n_target if project else None)
         if best is None:
             event, direction, score = Nothing(), "a", float("-inf")
         else:
             event, direction, score = best.event, best.direction, best.score
             if n_pilot:
                 pilot = _coupled_count(pool, chosen, event, n_pilot, streams[-1], d)
-                design, used = paired.choose(pilot, n_pilot, n_check, direction, alpha), used + n_pilot
+                design = paired.choose(pilot, n_pilot, n_check, direction, alpha)
         if design.coupled:
             joint = _coupled_count(pool, chosen, event, n_check, streams[len(pairs)], d)
             eps_lcb, estimate = paired.ratio_bound(joint, direction, design, confidence)
@@ -404,4 +407,4 @@ def certify_best(pairs: Sequence[tuple[Draw, Draw]], *, n_search: int, n_check: 
     finally:
         pool.close()
     return Certificate(eps_lcb, estimate, event, direction, (k_a, k_b, n_check), confidence, used,
-                       time.perf_counter() - start, chosen, score, tuple(runs), design, joint)
+                       time.perf_counter() - start, chosen, score, tuple(runs), design, joint, n_pilot)

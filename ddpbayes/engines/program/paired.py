@@ -9,9 +9,11 @@ e^0.25 on its pair, has 78% of its hit pairs in both and a log-ratio standard er
 smaller than the two independent counts' at the same runs.
 
 Whether to couple, and how to split the level between the bound's two parts, is chosen on a pilot
-of coupled runs drawn from the search's budget, never on the check's draws (`choose`): the counts
-the pilot would give at the check's size, projected, are bounded both ways and the larger wins;
-a tie keeps the independent check (`certify._check`)."""
+of coupled runs, a sixteenth of the check's budget, drawn before the check and never part of it
+(`choose`): the counts the pilot would give at the check's size, projected, are bounded both ways
+and the larger wins; a tie keeps the independent check (`certify._check`). The search keeps its
+whole budget: an event search that is short of draws (SVT3's, whose events vary from seed to
+seed) loses nothing to the pilot."""
 
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from dataclasses import dataclass
 from ddpbayes.engines.program import bounds
 
 SHARES = (0.5, 0.75, 0.9, 0.99)  # the shares of alpha the pilot may give theta's bound (the rest is pi's)
-PILOT_SHARE = 8  # the pilot's runs: a 1/PILOT_SHARE part of the search's
+PILOT_SHARE = 16  # the pilot's runs: a 1/PILOT_SHARE part of the check's
 
 
 @dataclass(frozen=True)
@@ -42,9 +44,9 @@ class Design:
 INDEPENDENT = Design()
 
 
-def pilot_runs(n_search: int, n_pairs: int) -> int:
-    """The coupled pilot's runs per input, taken from the search's n_search (each pair keeps at least 2)."""
-    return max(0, min(n_search // PILOT_SHARE, n_search - 2 * n_pairs))
+def pilot_runs(n_check: int) -> int:
+    """The coupled pilot's runs per input, taken from the check's n_check (which keeps at least 1)."""
+    return min(n_check // PILOT_SHARE, n_check - 1)
 
 
 def oriented(counts: tuple[int, int, int], direction: str) -> tuple[int, int, int]:
