@@ -3,9 +3,12 @@
 `--blackbox`: DP-Sniper's 20 mechanisms (`dpsniper_programs.py`) run as vectorised programs
 (`ddpbayes.mechanisms.program.Program`) through the black-box certifier (`engines/program`): for
 each mechanism, every input pattern pair is searched on its share of n_search draws per side, the
-pair with the best search score is certified on FRESH draws, a Poisson(n_check) number per side, at
-confidence 0.9 (as DP-Sniper; one bound on the ratio of the two Poisson rates, DESIGN §2.6), and the
-table puts our certified eps_lcb, wall and CPU seconds next to DP-Sniper's.
+pair with the best search score is certified on FRESH draws at confidence 0.9 (as DP-Sniper): every
+program here declares its randomness aligned, so a pilot of coupled runs (a sixteenth of n_check)
+chooses between n_check coupled runs per side (common random numbers: both inputs from one
+generator, the hits counted by pair) and a Poisson(n_check) number of independent runs per side
+(one bound on the ratio of the two Poisson rates; DESIGN §2.6 step 4); the table puts our certified
+eps_lcb, wall and CPU seconds next to DP-Sniper's.
 
     python benchmarks/bench_mechanisms.py --blackbox [--only NAME,...] [--json OUT] [--seed S] [--workers 2]
     python benchmarks/bench_mechanisms.py --blackbox --timing --scale 0.25 [--only NAME,...]   # TIMING's lines

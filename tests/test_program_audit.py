@@ -316,7 +316,8 @@ def test_from_spec(tmp_path, monkeypatch):
         "fast.vectorized = True\n"
         "def noisy_max(a, rng):\n    return int(np.argmax(a + rng.laplace(size=a.shape)))\n")
     prog = Program.from_spec("program:mech.py:noisy")
-    assert prog.describe() == {"kind": "program", "file": "mech.py", "name": "noisy", "vectorized": False}
+    assert prog.describe() == {"kind": "program", "file": "mech.py", "name": "noisy", "vectorized": False,
+                               "aligned": False}
     assert Program.from_spec("program:mech.py:fast").vectorized
     assert prog.black_box and not Program.from_spec("program:mech.py:noisy_max").joint
     with pytest.raises(InputError, match="has no function 'nope' \\(it defines: fast, noisy, noisy_max\\)"):

@@ -21,6 +21,7 @@ import ddpbayes
 from ddpbayes import load_model
 from ddpbayes.engines.program import bounds, paired
 from ddpbayes.engines.program.certify import certify
+from ddpbayes.engines.program.event import Threshold
 from ddpbayes.errors import InputError
 from ddpbayes.mechanisms.program import Program
 
@@ -71,9 +72,10 @@ def test_paired_bound_covers_multinomial_counts(q, share):
 
 def test_the_pilot_couples_nested_events_and_not_disjoint_ones():
     """Nested (78% of hit pairs hit both, none only b): coupled, most of the level on theta. Disjoint
-    (never both): the coupled bound splits the level pi alone needs, so the independent check wins."""
+    (never both): the coupled bound splits the level pi alone needs, so the independent check wins.
+    (Pessimistic projections, `paired.projected`.)"""
     nested = paired.choose((7_800, 2_200, 0), 100_000, 1_000_000, "a", 0.1)
-    assert nested.coupled and nested.share == max(paired.SHARES)
+    assert nested.coupled and nested.share >= 0.75
     assert not paired.choose((0, 7_500, 2_500), 100_000, 1_000_000, "a", 0.1).coupled
     assert paired.choose((7_800, 0, 2_200), 100_000, 1_000_000, "b", 0.1).coupled  # the other direction
 
@@ -100,22 +102,34 @@ def draw(program: Program, value: float):
     return lambda n, rng: program.sample(np.full((n, 1), value), rng)
 
 
-def test_a_shared_shift_is_certified_tighter_than_by_independent_runs():
-    """Laplace(4) on 0 against 1 (epsilon 1/4), equal budgets, 8 seeds: every coupled check's interval
-    (estimate less bound) is under 0.6 times the independent one's (by hand, theta's part alone: the
-    log ratio's standard error sqrt((1 - theta) / (theta m)) against sqrt(1 / m + 1 / (theta m)) for m
-    hits of the likelier input, theta = e^-1/4: 0.35; pi's bound adds to it), and its mean shortfall
-    from 1/4 is under 0.6 times theirs."""
+def _shift_certificates(n_check: int) -> tuple[list, list]:
     program = Program(wide_laplace)
     coupled, alone = [], []
     for seed in range(8):
         for aligned, out in ((True, coupled), (False, alone)):
-            out.append(certify(draw(program, 0.0), draw(program, 1.0), n_search=20_000, n_check=40_000,
+            out.append(certify(draw(program, 0.0), draw(program, 1.0), n_search=n_check // 2, n_check=n_check,
                                rng=np.random.default_rng(seed), aligned=aligned))
+    return coupled, alone
+
+
+def test_a_shared_shift_is_certified_tighter_than_by_independent_runs():
+    """Laplace(4) on 0 against 1 (epsilon 1/4), equal budgets, 8 seeds: every coupled check's interval
+    (estimate less bound) is under 0.6 times the independent one's (by hand, theta's part alone: the
+    log ratio's standard error sqrt((1 - theta) / (theta m)) against sqrt(1 / m + 1 / (theta m)) for m
+    hits of the likelier input, theta = e^-1/4: 0.35; pi's bound adds to it)."""
+    coupled, alone = _shift_certificates(40_000)
     assert all(c.design.coupled and c.joint is not None and c.pilot == 2_500 and c.runs == (37_500, 37_500)
                for c in coupled)  # the pilot is a sixteenth of the check's budget
     assert all(not c.design.coupled and c.joint is None for c in alone)
     assert all(c.estimate - c.eps_lcb < 0.6 * (a.estimate - a.eps_lcb) for c, a in zip(coupled, alone))
+
+
+@pytest.mark.slow
+def test_a_shared_shift_falls_short_of_its_epsilon_by_less():
+    """At 400,000 runs (a pilot of 25,000, large enough to place the threshold) the coupled checks'
+    mean shortfall from 1/4 over 8 seeds is under 0.6 times the independent ones' (0.0026 and 0.0059
+    when written)."""
+    coupled, alone = _shift_certificates(400_000)
     assert np.mean([0.25 - c.eps_lcb for c in coupled]) < 0.6 * np.mean([0.25 - a.eps_lcb for a in alone])
 
 
@@ -148,3 +162,21 @@ def test_classic_dp_coverage_with_the_coupled_check(seeds):
     r = results[0]
     assert r.diagnostics["check"].startswith("coupled") and sum(r.diagnostics["joint"]) > 0
     assert "shared generators" in r.reason and math.isfinite(r.leakage)
+
+
+def test_the_pilot_moves_a_threshold_to_where_the_coupled_check_gains():
+    """Scores y = L (input a) and L + 1 (input b), L ~ Laplace(4) shared, event {y <= tau}: the ratio
+    P_a / P_b is e^(1/4) exactly for tau <= 0 (F(tau) / F(tau - 1) with F(x) = e^(x/4) / 2 there) and
+    falls beyond. From a search's threshold of 6, the pilot moves it into [-2, 2] with a coupled
+    design, and the projected coupled bound there is above the independent one at 6."""
+    rng = np.random.default_rng(3)
+    noise = rng.laplace(0.0, 4.0, 200_000)
+    search = Threshold(None, np.ones(1), 0.0, 6.0, False)
+    event, design = paired.choose_threshold(search, (noise, noise + 1.0), 2_000_000, "a", 0.1)
+    assert isinstance(event, Threshold) and not event.above and event.weights is search.weights
+    assert -2.0 <= event.tau <= 2.0 and design.coupled
+    f = lambda x: np.where(x < 0, 0.5 * np.exp(x / 4), 1 - 0.5 * np.exp(-x / 4))  # Laplace(4)'s CDF
+    n = 2_000_000
+    at_search = bounds.rate_ratio_lower(n * f(6.0), n * f(5.0), 0.1)
+    both, only_a = n * f(event.tau - 1.0), n * (f(event.tau) - f(event.tau - 1.0))
+    assert bounds.paired_ratio_lower(only_a, 0.0, both, 0.1, design.share) > at_search

@@ -192,6 +192,7 @@ class Program(Mechanism):
 
     def describe(self) -> dict:
         return {"kind": self.kind, "file": self.file, "name": self.name, "vectorized": self.vectorized,
+                "aligned": self.aligned,
                 **source_entry(self), **({"why": self.why} if self.why else {})}
 
     def notes(self) -> list[str]:

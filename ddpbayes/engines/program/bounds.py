@@ -59,8 +59,7 @@ def rate_ratio_lower(k_num, k_den, alpha: float) -> np.ndarray | float:
     return out if out.ndim else float(out)
 
 
-def paired_ratio_lower(k_num_only: float, k_den_only: float, k_both: float, alpha: float,
-                       share: float = 0.5) -> float:
+def paired_ratio_lower(k_num_only, k_den_only, k_both, alpha: float, share: float = 0.5) -> np.ndarray | float:
     """Lower bound, level 1 - alpha, on P(A) / P(B) from independent pairs of indicators (A_i, B_i)
     (one program run on each input from one generator: common random numbers), counted as
     k_num_only = #(A, not B), k_den_only = #(B, not A), k_both = #(A and B). Given the m pairs with
@@ -76,14 +75,14 @@ def paired_ratio_lower(k_num_only: float, k_den_only: float, k_both: float, alph
     (the minimum over theta <= theta_hi, pi >= pi_lo is that corner), R >= pi_lo / (1 - pi_lo)
     (theta = 0) otherwise. 0 without a hit or a discordant pair. Nested events (B_i implies A_i,
     as for a shift whose noise is shared) leave only theta uncertain: its interval is far narrower
-    than the two independent counts' (DESIGN §2.6 step 4)."""
+    than the two independent counts' (DESIGN §2.6 step 4). Arrays broadcast; non-integer counts
+    (projected) are taken as they are."""
     if not 0 < alpha < 1 or not 0 < share < 1:
         raise ValueError(f"alpha and share must be in (0, 1), got {alpha}, {share}")
-    m = k_num_only + k_den_only + k_both
-    if k_num_only <= 0 or m <= 0:
-        return 0.0
-    theta_hi = float(upper(k_both, m, share * alpha))
-    pi_lo = float(lower(k_num_only, k_num_only + k_den_only, (1 - share) * alpha))
-    if pi_lo < 0.5:
-        return pi_lo / (1.0 - pi_lo)
-    return (theta_hi + (1 - theta_hi) * pi_lo) / (theta_hi + (1 - theta_hi) * (1 - pi_lo))
+    a, b, c = np.broadcast_arrays(*(np.asarray(k, dtype=float) for k in (k_num_only, k_den_only, k_both)))
+    m = a + b + c
+    theta_hi = np.asarray(upper(c, np.maximum(m, 1e-300), share * alpha))
+    pi_lo = np.asarray(lower(a, np.maximum(a + b, 1e-300), (1 - share) * alpha))
+    corner = (theta_hi + (1 - theta_hi) * pi_lo) / (theta_hi + (1 - theta_hi) * (1 - pi_lo))
+    out = np.where(a <= 0, 0.0, np.where(pi_lo < 0.5, pi_lo / np.maximum(1.0 - pi_lo, 1e-300), corner))
+    return out if out.ndim else float(out)

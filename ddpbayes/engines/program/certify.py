@@ -32,7 +32,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from ddpbayes.engines.program import bounds, paired
-from ddpbayes.engines.program.event import Draw, Event, Found, Search, batch_rows, train_rows
+from ddpbayes.engines.program.event import Draw, Event, Found, Search, Threshold, batch_rows, train_rows
 from ddpbayes.errors import InputError
 from ddpbayes.limits import FITS_ANYWHERE, available_memory, check_memory
 from ddpbayes.progress import Progress
@@ -109,7 +109,8 @@ def _draw(pair: int, side: int, n: int, rng: np.random.Generator) -> np.ndarray:
     return x
 
 
-BOTH = 2  # a task's side: both inputs run from copies of one generator (`_coupled_hits`)
+BOTH = 2  # a task's side: both inputs run from copies of one generator (`_coupled`)
+SCORES = "scores"  # a coupled task's `what` beside its event: return the two inputs' scores, not the hits
 
 
 def _task(task) -> object:
@@ -118,7 +119,7 @@ def _task(task) -> object:
     BOTH: the coupled hits)."""
     pair, side, n, rng, what = task
     if side == BOTH:
-        return _coupled_hits(pair, n, rng, what)
+        return _coupled(pair, n, rng, what)
     x = _draw(pair, side, n, rng)
     if what is None:
         return x
@@ -127,16 +128,19 @@ def _task(task) -> object:
     return what(x)
 
 
-def _coupled_hits(pair: int, n: int, rng: np.random.Generator, event: Event) -> tuple[int, int, int]:
-    """(both, only a, only b): `event`'s hits on n rows of each input drawn from two copies of
-    `rng` (`paired`). Runs that consumed different amounts of the generator show the program's
-    randomness is not aligned (its rows would not pair up): refused."""
+def _coupled(pair: int, n: int, rng: np.random.Generator, what) -> tuple:
+    """n rows of each input drawn from two copies of `rng` (`paired`): `what` an event, its hits
+    (both, only a, only b); (SCORES, a threshold event), the two inputs' scores. Runs that consumed
+    different amounts of the generator show the program's randomness is not aligned (its rows
+    would not pair up): refused."""
     twin = copy.deepcopy(rng)
-    hit_a = event.contains(_draw(pair, 0, n, rng))
-    hit_b = event.contains(_draw(pair, 1, n, twin))
+    x_a, x_b = _draw(pair, 0, n, rng), _draw(pair, 1, n, twin)
     if rng.bit_generator.state != twin.bit_generator.state:
         raise InputError("the program declares its randomness aligned (`aligned = True`: drawn by shape, not by "
                          "value), but its runs on the two inputs drew different amounts of it: remove the declaration")
+    if isinstance(what, tuple):
+        return what[1].score(x_a), what[1].score(x_b)
+    hit_a, hit_b = what.contains(x_a), what.contains(x_b)
     both = int(np.count_nonzero(hit_a & hit_b))
     return both, int(np.count_nonzero(hit_a)) - both, int(np.count_nonzero(hit_b)) - both
 
@@ -328,6 +332,15 @@ def _coupled_count(workers: Workers, pair: int, event: Event, n: int, rng: np.ra
     return tuple(int(sum(h[j] for h in hits)) for j in range(3))
 
 
+def _coupled_scores(workers: Workers, pair: int, event: Threshold, n: int, rng: np.random.Generator,
+                    d: int) -> tuple[np.ndarray, np.ndarray]:
+    """The two inputs' scores of a threshold event on n coupled runs (row i of each from one generator)."""
+    sizes = plan(n, batch_rows(d), d)
+    tasks = [(pair, BOTH, size, g, (SCORES, event)) for size, g in zip(sizes, rng.spawn(len(sizes)))]
+    parts = workers.map(tasks, [2 * size for size in sizes])
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+
 def _shares(n: int, sizes: list[int]) -> list[int]:
     """n split over batches in proportion to their sizes (the progress counts n_check per side
     whatever the Poisson number of runs)."""
@@ -373,7 +386,7 @@ def certify_best(pairs: Sequence[tuple[Draw, Draw]], *, n_search: int, n_check: 
     on n_check fresh draws per side (the check sample is never looked at before the choice).
     `aligned`: draw_a(n, g) and draw_b(n, g) from equal generators g give row-aligned outputs
     (`paired`): a pilot of coupled runs, a sixteenth of the check's, chooses between the
-    independent check and the coupled one, on the rest."""
+    independent check and the coupled one, on the rest (and a threshold event's threshold with it)."""
     if not pairs:
         raise ValueError("no pair to certify")
     if n_search < 2 * len(pairs) or n_check < 1:
@@ -394,7 +407,10 @@ def certify_best(pairs: Sequence[tuple[Draw, Draw]], *, n_search: int, n_check: 
             event, direction, score = Nothing(), "a", float("-inf")
         else:
             event, direction, score = best.event, best.direction, best.score
-            if n_pilot:
+            if n_pilot and isinstance(event, Threshold):
+                scores = _coupled_scores(pool, chosen, event, n_pilot, streams[-1], d)
+                event, design = paired.choose_threshold(event, scores, n_check, direction, alpha)
+            elif n_pilot:
                 pilot = _coupled_count(pool, chosen, event, n_pilot, streams[-1], d)
                 design = paired.choose(pilot, n_pilot, n_check, direction, alpha)
         if design.coupled:

@@ -18,12 +18,16 @@ seed) loses nothing to the pilot."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+import numpy as np
 
 from ddpbayes.engines.program import bounds
+from ddpbayes.engines.program.event import Threshold
 
 SHARES = (0.5, 0.75, 0.9, 0.99)  # the shares of alpha the pilot may give theta's bound (the rest is pi's)
 PILOT_SHARE = 16  # the pilot's runs: a 1/PILOT_SHARE part of the check's
+THRESHOLDS = 400  # a threshold event's candidate thresholds on the pilot (hits of the likelier input, log-spaced)
 
 
 @dataclass(frozen=True)
@@ -55,16 +59,64 @@ def oriented(counts: tuple[int, int, int], direction: str) -> tuple[int, int, in
     return (both, only_a, only_b) if direction == "a" else (both, only_b, only_a)
 
 
-def choose(counts: tuple[int, int, int], n_pilot: int, n_check: int, direction: str, alpha: float) -> Design:
-    """The design whose bound, on the pilot's counts scaled to n_check runs, is largest."""
-    both, num, den = oriented(counts, direction)
+def projected(k_num, k_den, both, n_pilot: int, n_check: int, alpha: float, beta: float) -> np.ndarray:
+    """The bounds (at 1 - alpha) that n_check runs would give, (1 + len(SHARES), candidates): the
+    independent check's first, then the coupled one's at each share; from the pilot's counts
+    (k_num, k_den: each input's hits, both: the runs hit on both, of n_pilot) with the parameters
+    each check bounds made pessimistic at beta first (Clopper–Pearson's bounds, as the search's
+    judged scores, DESIGN §2.6 step 3): the numerator's share of the hits for the independent
+    check, theta (up) and pi (down) for the coupled one, so that a rare tail's lucky counts do not
+    outscore a central threshold and neither check is favoured by being judged twice."""
+    k_num, k_den, both = (np.asarray(v, dtype=float) for v in (k_num, k_den, both))
     scale = n_check / n_pilot
-    best, design = bounds.rate_ratio_lower((both + num) * scale, (both + den) * scale, alpha), INDEPENDENT
+    share = np.asarray(bounds.lower(k_num, np.maximum(k_num + k_den, 1e-300), beta))
+    rows = [bounds.rate_ratio_lower(share * (k_num + k_den) * scale, (1 - share) * (k_num + k_den) * scale, alpha)]
+    hit = k_num + k_den - both
+    theta = np.asarray(bounds.upper(both, np.maximum(hit, 1e-300), beta))
+    pi = np.asarray(bounds.lower(k_num - both, np.maximum(hit - both, 1e-300), beta))
+    runs = hit * scale
     for share in SHARES:
-        value = bounds.paired_ratio_lower(num * scale, den * scale, both * scale, alpha, share)
-        if value > best:
-            best, design = value, Design(True, share)
-    return design
+        rows.append(bounds.paired_ratio_lower((1 - theta) * pi * runs, (1 - theta) * (1 - pi) * runs, theta * runs,
+                                              alpha, share))
+    return np.vstack([np.broadcast_to(r, np.shape(k_num)) for r in rows]).reshape(1 + len(SHARES), -1)
+
+
+def _design(row: int) -> Design:
+    return INDEPENDENT if row == 0 else Design(True, SHARES[row - 1])
+
+
+def choose(counts: tuple[int, int, int], n_pilot: int, n_check: int, direction: str, alpha: float) -> Design:
+    """The design whose projected bound (`projected`, pessimistic at 0.25 / 2) is largest; ties keep
+    the independent check."""
+    both, num, den = oriented(counts, direction)
+    table = projected(both + num, both + den, both, n_pilot, n_check, alpha, 0.25 / 2)
+    return _design(int(np.argmax(table[:, 0])))
+
+
+def choose_threshold(event: Threshold, scores: tuple[np.ndarray, np.ndarray], n_check: int, direction: str,
+                     alpha: float) -> tuple[Threshold, Design]:
+    """A threshold event's threshold and the design, chosen together on the pilot's coupled scores
+    (score_a, score_b, row i of the two from one generator): the search chose its threshold for
+    independent runs, whose width favours larger events, where a coupled check's width is that of
+    theta alone (ReportNoisyMax3: {max <= 1} has ratio e^0.25 exactly, a larger event less). The
+    candidates: the search's threshold and up to THRESHOLDS others, the scores that leave 20 to all
+    of the pilot's runs of the likelier input in the event; each is scored by `projected`,
+    pessimistic at 0.25 over twice the candidates (the union bound over their two proportions'
+    bounds), and the best (threshold, design) wins, the search's threshold and the independent
+    check on ties."""
+    sign = 1.0 if event.above else -1.0  # the event is {sign * score >= sign * tau}
+    a, b = sign * scores[0], sign * scores[1]
+    num, den = (a, b) if direction == "a" else (b, a)
+    n_pilot = len(num)
+    order = np.sort(num)
+    ranks = np.unique(np.geomspace(min(20, n_pilot), n_pilot, THRESHOLDS).astype(int))
+    taus = np.concatenate([[sign * event.tau], order[n_pilot - ranks]])
+    k_num = n_pilot - np.searchsorted(order, taus, side="left")
+    k_den = len(den) - np.searchsorted(np.sort(den), taus, side="left")
+    both = n_pilot - np.searchsorted(np.sort(np.minimum(num, den)), taus, side="left")
+    table = projected(k_num, k_den, both, n_pilot, n_check, alpha, 0.25 / (2 * len(taus)))
+    row, col = np.unravel_index(np.argmax(table), table.shape)  # the first maximum: ties keep the search's
+    return replace(event, tau=float(sign * taus[col])), _design(int(row))
 
 
 def ratio_bound(counts: tuple[int, int, int], direction: str, design: Design, confidence: float
