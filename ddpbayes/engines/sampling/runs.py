@@ -40,6 +40,7 @@ from ddpbayes.limits import check_memory
 from ddpbayes.model import DependenceModel
 from ddpbayes.model.condition import Conditioned, ImpossibleEvent, condition
 from ddpbayes.parallel import map_units
+from ddpbayes.parallel.forked import local_processes
 from ddpbayes.settings import RunSettings
 
 RHAT_MAX = 1.01
@@ -498,7 +499,8 @@ class Chains:
         self._check_memory(RunSettings.of(settings, draws=GROUP * settings.draws), self._values_per_draw(start))
         if self._tempering is None:
             self._tempering = Tempering(self.cond)
-        out = self._tempering.run(runs, settings.draws, _seed(settings, key), self.cond.prior_draws(settings.seed))
+        out = self._tempering.run(runs, settings.draws, _seed(settings, key), self.cond.prior_draws(settings.seed),
+                                  local_processes(settings.workers, settings.scheduler))
         shape = (settings.chains, GROUP * settings.draws)
         x = out.tuples.reshape(*shape, -1)
         logw = None if out.weights is None else out.weights.reshape(*shape, -1)
