@@ -93,22 +93,24 @@ def test_a_choosing_switch_sends_the_later_choosing_runs_to_smc_and_the_bounding
 
 
 @pytest.mark.slow  # 23 s at load 4: Slice and SMC's density compiled (twice), 9 SMC runs
-def test_a_choosing_smc_run_over_the_rhat_limit_is_drawn_again_with_twice_the_particles_and_its_bounding_run_too():
+def test_a_choosing_smc_run_over_the_rhat_limit_is_drawn_again_with_more_particles_and_its_bounding_run_too():
     """x0, x1 ~ N(mu, 1), mu ~ N(0, 1), on query draws the test writes: 8 SMC runs of 50 particles whose
-    second chain's four runs sit 0.4 higher (R-hat over 1.01, ArviZ's on the 8 runs written here) and runs of
-    100 that agree. A choosing SMC run over the limit is drawn once more, fresh (other particles), with 100
-    particles per run, and records the first R-hat; the event's bounding run has 100 too, decided by the
-    choosing run alone. A choosing run under the limit keeps 50, and so does its bounding run. A run of
-    100 still over the limit is kept: the rule doubles once. A bounding run over the limit gets a second,
-    fresh run of 100 beside it (`rebound`; the engine keeps the lower of the two lower bounds), once; one
-    under it none. A model declared multimodal draws its first choosing run by SMC directly."""
+    second chain's four runs sit 0.4 higher (R-hat over 1.01, ArviZ's on the 8 runs written here) and wider
+    runs that agree. A choosing SMC run over the limit is drawn once more, fresh (other particles), with k
+    times the particles per run, k = ceil((R-hat - 1) / 0.006) within [2, 4] (R-hat - 1 falls as
+    1/particles: sized for 1.006), and records the first R-hat; the event's bounding run has as many,
+    decided by the choosing run alone. A choosing run under the limit keeps 50, and so does its bounding
+    run. A wider run still over the limit is kept: the rule widens once. A bounding run over the limit gets
+    a second, fresh, wider run beside it (`rebound`, k from its own R-hat; the engine keeps the lower of
+    the two lower bounds), once; one under it none. A model declared multimodal draws its first choosing
+    run by SMC directly."""
     with pm.Model() as m:
         mu = pm.Normal("mu", 0.0, 1.0)
         pm.Normal("x0", mu, 1.0)
         pm.Normal("x1", mu, 1.0)
     model = DependenceModel(m, tuples=["x0", "x1"])
 
-    def narrow_apart(run) -> np.ndarray:  # runs of 50 particles disagree, runs of 100 agree
+    def narrow_apart(run) -> np.ndarray:  # runs of 50 particles disagree, wider runs agree
         return _shifted(*run.x.shape[:2], 0.4 if run.x.shape[1] == 4 * 50 else 0.0)
 
     def always_apart(run) -> np.ndarray:
@@ -118,25 +120,27 @@ def test_a_choosing_smc_run_over_the_rhat_limit_is_drawn_again_with_twice_the_pa
         return _shifted(*run.x.shape[:2], 0.0)
 
     first_rhat = float(az.rhat(_shifted(2, 200, 0.4)[..., 0].reshape(8, 50)))  # as `Run.diagnose` groups SMC's runs
-    assert first_rhat > RHAT_MAX and float(az.rhat(_shifted(2, 400, 0.0)[..., 0].reshape(8, 100))) <= RHAT_MAX
+    wide = 50 * min(4, max(2, math.ceil((first_rhat - 1) / 0.006)))
+    assert first_rhat > RHAT_MAX and float(az.rhat(_shifted(2, 4 * wide, 0.0)[..., 0].reshape(8, wide))) <= RHAT_MAX
     assert float(az.rhat(_shifted(2, 200, 0.0)[..., 0].reshape(8, 50))) <= RHAT_MAX
     choose = RunSettings(seed=0, draws=50, tune=50, chains=2)
     switched = settled(model, {0: 0.0}, choose, always_apart)  # NUTS's chains apart: SMC, then over the limit
-    assert switched.smc["particles"] == 100 and switched.smc["first_rhat"] == pytest.approx(first_rhat, rel=1e-12)
-    assert switched.x.shape[:2] == (2, 4 * 100)  # the rule doubles once: still over the limit, kept
+    assert switched.smc["particles"] == wide and switched.smc["first_rhat"] == pytest.approx(first_rhat, rel=1e-12)
+    assert switched.x.shape[:2] == (2, 4 * wide)  # the rule widens once: still over the limit, kept
     widened = settled(model, {0: 1.0}, choose, narrow_apart)  # SMC directly (the model is marked), then widened
-    assert widened.smc["nuts_rhat"] is None and widened.smc["particles"] == 100
+    assert widened.smc["nuts_rhat"] is None and widened.smc["particles"] == wide
     assert widened.smc["first_rhat"] == pytest.approx(first_rhat, rel=1e-12)
     assert settled(model, {0: 1.0}, choose, narrow_apart) is widened  # cached
     kept = settled(model, {0: -1.0}, choose, mixed)
     assert kept.smc["particles"] == 50 and kept.smc["first_rhat"] is None
     bound = bounding(choose)
-    assert settled(model, {0: 1.0}, bound, mixed).smc["particles"] == 100  # its choosing run decided
+    assert settled(model, {0: 1.0}, bound, mixed).smc["particles"] == wide  # its choosing run decided
     apart_bound = settled(model, {0: -1.0}, bound, always_apart)
     assert apart_bound.smc["particles"] == 50  # its own draws do not change it
     second = rebound(model, {0: -1.0}, bound, apart_bound, always_apart)  # a second, wider run beside it
     bound_rhat = float(az.rhat(_shifted(4, 200, 0.4)[..., 0].reshape(16, 50)))
-    assert second.smc["particles"] == 100 and second.smc["first_rhat"] == pytest.approx(bound_rhat, rel=1e-12)
+    assert second.smc["particles"] == 50 * min(4, max(2, math.ceil((bound_rhat - 1) / 0.006)))
+    assert second.smc["first_rhat"] == pytest.approx(bound_rhat, rel=1e-12)
     assert float(az.rhat(_shifted(4, 200, 0.0)[..., 0].reshape(16, 50))) <= RHAT_MAX
     assert rebound(model, {0: -1.0}, bound, apart_bound, mixed) is None and rebound(model, {0: -1.0}, bound, second,
                                                                                       always_apart) is None
