@@ -21,7 +21,8 @@ from ddpbayes.engines.sampling.runs import (RHAT_MAX, _event_unit, bounding, dis
 from ddpbayes.engines.sampling.tempering import (KDE_SCALES, Tempering, _forgotten, _kde_draw, _kde_logpdf, next_beta,
                                                  systematic)
 from ddpbayes.model.condition import TUPLES, WEIGHTS, condition
-from ddpbayes.parallel.forked import forked_map
+from ddpbayes.parallel import units
+from ddpbayes.parallel.forked import forked_map, local_processes
 from ddpbayes.settings import RunSettings
 
 
@@ -341,6 +342,14 @@ def test_forked_pieces_come_back_in_order_and_a_piece_error_is_raised_here():
     assert forked_map(shifted, [0, 1, 2, 4, 5], 2) == [10, 11, 12, 14, 15]
     with pytest.raises(ValueError, match="piece 3"):
         forked_map(shifted, [1, 3], 2)
+
+
+def test_forked_pieces_use_the_workers_asked_for_and_one_process_inside_a_dask_unit(monkeypatch):
+    """`--workers 2`: two processes; `--workers 1`: one; inside a unit of work on a Dask worker (units do not
+    nest): one, whatever was asked."""
+    assert local_processes(2) == 2 and local_processes(1) == 1
+    monkeypatch.setattr(units, "_inside", True)
+    assert local_processes(2) == 1
 
 
 def test_a_stage_has_forgotten_its_start_only_when_uncorrelated_either_way():
