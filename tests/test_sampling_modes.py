@@ -102,8 +102,8 @@ def test_a_choosing_smc_run_over_the_rhat_limit_is_drawn_again_with_more_particl
     1/particles: sized for 1.006), and records the first R-hat; the event's bounding run has as many,
     decided by the choosing run alone. A choosing run under the limit keeps 50, and so does its bounding
     run. A wider run still over the limit is kept: the rule widens once. A bounding run over the limit gets
-    a second, fresh, wider run beside it (`rebound`, k from its own R-hat; the engine keeps the lower of
-    the two lower bounds), once; one under it none. A model declared multimodal draws its first choosing
+    a second, fresh, wider run beside it (`rebound`, k from its own R-hat, at most 4 times the draws asked
+    for; the engine keeps the lower of the two lower bounds), once; one under it none, nor one at 4 times. A model declared multimodal draws its first choosing
     run by SMC directly."""
     with pm.Model() as m:
         mu = pm.Normal("mu", 0.0, 1.0)
@@ -145,6 +145,8 @@ def test_a_choosing_smc_run_over_the_rhat_limit_is_drawn_again_with_more_particl
     assert float(az.rhat(_shifted(4, 200, 0.0)[..., 0].reshape(16, 50))) <= RHAT_MAX
     assert rebound(model, {0: -1.0}, bound, apart_bound, mixed) is None and rebound(model, {0: -1.0}, bound, second,
                                                                                       always_apart) is None
+    at_most = settled(model, {0: 0.0}, bound, always_apart)  # its choosing run widened 4 times: the most
+    assert at_most.smc["particles"] == 4 * 50 == wide and rebound(model, {0: 0.0}, bound, at_most, always_apart) is None
     assert settled(model, {0: -1.0}, choose, mixed) is kept  # cached
     declared = DependenceModel(m, tuples=["x0", "x1"], multimodal=True)  # no NUTS run first, even for the first event
     first = settled(declared, {0: 0.0}, choose, mixed)

@@ -9,8 +9,10 @@ throughout, here too, so that the arithmetic is the same whichever process ran a
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
 import signal
+import sys
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
@@ -21,6 +23,7 @@ from ddpbayes.parallel.cluster import cores, scheduler_address, worker_count
 
 T = TypeVar("T")
 
+PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent dies
 _WORK: tuple[Callable, Sequence] | None = None  # the pool's function and items, set before forking
 
 
@@ -61,5 +64,8 @@ def _piece(k: int):
 
 
 def _ignore_sigint() -> None:
-    """A pool process leaves Ctrl-C to the parent (which ends the pool): no traceback of its own."""
+    """A pool process leaves Ctrl-C to the parent (which ends the pool): no traceback of its own; on Linux it
+    is killed when the parent dies (a SIGKILL, or a SIGTERM the parent does not handle, left it drawing)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
