@@ -103,8 +103,8 @@ def test_a_choosing_smc_run_over_the_rhat_limit_is_drawn_again_with_more_particl
     decided by the choosing run alone. A choosing run under the limit keeps 50, and so does its bounding
     run. A wider run still over the limit is kept: the rule widens once. A bounding run over the limit gets
     a second, fresh, wider run beside it (`rebound`, k from its own R-hat, at most 4 times the draws asked
-    for; the engine keeps the lower of the two lower bounds), once; one under it none, nor one at 4 times. A model declared multimodal draws its first choosing
-    run by SMC directly."""
+    for; the engine keeps the lower of the two lower bounds), once; one under it none, nor one at 4 times.
+    A model declared multimodal draws its first choosing run by SMC directly."""
     with pm.Model() as m:
         mu = pm.Normal("mu", 0.0, 1.0)
         pm.Normal("x0", mu, 1.0)

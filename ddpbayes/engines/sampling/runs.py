@@ -269,12 +269,15 @@ def widened(model: DependenceModel, event: dict[int, float], settings: RunSettin
 
 def rebound(model: DependenceModel, event: dict[int, float], settings: RunSettings, run: Run,
             values: Callable[[Run], np.ndarray]) -> Run | None:
-    """A second, fresh SMC bounding run with `widen_by` times the particles of `run` (at most WIDEN_MAX times
-    the settings' draws) when `run` (a bounding SMC run) is over RHAT_MAX on an output and has fewer, else None. The caller bounds on both and keeps the lower lower
-    bound (`engine._bound`): drawn because of the first run's draws, the second cannot raise it (DESIGN §2.3)."""
+    """A second, fresh SMC bounding run with `widen_by` times the particles of `run`, at most WIDEN_MAX times
+    the settings' draws, when `run` (a bounding SMC run) is over RHAT_MAX on an output and has fewer; else
+    None. The caller bounds on both and keeps the lower lower bound (`engine._bound`): drawn because of the
+    first run's draws, the second cannot raise it (DESIGN §2.3)."""
     rhat = _over_limit(run, values)
-    particles = min(widen_by(rhat) * run.smc["particles"], WIDEN_MAX * settings.draws) if rhat is not None else 0
-    if particles <= (run.smc["particles"] if run.smc else math.inf):  # within the rule or at its most already
+    if rhat is None:
+        return None
+    particles = min(widen_by(rhat) * run.smc["particles"], WIDEN_MAX * settings.draws)
+    if particles <= run.smc["particles"]:  # at the rule's most already
         return None
     wide = RunSettings.of(settings, draws=particles)
     try:
