@@ -2,7 +2,9 @@
 more: per user and coordinate, the sampler that ran (NUTS, or SMC when its chains disagreed), the
 worst R-hat and smallest bulk ESS, the interval (widened by the truncated and tabulated kernel sums'
 error) and the verdict at ε = 1, the CPU seconds of the user's two audits (both samplers; the CAR's exact
-audit too) and the 5-minute load average when she finished.
+audit too; this process's and its forked SMC runs', the latter also alone), her wall seconds, the wall
+seconds two idle cores would take (this process's CPU plus half the forked runs': the runs of an event
+are 8 or 16, one at a time to each of the two processes) and the 5-minute load average when she finished.
 
 The users: the report's (`reports/specs/gowalla_attack.toml`, audit_users = 1 at seed 0: row 1352)
 and the seed-0 sample of six (`geo.ego.sample_users`: rows 332, 824, 886, 1236, 1349, 1471; degrees
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import resource
 import sys
 import time
 
@@ -42,15 +45,16 @@ def main() -> int:
     print(f"python benchmarks/bench_gowalla_ego.py --users {args.users} --draws {args.draws}; load average at the "
           f"start: {', '.join(f'{v:.1f}' for v in os.getloadavg())}")
     print("| user | degree | coordinate | samplers (SMC runs, of them direct, widened) | R-hat | bulk ESS "
-          "| estimate [interval] | CAR | verdict | CPU s | load |")
-    print("| ---: | ---: | --- | --- | ---: | ---: | --- | ---: | --- | ---: | ---: |")
+          "| estimate [interval] | CAR | verdict | CPU s (forked) | wall s | idle wall s | load |")
+    print("| ---: | ---: | --- | --- | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: | ---: |")
     for user in map(int, args.users.split(",")):
-        cpu = time.process_time()
+        (here, forked), wall = _cpu(), time.perf_counter()
         (row,) = audit_sample(data, part, data.near, users=1, seed=0, draws=args.draws, tune=args.draws, ids=[user])
-        cpu = time.process_time() - cpu
+        here, forked, wall = _cpu()[0] - here, _cpu()[1] - forked, time.perf_counter() - wall
         for name in ("x", "y"):
             near, d = row[f"near_{name}"], row[f"near_{name}"]["diagnostics"]
-            spent = f"{cpu:.0f} | {os.getloadavg()[1]:.1f}" if name == "x" else "(both) | "
+            spent = (f"{here + forked:.0f} ({forked:.0f}) | {wall:.0f} | {here + forked / 2:.0f} | "
+                     f"{os.getloadavg()[1]:.1f}") if name == "x" else "(both) | | | "
             smc = d.get("smc") or {"runs": 0, "direct": 0, "widened": 0}
             print(f"| {user} | {row['degree']} | {name} | {'/'.join(d.get('samplers', []))} ({smc['runs']} of "
                   f"{d.get('runs')}, {smc['direct']} direct, {smc['widened']} widened) | "
@@ -60,6 +64,12 @@ def main() -> int:
             print(f"{user} {name}: {near['verdict']}: {near['verdict_reason']}", file=sys.stderr, flush=True)
     print(f"load average at the end: {', '.join(f'{v:.1f}' for v in os.getloadavg())}")
     return 0
+
+
+def _cpu() -> tuple[float, float]:
+    """CPU seconds of this process, and of its ended children (SMC's forked runs, `parallel.forked_map`)."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time(), children.ru_utime + children.ru_stime
 
 
 if __name__ == "__main__":

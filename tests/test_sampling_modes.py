@@ -21,6 +21,8 @@ from ddpbayes.engines.sampling.runs import (RHAT_MAX, _event_unit, bounding, dis
 from ddpbayes.engines.sampling.tempering import (KDE_SCALES, Tempering, _forgotten, _kde_draw, _kde_logpdf, next_beta,
                                                  systematic)
 from ddpbayes.model.condition import TUPLES, WEIGHTS, condition
+from ddpbayes.parallel import units
+from ddpbayes.parallel.forked import forked_map, local_processes
 from ddpbayes.settings import RunSettings
 
 
@@ -92,22 +94,24 @@ def test_a_choosing_switch_sends_the_later_choosing_runs_to_smc_and_the_bounding
 
 
 @pytest.mark.slow  # 23 s at load 4: Slice and SMC's density compiled (twice), 9 SMC runs
-def test_a_choosing_smc_run_over_the_rhat_limit_is_drawn_again_with_twice_the_particles_and_its_bounding_run_too():
+def test_a_choosing_smc_run_over_the_rhat_limit_is_drawn_again_with_more_particles_and_its_bounding_run_too():
     """x0, x1 ~ N(mu, 1), mu ~ N(0, 1), on query draws the test writes: 8 SMC runs of 50 particles whose
-    second chain's four runs sit 0.4 higher (R-hat over 1.01, ArviZ's on the 8 runs written here) and runs of
-    100 that agree. A choosing SMC run over the limit is drawn once more, fresh (other particles), with 100
-    particles per run, and records the first R-hat; the event's bounding run has 100 too, decided by the
-    choosing run alone. A choosing run under the limit keeps 50, and so does its bounding run. A run of
-    100 still over the limit is kept: the rule doubles once. A bounding run over the limit gets a second,
-    fresh run of 100 beside it (`rebound`; the engine keeps the lower of the two lower bounds), once; one
-    under it none. A model declared multimodal draws its first choosing run by SMC directly."""
+    second chain's four runs sit 0.4 higher (R-hat over 1.01, ArviZ's on the 8 runs written here) and wider
+    runs that agree. A choosing SMC run over the limit is drawn once more, fresh (other particles), with k
+    times the particles per run, k = ceil((R-hat - 1) / 0.006) within [2, 4] (R-hat - 1 falls as
+    1/particles: sized for 1.006), and records the first R-hat; the event's bounding run has as many,
+    decided by the choosing run alone. A choosing run under the limit keeps 50, and so does its bounding
+    run. A wider run still over the limit is kept: the rule widens once. A bounding run over the limit gets
+    a second, fresh, wider run beside it (`rebound`, k from its own R-hat, at most 4 times the draws asked
+    for; the engine keeps the lower of the two lower bounds), once; one under it none, nor one at 4 times.
+    A model declared multimodal draws its first choosing run by SMC directly."""
     with pm.Model() as m:
         mu = pm.Normal("mu", 0.0, 1.0)
         pm.Normal("x0", mu, 1.0)
         pm.Normal("x1", mu, 1.0)
     model = DependenceModel(m, tuples=["x0", "x1"])
 
-    def narrow_apart(run) -> np.ndarray:  # runs of 50 particles disagree, runs of 100 agree
+    def narrow_apart(run) -> np.ndarray:  # runs of 50 particles disagree, wider runs agree
         return _shifted(*run.x.shape[:2], 0.4 if run.x.shape[1] == 4 * 50 else 0.0)
 
     def always_apart(run) -> np.ndarray:
@@ -117,28 +121,32 @@ def test_a_choosing_smc_run_over_the_rhat_limit_is_drawn_again_with_twice_the_pa
         return _shifted(*run.x.shape[:2], 0.0)
 
     first_rhat = float(az.rhat(_shifted(2, 200, 0.4)[..., 0].reshape(8, 50)))  # as `Run.diagnose` groups SMC's runs
-    assert first_rhat > RHAT_MAX and float(az.rhat(_shifted(2, 400, 0.0)[..., 0].reshape(8, 100))) <= RHAT_MAX
+    wide = 50 * min(4, max(2, math.ceil((first_rhat - 1) / 0.006)))
+    assert first_rhat > RHAT_MAX and float(az.rhat(_shifted(2, 4 * wide, 0.0)[..., 0].reshape(8, wide))) <= RHAT_MAX
     assert float(az.rhat(_shifted(2, 200, 0.0)[..., 0].reshape(8, 50))) <= RHAT_MAX
     choose = RunSettings(seed=0, draws=50, tune=50, chains=2)
     switched = settled(model, {0: 0.0}, choose, always_apart)  # NUTS's chains apart: SMC, then over the limit
-    assert switched.smc["particles"] == 100 and switched.smc["first_rhat"] == pytest.approx(first_rhat, rel=1e-12)
-    assert switched.x.shape[:2] == (2, 4 * 100)  # the rule doubles once: still over the limit, kept
+    assert switched.smc["particles"] == wide and switched.smc["first_rhat"] == pytest.approx(first_rhat, rel=1e-12)
+    assert switched.x.shape[:2] == (2, 4 * wide)  # the rule widens once: still over the limit, kept
     widened = settled(model, {0: 1.0}, choose, narrow_apart)  # SMC directly (the model is marked), then widened
-    assert widened.smc["nuts_rhat"] is None and widened.smc["particles"] == 100
+    assert widened.smc["nuts_rhat"] is None and widened.smc["particles"] == wide
     assert widened.smc["first_rhat"] == pytest.approx(first_rhat, rel=1e-12)
     assert settled(model, {0: 1.0}, choose, narrow_apart) is widened  # cached
     kept = settled(model, {0: -1.0}, choose, mixed)
     assert kept.smc["particles"] == 50 and kept.smc["first_rhat"] is None
     bound = bounding(choose)
-    assert settled(model, {0: 1.0}, bound, mixed).smc["particles"] == 100  # its choosing run decided
+    assert settled(model, {0: 1.0}, bound, mixed).smc["particles"] == wide  # its choosing run decided
     apart_bound = settled(model, {0: -1.0}, bound, always_apart)
     assert apart_bound.smc["particles"] == 50  # its own draws do not change it
     second = rebound(model, {0: -1.0}, bound, apart_bound, always_apart)  # a second, wider run beside it
     bound_rhat = float(az.rhat(_shifted(4, 200, 0.4)[..., 0].reshape(16, 50)))
-    assert second.smc["particles"] == 100 and second.smc["first_rhat"] == pytest.approx(bound_rhat, rel=1e-12)
+    assert second.smc["particles"] == 50 * min(4, max(2, math.ceil((bound_rhat - 1) / 0.006)))
+    assert second.smc["first_rhat"] == pytest.approx(bound_rhat, rel=1e-12)
     assert float(az.rhat(_shifted(4, 200, 0.0)[..., 0].reshape(16, 50))) <= RHAT_MAX
     assert rebound(model, {0: -1.0}, bound, apart_bound, mixed) is None and rebound(model, {0: -1.0}, bound, second,
                                                                                       always_apart) is None
+    at_most = settled(model, {0: 0.0}, bound, always_apart)  # its choosing run widened 4 times: the most
+    assert at_most.smc["particles"] == 4 * 50 == wide and rebound(model, {0: 0.0}, bound, at_most, always_apart) is None
     assert settled(model, {0: -1.0}, choose, mixed) is kept  # cached
     declared = DependenceModel(m, tuples=["x0", "x1"], multimodal=True)  # no NUTS run first, even for the first event
     first = settled(declared, {0: 0.0}, choose, mixed)
@@ -298,6 +306,52 @@ def test_two_far_apart_modes_are_crossed_by_smc_and_the_verdict_is_earned():
     again = audit(_two_modes(), "count", "laplace", "idp", scale=1.0, targets=[0], engine="sampling", seed=0,
                   claim=truth + 0.15)  # a fresh model: every run drawn again, the same seed
     assert again.ci == above.ci and again.diagnostics == above.diagnostics
+
+
+@pytest.mark.slow  # 2.3 s: SMC's density compiled (1.6 s), 8 runs
+def test_smc_runs_in_forked_processes_draw_the_same_particles_as_here():
+    """An event's independent SMC runs in two forked processes (`processes=2`; the conditioned model is not
+    pickled) give the particles, stages, final β and acceptance of the runs drawn one after the other here,
+    bit for bit: each run has its own generator. mu ~ N(0, 1), x0, x1 ~ N(mu, 1) given x0 = 1: the
+    posterior of mu is N(1/2, 1/2), its particles' mean within 4 standard errors of 1/2 (a check that the runs
+    drew the posterior, not only that they agree)."""
+    with pm.Model() as m:
+        mu = pm.Normal("mu", 0.0, 1.0)
+        pm.Normal("x0", mu, 1.0)
+        pm.Normal("x1", mu, 1.0)
+    cond = condition(DependenceModel(m, tuples=["x0", "x1"]), {0: 1.0}, summed=True)
+    cond.pin({0: 1.0})
+    smc = Tempering(cond)
+    here = smc.run(4, 100, 7, cond.prior_draws(0), processes=1)
+    forked = smc.run(4, 100, 7, cond.prior_draws(0), processes=2)
+    assert all(np.array_equal(here.particles[n], forked.particles[n]) for n in ("mu_free", "x1_free"))
+    assert np.array_equal(here.tuples, forked.tuples)
+    assert (here.stages, here.betas, here.acceptance) == (forked.stages, forked.betas, forked.acceptance)
+    means = here.particles["mu_free"].mean(axis=1)  # one mean per independent run: their spread is the error
+    assert here.betas == [1.0] * 4 and abs(means.mean() - 0.5) < 4 * max(means.std(ddof=1) / 2, math.sqrt(0.5 / 400))
+
+
+def test_forked_pieces_come_back_in_order_and_a_piece_error_is_raised_here():
+    """`forked_map` with a closure (not picklable) over two processes: the results in the items' order; a
+    piece's own error is raised in the caller."""
+    offset = 10
+
+    def shifted(k: int) -> int:
+        if k == 3:
+            raise ValueError("piece 3")
+        return k + offset
+
+    assert forked_map(shifted, [0, 1, 2, 4, 5], 2) == [10, 11, 12, 14, 15]
+    with pytest.raises(ValueError, match="piece 3"):
+        forked_map(shifted, [1, 3], 2)
+
+
+def test_forked_pieces_use_the_workers_asked_for_and_one_process_inside_a_dask_unit(monkeypatch):
+    """`--workers 2`: two processes; `--workers 1`: one; inside a unit of work on a Dask worker (units do not
+    nest): one, whatever was asked."""
+    assert local_processes(2) == 2 and local_processes(1) == 1
+    monkeypatch.setattr(units, "_inside", True)
+    assert local_processes(2) == 1
 
 
 def test_a_stage_has_forgotten_its_start_only_when_uncorrelated_either_way():

@@ -40,6 +40,7 @@ from ddpbayes.limits import check_memory
 from ddpbayes.model import DependenceModel
 from ddpbayes.model.condition import Conditioned, ImpossibleEvent, condition
 from ddpbayes.parallel import map_units
+from ddpbayes.parallel.forked import local_processes
 from ddpbayes.settings import RunSettings
 
 RHAT_MAX = 1.01
@@ -48,7 +49,9 @@ ESS_MIN = 400  # bulk effective sample size over all chains
 LOG = logging.getLogger(__name__)  # at DEBUG: each run's diagnostics with its event (benchmarks/bench_gowalla_ego.py)
 SLICE_DIMS = 3  # continuous dimensions up to which Slice samples them (`Chains._slice`)
 SLICE_W = 1.0  # Slice's initial interval width (PyMC's default), restored before every chain
-WIDEN = 2  # a choosing SMC run over RHAT_MAX is drawn once more with this many times the particles (`widened`)
+WIDEN = 2  # an SMC run over RHAT_MAX is drawn once more with at least this many times the particles (`widen_by`)
+WIDEN_MAX = 4  # and at most this many
+AIM = 0.006  # the R-hat - 1 the wider run is sized for by the 1/particles rule (`widen_by`): under RHAT_MAX - 1
 
 
 @dataclass(frozen=True)
@@ -250,10 +253,10 @@ def settled(model: DependenceModel, event: dict[int, float], settings: RunSettin
 def widened(model: DependenceModel, event: dict[int, float], settings: RunSettings, run: Run,
             values: Callable[[Run], np.ndarray]) -> Run:
     """A choosing SMC run whose independent runs disagree on the query (R-hat over RHAT_MAX on an
-    output: `Run.diagnose`, as the verdict reads it) drawn once more, fresh, with WIDEN times the
-    particles per run; the event's bounding runs then get as many (`_particles`). R-hat - 1 across
-    SMC runs falls about as 1/particles (DESIGN §2.3). Only the choosing draws decide, so the
-    bounding draws stay fresh for the witness they bound and the bounds keep their level."""
+    output: `Run.diagnose`, as the verdict reads it) drawn once more, fresh, with `widen_by` times the
+    particles per run; the event's bounding runs then get as many (`_particles`). Only the choosing
+    draws decide, so the bounding draws stay fresh for the witness they bound and the bounds keep their
+    level (DESIGN §2.3)."""
     rhat = _over_limit(run, values)
     if rhat is None:
         return run
@@ -266,17 +269,28 @@ def widened(model: DependenceModel, event: dict[int, float], settings: RunSettin
 
 def rebound(model: DependenceModel, event: dict[int, float], settings: RunSettings, run: Run,
             values: Callable[[Run], np.ndarray]) -> Run | None:
-    """A second, fresh SMC bounding run with WIDEN times the particles of `run` when `run` (a bounding SMC
-    run) is over RHAT_MAX on an output, else None. The caller bounds on both and keeps the lower lower
-    bound (`engine._bound`): drawn because of the first run's draws, the second cannot raise it (DESIGN §2.3)."""
+    """A second, fresh SMC bounding run with `widen_by` times the particles of `run`, at most WIDEN_MAX times
+    the settings' draws, when `run` (a bounding SMC run) is over RHAT_MAX on an output and has fewer; else
+    None. The caller bounds on both and keeps the lower lower bound (`engine._bound`): drawn because of the
+    first run's draws, the second cannot raise it (DESIGN §2.3)."""
     rhat = _over_limit(run, values)
     if rhat is None:
         return None
-    wide = RunSettings.of(settings, draws=WIDEN * run.smc["particles"])
+    particles = min(widen_by(rhat) * run.smc["particles"], WIDEN_MAX * settings.draws)
+    if particles <= run.smc["particles"]:  # at the rule's most already
+        return None
+    wide = RunSettings.of(settings, draws=particles)
     try:
         return _smc(model, event, wide, (run.smc["why"], run.smc["nuts_rhat"]), rhat)
     except TemperingFailed:
         return None
+
+
+def widen_by(rhat: float) -> int:
+    """How many times the particles an SMC run over RHAT_MAX is drawn again with: R-hat - 1 across SMC runs
+    falls about as 1/particles (DESIGN §2.3), so the factor that brings `rhat` to 1 + AIM, rounded up, at
+    least WIDEN and at most WIDEN_MAX (1.0152 -> 3, 1.0233 -> 4)."""
+    return int(min(WIDEN_MAX, max(WIDEN, math.ceil((rhat - 1.0) / AIM))))
 
 
 def _over_limit(run: Run, values: Callable[[Run], np.ndarray]) -> float | None:
@@ -296,10 +310,12 @@ def _worst_rhat(run: Run, values: Callable[[Run], np.ndarray]) -> float:
 
 
 def _particles(model: DependenceModel, event: dict[int, float], settings: RunSettings) -> RunSettings:
-    """The settings of the event's SMC run: WIDEN times the particles when its choosing run was widened."""
-    if not model.has_memo("sampling", _widen_key(event, settings)):
+    """The settings of the event's SMC run: `widen_by` times the particles when its choosing run was widened
+    (by its first R-hat)."""
+    key = _widen_key(event, settings)
+    if not model.has_memo("sampling", key):
         return settings
-    return RunSettings.of(settings, draws=WIDEN * settings.draws)
+    return RunSettings.of(settings, draws=widen_by(model.memo("sampling", key, lambda: None)) * settings.draws)
 
 
 def _widen_key(event: dict[int, float], settings: RunSettings) -> tuple:
@@ -498,7 +514,8 @@ class Chains:
         self._check_memory(RunSettings.of(settings, draws=GROUP * settings.draws), self._values_per_draw(start))
         if self._tempering is None:
             self._tempering = Tempering(self.cond)
-        out = self._tempering.run(runs, settings.draws, _seed(settings, key), self.cond.prior_draws(settings.seed))
+        out = self._tempering.run(runs, settings.draws, _seed(settings, key), self.cond.prior_draws(settings.seed),
+                                  local_processes(settings.workers, settings.scheduler))
         shape = (settings.chains, GROUP * settings.draws)
         x = out.tuples.reshape(*shape, -1)
         logw = None if out.weights is None else out.weights.reshape(*shape, -1)

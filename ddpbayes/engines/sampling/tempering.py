@@ -56,6 +56,7 @@ from scipy.special import logsumexp
 
 from ddpbayes.model.batched import checks_per_point, unblock_indexing
 from ddpbayes.model.condition import TUPLES, WEIGHTS, Conditioned
+from ddpbayes.parallel.forked import forked_map
 
 GROUP = 4  # independent SMC runs per chain of the run they replace (standard errors between runs)
 SPREAD = 2.0  # the reference's standard deviation, in prior standard deviations
@@ -135,17 +136,15 @@ class Tempering:
         weights = np.concatenate([p[1] for p in parts]) if self.cond.summed else None
         return tuples, weights
 
-    def run(self, runs: int, draws: int, seed: int, candidates: list[dict]) -> Tempered:
-        """`runs` independent SMC runs of `draws` particles for the event currently pinned, seeded;
-        the reference from `candidates` (prior draws of the free variables)."""
+    def run(self, runs: int, draws: int, seed: int, candidates: list[dict], processes: int = 1) -> Tempered:
+        """`runs` independent SMC runs of `draws` particles for the event currently pinned, seeded (each
+        run its own generator, spawned from `seed`); the reference from `candidates` (prior draws of the
+        free variables). The runs go to `processes` forked processes (`parallel.forked_map`): the same
+        particles for any number."""
         loc, scale = self._reference(candidates)
-        finals, stages, betas, acceptance = [], [], [], []
-        for rng in np.random.default_rng(seed).spawn(runs):
-            x, stage, beta, rate = self._temper(loc, scale, draws, rng)
-            finals.append(x)
-            stages.append(stage)
-            betas.append(beta)
-            acceptance.append(rate)
+        done = forked_map(lambda rng: self._temper(loc, scale, draws, rng), np.random.default_rng(seed).spawn(runs),
+                          processes)
+        finals, stages, betas, acceptance = (list(column) for column in zip(*done))
         x = np.concatenate(finals)
         tuples, weights = self.outputs(x)
         particles = {n: v.reshape(runs, draws, *v.shape[1:]) for n, v in zip(self.names, self.split(x))}
