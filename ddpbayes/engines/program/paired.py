@@ -68,15 +68,16 @@ def projected(k_num, k_den, both, n_pilot: int, n_check: int, alpha: float, beta
     share of the hits for the independent check, theta (up) and pi (down) for the coupled one, so
     that a rare tail's lucky counts do not outscore a central threshold and neither check is
     favoured by being judged twice."""
-    pessimistic = (lambda f, k, n: np.asarray(f(k, np.maximum(n, 1e-300), beta))) if beta else \
-        (lambda f, k, n: np.asarray(k / np.maximum(n, 1e-300)))
+    proportion = (lambda bound, k, n: np.asarray(bound(k, np.maximum(n, 1e-300), beta))) if beta else \
+        (lambda bound, k, n: np.asarray(k / np.maximum(n, 1e-300)))
     k_num, k_den, both = (np.asarray(v, dtype=float) for v in (k_num, k_den, both))
     scale = n_check / n_pilot
-    share = pessimistic(bounds.lower, k_num, k_num + k_den)
-    rows = [bounds.rate_ratio_lower(share * (k_num + k_den) * scale, (1 - share) * (k_num + k_den) * scale, alpha)]
+    num_share = proportion(bounds.lower, k_num, k_num + k_den)
+    rows = [bounds.rate_ratio_lower(num_share * (k_num + k_den) * scale, (1 - num_share) * (k_num + k_den) * scale,
+                                    alpha)]
     hit = k_num + k_den - both
-    theta = pessimistic(bounds.upper, both, hit)
-    pi = pessimistic(bounds.lower, k_num - both, hit - both)
+    theta = proportion(bounds.upper, both, hit)
+    pi = proportion(bounds.lower, k_num - both, hit - both)
     runs = hit * scale
     for share in SHARES:
         rows.append(bounds.paired_ratio_lower((1 - theta) * pi * runs, (1 - theta) * (1 - pi) * runs, theta * runs,
