@@ -137,12 +137,13 @@ def blackbox_row(bench: Benchmark, *, seed: int = 0, sizes: tuple[int, int] | No
                         rng=np.random.default_rng(seed), workers=workers, aligned=program.aligned)
     seconds, cpu = time.perf_counter() - start, cpu_seconds() - cpu
     a1, a2 = bench.pairs[cert.pair]
+    shown = cert.as_dict()
     return {"mechanism": bench.name, "dpsniper_eps_lcb": bench.dpsniper_eps_lcb, "eps_lcb": cert.eps_lcb,
             "estimate": cert.estimate, "seconds": seconds, "cpu_seconds": cpu, "load": os.getloadavg()[0],
             "dpsniper_seconds": bench.dpsniper_seconds,
             "pair": [a1.tolist(), a2.tolist()], "event": cert.event.describe(), "direction": cert.direction,
             "k_a": cert.counts[0], "k_b": cert.counts[1], "runs": list(cert.runs), "n_search": cert.n_search,
-            "n_check": cert.counts[2], "design": cert.design.describe(), "joint": list(cert.joint) if cert.joint else None}
+            "n_check": cert.counts[2], "design": shown["design"], "joint": shown["joint"]}
 
 
 def quarter_ratio(row: dict) -> float:

@@ -153,12 +153,16 @@ def test_a_false_alignment_declaration_is_refused():
 @pytest.mark.parametrize("seeds", [20, pytest.param(200, marks=pytest.mark.slow)])
 def test_classic_dp_coverage_with_the_coupled_check(seeds):
     """Classic dp of the aligned Laplace(1) count (epsilon 1): above 1 on at most Bin(seeds, 0.05)'s 99.9%
-    quantile of the seeds; every check coupled; the reason and diagnostics say so."""
+    quantile of the seeds; every check coupled; the reason and diagnostics say so, the pair counts in the
+    witness's order."""
     model = load_model(MODELS / "independent.py", {"n": 2})
     results = [ddpbayes.audit(model, "count", Program(shifted_laplace), "dp", target=[0], information=None,
                               program_runs=4_000, seed=seed) for seed in range(seeds)]
     assert sum(r.leakage > 1.0 for r in results) <= binom.ppf(0.999, seeds, 0.05)
     assert np.median([r.leakage for r in results]) > 0.7
+    for r in results:  # joint is (both, only x, only x'), named the way the pair leaks as the counts are
+        both, only_x, only_x_prime = r.diagnostics["joint"]
+        assert r.diagnostics["counts"][:2] == [both + only_x, both + only_x_prime]
     r = results[0]
     assert r.diagnostics["check"].startswith("coupled") and sum(r.diagnostics["joint"]) > 0
     assert "shared generators" in r.reason and math.isfinite(r.leakage)

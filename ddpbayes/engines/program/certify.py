@@ -110,7 +110,6 @@ def _draw(pair: int, side: int, n: int, rng: np.random.Generator) -> np.ndarray:
 
 
 BOTH = 2  # a task's side: both inputs run from copies of one generator (`_coupled`)
-SCORES = "scores"  # a coupled task's `what` beside its event: return the two inputs' scores, not the hits
 
 
 def _task(task) -> object:
@@ -130,16 +129,16 @@ def _task(task) -> object:
 
 def _coupled(pair: int, n: int, rng: np.random.Generator, what) -> tuple:
     """n rows of each input drawn from two copies of `rng` (`paired`): `what` an event, its hits
-    (both, only a, only b); (SCORES, a threshold event), the two inputs' scores. Runs that consumed
-    different amounts of the generator show the program's randomness is not aligned (its rows
-    would not pair up): refused."""
+    (both, only a, only b); else a function of the rows (a threshold event's score), its value on
+    each input's. Runs that consumed different amounts of the generator show the program's
+    randomness is not aligned (its rows would not pair up): refused."""
     twin = copy.deepcopy(rng)
     x_a, x_b = _draw(pair, 0, n, rng), _draw(pair, 1, n, twin)
     if rng.bit_generator.state != twin.bit_generator.state:
         raise InputError("the program declares its randomness aligned (`aligned = True`: drawn by shape, not by "
                          "value), but its runs on the two inputs drew different amounts of it: remove the declaration")
-    if isinstance(what, tuple):
-        return what[1].score(x_a), what[1].score(x_b)
+    if not isinstance(what, Event):
+        return what(x_a), what(x_b)
     hit_a, hit_b = what.contains(x_a), what.contains(x_b)
     both = int(np.count_nonzero(hit_a & hit_b))
     return both, int(np.count_nonzero(hit_a)) - both, int(np.count_nonzero(hit_b)) - both
@@ -322,23 +321,19 @@ def _check(workers: Workers, pair: int, event: Event, direction: str, *, n_check
     return (*ratio_bound(k_a, k_b, direction, confidence), k_a, k_b, *runs)
 
 
+def _coupled_batches(workers: Workers, pair: int, what, n: int, rng: np.random.Generator, d: int) -> list:
+    """`_coupled`'s results on n coupled runs per input, batch by batch (a generator spawned per
+    batch, copied for the second input)."""
+    sizes = plan(n, batch_rows(d), d)
+    tasks = [(pair, BOTH, size, g, what) for size, g in zip(sizes, rng.spawn(len(sizes)))]
+    return workers.map(tasks, [2 * size for size in sizes])
+
+
 def _coupled_count(workers: Workers, pair: int, event: Event, n: int, rng: np.random.Generator,
                    d: int) -> tuple[int, int, int]:
-    """(both, only a, only b) of `event` on n coupled runs per input, batch by batch (a generator
-    spawned per batch, copied for the second input)."""
-    sizes = plan(n, batch_rows(d), d)
-    tasks = [(pair, BOTH, size, g, event) for size, g in zip(sizes, rng.spawn(len(sizes)))]
-    hits = workers.map(tasks, [2 * size for size in sizes])
+    """(both, only a, only b) of `event` on n coupled runs per input."""
+    hits = _coupled_batches(workers, pair, event, n, rng, d)
     return tuple(int(sum(h[j] for h in hits)) for j in range(3))
-
-
-def _coupled_scores(workers: Workers, pair: int, event: Threshold, n: int, rng: np.random.Generator,
-                    d: int) -> tuple[np.ndarray, np.ndarray]:
-    """The two inputs' scores of a threshold event on n coupled runs (row i of each from one generator)."""
-    sizes = plan(n, batch_rows(d), d)
-    tasks = [(pair, BOTH, size, g, (SCORES, event)) for size, g in zip(sizes, rng.spawn(len(sizes)))]
-    parts = workers.map(tasks, [2 * size for size in sizes])
-    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
 
 def _shares(n: int, sizes: list[int]) -> list[int]:
@@ -408,7 +403,8 @@ def certify_best(pairs: Sequence[tuple[Draw, Draw]], *, n_search: int, n_check: 
         else:
             event, direction, score = best.event, best.direction, best.score
             if n_pilot and isinstance(event, Threshold):
-                scores = _coupled_scores(pool, chosen, event, n_pilot, streams[-1], d)
+                parts = _coupled_batches(pool, chosen, event.score, n_pilot, streams[-1], d)
+                scores = tuple(np.concatenate([p[side] for p in parts]) for side in (0, 1))
                 event, design = paired.choose_threshold(event, scores, n_check, direction, alpha)
             elif n_pilot:
                 pilot = _coupled_count(pool, chosen, event, n_pilot, streams[-1], d)

@@ -208,8 +208,10 @@ def _certified(problem: Problem, i: int, pairs: list, level: float, m: int, give
     x, x_prime = np.array(pair.x), np.array(pair.x_prime)
     k_a, k_b, checked = cert.counts
     n_a, n_b = cert.runs
+    joint = cert.joint  # (both, only x, only x')
     if cert.direction != "a":  # the event is likelier on x' than on x: name the pair the way it leaks
         x, x_prime, q_a, q_b, k_a, k_b, n_a, n_b = x_prime, x, q_b, q_a, k_b, k_a, n_b, n_a
+        joint = joint and (joint[0], joint[2], joint[1])
     witness = Witness(adv, {k: float(x[k]) for k in range(n) if k != i}, float(x[i]), float(x_prime[i]), None)
     reason = (f"certified lower bound at {level:.4g} confidence ({CONFIDENCE:g} over the {m} targets, Bonferroni): "
               f"the event {cert.event.describe()} had {k_a:,} of {n_a:,} fresh runs on x (record {i} = {x[i]:g}, "
@@ -219,7 +221,7 @@ def _certified(problem: Problem, i: int, pairs: list, level: float, m: int, give
               "are the pair's databases themselves (no dependence)")
     diagnostics = {"ok": True, "lower_bound_only": True, "program_runs": 4 * runs, "estimate": cert.estimate,
                    "event": cert.event.describe(), "confidence": level, "counts": [k_a, k_b, checked],
-                   "check": cert.design.describe(), "joint": list(cert.joint) if cert.joint else None,
+                   "check": cert.design.describe(), "joint": list(joint) if joint else None,
                    "pairs_tried": len(pairs), "answers": [q_a.tolist(), q_b.tolist()]}
     return AdversaryLeakage(adv, cert.eps_lcb, witness, ci=(cert.eps_lcb, math.inf), reason=reason,
                             diagnostics=diagnostics, score=cert.eps_lcb)

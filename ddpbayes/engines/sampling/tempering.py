@@ -68,6 +68,9 @@ MIN_STEPS = 4  # and at least
 FINAL_STEPS = 16  # and at least this at β = 1, whose particles are the run's draws
 LADDER = 2.38 * 4.0 ** -np.arange(5)  # random-walk scales (over √dim) in the particles' standard deviations
 KDE_SCALES = 4.0 ** -np.arange(1, 4)  # the independent proposal's kernel widths in the particles' SDs (`_kde_block`)
+# each narrower kernel is the previous one to the power (s_k-1 / s_k)^2 = 2^SQUARINGS: that many squarings (`_kde_block`)
+SQUARINGS = round(math.log2((KDE_SCALES[0] / KDE_SCALES[1]) ** 2))
+assert np.allclose((KDE_SCALES[:-1] / KDE_SCALES[1:]) ** 2, 2.0 ** SQUARINGS), "KDE_SCALES: a ratio 2^(k/2) apart"
 BATCH = 512  # particles per call of the compiled log-density (bounds its intermediates' memory)
 BLOCK = 2**21  # values per block of the proposal density's (particles, centres, dim) differences (16 MB)
 
@@ -306,8 +309,8 @@ def _kde_logpdf(x: np.ndarray, centres: np.ndarray, counts: np.ndarray, inverse:
 def _kde_block(z: np.ndarray, centres: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """`_kde_logpdf` at whitened rows z, from the differences themselves: |z|² + |c|² - 2 z·c cancels
     when the coordinates are far from 0 relative to the distances (1e8 apart by 1: all lost). One
-    exponential for the widest scale: each narrower kernel is the previous one to the 16th power
-    (KDE_SCALES are successive quarters), four squarings instead of an exponential."""
+    exponential for the widest scale: each narrower kernel is the previous one to the power
+    2^SQUARINGS (16 for successive quarters), SQUARINGS squarings instead of an exponential."""
     diff = z[:, None, :] - centres[None, :, :]
     d2 = np.einsum("pcd,pcd->pc", diff, diff)  # (rows, centres), no BLAS
     dim = z.shape[1]
@@ -317,7 +320,7 @@ def _kde_block(z: np.ndarray, centres: np.ndarray, weights: np.ndarray) -> np.nd
     sums = []
     for k, s in enumerate(KDE_SCALES):
         if k:
-            for _ in range(4):
+            for _ in range(SQUARINGS):
                 np.multiply(kernel, kernel, out=kernel)
         sums.append(np.log(np.einsum("pc,c->p", kernel, weights)) - 0.5 * nearest / (s * s) - dim * math.log(s))
     return logsumexp(np.stack(sums), axis=0)
