@@ -35,6 +35,7 @@ from ddpbayes.engines.program import bounds, paired
 from ddpbayes.engines.program.event import Draw, Event, Found, Search, Threshold, batch_rows, train_rows
 from ddpbayes.errors import InputError
 from ddpbayes.limits import FITS_ANYWHERE, available_memory, check_memory
+from ddpbayes.parallel.forked import Forked
 from ddpbayes.progress import Progress
 
 
@@ -145,12 +146,12 @@ def _coupled(pair: int, n: int, rng: np.random.Generator, what) -> tuple:
 
 
 class Workers:
-    """Runs batch tasks in order, in this process (workers=1) or in a forked pool: every batch has
-    its own generator, so the results are the same for any number of workers. Each batch done
-    advances `progress` (if any) by its draws. While it is open, BLAS runs one thread in this
-    process and in the pool's (forked with that limit): its products here (a batch's scores, the
-    classifier's small fits) gain nothing from threads, whose spinning cost the search up to two
-    thirds of its CPU on a busy machine."""
+    """Runs batch tasks in order, in this process (workers=1) or in a forked pool
+    (`parallel.Forked`): every batch has its own generator, so the results are the same for any
+    number of workers. Each batch done advances `progress` (if any) by its draws. While it is open,
+    BLAS runs one thread in this process and in the pool's (forked with that limit): its products
+    here (a batch's scores, the classifier's small fits) gain nothing from threads, whose spinning
+    cost the search up to two thirds of its CPU on a busy machine."""
 
     def __init__(self, pairs: Sequence[tuple[Draw, Draw]], workers: int, progress: Progress | None = None):
         global _PAIRS
@@ -159,13 +160,12 @@ class Workers:
         self.pool = None
         self.progress = progress
         if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
-            self.pool = multiprocessing.get_context("fork").Pool(workers)
+            self.pool = Forked(_task, workers)
 
     def map(self, tasks: list, advance: list[int] | None = None) -> list:
         """The tasks' results in order; the progress advanced by each task's draws, or by `advance`."""
         advance = advance or [t[2] for t in tasks]
-        done = (_task(t) for t in tasks) if self.pool is None or len(tasks) < 2 else \
-            self.pool.imap(_task, tasks, chunksize=1)
+        done = (_task(t) for t in tasks) if self.pool is None or len(tasks) < 2 else self.pool.imap(tasks)
         results = []
         for step, result in zip(advance, done):
             results.append(result)
@@ -177,7 +177,6 @@ class Workers:
         global _PAIRS
         if self.pool is not None:
             self.pool.close()
-            self.pool.join()
         self.blas.restore_original_limits()
         _PAIRS = ()
 
