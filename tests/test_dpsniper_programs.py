@@ -181,6 +181,23 @@ def test_permanent_response_has_its_law(f):
         assert abs(got - p) <= 5 * np.sqrt(p * (1 - p) / n)
 
 
+@pytest.mark.parametrize("half", [15, 19])
+def test_permanent_response_by_words_is_exact(half):
+    """Every word below 65,520 once, on a 0 bit and on a 1 bit: exactly half/40 of them set the bit to 1 and as many
+    to 0 (f = 0.75: 15/40; 0.95: 19/40), the rest keep it; and the words drawn are below 65,520 (1 in 4,096 of the
+    raw 16-bit words is not: they are drawn again), the same for the same seed."""
+    words = np.arange(65_520, dtype=np.uint16)
+    for bit in (0, 1):
+        out = dp._decided(words, np.full(len(words), bit, dtype=np.int8), half)
+        ones = int(out.sum())
+        expected = half * 65_520 // 40 + (65_520 - 2 * half * 65_520 // 40 if bit else 0)
+        assert out.dtype == np.int8 and ones == expected
+    drawn = dp._grid_words((500, 4_000), np.random.default_rng(5))
+    assert drawn.max() < 65_520 and np.array_equal(drawn, dp._grid_words((500, 4_000), np.random.default_rng(5)))
+    raw = np.random.default_rng(5).integers(0, 1 << 16, (500, 4_000), dtype=np.uint16)
+    assert (raw >= 65_520).sum() > 300 and np.array_equal(drawn[raw < 65_520], raw[raw < 65_520])
+
+
 def _rows_kept(program, a1, a2, rows: int = 300) -> tuple[bool, bool]:
     """(same stream used, other rows unchanged): the program on `rows` copies of a2, and on the same
     rows with the first half set to a1, from equal generators — what `aligned` declares: row i's
