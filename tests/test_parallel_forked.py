@@ -84,3 +84,13 @@ def test_a_process_keeps_its_freed_arrays_for_the_next_task():
     with Forked(churn, 1) as pool:
         faults = list(pool.imap([0, 1, 2]))
     assert max(faults[1:]) < 200, faults
+
+
+def test_a_pool_left_before_its_last_result_is_closed():
+    """The caller stops after the first result (or a task fails): the pool's processes are stopped, so no result
+    still in flight can be read as a later call's."""
+    pool = Forked(lambda k: k, 2)
+    results = pool.imap([0, 1, 2, 3])
+    assert next(results) == 0
+    results.close()
+    assert all(not p.is_alive() for p in pool.processes)

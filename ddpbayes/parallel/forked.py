@@ -80,31 +80,39 @@ class Forked:
             raise
 
     def imap(self, tasks: Sequence) -> Iterator:
-        """fn(task) for each task, in order, as the processes finish them (one task in flight each)."""
+        """fn(task) for each task, in order, as the processes finish them (one task in flight each). Left
+        before the last result (an error, or the caller stopping), the pool is closed: results still in
+        flight would be read as the next call's."""
         waiting = list(range(len(tasks)))[::-1]
         busy: dict[int, int] = {}  # process -> the task it runs
         done: dict[int, Any] = {}
         following = 0
-        while following < len(tasks):
-            for k in range(len(self.links)):
-                if k not in busy and waiting:
-                    busy[k] = waiting.pop()
-                    self.links[k].send(tasks[busy[k]])
-            ready = wait([self.links[k] for k in busy] + [self.processes[k].sentinel for k in busy])
-            for k in list(busy):
-                if self.links[k] in ready:
-                    ok, value = _received(self.links[k], self.processes[k])
-                    if not ok:
-                        error, remote = value
-                        raise error from RemoteTraceback(remote)
-                    done[busy.pop(k)] = value
-                elif self.processes[k].sentinel in ready:
-                    raise RuntimeError(f"a forked process died running a task (exit code {self.processes[k].exitcode})")
-            while following in done:
-                yield done.pop(following)
-                following += 1
+        try:
+            while following < len(tasks):
+                for k in range(len(self.links)):
+                    if k not in busy and waiting:
+                        busy[k] = waiting.pop()
+                        self.links[k].send(tasks[busy[k]])
+                ready = wait([self.links[k] for k in busy] + [self.processes[k].sentinel for k in busy])
+                for k in list(busy):
+                    if self.links[k] in ready:
+                        ok, value = _received(self.links[k], self.processes[k])
+                        if not ok:
+                            error, remote = value
+                            raise error from RemoteTraceback(remote)
+                        done[busy.pop(k)] = value
+                    elif self.processes[k].sentinel in ready:
+                        raise RuntimeError(f"a forked process died running a task (exit code "
+                                           f"{self.processes[k].exitcode})")
+                while following in done:
+                    yield done.pop(following)
+                    following += 1
+        finally:
+            if following < len(tasks):
+                self.close()
 
     def close(self) -> None:
+        """Stop the processes (SIGTERM); closing twice does nothing more."""
         for link in self.links:
             link.close()
         for process in self.processes:
