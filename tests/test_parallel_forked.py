@@ -94,3 +94,11 @@ def test_a_pool_left_before_its_last_result_is_closed():
     assert next(results) == 0
     results.close()
     assert all(not p.is_alive() for p in pool.processes)
+
+
+def test_a_pool_read_to_its_last_result_by_zip_serves_the_next_call():
+    """zip stops at the shorter list without asking the results for more after the last: the pool stays open
+    for the next call (the certifier reads each batch's results that way, then maps the next batches)."""
+    with Forked(lambda k: 2 * k, 2) as pool:
+        assert [r for _, r in zip(range(3), pool.imap([0, 1, 2]))] == [0, 2, 4]
+        assert list(pool.imap([5, 6])) == [10, 12]

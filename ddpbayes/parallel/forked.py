@@ -105,8 +105,8 @@ class Forked:
                         raise RuntimeError(f"a forked process died running a task (exit code "
                                            f"{self.processes[k].exitcode})")
                 while following in done:
-                    yield done.pop(following)
-                    following += 1
+                    following += 1  # before the yield: a caller that stops at the last result (zip) leaves it done
+                    yield done.pop(following - 1)
         finally:
             if following < len(tasks):
                 self.close()
