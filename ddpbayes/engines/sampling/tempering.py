@@ -71,6 +71,8 @@ KDE_SCALES = 4.0 ** -np.arange(1, 4)  # the independent proposal's kernel widths
 # each narrower kernel is the previous one to the power (s_k-1 / s_k)^2 = 2^SQUARINGS: that many squarings (`_kde_block`)
 SQUARINGS = round(math.log2((KDE_SCALES[0] / KDE_SCALES[1]) ** 2))
 assert np.allclose((KDE_SCALES[:-1] / KDE_SCALES[1:]) ** 2, 2.0 ** SQUARINGS), "KDE_SCALES: a ratio 2^(k/2) apart"
+SETTLE_STEPS = 120  # random-walk steps at π that move the prior draws under the event before they are centres
+SETTLE_PIECES = 4  # the prior draws in this many pieces, each its own generator (forked; the same for any processes)
 BATCH = 512  # particles per call of the compiled log-density (bounds its intermediates' memory)
 BLOCK = 2**21  # values per block of the proposal density's (particles, centres, dim) differences (16 MB)
 
@@ -145,6 +147,7 @@ class Tempering:
         free variables). The runs go to `processes` forked processes (`parallel.forked_map`): the same
         particles for any number."""
         loc, scale = self._reference(candidates)
+        self._centres = self._settled(seed, processes)
         done = forked_map(lambda rng: self._temper(loc, scale, draws, rng), np.random.default_rng(seed).spawn(runs),
                           processes)
         finals, stages, betas, acceptance = (list(column) for column in zip(*done))
@@ -185,7 +188,7 @@ class Tempering:
         chol = np.linalg.cholesky(cov)
         inverse = solve_triangular(chol, np.eye(dim), lower=True)  # once per stage: BLAS per step cost ms (threads)
         start, accepted, tried = x.copy(), 0, 0
-        around = np.vstack([start, self._prior])  # the independent proposal's centres: particles and prior draws
+        around = np.vstack([start, self._centres])  # the independent proposal's centres: particles, settled prior draws
         distinct, counts = np.unique(around, axis=0, return_counts=True)  # resampled copies: one centre, counted
         centres = _times(distinct, inverse)  # whitened
         density = _kde_logpdf(x, centres, counts, inverse)  # the proposal's log density at the particles, kept current
@@ -214,6 +217,33 @@ class Tempering:
         accept = np.log(rng.random(len(x))) < np.where(np.isnan(gain), -np.inf, gain)
         return (np.where(accept[:, None], proposal, x), np.where(accept, logq_new, logq), np.where(accept, ll_new, ll),
                 accept)
+
+    def _settled(self, seed: int, processes: int) -> np.ndarray:
+        """The prior draws moved under the event (module docstring): SETTLE_STEPS random-walk
+        Metropolis steps at π (β = 1) from each, the prior draws' covariance scaled as `LADDER` per
+        draw and step; in SETTLE_PIECES pieces, each with its own generator from `seed` (stream
+        [seed, 1]: not the runs'), so the same centres for any number of processes."""
+        prior, dim = self._prior, self._prior.shape[1]
+        chol = np.linalg.cholesky(np.atleast_2d(np.cov(prior, rowvar=False, ddof=0)) + 1e-6 * np.eye(dim))
+        pieces = np.array_split(np.arange(len(prior)), SETTLE_PIECES)
+        rngs = np.random.default_rng([seed, 1]).spawn(SETTLE_PIECES)
+        moved = forked_map(lambda k: self._walk(prior[pieces[k]], chol, rngs[k]), range(SETTLE_PIECES), processes)
+        return np.concatenate(moved)
+
+    def _walk(self, x: np.ndarray, chol: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """SETTLE_STEPS random-walk Metropolis steps at π from the rows of x (a -inf start takes any
+        finite proposal)."""
+        n, dim = x.shape
+        lp = self.logp(x)
+        for _ in range(SETTLE_STEPS):
+            factor = rng.choice(LADDER, size=n) / math.sqrt(dim)
+            proposal = x + factor[:, None] * _times(rng.standard_normal((n, dim)), chol)
+            lp_new = self.logp(proposal)
+            with np.errstate(invalid="ignore"):
+                gain = lp_new - lp
+            accept = np.log(rng.random(n)) < np.where(np.isnan(gain), -np.inf, gain)
+            x, lp = np.where(accept[:, None], proposal, x), np.where(accept, lp_new, lp)
+        return x
 
     def _reference(self, candidates: list[dict]) -> tuple[np.ndarray, np.ndarray]:
         """q's means and standard deviations (dim,) from the prior draws of the free variables
