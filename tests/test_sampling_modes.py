@@ -390,3 +390,23 @@ def test_prior_draws_are_moved_under_the_event_before_they_are_the_proposals_cen
     assert np.mean(np.abs(raw - mean) < 3 * sd) < 0.01
     assert abs(moved.mean() - mean) < 0.05 and np.mean(np.abs(moved - mean) < 3 * sd) >= 0.9
     assert np.array_equal(centres, smc._settled(5, processes=2)) and centres.shape == smc._prior.shape
+
+
+@pytest.mark.slow  # 2 s: SMC's density compiled
+def test_the_first_feasible_prior_draw_is_found_by_the_batched_density_as_point_by_point():
+    """u ~ Uniform(0, 1), x0 ~ Uniform(0, u), x1 ~ N(u, 1) given x0 = 0.9: a prior draw is feasible iff
+    u > 0.9 (about 1 in 10); `Tempering.feasible` returns the first whose point-wise log-density is finite,
+    and None given x0 = 1.5, where no u in (0, 1) is feasible."""
+    with pm.Model() as m:
+        u = pm.Uniform("u", 0.0, 1.0)
+        pm.Uniform("x0", 0.0, u)
+        pm.Normal("x1", u, 1.0)
+    cond = condition(DependenceModel(m, tuples=["x0", "x1"]), {0: 0.9}, summed=True)
+    cond.pin({0: 0.9})
+    smc = Tempering(cond)
+    candidates = cond.prior_draws(0)[1:]  # the seed's first draw has u = 0.94: from the second, infeasible
+    finite = [k for k, c in enumerate(candidates) if np.isfinite(cond.logp(c))]
+    assert 0 < finite[0] and 5 <= len(finite) <= 60
+    assert smc.feasible(candidates) is candidates[finite[0]]
+    cond.pin({0: 1.5})
+    assert smc.feasible(candidates) is None and not any(np.isfinite(cond.logp(c)) for c in candidates[:32])

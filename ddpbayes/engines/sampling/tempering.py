@@ -256,11 +256,23 @@ class Tempering:
             x, lp = np.where(accept[:, None], proposal, x), np.where(accept, lp_new, lp)
         return x
 
+    def feasible(self, candidates: list[dict]) -> dict | None:
+        """The first of `candidates` (prior draws of the free variables) with a finite log π under the
+        event pinned, or None: the batched density at all of them in one call."""
+        values = self._matrix(candidates)
+        finite = np.all(np.isfinite(values), axis=1)
+        ok = np.flatnonzero(finite & np.isfinite(self.logp(np.where(finite[:, None], values, 0.0))))
+        return candidates[ok[0]] if len(ok) else None
+
+    def _matrix(self, candidates: list[dict]) -> np.ndarray:
+        """The candidates' values as a (candidates, dim) matrix (unconstrained values)."""
+        return np.asarray([np.concatenate([np.ravel(np.asarray(c[n], dtype=float)) for n in self.names])
+                           for c in candidates])
+
     def _reference(self, candidates: list[dict]) -> tuple[np.ndarray, np.ndarray]:
         """q's means and standard deviations (dim,) from the prior draws of the free variables
         (unconstrained values)."""
-        values = np.asarray([np.concatenate([np.ravel(np.asarray(c[n], dtype=float)) for n in self.names])
-                             for c in candidates])
+        values = self._matrix(candidates)
         self._prior = values[np.all(np.isfinite(values), axis=1)]
         spread = np.nanstd(values, axis=0)
         self._loc, self._scale = np.nanmean(values, axis=0), SPREAD * np.where(spread > 1e-3, spread, 1.0)
