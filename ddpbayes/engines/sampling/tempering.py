@@ -83,6 +83,7 @@ KDE_SCALES = 4.0 ** -np.arange(1, 4)  # the independent proposal's kernel widths
 SQUARINGS = round(math.log2((KDE_SCALES[0] / KDE_SCALES[1]) ** 2))
 assert np.allclose((KDE_SCALES[:-1] / KDE_SCALES[1:]) ** 2, 2.0 ** SQUARINGS), "KDE_SCALES: a ratio 2^(k/2) apart"
 SETTLE_STEPS = 120  # random-walk steps at π that move the prior draws under the event before they are centres
+PRIOR_SHARE = 0.5  # the independent proposal's centres: this share on the settled prior draws, whatever the particles
 SETTLE_PIECES = 4  # the prior draws in this many pieces, each its own generator (forked; the same for any processes)
 BATCH = 512  # particles per call of the compiled log-density (bounds its intermediates' memory)
 BLOCK = 2**21  # values per block of the proposal density's (particles, centres, dim) differences (16 MB)
@@ -200,11 +201,14 @@ class Tempering:
         inverse = solve_triangular(chol, np.eye(dim), lower=True)  # once per stage: BLAS per step cost ms (threads)
         start, accepted, tried = x.copy(), 0, 0
         around = np.vstack([start, self._centres])  # the independent proposal's centres: particles, settled prior draws
-        distinct, counts = np.unique(around, axis=0, return_counts=True)  # resampled copies: one centre, counted
+        share = np.concatenate([np.full(n, (1 - PRIOR_SHARE) / n), np.full(len(self._centres), PRIOR_SHARE)
+                                / max(1, len(self._centres))]) if len(self._centres) else np.full(n, 1 / n)
+        distinct, where = np.unique(around, axis=0, return_inverse=True)  # resampled copies: one centre, their shares
+        counts = np.bincount(where.ravel(), weights=share, minlength=len(distinct))
         centres = _times(distinct, inverse)  # whitened
         density = _kde_logpdf(x, centres, counts, inverse)  # the proposal's log density at the particles, kept current
         for steps in range(1, MAX_STEPS + 1):
-            proposal = _kde_draw(around, chol, n, rng)
+            proposal = _kde_draw(around, chol, n, rng, share)
             at_proposal = _kde_logpdf(proposal, centres, counts, inverse)
             x, logq, ll, hits = self._metropolis(x, logq, ll, beta, proposal, density - at_proposal, rng)
             density = np.where(hits, at_proposal, density)
@@ -331,12 +335,14 @@ def _times(z: np.ndarray, matrix: np.ndarray) -> np.ndarray:
     return np.einsum("pj,ij->pi", z, matrix)
 
 
-def _kde_draw(centres: np.ndarray, chol: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
-    """n draws from the stage's independent proposal: a uniformly chosen centre plus N(0, s² L Lᵀ),
-    s uniform over KDE_SCALES (module docstring)."""
+def _kde_draw(centres: np.ndarray, chol: np.ndarray, n: int, rng: np.random.Generator,
+              share: np.ndarray | None = None) -> np.ndarray:
+    """n draws from the stage's independent proposal: a centre chosen with probabilities `share`
+    (None: uniformly) plus N(0, s² L Lᵀ), s uniform over KDE_SCALES (module docstring)."""
     scale = KDE_SCALES[rng.integers(len(KDE_SCALES), size=n)]
     noise = _times(rng.standard_normal((n, centres.shape[1])), chol)
-    return centres[rng.integers(len(centres), size=n)] + scale[:, None] * noise
+    chosen = rng.integers(len(centres), size=n) if share is None else rng.choice(len(centres), size=n, p=share)
+    return centres[chosen] + scale[:, None] * noise
 
 
 def _forgotten(start: np.ndarray, x: np.ndarray) -> bool:
