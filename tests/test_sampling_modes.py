@@ -222,7 +222,8 @@ def test_independent_proposal_density_is_its_draws_density():
     """SMC's independent proposal (a centre chosen uniformly, plus N(0, s² L Lᵀ), s uniform over the
     scales): `_kde_logpdf` is the mixture's log density written here up to one constant (it cancels in
     the Metropolis–Hastings ratio), with repeated centres (resampled copies) given once with their
-    counts, and its draws have the mixture's mean and covariance."""
+    counts, and its draws have the mixture's mean and covariance; with the centres chosen with given
+    probabilities (`share`: half on the settled prior draws), the same for the weighted mixture."""
     rng = np.random.default_rng(4)
     centres = rng.normal(0, 3, (6, 2))
     chol = np.linalg.cholesky(np.array([[2.0, 0.6], [0.6, 1.0]]))
@@ -244,6 +245,13 @@ def test_independent_proposal_density_is_its_draws_density():
     spread = np.mean(KDE_SCALES ** 2) * chol @ chol.T + np.cov(centres, rowvar=False, ddof=0)
     assert draws.mean(axis=0) == pytest.approx(centres.mean(axis=0), abs=0.03)
     assert np.cov(draws, rowvar=False) == pytest.approx(spread, rel=0.02, abs=0.02)
+    share = np.array([0.35, 0.05, 0.1, 0.2, 0.2, 0.1])  # the centres chosen with these probabilities
+    weighted = np.log(sum(w * stats.multivariate_normal(c, s * s * chol @ chol.T).pdf(x)
+                          for c, w in zip(centres, share) for s in KDE_SCALES))
+    assert np.ptp(_kde_logpdf(x, centres @ inverse.T, share, inverse) - weighted) < 1e-9
+    draws = _kde_draw(centres, chol, 200_000, rng, share)
+    assert draws.mean(axis=0) == pytest.approx(share @ centres, abs=0.03)
+    assert np.abs(share @ centres - centres.mean(axis=0)).max() > 0.3  # the uniform choice's mean is not it
 
 
 def _two_modes() -> DependenceModel:
