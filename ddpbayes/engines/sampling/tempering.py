@@ -17,8 +17,9 @@ The log-density is compiled once per conditioned model as a function of a (parti
 `batched.unblock_indexing`), and the stages run in numpy over all particles at once (PyMC's
 kernels call a compiled function once per particle). A mutation step is a cycle of two kernels,
 each invariant for π_β: an independent proposal from a kernel density around the stage's particles
-and the settled prior draws (a centre chosen uniformly, plus a Gaussian with the particles' covariance
-times s², s uniform over `KDE_SCALES`; fixed during the stage, so Metropolis–Hastings with its density
+and the settled prior draws (a centre chosen uniformly among the particles or, as often, among the
+settled draws, plus a Gaussian with the particles' covariance times s², s uniform over `KDE_SCALES`;
+fixed during the stage, so Metropolis–Hastings with its density
 ratio is invariant: it proposes in every mode the particles or the prior draws hold, and the
 acceptance moves the modes' weights towards π_β's) and a random walk with the particles' covariance
 scaled by a factor drawn per particle and step from `LADDER` (a mixture of invariant kernels,
@@ -205,8 +206,9 @@ class Tempering:
         inverse = solve_triangular(chol, np.eye(dim), lower=True)  # once per stage: BLAS per step cost ms (threads)
         start, accepted, tried = x.copy(), 0, 0
         around = np.vstack([start, self._centres])  # the independent proposal's centres: particles, settled prior draws
-        share = np.concatenate([np.full(n, (1 - PRIOR_SHARE) / n), np.full(len(self._centres), PRIOR_SHARE)
-                                / max(1, len(self._centres))]) if len(self._centres) else np.full(n, 1 / n)
+        m = len(self._centres)  # the centres' probabilities: PRIOR_SHARE on the settled draws (module docstring)
+        share = (np.concatenate([np.full(n, (1 - PRIOR_SHARE) / n), np.full(m, PRIOR_SHARE / m)]) if m
+                 else np.full(n, 1 / n))
         distinct, where = np.unique(around, axis=0, return_inverse=True)  # resampled copies: one centre, their shares
         counts = np.bincount(where.ravel(), weights=share, minlength=len(distinct))
         centres = _times(distinct, inverse)  # whitened
