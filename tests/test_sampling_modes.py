@@ -376,7 +376,7 @@ def test_a_stage_has_forgotten_its_start_only_when_uncorrelated_either_way():
     assert _forgotten(flat, rng.normal(size=start.shape))
 
 
-@pytest.mark.slow  # 12 s at load 4: SMC's density compiled, 256 draws walked 120 steps, twice
+@pytest.mark.slow  # 2.2 s at load 2.5 (12 s at 4): SMC's density compiled, 256 draws walked 120 steps, twice
 def test_prior_draws_are_moved_under_the_event_before_they_are_the_proposals_centres():
     """mu ~ N(0, 1), x0 ~ N(mu, 0.1²), x1 ~ N(mu, 1) given x0 = 3: mu's posterior is N(3/1.01, 0.01/1.01)
     (conjugate Normal), 3 prior SDs from the prior draws (a Gowalla edge event's target, DESIGN §2.3). The
@@ -400,7 +400,7 @@ def test_prior_draws_are_moved_under_the_event_before_they_are_the_proposals_cen
     assert np.array_equal(centres, smc._settled(5, processes=2)) and centres.shape == smc._prior.shape
 
 
-@pytest.mark.slow  # 2 s: SMC's density compiled
+@pytest.mark.slow  # 1.0 s at load 2.5: SMC's density compiled
 def test_the_first_feasible_prior_draw_is_found_by_the_batched_density_as_point_by_point():
     """u ~ Uniform(0, 1), x0 ~ Uniform(0, u), x1 ~ N(u, 1) given x0 = 0.9: a prior draw is feasible iff
     u > 0.9 (about 1 in 10); `Tempering.feasible` returns the first whose point-wise log-density is finite,
