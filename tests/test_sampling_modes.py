@@ -222,7 +222,8 @@ def test_independent_proposal_density_is_its_draws_density():
     """SMC's independent proposal (a centre chosen uniformly, plus N(0, s² L Lᵀ), s uniform over the
     scales): `_kde_logpdf` is the mixture's log density written here up to one constant (it cancels in
     the Metropolis–Hastings ratio), with repeated centres (resampled copies) given once with their
-    counts, and its draws have the mixture's mean and covariance."""
+    counts, and its draws have the mixture's mean and covariance; with the centres chosen with given
+    probabilities (`share`: half on the settled prior draws), the same for the weighted mixture."""
     rng = np.random.default_rng(4)
     centres = rng.normal(0, 3, (6, 2))
     chol = np.linalg.cholesky(np.array([[2.0, 0.6], [0.6, 1.0]]))
@@ -244,6 +245,13 @@ def test_independent_proposal_density_is_its_draws_density():
     spread = np.mean(KDE_SCALES ** 2) * chol @ chol.T + np.cov(centres, rowvar=False, ddof=0)
     assert draws.mean(axis=0) == pytest.approx(centres.mean(axis=0), abs=0.03)
     assert np.cov(draws, rowvar=False) == pytest.approx(spread, rel=0.02, abs=0.02)
+    share = np.array([0.35, 0.05, 0.1, 0.2, 0.2, 0.1])  # the centres chosen with these probabilities
+    weighted = np.log(sum(w * stats.multivariate_normal(c, s * s * chol @ chol.T).pdf(x)
+                          for c, w in zip(centres, share) for s in KDE_SCALES))
+    assert np.ptp(_kde_logpdf(x, centres @ inverse.T, share, inverse) - weighted) < 1e-9
+    draws = _kde_draw(centres, chol, 200_000, rng, share)
+    assert draws.mean(axis=0) == pytest.approx(share @ centres, abs=0.03)
+    assert np.abs(share @ centres - centres.mean(axis=0)).max() > 0.3  # the uniform choice's mean is not it
 
 
 def _two_modes() -> DependenceModel:
@@ -366,3 +374,47 @@ def test_a_stage_has_forgotten_its_start_only_when_uncorrelated_either_way():
     flat = start.copy()
     flat[:, 0] = 1.0
     assert _forgotten(flat, rng.normal(size=start.shape))
+
+
+@pytest.mark.slow  # 2.2 s at load 2.5 (12 s at 4): SMC's density compiled, 256 draws walked 120 steps, twice
+def test_prior_draws_are_moved_under_the_event_before_they_are_the_proposals_centres():
+    """mu ~ N(0, 1), x0 ~ N(mu, 0.1²), x1 ~ N(mu, 1) given x0 = 3: mu's posterior is N(3/1.01, 0.01/1.01)
+    (conjugate Normal), 3 prior SDs from the prior draws (a Gowalla edge event's target, DESIGN §2.3). The
+    settled centres' mu lies in the posterior (mean within 0.05, 90% within 3 posterior SDs) where the raw
+    prior draws' does not (under 1% of them), and the same for one and two processes (each piece its own
+    generator)."""
+    with pm.Model() as m:
+        mu = pm.Normal("mu", 0.0, 1.0)
+        pm.Normal("x0", mu, 0.1)
+        pm.Normal("x1", mu, 1.0)
+    cond = condition(DependenceModel(m, tuples=["x0", "x1"]), {0: 3.0}, summed=True)
+    cond.pin({0: 3.0})
+    smc = Tempering(cond)
+    smc._reference(cond.prior_draws(0))
+    mean, sd = 3.0 / 1.01, math.sqrt(0.01 / 1.01)
+    raw = smc.split(smc._prior)[smc.names.index("mu_free")]
+    centres = smc._settled(5, processes=1)
+    moved = smc.split(centres)[smc.names.index("mu_free")]
+    assert np.mean(np.abs(raw - mean) < 3 * sd) < 0.01
+    assert abs(moved.mean() - mean) < 0.05 and np.mean(np.abs(moved - mean) < 3 * sd) >= 0.9
+    assert np.array_equal(centres, smc._settled(5, processes=2)) and centres.shape == smc._prior.shape
+
+
+@pytest.mark.slow  # 1.0 s at load 2.5: SMC's density compiled
+def test_the_first_feasible_prior_draw_is_found_by_the_batched_density_as_point_by_point():
+    """u ~ Uniform(0, 1), x0 ~ Uniform(0, u), x1 ~ N(u, 1) given x0 = 0.9: a prior draw is feasible iff
+    u > 0.9 (about 1 in 10); `Tempering.feasible` returns the first whose point-wise log-density is finite,
+    and None given x0 = 1.5, where no u in (0, 1) is feasible."""
+    with pm.Model() as m:
+        u = pm.Uniform("u", 0.0, 1.0)
+        pm.Uniform("x0", 0.0, u)
+        pm.Normal("x1", u, 1.0)
+    cond = condition(DependenceModel(m, tuples=["x0", "x1"]), {0: 0.9}, summed=True)
+    cond.pin({0: 0.9})
+    smc = Tempering(cond)
+    candidates = cond.prior_draws(0)[1:]  # the seed's first draw has u = 0.94: from the second, infeasible
+    finite = [k for k, c in enumerate(candidates) if np.isfinite(cond.logp(c))]
+    assert 0 < finite[0] and 5 <= len(finite) <= 60
+    assert smc.feasible(candidates) is candidates[finite[0]]
+    cond.pin({0: 1.5})
+    assert smc.feasible(candidates) is None and not any(np.isfinite(cond.logp(c)) for c in candidates[:32])

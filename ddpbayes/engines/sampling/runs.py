@@ -509,12 +509,15 @@ class Chains:
         runs of `settings.draws` particles, each chain of the Run GROUP runs end to end (tuning
         steps do not apply: SMC adapts its stages and proposals itself); `first_rhat`: the R-hat of
         the run this one replaces with more particles (`widened`), or None."""
-        start = self.cond.starting_points(1, settings.seed)[0][0]  # raises ImpossibleEvent as a NUTS run would
-        runs = GROUP * settings.chains
-        self._check_memory(RunSettings.of(settings, draws=GROUP * settings.draws), self._values_per_draw(start))
         if self._tempering is None:
             self._tempering = Tempering(self.cond)
-        out = self._tempering.run(runs, settings.draws, _seed(settings, key), self.cond.prior_draws(settings.seed),
+        candidates = self.cond.prior_draws(settings.seed)
+        start = self._tempering.feasible(candidates)  # all prior draws at once: scored one at a time, 11 s a user
+        if start is None:  # the point-wise search with its sweeps: raises ImpossibleEvent as a NUTS run would
+            start = self.cond.starting_points(1, settings.seed)[0][0]
+        runs = GROUP * settings.chains
+        self._check_memory(RunSettings.of(settings, draws=GROUP * settings.draws), self._values_per_draw(start))
+        out = self._tempering.run(runs, settings.draws, _seed(settings, key), candidates,
                                   local_processes(settings.workers, settings.scheduler))
         shape = (settings.chains, GROUP * settings.draws)
         x = out.tuples.reshape(*shape, -1)

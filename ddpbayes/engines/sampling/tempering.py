@@ -17,8 +17,9 @@ The log-density is compiled once per conditioned model as a function of a (parti
 `batched.unblock_indexing`), and the stages run in numpy over all particles at once (PyMC's
 kernels call a compiled function once per particle). A mutation step is a cycle of two kernels,
 each invariant for π_β: an independent proposal from a kernel density around the stage's particles
-and the prior draws (a centre chosen uniformly, plus a Gaussian with the particles' covariance times
-s², s uniform over `KDE_SCALES`; fixed during the stage, so Metropolis–Hastings with its density
+and the settled prior draws (a centre chosen uniformly among the particles or, as often, among the
+settled draws, plus a Gaussian with the particles' covariance times s², s uniform over `KDE_SCALES`;
+fixed during the stage, so Metropolis–Hastings with its density
 ratio is invariant: it proposes in every mode the particles or the prior draws hold, and the
 acceptance moves the modes' weights towards π_β's) and a random walk with the particles' covariance
 scaled by a factor drawn per particle and step from `LADDER` (a mixture of invariant kernels,
@@ -33,6 +34,21 @@ the box's edge mixed worst (benchmarks/README, DESIGN §2.3). PyMC's IMH propose
 to the particles: on a Gowalla ego network it lands between cities, and a run kept the cities its
 first stages found (R-hat across 8 runs of 200 particles 1.01–1.07 for users of 2 and 4 friends;
 0.999–1.006 with the prior draws among the centres; the particles' own density alone, 1.05–1.25).
+
+The prior draws are settled under the event before they are centres (`_settled`: SETTLE_STEPS
+random-walk Metropolis steps at π from each, once per call of `run`, seeded by its seed): drawn from
+the prior, they carry the coordinates the event constrains at their prior values. At a Gowalla edge
+event (the target at the box's west wall, X_0 = 0; user 332) 93% of them scored under the particles'
+5th percentile of log π, so the proposal was in effect the particles' own density, which proposes
+where a run already is: its acceptance at β = 1 fell to 0.04–0.16, each run's share of a friend's
+city stayed at its own level (0.035 to 0.305 over 8 runs) for 100 cycles, and R-hat across runs did
+not fall with the particles. Half the proposal's centres are chosen among the settled draws whatever
+the particles' number (`PRIOR_SHARE`; uniformly over all centres, their share fell from 56% at 200
+particles to 24% at 800, and the proposal became the particles' own again: user 824, four friends,
+X_0 = 0, 8 runs of 800, R-hat 1.0227 at that share, 1.0053 and 1.0066 at a half, seeds 1 and 2).
+Any fixed centres keep the kernel exact (it is Metropolis–Hastings with
+the true proposal density, and the centres are fixed before the stage's moves), so the settled
+draws change how fast a run mixes, not what it targets.
 
 A run is `runs` independent SMC runs of `draws` particles; the particles of one run share
 ancestors (resampling), so the engine's standard errors come from the spread between runs
@@ -71,6 +87,9 @@ KDE_SCALES = 4.0 ** -np.arange(1, 4)  # the independent proposal's kernel widths
 # each narrower kernel is the previous one to the power (s_k-1 / s_k)^2 = 2^SQUARINGS: that many squarings (`_kde_block`)
 SQUARINGS = round(math.log2((KDE_SCALES[0] / KDE_SCALES[1]) ** 2))
 assert np.allclose((KDE_SCALES[:-1] / KDE_SCALES[1:]) ** 2, 2.0 ** SQUARINGS), "KDE_SCALES: a ratio 2^(k/2) apart"
+SETTLE_STEPS = 120  # random-walk steps at π that move the prior draws under the event before they are centres
+PRIOR_SHARE = 0.5  # the independent proposal's centres: this share on the settled prior draws, whatever the particles
+SETTLE_PIECES = 4  # the prior draws in this many pieces, each its own generator (forked; the same for any processes)
 BATCH = 512  # particles per call of the compiled log-density (bounds its intermediates' memory)
 BLOCK = 2**21  # values per block of the proposal density's (particles, centres, dim) differences (16 MB)
 
@@ -145,6 +164,7 @@ class Tempering:
         free variables). The runs go to `processes` forked processes (`parallel.forked_map`): the same
         particles for any number."""
         loc, scale = self._reference(candidates)
+        self._centres = self._settled(seed, processes)
         done = forked_map(lambda rng: self._temper(loc, scale, draws, rng), np.random.default_rng(seed).spawn(runs),
                           processes)
         finals, stages, betas, acceptance = (list(column) for column in zip(*done))
@@ -185,12 +205,16 @@ class Tempering:
         chol = np.linalg.cholesky(cov)
         inverse = solve_triangular(chol, np.eye(dim), lower=True)  # once per stage: BLAS per step cost ms (threads)
         start, accepted, tried = x.copy(), 0, 0
-        around = np.vstack([start, self._prior])  # the independent proposal's centres: particles and prior draws
-        distinct, counts = np.unique(around, axis=0, return_counts=True)  # resampled copies: one centre, counted
+        around = np.vstack([start, self._centres])  # the independent proposal's centres: particles, settled prior draws
+        m = len(self._centres)  # the centres' probabilities: PRIOR_SHARE on the settled draws (module docstring)
+        share = (np.concatenate([np.full(n, (1 - PRIOR_SHARE) / n), np.full(m, PRIOR_SHARE / m)]) if m
+                 else np.full(n, 1 / n))
+        distinct, where = np.unique(around, axis=0, return_inverse=True)  # resampled copies: one centre, their shares
+        counts = np.bincount(where.ravel(), weights=share, minlength=len(distinct))
         centres = _times(distinct, inverse)  # whitened
         density = _kde_logpdf(x, centres, counts, inverse)  # the proposal's log density at the particles, kept current
         for steps in range(1, MAX_STEPS + 1):
-            proposal = _kde_draw(around, chol, n, rng)
+            proposal = _kde_draw(around, chol, n, rng, share)
             at_proposal = _kde_logpdf(proposal, centres, counts, inverse)
             x, logq, ll, hits = self._metropolis(x, logq, ll, beta, proposal, density - at_proposal, rng)
             density = np.where(hits, at_proposal, density)
@@ -215,11 +239,50 @@ class Tempering:
         return (np.where(accept[:, None], proposal, x), np.where(accept, logq_new, logq), np.where(accept, ll_new, ll),
                 accept)
 
+    def _settled(self, seed: int, processes: int) -> np.ndarray:
+        """The prior draws moved under the event (module docstring): SETTLE_STEPS random-walk
+        Metropolis steps at π (β = 1) from each, the prior draws' covariance scaled as `LADDER` per
+        draw and step; in SETTLE_PIECES pieces, each with its own generator from `seed` (stream
+        [seed, 1]: not the runs'), so the same centres for any number of processes."""
+        prior, dim = self._prior, self._prior.shape[1]
+        chol = np.linalg.cholesky(np.atleast_2d(np.cov(prior, rowvar=False, ddof=0)) + 1e-6 * np.eye(dim))
+        pieces = np.array_split(np.arange(len(prior)), SETTLE_PIECES)
+        rngs = np.random.default_rng([seed, 1]).spawn(SETTLE_PIECES)
+        moved = forked_map(lambda k: self._walk(prior[pieces[k]], chol, rngs[k]), range(SETTLE_PIECES), processes)
+        return np.concatenate(moved)
+
+    def _walk(self, x: np.ndarray, chol: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """SETTLE_STEPS random-walk Metropolis steps at π from the rows of x (a -inf start takes any
+        finite proposal)."""
+        n, dim = x.shape
+        lp = self.logp(x)
+        for _ in range(SETTLE_STEPS):
+            factor = rng.choice(LADDER, size=n) / math.sqrt(dim)
+            proposal = x + factor[:, None] * _times(rng.standard_normal((n, dim)), chol)
+            lp_new = self.logp(proposal)
+            with np.errstate(invalid="ignore"):
+                gain = lp_new - lp
+            accept = np.log(rng.random(n)) < np.where(np.isnan(gain), -np.inf, gain)
+            x, lp = np.where(accept[:, None], proposal, x), np.where(accept, lp_new, lp)
+        return x
+
+    def feasible(self, candidates: list[dict]) -> dict | None:
+        """The first of `candidates` (prior draws of the free variables) with a finite log π under the
+        event pinned, or None: the batched density at all of them in one call."""
+        values = self._matrix(candidates)
+        finite = np.all(np.isfinite(values), axis=1)
+        ok = np.flatnonzero(finite & np.isfinite(self.logp(np.where(finite[:, None], values, 0.0))))
+        return candidates[ok[0]] if len(ok) else None
+
+    def _matrix(self, candidates: list[dict]) -> np.ndarray:
+        """The candidates' values as a (candidates, dim) matrix (unconstrained values)."""
+        return np.asarray([np.concatenate([np.ravel(np.asarray(c[n], dtype=float)) for n in self.names])
+                           for c in candidates])
+
     def _reference(self, candidates: list[dict]) -> tuple[np.ndarray, np.ndarray]:
         """q's means and standard deviations (dim,) from the prior draws of the free variables
         (unconstrained values)."""
-        values = np.asarray([np.concatenate([np.ravel(np.asarray(c[n], dtype=float)) for n in self.names])
-                             for c in candidates])
+        values = self._matrix(candidates)
         self._prior = values[np.all(np.isfinite(values), axis=1)]
         spread = np.nanstd(values, axis=0)
         self._loc, self._scale = np.nanmean(values, axis=0), SPREAD * np.where(spread > 1e-3, spread, 1.0)
@@ -278,12 +341,14 @@ def _times(z: np.ndarray, matrix: np.ndarray) -> np.ndarray:
     return np.einsum("pj,ij->pi", z, matrix)
 
 
-def _kde_draw(centres: np.ndarray, chol: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
-    """n draws from the stage's independent proposal: a uniformly chosen centre plus N(0, s² L Lᵀ),
-    s uniform over KDE_SCALES (module docstring)."""
+def _kde_draw(centres: np.ndarray, chol: np.ndarray, n: int, rng: np.random.Generator,
+              share: np.ndarray | None = None) -> np.ndarray:
+    """n draws from the stage's independent proposal: a centre chosen with probabilities `share`
+    (None: uniformly) plus N(0, s² L Lᵀ), s uniform over KDE_SCALES (module docstring)."""
     scale = KDE_SCALES[rng.integers(len(KDE_SCALES), size=n)]
     noise = _times(rng.standard_normal((n, centres.shape[1])), chol)
-    return centres[rng.integers(len(centres), size=n)] + scale[:, None] * noise
+    chosen = rng.integers(len(centres), size=n) if share is None else rng.choice(len(centres), size=n, p=share)
+    return centres[chosen] + scale[:, None] * noise
 
 
 def _forgotten(start: np.ndarray, x: np.ndarray) -> bool:
