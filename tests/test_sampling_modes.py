@@ -323,13 +323,7 @@ def test_smc_runs_in_forked_processes_draw_the_same_particles_as_here():
     bit for bit: each run has its own generator. mu ~ N(0, 1), x0, x1 ~ N(mu, 1) given x0 = 1: the
     posterior of mu is N(1/2, 1/2), its particles' mean within 4 standard errors of 1/2 (a check that the runs
     drew the posterior, not only that they agree)."""
-    with pm.Model() as m:
-        mu = pm.Normal("mu", 0.0, 1.0)
-        pm.Normal("x0", mu, 1.0)
-        pm.Normal("x1", mu, 1.0)
-    cond = condition(DependenceModel(m, tuples=["x0", "x1"]), {0: 1.0}, summed=True)
-    cond.pin({0: 1.0})
-    smc = Tempering(cond)
+    smc, cond = _normal_pair_given_x0(1.0, 1.0)
     here = smc.run(4, 100, 7, cond.prior_draws(0), processes=1)
     forked = smc.run(4, 100, 7, cond.prior_draws(0), processes=2)
     assert all(np.array_equal(here.particles[n], forked.particles[n]) for n in ("mu_free", "x1_free"))
@@ -383,13 +377,7 @@ def test_prior_draws_are_moved_under_the_event_before_they_are_the_proposals_cen
     settled centres' mu lies in the posterior (mean within 0.05, 90% within 3 posterior SDs) where the raw
     prior draws' does not (under 1% of them), and the same for one and two processes (each piece its own
     generator)."""
-    with pm.Model() as m:
-        mu = pm.Normal("mu", 0.0, 1.0)
-        pm.Normal("x0", mu, 0.1)
-        pm.Normal("x1", mu, 1.0)
-    cond = condition(DependenceModel(m, tuples=["x0", "x1"]), {0: 3.0}, summed=True)
-    cond.pin({0: 3.0})
-    smc = Tempering(cond)
+    smc, cond = _normal_pair_given_x0(0.1, 3.0)
     smc._reference(cond.prior_draws(0))
     mean, sd = 3.0 / 1.01, math.sqrt(0.01 / 1.01)
     raw = smc.split(smc._prior)[smc.names.index("mu_free")]
@@ -418,3 +406,15 @@ def test_the_first_feasible_prior_draw_is_found_by_the_batched_density_as_point_
     assert smc.feasible(candidates) is candidates[finite[0]]
     cond.pin({0: 1.5})
     assert smc.feasible(candidates) is None and not any(np.isfinite(cond.logp(c)) for c in candidates[:32])
+
+
+def _normal_pair_given_x0(sd0: float, x0: float):
+    """SMC (`Tempering`) on mu ~ N(0, 1), x0 ~ N(mu, sd0²), x1 ~ N(mu, 1) given x0 (pinned), and the
+    conditioned model."""
+    with pm.Model() as m:
+        mu = pm.Normal("mu", 0.0, 1.0)
+        pm.Normal("x0", mu, sd0)
+        pm.Normal("x1", mu, 1.0)
+    cond = condition(DependenceModel(m, tuples=["x0", "x1"]), {0: x0}, summed=True)
+    cond.pin({0: x0})
+    return Tempering(cond), cond
