@@ -22,6 +22,7 @@ order. Several candidate pairs share the search by successive halving (`search_p
 from __future__ import annotations
 
 import copy
+import functools
 import math
 import multiprocessing
 import time
@@ -98,12 +99,11 @@ def plan(n: int, first: int, d: int) -> list[int]:
 
 REFIT_GROWTH = 1.5  # a surviving pair's classifiers are retrained when its training batch can grow this much
 
-# The pairs of draws the workers run: set before the pool is forked (a draw need not be picklable).
-_PAIRS: Sequence[tuple[Draw, Draw]] = ()
+Pairs = Sequence[tuple[Draw, Draw]]  # the candidate pairs of draws (a pool inherits them: a draw need not be picklable)
 
 
-def _draw(pair: int, side: int, n: int, rng: np.random.Generator) -> np.ndarray:
-    x = np.asarray(_PAIRS[pair][side](n, rng), dtype=float)
+def _draw(pairs: Pairs, pair: int, side: int, n: int, rng: np.random.Generator) -> np.ndarray:
+    x = np.asarray(pairs[pair][side](n, rng), dtype=float)
     x = x.reshape(len(x), -1)
     if len(x) != n:
         raise ValueError(f"draw({n}) returned {len(x)} rows")
@@ -113,14 +113,14 @@ def _draw(pair: int, side: int, n: int, rng: np.random.Generator) -> np.ndarray:
 BOTH = 2  # a task's side: both inputs run from copies of one generator (`_coupled`)
 
 
-def _task(task) -> object:
+def _task(pairs: Pairs, task) -> object:
     """One batch: draw n rows of pair `pair`, side `side` with its own generator, and return them
     (`what` None), the reduced form for the search (`what` a Reducer) or the event's hits (side
     BOTH: the coupled hits)."""
     pair, side, n, rng, what = task
     if side == BOTH:
-        return _coupled(pair, n, rng, what)
-    x = _draw(pair, side, n, rng)
+        return _coupled(pairs, pair, n, rng, what)
+    x = _draw(pairs, pair, side, n, rng)
     if what is None:
         return x
     if isinstance(what, Event):
@@ -128,13 +128,13 @@ def _task(task) -> object:
     return what(x)
 
 
-def _coupled(pair: int, n: int, rng: np.random.Generator, what) -> tuple:
+def _coupled(pairs: Pairs, pair: int, n: int, rng: np.random.Generator, what) -> tuple:
     """n rows of each input drawn from two copies of `rng` (`paired`): `what` an event, its hits
     (both, only a, only b); else a function of the rows (a threshold event's score), its value on
     each input's. Runs that consumed different amounts of the generator show the program's
     randomness is not aligned (its rows would not pair up): refused."""
     twin = copy.deepcopy(rng)
-    x_a, x_b = _draw(pair, 0, n, rng), _draw(pair, 1, n, twin)
+    x_a, x_b = _draw(pairs, pair, 0, n, rng), _draw(pairs, pair, 1, n, twin)
     if rng.bit_generator.state != twin.bit_generator.state:
         raise InputError("the program declares its randomness aligned (`aligned = True`: drawn by shape, not by "
                          "value), but its runs on the two inputs drew different amounts of it: remove the declaration")
@@ -153,19 +153,18 @@ class Workers:
     here (a batch's scores, the classifier's small fits) gain nothing from threads, whose spinning
     cost the search up to two thirds of its CPU on a busy machine."""
 
-    def __init__(self, pairs: Sequence[tuple[Draw, Draw]], workers: int, progress: Progress | None = None):
-        global _PAIRS
-        _PAIRS = pairs
+    def __init__(self, pairs: Pairs, workers: int, progress: Progress | None = None):
+        self.pairs = pairs
         self.blas = threadpool_limits(limits=1, user_api="blas")
         self.pool = None
         self.progress = progress
         if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
-            self.pool = Forked(_task, workers)
+            self.pool = Forked(functools.partial(_task, pairs), workers)
 
     def map(self, tasks: list, advance: list[int] | None = None) -> list:
         """The tasks' results in order; the progress advanced by each task's draws, or by `advance`."""
         advance = advance or [t[2] for t in tasks]
-        done = (_task(t) for t in tasks) if self.pool is None or len(tasks) < 2 else self.pool.imap(tasks)
+        done = (_task(self.pairs, t) for t in tasks) if self.pool is None or len(tasks) < 2 else self.pool.imap(tasks)
         results = []
         for step, result in zip(advance, done):
             results.append(result)
@@ -174,11 +173,9 @@ class Workers:
         return results
 
     def close(self) -> None:
-        global _PAIRS
         if self.pool is not None:
             self.pool.close()
         self.blas.restore_original_limits()
-        _PAIRS = ()
 
 
 class _PairSearch:
@@ -194,7 +191,7 @@ class _PairSearch:
 
     def first(self, workers: Workers, share: int) -> int:
         """Draw the first batch (the family's choice, the classifier's training set): its rows."""
-        probe = _draw(self.index, 0, 2, self.rngs[0].spawn(1)[0])  # the output dimension
+        probe = _draw(workers.pairs, self.index, 0, 2, self.rngs[0].spawn(1)[0])  # the output dimension
         first = max(1, min(train_rows(probe.shape[1]), share // 2))
         rows = max(first, batch_rows(probe.shape[1]))  # the largest batch: the first, or a later one
         check_memory(8 * 2 * rows * probe.shape[1], f"a batch of {rows:,} outputs per value",
@@ -372,7 +369,7 @@ def certify(draw_a: Draw, draw_b: Draw, *, n_search: int, n_check: int, confiden
                         rng=rng, project=project, workers=workers, progress=progress, aligned=aligned)
 
 
-def certify_best(pairs: Sequence[tuple[Draw, Draw]], *, n_search: int, n_check: int, confidence: float = 0.9,
+def certify_best(pairs: Pairs, *, n_search: int, n_check: int, confidence: float = 0.9,
                  rng: np.random.Generator, project: bool = True, workers: int = 1,
                  progress: Progress | None = None, aligned: bool = False) -> Certificate:
     """Several candidate pairs of laws (input pairs, target values) share n_search draws per side,
