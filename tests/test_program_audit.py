@@ -453,6 +453,57 @@ def test_features_only_keeps_columns_and_flags():
         assert part.names() == [n for n, k in zip(full.names(), keep) if k]
         assert np.array_equal(part(x), full(x)[:, keep])
 
+def test_distinct_rows_counts_or_passes_the_limit():
+    """`distinct_rows`: the number of distinct rows (a set of tuples, here) when the first 8 * limit rows hold at
+    most `limit`, else a number above `limit`, as every caller's comparison with it needs."""
+    from ddpbayes.engines.program.event import distinct_rows
+    rng = np.random.default_rng(2)
+    for levels, n, limit in ((2, 5_000, 40), (3, 20_000, 2_000), (2, 30_000, 100), (50, 9_000, 1_000), (4, 10, 40)):
+        x = rng.integers(0, levels, size=(n, 6)).astype(float)
+        count = len({tuple(r) for r in x})
+        got = distinct_rows(x, limit)
+        assert got == count if count <= limit else got > limit, (levels, n, limit, got, count)
+
+
+def test_value_counts_are_numpys_unique():
+    """`value_counts` (a strided sample's values counted by comparisons) equals np.unique(col, return_counts=True):
+    few values, many, a rare value the sample misses (one row in 100,000), NaN among them, one value."""
+    from ddpbayes.engines.program.event import value_counts
+    rng = np.random.default_rng(9)
+    rare = np.zeros(100_000)
+    rare[12_345] = 7.0
+    with_nan = rng.integers(0, 3, 50_000).astype(float)
+    with_nan[::7] = np.nan
+    for col in (rng.integers(0, 2, 800_000).astype(float), rng.integers(-3, 5, 30_000).astype(float),
+                rng.normal(size=20_000), rare, with_nan, np.full(10, 2.5), rng.integers(0, 20, 90_000) * 0.5):
+        values, counts = value_counts(col)
+        expected_values, expected_counts = np.unique(col, return_counts=True)
+        assert np.array_equal(values, expected_values, equal_nan=True) and np.array_equal(counts, expected_counts)
+
+
+def test_flag_score_is_the_weighted_sum_of_indicators_row_by_row():
+    """`flag_score` (an all-flag score by packed bytes and tables) against the sum of indicators written here, on
+    random discrete outputs (values outside the flags, flags on several values of a coordinate, 1 to 27 flags: one
+    to four packed words), to 1e-12; and each row's score the same float in any batch (alone, reversed, in the
+    whole batch), so that a threshold event on it is a fixed set of outputs."""
+    from ddpbayes.engines.program.event import flag_score
+    rng = np.random.default_rng(5)
+    for trial in range(40):
+        d = int(rng.integers(1, 12))
+        x = rng.integers(-1, 4, size=(int(rng.integers(1, 300)), d)).astype(float)
+        pairs = [(j, float(v)) for j in range(d) for v in range(-1, 4)]
+        chosen = rng.choice(len(pairs), size=min(len(pairs), int(rng.integers(1, 28))), replace=False)
+        flags = [pairs[i] for i in chosen]
+        weights, bias = rng.normal(size=len(flags)), float(rng.normal())
+        expected = np.full(len(x), bias)
+        for w, (j, v) in zip(weights, flags):
+            expected += w * (x[:, j] == v)
+        got = flag_score(x, flags, weights, bias)
+        assert np.allclose(got, expected, rtol=0, atol=1e-12), trial
+        alone = np.array([flag_score(x[i:i + 1], flags, weights, bias)[0] for i in range(len(x))])
+        assert np.array_equal(got, alone) and np.array_equal(got[::-1], flag_score(x[::-1], flags, weights, bias))
+
+
 
 def test_logistic_fit_is_the_penalised_maximum_likelihood():
     """`logistic_fit` against Newton's method on the same objective written here (mean log-loss + l2/2 |w|^2, the
