@@ -97,8 +97,6 @@ class Program(Mechanism):
                 out = self._stacked(self._call(answers.copy(), rng, watch), s)
             else:
                 out = self._rows(answers, rng, watch)
-        if np.isnan(out).any():
-            raise InputError(f"program {self.name} returned nan")
         return out
 
     def _rows(self, answers: np.ndarray, rng: np.random.Generator, watch: Watch) -> np.ndarray:
@@ -147,6 +145,8 @@ class Program(Mechanism):
         if not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
             raise InputError(f"program {self.name} returned a non-numeric output (dtype {arr.dtype}): return "
                              "numbers, booleans or a tuple of them")
+        if np.issubdtype(arr.dtype, np.floating) and np.isnan(arr).any():  # integers and booleans never are
+            raise InputError(f"program {self.name} returned nan")
         return arr.astype(float)
 
     def _row(self, raw) -> np.ndarray:
