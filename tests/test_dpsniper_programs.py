@@ -185,7 +185,7 @@ def test_permanent_response_has_its_law(f):
 def test_permanent_response_by_words_is_exact(half):
     """Every word below 65,520 once, on a 0 bit and on a 1 bit: exactly half/40 of them set the bit to 1 and as many
     to 0 (f = 0.75: 15/40; 0.95: 19/40), the rest keep it; and the words drawn are below 65,520 (1 in 4,096 of the
-    raw 16-bit words is not: they are drawn again), the same for the same seed."""
+    raw 16-bit words, a 64-bit output read as four, is not: they are drawn again), the same for the same seed."""
     words = np.arange(65_520, dtype=np.uint16)
     for bit in (0, 1):
         out = dp._decided(words, np.full(len(words), bit, dtype=np.int8), half)
@@ -194,7 +194,7 @@ def test_permanent_response_by_words_is_exact(half):
         assert out.dtype == np.int8 and ones == expected
     drawn = dp._grid_words((500, 4_000), np.random.default_rng(5))
     assert drawn.max() < 65_520 and np.array_equal(drawn, dp._grid_words((500, 4_000), np.random.default_rng(5)))
-    raw = np.random.default_rng(5).integers(0, 1 << 16, (500, 4_000), dtype=np.uint16)
+    raw = np.random.default_rng(5).bit_generator.random_raw(500_000).view("<u2").reshape(500, 4_000)
     assert (raw >= 65_520).sum() > 300 and np.array_equal(drawn[raw < 65_520], raw[raw < 65_520])
 
 
@@ -239,3 +239,18 @@ def test_the_aligned_declarations_hold(bench):
     assert _rows_kept(bench.program, a1, a2) == (True, True)
     if bench.name == "SparseVectorTechnique1":
         assert _rows_kept(_first_above_drawn_for_comparers, a1, a2) != (True, True)
+
+
+def test_filters_are_each_runs_bloom_filter():
+    """`_filters`: row i is the Bloom filter of round(a[i, 0]) (bits murmur3_32(str(v), i) % 20, i < 4, written here),
+    for runs of one value (a repeated view) and of several, and one-time RAPPOR on the repeated view draws the same
+    outputs as on the filters copied."""
+    def bloom(v):
+        bits = np.zeros(dp.RAPPOR_BITS, dtype=np.int8)
+        bits[[dp.murmur3_32(str(v), i) % dp.RAPPOR_BITS for i in range(dp.RAPPOR_HASHES)]] = 1
+        return bits
+    for a in (np.full((7, 1), 3.0), np.array([[0.0], [2.2], [1.0], [0.0], [5.0]])):
+        expected = np.stack([bloom(int(round(v))) for v in a[:, 0]])
+        assert np.array_equal(dp._filters(a), expected)
+        copied = dp._permanent(expected, 0.95, np.random.default_rng(4))
+        assert np.array_equal(dp.one_time_rappor(a, np.random.default_rng(4)), copied)
