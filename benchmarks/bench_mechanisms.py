@@ -73,25 +73,28 @@ TIMING_LARGE_SEED = 103  # the large timing run's seed
 # pool stopped spinning (`parallel.Forked`) and RAPPOR's permanent response got cheaper; a row takes the session with
 # the fewer CPU seconds per draw in its large run (the code only got cheaper since the earlier timings, and load only
 # adds CPU: the lower is the better estimate of the idle cost, timeit's rule), RAPPOR's two rows the new one (their
-# program changed): marked "(session 54)".
+# program changed): marked "(session 54)". Session 55 (2026-11-30 19:12-19:36, load 3.2-4.1, a helper's SMC runs beside
+# it) re-timed all 20 after the all-flag score (`event.flag_score`), the features' fit and RAPPOR's program got
+# cheaper, by the same rule (RAPPOR's two rows also timed alone at 19:02 and 19:09: the lowest of the three): marked
+# "(session 55)" ("s. 55" where the line is full).
 TIMING = {
-    "LaplaceMechanism": ((10_831_250, 1.02), (43_131_250, 3.09)),  # s 1.02, 1.02, 1.02; load 2.8 (session 54)
-    "TruncatedGeometricMechanism": ((16_200_000, 0.96), (65_700_000, 3.13)),  # s 0.96, 1.01, 0.92; load 0.9
-    "NoisyHist1": ((6_175_000, 2.09), (21_087_500, 5.37)),  # s 2.01, 2.20, 2.09; load 3.1 (session 54)
-    "NoisyHist2": ((9_000_000, 4.47), (16_400_000, 4.69)),  # s 4.76, 4.47, 4.20; load 1.0
+    "LaplaceMechanism": ((14_250_000, 1.07), (54_150_000, 3.70)),  # s 1.07, 1.01, 1.19; load 3.2 (session 55)
+    "TruncatedGeometricMechanism": ((19_475_000, 0.98), (73_437_500, 3.41)),  # s 0.98, 0.98, 0.98; load 3.4 (s. 55)
+    "NoisyHist1": ((7_031_250, 2.07), (24_225_000, 5.85)),  # s 2.08, 2.07, 2.07; load 3.5 (session 55)
+    "NoisyHist2": ((6_743_750, 2.30), (22_706_250, 5.56)),  # s 2.07, 2.30, 2.32; load 3.4 (session 55)
     "ReportNoisyMax1": ((18_200_000, 3.22), (69_900_000, 11.34)),  # s 3.20, 3.22, 3.25; load 1.2
-    "ReportNoisyMax2": ((19_200_000, 2.66), (84_300_000, 10.61)),  # s 2.66, 2.52, 2.70; load 1.2
-    "ReportNoisyMax3": ((17_800_000, 4.62), (48_100_000, 9.24)),  # s 4.62, 5.43, 4.02; load 1.3
-    "ReportNoisyMax4": ((21_000_000, 3.94), (67_000_000, 10.80)),  # s 3.86, 3.97, 3.94; load 1.4
-    "SparseVectorTechnique1": ((11_306_250, 5.49), (49_306_250, 24.25)),  # s 5.27, 5.54, 5.49; load 3.7 (session 54)
+    "ReportNoisyMax2": ((22_037_500, 2.90), (84_456_250, 10.61)),  # s 3.47, 2.87, 2.90; load 3.8 (session 55)
+    "ReportNoisyMax3": ((15_387_500, 3.06), (59_562_500, 10.69)),  # s 3.06, 3.03, 3.09; load 3.5 (session 55)
+    "ReportNoisyMax4": ((18_525_000, 3.35), (66_025_000, 10.01)),  # s 3.43, 3.35, 3.31; load 3.6 (session 55)
+    "SparseVectorTechnique1": ((12_162_500, 5.48), (53_200_000, 23.26)),  # s 5.43, 5.48, 5.49; load 3.4 (session 55)
     "SparseVectorTechnique2": ((35_000_000, 15.31), (73_100_000, 28.68)),  # s 15.31, 17.81, 15.20; load 4.4 (aligned)
     "SparseVectorTechnique3": ((7_000_000, 9.96), (22_500_000, 24.78)),  # s 10.67, 9.96, 9.59; load 4.4 (refit)
     "SparseVectorTechnique4": ((20_400_000, 8.94), (59_600_000, 26.31)),  # s 9.39, 8.94, 8.44; load 4.1 (aligned)
     "SparseVectorTechnique5": ((11_112_500, 2.33), (53_387_500, 11.25)),  # s 2.39, 2.33, 2.29; load 4.1 (session 54)
-    "SparseVectorTechnique6": ((8_168_750, 4.68), (31_637_500, 15.53)),  # s 4.29, 4.68, 4.85; load 3.4 (session 54)
-    "Rappor": ((6_175_000, 5.93), (28_687_500, 22.94)),  # s 5.93, 5.94, 5.74; load 3.4 (session 54)
-    "OneTimeRappor": ((4_843_750, 3.12), (26_312_500, 13.18)),  # s 3.12, 3.09, 3.26; load 3.5 (session 54)
-    "LaplaceParallel": ((3_325_000, 4.85), (13_587_500, 16.40)),  # s 4.85, 5.23, 4.70; load 3.2 (session 54)
+    "SparseVectorTechnique6": ((9_312_500, 5.00), (33_818_750, 14.66)),  # s 5.05, 4.72, 5.00; load 4.1 (session 55)
+    "Rappor": ((8_550_000, 6.52), (36_100_000, 20.28)),  # s 6.54, 6.52, 6.12; load 3.4 (session 55)
+    "OneTimeRappor": ((8_456_250, 3.79), (37_812_500, 10.65)),  # s 4.73, 3.79, 3.65; load 3.9 (session 55)
+    "LaplaceParallel": ((4_087_500, 5.77), (14_062_500, 16.60)),  # s 5.18, 6.43, 5.77; load 3.8 (session 55)
     "SVT34Parallel": ((7_800_000, 22.74), (25_000_000, 52.13)),  # s 22.74, 22.11, 22.98; load 3.6 (aligned)
     "PrefixSum": ((5_131_250, 5.15), (18_337_500, 15.06)),  # s 5.33, 5.15, 4.93; load 3.3 (session 54)
     "NumericalSVT": ((5_100_000, 10.12), (15_300_000, 25.23)),  # s 10.12, 10.09, 10.36; load 3.9 (refit)
