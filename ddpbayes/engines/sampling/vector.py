@@ -43,7 +43,6 @@ def log_kernels(q: np.ndarray, y: np.ndarray, b: np.ndarray) -> np.ndarray:
     for c in range(q.shape[1]):
         yc, qc = y[:, c], q[:, c] / b[c]
         up, down = np.isposinf(yc), np.isneginf(yc)
-        fin = ~(up | down)
         np.subtract(yc[:, None] / b[c], qc[None, :], out=step)
         np.abs(step, out=step)
         step[up], step[down] = -qc, qc  # at ±inf: ±q/b (the rows' finite terms above are overwritten)
