@@ -449,12 +449,19 @@ def _kde_logpdf(x: np.ndarray, centres: np.ndarray, counts: np.ndarray, inverse:
 
 
 def _kde_block(z: np.ndarray, centres: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """`_kde_logpdf` at whitened rows z, from the differences themselves: |z|² + |c|² - 2 z·c cancels
-    when the coordinates are far from 0 relative to the distances (1e8 apart by 1: all lost). One
-    exponential for the widest scale: each narrower kernel is the previous one to the power
-    2^SQUARINGS (16 for successive quarters), SQUARINGS squarings instead of an exponential."""
-    diff = z[:, None, :] - centres[None, :, :]
-    d2 = np.einsum("pcd,pcd->pc", diff, diff)  # (rows, centres), no BLAS
+    """`_kde_logpdf` at whitened rows z: |z - c|² = |z|² + |c|² - 2 z·c with both taken about the centres'
+    mean (about 0, the sum cancels when the coordinates are far from 0 relative to the distances: 1e8
+    apart by 1, all lost; about the mean its rounding is 1e-16 of the spread's square, and a negative
+    result is 0), a (rows, centres) product instead of the (rows, centres, dim) differences (5.9 → ms
+    at 200 × 456 × 3). One exponential for the widest scale: each narrower kernel is the previous one
+    to the power 2^SQUARINGS (16 for successive quarters), SQUARINGS squarings instead of an exponential."""
+    middle = centres.mean(axis=0)
+    z, centres = z - middle, centres - middle
+    d2 = np.einsum("pd,cd->pc", z, centres)  # (rows, centres), no BLAS
+    d2 *= -2.0
+    d2 += np.einsum("pd,pd->p", z, z)[:, None]
+    d2 += np.einsum("cd,cd->c", centres, centres)[None, :]
+    np.maximum(d2, 0.0, out=d2)
     dim = z.shape[1]
     nearest = d2.min(axis=1)
     d2 -= nearest[:, None]
