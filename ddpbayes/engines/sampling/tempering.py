@@ -50,6 +50,14 @@ Any fixed centres keep the kernel exact (it is Metropolis–Hastings with
 the true proposal density, and the centres are fixed before the stage's moves), so the settled
 draws change how fast a run mixes, not what it targets.
 
+A model's declared blocks (`DependenceModel.blocks`: a Gowalla member's two coordinates) add a third
+kernel to each cycle, Metropolis-within-Gibbs with an independent block proposal (`_block_proposal`):
+each particle's block b drawn uniformly, x'_b from the b-marginal q_b of the stage's independent
+proposal, the other coordinates held, accepted with π_β(x') q_b(x_b) / (π_β(x) q_b(x'_b)): independent
+MH on π_β(x_b | x_-b), so invariant for π_β (DESIGN §2.3). The full proposal moves every friend at once,
+each friend's city accepted only with the others'; user 824 (four friends) at X_0 = 0, 8 runs of 200:
+R-hat over the query's outputs 1.0115 without blocks, 1.0033-1.0059 with (seeds 1-3).
+
 A run is `runs` independent SMC runs of `draws` particles; the particles of one run share
 ancestors (resampling), so the engine's standard errors come from the spread between runs
 (`estimate.ratio_at`), not from the particles' own spread. A run's final particles are put in a
@@ -201,7 +209,8 @@ class Tempering:
     def _mutate(self, x: np.ndarray, logq: np.ndarray, ll: np.ndarray, beta: float, rng: np.random.Generator
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
         """Metropolis–Hastings cycles invariant for π_β (module docstring) until the particles have
-        forgotten the stage's start (module docstring); returns them and their acceptance rate."""
+        forgotten the stage's start (module docstring), each cycle the independent proposal, the random
+        walk and, when the model declares blocks, a block proposal; returns them and their acceptance rate."""
         n, dim = x.shape
         cov = np.atleast_2d(np.cov(x, rowvar=False, ddof=0)) + 1e-6 * np.eye(dim)
         if not np.isfinite(cov).all():
