@@ -170,7 +170,9 @@ class NearEgo:
         """The near-friend model of the ego network (module docstring) as one pm.CustomDist "pos":
         its log-density in PyTensor, exact draws for PyMC's prior (starting points). Declared
         multimodal (a kernel density over the known users' cities): the sampling engine draws it by
-        SMC directly, without a NUTS run first whose chains would sit in different cities (DESIGN §7.1)."""
+        SMC directly, without a NUTS run first whose chains would sit in different cities (DESIGN §7.1);
+        each member's two coordinates a block, moved together by SMC's Metropolis-within-Gibbs kernel
+        (one friend's city at a time, the others held: DESIGN §2.3)."""
 
         def random(anchor, rng=None, size=None):
             count = int(np.prod(size)) if size is not None else 1
@@ -180,7 +182,8 @@ class NearEgo:
         with pm.Model() as m:
             pm.CustomDist("pos", np.zeros(2 * self.m), logp=lambda value, anchor: self.logp(value), random=random,
                           signature="(n)->(n)")
-        return DependenceModel(m, tuples="pos", domains=Interval(0.0, 1.0), multimodal=True)
+        return DependenceModel(m, tuples="pos", domains=Interval(0.0, 1.0), multimodal=True,
+                              blocks=[(j, self.m + j) for j in range(self.m)])
 
     def draw(self, rng: np.random.Generator) -> np.ndarray:
         """One exact draw (2m,) of the ego network, target first (`near.sample_conditional`)."""

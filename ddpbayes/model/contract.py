@@ -67,13 +67,18 @@ class DependenceModel:
     multimodal : bool, default False
         Declares the conditional laws multimodal (e.g. a kernel density over cities): the sampling
         engine draws every choosing run by SMC directly, without a NUTS run first (DESIGN §2.3).
+    blocks : sequence of sequences of int, default ()
+        Groups of tuples (indices) that SMC's Metropolis-within-Gibbs kernel moves together, the others
+        held (e.g. one member's coordinates): each group's free coordinates are proposed at once from
+        the kernel density's block marginal (DESIGN §2.3). Disjoint; none by default.
 
     Raises
     ------
     InputError
         If `model` is not a `pymc.Model`; a tuple is not a free random variable of it, repeats, or
         has the wrong dimension; no tuple is named; `domains` is of the wrong type or names a
-        variable that is not a tuple; or a support cannot be inferred.
+        variable that is not a tuple; a support cannot be inferred; or `blocks` are not disjoint
+        groups of tuple indices.
     """
 
     def __init__(
@@ -82,6 +87,7 @@ class DependenceModel:
         tuples: str | Sequence[str],
         domains: Domain | Mapping[str, Domain] | None = None,
         multimodal: bool = False,
+        blocks: Sequence[Sequence[int]] = (),
     ):
         if not isinstance(model, pm.Model):
             raise InputError(f"DependenceModel needs a pymc.Model, got {type(model).__name__}")
@@ -89,6 +95,7 @@ class DependenceModel:
         self.slots = _slots(model, tuples)
         self.domains = _domains(self.slots, domains)
         self.multimodal = bool(multimodal)
+        self.blocks = _blocks(blocks, len(self.slots))
         self._memo: dict[tuple[str, Hashable], object] = {}
         self.origin = None  # the file and parameters it was loaded from (`parallel.ModelRef`)
 
@@ -223,6 +230,18 @@ def _slots(model: pm.Model, tuples: str | Sequence[str]) -> list[TupleSlot]:
             raise InputError(f"tuple '{name}' is not scalar; name a vector tuple as tuples='{name}'")
         slots.append(TupleSlot(name, rv, None))
     return slots
+
+
+def _blocks(blocks: Sequence[Sequence[int]], n: int) -> tuple[tuple[int, ...], ...]:
+    """The declared blocks as tuples of tuple indices: each non-empty, within 0..n-1, none in two."""
+    try:
+        out = tuple(tuple(int(k) for k in block) for block in blocks)
+    except (TypeError, ValueError):
+        raise InputError(f"blocks must be groups of tuple indices, got {blocks!r}") from None
+    flat = [k for block in out for k in block]
+    if any(not block for block in out) or any(not 0 <= k < n for k in flat) or len(set(flat)) != len(flat):
+        raise InputError(f"blocks must be disjoint, non-empty groups of tuple indices 0..{n - 1}, got {blocks!r}")
+    return out
 
 
 def _domains(slots: list[TupleSlot], domains) -> list[Domain]:

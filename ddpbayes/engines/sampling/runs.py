@@ -367,7 +367,12 @@ def _conditioned(model: DependenceModel, event: dict[int, float], settings: RunS
 def _chains(model: DependenceModel, event: dict[int, float], settings: RunSettings) -> Chains:
     """The compiled steps of the event's fixed tuples (cached on the model)."""
     return model.memo("sampling", ("conditioned", frozenset(event), sums(settings)),
-                      lambda: Chains(_conditioned(model, event, settings)))
+                      lambda: Chains(_conditioned(model, event, settings), _block_tuples(model)))
+
+
+def _block_tuples(model: DependenceModel) -> list[list[tuple[str, int | None]]]:
+    """The model's declared blocks (`DependenceModel.blocks`) as (variable name, element) per tuple."""
+    return [[(model.slots[k].rv.name, model.slots[k].index) for k in block] for block in model.blocks]
 
 
 def _switch_key(event: dict[int, float], settings: RunSettings) -> tuple:
@@ -475,8 +480,9 @@ def _repeat(a: np.ndarray, settings: RunSettings) -> np.ndarray:
 class Chains:
     """PyMC step methods compiled once for a conditioned model, run for its current pins."""
 
-    def __init__(self, cond: Conditioned):
+    def __init__(self, cond: Conditioned, blocks: list[list[tuple[str, int | None]]] | None = None):
         self.cond = cond
+        self.blocks = blocks or []  # SMC's Metropolis-within-Gibbs blocks (`_block_tuples`)
         self._steps: dict[bool, object] = {}
         self._tempering: Tempering | None = None  # compiled on the first SMC run
 
@@ -510,7 +516,7 @@ class Chains:
         steps do not apply: SMC adapts its stages and proposals itself); `first_rhat`: the R-hat of
         the run this one replaces with more particles (`widened`), or None."""
         if self._tempering is None:
-            self._tempering = Tempering(self.cond)
+            self._tempering = Tempering(self.cond, self.blocks)
         candidates = self.cond.prior_draws(settings.seed)
         start = self._tempering.feasible(candidates)  # all prior draws at once: scored one at a time, 11 s a user
         if start is None:  # the point-wise search with its sweeps: raises ImpossibleEvent as a NUTS run would

@@ -50,6 +50,14 @@ Any fixed centres keep the kernel exact (it is Metropolis–Hastings with
 the true proposal density, and the centres are fixed before the stage's moves), so the settled
 draws change how fast a run mixes, not what it targets.
 
+A model's declared blocks (`DependenceModel.blocks`: a Gowalla member's two coordinates) add a third
+kernel to each cycle, Metropolis-within-Gibbs with an independent block proposal (`_block_proposal`):
+each particle's block b drawn uniformly, x'_b from the b-marginal q_b of the stage's independent
+proposal, the other coordinates held, accepted with π_β(x') q_b(x_b) / (π_β(x) q_b(x'_b)): independent
+MH on π_β(x_b | x_-b), so invariant for π_β (DESIGN §2.3). The full proposal moves every friend at once,
+each friend's city accepted only with the others'; user 824 (four friends) at X_0 = 0, 8 runs of 200:
+R-hat over the query's outputs 1.0115 without blocks, 1.0033-1.0059 with (seeds 1-3).
+
 A run is `runs` independent SMC runs of `draws` particles; the particles of one run share
 ancestors (resampling), so the engine's standard errors come from the spread between runs
 (`estimate.ratio_at`), not from the particles' own spread. A run's final particles are put in a
@@ -61,6 +69,7 @@ between runs, which is what they should see, stays in their between-run terms).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -116,13 +125,16 @@ class Tempering:
     """The conditioned model's log-density and outputs compiled over a batch of particles once,
     and SMC run in numpy for its current pins."""
 
-    def __init__(self, cond: Conditioned):
+    def __init__(self, cond: Conditioned, blocks: Sequence[Sequence[tuple[str, int | None]]] = ()):
+        """`blocks`: groups of tuples (variable name, element or None) the block kernel moves together
+        (`DependenceModel.blocks`); their free columns here (`_block_columns`)."""
         self.cond = cond
         model = cond.model
         self.names = [f.name for f in cond.free]
         values = [model.rvs_to_values[model[n]] for n in self.names]
         self.shapes = [tuple(int(d) for d in v.type.shape) for v in values]
         self.sizes = [math.prod(s) for s in self.shapes]
+        self.blocks = _block_columns(cond, self.shapes, blocks)
         batched = {v: pt.tensor(dtype=v.dtype, shape=(None, *v.type.shape), name=f"{v.name}_particles")
                    for v in values}
         joint, *outputs = model.replace_rvs_by_values(
@@ -197,7 +209,8 @@ class Tempering:
     def _mutate(self, x: np.ndarray, logq: np.ndarray, ll: np.ndarray, beta: float, rng: np.random.Generator
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
         """Metropolis–Hastings cycles invariant for π_β (module docstring) until the particles have
-        forgotten the stage's start (module docstring); returns them and their acceptance rate."""
+        forgotten the stage's start (module docstring), each cycle the independent proposal, the random
+        walk and, when the model declares blocks, a block proposal; returns them and their acceptance rate."""
         n, dim = x.shape
         cov = np.atleast_2d(np.cov(x, rowvar=False, ddof=0)) + 1e-6 * np.eye(dim)
         if not np.isfinite(cov).all():
@@ -213,6 +226,7 @@ class Tempering:
         counts = np.bincount(where.ravel(), weights=share, minlength=len(distinct))
         centres = _times(distinct, inverse)  # whitened
         density = _kde_logpdf(x, centres, counts, inverse)  # the proposal's log density at the particles, kept current
+        blocks = [_BlockKernel.of(around, share, cov, columns) for columns in self.blocks]
         for steps in range(1, MAX_STEPS + 1):
             proposal = _kde_draw(around, chol, n, rng, share)
             at_proposal = _kde_logpdf(proposal, centres, counts, inverse)
@@ -220,8 +234,13 @@ class Tempering:
             density = np.where(hits, at_proposal, density)
             accepted, tried = accepted + hits.sum(), tried + n
             x, logq, ll, hits = self._metropolis(x, logq, ll, beta, _ladder_step(x, chol, rng), np.zeros(n), rng)
-            density[hits] = _kde_logpdf(x[hits], centres, counts, inverse)
             accepted, tried = accepted + hits.sum(), tried + n
+            if blocks:
+                proposal, correction = _block_proposal(x, blocks, rng)
+                x, logq, ll, moved = self._metropolis(x, logq, ll, beta, proposal, correction, rng)
+                hits |= moved
+                accepted, tried = accepted + moved.sum(), tried + n
+            density[hits] = _kde_logpdf(x[hits], centres, counts, inverse)
             if steps >= (FINAL_STEPS if beta == 1 else MIN_STEPS) and _forgotten(start, x):
                 break
         return x, logq, ll, float(accepted / tried)
@@ -282,6 +301,66 @@ class Tempering:
         spread = np.nanstd(values, axis=0)
         self._loc, self._scale = np.nanmean(values, axis=0), SPREAD * np.where(spread > 1e-3, spread, 1.0)
         return self._loc, self._scale
+
+
+@dataclass(frozen=True)
+class _BlockKernel:
+    """The stage's independent proposal restricted to one block of columns: its centres' block
+    coordinates (distinct, with their shares), the block's covariance factor and its inverse
+    (the marginal of the full proposal's kernel, N(0, s² Σ_bb), Σ_bb the block of the particles'
+    covariance); fixed during the stage (DESIGN §2.3)."""
+
+    columns: np.ndarray
+    around: np.ndarray
+    share: np.ndarray
+    chol: np.ndarray
+    inverse: np.ndarray
+    centres: np.ndarray
+    counts: np.ndarray
+
+    @classmethod
+    def of(cls, around: np.ndarray, share: np.ndarray, cov: np.ndarray, columns: np.ndarray) -> _BlockKernel:
+        part = around[:, columns]
+        chol = np.linalg.cholesky(cov[np.ix_(columns, columns)])
+        inverse = solve_triangular(chol, np.eye(len(columns)), lower=True)
+        distinct, where = np.unique(part, axis=0, return_inverse=True)
+        counts = np.bincount(where.ravel(), weights=share, minlength=len(distinct))
+        return cls(columns, part, share, chol, inverse, _times(distinct, inverse), counts)
+
+    def logpdf(self, values: np.ndarray) -> np.ndarray:
+        """The block marginal's log density at rows of block values, up to its constant."""
+        return _kde_logpdf(values, self.centres, self.counts, self.inverse)
+
+
+def _block_proposal(x: np.ndarray, blocks: list[_BlockKernel], rng: np.random.Generator
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """Metropolis-within-Gibbs with an independent block proposal (DESIGN §2.3): each particle's block
+    drawn uniformly (independently of the state), its columns drawn from that block's marginal of the
+    stage's proposal, the other columns held; returns the proposals and the log proposal ratios
+    log q_b(x_b) - log q_b(x'_b)."""
+    which = rng.integers(len(blocks), size=len(x))
+    proposal, correction = x.copy(), np.zeros(len(x))
+    for b, kernel in enumerate(blocks):
+        rows = np.flatnonzero(which == b)
+        if not len(rows):
+            continue
+        drawn = _kde_draw(kernel.around, kernel.chol, len(rows), rng, kernel.share)
+        correction[rows] = kernel.logpdf(x[np.ix_(rows, kernel.columns)]) - kernel.logpdf(drawn)
+        proposal[np.ix_(rows, kernel.columns)] = drawn
+    return proposal, correction
+
+
+def _block_columns(cond: Conditioned, shapes: list[tuple[int, ...]],
+                   blocks: Sequence[Sequence[tuple[str, int | None]]]) -> list[np.ndarray]:
+    """Each block's columns in the particles' (particles, dim) matrix: its tuples (variable name,
+    element) that are free under the event; a block with none free is left out."""
+    column, start = {}, 0
+    for f, shape in zip(cond.free, shapes):
+        elements = list(f.index) if f.index is not None else (list(range(math.prod(shape))) if shape else [None])
+        column.update({(f.source, e): start + k for k, e in enumerate(elements)})
+        start += math.prod(shape)
+    out = [np.asarray([column[t] for t in block if t in column], dtype=int) for block in blocks]
+    return [c for c in out if len(c)]
 
 
 def next_beta(ll: np.ndarray, beta: float, threshold: float) -> tuple[float, np.ndarray]:
@@ -379,12 +458,19 @@ def _kde_logpdf(x: np.ndarray, centres: np.ndarray, counts: np.ndarray, inverse:
 
 
 def _kde_block(z: np.ndarray, centres: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """`_kde_logpdf` at whitened rows z, from the differences themselves: |z|² + |c|² - 2 z·c cancels
-    when the coordinates are far from 0 relative to the distances (1e8 apart by 1: all lost). One
-    exponential for the widest scale: each narrower kernel is the previous one to the power
-    2^SQUARINGS (16 for successive quarters), SQUARINGS squarings instead of an exponential."""
-    diff = z[:, None, :] - centres[None, :, :]
-    d2 = np.einsum("pcd,pcd->pc", diff, diff)  # (rows, centres), no BLAS
+    """`_kde_logpdf` at whitened rows z: |z - c|² = |z|² + |c|² - 2 z·c with both taken about the centres'
+    mean (about 0, the sum cancels when the coordinates are far from 0 relative to the distances: 1e8
+    apart by 1, all lost; about the mean its rounding is 1e-16 of the spread's square, and a negative
+    result is 0), a (rows, centres) product instead of the (rows, centres, dim) differences (5.9 → 4.3 ms
+    at 200 × 456 × 3). One exponential for the widest scale: each narrower kernel is the previous one
+    to the power 2^SQUARINGS (16 for successive quarters), SQUARINGS squarings instead of an exponential."""
+    middle = centres.mean(axis=0)
+    z, centres = z - middle, centres - middle
+    d2 = np.einsum("pd,cd->pc", z, centres)  # (rows, centres), no BLAS
+    d2 *= -2.0
+    d2 += np.einsum("pd,pd->p", z, z)[:, None]
+    d2 += np.einsum("cd,cd->c", centres, centres)[None, :]
+    np.maximum(d2, 0.0, out=d2)
     dim = z.shape[1]
     nearest = d2.min(axis=1)
     d2 -= nearest[:, None]

@@ -39,13 +39,14 @@ def log_kernels(q: np.ndarray, y: np.ndarray, b: np.ndarray) -> np.ndarray:
     exp(-|y - q|/b) for finite y, exp(q/b) at +inf and exp(-q/b) at -inf (the factor that
     depends on y alone cancels in every ratio of two mixtures at the same y)."""
     out = np.zeros((len(y), len(q)))
+    step = np.empty_like(out)  # each coordinate's term, in place (no temporaries of the (G, S) size)
     for c in range(q.shape[1]):
         yc, qc = y[:, c], q[:, c] / b[c]
         up, down = np.isposinf(yc), np.isneginf(yc)
-        fin = ~(up | down)
-        out[fin] -= np.abs(yc[fin, None] / b[c] - qc[None, :])
-        out[up] += qc
-        out[down] -= qc
+        np.subtract(yc[:, None] / b[c], qc[None, :], out=step)
+        np.abs(step, out=step)
+        step[up], step[down] = -qc, qc  # at ±inf: ±q/b (the rows' finite terms above are overwritten)
+        out -= step
     return out
 
 
@@ -54,9 +55,11 @@ def log_mixture_nd(q: np.ndarray, wq: np.ndarray, y: np.ndarray, b: np.ndarray) 
     rows = max(1, _CHUNK // max(1, len(q)))
     parts = []
     for g in range(0, len(y), rows):
-        z = log_kernels(q, y[g:g + rows], b) + wq[None, :]
+        z = log_kernels(q, y[g:g + rows], b)
+        z += wq[None, :]
         top = z.max(axis=1, keepdims=True)
-        parts.append(np.log(np.exp(z - top).sum(axis=1)) + top[:, 0])
+        z -= top
+        parts.append(np.log(np.exp(z, out=z).sum(axis=1)) + top[:, 0])
     return np.concatenate(parts)
 
 
