@@ -215,32 +215,29 @@ class Tempering:
         cov = np.atleast_2d(np.cov(x, rowvar=False, ddof=0)) + 1e-6 * np.eye(dim)
         if not np.isfinite(cov).all():
             raise TemperingFailed("the particles' covariance is not finite")
-        chol = np.linalg.cholesky(cov)
-        inverse = solve_triangular(chol, np.eye(dim), lower=True)  # once per stage: BLAS per step cost ms (threads)
         start, accepted, tried = x.copy(), 0, 0
         around = np.vstack([start, self._centres])  # the independent proposal's centres: particles, settled prior draws
         m = len(self._centres)  # the centres' probabilities: PRIOR_SHARE on the settled draws (module docstring)
         share = (np.concatenate([np.full(n, (1 - PRIOR_SHARE) / n), np.full(m, PRIOR_SHARE / m)]) if m
                  else np.full(n, 1 / n))
-        distinct, where = np.unique(around, axis=0, return_inverse=True)  # resampled copies: one centre, their shares
-        counts = np.bincount(where.ravel(), weights=share, minlength=len(distinct))
-        centres = _times(distinct, inverse)  # whitened
-        density = _kde_logpdf(x, centres, counts, inverse)  # the proposal's log density at the particles, kept current
+        full = _BlockKernel.of(around, share, cov, np.arange(dim))  # the independent proposal over every column
+        density = full.logpdf(x)  # the proposal's log density at the particles, kept current
         blocks = [_BlockKernel.of(around, share, cov, columns) for columns in self.blocks]
         for steps in range(1, MAX_STEPS + 1):
-            proposal = _kde_draw(around, chol, n, rng, share)
-            at_proposal = _kde_logpdf(proposal, centres, counts, inverse)
+            proposal = full.draw(n, rng)
+            at_proposal = full.logpdf(proposal)
             x, logq, ll, hits = self._metropolis(x, logq, ll, beta, proposal, density - at_proposal, rng)
             density = np.where(hits, at_proposal, density)
             accepted, tried = accepted + hits.sum(), tried + n
-            x, logq, ll, hits = self._metropolis(x, logq, ll, beta, _ladder_step(x, chol, rng), np.zeros(n), rng)
+            x, logq, ll, hits = self._metropolis(x, logq, ll, beta, _ladder_step(x, full.chol, rng), np.zeros(n),
+                                                 rng)
             accepted, tried = accepted + hits.sum(), tried + n
             if blocks:
                 proposal, correction = _block_proposal(x, blocks, rng)
                 x, logq, ll, moved = self._metropolis(x, logq, ll, beta, proposal, correction, rng)
                 hits |= moved
                 accepted, tried = accepted + moved.sum(), tried + n
-            density[hits] = _kde_logpdf(x[hits], centres, counts, inverse)
+            density[hits] = full.logpdf(x[hits])
             if steps >= (FINAL_STEPS if beta == 1 else MIN_STEPS) and _forgotten(start, x):
                 break
         return x, logq, ll, float(accepted / tried)
@@ -305,10 +302,11 @@ class Tempering:
 
 @dataclass(frozen=True)
 class _BlockKernel:
-    """The stage's independent proposal restricted to one block of columns: its centres' block
-    coordinates (distinct, with their shares), the block's covariance factor and its inverse
-    (the marginal of the full proposal's kernel, N(0, s² Σ_bb), Σ_bb the block of the particles'
-    covariance); fixed during the stage (DESIGN §2.3)."""
+    """The stage's independent proposal restricted to a block of columns (every column: the full
+    proposal): its centres' block coordinates (distinct, with their shares), the block's covariance
+    factor and its inverse (the marginal of the full proposal's kernel, N(0, s² Σ_bb), Σ_bb the
+    block of the particles' covariance); fixed during the stage (DESIGN §2.3). The factor and its
+    inverse are computed once per stage (BLAS per step cost ms: its threads)."""
 
     columns: np.ndarray
     around: np.ndarray
@@ -323,13 +321,17 @@ class _BlockKernel:
         part = around[:, columns]
         chol = np.linalg.cholesky(cov[np.ix_(columns, columns)])
         inverse = solve_triangular(chol, np.eye(len(columns)), lower=True)
-        distinct, where = np.unique(part, axis=0, return_inverse=True)
+        distinct, where = np.unique(part, axis=0, return_inverse=True)  # resampled copies: one centre, their shares
         counts = np.bincount(where.ravel(), weights=share, minlength=len(distinct))
         return cls(columns, part, share, chol, inverse, _times(distinct, inverse), counts)
 
     def logpdf(self, values: np.ndarray) -> np.ndarray:
         """The block marginal's log density at rows of block values, up to its constant."""
         return _kde_logpdf(values, self.centres, self.counts, self.inverse)
+
+    def draw(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """n draws of the block's values from its marginal."""
+        return _kde_draw(self.around, self.chol, n, rng, self.share)
 
 
 def _block_proposal(x: np.ndarray, blocks: list[_BlockKernel], rng: np.random.Generator
@@ -344,7 +346,7 @@ def _block_proposal(x: np.ndarray, blocks: list[_BlockKernel], rng: np.random.Ge
         rows = np.flatnonzero(which == b)
         if not len(rows):
             continue
-        drawn = _kde_draw(kernel.around, kernel.chol, len(rows), rng, kernel.share)
+        drawn = kernel.draw(len(rows), rng)
         correction[rows] = kernel.logpdf(x[np.ix_(rows, kernel.columns)]) - kernel.logpdf(drawn)
         proposal[np.ix_(rows, kernel.columns)] = drawn
     return proposal, correction
