@@ -4,7 +4,6 @@ the gradient against the full sum's, and the Op over a batch against the Op poin
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import pytensor
@@ -62,7 +61,7 @@ def test_dense_sum_and_gradients_against_the_full_sum():
     points = _cities(rng, 800)
     x = points[:40] + rng.normal(0, 100, (40, 2))
     for v in (40.0 ** 2, 230.0 ** 2):  # truncated, then dense (the cut radius spans the points)
-        kernel = KernelSum(points, v)
+        kernel = KernelSum(points, v, rho=1e-9)  # the full sum's value and gradient within 1e-9
         value, grad = kernel.log_sum(x, gradient=True)
         full, d2 = _full(x, points, np.ones(len(points)), v)
         share = np.exp(-d2 / (2 * v)) / full[:, None]
@@ -88,7 +87,7 @@ def test_op_over_a_batch_is_the_op_per_point():
     scaled = _full(values[0], points, np.ones(len(points)), 50.0 ** 2)[0]
     full = (np.log(scaled) - ((values[0][:, None] - points[None]) ** 2).sum(-1).min(axis=1) / (2 * 50.0 ** 2)).sum()
     got = float(pytensor.function([x], op(x).sum(), mode=FAST)(values[0]))
-    assert got == pytest.approx(full, abs=3 * math.log1p(1e-9))
+    assert got == pytest.approx(full, abs=3 * log_sum_error())
 
 
 def _log_full(x: np.ndarray, points: np.ndarray, weights: np.ndarray, v: float) -> np.ndarray:
@@ -97,9 +96,16 @@ def _log_full(x: np.ndarray, points: np.ndarray, weights: np.ndarray, v: float) 
     return np.log(scaled) - ((x[:, None, :] - points[None]) ** 2).sum(-1).min(axis=1) / (2 * v)
 
 
+def _full_gradient(x: np.ndarray, points: np.ndarray, weights: np.ndarray, v: float) -> np.ndarray:
+    """∇ log S at the rows of x: the terms' weighted mean of o - x, over v."""
+    full, d2 = _full(x, points, weights, v)
+    share = weights * np.exp(-d2 / (2 * v)) / full[:, None]
+    return np.einsum("pn,pna->pa", share, points[None] - x[:, None]) / v
+
+
 def test_table_of_kept_points_within_its_bound():
     """A domain's table keeps, per cell, a superset of the points within each x's cut radius: the
-    same bound 0 <= log S - log S̃ <= log1p(ρ) at a loose ρ; outside the domain, the tree's sum."""
+    same bound 0 <= log S - log S̃ <= log1p(ρ) at a loose ρ; outside the domain, the full sum."""
     rng = np.random.default_rng(3)
     points = _cities(rng, 2000)
     weights = rng.uniform(0.2, 5.0, len(points))
@@ -113,11 +119,14 @@ def test_table_of_kept_points_within_its_bound():
     gap = _log_full(x, points, weights, v) - got
     assert np.all(gap >= -1e-12) and np.all(gap <= log_sum_error(rho) + 1e-12)
     assert np.any(gap > 1e-9)  # mass was dropped: the check is not vacuous
-    plain, tight = KernelSum(points, v, weights, rho), KernelSum(points, v, weights, domain=(lo, hi))
-    _, want = KernelSum(points, v, weights).log_sum(x, gradient=True)  # at ρ = 1e-9 both are the full gradient
+    tight = KernelSum(points, v, weights, 1e-9, domain=(lo, hi))
+    _, want = KernelSum(points, v, weights, 1e-9).log_sum(x, gradient=True)  # at ρ = 1e-9 both are the full gradient
     assert tight.log_sum(x, gradient=True)[1] == pytest.approx(want, rel=1e-7, abs=1e-12)
-    outside = np.array([[-300.0, 100.0], [4100.0, 2600.0]])
-    assert kernel.log_sum(outside)[0] == pytest.approx(plain.log_sum(outside)[0], rel=1e-14)
+    outside = np.array([[-300.0, 100.0], [4100.0, 2600.0], [1000.0, -40.0]])
+    value, grad = kernel.log_sum(np.vstack([x[:3], outside]), gradient=True)
+    assert value[3:] == pytest.approx(_log_full(outside, points, weights, v), rel=1e-13)  # the full sum, S̃ = S
+    assert value[:3] == pytest.approx(got[:3], rel=1e-15)  # rows inside, beside them, as alone
+    assert grad[3:] == pytest.approx(_full_gradient(outside, points, weights, v), rel=1e-9, abs=1e-15)
 
 
 def test_wide_sum_tabulated_within_its_certified_error():

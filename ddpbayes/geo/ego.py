@@ -33,6 +33,7 @@ from ddpbayes.model import DependenceModel
 from ddpbayes.model.domains import Interval
 
 DEGREES = (1, 4)  # located friends of a sampled user: small ego networks
+TABLE_MARGIN = 0.2  # the kernel sums' tables reach this share of the box's sides beyond it (`NearEgo`)
 
 
 def friends_of(pairs: np.ndarray, n: int) -> list[np.ndarray]:
@@ -108,7 +109,9 @@ class NearEgo:
         self.anchors = [points_km[np.setdiff1d(friends[f], members)] for f in members[1:]]
         self.offset, self.scale = km_map(fit.box)
         corners = np.stack([self.offset, self.offset + self.scale])
-        self.domain = corners.min(axis=0), corners.max(axis=0)  # the box in km, where every member lies
+        lo, hi = corners.min(axis=0), corners.max(axis=0)  # the box in km
+        # the tables' rectangle: the box and a margin (SMC's early particles and proposals stray outside it)
+        self.domain = lo - TABLE_MARGIN * (hi - lo), hi + TABLE_MARGIN * (hi - lo)
         h2 = fit.bandwidth_km ** 2
         self._pop = self._sum(self.others, h2)
         self._z = {s: self._sum(self.others, s * s + h2) for s in fit.sigma_km}

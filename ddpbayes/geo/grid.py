@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 
+import numba
 import numpy as np
 from scipy.special import logsumexp
 
@@ -64,7 +65,6 @@ class LogSumGrid:
         except InputError as e:
             raise TooFine(str(e)) from None
         self.cells, self.step = cells, [self.block[a] / cells[a] for a in range(2)]
-        self.start = [np.concatenate([[0], np.cumsum(c)[:-1]]) for c in cells]
         self.lines = [self._lines(a) for a in range(2)]
         spacing = np.add.outer(self.step[0] ** 2, np.zeros(len(cells[1]))), np.add.outer(
             np.zeros(len(cells[0])), self.step[1] ** 2)
@@ -85,29 +85,32 @@ class LogSumGrid:
         return np.all((x >= self.lo) & (x <= self.hi), axis=1)
 
     def log_sum(self, x: np.ndarray, gradient: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
-        """The interpolant (P,) at the rows of x (P, 2), all inside the rectangle, and its gradient."""
-        index, frac = zip(*(self._locate(x[:, a], a) for a in range(2)))
-        (i, j), (s, t) = index, frac
-        v = self.values
-        v00, v10, v01, v11 = v[i, j], v[i + 1, j], v[i, j + 1], v[i + 1, j + 1]
+        """The interpolant (P,) at the rows of x (P, 2), all inside the rectangle, and its gradient: each row's
+        cell found by bisection on the lines, in one compiled loop (`_bilinear`; numpy's dozen small passes cost
+        1.1 us a row)."""
+        value, grad = _bilinear(np.ascontiguousarray(x, dtype=float), self.lines[0], self.lines[1], self.values,
+                                gradient)
+        return value, (grad if gradient else None)
+
+
+@numba.njit(cache=True, nogil=True)
+def _bilinear(x, xs, ys, values, gradient):  # pragma: no cover (compiled)
+    """Bilinear interpolation of `values` on the lines xs, ys at the rows of x, and its gradient with
+    `gradient` (a point on a line takes the cell above it, the last line the cell below)."""
+    n = len(x)
+    out, grad = np.empty(n), np.zeros((n, 2))
+    for r in range(n):
+        i = min(max(np.searchsorted(xs, x[r, 0], side="right") - 1, 0), len(xs) - 2)
+        j = min(max(np.searchsorted(ys, x[r, 1], side="right") - 1, 0), len(ys) - 2)
+        hx, hy = xs[i + 1] - xs[i], ys[j + 1] - ys[j]
+        s, t = (x[r, 0] - xs[i]) / hx, (x[r, 1] - ys[j]) / hy
+        v00, v10, v01, v11 = values[i, j], values[i + 1, j], values[i, j + 1], values[i + 1, j + 1]
         low, high = v00 + s * (v10 - v00), v01 + s * (v11 - v01)
-        value = low + t * (high - low)
-        if not gradient:
-            return value, None
-        column, row = self._block(x[:, 0], 0), self._block(x[:, 1], 1)
-        dx = ((1 - t) * (v10 - v00) + t * (v11 - v01)) / self.step[0][column]
-        dy = (high - low) / self.step[1][row]
-        return value, np.stack([dx, dy], axis=1)
-
-    def _block(self, x: np.ndarray, axis: int) -> np.ndarray:
-        return np.clip(((x - self.lo[axis]) // self.block[axis]).astype(np.int64), 0, len(self.cells[axis]) - 1)
-
-    def _locate(self, x: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
-        """Each coordinate's cell (the index of its lower line) and its fraction of the cell."""
-        b = self._block(x, axis)
-        local = (x - self.lo[axis] - b * self.block[axis]) / self.step[axis][b]
-        k = np.clip(np.floor(local).astype(np.int64), 0, self.cells[axis][b] - 1)
-        return self.start[axis][b] + k, local - k
+        out[r] = low + t * (high - low)
+        if gradient:
+            grad[r, 0] = ((1 - t) * (v10 - v00) + t * (v11 - v01)) / hx
+            grad[r, 1] = (high - low) / hy
+    return out, grad
 
 
 def curvature_bounds(points: np.ndarray, weights: np.ndarray, variance: float, lo: np.ndarray, block: np.ndarray,

@@ -22,7 +22,8 @@ cell's centre and d_1 its largest distance to the cell; for x in the cell every 
 farther than R, so the same bound holds (the dropped total is at most ρ c_1 e^{-d_1²/2v} <= ρ S̃(x)),
 and no tree is searched per point. A dense sum over a rectangle is tabulated instead, when the grid
 is affordable (`geo.grid.LogSumGrid`: |log Ŝ - log S| <= its `error`). `error` is the range of
-log Ŝ - log S at any point of the domain. `LogKernelSum` is the PyTensor Op of log S̃ with its gradient
+log Ŝ - log S at any point of the domain; a point outside it takes the full sum (S̃ = S, a compiled
+loop over every point: no tree search per call). `LogKernelSum` is the PyTensor Op of log S̃ with its gradient
 (the truncated sum's own: Σ w_k (o_k - x) / v, w the kept terms' shares), over any leading axes of
 x (..., 2), and registered for `vectorize_graph` so that a batch of SMC particles is one call.
 """
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import math
 
+import numba
 import numpy as np
 import pytensor.tensor as pt
 from pytensor.graph.basic import Apply
@@ -40,10 +42,10 @@ from scipy.spatial import cKDTree
 
 from ddpbayes.geo.grid import LogSumGrid, TooFine
 
-RHO = 1e-9  # each truncated sum is within a factor 1 + RHO of the full one (module docstring)
+RHO = 1e-6  # each truncated sum is within a factor 1 + RHO of the full one (module docstring)
 GRAPH_POINTS = 256  # over at most this many points a sum is a PyTensor graph (`log_kernel_sum`)
 DENSE = 0.25  # a cut radius over this share of the points' extent keeps every point (the full sum: no KD-tree)
-CELLS = 4096  # about this many cells in a domain's table of kept points (each at least the kernel's √v wide)
+CELLS = 8192  # about this many cells in a domain's table of kept points (each at least the kernel's √v wide)
 
 
 class KernelSum:
@@ -62,7 +64,7 @@ class KernelSum:
         self.tree = cKDTree(self.points)
         self._log_cut = np.log(self.weights.sum() / (self.weights * rho))  # log(C / (c_k ρ)) per point k
         extent = float(np.linalg.norm(np.ptp(self.points, axis=0)))
-        self._norms = (self.points * self.points).sum(axis=1)
+        self._all = np.array([0, len(self.points)], dtype=np.int64)  # every point in one cell (`_dense`)
         self.dense = math.sqrt(2.0 * self.variance * self._log_cut.max()) > DENSE * extent
         self.grid, self.cells = None, None
         if domain is not None and self.dense:
@@ -95,8 +97,8 @@ class KernelSum:
         inside = table.inside(x)
         if inside.all():
             return table.log_sum(x, gradient)
-        value, grad = np.empty(len(x)), (np.empty_like(x) if gradient else None)  # outside the domain: the sum
-        for rows, f in ((inside, table.log_sum), (~inside, self._dense if self.dense else self._truncated)):
+        value, grad = np.empty(len(x)), (np.empty_like(x) if gradient else None)  # outside the domain: the full sum
+        for rows, f in ((inside, table.log_sum), (~inside, self._dense)):
             if not rows.any():
                 continue
             v, g = f(x[rows], gradient)
@@ -106,19 +108,11 @@ class KernelSum:
         return value, grad
 
     def _dense(self, x: np.ndarray, gradient: bool) -> tuple[np.ndarray, np.ndarray | None]:
-        """The full sum, S̃ = S, over a (P, N) matrix (|x - o|² = |x|² - 2 x·o + |o|²; rows scaled by
-        their nearest point's term: no underflow)."""
-        cross = x[:, :1] * self.points[:, 0] + x[:, 1:] * self.points[:, 1]  # x·o without BLAS's threads
-        d2 = np.maximum((x * x).sum(axis=1)[:, None] + self._norms[None] - 2.0 * cross, 0.0)
-        shift = d2.min(axis=1)
-        d2 -= shift[:, None]
-        d2 *= -0.5 / self.variance
-        e = np.exp(d2, out=d2)  # (P, N), the unweighted kernels
-        total = np.einsum("pn,n->p", e, self.weights)
-        value = np.log(total) - shift / (2.0 * self.variance)
-        if not gradient:
-            return value, None
-        return value, ((e * self.weights) @ self.points - x * total[:, None]) / (total[:, None] * self.variance)
+        """The full sum, S̃ = S, every row's terms scaled by its nearest point's (no underflow): the cell
+        table's compiled loop with every point in one cell (`_cell_sums`)."""
+        value, mean = _cell_sums(x, self._all, np.zeros(len(x), dtype=np.int64), self.points[:, 0].copy(),
+                                 self.points[:, 1].copy(), self.weights, 0.5 / self.variance, gradient)
+        return value, ((mean - x) / self.variance if gradient else None)
 
     def _truncated(self, x: np.ndarray, gradient: bool) -> tuple[np.ndarray, np.ndarray | None]:
         """The sum over the points within r(x) (module docstring), scaled by the nearest point's term."""
@@ -162,40 +156,49 @@ class _CellTable:
         self.centres = centres
         owner = np.repeat(np.arange(len(centres)), np.diff(self.indptr))
         self.x, self.y = (kernel.points[index] - centres[owner]).T.copy()  # each cell's points about its centre
-        self.w = None if np.all(kernel.weights == kernel.weights[0]) and kernel.weights[0] == 1 else kernel.weights[index]
+        self.w = kernel.weights[index]
 
     def inside(self, x: np.ndarray) -> np.ndarray:
         return np.all((x >= self.lo) & (x <= self.hi), axis=1)
 
     def log_sum(self, x: np.ndarray, gradient: bool) -> tuple[np.ndarray, np.ndarray | None]:
-        """log S̃ at the rows of x (P, 2), all in the domain: every row's kept terms (its cell's points, about
-        the cell's centre) laid end to end in one vector, each row's a segment summed by `reduceat` (no
-        Python step per cell: a batch of SMC's 200 particles spread over ~170 cells took 8 ms as one
-        block per cell, 1.2 ms so; benchmarks/README, Gowalla)."""
+        """log S̃ at the rows of x (P, 2), all in the domain: each row's kept terms (its cell's points, about the
+        cell's centre) summed in one compiled loop (`_cell_sums`; numpy's gathers and segment reductions cost
+        25 ns a term, user 332's 153 terms a row at the 39-km scale)."""
         k = self.kernel
         if not len(x):
             return np.empty(0), (np.empty((0, 2)) if gradient else None)
         ij = np.minimum(((x - self.lo) // self.side).astype(np.int64), self.shape - 1)
         cell = ij[:, 0] * self.shape[1] + ij[:, 1]
-        first, counts = self.indptr[cell], self.indptr[cell + 1] - self.indptr[cell]  # each cell keeps >= 1 point
-        offsets = np.cumsum(counts) - counts
-        rows = np.repeat(np.arange(len(x)), counts)
-        index = np.arange(int(offsets[-1] + counts[-1])) + np.repeat(first - offsets, counts)
         z = x - self.centres[cell]  # about the cell's centre, as the table keeps its points
-        ox, oy = self.x[index], self.y[index]
-        d2 = (z[rows, 0] - ox) ** 2
-        d2 += (z[rows, 1] - oy) ** 2
-        shift = np.minimum.reduceat(d2, offsets)  # each row's nearest kept point: its largest term is 1
-        d2 -= shift[rows]
-        e = np.exp(d2 * (-0.5 / k.variance), out=d2)
-        if self.w is not None:
-            e *= self.w[index]
-        total = np.add.reduceat(e, offsets)
-        value = np.log(total) - shift / (2.0 * k.variance)
-        if not gradient:
-            return value, None
-        mean = np.stack([np.add.reduceat(e * ox, offsets), np.add.reduceat(e * oy, offsets)], axis=1)
-        return value, (mean - z * total[:, None]) / (total[:, None] * k.variance)
+        value, mean = _cell_sums(z, self.indptr, cell, self.x, self.y, self.w, 0.5 / k.variance, gradient)
+        return value, ((mean - z) / k.variance if gradient else None)
+
+
+@numba.njit(cache=True, nogil=True)
+def _cell_sums(z, indptr, cell, px, py, w, half_precision, gradient):  # pragma: no cover (compiled)
+    """Per row r: log Σ_i w_i e^{-|z_r - p_i|² h} over its cell's points i (h = 1/2v), each row's terms scaled
+    by its nearest point's (the largest term is 1: no underflow), and with `gradient` the terms' weighted mean
+    of p_i (the gradient is (mean - z) / v)."""
+    n = len(cell)
+    value, mean = np.empty(n), np.zeros((n, 2))
+    for r in range(n):
+        a, b = indptr[cell[r]], indptr[cell[r] + 1]
+        zx, zy, nearest = z[r, 0], z[r, 1], np.inf
+        for i in range(a, b):
+            d2 = (zx - px[i]) ** 2 + (zy - py[i]) ** 2
+            nearest = min(nearest, d2)
+        total, mx, my = 0.0, 0.0, 0.0
+        for i in range(a, b):
+            e = w[i] * math.exp((nearest - (zx - px[i]) ** 2 - (zy - py[i]) ** 2) * half_precision)
+            total += e
+            if gradient:
+                mx += e * px[i]
+                my += e * py[i]
+        value[r] = math.log(total) - nearest * half_precision
+        if gradient:
+            mean[r, 0], mean[r, 1] = mx / total, my / total
+    return value, mean
 
 
 class LogKernelSum(Op):

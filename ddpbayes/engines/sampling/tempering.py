@@ -77,7 +77,6 @@ import pytensor
 import pytensor.tensor as pt
 from pytensor.graph.replace import vectorize_graph
 from scipy.linalg import solve_triangular
-from scipy.special import logsumexp
 
 from ddpbayes.model.batched import checks_per_point, unblock_indexing
 from ddpbayes.model.condition import TUPLES, WEIGHTS, Conditioned
@@ -483,7 +482,15 @@ def _kde_block(z: np.ndarray, centres: np.ndarray, weights: np.ndarray) -> np.nd
             for _ in range(SQUARINGS):
                 np.multiply(kernel, kernel, out=kernel)
         sums.append(np.log(np.einsum("pc,c->p", kernel, weights)) - 0.5 * nearest / (s * s) - dim * math.log(s))
-    return logsumexp(np.stack(sums), axis=0)
+    return _logsumexp_rows(np.stack(sums))
+
+
+def _logsumexp_rows(a: np.ndarray) -> np.ndarray:
+    """log Σ_k exp(a[k]) per column of a (K, rows) in numpy (scipy's `logsumexp` cost 0.5 ms a call here,
+    a quarter of a proposal density; user 332's audit: 33 s of 375); an all -inf column gives -inf."""
+    top = a.max(axis=0)
+    top = np.where(np.isfinite(top), top, 0.0)
+    return np.log(np.exp(a - top).sum(axis=0)) + top
 
 
 def _pearson(a: np.ndarray, b: np.ndarray) -> np.ndarray:
