@@ -113,8 +113,14 @@ def test_exact_car_leakage_is_the_regression_formula():
 def test_sample_users_rule():
     friends = friends_of(PAIRS, 8)
     chosen = sample_users(friends, 3, seed=1)
-    assert all(1 <= len(friends[u]) <= 4 for u in chosen)
+    eligible = [u for u in range(8) if 1 <= len(friends[u]) <= 4]
+    assert all(1 <= len(friends[u]) <= 4 for u in chosen) and len(set(chosen.tolist())) == 3
     assert chosen.tolist() == sample_users(friends, 3, seed=1).tolist()
+    (first,) = sample_users(friends, 1, seed=1)  # the report's user: one draw of stream [seed, 30]
+    assert first == np.random.default_rng([1, 30]).choice(eligible, size=1)[0]
+    for count in range(1, len(eligible) + 1):  # every larger sample keeps her, and is sorted
+        larger = sample_users(friends, count, seed=1)
+        assert first in larger and larger.tolist() == sorted(set(larger.tolist())) and len(larger) == count
     with pytest.raises(InputError):
         sample_users(friends, 8, seed=1)  # user 7 has no friend
 

@@ -105,7 +105,8 @@ def _full_gradient(x: np.ndarray, points: np.ndarray, weights: np.ndarray, v: fl
 
 def test_table_of_kept_points_within_its_bound():
     """A domain's table keeps, per cell, a superset of the points within each x's cut radius: the
-    same bound 0 <= log S - log S̃ <= log1p(ρ) at a loose ρ; outside the domain, the full sum."""
+    same bound 0 <= log S - log S̃ <= log1p(ρ) at a loose ρ, in a margin around the domain too; beyond
+    it, the full sum."""
     rng = np.random.default_rng(3)
     points = _cities(rng, 2000)
     weights = rng.uniform(0.2, 5.0, len(points))
@@ -122,7 +123,10 @@ def test_table_of_kept_points_within_its_bound():
     tight = KernelSum(points, v, weights, 1e-9, domain=(lo, hi))
     _, want = KernelSum(points, v, weights, 1e-9).log_sum(x, gradient=True)  # at ρ = 1e-9 both are the full gradient
     assert tight.log_sum(x, gradient=True)[1] == pytest.approx(want, rel=1e-7, abs=1e-12)
-    outside = np.array([[-300.0, 100.0], [4100.0, 2600.0], [1000.0, -40.0]])
+    margin = np.array([[-300.0, 100.0], [4100.0, 2600.0], [1000.0, -40.0]])  # in the table's margin: the bound
+    gap = _log_full(margin, points, weights, v) - kernel.log_sum(margin)[0]
+    assert np.all(gap >= -1e-12) and np.all(gap <= log_sum_error(rho) + 1e-12)
+    outside = np.array([[-2000.0, 100.0], [6000.0, 4000.0], [1000.0, -900.0]])  # beyond it (a fifth of each side)
     value, grad = kernel.log_sum(np.vstack([x[:3], outside]), gradient=True)
     assert value[3:] == pytest.approx(_log_full(outside, points, weights, v), rel=1e-13)  # the full sum, S̃ = S
     assert value[:3] == pytest.approx(got[:3], rel=1e-15)  # rows inside, beside them, as alone

@@ -33,7 +33,6 @@ from ddpbayes.model import DependenceModel
 from ddpbayes.model.domains import Interval
 
 DEGREES = (1, 4)  # located friends of a sampled user: small ego networks
-TABLE_MARGIN = 0.2  # the kernel sums' tables reach this share of the box's sides beyond it (`NearEgo`)
 
 
 def friends_of(pairs: np.ndarray, n: int) -> list[np.ndarray]:
@@ -48,13 +47,17 @@ def ego_members(friends: list[np.ndarray], user: int) -> np.ndarray:
 
 
 def sample_users(friends: list[np.ndarray], count: int, seed: int, degrees: tuple[int, int] = DEGREES) -> np.ndarray:
-    """`count` users drawn uniformly without replacement (stream numpy default_rng([seed, 30])) among
-    those with degrees[0] to degrees[1] located friends, sorted."""
+    """`count` users among those with degrees[0] to degrees[1] located friends, sorted: one drawn uniformly
+    (stream numpy default_rng([seed, 30]): the report's user, the whole sample when `count` is 1) and
+    `count` - 1 more drawn uniformly without replacement among the others (stream [seed, 31]), so that a
+    larger sample keeps the report's user."""
     eligible = np.flatnonzero([degrees[0] <= len(f) <= degrees[1] for f in friends])
     if not 1 <= count <= len(eligible):
         raise InputError(f"the sample needs 1 to {len(eligible)} users (those with {degrees[0]} to {degrees[1]} "
                          f"located friends), got {count}")
-    return np.sort(np.random.default_rng([seed, 30]).choice(eligible, size=count, replace=False))
+    first = np.random.default_rng([seed, 30]).choice(eligible, size=1, replace=False)
+    more = np.random.default_rng([seed, 31]).choice(np.setdiff1d(eligible, first), size=count - 1, replace=False)
+    return np.sort(np.concatenate([first, more]))
 
 
 def car_conditional(points: np.ndarray, pairs: np.ndarray, fit: CarFit, members: np.ndarray
@@ -109,9 +112,7 @@ class NearEgo:
         self.anchors = [points_km[np.setdiff1d(friends[f], members)] for f in members[1:]]
         self.offset, self.scale = km_map(fit.box)
         corners = np.stack([self.offset, self.offset + self.scale])
-        lo, hi = corners.min(axis=0), corners.max(axis=0)  # the box in km
-        # the tables' rectangle: the box and a margin (SMC's early particles and proposals stray outside it)
-        self.domain = lo - TABLE_MARGIN * (hi - lo), hi + TABLE_MARGIN * (hi - lo)
+        self.domain = corners.min(axis=0), corners.max(axis=0)  # the box in km, where the tables are
         h2 = fit.bandwidth_km ** 2
         self._pop = self._sum(self.others, h2)
         self._z = {s: self._sum(self.others, s * s + h2) for s in fit.sigma_km}
