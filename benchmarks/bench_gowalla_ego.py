@@ -6,9 +6,11 @@ audit too; this process's and its forked SMC runs', the latter also alone), her 
 seconds two idle cores would take (this process's CPU plus half the forked runs': the runs of an event
 are 8 or 16, one at a time to each of the two processes) and the 5-minute load average when she finished.
 
-The users: the report's (`reports/specs/gowalla_attack.toml`, audit_users = 1 at seed 0: row 1352)
-and the seed-0 sample of six (`geo.ego.sample_users`: rows 332, 824, 886, 1236, 1349, 1471; degrees
-2, 4, 2, 1, 1, 2). The partition is the attack's at seed 0 (k = 8). From the repository root:
+The users: the report's user (row 1352) and the seed-0 sample of six as `geo.ego.sample_users` drew
+it until issue #42.1's end (a fresh draw of six: rows 332, 824, 886, 1236, 1349, 1471; degrees 2, 4, 2, 1,
+1, 2), kept for comparison across rounds; the report's seven now (`reports/specs/gowalla_attack.toml`,
+audit_users = 7 at seed 0) are `--users 1352,214,332,715,743,1279,1341`. The partition is the attack's at
+seed 0 (k = 8). From the repository root:
 
     python benchmarks/bench_gowalla_ego.py [--users 1352,332,...] [--draws 200] [--per-event]
 """

@@ -16,14 +16,15 @@ point's own term (kept) is c_1 e^{-d_1²/2v} <= S̃: hence S̃(x) <= S(x) <= (1 
 i.e. 0 <= log S - log S̃ <= log1p(ρ).
 
 Given the rectangle where it will be evaluated (`domain`), a sum finds the points it keeps from a
-table instead (issue #42.1): the rectangle is cut into about CELLS cells, and each cell keeps the
-points within R of it, R² = d_1² + 2v log(C / (c_1 ρ)) with c_1 the weight of the point nearest the
-cell's centre and d_1 its largest distance to the cell; for x in the cell every dropped point is
-farther than R, so the same bound holds (the dropped total is at most ρ c_1 e^{-d_1²/2v} <= ρ S̃(x)),
-and no tree is searched per point. A dense sum over a rectangle is tabulated instead, when the grid
-is affordable (`geo.grid.LogSumGrid`: |log Ŝ - log S| <= its `error`). `error` is the range of
-log Ŝ - log S at any point of the domain; a point outside it takes the full sum (S̃ = S, a compiled
-loop over every point: no tree search per call). `LogKernelSum` is the PyTensor Op of log S̃ with its gradient
+table instead (issue #42.1): the rectangle, widened by CELL_MARGIN of its sides, is cut into about
+CELLS cells, and each cell keeps the points within R of it, R² = d_1² + 2v log(C / (c_1 ρ)) with c_1
+the weight of the point nearest the cell's centre and d_1 its largest distance to the cell; for x in
+the cell every dropped point is farther than R, so the same bound holds (the dropped total is at most
+ρ c_1 e^{-d_1²/2v} <= ρ S̃(x)), and no tree is searched per point. A dense sum over a rectangle is
+tabulated instead, when the grid is affordable (`geo.grid.LogSumGrid`, over the rectangle widened by
+GRID_MARGIN: |log Ŝ - log S| <= its `error`). `error` is the range of log Ŝ - log S at any point of
+the widened rectangle; a point beyond it takes the full sum (S̃ = S, a compiled loop over every
+point: no tree search per call). `LogKernelSum` is the PyTensor Op of log S̃ with its gradient
 (the truncated sum's own: Σ w_k (o_k - x) / v, w the kept terms' shares), over any leading axes of
 x (..., 2), and registered for `vectorize_graph` so that a batch of SMC particles is one call.
 """
