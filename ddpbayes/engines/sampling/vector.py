@@ -28,6 +28,7 @@ import numpy as np
 
 from ddpbayes.engines.sampling.mixture import candidate_outputs
 from ddpbayes.errors import InputError
+from ddpbayes.numerics import logsumexp
 
 GRID_MAX = 2048  # output points searched jointly over the varying coordinates
 ASCENT_ROUNDS = 5
@@ -57,10 +58,48 @@ def log_mixture_nd(q: np.ndarray, wq: np.ndarray, y: np.ndarray, b: np.ndarray) 
     for g in range(0, len(y), rows):
         z = log_kernels(q, y[g:g + rows], b)
         z += wq[None, :]
-        top = z.max(axis=1, keepdims=True)
-        z -= top
-        parts.append(np.log(np.exp(z, out=z).sum(axis=1)) + top[:, 0])
+        parts.append(_log_sum_rows(z))
     return np.concatenate(parts)
+
+
+def log_mixture_grid(q: np.ndarray, wq: np.ndarray, axes: list[np.ndarray], b: np.ndarray) -> np.ndarray:
+    """`log_mixture_nd` at every point of the product of the axes (one per coordinate of q, at
+    least two), in np.meshgrid(..., indexing="ij")'s order flattened: per point of the leading
+    axes the log-weights plus those coordinates' kernel terms (`_lead_rows`, from each
+    coordinate's table on its axis), then `log_mixture_lines` along the last axis."""
+    *lead, last = axes
+    tables = [log_kernels(q[:, c:c + 1], axis[:, None], b[c:c + 1]) for c, axis in enumerate(lead)]
+    rows = max(1, _CHUNK // (len(q) + len(last) ** 2))
+    return np.concatenate([log_mixture_lines(q[:, -1], w, last, float(b[-1])).ravel()
+                           for w in _lead_rows(tables, wq, rows)])
+
+
+def _lead_rows(tables: list[np.ndarray], wq: np.ndarray, rows: int):
+    """wq + Σ_c tables[c][i_c] (tables (len(axis_c), S)) for every index tuple of the product, in
+    C order, in blocks of about `rows`: the trailing tables' sum by broadcasting, once (at most
+    `rows` rows), plus each leading index tuple's row."""
+    sizes = [len(t) for t in tables]
+    split = len(sizes)
+    while split > 0 and math.prod(sizes[split - 1:]) <= rows:
+        split -= 1
+    tail = wq[None, :]
+    for table in tables[split:]:
+        tail = (tail[:, None, :] + table[None, :, :]).reshape(-1, len(wq))
+    heads = math.prod(sizes[:split])
+    batch = max(1, rows // len(tail))
+    for h in range(0, heads, batch):
+        index = np.arange(h, min(heads, h + batch))
+        lead = np.zeros((len(index), len(wq)))
+        for table, i in zip(tables, np.unravel_index(index, sizes[:split]) if split else ()):
+            lead += table[i]
+        yield (lead[:, None, :] + tail[None, :, :]).reshape(-1, len(wq))
+
+
+def _log_sum_rows(z: np.ndarray) -> np.ndarray:
+    """log Σ_s exp(z_gs) for every row g, overwriting z."""
+    top = z.max(axis=1, keepdims=True)
+    z -= top
+    return np.log(np.exp(z, out=z).sum(axis=1)) + top[:, 0]
 
 
 def pair_sup(qa: np.ndarray, wa: np.ndarray, qc: np.ndarray, wc: np.ndarray,
@@ -92,9 +131,9 @@ def _varying_sup(qa: np.ndarray, wa: np.ndarray, qc: np.ndarray, wc: np.ndarray,
         ys = candidate_outputs(qa, qc)
         r = log_mixture_nd(qa, wa, ys[:, None], b) - log_mixture_nd(qc, wc, ys[:, None], b)
         return [(float(sign * r[k]), ys[k:k + 1]) for sign, k in ((1, np.argmax(r)), (-1, np.argmin(r)))], True
-    grid, complete = _grid(qa, qc)
-    r = log_mixture_nd(qa, wa, grid, b) - log_mixture_nd(qc, wc, grid, b)
-    starts = [(float(sign * r[k]), grid[k].copy()) for sign, k in ((1, np.argmax(r)), (-1, np.argmin(r)))]
+    axes, complete = _grid(qa, qc)
+    r = log_mixture_grid(qa, wa, axes, b) - log_mixture_grid(qc, wc, axes, b)
+    starts = [(float(sign * r[k]), _grid_point(axes, k)) for sign, k in ((1, np.argmax(r)), (-1, np.argmin(r)))]
     if complete:
         return starts, True
     return [_ascent(qa, wa, qc, wc, b, sign, *start) for sign, start in zip((1.0, -1.0), starts)], False
@@ -103,24 +142,86 @@ def _varying_sup(qa: np.ndarray, wa: np.ndarray, qc: np.ndarray, wc: np.ndarray,
 def _ascent(qa: np.ndarray, wa: np.ndarray, qc: np.ndarray, wc: np.ndarray, b: np.ndarray, sign: float, best: float,
             y: np.ndarray) -> tuple[float, np.ndarray]:
     """Coordinate ascent from y: each step the best of one coordinate's candidate outputs."""
+    cands = [candidate_outputs(qa[:, c], qc[:, c]) for c in range(qa.shape[1])]
     for _ in range(ASCENT_ROUNDS):
         moved = False
-        for c in range(qa.shape[1]):
-            cands = candidate_outputs(qa[:, c], qc[:, c])
-            trial = np.repeat(y[None], len(cands), axis=0)
-            trial[:, c] = cands
-            rc = sign * (log_mixture_nd(qa, wa, trial, b) - log_mixture_nd(qc, wc, trial, b))
+        for c, ys in enumerate(cands):
+            rc = sign * (_along(qa, wa, y, c, ys, b) - _along(qc, wc, y, c, ys, b))
             j = int(np.argmax(rc))
             if rc[j] > best + 1e-12:
-                best, y, moved = float(rc[j]), trial[j].copy(), True
+                best, y, moved = float(rc[j]), y.copy(), True
+                y[c] = ys[j]
         if not moved:
             break
     return best, y
 
 
-def _grid(qa: np.ndarray, qc: np.ndarray) -> tuple[np.ndarray, bool]:
-    """Every corner (±inf)^m and up to k pooled draw values per coordinate (k as large as
-    GRID_MAX allows); True when no coordinate's values were subsampled."""
+def _along(q: np.ndarray, wq: np.ndarray, y: np.ndarray, c: int, ys: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """`log_mixture_nd` at y with its coordinate c set to each of ys: the log-weights plus the
+    other coordinates' kernel terms summed once (S values), then a 1-D mixture, (len(ys), S)
+    cells instead of (len(ys), S, C)."""
+    rest = np.arange(q.shape[1]) != c
+    base = wq + log_kernels(q[:, rest], y[None, rest], b[rest])[0]
+    return log_mixture_lines(q[:, c], base[None, :], ys, float(b[c]))[0]
+
+
+def log_mixture_lines(q: np.ndarray, w: np.ndarray, ys: np.ndarray, b: float) -> np.ndarray:
+    """log Σ_s exp(w_hs - |y - q_s| / b) (H, len(ys)) for 1-D points q (S), log-weights w (H, S)
+    and each y of ys (at ±inf w_hs ± q_s/b, as `log_kernels` writes them). For n finite ys,
+    O(H (S + n²)) exponentials instead of O(H S n): each point's term is carried to its
+    neighbouring outputs (`_carried`), then the n carried masses combined (`_from_carried`);
+    every exponent is a sum of same-signed distances, as exact as the direct sum."""
+    out = np.empty((len(w), len(ys)))
+    for sign in (1.0, -1.0):
+        out[:, ys == sign * math.inf] = logsumexp(w + sign * q / b, axis=1)[:, None]
+    finite = np.flatnonzero(np.isfinite(ys))
+    if len(finite):
+        finite = finite[np.argsort(ys[finite], kind="stable")]
+        order = np.argsort(q, kind="stable")
+        out[:, finite] = _from_carried(ys[finite], *_carried(q[order], w[:, order], ys[finite], b), b)
+    return out
+
+
+def _carried(q: np.ndarray, w: np.ndarray, y: np.ndarray, b: float) -> tuple[np.ndarray, np.ndarray]:
+    """For sorted points q (S), their log-weights w (H, S) and sorted outputs y (n): below_hi =
+    log Σ exp(w_hs - (y_i - q_s)/b) over the points in (y_{i-1}, y_i] (every q_s <= y_0 for
+    i = 0) and above_hi = log Σ exp(w_hs - (q_s - y_i)/b) over the points in (y_i, y_{i+1}]
+    (every q_s > y_{n-1} for the last), each (H, n)."""
+    u = np.searchsorted(y, q, side="left")  # y[u - 1] < q <= y[u], non-decreasing
+    low, high = np.searchsorted(u, len(y)), np.searchsorted(u, 0, side="right")  # u < n: [:low]; u > 0: [high:]
+    below = _group_log_sum(u[:low], w[:, :low] - (y[u[:low]] - q[:low]) / b, len(y))
+    above = _group_log_sum(u[high:] - 1, w[:, high:] - (q[high:] - y[u[high:] - 1]) / b, len(y))
+    return below, above
+
+
+def _from_carried(y: np.ndarray, below: np.ndarray, above: np.ndarray, b: float) -> np.ndarray:
+    """log Σ_s exp(w_hs - |y_j - q_s| / b) (H, n) at the sorted outputs y from `_carried`'s
+    masses: below_i reaches y_j >= y_i with exp(-(y_j - y_i)/b), above_i reaches y_j <= y_i with
+    exp(-(y_i - y_j)/b); each point counted once (its below mass at and after its output, its
+    above mass before)."""
+    n = len(y)
+    i, j = np.arange(n)[None, :], np.arange(n)[:, None]
+    both = np.logaddexp(below, above)
+    mass = np.where(i < j, below[:, None, :], np.where(i > j, above[:, None, :], both[:, None, :]))
+    mass -= np.abs(y[:, None] - y[None, :]) / b
+    return _log_sum_rows(mass.reshape(-1, n)).reshape(len(below), n)
+
+
+def _group_log_sum(group: np.ndarray, z: np.ndarray, n: int) -> np.ndarray:
+    """log Σ exp(z_hk) over the columns k of each group 0..n-1 (group sorted; -inf for an empty
+    group), (H, n)."""
+    out = np.full((len(z), n), -math.inf)
+    if group.size:
+        starts = np.flatnonzero(np.r_[True, np.diff(group) != 0])
+        top = np.maximum.reduceat(z, starts, axis=1)
+        z = np.exp(z - np.repeat(top, np.diff(np.r_[starts, group.size]), axis=1))
+        out[:, group[starts]] = np.log(np.add.reduceat(z, starts, axis=1)) + top
+    return out
+
+
+def _grid(qa: np.ndarray, qc: np.ndarray) -> tuple[list[np.ndarray], bool]:
+    """The grid's axes: every corner (±inf)^m and up to k pooled draw values per coordinate (k as
+    large as GRID_MAX allows); True when no coordinate's values were subsampled."""
     m = qa.shape[1]
     if 2 ** m > GRID_MAX:
         raise InputError(f"the release has {m} output coordinates that vary given the target: the sampling engine "
@@ -130,9 +231,12 @@ def _grid(qa: np.ndarray, qc: np.ndarray) -> tuple[np.ndarray, bool]:
     k = 0
     while k < max(len(v) for v in levels) and math.prod(min(len(v), k + 1) + 2 for v in levels) <= GRID_MAX:
         k += 1
-    axes = [np.concatenate([_thin(v, k), [math.inf, -math.inf]]) for v in levels]
-    mesh = np.meshgrid(*axes, indexing="ij")
-    return np.stack([g.ravel() for g in mesh], axis=1), all(len(v) <= k for v in levels)
+    return [np.concatenate([_thin(v, k), [math.inf, -math.inf]]) for v in levels], all(len(v) <= k for v in levels)
+
+
+def _grid_point(axes: list[np.ndarray], k: int) -> np.ndarray:
+    """The k-th point of the product of the axes in `log_mixture_grid`'s order."""
+    return np.array([axis[i] for axis, i in zip(axes, np.unravel_index(k, [len(a) for a in axes]))])
 
 
 def _thin(values: np.ndarray, k: int) -> np.ndarray:
