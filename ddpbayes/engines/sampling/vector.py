@@ -177,7 +177,7 @@ def _along(q: np.ndarray, wq: np.ndarray, y: np.ndarray, c: int, ys: np.ndarray,
 def log_mixture_lines(q: np.ndarray, w: np.ndarray, ys: np.ndarray, b: float) -> np.ndarray:
     """log Σ_s exp(w_hs - |y - q_s| / b) (H, len(ys)) for 1-D points q (S), log-weights w (H, S)
     and each y of ys (at ±inf w_hs ± q_s/b, as `log_kernels` writes them). For n finite ys,
-    O(H (S + n²)) exponentials instead of O(H S n): each point's term is carried to its
+    O(H (S + n √n)) exponentials instead of O(H S n): each point's term is carried to its
     neighbouring outputs (`_carried`), then the n carried masses combined (`_from_carried`);
     every exponent is a sum of same-signed distances, as exact as the direct sum."""
     out = np.empty((len(w), len(ys)))
@@ -207,13 +207,32 @@ def _from_carried(y: np.ndarray, below: np.ndarray, above: np.ndarray, b: float)
     """log Σ_s exp(w_hs - |y_j - q_s| / b) (H, n) at the sorted outputs y from `_carried`'s
     masses: below_i reaches y_j >= y_i with exp(-(y_j - y_i)/b), above_i reaches y_j <= y_i with
     exp(-(y_i - y_j)/b); each point counted once (its below mass at and after its output, its
-    above mass before)."""
-    n = len(y)
-    i, j = np.arange(n)[None, :], np.arange(n)[:, None]
-    both = np.logaddexp(below, above)
-    mass = np.where(i < j, below[:, None, :], np.where(i > j, above[:, None, :], both[:, None, :]))
-    mass -= np.abs(y[:, None] - y[None, :]) / b
-    return _log_sum_rows(mass.reshape(-1, n)).reshape(len(below), n)
+    above mass before). The above sums are `_running` sums on the reversed, negated outputs."""
+    return np.logaddexp(_running(y, below, b), _running(-y[::-1], above[:, ::-1], b)[:, ::-1])
+
+
+def _running(y: np.ndarray, mass: np.ndarray, b: float) -> np.ndarray:
+    """log Σ_{i <= j} exp(mass_hi - (y_j - y_i)/b) (H, n) for sorted y, in blocks of about √n
+    outputs: summed directly within a block, and carried from each block's last output to the
+    next block (decay factors at most 1, no cancellation), O(H n √n) terms."""
+    n, rows = len(y), len(mass)
+    width = math.isqrt(n)
+    blocks = -(-n // width)
+    pad = blocks * width - n
+    yb = np.concatenate([y, np.full(pad, y[-1])]).reshape(blocks, width)
+    mb = np.concatenate([mass, np.full((rows, pad), -math.inf)], axis=1).reshape(rows, blocks, width)
+    upper = np.arange(width)[None, :] > np.arange(width)[:, None]  # (j, i): i after j
+    z = mb[:, :, None, :] - (yb[:, :, None] - yb[:, None, :])[None] / b
+    z[:, :, upper] = -math.inf
+    within = logsumexp(z, axis=3)  # (H, blocks, width)
+    ends = yb[:, -1]
+    before = np.full((rows, blocks), -math.inf)  # everything in earlier blocks, at the previous block's end
+    for k in range(1, blocks):
+        decayed = before[:, k - 1] - (ends[k - 1] - ends[k - 2]) / b if k > 1 else before[:, 0]
+        before[:, k] = np.logaddexp(decayed, within[:, k - 1, -1])
+    start = np.concatenate([[y[0]], ends[:-1]])
+    out = np.logaddexp(before[:, :, None] - ((yb - start[:, None]) / b)[None], within)
+    return out.reshape(rows, -1)[:, :n]
 
 
 def _group_log_sum(group: np.ndarray, z: np.ndarray, n: int) -> np.ndarray:
