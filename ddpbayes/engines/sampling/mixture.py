@@ -4,7 +4,7 @@ With Laplace(b) noise, L(y) = mean_s exp(-|y - q_s| / b) (Rao–Blackwellised: t
 mechanism density averaged over the draws, and over each draw's summed law when the discrete
 variables were summed out; DESIGN §2.3). The estimate is a positive mixture with breakpoints at
 the draws, so, as in the exact engine, its log-ratio between two target values peaks at a draw
-or at y -> ±inf, where L ∝ mean exp(±q_s / b). `vector.log_mixture_nd` evaluates it at any y;
+or at y -> ±inf, where L ∝ mean exp(±q_s / b). `vector.log_mixture_lines` evaluates it along a coordinate;
 `candidate_outputs` gives the y to try; `law` is the estimated law itself.
 """
 

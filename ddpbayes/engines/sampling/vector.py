@@ -60,20 +60,10 @@ def log_kernels(q: np.ndarray, y: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out
 
 
-def log_mixture_nd(q: np.ndarray, wq: np.ndarray, y: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """log Σ_s w_s Π_c k(y_gc, q_sc) for every row of y (G, C); wq: the points' log-weights."""
-    rows = max(1, _CHUNK // max(1, len(q)))
-    parts = []
-    for g in range(0, len(y), rows):
-        z = log_kernels(q, y[g:g + rows], b)
-        z += wq[None, :]
-        parts.append(_log_sum_rows(z))
-    return np.concatenate(parts)
-
-
 def log_mixture_grid(q: np.ndarray, wq: np.ndarray, axes: list[np.ndarray], b: np.ndarray) -> np.ndarray:
-    """`log_mixture_nd` at every point of the product of the axes (one per coordinate of q, at
-    least two), in np.meshgrid(..., indexing="ij")'s order flattened: per point of the leading
+    """log Σ_s w_s Π_c k(y_c, q_sc) (wq: the points' log-weights) at every point of the product of
+    the axes (one per coordinate of q, at least two), in np.meshgrid(..., indexing="ij")'s order
+    flattened: per point of the leading
     axes the log-weights plus those coordinates' kernel terms (`_lead_rows`, from each
     coordinate's table on its axis), then `log_mixture_lines` along the last axis."""
     *lead, last = axes
@@ -102,13 +92,6 @@ def _lead_rows(tables: list[np.ndarray], wq: np.ndarray, rows: int) -> Iterator[
         for table, i in zip(tables, np.unravel_index(index, sizes[:split]) if split else ()):
             lead += table[i]
         yield (lead[:, None, :] + tail[None, :, :]).reshape(-1, len(wq))
-
-
-def _log_sum_rows(z: np.ndarray) -> np.ndarray:
-    """log Σ_s exp(z_gs) for every row g, overwriting z."""
-    top = z.max(axis=1, keepdims=True)
-    z -= top
-    return np.log(np.exp(z, out=z).sum(axis=1)) + top[:, 0]
 
 
 def pair_sup(qa: np.ndarray, wa: np.ndarray, qc: np.ndarray, wc: np.ndarray,
@@ -167,7 +150,7 @@ def _ascent(qa: np.ndarray, wa: np.ndarray, qc: np.ndarray, wc: np.ndarray, b: n
 
 
 def _along(q: np.ndarray, wq: np.ndarray, y: np.ndarray, c: int, ys: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """`log_mixture_nd` at y with its coordinate c set to each of ys: the log-weights plus the
+    """log Σ_s w_s Π_c k(y_c, q_sc) at y with its coordinate c set to each of ys: the log-weights plus the
     other coordinates' kernel terms summed once (S values), then `log_mixture_lines`."""
     rest = np.arange(q.shape[1]) != c
     base = wq + log_kernels(q[:, rest], y[None, rest], b[rest])[0]
