@@ -50,9 +50,9 @@ def audit_sample(data: AttackData, partition: Partition, near_fit: NearFit, user
                  draws: int = 500, tune: int = 500, chains: int = 2, where: RunSettings | None = None,
                  ids: list[int] | None = None) -> list[dict]:
     """One row per sampled user (`geo.ego.sample_users`: `users` of those with 1 to 4 located
-    friends; or the users of rows `ids`, for a benchmark): the CAR's exact leakage of her x and y
-    tuples and the near model's estimate of each (estimate, lower, upper, verdict, its reason,
-    diagnostics), with the seconds each took. `audit` picks the engines (auto: the gaussian engine
+    friends, the report's user among them; or the users of rows `ids`, for a benchmark): the CAR's
+    exact leakage of her x and y tuples and the near model's estimate of each (estimate, lower,
+    upper, verdict, its reason, diagnostics), with the seconds each took. `audit` picks the engines (auto: the gaussian engine
     for the CAR, the sampling engine for the near model) and each row names them; `where` carries
     any other run setting (workers, progress)."""
     if near_fit.box != data.fit.box:
@@ -105,10 +105,11 @@ def _estimate(result, seconds: float, slack: float) -> dict:
 def summary(rows: list[dict], users: int, seed: int, draws: int, tune: int, chains: int) -> dict:
     """The sample's rule and size, the runs' settings, and per coordinate how often the CAR's exact
     value lies below, inside or above the near model's interval, and the verdicts."""
-    out = {"rule": f"{users} users drawn uniformly (numpy default_rng([seed, 30])) among those with "
-                   f"{DEGREES[0]} to {DEGREES[1]} located friends; pdp with K = every user outside the ego "
-                   f"network, ε = {CLAIM}", "users": [r["id"] for r in rows], "seed": seed,
-           "draws": draws, "tune": tune, "chains": chains}
+    out = {"rule": f"{users} users among those with {DEGREES[0]} to {DEGREES[1]} located friends: one drawn "
+                   f"uniformly (numpy default_rng([seed, 30]), the report's user) and {users - 1} more without "
+                   f"replacement (default_rng([seed, 31])); pdp with K = every user outside the ego network, "
+                   f"ε = {CLAIM}", "users": [r["id"] for r in rows], "seed": seed, "draws": draws, "tune": tune,
+           "chains": chains}
     for name in COORDINATES:
         near = [r[f"near_{name}"] for r in rows]
         car = np.array([r[f"car_{name}"] for r in rows])
