@@ -489,11 +489,12 @@ def test_the_block_kernel_keeps_the_posterior_and_its_blocks_are_the_declared_tu
 
 def test_blocks_must_be_disjoint_groups_of_tuple_indices():
     """`DependenceModel(blocks=...)`: a tuple in two blocks, an index out of range, an empty block or a
-    block of non-integers is bad input (one line)."""
+    block of non-integers (a float among them: not rounded) is bad input (one line)."""
     with pm.Model() as m:
         pm.Normal("x", 0.0, 1.0, shape=3)
     assert DependenceModel(m, tuples="x", blocks=[(0, 1), [2]]).blocks == ((0, 1), (2,))
     assert DependenceModel(m, tuples="x").blocks == ()
-    for bad in ([(0, 1), (1, 2)], [(0, 3)], [()], [("a",)], 5):
+    assert DependenceModel(m, tuples="x", blocks=[(np.int64(0), 1)]).blocks == ((0, 1),)
+    for bad in ([(0, 1), (1, 2)], [(0, 3)], [()], [("a",)], 5, [(0, 1.5)], [("1",)]):
         with pytest.raises(InputError, match="blocks must be"):
             DependenceModel(m, tuples="x", blocks=bad)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 import pickle
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -235,7 +236,7 @@ def _slots(model: pm.Model, tuples: str | Sequence[str]) -> list[TupleSlot]:
 def _blocks(blocks: Sequence[Sequence[int]], n: int) -> tuple[tuple[int, ...], ...]:
     """The declared blocks as tuples of tuple indices: each non-empty, within 0..n-1, none in two."""
     try:
-        out = tuple(tuple(int(k) for k in block) for block in blocks)
+        out = tuple(tuple(operator.index(k) for k in block) for block in blocks)  # 1.5 or '1' refused, not rounded
     except (TypeError, ValueError):
         raise InputError(f"blocks must be groups of tuple indices, got {blocks!r}") from None
     flat = [k for block in out for k in block]

@@ -102,8 +102,7 @@ class Forked:
                             raise error from RemoteTraceback(remote)
                         done[busy.pop(k)] = value
                     elif self.processes[k].sentinel in ready:
-                        raise RuntimeError(f"a forked process died running a task (exit code "
-                                           f"{self.processes[k].exitcode})")
+                        raise _died(self.processes[k])
                 while following in done:
                     following += 1  # before the yield: a caller that stops at the last result (zip) leaves it done
                     yield done.pop(following - 1)
@@ -134,7 +133,12 @@ def _received(link, process) -> tuple[bool, Any]:
         return link.recv()
     except (EOFError, OSError):
         process.join()
-        return False, (RuntimeError(f"a forked process died running a task (exit code {process.exitcode})"), "")
+        return False, (_died(process), "")
+
+
+def _died(process) -> RuntimeError:
+    """The error of a forked process that ended before sending its task's result."""
+    return RuntimeError(f"a forked process died running a task (exit code {process.exitcode})")
 
 
 def _serve(fn: Callable[[Any], Any], link) -> None:
