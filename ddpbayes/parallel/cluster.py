@@ -256,8 +256,10 @@ def _alive(pid: int) -> bool:
 
 
 def _quiet_logs() -> None:
-    """Dask's own logging is noise on ddpbayes's stderr (a stopped worker, a closed comm): off."""
-    for name in ("distributed", "tornado"):
+    """Dask's own logging is noise on ddpbayes's stderr (a stopped worker, a closed comm): off; asyncio's
+    too, which reports Dask's tasks cut short (a SIGTERM while the cluster starts: "Task exception was
+    never retrieved ... Nanny failed to start", 21 lines before `terminated`, tests/test_signals.py)."""
+    for name in ("distributed", "tornado", "asyncio"):
         logging.getLogger(name).setLevel(logging.CRITICAL + 1)
 
 
