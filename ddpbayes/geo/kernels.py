@@ -68,6 +68,7 @@ class KernelSum:
         self._log_cut = np.log(self.weights.sum() / (self.weights * rho))  # log(C / (c_k ρ)) per point k
         extent = float(np.linalg.norm(np.ptp(self.points, axis=0)))
         self._all = np.array([0, len(self.points)], dtype=np.int64)  # every point in one cell (`_dense`)
+        self._xs, self._ys = self.points.T.copy()  # its coordinates, contiguous, as `_cell_sums` reads them
         self.dense = math.sqrt(2.0 * self.variance * self._log_cut.max()) > DENSE * extent
         self.grid, self.cells = None, None
         if domain is None:
@@ -117,8 +118,8 @@ class KernelSum:
     def _dense(self, x: np.ndarray, gradient: bool) -> tuple[np.ndarray, np.ndarray | None]:
         """The full sum, S̃ = S, every row's terms scaled by its nearest point's (no underflow): the cell
         table's compiled loop with every point in one cell (`_cell_sums`)."""
-        value, mean = _cell_sums(x, self._all, np.zeros(len(x), dtype=np.int64), self.points[:, 0].copy(),
-                                 self.points[:, 1].copy(), self.weights, 0.5 / self.variance, gradient)
+        value, mean = _cell_sums(x, self._all, np.zeros(len(x), dtype=np.int64), self._xs, self._ys, self.weights,
+                                 0.5 / self.variance, gradient)
         return value, ((mean - x) / self.variance if gradient else None)
 
     def _truncated(self, x: np.ndarray, gradient: bool) -> tuple[np.ndarray, np.ndarray | None]:
