@@ -133,6 +133,55 @@ def test_table_of_kept_points_within_its_bound():
     assert grad[3:] == pytest.approx(_full_gradient(outside, points, weights, v), rel=1e-9, abs=1e-15)
 
 
+def test_cell_table_values_in_one_loop_and_from_the_cache_are_the_masked_sums_bit_for_bit(monkeypatch):
+    """`KernelSum.log_sum`'s value path over a cell table (one compiled loop, rows met before read from a
+    cache) gives the cell sums inside the table's rectangle and the full sum beyond it, the numbers of the
+    two paths it replaces to the bit, on a first call, a repeat, rows in another order, a cache of 4 slots
+    (every slot taken by several rows in turn) and another thread; and within the truncation's bound of the
+    full sum written here."""
+    import threading
+
+    from ddpbayes.geo import kernels
+
+    rng = np.random.default_rng(5)
+    points = _cities(rng, 2000)
+    weights = rng.uniform(0.2, 5.0, len(points))
+    v, rho, lo, hi = 40.0 ** 2, 1e-6, np.array([0.0, 0.0]), np.array([4000.0, 2500.0])
+    x = np.vstack([[[0.0, 0.0]],  # its bits are those of an empty slot's key
+                   points[rng.integers(0, len(points), 300)] + rng.normal(0, 30, (300, 2)),
+                   rng.uniform(lo - 0.4 * (hi - lo), hi + 0.4 * (hi - lo), size=(300, 2))])
+
+    def expected(kernel: KernelSum, rows: np.ndarray) -> np.ndarray:
+        table, out = kernel.cells, np.empty(len(rows))
+        inside = table.inside(rows)
+        out[inside] = table.log_sum(rows[inside], False)[0]
+        out[~inside] = kernel._dense(rows[~inside], False)[0]
+        return out
+
+    kernel = KernelSum(points, v, weights, rho, domain=(lo, hi))
+    want = expected(kernel, x)
+    assert (~kernel.cells.inside(x)).sum() > 50  # rows beyond the table were met
+    assert np.array_equal(kernel.log_sum(x)[0], want)
+    assert np.array_equal(kernel.log_sum(x)[0], want)  # again: from the cache
+    assert kernel.cells._cache().filled.sum() > 0.5 * len(x)
+    order = rng.permutation(len(x))
+    assert np.array_equal(kernel.log_sum(x[order])[0], want[order])
+    gap = _log_full(x, points, weights, v) - want
+    assert np.all(gap >= -1e-12) and np.all(gap <= log_sum_error(rho) + 1e-12)
+    monkeypatch.setattr(kernels, "CACHE", 4)
+    small = KernelSum(points, v, weights, rho, domain=(lo, hi))
+    for rows in (np.arange(len(x)), order, np.repeat(order[:20], 3)):
+        assert np.array_equal(small.log_sum(x[rows])[0], want[rows])
+    twins = np.empty((2 * len(x), 2))  # each row beside one of the same x and another y: the key is both
+    twins[0::2], twins[1::2] = x, x + np.array([0.0, 7.0])
+    assert np.array_equal(small.log_sum(twins)[0], expected(kernel, twins))
+    got = {}
+    thread = threading.Thread(target=lambda: got.update(value=small.log_sum(x)[0]))
+    thread.start()
+    thread.join()
+    assert np.array_equal(got["value"], want)
+
+
 def test_wide_sum_tabulated_within_its_certified_error():
     """The bilinear table of a dense sum's log (geo/grid.py) against the full sum at random points
     and at cell centres (where linear interpolation errs most): within its `error`, and within the

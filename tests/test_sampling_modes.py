@@ -371,6 +371,27 @@ def test_a_stage_has_forgotten_its_start_only_when_uncorrelated_either_way():
     assert _forgotten(flat, rng.normal(size=start.shape))
 
 
+def test_a_stage_forgets_its_start_by_the_correlation_less_the_particles_own_noise():
+    """At 200 particles and 9 coordinates, fresh draws' sample correlations |r| exceed 0.1 on each coordinate with
+    probability P(|Z| > 0.1 √200) = 0.157, so the raw rule (every coordinate below 0.1: 8.1 of 9 needed) passes
+    with (1 - 0.157)^9 = 0.21; on r² - 1/n < 0.01, i.e. |r| < √(0.015) = 0.122, with P(|Z| < 1.73)^9 = 0.46. A
+    true correlation of 0.3 on one coordinate (r ~ N(0.3, 0.91²/200)) still holds the stage: it passes only when
+    that r falls below 0.122, P(Z < -2.8) = 0.003."""
+    rng = np.random.default_rng(7)
+    n, dim, trials = 200, 9, 2000
+    p_below = 2 * stats.norm.cdf(math.sqrt(0.01 + 1 / n) * math.sqrt(n)) - 1  # |r| < 0.122 for r ~ N(0, 1/n)
+    expected = p_below ** dim
+    passed = np.mean([_forgotten(rng.normal(size=(n, dim)), rng.normal(size=(n, dim))) for _ in range(trials)])
+    assert abs(passed - expected) < 4 * math.sqrt(expected * (1 - expected) / trials), (passed, expected)
+    held = 0
+    for _ in range(200):
+        start = rng.normal(size=(n, dim))
+        x = rng.normal(size=(n, dim))
+        x[:, 0] = 0.3 * start[:, 0] + math.sqrt(1 - 0.09) * x[:, 0]
+        held += not _forgotten(start, x)
+    assert held >= 195
+
+
 @pytest.mark.slow  # 2.2 s at load 2.5 (12 s at 4): SMC's density compiled, 256 draws walked 120 steps, twice
 def test_prior_draws_are_moved_under_the_event_before_they_are_the_proposals_centres():
     """mu ~ N(0, 1), x0 ~ N(mu, 0.1²), x1 ~ N(mu, 1) given x0 = 3: mu's posterior is N(3/1.01, 0.01/1.01)

@@ -496,7 +496,7 @@ class Chains:
         is derived from `key` and the settings, so a run is reproducible on its own."""
         seed = _seed(settings, key)
         starts, confined = self._dispersed(settings.chains, settings.seed)
-        self._check_memory(settings, self._values_per_draw(starts[0]))
+        self._check_memory(settings, self._values_per_draw(self.evaluate(starts[0])[0].size))
         rngs = np.random.default_rng(seed).spawn(settings.chains)
         if self._batched_slice(confined):  # every chain at once on the batched summed density (`slicing`)
             x, logw = BatchedSlice(self.cond, SLICE_W).run(starts, rngs, settings.tune, settings.draws)
@@ -522,7 +522,9 @@ class Chains:
         if start is None:  # the point-wise search with its sweeps: raises ImpossibleEvent as a NUTS run would
             start = self.cond.starting_points(1, settings.seed)[0][0]
         runs = GROUP * settings.chains
-        self._check_memory(RunSettings.of(settings, draws=GROUP * settings.draws), self._values_per_draw(start))
+        tuples = self._tempering.outputs(self._tempering.matrix([start]))[0].shape[1]  # not the point-wise function:
+        self._check_memory(RunSettings.of(settings, draws=GROUP * settings.draws),  # compiled for this alone, 2 s
+                           self._values_per_draw(tuples))
         out = self._tempering.run(runs, settings.draws, _seed(settings, key), candidates,
                                   local_processes(settings.workers, settings.scheduler))
         shape = (settings.chains, GROUP * settings.draws)
@@ -560,9 +562,9 @@ class Chains:
             nearest = np.minimum(nearest, np.linalg.norm(flat - flat[nxt], axis=1))
         return [best[k] for k in chosen], confined
 
-    def _values_per_draw(self, point: dict) -> int:
-        """The tuple values a draw keeps: n, or C × n when a continuous tuple beside summed ones varies (`Table`)."""
-        n = self.evaluate(point)[0].size
+    def _values_per_draw(self, n: int) -> int:
+        """The tuple values a draw keeps, for n tuples: n, or C × n when a continuous tuple beside summed ones
+        varies (`Table`)."""
         table = self.cond.table
         varies = table is not None and any(not s and k not in self.cond.fixed for k, s in enumerate(table.summed))
         return n * (self.cond.configurations if varies else 1)

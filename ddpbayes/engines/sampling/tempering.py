@@ -25,8 +25,8 @@ acceptance moves the modes' weights towards π_β's) and a random walk with the 
 scaled by a factor drawn per particle and step from `LADDER` (a mixture of invariant kernels,
 chosen independently of the state: moves inside a narrow mode the Gaussian misses). Cycles repeat,
 at least `MIN_STEPS` (`FINAL_STEPS` at β = 1, whose particles are the run's draws), until the
-particles' |correlation| with their values at the stage's start is below `DECORRELATED` on 90% of
-the coordinates, at most `MAX_STEPS` per stage (where no proposal crosses between modes the
+particles' correlation with their values at the stage's start, less what their own number adds to it
+(`_forgotten`: r² - 1/n), is below `DECORRELATED` on 90% of the coordinates, at most `MAX_STEPS` per stage (where no proposal crosses between modes the
 particles stay correlated with their start, and a stage runs all `MAX_STEPS`). PyMC's rule, until
 the correlation stops falling by 0.01, stopped at the minimum 4 cycles with the
 resampled copies still in their ancestors' cities: a Gowalla ego network's events with the target at
@@ -81,14 +81,13 @@ from scipy.linalg import solve_triangular
 
 from ddpbayes.model.batched import checks_per_point, unblock_indexing
 from ddpbayes.model.condition import TUPLES, WEIGHTS, Conditioned
-from ddpbayes.numerics import logsumexp
 from ddpbayes.parallel.forked import forked_map
 
 GROUP = 4  # independent SMC runs per chain of the run they replace (standard errors between runs)
 SPREAD = 2.0  # the reference's standard deviation, in prior standard deviations
 MAX_STAGES = 200  # a run that has not reached β = 1 by then is reported as such (never silently cut)
 THRESHOLD = 0.5  # each stage keeps this share of the particles' effective sample size (PyMC's default)
-DECORRELATED = 0.1  # a stage's cycles stop once |correlation| with its start is below this (90% of coordinates)
+DECORRELATED = 0.1  # a stage's cycles stop once its correlation with its start is below this (90% of coordinates)
 MAX_STEPS = 50  # Metropolis–Hastings cycles per stage at most
 MIN_STEPS = 4  # and at least
 FINAL_STEPS = 16  # and at least this at β = 1, whose particles are the run's draws
@@ -280,12 +279,12 @@ class Tempering:
     def feasible(self, candidates: list[dict]) -> dict | None:
         """The first of `candidates` (prior draws of the free variables) with a finite log π under the
         event pinned, or None: the batched density at all of them in one call."""
-        values = self._matrix(candidates)
+        values = self.matrix(candidates)
         finite = np.all(np.isfinite(values), axis=1)
         ok = np.flatnonzero(finite & np.isfinite(self.logp(np.where(finite[:, None], values, 0.0))))
         return candidates[ok[0]] if len(ok) else None
 
-    def _matrix(self, candidates: list[dict]) -> np.ndarray:
+    def matrix(self, candidates: list[dict]) -> np.ndarray:
         """The candidates' values as a (candidates, dim) matrix (unconstrained values)."""
         return np.asarray([np.concatenate([np.ravel(np.asarray(c[n], dtype=float)) for n in self.names])
                            for c in candidates])
@@ -293,7 +292,7 @@ class Tempering:
     def _reference(self, candidates: list[dict]) -> tuple[np.ndarray, np.ndarray]:
         """q's means and standard deviations (dim,) from the prior draws of the free variables
         (unconstrained values)."""
-        values = self._matrix(candidates)
+        values = self.matrix(candidates)
         self._prior = values[np.all(np.isfinite(values), axis=1)]
         spread = np.nanstd(values, axis=0)
         self._loc, self._scale = np.nanmean(values, axis=0), SPREAD * np.where(spread > 1e-3, spread, 1.0)
@@ -323,7 +322,7 @@ class _BlockKernel:
         inverse = solve_triangular(chol, np.eye(len(columns)), lower=True)
         distinct, where = np.unique(part, axis=0, return_inverse=True)  # resampled copies: one centre, their shares
         counts = np.bincount(where.ravel(), weights=share, minlength=len(distinct))
-        return cls(columns, part, share, chol, inverse, _times(distinct, inverse), counts)
+        return cls(columns, part, share, chol, inverse, np.ascontiguousarray(_times(distinct, inverse)), counts)
 
     def logpdf(self, values: np.ndarray) -> np.ndarray:
         """The block marginal's log density at rows of block values, up to its constant."""
@@ -347,7 +346,8 @@ def _block_proposal(x: np.ndarray, blocks: list[_BlockKernel], rng: np.random.Ge
         if not len(rows):
             continue
         drawn = kernel.draw(len(rows), rng)
-        correction[rows] = kernel.logpdf(x[np.ix_(rows, kernel.columns)]) - kernel.logpdf(drawn)
+        density = kernel.logpdf(np.vstack([x[np.ix_(rows, kernel.columns)], drawn]))  # the old values, the drawn
+        correction[rows] = density[:len(rows)] - density[len(rows):]
         proposal[np.ix_(rows, kernel.columns)] = drawn
     return proposal, correction
 
@@ -440,38 +440,38 @@ def _kde_draw(centres: np.ndarray, chol: np.ndarray, n: int, rng: np.random.Gene
 
 
 def _forgotten(start: np.ndarray, x: np.ndarray) -> bool:
-    """Whether the particles have forgotten the stage's start: |correlation| with it below DECORRELATED on at least
-    90% of the coordinates (a coordinate constant at the start has nothing to forget; a strong negative
-    correlation remembers the start as much as a positive one)."""
+    """Whether the particles have forgotten the stage's start: the correlation with it, estimated without the
+    particles' own noise, below DECORRELATED on at least 90% of the coordinates. n particles' sample correlation r
+    has E r² = ρ² + (1 - ρ²)²/n (Fisher 1915), so r² - 1/n estimates ρ² where ρ is small: at 200 particles fresh
+    draws give |r| >= 0.1 on 16% of the coordinates by chance, and the raw rule held a 9-coordinate stage until
+    all nine were below together (21% of the checks at independence). A coordinate constant at the start has
+    nothing to forget; a strong negative correlation remembers the start as much as a positive one."""
     corr = np.nan_to_num(_pearson(start, x), nan=0.0)
-    return bool(np.mean(np.abs(corr) < DECORRELATED) >= 0.9)
+    return bool(np.mean(corr * corr - 1.0 / len(x) < DECORRELATED ** 2) >= 0.9)
 
 
 def _kde_logpdf(x: np.ndarray, centres: np.ndarray, counts: np.ndarray, inverse: np.ndarray) -> np.ndarray:
     """log of the proposal's density at each row of x (distinct whitened centres, each `counts` times
     among the proposal's, L⁻¹), up to the constant (it cancels in a proposal ratio):
-    log Σ_{i,s} n_i s^-dim exp(-|L⁻¹x - c_i|² / 2s²), per scale from `_kde_sums`' log sums scaled by the
-    nearest centre's term."""
-    z = np.ascontiguousarray(_times(x, inverse))
-    sums, nearest = _kde_sums(z, np.ascontiguousarray(centres), np.asarray(counts, dtype=float),
-                              0.5 / KDE_SCALES[0] ** 2, SQUARINGS, len(KDE_SCALES))
-    dim = z.shape[1]
-    return logsumexp(np.stack([sums[k] - 0.5 * nearest / (s * s) - dim * math.log(s)
-                                     for k, s in enumerate(KDE_SCALES)]), axis=0)
+    log Σ_{i,s} n_i s^-dim exp(-|L⁻¹x - c_i|² / 2s²), in one compiled loop (`_kde_sums`)."""
+    return _kde_sums(np.ascontiguousarray(_times(x, inverse)), centres, counts, 0.5 / KDE_SCALES[0] ** 2, SQUARINGS,
+                     KDE_SCALES)
 
 
 @numba.njit(cache=True, nogil=True)
 def _kde_sums(z, centres, weights, half_precision, squarings, scales):  # pragma: no cover (compiled)
-    """Per row r of z and scale k: log Σ_i w_i e_ri^(2^(squarings k)), e_ri = exp(-(|z_r - c_i|² - d_r) h) with
-    d_r the row's nearest centre's squared distance (its term is 1 at every scale: no underflow) and h =
-    1/2s_0² (each narrower scale's kernel is the previous one to the power 2^squarings: squarings, not an
-    exponential, as KDE_SCALES are 2^(squarings/2) apart); and d_r. A term with (|z_r - c_i|² - d_r) h > 50 is
-    left out: below e^-50 = 2e-22 of the nearest's at every scale, so all of them together below 2e-22 Σw /
-    min w of the sum, under its rounding for the shares here (each at least 1/(2 × the centres)). Direct
-    differences, not |z|² + |c|² - 2 z·c: no cancellation far from 0. Most terms are left out where the
-    particles' modes are apart (a 9-dimensional Gowalla ego network: 3 times numpy's (rows, centres) passes)."""
-    rows, m, dim = z.shape[0], centres.shape[0], z.shape[1]
-    sums, nearest, d2, acc = np.empty((scales, rows)), np.empty(rows), np.empty(m), np.empty(scales)
+    """Per row r of z: log Σ_k s_k^-dim Σ_i w_i exp(-|z_r - c_i|² / 2s_k²), the scales' log sums combined as a
+    log-sum-exp (numpy's over three values a row cost more than the sums). Per scale the sum is taken as
+    Σ_i w_i e_ri^(2^(squarings k)) e^(-d_r h_k), e_ri = exp(-(|z_r - c_i|² - d_r) h) with d_r the row's nearest
+    centre's squared distance (its term is 1 at every scale: no underflow) and h = h_0 = 1/2s_0² (each narrower
+    scale's kernel is the previous one to the power 2^squarings: squarings, not an exponential, as KDE_SCALES
+    are 2^(squarings/2) apart). A term with (|z_r - c_i|² - d_r) h > 50 is left out: below e^-50 = 2e-22 of the
+    nearest's at every scale, so all of them together below 2e-22 Σw / min w of the sum, under its rounding for
+    the shares here (each at least 1/(2 × the centres)). Direct differences, not |z|² + |c|² - 2 z·c: no
+    cancellation far from 0. Most terms are left out where the particles' modes are apart (a 9-dimensional
+    Gowalla ego network: 3 times numpy's (rows, centres) passes)."""
+    rows, m, dim, count = z.shape[0], centres.shape[0], z.shape[1], len(scales)
+    out, d2, acc, terms = np.empty(rows), np.empty(m), np.empty(count), np.empty(count)
     for r in range(rows):
         low = np.inf
         for i in range(m):
@@ -487,15 +487,20 @@ def _kde_sums(z, centres, weights, half_precision, squarings, scales):  # pragma
             if u > 50.0:
                 continue
             e = math.exp(-u)
-            for k in range(scales):
+            for k in range(count):
                 if k:
                     for _ in range(squarings):
                         e *= e
                 acc[k] += weights[i] * e
-        for k in range(scales):
-            sums[k, r] = math.log(acc[k])
-        nearest[r] = low
-    return sums, nearest
+        peak = -np.inf
+        for k in range(count):
+            terms[k] = math.log(acc[k]) - 0.5 * low / (scales[k] * scales[k]) - dim * math.log(scales[k])
+            peak = max(peak, terms[k])
+        total = 0.0
+        for k in range(count):
+            total += math.exp(terms[k] - peak)
+        out[r] = math.log(total) + peak
+    return out
 
 
 def _pearson(a: np.ndarray, b: np.ndarray) -> np.ndarray:
