@@ -216,15 +216,20 @@ class _Cache:
 
 
 @numba.njit(cache=True, nogil=True)
-def _row_sum(zx, zy, a, b, px, py, w, half_precision):  # pragma: no cover (compiled)
-    """log Σ_{i in [a, b)} w_i e^{-|z - p_i|² h}, the terms scaled by the nearest point's (`_cell_sums`)."""
+def _row_sum(zx, zy, a, b, px, py, w, half_precision, gradient):  # pragma: no cover (compiled)
+    """log Σ_{i in [a, b)} w_i e^{-|z - p_i|² h} (h = 1/2v), the terms scaled by the nearest point's (the largest
+    term is 1: no underflow), and with `gradient` the terms' weighted mean of p_i (else 0, 0)."""
     nearest = np.inf
     for i in range(a, b):
         nearest = min(nearest, (zx - px[i]) ** 2 + (zy - py[i]) ** 2)
-    total = 0.0
+    total, mx, my = 0.0, 0.0, 0.0
     for i in range(a, b):
-        total += w[i] * math.exp((nearest - (zx - px[i]) ** 2 - (zy - py[i]) ** 2) * half_precision)
-    return math.log(total) - nearest * half_precision
+        e = w[i] * math.exp((nearest - (zx - px[i]) ** 2 - (zy - py[i]) ** 2) * half_precision)
+        total += e
+        if gradient:
+            mx += e * px[i]
+            my += e * py[i]
+    return math.log(total) - nearest * half_precision, mx / total, my / total
 
 
 @numba.njit(cache=True, nogil=True)
@@ -247,36 +252,22 @@ def _table_values(x, lo, hi, side, shape, centres, indptr, px, py, w, all_x, all
             c = min(int((x[r, 0] - lo[0]) // side[0]), shape[0] - 1) * shape[1] + min(
                 int((x[r, 1] - lo[1]) // side[1]), shape[1] - 1)
             value[r] = _row_sum(x[r, 0] - centres[c, 0], x[r, 1] - centres[c, 1], indptr[c], indptr[c + 1], px, py,
-                                w, half_precision)
+                                w, half_precision, False)[0]
         else:
-            value[r] = _row_sum(x[r, 0], x[r, 1], 0, len(all_x), all_x, all_y, all_w, half_precision)
+            value[r] = _row_sum(x[r, 0], x[r, 1], 0, len(all_x), all_x, all_y, all_w, half_precision, False)[0]
         keys[slot, 0], keys[slot, 1], cached[slot], filled[slot] = bx, by, value[r], True
     return value
 
 
 @numba.njit(cache=True, nogil=True)
 def _cell_sums(z, indptr, cell, px, py, w, half_precision, gradient):  # pragma: no cover (compiled)
-    """Per row r: log Σ_i w_i e^{-|z_r - p_i|² h} over its cell's points i (h = 1/2v), each row's terms scaled
-    by its nearest point's (the largest term is 1: no underflow), and with `gradient` the terms' weighted mean
-    of p_i (the gradient is (mean - z) / v)."""
+    """Per row r: log Σ_i w_i e^{-|z_r - p_i|² h} over its cell's points i (`_row_sum`), and with `gradient` the
+    terms' weighted mean of p_i (the gradient is (mean - z) / v)."""
     n = len(cell)
     value, mean = np.empty(n), np.zeros((n, 2))
     for r in range(n):
-        a, b = indptr[cell[r]], indptr[cell[r] + 1]
-        zx, zy, nearest = z[r, 0], z[r, 1], np.inf
-        for i in range(a, b):
-            d2 = (zx - px[i]) ** 2 + (zy - py[i]) ** 2
-            nearest = min(nearest, d2)
-        total, mx, my = 0.0, 0.0, 0.0
-        for i in range(a, b):
-            e = w[i] * math.exp((nearest - (zx - px[i]) ** 2 - (zy - py[i]) ** 2) * half_precision)
-            total += e
-            if gradient:
-                mx += e * px[i]
-                my += e * py[i]
-        value[r] = math.log(total) - nearest * half_precision
-        if gradient:
-            mean[r, 0], mean[r, 1] = mx / total, my / total
+        value[r], mean[r, 0], mean[r, 1] = _row_sum(z[r, 0], z[r, 1], indptr[cell[r]], indptr[cell[r] + 1], px, py,
+                                                    w, half_precision, gradient)
     return value, mean
 
 

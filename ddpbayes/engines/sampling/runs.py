@@ -522,9 +522,9 @@ class Chains:
         if start is None:  # the point-wise search with its sweeps: raises ImpossibleEvent as a NUTS run would
             start = self.cond.starting_points(1, settings.seed)[0][0]
         runs = GROUP * settings.chains
-        tuples = self._tempering.outputs(self._tempering.matrix([start]))[0].shape[1]  # not the point-wise function:
-        self._check_memory(RunSettings.of(settings, draws=GROUP * settings.draws),  # compiled for this alone, 2 s
-                           self._values_per_draw(tuples))
+        # the tuples counted by SMC's compiled outputs: the point-wise function would be compiled for this alone (2 s)
+        tuples = self._tempering.outputs(self._tempering.matrix([start]))[0].shape[1]
+        self._check_memory(RunSettings.of(settings, draws=GROUP * settings.draws), self._values_per_draw(tuples))
         out = self._tempering.run(runs, settings.draws, _seed(settings, key), candidates,
                                   local_processes(settings.workers, settings.scheduler))
         shape = (settings.chains, GROUP * settings.draws)

@@ -26,8 +26,9 @@ scaled by a factor drawn per particle and step from `LADDER` (a mixture of invar
 chosen independently of the state: moves inside a narrow mode the Gaussian misses). Cycles repeat,
 at least `MIN_STEPS` (`FINAL_STEPS` at β = 1, whose particles are the run's draws), until the
 particles' correlation with their values at the stage's start, less what their own number adds to it
-(`_forgotten`: r² - 1/n), is below `DECORRELATED` on 90% of the coordinates, at most `MAX_STEPS` per stage (where no proposal crosses between modes the
-particles stay correlated with their start, and a stage runs all `MAX_STEPS`). PyMC's rule, until
+(`_forgotten`: r² - 1/n), is below `DECORRELATED` on 90% of the coordinates, at most `MAX_STEPS` per
+stage (where no proposal crosses between modes the particles stay correlated with their start, and a
+stage runs all `MAX_STEPS`). PyMC's rule, until
 the correlation stops falling by 0.01, stopped at the minimum 4 cycles with the
 resampled copies still in their ancestors' cities: a Gowalla ego network's events with the target at
 the box's edge mixed worst (benchmarks/README, DESIGN §2.3). PyMC's IMH proposes from one Gaussian fitted
