@@ -4,7 +4,6 @@ the gradient against the full sum's, and the Op over a batch against the Op poin
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytensor
 import pytensor.tensor as pt
@@ -72,6 +71,29 @@ def test_dense_sum_and_gradients_against_the_full_sum():
     assert KernelSum(points, 230.0 ** 2).dense
 
 
+def test_a_sum_over_few_points_is_the_full_sum_in_its_vectorised_loop():
+    """Over at most FULL_POINTS points a sum is the full one whatever its width (no truncation, no table, error
+    zero): its values alone (the vectorised loop) and beside its gradient (`_dense`) are the full sum written
+    here, near the points and thousands of kernel widths away; over at most GRAPH_POINTS points
+    `log_kernel_sum` is a PyTensor graph of the same sum."""
+    from ddpbayes.geo.kernels import FULL_POINTS, GRAPH_POINTS, log_kernel_sum
+
+    rng = np.random.default_rng(12)
+    points = _cities(rng, FULL_POINTS)
+    weights = rng.uniform(0.2, 5.0, len(points))
+    x = np.vstack([points[:30] + rng.normal(0, 2, (30, 2)), rng.uniform(-2e4, 2e4, (30, 2))])
+    for v in (1.3 ** 2, 230.0 ** 2):
+        kernel = KernelSum(points, v, weights, domain=(np.zeros(2), np.array([4000.0, 2500.0])))
+        assert kernel.dense and kernel.cells is None and kernel.grid is None and kernel.error == (0.0, 0.0)
+        want = _log_full(x, points, weights, v)
+        assert kernel.log_sum(x)[0] == pytest.approx(want, rel=1e-13, abs=1e-12)
+        assert kernel.log_sum(x, gradient=True)[0] == pytest.approx(want, rel=1e-13, abs=1e-12)
+    few = KernelSum(points[:GRAPH_POINTS], 40.0 ** 2, weights[:GRAPH_POINTS])
+    z = pt.dmatrix("z")
+    graph = pytensor.function([z], log_kernel_sum(few, z), mode=FAST)
+    assert graph(x) == pytest.approx(few.log_sum(x)[0], rel=1e-13, abs=1e-12)
+
+
 def test_op_over_a_batch_is_the_op_per_point():
     rng = np.random.default_rng(9)
     points = _cities(rng, 300)
@@ -133,12 +155,12 @@ def test_table_of_kept_points_within_its_bound():
     assert grad[3:] == pytest.approx(_full_gradient(outside, points, weights, v), rel=1e-9, abs=1e-15)
 
 
-def test_cell_table_values_in_one_loop_and_from_the_cache_are_the_masked_sums_bit_for_bit(monkeypatch):
-    """`KernelSum.log_sum`'s value path over a cell table (one compiled loop, rows met before read from a
-    cache) gives the cell sums inside the table's rectangle and the full sum beyond it, the numbers of the
-    two paths it replaces to the bit, on a first call, a repeat, rows in another order, a cache of 4 slots
-    (every slot taken by several rows in turn) and another thread; and within the truncation's bound of the
-    full sum written here."""
+def test_cell_table_values_in_one_loop_and_from_the_cache_are_the_masked_sums(monkeypatch):
+    """`KernelSum.log_sum`'s value path over a cell table (one compiled loop, its exponentials vectorised, rows
+    met before read from a cache) gives the cell sums inside the table's rectangle and the full sum beyond it:
+    the two paths it replaces within rounding (1e-13), and its own first call's numbers to the bit on a repeat,
+    rows in another order, a cache of 4 slots (every slot taken by several rows in turn) and another thread;
+    and within the truncation's bound of the full sum written here."""
     import threading
 
     from ddpbayes.geo import kernels
@@ -161,7 +183,9 @@ def test_cell_table_values_in_one_loop_and_from_the_cache_are_the_masked_sums_bi
     kernel = KernelSum(points, v, weights, rho, domain=(lo, hi))
     want = expected(kernel, x)
     assert (~kernel.cells.inside(x)).sum() > 50  # rows beyond the table were met
-    assert np.array_equal(kernel.log_sum(x)[0], want)
+    first = kernel.log_sum(x)[0]
+    assert first == pytest.approx(want, rel=1e-13, abs=1e-12)
+    want = first
     assert np.array_equal(kernel.log_sum(x)[0], want)  # again: from the cache
     assert kernel.cells._cache().filled.sum() > 0.5 * len(x)
     order = rng.permutation(len(x))
@@ -174,12 +198,27 @@ def test_cell_table_values_in_one_loop_and_from_the_cache_are_the_masked_sums_bi
         assert np.array_equal(small.log_sum(x[rows])[0], want[rows])
     twins = np.empty((2 * len(x), 2))  # each row beside one of the same x and another y: the key is both
     twins[0::2], twins[1::2] = x, x + np.array([0.0, 7.0])
-    assert np.array_equal(small.log_sum(twins)[0], expected(kernel, twins))
+    assert small.log_sum(twins)[0] == pytest.approx(expected(kernel, twins), rel=1e-13, abs=1e-12)
     got = {}
     thread = threading.Thread(target=lambda: got.update(value=small.log_sum(x)[0]))
     thread.start()
     thread.join()
     assert np.array_equal(got["value"], want)
+
+
+def test_cell_table_far_from_every_point_scales_by_the_nearest_term():
+    """A narrow kernel over a wide, nearly empty rectangle: in a cell far from every point the cell's floor
+    leaves every term below e^-708, and the row is summed again scaled by its nearest term: finite, and the
+    full sum written here (at ρ = 1e-9 nothing the nearest keeps is lost)."""
+    rng = np.random.default_rng(8)
+    points = np.vstack([rng.uniform(0, 20, (150, 2)), rng.uniform(4980, 5000, (150, 2))])  # two far corners
+    v, lo, hi = 1.0, np.array([0.0, 0.0]), np.array([5000.0, 5000.0])
+    kernel = KernelSum(points, v, None, 1e-9, domain=(lo, hi))
+    assert kernel.cells is not None and kernel.cells.floor.max() * 0.5 / v > 1e5
+    x = np.array([[2500.0, 2500.0], [1.0, 0.5], [4990.0, 4999.0], [1200.0, 3100.0]])
+    got = kernel.log_sum(x)[0]
+    assert np.all(np.isfinite(got))
+    assert got == pytest.approx(_log_full(x, points, np.ones(len(points)), v), rel=1e-12)
 
 
 def test_wide_sum_tabulated_within_its_certified_error():

@@ -27,7 +27,7 @@ from scipy.special import logsumexp
 from ddpbayes.errors import InputError
 from ddpbayes.geo.car import CarFit, adjacency, car_precision
 from ddpbayes.geo.data import Box
-from ddpbayes.geo.kernels import GRAPH_POINTS, KernelSum, log_kernel_sum
+from ddpbayes.geo.kernels import KernelSum, log_kernel_sum
 from ddpbayes.geo.near import NearFit, plane_km, sample_conditional
 from ddpbayes.model import DependenceModel
 from ddpbayes.model.domains import Interval
@@ -128,9 +128,8 @@ class NearEgo:
         return self._sum(known, s * s, np.exp(-(log_z - log_z.min()))), log_z.min()
 
     def _sum(self, points: np.ndarray, variance: float, weights: np.ndarray | None = None) -> KernelSum:
-        """A kernel sum tabulated over the box (`geo.kernels`), unless it is few enough points to be
-        an exact graph (`log_kernel_sum`)."""
-        return KernelSum(points, variance, weights, domain=self.domain if len(points) > GRAPH_POINTS else None)
+        """A kernel sum tabulated over the box (`geo.kernels`; over at most FULL_POINTS points, summed in full)."""
+        return KernelSum(points, variance, weights, domain=self.domain)
 
     def _log_mean_normal(self, kernel: KernelSum, x, var: float, count: int):
         """log mean over `count` points of N(x; o, var I) from a truncated sum's log S̃."""

@@ -24,7 +24,8 @@ the cell every dropped point is farther than R, so the same bound holds (the dro
 tabulated instead, when the grid is affordable (`geo.grid.LogSumGrid`, over the rectangle widened by
 GRID_MARGIN: |log Ŝ - log S| <= its `error`). `error` is the range of log Ŝ - log S at any point of
 the widened rectangle; a point beyond it takes the full sum (S̃ = S, a compiled loop over every
-point: no tree search per call). `LogKernelSum` is the PyTensor Op of log S̃ with its gradient
+point: no tree search per call). A sum over at most FULL_POINTS points is always the full sum (S̃ = S, no
+table). `LogKernelSum` is the PyTensor Op of log S̃ with its gradient
 (the truncated sum's own: Σ w_k (o_k - x) / v, w the kept terms' shares), over any leading axes of
 x (..., 2), and registered for `vectorize_graph` so that a batch of SMC particles is one call.
 """
@@ -42,14 +43,17 @@ from pytensor.graph.op import Op
 from pytensor.graph.replace import _vectorize_node
 from scipy.spatial import cKDTree
 
+from ddpbayes.fastexp import FLOOR, exp_parts, scratch
 from ddpbayes.geo.grid import LogSumGrid, TooFine
 
 RHO = 1e-6  # each truncated sum is within a factor 1 + RHO of the full one (module docstring)
-GRAPH_POINTS = 256  # over at most this many points a sum is a PyTensor graph (`log_kernel_sum`)
+GRAPH_POINTS = 8  # over at most this many points a sum is a PyTensor graph (`log_kernel_sum`)
+FULL_POINTS = 256  # over at most this many points a sum is taken in full (no truncation, no table)
 DENSE = 0.25  # a cut radius over this share of the points' extent keeps every point (the full sum: no KD-tree)
 CELLS = 8192  # about this many cells in a domain's table of kept points (each at least the kernel's √v wide)
 CELL_MARGIN = 0.2  # a cell table covers its domain and this share of its sides beyond it (cheap: 0.14 s for 8,192)
 CACHE = 2 ** 14  # slots of a cell table's cache of rows met (`_Cache`)
+TINY = math.exp(FLOOR + 200.0)  # a vectorised sum this small is computed again, scaled by its nearest term
 GRID_MARGIN = 0.1  # a grid this share (Gowalla's 229-km sums: 2.0M nodes over the box, 4.3M so, 10.1M at 0.2)
 
 
@@ -71,9 +75,10 @@ class KernelSum:
         extent = float(np.linalg.norm(np.ptp(self.points, axis=0)))
         self._all = np.array([0, len(self.points)], dtype=np.int64)  # every point in one cell (`_dense`)
         self._xs, self._ys = self.points.T.copy()  # its coordinates, contiguous, as `_cell_sums` reads them
-        self.dense = math.sqrt(2.0 * self.variance * self._log_cut.max()) > DENSE * extent
+        self.dense = len(self.points) <= FULL_POINTS or math.sqrt(
+            2.0 * self.variance * self._log_cut.max()) > DENSE * extent
         self.grid, self.cells = None, None
-        if domain is None:
+        if domain is None or len(self.points) <= FULL_POINTS:
             return
         lo, hi = (np.asarray(a, dtype=float) for a in domain)  # SMC's early particles stray outside the domain:
         if self.dense:  # the tables reach beyond it, a grid less far (its lines multiply there)
@@ -90,7 +95,7 @@ class KernelSum:
         """(below, above): log Ŝ - log S lies in [-below, above] at every point of the domain."""
         if self.grid is not None:
             return self.grid.error, self.grid.error
-        return log_sum_error(self.rho), 0.0
+        return (0.0, 0.0) if self.dense else (log_sum_error(self.rho), 0.0)  # a dense sum without a grid is S
 
     def radius(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The nearest point's squared distance d_1² and the cut radius r(x) at the rows of x (P, 2)."""
@@ -102,6 +107,9 @@ class KernelSum:
         """log S̃ (P,) at the rows of x (P, 2), and its gradient (P, 2) if asked."""
         x = np.ascontiguousarray(x, dtype=float).reshape(-1, 2)
         table = self.grid or self.cells
+        if table is None and self.dense and not gradient:  # every row in one compiled loop that vectorises
+            return _full_values(x, self._xs, self._ys, self.weights, 0.5 / self.variance,
+                                np.empty(len(self.points)), *scratch(len(self.points))), None
         if table is None:
             return self._dense(x, gradient) if self.dense else self._truncated(x, gradient)
         if table is self.cells and not gradient:  # every row in one compiled loop (the masks cost 6% of an event)
@@ -163,6 +171,7 @@ class _CellTable:
         centres = np.stack(grid, axis=-1).reshape(-1, 2)
         d, nearest = kernel.tree.query(centres, k=1)
         reach = np.sqrt((d + half) ** 2 + 2.0 * kernel.variance * kernel._log_cut[nearest]) + half
+        self.floor = np.maximum(d - half, 0.0) ** 2  # no point is nearer than this to any x in the cell (`values`)
         kept = kernel.tree.query_ball_point(centres, reach, return_sorted=True)
         self.indptr = np.concatenate([[0], np.cumsum([len(k) for k in kept])]).astype(np.int64)
         index = np.concatenate(kept).astype(np.int64)
@@ -181,7 +190,7 @@ class _CellTable:
         k = self.kernel
         if not len(x):
             return np.empty(0), (np.empty((0, 2)) if gradient else None)
-        ij = np.minimum(((x - self.lo) // self.side).astype(np.int64), self.shape - 1)
+        ij = np.minimum(np.floor((x - self.lo) / self.side).astype(np.int64), self.shape - 1)  # `_table_values`'s
         cell = ij[:, 0] * self.shape[1] + ij[:, 1]
         z = x - self.centres[cell]  # about the cell's centre, as the table keeps its points
         value, mean = _cell_sums(z, self.indptr, cell, self.x, self.y, self.w, 0.5 / k.variance, gradient)
@@ -192,8 +201,9 @@ class _CellTable:
         (`KernelSum._dense`), in one compiled loop (`_table_values`), a row met before read from this thread's
         cache (`_Cache`)."""
         k, cache = self.kernel, self._cache()
-        return _table_values(x, self.lo, self.hi, self.side, self.shape, self.centres, self.indptr, self.x, self.y,
-                             self.w, k._xs, k._ys, k.weights, 0.5 / k.variance, cache.keys, cache.values, cache.filled)
+        return _table_values(x, self.lo, self.hi, self.side, self.shape, self.centres, self.indptr, self.floor,
+                             self.x, self.y, self.w, k._xs, k._ys, k.weights, 0.5 / k.variance, cache.keys,
+                             cache.values, cache.filled, np.empty(len(k.points)), *scratch(len(k.points)))
 
     def _cache(self) -> _Cache:
         cache = getattr(self._local, "cache", None)
@@ -233,29 +243,77 @@ def _row_sum(zx, zy, a, b, px, py, w, half_precision, gradient):  # pragma: no c
 
 
 @numba.njit(cache=True, nogil=True)
-def _table_values(x, lo, hi, side, shape, centres, indptr, px, py, w, all_x, all_y, all_w, half_precision, keys,
-                  cached, filled):  # pragma: no cover (compiled)
-    """log S̃ per row of x: inside [lo, hi] its cell's kept points about the cell's centre (`_CellTable.log_sum`:
-    the same cell, the same arithmetic), beyond it every point (`KernelSum._dense`); a row whose bits are in
-    its slot of the cache (`_Cache`) is read from it, any other is computed and takes the slot."""
+def _table_values(x, lo, hi, side, shape, centres, indptr, floor, px, py, w, all_x, all_y, all_w, half_precision,
+                  keys, cached, filled, d, q, bits, scale):  # pragma: no cover (compiled)
+    """log S̃ per row of x: inside [lo, hi] its cell's kept points about the cell's centre (`_CellTable.log_sum`'s
+    cell and terms, `_shifted_sum`), beyond it every point (`_full_sum`); a row whose bits are in its slot of the
+    cache (`_Cache`) is read from it, any other is computed and takes the slot."""
     n, slots = len(x), len(filled)
     value = np.empty(n)
-    bits = x.view(np.uint64)
+    x_bits = x.view(np.uint64)
     shift = np.uint64(64 - int(round(math.log2(slots))))
     for r in range(n):
-        bx, by = bits[r, 0], bits[r, 1]
+        bx, by = x_bits[r, 0], x_bits[r, 1]
         slot = int(((bx * np.uint64(0x9E3779B97F4A7C15)) ^ (by * np.uint64(0xC2B2AE3D27D4EB4F))) >> shift)
         if filled[slot] and keys[slot, 0] == bx and keys[slot, 1] == by:
             value[r] = cached[slot]
             continue
         if lo[0] <= x[r, 0] <= hi[0] and lo[1] <= x[r, 1] <= hi[1]:
-            c = min(int((x[r, 0] - lo[0]) // side[0]), shape[0] - 1) * shape[1] + min(
-                int((x[r, 1] - lo[1]) // side[1]), shape[1] - 1)
-            value[r] = _row_sum(x[r, 0] - centres[c, 0], x[r, 1] - centres[c, 1], indptr[c], indptr[c + 1], px, py,
-                                w, half_precision, False)[0]
+            c = min(math.floor((x[r, 0] - lo[0]) / side[0]), shape[0] - 1) * shape[1] + min(
+                math.floor((x[r, 1] - lo[1]) / side[1]), shape[1] - 1)  # `//` on floats: fmod's 40 ns
+            zx, zy = x[r, 0] - centres[c, 0], x[r, 1] - centres[c, 1]
+            total = _shifted_sum(zx, zy, indptr[c], indptr[c + 1], px, py, w, floor[c], half_precision, q, bits,
+                                 scale)
+            if total > TINY:
+                value[r] = math.log(total) - floor[c] * half_precision
+            else:  # far from every point: the terms scaled by the nearest one's
+                value[r] = _row_sum(zx, zy, indptr[c], indptr[c + 1], px, py, w, half_precision, False)[0]
         else:
-            value[r] = _row_sum(x[r, 0], x[r, 1], 0, len(all_x), all_x, all_y, all_w, half_precision, False)[0]
+            value[r] = _full_sum(x[r, 0], x[r, 1], all_x, all_y, all_w, half_precision, d, q, bits, scale)
         keys[slot, 0], keys[slot, 1], cached[slot], filled[slot] = bx, by, value[r], True
+    return value
+
+
+@numba.njit(cache=True, nogil=True, fastmath=True)
+def _shifted_sum(zx, zy, a, b, px, py, w, floor, half_precision, q, bits, scale):  # pragma: no cover (compiled)
+    """Σ_{i in [a, b)} w_i e^{(floor - |z - p_i|²) h}: every exponent <= 0 when no p_i is nearer z than √floor
+    (`_CellTable.floor`), in two loops that vectorise (`fastexp.exp_parts`)."""
+    n = b - a
+    for i in range(n):
+        dx, dy = zx - px[a + i], zy - py[a + i]
+        q[i], bits[i] = exp_parts((floor - dx * dx - dy * dy) * half_precision)
+    total = 0.0
+    for i in range(n):
+        total += w[a + i] * q[i] * scale[i]
+    return total
+
+
+@numba.njit(cache=True, nogil=True, fastmath=True)
+def _full_sum(zx, zy, px, py, w, half_precision, d, q, bits, scale):  # pragma: no cover (compiled)
+    """log Σ_i w_i e^{-|z - p_i|² h} over every point, the terms scaled by the nearest point's (no underflow), in
+    loops that vectorise (`fastexp.exp_parts`; a term below e^-708 of the nearest's counts as e^-708, within
+    rounding of the sum, which is at least the smallest weight)."""
+    n = len(px)
+    for i in range(n):
+        dx, dy = zx - px[i], zy - py[i]
+        d[i] = dx * dx + dy * dy
+    nearest = np.inf
+    for i in range(n):
+        nearest = min(nearest, d[i])
+    for i in range(n):
+        q[i], bits[i] = exp_parts((nearest - d[i]) * half_precision)
+    total = 0.0
+    for i in range(n):
+        total += w[i] * q[i] * scale[i]
+    return math.log(total) - nearest * half_precision
+
+
+@numba.njit(cache=True, nogil=True)
+def _full_values(x, px, py, w, half_precision, d, q, bits, scale):  # pragma: no cover (compiled)
+    """`_full_sum` at every row of x."""
+    value = np.empty(len(x))
+    for r in range(len(x)):
+        value[r] = _full_sum(x[r, 0], x[r, 1], px, py, w, half_precision, d, q, bits, scale)
     return value
 
 
@@ -318,12 +376,16 @@ def _vectorize_kernel_op(op: Op, node: Apply, x) -> Apply:
 def log_kernel_sum(kernel: KernelSum, x):
     """log S̃ at x (..., 2) as a PyTensor expression: the Op, or, over at most GRAPH_POINTS points,
     the full sum written as a graph (exact, and compiled: no Python call per evaluation, which over a
-    few points costs more than the sum)."""
+    few points costs more than the sum; over 20 to 54, a Gowalla friend's known friends, the graph's
+    exponentials cost 9 ns a term against the Op's vectorised 1.5, and it was a third of an SMC event's
+    log-density)."""
     if len(kernel.points) > GRAPH_POINTS:
         return LogKernelSum(kernel)(x)
     o = kernel.points
-    d2 = (x[..., 0:1] - o[:, 0]) ** 2 + (x[..., 1:2] - o[:, 1]) ** 2
-    return pt.logsumexp(np.log(kernel.weights) - d2 / (2.0 * kernel.variance), axis=-1)
+    d2 = (x[..., 0, None] - o[:, 0]) ** 2 + (x[..., 1, None] - o[:, 1]) ** 2
+    terms = np.log(kernel.weights) - d2 / (2.0 * kernel.variance)
+    peak = pt.max(terms, axis=-1, keepdims=True)  # stable in any mode (FAST_COMPILE leaves logsumexp unrewritten)
+    return pt.log(pt.sum(pt.exp(terms - peak), axis=-1)) + peak[..., 0]
 
 
 def log_sum_error(rho: float = RHO) -> float:

@@ -80,6 +80,7 @@ import pytensor.tensor as pt
 from pytensor.graph.replace import vectorize_graph
 from scipy.linalg import solve_triangular
 
+from ddpbayes.fastexp import exp_parts, scratch
 from ddpbayes.model.batched import checks_per_point, unblock_indexing
 from ddpbayes.model.condition import TUPLES, WEIGHTS, Conditioned
 from ddpbayes.parallel.forked import forked_map
@@ -455,53 +456,70 @@ def _kde_logpdf(x: np.ndarray, centres: np.ndarray, counts: np.ndarray, inverse:
     """log of the proposal's density at each row of x (distinct whitened centres, each `counts` times
     among the proposal's, L⁻¹), up to the constant (it cancels in a proposal ratio):
     log Σ_{i,s} n_i s^-dim exp(-|L⁻¹x - c_i|² / 2s²), in one compiled loop (`_kde_sums`)."""
-    return _kde_sums(np.ascontiguousarray(_times(x, inverse)), centres, counts, 0.5 / KDE_SCALES[0] ** 2, SQUARINGS,
-                     KDE_SCALES)
+    return _kde_sums(np.ascontiguousarray(_times(x, inverse)), np.ascontiguousarray(centres.T), counts,
+                     0.5 / KDE_SCALES[0] ** 2, SQUARINGS, KDE_SCALES, np.empty(len(centres)), *scratch(len(centres)))
 
 
-@numba.njit(cache=True, nogil=True)
-def _kde_sums(z, centres, weights, half_precision, squarings, scales):  # pragma: no cover (compiled)
-    """Per row r of z: log Σ_k s_k^-dim Σ_i w_i exp(-|z_r - c_i|² / 2s_k²), the scales' log sums combined as a
-    log-sum-exp (numpy's over three values a row cost more than the sums). Per scale the sum is taken as
-    Σ_i w_i e_ri^(2^(squarings k)) e^(-d_r h_k), e_ri = exp(-(|z_r - c_i|² - d_r) h) with d_r the row's nearest
-    centre's squared distance (its term is 1 at every scale: no underflow) and h = h_0 = 1/2s_0² (each narrower
-    scale's kernel is the previous one to the power 2^squarings: squarings, not an exponential, as KDE_SCALES
-    are 2^(squarings/2) apart). A term with (|z_r - c_i|² - d_r) h > 50 is left out: below e^-50 = 2e-22 of the
-    nearest's at every scale, so all of them together below 2e-22 Σw / min w of the sum, under its rounding for
-    the shares here (each at least 1/(2 × the centres)). Direct differences, not |z|² + |c|² - 2 z·c: no
-    cancellation far from 0. Most terms are left out where the particles' modes are apart (a 9-dimensional
-    Gowalla ego network: 3 times numpy's (rows, centres) passes)."""
-    rows, m, dim, count = z.shape[0], centres.shape[0], z.shape[1], len(scales)
-    out, d2, acc, terms = np.empty(rows), np.empty(m), np.empty(count), np.empty(count)
+@numba.njit(cache=True, nogil=True, fastmath=True)
+def _kde_sums(z, centres, weights, half_precision, squarings, scales, d2, e, bits, power):  # pragma: no cover
+    """Per row r of z: log Σ_k s_k^-dim Σ_i w_i exp(-|z_r - c_i|² / 2s_k²) (centres (dim, m), a column each),
+    the scales' log sums combined as a log-sum-exp (numpy's over three values a row cost more than the sums).
+    Per scale the sum is taken as Σ_i w_i e_ri^(2^(squarings k)) e^(-d_r h_k), e_ri = exp(-(|z_r - c_i|² - d_r) h)
+    with d_r the row's nearest centre's squared distance (its term is 1 at every scale: no underflow) and
+    h = h_0 = 1/2s_0² (each narrower scale's kernel is the previous one to the power 2^squarings: squarings,
+    not an exponential, as KDE_SCALES are 2^(squarings/2) apart). A term with (|z_r - c_i|² - d_r) h > 50 is
+    left out: below e^-50 = 2e-22 of the nearest's at every scale, so all of them together below 2e-22 Σw / min w
+    of the sum, under its rounding for the shares here (each at least 1/(2 × the centres)); the others' weights
+    and exponents are gathered and their exponentials taken in loops that vectorise (`fastexp.exp_parts`).
+    Direct differences, not |z|² + |c|² - 2 z·c: no cancellation far from 0."""
+    rows, dim, m, count = z.shape[0], centres.shape[0], centres.shape[1], len(scales)
+    out, terms, kept = np.empty(rows), np.empty(count), np.empty(m)
     for r in range(rows):
-        low = np.inf
         for i in range(m):
-            total = 0.0
-            for d in range(dim):
-                diff = z[r, d] - centres[i, d]
-                total += diff * diff
-            d2[i] = total
-            low = min(low, total)
-        acc[:] = 0.0
+            d2[i] = 0.0
+        for d in range(dim):
+            zd = z[r, d]
+            for i in range(m):
+                diff = zd - centres[d, i]
+                d2[i] += diff * diff
+        low = _smallest(d2, m)
+        n = 0
         for i in range(m):
             u = (d2[i] - low) * half_precision
-            if u > 50.0:
-                continue
-            e = math.exp(-u)
-            for k in range(count):
-                if k:
-                    for _ in range(squarings):
-                        e *= e
-                acc[k] += weights[i] * e
+            if u <= 50.0:
+                d2[n], kept[n] = -u, weights[i]
+                n += 1
+        for i in range(n):
+            e[i], bits[i] = exp_parts(d2[i])
+        for i in range(n):
+            e[i] *= power[i]
         peak = -np.inf
         for k in range(count):
-            terms[k] = math.log(acc[k]) - 0.5 * low / (scales[k] * scales[k]) - dim * math.log(scales[k])
+            if k:
+                for _ in range(squarings):
+                    for i in range(n):
+                        e[i] *= e[i]
+            total = 0.0
+            for i in range(n):
+                total += kept[i] * e[i]
+            terms[k] = math.log(total) - 0.5 * low / (scales[k] * scales[k]) - dim * math.log(scales[k])
             peak = max(peak, terms[k])
         total = 0.0
         for k in range(count):
             total += math.exp(terms[k] - peak)
         out[r] = math.log(total) + peak
     return out
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _smallest(a, n):  # pragma: no cover (compiled)
+    """min of a[:n] over four running minima (independent comparisons the processor overlaps)."""
+    m0 = m1 = m2 = m3 = np.inf
+    for i in range(0, n - 3, 4):
+        m0, m1, m2, m3 = min(m0, a[i]), min(m1, a[i + 1]), min(m2, a[i + 2]), min(m3, a[i + 3])
+    for i in range(n - n % 4, n):
+        m0 = min(m0, a[i])
+    return min(min(m0, m1), min(m2, m3))
 
 
 def _pearson(a: np.ndarray, b: np.ndarray) -> np.ndarray:
