@@ -43,7 +43,7 @@ from pytensor.graph.op import Op
 from pytensor.graph.replace import _vectorize_node
 from scipy.spatial import cKDTree
 
-from ddpbayes.fastexp import FLOOR, exp_parts, scratch
+from ddpbayes.fastexp import CUT, FAST, exp_parts, scratch, smallest
 from ddpbayes.geo.grid import LogSumGrid, TooFine
 
 RHO = 1e-6  # each truncated sum is within a factor 1 + RHO of the full one (module docstring)
@@ -53,7 +53,7 @@ DENSE = 0.25  # a cut radius over this share of the points' extent keeps every p
 CELLS = 8192  # about this many cells in a domain's table of kept points (each at least the kernel's √v wide)
 CELL_MARGIN = 0.2  # a cell table covers its domain and this share of its sides beyond it (cheap: 0.14 s for 8,192)
 CACHE = 2 ** 14  # slots of a cell table's cache of rows met (`_Cache`)
-TINY = math.exp(FLOOR + 200.0)  # a vectorised sum this small is computed again, scaled by its nearest term
+TINY = math.exp(CUT + 200.0)  # a vectorised sum this small is computed again, scaled by its nearest term
 GRID_MARGIN = 0.1  # a grid this share (Gowalla's 229-km sums: 2.0M nodes over the box, 4.3M so, 10.1M at 0.2)
 
 
@@ -274,7 +274,7 @@ def _table_values(x, lo, hi, side, shape, centres, indptr, floor, px, py, w, all
     return value
 
 
-@numba.njit(cache=True, nogil=True, fastmath=True)
+@numba.njit(cache=True, nogil=True, fastmath=FAST)
 def _shifted_sum(zx, zy, a, b, px, py, w, floor, half_precision, q, bits, scale):  # pragma: no cover (compiled)
     """Σ_{i in [a, b)} w_i e^{(floor - |z - p_i|²) h}: every exponent <= 0 when no p_i is nearer z than √floor
     (`_CellTable.floor`), in two loops that vectorise (`fastexp.exp_parts`)."""
@@ -288,18 +288,16 @@ def _shifted_sum(zx, zy, a, b, px, py, w, floor, half_precision, q, bits, scale)
     return total
 
 
-@numba.njit(cache=True, nogil=True, fastmath=True)
+@numba.njit(cache=True, nogil=True, fastmath=FAST)
 def _full_sum(zx, zy, px, py, w, half_precision, d, q, bits, scale):  # pragma: no cover (compiled)
     """log Σ_i w_i e^{-|z - p_i|² h} over every point, the terms scaled by the nearest point's (no underflow), in
-    loops that vectorise (`fastexp.exp_parts`; a term below e^-708 of the nearest's counts as e^-708, within
-    rounding of the sum, which is at least the smallest weight)."""
+    loops that vectorise (`fastexp.exp_parts`; a term below e^-600 of the nearest's is left out, within rounding
+    of the sum, which is at least the nearest point's weight)."""
     n = len(px)
     for i in range(n):
         dx, dy = zx - px[i], zy - py[i]
         d[i] = dx * dx + dy * dy
-    nearest = np.inf
-    for i in range(n):
-        nearest = min(nearest, d[i])
+    nearest = smallest(d, n)
     for i in range(n):
         q[i], bits[i] = exp_parts((nearest - d[i]) * half_precision)
     total = 0.0

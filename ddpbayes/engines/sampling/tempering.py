@@ -80,7 +80,7 @@ import pytensor.tensor as pt
 from pytensor.graph.replace import vectorize_graph
 from scipy.linalg import solve_triangular
 
-from ddpbayes.fastexp import exp_parts, scratch
+from ddpbayes.fastexp import FAST, exp_parts, scratch, smallest
 from ddpbayes.model.batched import checks_per_point, unblock_indexing
 from ddpbayes.model.condition import TUPLES, WEIGHTS, Conditioned
 from ddpbayes.parallel.forked import forked_map
@@ -460,7 +460,7 @@ def _kde_logpdf(x: np.ndarray, centres: np.ndarray, counts: np.ndarray, inverse:
                      0.5 / KDE_SCALES[0] ** 2, SQUARINGS, KDE_SCALES, np.empty(len(centres)), *scratch(len(centres)))
 
 
-@numba.njit(cache=True, nogil=True, fastmath=True)
+@numba.njit(cache=True, nogil=True, fastmath=FAST)
 def _kde_sums(z, centres, weights, half_precision, squarings, scales, d2, e, bits, power):  # pragma: no cover
     """Per row r of z: log Σ_k s_k^-dim Σ_i w_i exp(-|z_r - c_i|² / 2s_k²) (centres (dim, m), a column each),
     the scales' log sums combined as a log-sum-exp (numpy's over three values a row cost more than the sums).
@@ -482,7 +482,7 @@ def _kde_sums(z, centres, weights, half_precision, squarings, scales, d2, e, bit
             for i in range(m):
                 diff = zd - centres[d, i]
                 d2[i] += diff * diff
-        low = _smallest(d2, m)
+        low = smallest(d2, m)
         n = 0
         for i in range(m):
             u = (d2[i] - low) * half_precision
@@ -497,8 +497,8 @@ def _kde_sums(z, centres, weights, half_precision, squarings, scales, d2, e, bit
         for k in range(count):
             if k:
                 for _ in range(squarings):
-                    for i in range(n):
-                        e[i] *= e[i]
+                    for i in range(n):  # a term below 1e-150 of the nearest's left out: its square is no subnormal
+                        e[i] = e[i] * e[i] if e[i] > 1e-150 else 0.0
             total = 0.0
             for i in range(n):
                 total += kept[i] * e[i]
@@ -509,17 +509,6 @@ def _kde_sums(z, centres, weights, half_precision, squarings, scales, d2, e, bit
             total += math.exp(terms[k] - peak)
         out[r] = math.log(total) + peak
     return out
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _smallest(a, n):  # pragma: no cover (compiled)
-    """min of a[:n] over four running minima (independent comparisons the processor overlaps)."""
-    m0 = m1 = m2 = m3 = np.inf
-    for i in range(0, n - 3, 4):
-        m0, m1, m2, m3 = min(m0, a[i]), min(m1, a[i + 1]), min(m2, a[i + 2]), min(m3, a[i + 3])
-    for i in range(n - n % 4, n):
-        m0 = min(m0, a[i])
-    return min(min(m0, m1), min(m2, m3))
 
 
 def _pearson(a: np.ndarray, b: np.ndarray) -> np.ndarray:
