@@ -53,8 +53,8 @@ def smallest(a, n):  # pragma: no cover (compiled)
     return min(min(m0, m1), min(m2, m3))
 
 
-def scratch(size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """A loop's buffers for `exp_parts`: the polynomials (size,), the bits (size,) int64 and the same
-    bits read as float64 (the powers of two)."""
+def scratch(size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A loop's buffers for `exp_parts`, each (size,): one for the exponents (squared distances, say), the
+    polynomials, the bits (int64) and the same bits read as float64 (the powers of two)."""
     bits = np.empty(max(size, 1), dtype=np.int64)
-    return np.empty(max(size, 1)), bits, bits.view(np.float64)
+    return np.empty(max(size, 1)), np.empty(max(size, 1)), bits, bits.view(np.float64)

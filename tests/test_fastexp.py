@@ -10,7 +10,7 @@ from ddpbayes.fastexp import CUT, exp_parts, scratch
 
 
 @numba.njit
-def _exp_loop(x, q, bits, scale):
+def _exp_loop(x, work, q, bits, scale):
     for i in range(len(x)):
         q[i], bits[i] = exp_parts(x[i])
     out = np.empty(len(x))

@@ -232,15 +232,15 @@ def test_independent_proposal_density_is_its_draws_density():
     x = rng.normal(0, 3, (40, 2))
     want = np.log(sum(stats.multivariate_normal(c, s * s * chol @ chol.T).pdf(x) for c in centres for s in KDE_SCALES))
     ones = np.ones(len(centres))
-    got = _kde_logpdf(x, centres @ inverse.T, ones, inverse)
+    got = _kde_logpdf(x, inverse @ centres.T, ones, inverse)  # the whitened centres, a column each
     assert np.ptp(got - want) < 1e-9
     far = 1e8 * np.array([1.0, -3.0])  # a translation: the same density, far from 0 (x + far rounds by 1.5e-8;
-    shifted = _kde_logpdf(x + far, (centres + far) @ inverse.T, ones, inverse)
+    shifted = _kde_logpdf(x + far, inverse @ (centres + far).T, ones, inverse)
     assert np.ptp(shifted - want) < 1e-3  # |z|²+|c|²-2z·c: 366)
     repeated = np.repeat(centres, [1, 3, 1, 2, 1, 1], axis=0)  # resampled copies: each distinct centre counted
     listed = np.log(sum(stats.multivariate_normal(c, s * s * chol @ chol.T).pdf(x)
                         for c in repeated for s in KDE_SCALES))
-    counted = _kde_logpdf(x, centres @ inverse.T, np.array([1, 3, 1, 2, 1, 1]), inverse)
+    counted = _kde_logpdf(x, inverse @ centres.T, np.array([1, 3, 1, 2, 1, 1]), inverse)
     assert np.ptp(counted - listed) < 1e-9 and np.ptp(counted - got) > 0.01
     draws = _kde_draw(centres, chol, 200_000, rng)
     spread = np.mean(KDE_SCALES ** 2) * chol @ chol.T + np.cov(centres, rowvar=False, ddof=0)
@@ -249,7 +249,7 @@ def test_independent_proposal_density_is_its_draws_density():
     share = np.array([0.35, 0.05, 0.1, 0.2, 0.2, 0.1])  # the centres chosen with these probabilities
     weighted = np.log(sum(w * stats.multivariate_normal(c, s * s * chol @ chol.T).pdf(x)
                           for c, w in zip(centres, share) for s in KDE_SCALES))
-    assert np.ptp(_kde_logpdf(x, centres @ inverse.T, share, inverse) - weighted) < 1e-9
+    assert np.ptp(_kde_logpdf(x, inverse @ centres.T, share, inverse) - weighted) < 1e-9
     draws = _kde_draw(centres, chol, 200_000, rng, share)
     assert draws.mean(axis=0) == pytest.approx(share @ centres, abs=0.03)
     assert np.abs(share @ centres - centres.mean(axis=0)).max() > 0.3  # the uniform choice's mean is not it

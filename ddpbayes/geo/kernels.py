@@ -109,7 +109,7 @@ class KernelSum:
         table = self.grid or self.cells
         if table is None and self.dense and not gradient:  # every row in one compiled loop that vectorises
             return _full_values(x, self._xs, self._ys, self.weights, 0.5 / self.variance,
-                                np.empty(len(self.points)), *scratch(len(self.points))), None
+                                *scratch(len(self.points))), None
         if table is None:
             return self._dense(x, gradient) if self.dense else self._truncated(x, gradient)
         if table is self.cells and not gradient:  # every row in one compiled loop (the masks cost 6% of an event)
@@ -203,7 +203,7 @@ class _CellTable:
         k, cache = self.kernel, self._cache()
         return _table_values(x, self.lo, self.hi, self.side, self.shape, self.centres, self.indptr, self.floor,
                              self.x, self.y, self.w, k._xs, k._ys, k.weights, 0.5 / k.variance, cache.keys,
-                             cache.values, cache.filled, np.empty(len(k.points)), *scratch(len(k.points)))
+                             cache.values, cache.filled, *scratch(len(k.points)))
 
     def _cache(self) -> _Cache:
         cache = getattr(self._local, "cache", None)
@@ -290,20 +290,16 @@ def _shifted_sum(zx, zy, a, b, px, py, w, floor, half_precision, q, bits, scale)
 
 @numba.njit(cache=True, nogil=True, fastmath=FAST)
 def _full_sum(zx, zy, px, py, w, half_precision, d, q, bits, scale):  # pragma: no cover (compiled)
-    """log Σ_i w_i e^{-|z - p_i|² h} over every point, the terms scaled by the nearest point's (no underflow), in
-    loops that vectorise (`fastexp.exp_parts`; a term below e^-600 of the nearest's is left out, within rounding
-    of the sum, which is at least the nearest point's weight)."""
+    """log Σ_i w_i e^{-|z - p_i|² h} over every point: `_shifted_sum` with the nearest point's squared distance
+    as the floor (its term is w_1: no underflow; a term below e^-600 of it is left out, within rounding of the
+    sum)."""
     n = len(px)
     for i in range(n):
         dx, dy = zx - px[i], zy - py[i]
         d[i] = dx * dx + dy * dy
     nearest = smallest(d, n)
-    for i in range(n):
-        q[i], bits[i] = exp_parts((nearest - d[i]) * half_precision)
-    total = 0.0
-    for i in range(n):
-        total += w[i] * q[i] * scale[i]
-    return math.log(total) - nearest * half_precision
+    return math.log(_shifted_sum(zx, zy, 0, n, px, py, w, nearest, half_precision, q, bits, scale)) - (
+        nearest * half_precision)
 
 
 @numba.njit(cache=True, nogil=True)

@@ -314,7 +314,7 @@ class _BlockKernel:
     share: np.ndarray
     chol: np.ndarray
     inverse: np.ndarray
-    centres: np.ndarray
+    centres: np.ndarray  # the distinct centres whitened by the inverse, a column each (`_kde_logpdf`)
     counts: np.ndarray
 
     @classmethod
@@ -324,7 +324,7 @@ class _BlockKernel:
         inverse = solve_triangular(chol, np.eye(len(columns)), lower=True)
         distinct, where = np.unique(part, axis=0, return_inverse=True)  # resampled copies: one centre, their shares
         counts = np.bincount(where.ravel(), weights=share, minlength=len(distinct))
-        return cls(columns, part, share, chol, inverse, np.ascontiguousarray(_times(distinct, inverse)), counts)
+        return cls(columns, part, share, chol, inverse, np.ascontiguousarray(_times(distinct, inverse).T), counts)
 
     def logpdf(self, values: np.ndarray) -> np.ndarray:
         """The block marginal's log density at rows of block values, up to its constant."""
@@ -453,11 +453,11 @@ def _forgotten(start: np.ndarray, x: np.ndarray) -> bool:
 
 
 def _kde_logpdf(x: np.ndarray, centres: np.ndarray, counts: np.ndarray, inverse: np.ndarray) -> np.ndarray:
-    """log of the proposal's density at each row of x (distinct whitened centres, each `counts` times
-    among the proposal's, L⁻¹), up to the constant (it cancels in a proposal ratio):
+    """log of the proposal's density at each row of x (distinct whitened centres (dim, m), a column each and
+    each `counts` times among the proposal's, L⁻¹), up to the constant (it cancels in a proposal ratio):
     log Σ_{i,s} n_i s^-dim exp(-|L⁻¹x - c_i|² / 2s²), in one compiled loop (`_kde_sums`)."""
-    return _kde_sums(np.ascontiguousarray(_times(x, inverse)), np.ascontiguousarray(centres.T), counts,
-                     0.5 / KDE_SCALES[0] ** 2, SQUARINGS, KDE_SCALES, np.empty(len(centres)), *scratch(len(centres)))
+    return _kde_sums(np.ascontiguousarray(_times(x, inverse)), np.ascontiguousarray(centres), counts,
+                     0.5 / KDE_SCALES[0] ** 2, SQUARINGS, KDE_SCALES, *scratch(centres.shape[1]))
 
 
 @numba.njit(cache=True, nogil=True, fastmath=FAST)
